@@ -1,0 +1,209 @@
+//! Programs from files: imports resolved relative to the importing file,
+//! each file loaded once, cycles and missing files reported at the import.
+//!
+//! The file system sits behind [`FileLoader`], so the command line, the
+//! test harness and (later) the REPL share this one pipeline.
+
+use crate::ast::{Decl, Expr, ExprKind, Program};
+use crate::diag::Diagnostic;
+use crate::parser::{Dialect, Parser};
+use crate::reader::read;
+use crate::source::{SourceFile, SourceMap};
+use crate::span::{FileId, Span};
+use std::path::{Path, PathBuf};
+
+/// How the front end reaches files.
+pub trait FileLoader {
+    /// The absolute, canonical form of a path (one file, one name).
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf>;
+    fn read_to_string(&self, path: &Path) -> std::io::Result<String>;
+}
+
+/// The real file system.
+pub struct RealFs;
+
+impl FileLoader for RealFs {
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        std::fs::canonicalize(path)
+    }
+    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+}
+
+/// A parsed program and everything reported while loading it.
+#[derive(Debug)]
+pub struct Loaded<T> {
+    pub value: T,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl<T> Loaded<T> {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Parses one expression (`remora parse -e`, command-line arguments).
+pub fn parse_expression(sources: &mut SourceMap, name: &str, text: &str, dialect: Dialect) -> Loaded<Expr> {
+    let file = sources.add(SourceFile::new(name, None, text));
+    let mut diags = Vec::new();
+    let items = read(text, file, &mut diags);
+    let eof = Span::new(file, text.len(), text.len());
+    let mut parser = Parser::new(&mut diags, dialect);
+    let value = match items.as_slice() {
+        [] => {
+            parser_error(&mut parser, eof, "unexpected end of input", "an expression");
+            Expr {
+                kind: ExprKind::Error,
+                span: eof,
+            }
+        }
+        [one, rest @ ..] => {
+            let e = parser.expr(one);
+            if let Some(extra) = rest.first() {
+                parser_error(
+                    &mut parser,
+                    extra.span,
+                    &format!("unexpected {} after the expression", extra.describe()),
+                    "end of input",
+                );
+            }
+            e
+        }
+    };
+    Loaded {
+        value,
+        diagnostics: diags,
+    }
+}
+
+fn parser_error(p: &mut Parser<'_>, span: Span, message: &str, expected: &str) {
+    p.report(Diagnostic::error(span, message).expected(expected));
+}
+
+/// Loads a program from a file on disk, with its imports.
+pub fn load_program_file(sources: &mut SourceMap, loader: &dyn FileLoader, path: &Path) -> Loaded<Program> {
+    let mut diags = Vec::new();
+    let text = loader
+        .canonicalize(path)
+        .and_then(|c| loader.read_to_string(&c).map(|t| (c, t)));
+    match text {
+        Ok((canonical, text)) => {
+            load_program_text(sources, loader, &path.display().to_string(), Some(canonical), &text)
+        }
+        Err(e) => {
+            diags.push(Diagnostic::error_unpositioned(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+            Loaded {
+                value: Program { decls: Vec::new() },
+                diagnostics: diags,
+            }
+        }
+    }
+}
+
+/// Loads a program whose text is already in hand (stdin, a test case).
+/// `path`, when given, is the canonical path the text stands for: imports
+/// resolve relative to its directory (else to the current directory).
+pub fn load_program_text(
+    sources: &mut SourceMap,
+    loader: &dyn FileLoader,
+    name: &str,
+    path: Option<PathBuf>,
+    text: &str,
+) -> Loaded<Program> {
+    let mut loading = Loading {
+        sources,
+        loader,
+        diags: Vec::new(),
+        stack: Vec::new(),
+        decls: Vec::new(),
+    };
+    let file = loading.sources.add(SourceFile::new(name, path.clone(), text));
+    loading.file(file, name, path);
+    Loaded {
+        value: Program {
+            decls: loading.decls,
+        },
+        diagnostics: loading.diags,
+    }
+}
+
+struct Loading<'a> {
+    sources: &'a mut SourceMap,
+    loader: &'a dyn FileLoader,
+    diags: Vec<Diagnostic>,
+    /// Files whose imports are being loaded, outermost first.
+    stack: Vec<PathBuf>,
+    decls: Vec<Decl>,
+}
+
+impl Loading<'_> {
+    fn file(&mut self, file: FileId, name: &str, path: Option<PathBuf>) {
+        let text = self.sources.get(file).map(|f| f.text.clone()).unwrap_or_default();
+        let items = read(&text, file, &mut self.diags);
+        let parsed = Parser::new(&mut self.diags, Dialect::Source).file(&items);
+        drop(items);
+        if let Some(p) = &path {
+            self.stack.push(p.clone());
+        }
+        let base_dir = path
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let name_dir = Path::new(name).parent().map(Path::to_path_buf).unwrap_or_default();
+        for import in parsed.imports {
+            self.import(&base_dir, &name_dir, &import.path, import.span);
+        }
+        if path.is_some() {
+            self.stack.pop();
+        }
+        self.decls.extend(parsed.decls);
+    }
+
+    fn import(&mut self, base_dir: &Path, name_dir: &Path, rel: &str, span: Span) {
+        let target = base_dir.join(rel);
+        let canonical = match self.loader.canonicalize(&target) {
+            Ok(c) => c,
+            Err(e) => {
+                self.diags.push(
+                    Diagnostic::error(span, format!("cannot import \"{rel}\": {e}"))
+                        .note(format!("looked for {}", target.display())),
+                );
+                return;
+            }
+        };
+        if let Some(pos) = self.stack.iter().position(|p| *p == canonical) {
+            let cycle: Vec<String> = self.stack[pos..]
+                .iter()
+                .chain(std::iter::once(&canonical))
+                .map(|p| p.display().to_string())
+                .collect();
+            self.diags.push(
+                Diagnostic::error(span, format!("import cycle: \"{rel}\" is already being imported"))
+                    .note(format!("the cycle: {}", cycle.join(" → "))),
+            );
+            return;
+        }
+        if self.sources.find_path(&canonical).is_some() {
+            return; // loaded once already
+        }
+        let text = match self.loader.read_to_string(&canonical) {
+            Ok(t) => t,
+            Err(e) => {
+                self.diags
+                    .push(Diagnostic::error(span, format!("cannot import \"{rel}\": {e}")));
+                return;
+            }
+        };
+        let shown = name_dir.join(rel).display().to_string();
+        let file = self
+            .sources
+            .add(SourceFile::new(shown.clone(), Some(canonical.clone()), text));
+        self.file(file, &shown, Some(canonical));
+    }
+}

@@ -1,0 +1,1801 @@
+//! The parser: surface s-expressions to the desugared tree (core.md §1.2
+//! and the extension syntax of extensions.md §1.5, §2, §3).
+//!
+//! Every function here returns a node: a form that does not parse becomes an
+//! `Error` node and a diagnostic, and parsing continues with its siblings.
+//! Backtracking (core.md's "tried first" alternatives) is a checkpoint on
+//! the diagnostic list: try a parse, and if it reported anything, drop its
+//! diagnostics and take the other reading.
+
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::reader::{Bracket, SExp, SExpKind};
+use crate::span::Span;
+
+/// Which text the parser reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// Remora source: core.md §1.2 plus our extensions.
+    Source,
+    /// Source plus the forms only `remora parse` prints (core.md §1.3):
+    /// `(empty-array [d …] T)`, `(empty-frame [d …] T)`,
+    /// `{x : s = e, …}` and `(e . x)`. Used to read printed trees back.
+    Tree,
+}
+
+/// The name desugaring gives the intermediate box of a multi-witness
+/// `unbox`; it cannot be written in source, so it captures nothing.
+pub const UNBOX_TEMP: &str = "#box";
+
+/// Reserved words (core.md §1.1): never identifiers.
+pub const RESERVED: &[&str] = &[
+    "array", "frame", "t-app", "i-app", "unbox", "box", "dims", "fn", "λ", "t-fn", "tλ", "i-fn",
+    "iλ", "A", "->", "→", "Forall", "∀", "Pi", "Π", "Sigma", "Σ", "let", "type", "ispace", "fun",
+    "t-fun", "i-fun", "val", "def", "entry", "import", "field",
+];
+
+/// Keywords of the parenthesised expression forms that commit once matched:
+/// `(let-x 3)` is a parse error, as in remora-lang.
+const COMMITTING: &[&str] = &["array", "frame", "unbox", "let", "field", "i-app", "t-app"];
+
+pub fn is_reserved(name: &str) -> bool {
+    RESERVED.contains(&name)
+}
+
+/// An `(import "path")` line, unresolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Import {
+    pub path: String,
+    pub span: Span,
+}
+
+/// One file's parse: its imports and its own declarations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedFile {
+    pub imports: Vec<Import>,
+    pub decls: Vec<Decl>,
+}
+
+pub struct Parser<'d> {
+    diags: &'d mut Vec<Diagnostic>,
+    dialect: Dialect,
+}
+
+fn scalar(atom: Atom) -> Expr {
+    let span = atom.span;
+    Expr {
+        kind: ExprKind::Array {
+            shape: Vec::new(),
+            atoms: vec![atom],
+        },
+        span,
+    }
+}
+
+fn mk_expr(kind: ExprKind, span: Span) -> Expr {
+    Expr { kind, span }
+}
+
+fn error_expr(span: Span) -> Expr {
+    mk_expr(ExprKind::Error, span)
+}
+
+fn error_type(span: Span) -> Type {
+    Type {
+        kind: TypeKind::Error,
+        span,
+    }
+}
+
+/// A shape splice, flattened: nested splices merge, and a splice of exactly
+/// one shape is that shape.
+pub fn splice(items: Vec<Ispace>, span: Span) -> Shape {
+    let mut flat = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Ispace::Shape(Shape {
+                kind: ShapeKind::Splice(inner),
+                ..
+            }) => flat.extend(inner),
+            other => flat.push(other),
+        }
+    }
+    if flat.len() == 1 && matches!(flat[0], Ispace::Shape(_))
+        && let Some(Ispace::Shape(s)) = flat.pop() {
+            return s;
+        }
+    Shape {
+        kind: ShapeKind::Splice(flat),
+        span,
+    }
+}
+
+/// `(A T s)` with nested array types merged, outer frame first.
+pub fn array_type(elem: Type, shape: Shape, span: Span) -> Type {
+    let kind = match elem.kind {
+        TypeKind::Array {
+            elem: inner,
+            shape: inner_shape,
+        } => TypeKind::Array {
+            elem: inner,
+            shape: splice(vec![Ispace::Shape(shape), Ispace::Shape(inner_shape)], span),
+        },
+        kind => TypeKind::Array {
+            elem: Box::new(Type {
+                kind,
+                span: elem.span,
+            }),
+            shape,
+        },
+    };
+    Type { kind, span }
+}
+
+/// `*t` as a type: `(A &t @t)`.
+fn star_type(base: &str, span: Span) -> Type {
+    let elem = Type {
+        kind: TypeKind::Var(Ident::new(format!("&{base}"), span)),
+        span,
+    };
+    let shape = Shape {
+        kind: ShapeKind::Var(Ident::new(format!("@{base}"), span)),
+        span,
+    };
+    Type {
+        kind: TypeKind::Array {
+            elem: Box::new(elem),
+            shape,
+        },
+        span,
+    }
+}
+
+/// A type parameter as written: `&t`, or `*t` which desugars to `&t` plus `@t`.
+enum TypeParamSyntax {
+    Atom(TParam),
+    Array(TParam, IParam),
+}
+
+/// One layer of a function binding: `t-fun`, `i-fun` or `fun` parameters.
+enum Layer {
+    T(Vec<TParam>),
+    I(Vec<IParam>),
+    V(Vec<Param>),
+}
+
+impl<'d> Parser<'d> {
+    pub fn new(diags: &'d mut Vec<Diagnostic>, dialect: Dialect) -> Parser<'d> {
+        Parser { diags, dialect }
+    }
+
+    /// Records a diagnostic.
+    pub fn report(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    fn error(&mut self, span: Span, message: impl Into<String>) {
+        self.diags.push(Diagnostic::error(span, message));
+    }
+
+    fn expected(&mut self, span: Span, message: impl Into<String>, expected: impl Into<String>) {
+        self.diags
+            .push(Diagnostic::error(span, message).expected(expected));
+    }
+
+    /// Runs `f`; if it reported a diagnostic, drops them and returns `None`.
+    fn attempt<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> Option<T> {
+        let mark = self.diags.len();
+        let result = f(self);
+        if self.diags.len() > mark {
+            self.diags.truncate(mark);
+            None
+        } else {
+            Some(result)
+        }
+    }
+
+    fn unexpected(&mut self, s: &SExp, expected: &str) {
+        if s.kind != SExpKind::Error {
+            self.expected(s.span, format!("unexpected {}", s.describe()), expected);
+        }
+    }
+
+    /// The span just past the last item (for "missing …" errors).
+    fn missing(&mut self, form: &SExp, expected: &str) {
+        let at = Span {
+            file: form.span.file,
+            start: form.span.end.saturating_sub(1),
+            end: form.span.end,
+        };
+        self.expected(at, "unexpected `)`", expected);
+    }
+
+    // ----------------------------------------------------------------------
+    // Programs
+
+    pub fn file(&mut self, items: &[SExp]) -> ParsedFile {
+        let mut imports = Vec::new();
+        let mut decls: Vec<Decl> = Vec::new();
+        for item in items {
+            let head = item
+                .list(Bracket::Paren)
+                .and_then(|l| l.first())
+                .and_then(SExp::symbol);
+            match head {
+                Some("import") => {
+                    if let Some(import) = self.import(item) {
+                        if decls.is_empty() {
+                            imports.push(import);
+                        } else {
+                            self.diags.push(
+                                Diagnostic::error(item.span, "import after a declaration")
+                                    .note("imports must come before all declarations"),
+                            );
+                        }
+                    }
+                }
+                Some("def") | Some("entry") => decls.extend(self.decl(item)),
+                _ => {
+                    let e = self.expr(item);
+                    decls.push(Decl {
+                        span: e.span,
+                        kind: DeclKind::Expr(e),
+                    });
+                }
+            }
+        }
+        ParsedFile { imports, decls }
+    }
+
+    fn import(&mut self, form: &SExp) -> Option<Import> {
+        let items = form.list(Bracket::Paren)?;
+        match items {
+            [_, path] => match &path.kind {
+                SExpKind::Str(points) => {
+                    let text: Option<String> = points
+                        .iter()
+                        .map(|&p| u32::try_from(p).ok().and_then(char::from_u32))
+                        .collect();
+                    match text {
+                        Some(path) => Some(Import {
+                            path,
+                            span: form.span,
+                        }),
+                        None => {
+                            self.error(path.span, "import path is not valid text");
+                            None
+                        }
+                    }
+                }
+                _ => {
+                    self.unexpected(path, "a string: (import \"path\")");
+                    None
+                }
+            },
+            _ => {
+                self.expected(form.span, "malformed import", "(import \"path\")");
+                None
+            }
+        }
+    }
+
+    fn decl(&mut self, form: &SExp) -> Vec<Decl> {
+        let Some(items) = form.list(Bracket::Paren) else {
+            return Vec::new();
+        };
+        let span = form.span;
+        match items.first().and_then(SExp::symbol) {
+            Some("def") => {
+                if items.len() != 2 {
+                    self.expected(span, "malformed def", "(def binding)");
+                    return Vec::new();
+                }
+                self.bind(&items[1])
+                    .into_iter()
+                    .map(|b| Decl {
+                        kind: DeclKind::Def(b),
+                        span,
+                    })
+                    .collect()
+            }
+            _ => {
+                // (entry (name pat* [: type]) body)
+                if items.len() != 3 {
+                    self.expected(span, "malformed entry", "(entry (name param … [: type]) body)");
+                    return Vec::new();
+                }
+                let Some(sig) = items[1].list(Bracket::Paren) else {
+                    self.unexpected(&items[1], "an entry signature (name param … [: type])");
+                    return Vec::new();
+                };
+                let Some((name, rest)) = sig.split_first() else {
+                    self.unexpected(&items[1], "an entry signature (name param … [: type])");
+                    return Vec::new();
+                };
+                let Some(name) = self.ident(name) else {
+                    return Vec::new();
+                };
+                let (params, ret) = self.params_and_ret(rest, &items[1]);
+                let body = self.expr(&items[2]);
+                vec![Decl {
+                    kind: DeclKind::Entry {
+                        name,
+                        params,
+                        ret,
+                        body,
+                    },
+                    span,
+                }]
+            }
+        }
+    }
+
+    /// An identifier usable as a name (not reserved).
+    fn ident(&mut self, s: &SExp) -> Option<Ident> {
+        match &s.kind {
+            SExpKind::Symbol(name) if is_reserved(name) => {
+                self.error(s.span, format!("`{name}` is a reserved word, not a name"));
+                None
+            }
+            SExpKind::Symbol(name) => Some(Ident::new(name.clone(), s.span)),
+            _ => {
+                self.unexpected(s, "a name");
+                None
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------------
+    // Expressions
+
+    pub fn expr(&mut self, s: &SExp) -> Expr {
+        let span = s.span;
+        let atom = |kind| scalar(Atom { kind, span });
+        match &s.kind {
+            SExpKind::Int { value, .. } => atom(AtomKind::Int(*value)),
+            SExpKind::Float(f) => atom(AtomKind::Float(*f)),
+            SExpKind::Bool(b) => atom(AtomKind::Bool(*b)),
+            SExpKind::Str(points) => string_literal(points, span),
+            SExpKind::Symbol(name) => {
+                if is_reserved(name) {
+                    self.error(span, format!("`{name}` is a reserved word, not a variable"));
+                    error_expr(span)
+                } else {
+                    mk_expr(ExprKind::Var(Ident::new(name.clone(), span)), span)
+                }
+            }
+            SExpKind::List(Bracket::Square, items) => self.bracket_frame(items, span),
+            SExpKind::List(Bracket::Curly, items) => self.record(items, span),
+            SExpKind::List(Bracket::Paren, items) => self.paren_expr(s, items),
+            SExpKind::Error => error_expr(span),
+            SExpKind::At | SExpKind::AtName(_) | SExpKind::Comma => {
+                self.unexpected(s, "an expression");
+                error_expr(span)
+            }
+        }
+    }
+
+    /// `[e …]`: a frame, flattened into an `array` or `frame` literal.
+    fn bracket_frame(&mut self, items: &[SExp], span: Span) -> Expr {
+        if items.is_empty() {
+            self.diags.push(
+                Diagnostic::error(span, "empty brackets `[]` are not an expression")
+                    .note("an empty array is written (array [0] Int), an empty frame (frame [0] [Int 3])"),
+            );
+            return error_expr(span);
+        }
+        let elems: Vec<Expr> = items.iter().map(|i| self.expr(i)).collect();
+        flatten_frame(elems, span)
+    }
+
+    fn record(&mut self, items: &[SExp], span: Span) -> Expr {
+        if self.dialect == Dialect::Tree
+            && items.first().and_then(SExp::symbol).is_some()
+        {
+            return self.printed_record(items, span);
+        }
+        if items.is_empty() {
+            self.expected(span, "empty record", "fields (name shape expression)");
+            return error_expr(span);
+        }
+        let mut fields = Vec::new();
+        for item in items {
+            match item.list(Bracket::Paren) {
+                Some([name, cell, value]) => {
+                    let Some(name) = self.ident(name) else {
+                        continue;
+                    };
+                    let cell = self.record_cell(cell);
+                    let value = self.expr(value);
+                    fields.push(RecordField { name, cell, value });
+                }
+                _ => self.unexpected(item, "a record field (name shape expression)"),
+            }
+        }
+        mk_expr(ExprKind::Record(fields), span)
+    }
+
+    fn record_cell(&mut self, s: &SExp) -> Shape {
+        if let SExpKind::Int { .. } | SExpKind::Symbol(_) = &s.kind
+            && !matches!(&s.kind, SExpKind::Symbol(n) if n == "_") {
+                self.diags.push(
+                    Diagnostic::error(s.span, format!("unexpected {}", s.describe()))
+                        .expected("a shape: [], [3], @s, (dims …) or (++ …)")
+                        .note("a record field's cell is a shape: write [3], not 3"),
+                );
+                return Shape {
+                    kind: ShapeKind::Error,
+                    span: s.span,
+                };
+            }
+        self.shape(s)
+    }
+
+    /// `{x : [] = e, y : [2] = e2}`, as `remora parse` prints records.
+    fn printed_record(&mut self, items: &[SExp], span: Span) -> Expr {
+        let mut fields = Vec::new();
+        for chunk in items.split(|i| i.kind == SExpKind::Comma) {
+            match chunk {
+                [name, colon, cell, eq, value]
+                    if colon.symbol() == Some(":") && eq.symbol() == Some("=") =>
+                {
+                    let Some(name) = self.ident(name) else {
+                        continue;
+                    };
+                    let cell = self.shape(cell);
+                    let value = self.expr(value);
+                    fields.push(RecordField { name, cell, value });
+                }
+                _ => self.expected(span, "malformed record", "name : shape = expression"),
+            }
+        }
+        mk_expr(ExprKind::Record(fields), span)
+    }
+
+    fn paren_expr(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        let Some(head) = items.first() else {
+            self.expected(span, "empty parentheses `()`", "an expression");
+            return error_expr(span);
+        };
+        match &head.kind {
+            SExpKind::At => return self.at_app(form, items, None),
+            SExpKind::AtName(name) => {
+                let f_span = Span {
+                    start: head.span.start + 1,
+                    ..head.span
+                };
+                let f = mk_expr(ExprKind::Var(Ident::new(name.clone(), f_span)), f_span);
+                return self.at_app(form, items, Some(f));
+            }
+            _ => {}
+        }
+        if let Some(kw) = head.symbol() {
+            match kw {
+                "fn" | "λ" | "t-fn" | "tλ" | "i-fn" | "iλ" | "box" => {
+                    // Atom forms backtrack in remora-lang; a malformed one is
+                    // still best reported as itself.
+                    let atom = self.atom(form);
+                    return scalar(atom);
+                }
+                "array" => return self.array_form(form, items),
+                "frame" => return self.frame_form(form, items),
+                "unbox" => return self.unbox(form, items),
+                "let" => return self.let_form(form, items),
+                "field" => return self.field(form, items),
+                "i-app" => return self.i_app(form, items),
+                "t-app" => return self.t_app(form, items),
+                "if" => return self.if_form(form, items),
+                "rerank" => return self.rerank(form, items),
+                "empty-array" | "empty-frame" if self.dialect == Dialect::Tree => {
+                    return self.printed_empty(form, items, kw == "empty-array");
+                }
+                _ => {}
+            }
+            if let Some(k) = COMMITTING.iter().find(|k| {
+                kw.strip_prefix(**k)
+                    .and_then(|rest| rest.chars().next())
+                    .is_some_and(|c| !c.is_alphanumeric())
+            }) {
+                let rest = &kw[k.len()..];
+                let at = Span {
+                    start: head.span.start + k.len() as u32,
+                    ..head.span
+                };
+                self.diags.push(
+                    Diagnostic::error(at, format!("unexpected `{rest}` after the keyword `{k}`"))
+                        .note(format!("`{k}` is a keyword here even when glued to other characters: use another name")),
+                );
+                return error_expr(span);
+            }
+            if matches!(kw, "def" | "entry" | "import") {
+                self.error(head.span, format!("`{kw}` is only allowed at the top level of a program"));
+                return error_expr(span);
+            }
+            if matches!(kw, "val" | "fun" | "t-fun" | "i-fun" | "type" | "ispace") {
+                self.error(head.span, format!("`({kw} …)` is a binding: it belongs in (let (…) body) or (def …)"));
+                return error_expr(span);
+            }
+        }
+        if self.dialect == Dialect::Tree
+            && let [record, dot, name] = items
+                && dot.symbol() == Some(".") {
+                    let record = Box::new(self.expr(record));
+                    let Some(field) = self.ident(name) else {
+                        return error_expr(span);
+                    };
+                    return mk_expr(ExprKind::Field { record, field }, span);
+                }
+        if items.len() == 1 {
+            self.diags.push(
+                Diagnostic::error(span, "application without arguments")
+                    .expected("at least one argument")
+                    .note("Remora has no grouping parentheses: write f, not (f)"),
+            );
+            return error_expr(span);
+        }
+        let mut e = self.expr(head);
+        for arg in &items[1..] {
+            let arg = self.expr(arg);
+            e = mk_expr(
+                ExprKind::App {
+                    func: Box::new(e),
+                    arg: Box::new(arg),
+                },
+                span,
+            );
+        }
+        e
+    }
+
+    fn shape_literal(&mut self, s: &SExp) -> Option<Vec<u64>> {
+        let Some(items) = s.list(Bracket::Square) else {
+            self.unexpected(s, "a shape literal such as [2 3]");
+            return None;
+        };
+        let mut dims = Vec::with_capacity(items.len());
+        for item in items {
+            dims.push(self.natural(item)?);
+        }
+        Some(dims)
+    }
+
+    fn natural(&mut self, s: &SExp) -> Option<u64> {
+        match s.kind {
+            SExpKind::Int {
+                value,
+                signed: false,
+            } => u64::try_from(value).ok(),
+            _ => {
+                self.unexpected(s, "a natural number");
+                None
+            }
+        }
+    }
+
+    fn array_form(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        if items.len() < 3 {
+            self.missing(form, "(array [d …] atom …) or (array [d …] type)");
+            return error_expr(span);
+        }
+        let Some(shape) = self.shape_literal(&items[1]) else {
+            return error_expr(span);
+        };
+        if items.len() == 3
+            && let Some(elem) = self.attempt(|p| p.ty(&items[2])) {
+                return mk_expr(ExprKind::EmptyArray { shape, elem }, span);
+            }
+        let atoms = items[2..].iter().map(|a| self.atom(a)).collect();
+        mk_expr(ExprKind::Array { shape, atoms }, span)
+    }
+
+    fn frame_form(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        if items.len() < 3 {
+            self.missing(form, "(frame [d …] expression …) or (frame [d …] type)");
+            return error_expr(span);
+        }
+        let Some(shape) = self.shape_literal(&items[1]) else {
+            return error_expr(span);
+        };
+        if items.len() == 3
+            && let Some(elem) = self.attempt(|p| p.ty(&items[2])) {
+                return mk_expr(ExprKind::EmptyFrame { shape, elem }, span);
+            }
+        let elems = items[2..].iter().map(|e| self.expr(e)).collect();
+        mk_expr(ExprKind::Frame { shape, elems }, span)
+    }
+
+    fn printed_empty(&mut self, form: &SExp, items: &[SExp], array: bool) -> Expr {
+        let span = form.span;
+        let [_, shape, elem] = items else {
+            self.expected(span, "malformed empty literal", "(empty-array [d …] type)");
+            return error_expr(span);
+        };
+        let Some(shape) = self.shape_literal(shape) else {
+            return error_expr(span);
+        };
+        let elem = self.ty(elem);
+        let kind = if array {
+            ExprKind::EmptyArray { shape, elem }
+        } else {
+            ExprKind::EmptyFrame { shape, elem }
+        };
+        mk_expr(kind, span)
+    }
+
+    /// An element of an `array` literal: a literal, a lambda or a box.
+    pub fn atom(&mut self, s: &SExp) -> Atom {
+        let span = s.span;
+        let kind = match &s.kind {
+            SExpKind::Int { value, .. } => AtomKind::Int(*value),
+            SExpKind::Float(f) => AtomKind::Float(*f),
+            SExpKind::Bool(b) => AtomKind::Bool(*b),
+            SExpKind::List(Bracket::Paren, items) => {
+                match items.first().and_then(SExp::symbol) {
+                    Some("fn" | "λ") => self.lambda(s, items),
+                    Some("t-fn" | "tλ") => self.t_lambda(s, items),
+                    Some("i-fn" | "iλ") => self.i_lambda(s, items),
+                    Some("box") => self.box_atom(s, items),
+                    _ => {
+                        self.unexpected(s, "an atom: #t, #f, a number, (fn …), (t-fn …), (i-fn …) or (box …)");
+                        AtomKind::Error
+                    }
+                }
+            }
+            SExpKind::Str(_) => {
+                self.diags.push(
+                    Diagnostic::error(span, "a string is not an atom")
+                        .note("a string is an Int array; put it in a frame [\"ab\" \"cd\"] instead"),
+                );
+                AtomKind::Error
+            }
+            SExpKind::Error => AtomKind::Error,
+            _ => {
+                self.unexpected(s, "an atom: #t, #f, a number, (fn …), (t-fn …), (i-fn …) or (box …)");
+                AtomKind::Error
+            }
+        };
+        Atom { kind, span }
+    }
+
+    /// `(fn (param …) body)`, one lambda per parameter.
+    fn lambda(&mut self, form: &SExp, items: &[SExp]) -> AtomKind {
+        let [_, params, body] = items else {
+            self.expected(form.span, "malformed lambda", "(fn (param …) body)");
+            return AtomKind::Error;
+        };
+        let Some(list) = params.list(Bracket::Paren).filter(|l| !l.is_empty()) else {
+            self.unexpected(params, "a parameter list ((x T) …)");
+            return AtomKind::Error;
+        };
+        let params: Vec<Param> = list.iter().filter_map(|p| self.param(p)).collect();
+        if params.len() != list.len() {
+            return AtomKind::Error;
+        }
+        let body = self.expr(body);
+        nest_lambdas(params, body, form.span)
+    }
+
+    /// `(x T)`, `(x r)`, `(x all)` or `x`.
+    fn param(&mut self, s: &SExp) -> Option<Param> {
+        let span = s.span;
+        match &s.kind {
+            SExpKind::Symbol(name) => {
+                let looks_like_type = name.len() > 1 && (name.starts_with('&') || name.starts_with('*'))
+                    || matches!(name.as_str(), "Int" | "Bool" | "Float");
+                if looks_like_type {
+                    self.diags.push(
+                        Diagnostic::error(span, format!("`{name}` looks like a type, not a parameter name"))
+                            .note("a typed parameter is written in its own parentheses: ((x Int))"),
+                    );
+                    return None;
+                }
+                let name = self.ident(s)?;
+                Some(Param {
+                    name,
+                    ann: ParamAnn::Infer,
+                    span,
+                })
+            }
+            SExpKind::List(Bracket::Paren, items) => {
+                let [name, ann] = items.as_slice() else {
+                    self.unexpected(s, "a parameter (name type)");
+                    return None;
+                };
+                let name = self.ident(name)?;
+                let ann = match &ann.kind {
+                    SExpKind::Int {
+                        value,
+                        signed: false,
+                    } => ParamAnn::Rank(Rank::Nat(u64::try_from(*value).ok()?)),
+                    SExpKind::Symbol(r) if r == "all" => ParamAnn::Rank(Rank::All),
+                    _ => ParamAnn::Type(self.ty(ann)),
+                };
+                Some(Param { name, ann, span })
+            }
+            _ => {
+                self.unexpected(s, "a parameter (name type)");
+                None
+            }
+        }
+    }
+
+    fn t_lambda(&mut self, form: &SExp, items: &[SExp]) -> AtomKind {
+        let [_, params, body] = items else {
+            self.expected(form.span, "malformed type abstraction", "(t-fn (&t …) body)");
+            return AtomKind::Error;
+        };
+        let Some(params) = self.tparams(params, false) else {
+            return AtomKind::Error;
+        };
+        let body = self.expr(body);
+        let mut result = body;
+        for p in params.into_iter().rev() {
+            result = match p {
+                TypeParamSyntax::Atom(t) => scalar_kind(
+                    AtomKind::TLambda {
+                        param: t,
+                        body: Box::new(result),
+                    },
+                    form.span,
+                ),
+                TypeParamSyntax::Array(t, i) => {
+                    let inner = scalar_kind(
+                        AtomKind::ILambda {
+                            param: i,
+                            body: Box::new(result),
+                        },
+                        form.span,
+                    );
+                    scalar_kind(
+                        AtomKind::TLambda {
+                            param: t,
+                            body: Box::new(inner),
+                        },
+                        form.span,
+                    )
+                }
+            };
+        }
+        take_scalar_atom(result)
+    }
+
+    fn i_lambda(&mut self, form: &SExp, items: &[SExp]) -> AtomKind {
+        let [_, params, body] = items else {
+            self.expected(form.span, "malformed index abstraction", "(i-fn ($d @s …) body)");
+            return AtomKind::Error;
+        };
+        let Some(params) = self.iparams(params, false) else {
+            return AtomKind::Error;
+        };
+        let mut result = self.expr(body);
+        for p in params.into_iter().rev() {
+            result = scalar_kind(
+                AtomKind::ILambda {
+                    param: p,
+                    body: Box::new(result),
+                },
+                form.span,
+            );
+        }
+        take_scalar_atom(result)
+    }
+
+    /// `(box (i …) e T)`, `(box (i …) e)` or `(box e)`.
+    fn box_atom(&mut self, form: &SExp, items: &[SExp]) -> AtomKind {
+        let span = form.span;
+        match items {
+            [_, e] => AtomKind::Box {
+                witness: None,
+                body: Box::new(self.expr(e)),
+                ty: None,
+            },
+            [_, witnesses, e, rest @ ..] if rest.len() <= 1 => {
+                let Some(list) = witnesses.list(Bracket::Paren).filter(|l| !l.is_empty()) else {
+                    self.unexpected(witnesses, "the witnesses (i …) of the box");
+                    return AtomKind::Error;
+                };
+                let witnesses: Vec<Ispace> = list.iter().map(|w| self.ispace(w, false)).collect();
+                let body = self.expr(e);
+                let ty = rest.first().map(|t| self.ty(t));
+                let mut layers = witnesses.into_iter().rev();
+                let Some(innermost) = layers.next() else {
+                    return AtomKind::Error;
+                };
+                let mut kind = AtomKind::Box {
+                    witness: Some(innermost),
+                    body: Box::new(body),
+                    ty: None,
+                };
+                for w in layers {
+                    kind = AtomKind::Box {
+                        witness: Some(w),
+                        body: Box::new(scalar(Atom { kind, span })),
+                        ty: None,
+                    };
+                }
+                if let AtomKind::Box { ty: slot, .. } = &mut kind {
+                    *slot = ty;
+                }
+                kind
+            }
+            _ => {
+                self.expected(span, "malformed box", "(box (i …) expression type)");
+                AtomKind::Error
+            }
+        }
+    }
+
+    fn tparams(&mut self, s: &SExp, allow_empty: bool) -> Option<Vec<TypeParamSyntax>> {
+        let Some(list) = s.list(Bracket::Paren).filter(|l| allow_empty || !l.is_empty()) else {
+            self.unexpected(s, "type parameters (&t *u …)");
+            return None;
+        };
+        let params: Vec<TypeParamSyntax> = list.iter().filter_map(|p| self.tparam(p)).collect();
+        (params.len() == list.len()).then_some(params)
+    }
+
+    fn tparam(&mut self, s: &SExp) -> Option<TypeParamSyntax> {
+        let name = s.symbol().filter(|n| n.len() > 1 && !is_reserved(n));
+        match name {
+            Some(n) if n.starts_with('&') => Some(TypeParamSyntax::Atom(TParam {
+                name: Ident::new(n, s.span),
+            })),
+            Some(n) if n.starts_with('*') => {
+                let base = &n[1..];
+                Some(TypeParamSyntax::Array(
+                    TParam {
+                        name: Ident::new(format!("&{base}"), s.span),
+                    },
+                    IParam {
+                        sort: Sort::Shape,
+                        name: Ident::new(format!("@{base}"), s.span),
+                    },
+                ))
+            }
+            _ => {
+                self.unexpected(s, "a type parameter: &t (atom) or *t (array)");
+                None
+            }
+        }
+    }
+
+    fn iparams(&mut self, s: &SExp, allow_empty: bool) -> Option<Vec<IParam>> {
+        let Some(list) = s.list(Bracket::Paren).filter(|l| allow_empty || !l.is_empty()) else {
+            self.unexpected(s, "index parameters ($d @s …)");
+            return None;
+        };
+        let params: Vec<IParam> = list.iter().filter_map(|p| self.iparam(p)).collect();
+        (params.len() == list.len()).then_some(params)
+    }
+
+    fn iparam(&mut self, s: &SExp) -> Option<IParam> {
+        match &s.kind {
+            SExpKind::Symbol(n) if n.len() > 1 && n.starts_with('$') => Some(IParam {
+                sort: Sort::Dim,
+                name: Ident::new(n.clone(), s.span),
+            }),
+            SExpKind::AtName(n) => Some(IParam {
+                sort: Sort::Shape,
+                name: Ident::new(format!("@{n}"), s.span),
+            }),
+            _ => {
+                self.unexpected(s, "an index parameter: $d (dimension) or @s (shape)");
+                None
+            }
+        }
+    }
+
+    /// `(unbox (w … x boxed) body)`, one `unbox` per witness.
+    fn unbox(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        let [_, binder, body] = items else {
+            self.expected(span, "malformed unbox", "(unbox ($d … x box-expression) body)");
+            return error_expr(span);
+        };
+        let Some(list) = binder.list(Bracket::Paren).filter(|l| l.len() >= 3) else {
+            self.unexpected(binder, "(witness … variable box-expression)");
+            return error_expr(span);
+        };
+        let (witnesses, rest) = list.split_at(list.len() - 2);
+        let witnesses: Vec<IParam> = witnesses.iter().filter_map(|w| self.iparam(w)).collect();
+        let var = self.ident(&rest[0]);
+        let boxed = self.expr(&rest[1]);
+        let body = self.expr(body);
+        let (Some(var), true) = (var, witnesses.len() == list.len() - 2) else {
+            return error_expr(span);
+        };
+        // (unbox ($d $e xs b) body) = (unbox ($d #box b) (unbox ($e xs #box) body))
+        let temp = |span| Ident::new(UNBOX_TEMP, span);
+        let n = witnesses.len();
+        let mut result = body;
+        for (i, witness) in witnesses.into_iter().enumerate().rev() {
+            let is_last = i + 1 == n;
+            let v = if is_last { var.clone() } else { temp(span) };
+            let b = if i == 0 {
+                boxed.clone()
+            } else {
+                mk_expr(ExprKind::Var(temp(span)), span)
+            };
+            result = mk_expr(
+                ExprKind::Unbox {
+                    witness,
+                    var: v,
+                    boxed: Box::new(b),
+                    body: Box::new(result),
+                },
+                span,
+            );
+        }
+        result
+    }
+
+    fn let_form(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        let [_, binds, body] = items else {
+            self.expected(span, "malformed let", "(let (binding …) body)");
+            return error_expr(span);
+        };
+        let Some(list) = binds.list(Bracket::Paren).filter(|l| !l.is_empty()) else {
+            self.unexpected(binds, "a list of bindings ((val x e) …)");
+            return error_expr(span);
+        };
+        let binds: Vec<Bind> = list.iter().flat_map(|b| self.bind(b)).collect();
+        let body = Box::new(self.expr(body));
+        mk_expr(ExprKind::Let { binds, body }, span)
+    }
+
+    fn field(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        let [_, record, name] = items else {
+            self.expected(span, "malformed field projection", "(field expression name)");
+            return error_expr(span);
+        };
+        let record = Box::new(self.expr(record));
+        match self.ident(name) {
+            Some(field) => mk_expr(ExprKind::Field { record, field }, span),
+            None => error_expr(span),
+        }
+    }
+
+    fn i_app(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        if items.len() < 3 {
+            self.missing(form, "(i-app expression index …)");
+            return error_expr(span);
+        }
+        let mut e = self.expr(&items[1]);
+        for i in &items[2..] {
+            let arg = self.ispace(i, true);
+            e = mk_expr(
+                ExprKind::IApp {
+                    func: Box::new(e),
+                    arg,
+                },
+                span,
+            );
+        }
+        e
+    }
+
+    fn t_app(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        if items.len() < 3 {
+            self.missing(form, "(t-app expression type …)");
+            return error_expr(span);
+        }
+        let mut e = self.expr(&items[1]);
+        for t in &items[2..] {
+            let arg = self.ty_or_hole(t);
+            e = type_application(e, arg, span);
+        }
+        e
+    }
+
+    /// `(@ f tlist ilist arg …)` or `(@f tlist ilist arg …)`.
+    fn at_app(&mut self, form: &SExp, items: &[SExp], f: Option<Expr>) -> Expr {
+        let span = form.span;
+        let (f, rest) = match f {
+            Some(f) => (f, &items[1..]),
+            None => match items.get(1) {
+                Some(f) => (self.expr(f), &items[2..]),
+                None => {
+                    self.missing(form, "the function after `@`");
+                    return error_expr(span);
+                }
+            },
+        };
+        let (Some(tlist), Some(ilist)) = (rest.first(), rest.get(1)) else {
+            self.diags.push(
+                Diagnostic::error(span, "`@` needs both a type list and an index list")
+                    .expected("(@ f (type …) (index …) argument …)")
+                    .note("write `_` for an empty list: (@iota/static _ ([5]))"),
+            );
+            return error_expr(span);
+        };
+        let mut e = f;
+        if tlist.symbol() != Some("_") {
+            match tlist.list(Bracket::Paren) {
+                Some(types) => {
+                    for t in types {
+                        let arg = self.ty_or_hole(t);
+                        e = type_application(e, arg, span);
+                    }
+                }
+                None => {
+                    self.unexpected(tlist, "a type list (T …) or `_`");
+                    return error_expr(span);
+                }
+            }
+        }
+        if ilist.symbol() != Some("_") {
+            match ilist.list(Bracket::Paren) {
+                Some(ispaces) => {
+                    for i in ispaces {
+                        let arg = self.ispace(i, true);
+                        e = mk_expr(
+                            ExprKind::IApp {
+                                func: Box::new(e),
+                                arg,
+                            },
+                            span,
+                        );
+                    }
+                }
+                None => {
+                    self.unexpected(ilist, "an index list (i …) or `_`");
+                    return error_expr(span);
+                }
+            }
+        }
+        for a in &rest[2..] {
+            let arg = self.expr(a);
+            e = mk_expr(
+                ExprKind::App {
+                    func: Box::new(e),
+                    arg: Box::new(arg),
+                },
+                span,
+            );
+        }
+        e
+    }
+
+    fn if_form(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        let [_, c, a, b] = items else {
+            self.expected(span, "malformed if", "(if condition then else)");
+            return error_expr(span);
+        };
+        let cond = Box::new(self.expr(c));
+        let then = Box::new(self.expr(a));
+        let otherwise = Box::new(self.expr(b));
+        mk_expr(
+            ExprKind::If {
+                cond,
+                then,
+                otherwise,
+            },
+            span,
+        )
+    }
+
+    fn rerank(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        let span = form.span;
+        let [_, ranks, f] = items else {
+            self.expected(span, "malformed rerank", "(rerank (rank …) function)");
+            return error_expr(span);
+        };
+        let Some(list) = ranks.list(Bracket::Paren).filter(|l| !l.is_empty()) else {
+            self.unexpected(ranks, "a list of ranks (r …), each a natural or `all`");
+            return error_expr(span);
+        };
+        let mut out = Vec::new();
+        for r in list {
+            match &r.kind {
+                SExpKind::Symbol(a) if a == "all" => out.push(Rank::All),
+                _ => match self.natural(r) {
+                    Some(n) => out.push(Rank::Nat(n)),
+                    None => return error_expr(span),
+                },
+            }
+        }
+        let func = Box::new(self.expr(f));
+        mk_expr(ExprKind::Rerank { ranks: out, func }, span)
+    }
+
+    // ----------------------------------------------------------------------
+    // Bindings
+
+    /// One binding form; `(type *t T)` gives two.
+    pub fn bind(&mut self, s: &SExp) -> Vec<Bind> {
+        let span = s.span;
+        let items = s.list(Bracket::Paren).unwrap_or(&[]);
+        let head = items.first().and_then(SExp::symbol);
+        let kind = match head {
+            Some("val") => self.val(s, items),
+            Some("fun") => self.fun(s, items),
+            Some("t-fun") => self.t_fun(s, items),
+            Some("i-fun") => self.i_fun(s, items),
+            Some("type") => return self.type_alias(s, items),
+            Some("ispace") => self.ispace_alias(s, items),
+            _ => {
+                self.unexpected(s, "a binding: (val …), (fun …), (t-fun …), (i-fun …), (type …) or (ispace …)");
+                None
+            }
+        };
+        kind.map(|kind| Bind { kind, span }).into_iter().collect()
+    }
+
+    fn val(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
+        let [_, target, value] = items else {
+            self.expected(form.span, "malformed val", "(val name expression) or (val (name : type) expression)");
+            return None;
+        };
+        let (name, ty) = match &target.kind {
+            SExpKind::Symbol(_) => (self.ident(target)?, None),
+            SExpKind::List(Bracket::Paren, parts) => match parts.as_slice() {
+                [name, colon, ty] if colon.symbol() == Some(":") => (self.ident(name)?, Some(self.ty(ty))),
+                [name, ty] if name.symbol().is_some_and(|n| n.len() > 1 && n.ends_with(':')) => {
+                    self.diags.push(
+                        Diagnostic::error(ty.span, format!("unexpected {}", ty.describe()))
+                            .expected("`:`")
+                            .note(format!(
+                                "`{}` is one identifier: write `({} : …)` with spaces around the colon",
+                                name.symbol().unwrap_or(""),
+                                name.symbol().unwrap_or("").trim_end_matches(':')
+                            )),
+                    );
+                    return None;
+                }
+                _ => {
+                    self.unexpected(target, "a name or (name : type)");
+                    return None;
+                }
+            },
+            _ => {
+                self.unexpected(target, "a name or (name : type)");
+                return None;
+            }
+        };
+        let expr = self.expr(value);
+        Some(BindKind::Val { name, ty, expr })
+    }
+
+    /// Parameters then an optional `: type`.
+    fn params_and_ret(&mut self, items: &[SExp], form: &SExp) -> (Vec<Param>, Option<Type>) {
+        let (params, ret) = self.split_ret(items, form);
+        let params = params.iter().filter_map(|p| self.param(p)).collect();
+        (params, ret)
+    }
+
+    fn split_ret<'s>(&mut self, items: &'s [SExp], form: &SExp) -> (&'s [SExp], Option<Type>) {
+        match items.iter().position(|i| i.symbol() == Some(":")) {
+            None => (items, None),
+            Some(k) => {
+                let ret = match &items[k + 1..] {
+                    [t] => Some(self.ty(t)),
+                    [] => {
+                        self.missing(form, "a type after `:`");
+                        None
+                    }
+                    [_, extra, ..] => {
+                        self.unexpected(extra, "`)` after the return type");
+                        None
+                    }
+                };
+                (&items[..k], ret)
+            }
+        }
+    }
+
+    fn fun(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
+        let [_, sig, body] = items else {
+            self.expected(form.span, "malformed fun", "(fun (name param … [: type]) body)");
+            return None;
+        };
+        let Some(sig_items) = sig.list(Bracket::Paren).filter(|l| !l.is_empty()) else {
+            self.unexpected(sig, "a signature (name param … [: type])");
+            return None;
+        };
+        let head = &sig_items[0];
+        if let SExpKind::AtName(n) = &head.kind {
+            // (fun (@f tplist iplist pat* [: type]) body)
+            let f_span = Span {
+                start: head.span.start + 1,
+                ..head.span
+            };
+            let name = Ident::new(n.clone(), f_span);
+            let (Some(tl), Some(il)) = (sig_items.get(1), sig_items.get(2)) else {
+                self.missing(sig, "a type parameter list and an index parameter list (or `_`)");
+                return None;
+            };
+            let mut layers = Vec::new();
+            if tl.symbol() != Some("_") {
+                layers.extend(type_layers(self.tparams(tl, true)?));
+            }
+            if il.symbol() != Some("_") {
+                layers.push(Layer::I(self.iparams(il, true)?));
+            }
+            let (params, ret) = self.params_and_ret(&sig_items[3..], sig);
+            layers.push(Layer::V(params));
+            let body = self.expr(body);
+            return Some(layered(name, layers, ret, body, form.span));
+        }
+        let name = self.ident(head)?;
+        let (params, ret) = self.params_and_ret(&sig_items[1..], sig);
+        let body = self.expr(body);
+        Some(layered(name, vec![Layer::V(params)], ret, body, form.span))
+    }
+
+}
+
+/// Type parameters as layers: `*t` closes a `t-fun` layer with `&t` and
+/// adds an `i-fun` layer for `@t`.
+fn type_layers(params: Vec<TypeParamSyntax>) -> Vec<Layer> {
+        let mut layers = Vec::new();
+        let mut current = Vec::new();
+        for p in params {
+            match p {
+                TypeParamSyntax::Atom(t) => current.push(t),
+                TypeParamSyntax::Array(t, i) => {
+                    current.push(t);
+                    layers.push(Layer::T(std::mem::take(&mut current)));
+                    layers.push(Layer::I(vec![i]));
+                }
+            }
+        }
+        if !current.is_empty() {
+            layers.push(Layer::T(current));
+        }
+        layers
+}
+
+impl Parser<'_> {
+    fn t_fun(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
+        let [_, sig, body] = items else {
+            self.expected(form.span, "malformed t-fun", "(t-fun (name (&t …) [: type]) body)");
+            return None;
+        };
+        let sig_items = sig.list(Bracket::Paren).unwrap_or(&[]);
+        let [name, params, rest @ ..] = sig_items else {
+            self.unexpected(sig, "a signature (name (&t …) [: type])");
+            return None;
+        };
+        let name = self.ident(name)?;
+        let params = self.tparams(params, true)?;
+        let (extra, ret) = self.split_ret(rest, sig);
+        if let Some(e) = extra.first() {
+            self.unexpected(e, "`:` or `)`");
+            return None;
+        }
+        let layers = type_layers(params);
+        let body = self.expr(body);
+        Some(layered(name, layers, ret, body, form.span))
+    }
+
+    fn i_fun(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
+        let [_, sig, body] = items else {
+            self.expected(form.span, "malformed i-fun", "(i-fun (name ($d @s …) [: type]) body)");
+            return None;
+        };
+        let sig_items = sig.list(Bracket::Paren).unwrap_or(&[]);
+        let [name, params, rest @ ..] = sig_items else {
+            self.unexpected(sig, "a signature (name ($d @s …) [: type])");
+            return None;
+        };
+        let name = self.ident(name)?;
+        let params = self.iparams(params, true)?;
+        let (extra, ret) = self.split_ret(rest, sig);
+        if let Some(e) = extra.first() {
+            self.unexpected(e, "`:` or `)`");
+            return None;
+        }
+        let body = self.expr(body);
+        Some(layered(name, vec![Layer::I(params)], ret, body, form.span))
+    }
+
+    fn type_alias(&mut self, form: &SExp, items: &[SExp]) -> Vec<Bind> {
+        let span = form.span;
+        let [_, param, ty] = items else {
+            self.expected(span, "malformed type alias", "(type &t type) or (type *t [T s …])");
+            return Vec::new();
+        };
+        let Some(param) = self.tparam(param) else {
+            return Vec::new();
+        };
+        let ty = self.ty(ty);
+        match param {
+            TypeParamSyntax::Atom(param) => vec![Bind {
+                kind: BindKind::TypeAlias { param, ty },
+                span,
+            }],
+            TypeParamSyntax::Array(t, i) => match ty.kind {
+                TypeKind::Array { elem, shape } => vec![
+                    Bind {
+                        kind: BindKind::TypeAlias {
+                            param: t,
+                            ty: *elem,
+                        },
+                        span,
+                    },
+                    Bind {
+                        kind: BindKind::IspaceAlias {
+                            param: i,
+                            ispace: Ispace::Shape(shape),
+                        },
+                        span,
+                    },
+                ],
+                TypeKind::Error => Vec::new(),
+                _ => {
+                    self.diags.push(
+                        Diagnostic::error(ty.span, "an array type alias must be bound to an array type")
+                            .note(format!(
+                                "`*{}` stands for an element type and a shape: write a type such as [Int 3]",
+                                &t.name.name[1..]
+                            )),
+                    );
+                    Vec::new()
+                }
+            },
+        }
+    }
+
+    fn ispace_alias(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
+        let [_, param, ispace] = items else {
+            self.expected(form.span, "malformed ispace alias", "(ispace $d dim) or (ispace @s shape)");
+            return None;
+        };
+        let param = self.iparam(param)?;
+        let ispace = self.ispace(ispace, false);
+        Some(BindKind::IspaceAlias { param, ispace })
+    }
+
+    // ----------------------------------------------------------------------
+    // Types and indices
+
+    fn ty_or_hole(&mut self, s: &SExp) -> Type {
+        if s.symbol() == Some("_") {
+            return Type {
+                kind: TypeKind::Hole,
+                span: s.span,
+            };
+        }
+        self.ty(s)
+    }
+
+    pub fn ty(&mut self, s: &SExp) -> Type {
+        let span = s.span;
+        let simple = |kind| Type { kind, span };
+        match &s.kind {
+            SExpKind::Symbol(name) => {
+                for (base, kind) in [("Int", TypeKind::Int), ("Bool", TypeKind::Bool), ("Float", TypeKind::Float)] {
+                    if name == base {
+                        return simple(kind);
+                    }
+                    if let Some(rest) = name.strip_prefix(base) {
+                        let at = Span {
+                            start: span.start + base.len() as u32,
+                            ..span
+                        };
+                        self.diags.push(
+                            Diagnostic::error(at, format!("unexpected `{rest}` after the type `{base}`"))
+                                .expected("`)` or another type"),
+                        );
+                        return error_type(span);
+                    }
+                }
+                if name.len() > 1 && !is_reserved(name) {
+                    if name.starts_with('&') {
+                        return simple(TypeKind::Var(Ident::new(name.clone(), span)));
+                    }
+                    if let Some(base) = name.strip_prefix('*') {
+                        return star_type(base, span);
+                    }
+                }
+                self.unexpected(s, "a type");
+                error_type(span)
+            }
+            SExpKind::List(Bracket::Square, items) => {
+                let Some((elem, dims)) = items.split_first() else {
+                    self.expected(span, "empty brackets `[]` are not a type", "[type index …]");
+                    return error_type(span);
+                };
+                let elem = self.ty(elem);
+                let dims = dims.iter().map(|d| self.ispace(d, false)).collect();
+                array_type(elem, splice(dims, span), span)
+            }
+            SExpKind::List(Bracket::Curly, items) => {
+                let mut fields = Vec::new();
+                for item in items {
+                    match item.list(Bracket::Paren) {
+                        Some([name, t]) => {
+                            if let Some(name) = self.ident(name) {
+                                let t = self.ty(t);
+                                fields.push((name, t));
+                            }
+                        }
+                        _ => {
+                            self.unexpected(item, "a record field type (name type)");
+                            return error_type(span);
+                        }
+                    }
+                }
+                if fields.is_empty() {
+                    self.expected(span, "empty record type", "fields (name type)");
+                    return error_type(span);
+                }
+                simple(TypeKind::Record(fields))
+            }
+            SExpKind::List(Bracket::Paren, items) => self.paren_type(s, items),
+            SExpKind::Error => error_type(span),
+            _ => {
+                self.unexpected(s, "a type");
+                error_type(span)
+            }
+        }
+    }
+
+    fn paren_type(&mut self, form: &SExp, items: &[SExp]) -> Type {
+        let span = form.span;
+        let head = items.first().and_then(SExp::symbol);
+        match (head, items) {
+            (Some("A"), [_, elem, shape]) => {
+                let elem = self.ty(elem);
+                let shape = match self.ispace(shape, false) {
+                    Ispace::Shape(s) => s,
+                    other => splice(vec![other], span),
+                };
+                array_type(elem, shape, span)
+            }
+            (Some("->" | "→"), [_, params, result]) => {
+                let list = params
+                    .list(Bracket::Paren)
+                    .and_then(|l| self.attempt(|p| l.iter().map(|t| p.ty(t)).collect::<Vec<_>>()));
+                let params = match list {
+                    Some(ps) => ps,
+                    None => vec![self.ty(params)],
+                };
+                let mut t = self.ty(result);
+                for p in params.into_iter().rev() {
+                    t = Type {
+                        kind: TypeKind::Arrow {
+                            param: Box::new(p),
+                            result: Box::new(t),
+                        },
+                        span,
+                    };
+                }
+                t
+            }
+            (Some("Forall" | "∀"), [_, params, body]) => {
+                let Some(params) = self.tparams(params, false) else {
+                    return error_type(span);
+                };
+                let mut t = self.ty(body);
+                for p in params.into_iter().rev() {
+                    t = match p {
+                        TypeParamSyntax::Atom(param) => Type {
+                            kind: TypeKind::Forall {
+                                param,
+                                body: Box::new(t),
+                            },
+                            span,
+                        },
+                        TypeParamSyntax::Array(param, i) => {
+                            let pi = Type {
+                                kind: TypeKind::Pi {
+                                    param: i,
+                                    body: Box::new(t),
+                                },
+                                span,
+                            };
+                            Type {
+                                kind: TypeKind::Forall {
+                                    param,
+                                    body: Box::new(pi),
+                                },
+                                span,
+                            }
+                        }
+                    };
+                }
+                t
+            }
+            (Some(q @ ("Pi" | "Π" | "Sigma" | "Σ")), [_, params, body]) => {
+                let Some(params) = self.iparams(params, false) else {
+                    return error_type(span);
+                };
+                let mut t = self.ty(body);
+                let pi = matches!(q, "Pi" | "Π");
+                for param in params.into_iter().rev() {
+                    let body = Box::new(t);
+                    let kind = if pi {
+                        TypeKind::Pi { param, body }
+                    } else {
+                        TypeKind::Sigma { param, body }
+                    };
+                    t = Type { kind, span };
+                }
+                t
+            }
+            (Some(kw @ ("A" | "->" | "→" | "Forall" | "∀" | "Pi" | "Π" | "Sigma" | "Σ")), _) => {
+                let shape = match kw {
+                    "A" => "(A type index)",
+                    "->" | "→" => "(-> (type …) type)",
+                    "Forall" | "∀" => "(∀ (&t …) type)",
+                    "Pi" | "Π" => "(Π ($d @s …) type)",
+                    _ => "(Σ ($d @s …) type)",
+                };
+                self.expected(span, format!("malformed `{kw}` type"), shape);
+                error_type(span)
+            }
+            _ => {
+                self.unexpected(form, "a type");
+                error_type(span)
+            }
+        }
+    }
+
+    /// An index: a dimension (tried first) or a shape. `_` is a hole where
+    /// `holes` (the index arguments of `i-app` and `@`).
+    pub fn ispace(&mut self, s: &SExp, holes: bool) -> Ispace {
+        match &s.kind {
+            SExpKind::Symbol(n) if holes && n == "_" => Ispace::Hole(s.span),
+            SExpKind::Int { .. } | SExpKind::Symbol(_) => Ispace::Dim(self.dim(s)),
+            SExpKind::List(Bracket::Paren, items)
+                if matches!(items.first().and_then(SExp::symbol), Some("+" | "*" | "-")) =>
+            {
+                Ispace::Dim(self.dim(s))
+            }
+            _ => Ispace::Shape(self.shape(s)),
+        }
+    }
+
+    pub fn dim(&mut self, s: &SExp) -> Dim {
+        let span = s.span;
+        let kind = match &s.kind {
+            SExpKind::Int {
+                value,
+                signed: false,
+            } => match u64::try_from(*value) {
+                Ok(n) => DimKind::Nat(n),
+                Err(_) => DimKind::Error,
+            },
+            SExpKind::Symbol(n) if n.len() > 1 && n.starts_with('$') => DimKind::Var(Ident::new(n.clone(), span)),
+            SExpKind::List(Bracket::Paren, items) => match items.split_first() {
+                Some((op, args)) if matches!(op.symbol(), Some("+" | "*" | "-")) => {
+                    let args: Vec<Dim> = args.iter().map(|a| self.dim(a)).collect();
+                    match op.symbol() {
+                        Some("+") => DimKind::Add(args),
+                        Some("*") => DimKind::Mul(args),
+                        _ => DimKind::Sub(args),
+                    }
+                }
+                _ => {
+                    self.unexpected(s, "a dimension: $d, a natural, (+ …), (* …) or (- …)");
+                    DimKind::Error
+                }
+            },
+            SExpKind::Error => DimKind::Error,
+            _ => {
+                self.unexpected(s, "a dimension: $d, a natural, (+ …), (* …) or (- …)");
+                DimKind::Error
+            }
+        };
+        Dim { kind, span }
+    }
+
+    pub fn shape(&mut self, s: &SExp) -> Shape {
+        let span = s.span;
+        match &s.kind {
+            SExpKind::AtName(n) => Shape {
+                kind: ShapeKind::Var(Ident::new(format!("@{n}"), span)),
+                span,
+            },
+            SExpKind::List(Bracket::Square, items) => {
+                let parts = items.iter().map(|i| self.ispace(i, false)).collect();
+                splice(parts, span)
+            }
+            SExpKind::List(Bracket::Paren, items) => match items.split_first() {
+                Some((op, args)) if op.symbol() == Some("dims") => {
+                    let parts = args.iter().map(|a| Ispace::Dim(self.dim(a))).collect();
+                    splice(parts, span)
+                }
+                Some((op, args)) if op.symbol() == Some("++") => {
+                    let parts = args.iter().map(|a| Ispace::Shape(self.shape(a))).collect();
+                    splice(parts, span)
+                }
+                _ => {
+                    self.unexpected(s, "a shape: @s, [ … ], (dims …) or (++ …)");
+                    Shape {
+                        kind: ShapeKind::Error,
+                        span,
+                    }
+                }
+            },
+            _ => {
+                if s.kind != SExpKind::Error {
+                    self.unexpected(s, "a shape: @s, [ … ], (dims …) or (++ …)");
+                }
+                Shape {
+                    kind: ShapeKind::Error,
+                    span,
+                }
+            }
+        }
+    }
+}
+
+fn scalar_kind(kind: AtomKind, span: Span) -> Expr {
+    scalar(Atom { kind, span })
+}
+
+/// The atom of a scalar array literal built by [`scalar_kind`].
+fn take_scalar_atom(e: Expr) -> AtomKind {
+    match e.kind {
+        ExprKind::Array { mut atoms, .. } if atoms.len() == 1 => atoms.pop().map_or(AtomKind::Error, |a| a.kind),
+        _ => AtomKind::Error,
+    }
+}
+
+fn nest_lambdas(params: Vec<Param>, body: Expr, span: Span) -> AtomKind {
+    let mut result = body;
+    for param in params.into_iter().rev() {
+        result = scalar_kind(
+            AtomKind::Lambda {
+                param,
+                body: Box::new(result),
+            },
+            span,
+        );
+    }
+    take_scalar_atom(result)
+}
+
+/// `(t-app e T)`, with an array type `[T s]` split into `t-app T`, `i-app s`.
+fn type_application(e: Expr, arg: Type, span: Span) -> Expr {
+    match arg.kind {
+        TypeKind::Array { elem, shape } => {
+            let t = mk_expr(
+                ExprKind::TApp {
+                    func: Box::new(e),
+                    arg: *elem,
+                },
+                span,
+            );
+            mk_expr(
+                ExprKind::IApp {
+                    func: Box::new(t),
+                    arg: Ispace::Shape(shape),
+                },
+                span,
+            )
+        }
+        kind => mk_expr(
+            ExprKind::TApp {
+                func: Box::new(e),
+                arg: Type { kind, span: arg.span },
+            },
+            span,
+        ),
+    }
+}
+
+/// A function binding built from layers, outermost first: each layer but the
+/// last binds `name` to a function whose body re-binds `name` with the next
+/// layer and returns it. The return annotation belongs to the innermost.
+fn layered(name: Ident, layers: Vec<Layer>, ret: Option<Type>, body: Expr, span: Span) -> BindKind {
+    let mut layers: Vec<Layer> = layers
+        .into_iter()
+        .filter(|l| match l {
+            Layer::T(v) => !v.is_empty(),
+            Layer::I(v) => !v.is_empty(),
+            Layer::V(v) => !v.is_empty(),
+        })
+        .collect();
+    let Some(innermost) = layers.pop() else {
+        return BindKind::Val {
+            name,
+            ty: ret,
+            expr: body,
+        };
+    };
+    let mut kind = layer_bind(name.clone(), innermost, ret, body);
+    while let Some(layer) = layers.pop() {
+        let inner = Bind { kind, span };
+        let body = mk_expr(
+            ExprKind::Let {
+                binds: vec![inner],
+                body: Box::new(mk_expr(ExprKind::Var(name.clone()), span)),
+            },
+            span,
+        );
+        kind = layer_bind(name.clone(), layer, None, body);
+    }
+    kind
+}
+
+fn layer_bind(name: Ident, layer: Layer, ret: Option<Type>, body: Expr) -> BindKind {
+    match layer {
+        Layer::T(params) => BindKind::TFun { name, params, ret, body },
+        Layer::I(params) => BindKind::IFun { name, params, ret, body },
+        Layer::V(params) => BindKind::Fun { name, params, ret, body },
+    }
+}
+
+/// A string literal: the Int array of its code points.
+fn string_literal(points: &[i64], span: Span) -> Expr {
+    if points.is_empty() {
+        return mk_expr(
+            ExprKind::EmptyArray {
+                shape: vec![0],
+                elem: Type {
+                    kind: TypeKind::Int,
+                    span,
+                },
+            },
+            span,
+        );
+    }
+    let atoms = points
+        .iter()
+        .map(|&p| Atom {
+            kind: AtomKind::Int(p),
+            span,
+        })
+        .collect();
+    mk_expr(
+        ExprKind::Array {
+            shape: vec![points.len() as u64],
+            atoms,
+        },
+        span,
+    )
+}
+
+/// `flattenExp` of remora-lang: a frame of frames is one frame, a frame of
+/// array literals one array literal, the first element's shape standing for
+/// all (a ragged literal is left for the checker to reject).
+pub fn flatten_frame(elems: Vec<Expr>, span: Span) -> Expr {
+    let n = elems.len() as u64;
+    let all_frames = elems.iter().all(|e| matches!(e.kind, ExprKind::Frame { .. }));
+    let all_arrays = elems.iter().all(|e| matches!(e.kind, ExprKind::Array { .. }));
+    if all_frames || all_arrays {
+        let mut shape = vec![n];
+        let mut first = true;
+        let mut frame_elems = Vec::new();
+        let mut atoms = Vec::new();
+        for e in elems {
+            match e.kind {
+                ExprKind::Frame { shape: s, elems } => {
+                    if first {
+                        shape.extend(s);
+                    }
+                    frame_elems.extend(elems);
+                }
+                ExprKind::Array { shape: s, atoms: a } => {
+                    if first {
+                        shape.extend(s);
+                    }
+                    atoms.extend(a);
+                }
+                _ => {}
+            }
+            first = false;
+        }
+        let kind = if all_frames {
+            ExprKind::Frame {
+                shape,
+                elems: frame_elems,
+            }
+        } else {
+            ExprKind::Array { shape, atoms }
+        };
+        return mk_expr(kind, span);
+    }
+    mk_expr(ExprKind::Frame { shape: vec![n], elems }, span)
+}
