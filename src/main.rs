@@ -73,7 +73,11 @@ fn parse(source: Source) -> ExitCode {
         }
     }
     let mut out = std::io::stdout().lock();
-    if out.write_all(printed.as_bytes()).and_then(|_| out.flush()).is_err() {
+    if out
+        .write_all(printed.as_bytes())
+        .and_then(|_| out.flush())
+        .is_err()
+    {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

@@ -1,1 +1,207 @@
-fn main(){}
+//! The test suite: every `.remora` file under `tests/` (and the programs in
+//! `examples/`), each case a test. See `remora_syntax::testblock` for the
+//! format. Every case that parses is also printed, read back and compared
+//! (the `remora parse` round trip), and every case with a `parse-error:`
+//! check has its rendered diagnostics snapshot-tested (tests/snapshots).
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use regex::Regex;
+use remora_syntax::ast::Program;
+use remora_syntax::testblock::{Case, Check, parse_cases};
+use remora_syntax::{Dialect, RealFs, SourceMap, load_program_text, print, render_all};
+use std::path::{Path, PathBuf};
+
+fn main() {
+    let args = Arguments::from_args();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["tests", "examples"] {
+        collect(&root.join(dir), &mut files);
+    }
+    files.sort();
+    let mut trials = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(e) => {
+                trials.push(Trial::test(rel.clone(), move || {
+                    Err(format!("cannot read: {e}").into())
+                }));
+                continue;
+            }
+        };
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match parse_cases(&text, &stem) {
+            Err(e) => trials.push(Trial::test(rel.clone(), move || Err(e.into()))),
+            Ok(cases) => {
+                for case in cases {
+                    let name = format!("{rel}::{}", case.name);
+                    let file = file.clone();
+                    let rel = rel.clone();
+                    trials.push(Trial::test(name, move || {
+                        remora_syntax::stack::run_deep(move || run_case(&rel, &file, &case))
+                    }));
+                }
+            }
+        }
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect(&path, out);
+        } else if path.extension().is_some_and(|e| e == "remora") {
+            out.push(path);
+        }
+    }
+}
+
+fn normalize(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+struct Parsed {
+    program: Program,
+    rendered: String,
+    has_errors: bool,
+}
+
+fn parse(name: &str, path: Option<PathBuf>, text: &str) -> Parsed {
+    let mut sources = SourceMap::new();
+    let loaded = load_program_text(&mut sources, &RealFs, name, path, text);
+    Parsed {
+        has_errors: loaded.has_errors(),
+        rendered: render_all(&loaded.diagnostics, &sources),
+        program: loaded.value,
+    }
+}
+
+fn run_case(rel: &str, file: &Path, case: &Case) -> Result<(), Failed> {
+    if case.blocks.is_empty() {
+        return Err("no test block (a comment run with `==`) in this case".into());
+    }
+    let canonical = std::fs::canonicalize(file).ok();
+    let parsed = parse(rel, canonical, &case.source);
+    let mut expects_error = false;
+    let mut checked = false;
+    for block in &case.blocks {
+        if !block.runs.is_empty() {
+            return Err(format!(
+                "block at line {}: input/output/error runs need the interpreter, which this build does not have yet",
+                block.line
+            )
+            .into());
+        }
+        for check in &block.checks {
+            checked = true;
+            match check {
+                Check::Parse(expected) => {
+                    no_errors(&parsed)?;
+                    let got = normalize(&print::program(&parsed.program));
+                    if got != normalize(expected) {
+                        return Err(
+                            format!("parse printed\n  {got}\nexpected\n  {}", normalize(expected)).into(),
+                        );
+                    }
+                }
+                Check::ParsesLike(other) => {
+                    no_errors(&parsed)?;
+                    let like = parse("<parses-like>", None, other);
+                    if like.has_errors {
+                        return Err(format!("the parses-like text does not parse:\n{}", like.rendered).into());
+                    }
+                    if like.program != parsed.program {
+                        return Err(format!(
+                            "trees differ:\n  case:        {}\n  parses-like: {}",
+                            normalize(&print::program(&parsed.program)),
+                            normalize(&print::program(&like.program))
+                        )
+                        .into());
+                    }
+                }
+                Check::ParseError(pattern) => {
+                    expects_error = true;
+                    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
+                    if !parsed.has_errors {
+                        return Err(
+                            format!("expected a parse error matching /{pattern}/, but it parsed").into(),
+                        );
+                    }
+                    if !re.is_match(&parsed.rendered) {
+                        return Err(
+                            format!("no diagnostic matches /{pattern}/; got:\n{}", parsed.rendered).into(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if !checked {
+        // A block with no runs and no checks: the program must merely parse.
+        no_errors(&parsed)?;
+    }
+    if expects_error {
+        let name = format!("{rel}::{}", case.name).replace(['/', ':', '.'], "_");
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));
+        settings.set_prepend_module_to_snapshot(false);
+        settings.set_omit_expression(true);
+        let rendered = parsed.rendered.clone();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            settings.bind(|| insta::assert_snapshot!(name, rendered));
+        }));
+        if outcome.is_err() {
+            return Err("diagnostic snapshot differs (cargo insta review)".into());
+        }
+    } else if !parsed.has_errors {
+        round_trip(&parsed.program)?;
+    }
+    Ok(())
+}
+
+fn no_errors(parsed: &Parsed) -> Result<(), Failed> {
+    if parsed.has_errors {
+        return Err(format!("unexpected parse errors:\n{}", parsed.rendered).into());
+    }
+    Ok(())
+}
+
+/// Printing the tree and reading the print back gives the same tree.
+fn round_trip(program: &Program) -> Result<(), Failed> {
+    let printed = print::program(program);
+    let mut sources = SourceMap::new();
+    let mut decls = Vec::new();
+    let mut rendered = String::new();
+    // The printed tree is a sequence of top-level forms in the Tree dialect.
+    let file = sources.add(remora_syntax::SourceFile::new("<printed>", None, printed.clone()));
+    let mut diags = Vec::new();
+    let items = remora_syntax::reader::read(&printed, file, &mut diags);
+    let parsed = remora_syntax::parser::Parser::new(&mut diags, Dialect::Tree).file(&items);
+    decls.extend(parsed.decls);
+    if !diags.is_empty() {
+        rendered = render_all(&diags, &sources);
+    }
+    if !rendered.is_empty() {
+        return Err(format!("the printed tree does not read back:\n{printed}\n{rendered}").into());
+    }
+    let again = Program { decls };
+    if &again != program {
+        return Err(format!(
+            "round trip changed the tree:\n  printed: {}\n  reread:  {}",
+            normalize(&printed),
+            normalize(&print::program(&again))
+        )
+        .into());
+    }
+    Ok(())
+}

@@ -77,20 +77,41 @@ pub struct Expr {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExprKind {
     /// `(array [d …] atom …)`; a scalar when the shape is `[]`.
-    Array { shape: Vec<u64>, atoms: Vec<Atom> },
+    Array {
+        shape: Vec<u64>,
+        atoms: Vec<Atom>,
+    },
     /// `(array [d …] T)` with no elements; `T` should be an atom type.
-    EmptyArray { shape: Vec<u64>, elem: Type },
+    EmptyArray {
+        shape: Vec<u64>,
+        elem: Type,
+    },
     /// `(frame [d …] e …)`.
-    Frame { shape: Vec<u64>, elems: Vec<Expr> },
+    Frame {
+        shape: Vec<u64>,
+        elems: Vec<Expr>,
+    },
     /// `(frame [d …] T)` with no elements.
-    EmptyFrame { shape: Vec<u64>, elem: Type },
+    EmptyFrame {
+        shape: Vec<u64>,
+        elem: Type,
+    },
     Var(Ident),
     /// Unary application `(f a)`.
-    App { func: Box<Expr>, arg: Box<Expr> },
+    App {
+        func: Box<Expr>,
+        arg: Box<Expr>,
+    },
     /// `(t-app e T)`, one type argument.
-    TApp { func: Box<Expr>, arg: Type },
+    TApp {
+        func: Box<Expr>,
+        arg: Type,
+    },
     /// `(i-app e i)`, one index argument.
-    IApp { func: Box<Expr>, arg: Ispace },
+    IApp {
+        func: Box<Expr>,
+        arg: Ispace,
+    },
     /// `(unbox (w x boxed) body)`, one witness.
     Unbox {
         witness: IParam,
@@ -99,11 +120,17 @@ pub enum ExprKind {
         body: Box<Expr>,
     },
     /// `(let (bind …) body)`: sequential, not recursive.
-    Let { binds: Vec<Bind>, body: Box<Expr> },
+    Let {
+        binds: Vec<Bind>,
+        body: Box<Expr>,
+    },
     /// `{(x cell e) …}`.
     Record(Vec<RecordField>),
     /// `(field e x)`.
-    Field { record: Box<Expr>, field: Ident },
+    Field {
+        record: Box<Expr>,
+        field: Ident,
+    },
     /// `(if c a b)` (extensions §3).
     If {
         cond: Box<Expr>,
@@ -111,7 +138,10 @@ pub enum ExprKind {
         otherwise: Box<Expr>,
     },
     /// `(rerank (r …) f)` (extensions §2): the η-expansion with rank parameters.
-    Rerank { ranks: Vec<Rank>, func: Box<Expr> },
+    Rerank {
+        ranks: Vec<Rank>,
+        func: Box<Expr>,
+    },
     /// A form that did not parse; already reported.
     Error,
 }
@@ -137,11 +167,20 @@ pub enum AtomKind {
     Int(i64),
     Float(f32),
     /// `(λ (param) body)`.
-    Lambda { param: Param, body: Box<Expr> },
+    Lambda {
+        param: Param,
+        body: Box<Expr>,
+    },
     /// `(tλ (&t) body)`.
-    TLambda { param: TParam, body: Box<Expr> },
+    TLambda {
+        param: TParam,
+        body: Box<Expr>,
+    },
     /// `(iλ ($n) body)`.
-    ILambda { param: IParam, body: Box<Expr> },
+    ILambda {
+        param: IParam,
+        body: Box<Expr>,
+    },
     /// `(box (w) body T)`. `witness: None` is `(box e)`, whose witnesses are
     /// every dimension of `e` (extensions §1.5); `ty: None` is a box whose
     /// `Σ` type comes from its context (an inner layer of a nested box).
@@ -264,12 +303,27 @@ pub enum TypeKind {
     Bool,
     Float,
     /// `(A T s)`: arrays of `T` with shape `s`.
-    Array { elem: Box<Type>, shape: Shape },
+    Array {
+        elem: Box<Type>,
+        shape: Shape,
+    },
     /// `(-> P R)`, one parameter.
-    Arrow { param: Box<Type>, result: Box<Type> },
-    Forall { param: TParam, body: Box<Type> },
-    Pi { param: IParam, body: Box<Type> },
-    Sigma { param: IParam, body: Box<Type> },
+    Arrow {
+        param: Box<Type>,
+        result: Box<Type>,
+    },
+    Forall {
+        param: TParam,
+        body: Box<Type>,
+    },
+    Pi {
+        param: IParam,
+        body: Box<Type>,
+    },
+    Sigma {
+        param: IParam,
+        body: Box<Type>,
+    },
     /// `{(x T) …}`.
     Record(Vec<(Ident, Type)>),
     /// `_` in an `@` type list: inferred (extensions §1.1).

@@ -96,18 +96,10 @@ impl Diagnostic {
         }
         .max(1);
         let gutter = " ".repeat(line.to_string().len());
-        let shown: String = text
-            .chars()
-            .map(|c| if c == '\t' { ' ' } else { c })
-            .collect();
+        let shown: String = text.chars().map(|c| if c == '\t' { ' ' } else { c }).collect();
         let _ = writeln!(out, "{gutter} |");
         let _ = writeln!(out, "{line} | {shown}");
-        let _ = writeln!(
-            out,
-            "{gutter} | {}{}",
-            " ".repeat(col - 1),
-            "^".repeat(width)
-        );
+        let _ = writeln!(out, "{gutter} | {}{}", " ".repeat(col - 1), "^".repeat(width));
         for note in self.expected.iter().map(expected_line).chain(self.notes.clone()) {
             let _ = writeln!(out, "{gutter} = {note}");
         }

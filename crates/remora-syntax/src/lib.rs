@@ -15,6 +15,7 @@ pub mod reader;
 pub mod source;
 pub mod span;
 pub mod stack;
+pub mod testblock;
 
 pub use diag::{Diagnostic, Severity, render_all};
 pub use load::{FileLoader, Loaded, RealFs, load_program_file, load_program_text, parse_expression};

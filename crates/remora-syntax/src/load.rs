@@ -89,9 +89,13 @@ pub fn load_program_file(sources: &mut SourceMap, loader: &dyn FileLoader, path:
         .canonicalize(path)
         .and_then(|c| loader.read_to_string(&c).map(|t| (c, t)));
     match text {
-        Ok((canonical, text)) => {
-            load_program_text(sources, loader, &path.display().to_string(), Some(canonical), &text)
-        }
+        Ok((canonical, text)) => load_program_text(
+            sources,
+            loader,
+            &path.display().to_string(),
+            Some(canonical),
+            &text,
+        ),
         Err(e) => {
             diags.push(Diagnostic::error_unpositioned(format!(
                 "cannot read {}: {e}",
@@ -125,9 +129,7 @@ pub fn load_program_text(
     let file = loading.sources.add(SourceFile::new(name, path.clone(), text));
     loading.file(file, name, path);
     Loaded {
-        value: Program {
-            decls: loading.decls,
-        },
+        value: Program { decls: loading.decls },
         diagnostics: loading.diags,
     }
 }
@@ -155,7 +157,10 @@ impl Loading<'_> {
             .and_then(Path::parent)
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        let name_dir = Path::new(name).parent().map(Path::to_path_buf).unwrap_or_default();
+        let name_dir = Path::new(name)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         for import in parsed.imports {
             self.import(&base_dir, &name_dir, &import.path, import.span);
         }

@@ -29,9 +29,9 @@ pub const UNBOX_TEMP: &str = "#box";
 
 /// Reserved words (core.md §1.1): never identifiers.
 pub const RESERVED: &[&str] = &[
-    "array", "frame", "t-app", "i-app", "unbox", "box", "dims", "fn", "λ", "t-fn", "tλ", "i-fn",
-    "iλ", "A", "->", "→", "Forall", "∀", "Pi", "Π", "Sigma", "Σ", "let", "type", "ispace", "fun",
-    "t-fun", "i-fun", "val", "def", "entry", "import", "field",
+    "array", "frame", "t-app", "i-app", "unbox", "box", "dims", "fn", "λ", "t-fn", "tλ", "i-fn", "iλ", "A",
+    "->", "→", "Forall", "∀", "Pi", "Π", "Sigma", "Σ", "let", "type", "ispace", "fun", "t-fun", "i-fun",
+    "val", "def", "entry", "import", "field",
 ];
 
 /// Keywords of the parenthesised expression forms that commit once matched:
@@ -100,10 +100,12 @@ pub fn splice(items: Vec<Ispace>, span: Span) -> Shape {
             other => flat.push(other),
         }
     }
-    if flat.len() == 1 && matches!(flat[0], Ispace::Shape(_))
-        && let Some(Ispace::Shape(s)) = flat.pop() {
-            return s;
-        }
+    if flat.len() == 1
+        && matches!(flat[0], Ispace::Shape(_))
+        && let Some(Ispace::Shape(s)) = flat.pop()
+    {
+        return s;
+    }
     Shape {
         kind: ShapeKind::Splice(flat),
         span,
@@ -389,9 +391,7 @@ impl<'d> Parser<'d> {
     }
 
     fn record(&mut self, items: &[SExp], span: Span) -> Expr {
-        if self.dialect == Dialect::Tree
-            && items.first().and_then(SExp::symbol).is_some()
-        {
+        if self.dialect == Dialect::Tree && items.first().and_then(SExp::symbol).is_some() {
             return self.printed_record(items, span);
         }
         if items.is_empty() {
@@ -417,17 +417,18 @@ impl<'d> Parser<'d> {
 
     fn record_cell(&mut self, s: &SExp) -> Shape {
         if let SExpKind::Int { .. } | SExpKind::Symbol(_) = &s.kind
-            && !matches!(&s.kind, SExpKind::Symbol(n) if n == "_") {
-                self.diags.push(
-                    Diagnostic::error(s.span, format!("unexpected {}", s.describe()))
-                        .expected("a shape: [], [3], @s, (dims …) or (++ …)")
-                        .note("a record field's cell is a shape: write [3], not 3"),
-                );
-                return Shape {
-                    kind: ShapeKind::Error,
-                    span: s.span,
-                };
-            }
+            && !matches!(&s.kind, SExpKind::Symbol(n) if n == "_")
+        {
+            self.diags.push(
+                Diagnostic::error(s.span, format!("unexpected {}", s.describe()))
+                    .expected("a shape: [], [3], @s, (dims …) or (++ …)")
+                    .note("a record field's cell is a shape: write [3], not 3"),
+            );
+            return Shape {
+                kind: ShapeKind::Error,
+                span: s.span,
+            };
+        }
         self.shape(s)
     }
 
@@ -436,9 +437,7 @@ impl<'d> Parser<'d> {
         let mut fields = Vec::new();
         for chunk in items.split(|i| i.kind == SExpKind::Comma) {
             match chunk {
-                [name, colon, cell, eq, value]
-                    if colon.symbol() == Some(":") && eq.symbol() == Some("=") =>
-                {
+                [name, colon, cell, eq, value] if colon.symbol() == Some(":") && eq.symbol() == Some("=") => {
                     let Some(name) = self.ident(name) else {
                         continue;
                     };
@@ -503,29 +502,39 @@ impl<'d> Parser<'d> {
                     ..head.span
                 };
                 self.diags.push(
-                    Diagnostic::error(at, format!("unexpected `{rest}` after the keyword `{k}`"))
-                        .note(format!("`{k}` is a keyword here even when glued to other characters: use another name")),
+                    Diagnostic::error(at, format!("unexpected `{rest}` after the keyword `{k}`")).note(
+                        format!(
+                            "`{k}` is a keyword here even when glued to other characters: use another name"
+                        ),
+                    ),
                 );
                 return error_expr(span);
             }
             if matches!(kw, "def" | "entry" | "import") {
-                self.error(head.span, format!("`{kw}` is only allowed at the top level of a program"));
+                self.error(
+                    head.span,
+                    format!("`{kw}` is only allowed at the top level of a program"),
+                );
                 return error_expr(span);
             }
             if matches!(kw, "val" | "fun" | "t-fun" | "i-fun" | "type" | "ispace") {
-                self.error(head.span, format!("`({kw} …)` is a binding: it belongs in (let (…) body) or (def …)"));
+                self.error(
+                    head.span,
+                    format!("`({kw} …)` is a binding: it belongs in (let (…) body) or (def …)"),
+                );
                 return error_expr(span);
             }
         }
         if self.dialect == Dialect::Tree
             && let [record, dot, name] = items
-                && dot.symbol() == Some(".") {
-                    let record = Box::new(self.expr(record));
-                    let Some(field) = self.ident(name) else {
-                        return error_expr(span);
-                    };
-                    return mk_expr(ExprKind::Field { record, field }, span);
-                }
+            && dot.symbol() == Some(".")
+        {
+            let record = Box::new(self.expr(record));
+            let Some(field) = self.ident(name) else {
+                return error_expr(span);
+            };
+            return mk_expr(ExprKind::Field { record, field }, span);
+        }
         if items.len() == 1 {
             self.diags.push(
                 Diagnostic::error(span, "application without arguments")
@@ -562,10 +571,7 @@ impl<'d> Parser<'d> {
 
     fn natural(&mut self, s: &SExp) -> Option<u64> {
         match s.kind {
-            SExpKind::Int {
-                value,
-                signed: false,
-            } => u64::try_from(value).ok(),
+            SExpKind::Int { value, signed: false } => u64::try_from(value).ok(),
             _ => {
                 self.unexpected(s, "a natural number");
                 None
@@ -583,9 +589,10 @@ impl<'d> Parser<'d> {
             return error_expr(span);
         };
         if items.len() == 3
-            && let Some(elem) = self.attempt(|p| p.ty(&items[2])) {
-                return mk_expr(ExprKind::EmptyArray { shape, elem }, span);
-            }
+            && let Some(elem) = self.attempt(|p| p.ty(&items[2]))
+        {
+            return mk_expr(ExprKind::EmptyArray { shape, elem }, span);
+        }
         let atoms = items[2..].iter().map(|a| self.atom(a)).collect();
         mk_expr(ExprKind::Array { shape, atoms }, span)
     }
@@ -600,9 +607,10 @@ impl<'d> Parser<'d> {
             return error_expr(span);
         };
         if items.len() == 3
-            && let Some(elem) = self.attempt(|p| p.ty(&items[2])) {
-                return mk_expr(ExprKind::EmptyFrame { shape, elem }, span);
-            }
+            && let Some(elem) = self.attempt(|p| p.ty(&items[2]))
+        {
+            return mk_expr(ExprKind::EmptyFrame { shape, elem }, span);
+        }
         let elems = items[2..].iter().map(|e| self.expr(e)).collect();
         mk_expr(ExprKind::Frame { shape, elems }, span)
     }
@@ -632,18 +640,19 @@ impl<'d> Parser<'d> {
             SExpKind::Int { value, .. } => AtomKind::Int(*value),
             SExpKind::Float(f) => AtomKind::Float(*f),
             SExpKind::Bool(b) => AtomKind::Bool(*b),
-            SExpKind::List(Bracket::Paren, items) => {
-                match items.first().and_then(SExp::symbol) {
-                    Some("fn" | "λ") => self.lambda(s, items),
-                    Some("t-fn" | "tλ") => self.t_lambda(s, items),
-                    Some("i-fn" | "iλ") => self.i_lambda(s, items),
-                    Some("box") => self.box_atom(s, items),
-                    _ => {
-                        self.unexpected(s, "an atom: #t, #f, a number, (fn …), (t-fn …), (i-fn …) or (box …)");
-                        AtomKind::Error
-                    }
+            SExpKind::List(Bracket::Paren, items) => match items.first().and_then(SExp::symbol) {
+                Some("fn" | "λ") => self.lambda(s, items),
+                Some("t-fn" | "tλ") => self.t_lambda(s, items),
+                Some("i-fn" | "iλ") => self.i_lambda(s, items),
+                Some("box") => self.box_atom(s, items),
+                _ => {
+                    self.unexpected(
+                        s,
+                        "an atom: #t, #f, a number, (fn …), (t-fn …), (i-fn …) or (box …)",
+                    );
+                    AtomKind::Error
                 }
-            }
+            },
             SExpKind::Str(_) => {
                 self.diags.push(
                     Diagnostic::error(span, "a string is not an atom")
@@ -653,7 +662,10 @@ impl<'d> Parser<'d> {
             }
             SExpKind::Error => AtomKind::Error,
             _ => {
-                self.unexpected(s, "an atom: #t, #f, a number, (fn …), (t-fn …), (i-fn …) or (box …)");
+                self.unexpected(
+                    s,
+                    "an atom: #t, #f, a number, (fn …), (t-fn …), (i-fn …) or (box …)",
+                );
                 AtomKind::Error
             }
         };
@@ -706,10 +718,9 @@ impl<'d> Parser<'d> {
                 };
                 let name = self.ident(name)?;
                 let ann = match &ann.kind {
-                    SExpKind::Int {
-                        value,
-                        signed: false,
-                    } => ParamAnn::Rank(Rank::Nat(u64::try_from(*value).ok()?)),
+                    SExpKind::Int { value, signed: false } => {
+                        ParamAnn::Rank(Rank::Nat(u64::try_from(*value).ok()?))
+                    }
                     SExpKind::Symbol(r) if r == "all" => ParamAnn::Rank(Rank::All),
                     _ => ParamAnn::Type(self.ty(ann)),
                 };
@@ -1122,7 +1133,10 @@ impl<'d> Parser<'d> {
             Some("type") => return self.type_alias(s, items),
             Some("ispace") => self.ispace_alias(s, items),
             _ => {
-                self.unexpected(s, "a binding: (val …), (fun …), (t-fun …), (i-fun …), (type …) or (ispace …)");
+                self.unexpected(
+                    s,
+                    "a binding: (val …), (fun …), (t-fun …), (i-fun …), (type …) or (ispace …)",
+                );
                 None
             }
         };
@@ -1131,7 +1145,11 @@ impl<'d> Parser<'d> {
 
     fn val(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
         let [_, target, value] = items else {
-            self.expected(form.span, "malformed val", "(val name expression) or (val (name : type) expression)");
+            self.expected(
+                form.span,
+                "malformed val",
+                "(val name expression) or (val (name : type) expression)",
+            );
             return None;
         };
         let (name, ty) = match &target.kind {
@@ -1229,34 +1247,37 @@ impl<'d> Parser<'d> {
         let body = self.expr(body);
         Some(layered(name, vec![Layer::V(params)], ret, body, form.span))
     }
-
 }
 
 /// Type parameters as layers: `*t` closes a `t-fun` layer with `&t` and
 /// adds an `i-fun` layer for `@t`.
 fn type_layers(params: Vec<TypeParamSyntax>) -> Vec<Layer> {
-        let mut layers = Vec::new();
-        let mut current = Vec::new();
-        for p in params {
-            match p {
-                TypeParamSyntax::Atom(t) => current.push(t),
-                TypeParamSyntax::Array(t, i) => {
-                    current.push(t);
-                    layers.push(Layer::T(std::mem::take(&mut current)));
-                    layers.push(Layer::I(vec![i]));
-                }
+    let mut layers = Vec::new();
+    let mut current = Vec::new();
+    for p in params {
+        match p {
+            TypeParamSyntax::Atom(t) => current.push(t),
+            TypeParamSyntax::Array(t, i) => {
+                current.push(t);
+                layers.push(Layer::T(std::mem::take(&mut current)));
+                layers.push(Layer::I(vec![i]));
             }
         }
-        if !current.is_empty() {
-            layers.push(Layer::T(current));
-        }
-        layers
+    }
+    if !current.is_empty() {
+        layers.push(Layer::T(current));
+    }
+    layers
 }
 
 impl Parser<'_> {
     fn t_fun(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
         let [_, sig, body] = items else {
-            self.expected(form.span, "malformed t-fun", "(t-fun (name (&t …) [: type]) body)");
+            self.expected(
+                form.span,
+                "malformed t-fun",
+                "(t-fun (name (&t …) [: type]) body)",
+            );
             return None;
         };
         let sig_items = sig.list(Bracket::Paren).unwrap_or(&[]);
@@ -1278,7 +1299,11 @@ impl Parser<'_> {
 
     fn i_fun(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
         let [_, sig, body] = items else {
-            self.expected(form.span, "malformed i-fun", "(i-fun (name ($d @s …) [: type]) body)");
+            self.expected(
+                form.span,
+                "malformed i-fun",
+                "(i-fun (name ($d @s …) [: type]) body)",
+            );
             return None;
         };
         let sig_items = sig.list(Bracket::Paren).unwrap_or(&[]);
@@ -1300,7 +1325,11 @@ impl Parser<'_> {
     fn type_alias(&mut self, form: &SExp, items: &[SExp]) -> Vec<Bind> {
         let span = form.span;
         let [_, param, ty] = items else {
-            self.expected(span, "malformed type alias", "(type &t type) or (type *t [T s …])");
+            self.expected(
+                span,
+                "malformed type alias",
+                "(type &t type) or (type *t [T s …])",
+            );
             return Vec::new();
         };
         let Some(param) = self.tparam(param) else {
@@ -1315,10 +1344,7 @@ impl Parser<'_> {
             TypeParamSyntax::Array(t, i) => match ty.kind {
                 TypeKind::Array { elem, shape } => vec![
                     Bind {
-                        kind: BindKind::TypeAlias {
-                            param: t,
-                            ty: *elem,
-                        },
+                        kind: BindKind::TypeAlias { param: t, ty: *elem },
                         span,
                     },
                     Bind {
@@ -1346,7 +1372,11 @@ impl Parser<'_> {
 
     fn ispace_alias(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
         let [_, param, ispace] = items else {
-            self.expected(form.span, "malformed ispace alias", "(ispace $d dim) or (ispace @s shape)");
+            self.expected(
+                form.span,
+                "malformed ispace alias",
+                "(ispace $d dim) or (ispace @s shape)",
+            );
             return None;
         };
         let param = self.iparam(param)?;
@@ -1372,7 +1402,11 @@ impl Parser<'_> {
         let simple = |kind| Type { kind, span };
         match &s.kind {
             SExpKind::Symbol(name) => {
-                for (base, kind) in [("Int", TypeKind::Int), ("Bool", TypeKind::Bool), ("Float", TypeKind::Float)] {
+                for (base, kind) in [
+                    ("Int", TypeKind::Int),
+                    ("Bool", TypeKind::Bool),
+                    ("Float", TypeKind::Float),
+                ] {
                     if name == base {
                         return simple(kind);
                     }
@@ -1558,14 +1592,13 @@ impl Parser<'_> {
     pub fn dim(&mut self, s: &SExp) -> Dim {
         let span = s.span;
         let kind = match &s.kind {
-            SExpKind::Int {
-                value,
-                signed: false,
-            } => match u64::try_from(*value) {
+            SExpKind::Int { value, signed: false } => match u64::try_from(*value) {
                 Ok(n) => DimKind::Nat(n),
                 Err(_) => DimKind::Error,
             },
-            SExpKind::Symbol(n) if n.len() > 1 && n.starts_with('$') => DimKind::Var(Ident::new(n.clone(), span)),
+            SExpKind::Symbol(n) if n.len() > 1 && n.starts_with('$') => {
+                DimKind::Var(Ident::new(n.clone(), span))
+            }
             SExpKind::List(Bracket::Paren, items) => match items.split_first() {
                 Some((op, args)) if matches!(op.symbol(), Some("+" | "*" | "-")) => {
                     let args: Vec<Dim> = args.iter().map(|a| self.dim(a)).collect();
@@ -1637,7 +1670,9 @@ fn scalar_kind(kind: AtomKind, span: Span) -> Expr {
 /// The atom of a scalar array literal built by [`scalar_kind`].
 fn take_scalar_atom(e: Expr) -> AtomKind {
     match e.kind {
-        ExprKind::Array { mut atoms, .. } if atoms.len() == 1 => atoms.pop().map_or(AtomKind::Error, |a| a.kind),
+        ExprKind::Array { mut atoms, .. } if atoms.len() == 1 => {
+            atoms.pop().map_or(AtomKind::Error, |a| a.kind)
+        }
         _ => AtomKind::Error,
     }
 }
@@ -1721,9 +1756,24 @@ fn layered(name: Ident, layers: Vec<Layer>, ret: Option<Type>, body: Expr, span:
 
 fn layer_bind(name: Ident, layer: Layer, ret: Option<Type>, body: Expr) -> BindKind {
     match layer {
-        Layer::T(params) => BindKind::TFun { name, params, ret, body },
-        Layer::I(params) => BindKind::IFun { name, params, ret, body },
-        Layer::V(params) => BindKind::Fun { name, params, ret, body },
+        Layer::T(params) => BindKind::TFun {
+            name,
+            params,
+            ret,
+            body,
+        },
+        Layer::I(params) => BindKind::IFun {
+            name,
+            params,
+            ret,
+            body,
+        },
+        Layer::V(params) => BindKind::Fun {
+            name,
+            params,
+            ret,
+            body,
+        },
     }
 }
 
@@ -1797,5 +1847,11 @@ pub fn flatten_frame(elems: Vec<Expr>, span: Span) -> Expr {
         };
         return mk_expr(kind, span);
     }
-    mk_expr(ExprKind::Frame { shape: vec![n], elems }, span)
+    mk_expr(
+        ExprKind::Frame {
+            shape: vec![n],
+            elems,
+        },
+        span,
+    )
 }

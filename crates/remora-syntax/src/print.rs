@@ -267,10 +267,11 @@ fn unbox(out: &mut String, e: &Expr) {
         witnesses.push(witness);
         if var.name == UNBOX_TEMP
             && let ExprKind::Unbox { boxed: inner, .. } = &body.kind
-                && matches!(&inner.kind, ExprKind::Var(v) if v.name == UNBOX_TEMP) {
-                    cur = body;
-                    continue;
-                }
+            && matches!(&inner.kind, ExprKind::Var(v) if v.name == UNBOX_TEMP)
+        {
+            cur = body;
+            continue;
+        }
         break (var, boxed, body);
     };
     // The first unbox of the chain names the real box expression.
@@ -359,7 +360,11 @@ fn param(out: &mut String, p: &Param) {
 
 pub fn bind(out: &mut String, b: &Bind) {
     match &b.kind {
-        BindKind::Val { name, ty: None, expr: e } => {
+        BindKind::Val {
+            name,
+            ty: None,
+            expr: e,
+        } => {
             let _ = write!(out, "(val {} ", name.name);
             expr(out, e);
             out.push(')');

@@ -52,7 +52,10 @@ pub enum SExpKind {
     /// An identifier (possibly a reserved word; the parser decides).
     Symbol(String),
     /// An Int literal; `signed` when written with a glued `+`/`-`.
-    Int { value: i64, signed: bool },
+    Int {
+        value: i64,
+        signed: bool,
+    },
     Float(f32),
     Bool(bool),
     /// A string literal, as its code points.
@@ -113,17 +116,8 @@ impl SExp {
 pub fn is_space(c: char) -> bool {
     matches!(
         c,
-        ' ' | '\t'
-            | '\n'
-            | '\r'
-            | '\u{b}'
-            | '\u{c}'
-            | '\u{a0}'
-            | '\u{1680}'
-            | '\u{2000}'..='\u{200a}'
-            | '\u{202f}'
-            | '\u{205f}'
-            | '\u{3000}'
+        ' ' | '\t' | '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{202f}' | '\u{205f}' | '\u{3000}'
     )
 }
 
@@ -235,8 +229,11 @@ impl Reader<'_, '_> {
             match token {
                 Token::Open(bracket) => {
                     if stack.len() >= MAX_NESTING {
-                        let d = self
-                            .error(start, end, format!("brackets nested deeper than {MAX_NESTING} levels"));
+                        let d = self.error(
+                            start,
+                            end,
+                            format!("brackets nested deeper than {MAX_NESTING} levels"),
+                        );
                         self.diags.push(d);
                         skipping = 1;
                         skip_start = start;
@@ -286,7 +283,8 @@ impl Reader<'_, '_> {
                 }
             }
         }
-        let eof = self.text.len();
+        // End of input is reported just after the last visible character.
+        let eof = self.text.trim_end_matches(is_space).len();
         if skipping > 0 {
             let d = self.error(eof, eof, "unexpected end of input");
             self.diags.push(d);
@@ -298,8 +296,14 @@ impl Reader<'_, '_> {
             let bracket = outer.bracket;
             let d = self
                 .error(eof, eof, "unexpected end of input")
-                .expected(format!("`{}`", stack.last().map_or(bracket, |o| o.bracket).close()))
-                .note(format!("the `{}` at {line}:{col} is never closed", bracket.open()));
+                .expected(format!(
+                    "`{}`",
+                    stack.last().map_or(bracket, |o| o.bracket).close()
+                ))
+                .note(format!(
+                    "the `{}` at {line}:{col} is never closed",
+                    bracket.open()
+                ));
             self.diags.push(d);
         }
         while let Some(open) = stack.pop() {
@@ -480,7 +484,11 @@ impl Reader<'_, '_> {
                 c => points.push(i64::from(u32::from(c))),
             }
         }
-        if ok { SExpKind::Str(points) } else { SExpKind::Error }
+        if ok {
+            SExpKind::Str(points)
+        } else {
+            SExpKind::Error
+        }
     }
 
     /// After a backslash: one escape. `Ok(None)` for `\&` and string gaps.
@@ -540,7 +548,9 @@ impl Reader<'_, '_> {
         while let Some(d) = self.peek().and_then(|c| c.to_digit(radix)) {
             self.bump();
             n += 1;
-            value = value.saturating_mul(i64::from(radix)).saturating_add(i64::from(d));
+            value = value
+                .saturating_mul(i64::from(radix))
+                .saturating_add(i64::from(d));
         }
         if n == 0 {
             return Err("numeric escape without digits".into());
@@ -553,12 +563,40 @@ impl Reader<'_, '_> {
 
     fn ascii_name(&mut self) -> Result<Option<i64>, String> {
         const NAMES: [(&str, i64); 34] = [
-            ("NUL", 0), ("SOH", 1), ("STX", 2), ("ETX", 3), ("EOT", 4), ("ENQ", 5),
-            ("ACK", 6), ("BEL", 7), ("BS", 8), ("HT", 9), ("LF", 10), ("VT", 11),
-            ("FF", 12), ("CR", 13), ("SO", 14), ("SI", 15), ("DLE", 16), ("DC1", 17),
-            ("DC2", 18), ("DC3", 19), ("DC4", 20), ("NAK", 21), ("SYN", 22), ("ETB", 23),
-            ("CAN", 24), ("EM", 25), ("SUB", 26), ("ESC", 27), ("FS", 28), ("GS", 29),
-            ("RS", 30), ("US", 31), ("SP", 32), ("DEL", 127),
+            ("NUL", 0),
+            ("SOH", 1),
+            ("STX", 2),
+            ("ETX", 3),
+            ("EOT", 4),
+            ("ENQ", 5),
+            ("ACK", 6),
+            ("BEL", 7),
+            ("BS", 8),
+            ("HT", 9),
+            ("LF", 10),
+            ("VT", 11),
+            ("FF", 12),
+            ("CR", 13),
+            ("SO", 14),
+            ("SI", 15),
+            ("DLE", 16),
+            ("DC1", 17),
+            ("DC2", 18),
+            ("DC3", 19),
+            ("DC4", 20),
+            ("NAK", 21),
+            ("SYN", 22),
+            ("ETB", 23),
+            ("CAN", 24),
+            ("EM", 25),
+            ("SUB", 26),
+            ("ESC", 27),
+            ("FS", 28),
+            ("GS", 29),
+            ("RS", 30),
+            ("US", 31),
+            ("SP", 32),
+            ("DEL", 127),
         ];
         let rest = self.text.get(self.pos..).unwrap_or("");
         // Longest match first: SOH before SO.
