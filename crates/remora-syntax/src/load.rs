@@ -138,8 +138,9 @@ struct Loading<'a> {
     sources: &'a mut SourceMap,
     loader: &'a dyn FileLoader,
     diags: Vec<Diagnostic>,
-    /// Files whose imports are being loaded, outermost first.
-    stack: Vec<PathBuf>,
+    /// Files whose imports are being loaded, outermost first: canonical
+    /// path and the name diagnostics show.
+    stack: Vec<(PathBuf, String)>,
     decls: Vec<Decl>,
 }
 
@@ -150,7 +151,7 @@ impl Loading<'_> {
         let parsed = Parser::new(&mut self.diags, Dialect::Source).file(&items);
         drop(items);
         if let Some(p) = &path {
-            self.stack.push(p.clone());
+            self.stack.push((p.clone(), name.to_string()));
         }
         let base_dir = path
             .as_deref()
@@ -177,16 +178,16 @@ impl Loading<'_> {
             Err(e) => {
                 self.diags.push(
                     Diagnostic::error(span, format!("cannot import \"{rel}\": {e}"))
-                        .note(format!("looked for {}", target.display())),
+                        .note(format!("looked for {}", tidy(&name_dir.join(rel)))),
                 );
                 return;
             }
         };
-        if let Some(pos) = self.stack.iter().position(|p| *p == canonical) {
+        if let Some(pos) = self.stack.iter().position(|(p, _)| *p == canonical) {
             let cycle: Vec<String> = self.stack[pos..]
                 .iter()
-                .chain(std::iter::once(&canonical))
-                .map(|p| p.display().to_string())
+                .map(|(_, shown)| shown.clone())
+                .chain(std::iter::once(self.stack[pos].1.clone()))
                 .collect();
             self.diags.push(
                 Diagnostic::error(span, format!("import cycle: \"{rel}\" is already being imported"))
@@ -205,10 +206,26 @@ impl Loading<'_> {
                 return;
             }
         };
-        let shown = name_dir.join(rel).display().to_string();
+        let shown = tidy(&name_dir.join(rel));
         let file = self
             .sources
             .add(SourceFile::new(shown.clone(), Some(canonical.clone()), text));
         self.file(file, &shown, Some(canonical));
     }
+}
+
+/// A path for people: `a/b/../c` is `a/c`, `./a` is `a`.
+fn tidy(path: &Path) -> String {
+    use std::path::Component;
+    let mut parts: Vec<Component> = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(parts.last(), Some(Component::Normal(_))) => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    parts.iter().collect::<PathBuf>().display().to_string()
 }

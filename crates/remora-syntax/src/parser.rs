@@ -347,6 +347,22 @@ impl<'d> Parser<'d> {
         }
     }
 
+    /// The name in `@f` (head of an `@` application or an `@`-signature).
+    fn at_name(&mut self, s: &SExp) -> Option<Ident> {
+        let SExpKind::AtName(name) = &s.kind else {
+            return None;
+        };
+        let span = Span {
+            start: s.span.start + 1,
+            ..s.span
+        };
+        if is_reserved(name) {
+            self.error(span, format!("`{name}` is a reserved word, not a name"));
+            return None;
+        }
+        Some(Ident::new(name.clone(), span))
+    }
+
     // ----------------------------------------------------------------------
     // Expressions
 
@@ -379,6 +395,15 @@ impl<'d> Parser<'d> {
 
     /// `[e …]`: a frame, flattened into an `array` or `frame` literal.
     fn bracket_frame(&mut self, items: &[SExp], span: Span) -> Expr {
+        let mut e = self.bracket_frame_reversed(items, span);
+        reverse_literal_shape(&mut e);
+        e
+    }
+
+    /// A bracket frame whose literal shape is kept innermost-first while
+    /// nested brackets are merged, so that each level adds its dimension in
+    /// O(1) and deep nesting stays linear.
+    fn bracket_frame_reversed(&mut self, items: &[SExp], span: Span) -> Expr {
         if items.is_empty() {
             self.diags.push(
                 Diagnostic::error(span, "empty brackets `[]` are not an expression")
@@ -386,8 +411,18 @@ impl<'d> Parser<'d> {
             );
             return error_expr(span);
         }
-        let elems: Vec<Expr> = items.iter().map(|i| self.expr(i)).collect();
-        flatten_frame(elems, span)
+        let elems: Vec<Expr> = items
+            .iter()
+            .map(|i| match &i.kind {
+                SExpKind::List(Bracket::Square, inner) => self.bracket_frame_reversed(inner, i.span),
+                _ => {
+                    let mut e = self.expr(i);
+                    reverse_literal_shape(&mut e);
+                    e
+                }
+            })
+            .collect();
+        flatten_frame_reversed(elems, span)
     }
 
     fn record(&mut self, items: &[SExp], span: Span) -> Expr {
@@ -459,12 +494,11 @@ impl<'d> Parser<'d> {
         };
         match &head.kind {
             SExpKind::At => return self.at_app(form, items, None),
-            SExpKind::AtName(name) => {
-                let f_span = Span {
-                    start: head.span.start + 1,
-                    ..head.span
+            SExpKind::AtName(_) => {
+                let Some(name) = self.at_name(head) else {
+                    return error_expr(span);
                 };
-                let f = mk_expr(ExprKind::Var(Ident::new(name.clone(), f_span)), f_span);
+                let f = mk_expr(ExprKind::Var(name.clone()), name.span);
                 return self.at_app(form, items, Some(f));
             }
             _ => {}
@@ -486,7 +520,10 @@ impl<'d> Parser<'d> {
                 "t-app" => return self.t_app(form, items),
                 "if" => return self.if_form(form, items),
                 "rerank" => return self.rerank(form, items),
-                "empty-array" | "empty-frame" if self.dialect == Dialect::Tree => {
+                "empty-array" | "empty-frame"
+                    if self.dialect == Dialect::Tree
+                        && items.get(1).is_some_and(|s| s.list(Bracket::Square).is_some()) =>
+                {
                     return self.printed_empty(form, items, kw == "empty-array");
                 }
                 _ => {}
@@ -536,10 +573,18 @@ impl<'d> Parser<'d> {
             return mk_expr(ExprKind::Field { record, field }, span);
         }
         if items.len() == 1 {
+            let note = if matches!(head.kind, SExpKind::List(Bracket::Paren, _)) {
+                "Remora has no grouping parentheses: remove the outer pair".to_string()
+            } else {
+                format!(
+                    "Remora has no grouping parentheses: write {} alone, without the parentheses around it",
+                    head.describe()
+                )
+            };
             self.diags.push(
                 Diagnostic::error(span, "application without arguments")
                     .expected("at least one argument")
-                    .note("Remora has no grouping parentheses: write f, not (f)"),
+                    .note(note),
             );
             return error_expr(span);
         }
@@ -588,10 +633,14 @@ impl<'d> Parser<'d> {
         let Some(shape) = self.shape_literal(&items[1]) else {
             return error_expr(span);
         };
-        if items.len() == 3
-            && let Some(elem) = self.attempt(|p| p.ty(&items[2]))
-        {
-            return mk_expr(ExprKind::EmptyArray { shape, elem }, span);
+        if items.len() == 3 {
+            if looks_like_type(&items[2]) {
+                let elem = self.ty(&items[2]);
+                return mk_expr(ExprKind::EmptyArray { shape, elem }, span);
+            }
+            if let Some(elem) = self.attempt(|p| p.ty(&items[2])) {
+                return mk_expr(ExprKind::EmptyArray { shape, elem }, span);
+            }
         }
         let atoms = items[2..].iter().map(|a| self.atom(a)).collect();
         mk_expr(ExprKind::Array { shape, atoms }, span)
@@ -606,10 +655,14 @@ impl<'d> Parser<'d> {
         let Some(shape) = self.shape_literal(&items[1]) else {
             return error_expr(span);
         };
-        if items.len() == 3
-            && let Some(elem) = self.attempt(|p| p.ty(&items[2]))
-        {
-            return mk_expr(ExprKind::EmptyFrame { shape, elem }, span);
+        if items.len() == 3 {
+            if looks_like_type(&items[2]) {
+                let elem = self.ty(&items[2]);
+                return mk_expr(ExprKind::EmptyFrame { shape, elem }, span);
+            }
+            if let Some(elem) = self.attempt(|p| p.ty(&items[2])) {
+                return mk_expr(ExprKind::EmptyFrame { shape, elem }, span);
+            }
         }
         let elems = items[2..].iter().map(|e| self.expr(e)).collect();
         mk_expr(ExprKind::Frame { shape, elems }, span)
@@ -1107,10 +1160,11 @@ impl<'d> Parser<'d> {
         for r in list {
             match &r.kind {
                 SExpKind::Symbol(a) if a == "all" => out.push(Rank::All),
-                _ => match self.natural(r) {
-                    Some(n) => out.push(Rank::Nat(n)),
-                    None => return error_expr(span),
-                },
+                SExpKind::Int { value, signed: false } if *value >= 0 => out.push(Rank::Nat(*value as u64)),
+                _ => {
+                    self.unexpected(r, "a rank: a natural number or `all`");
+                    return error_expr(span);
+                }
             }
         }
         let func = Box::new(self.expr(f));
@@ -1156,6 +1210,12 @@ impl<'d> Parser<'d> {
             SExpKind::Symbol(_) => (self.ident(target)?, None),
             SExpKind::List(Bracket::Paren, parts) => match parts.as_slice() {
                 [name, colon, ty] if colon.symbol() == Some(":") => (self.ident(name)?, Some(self.ty(ty))),
+                // `(x :Int)`: remora-lang matches the colon as a character.
+                [name, glued] if glued_colon(glued).is_some() => {
+                    let name = self.ident(name)?;
+                    let ty = glued_colon(glued).map(|t| self.ty(&t));
+                    (name, ty)
+                }
                 [name, ty] if name.symbol().is_some_and(|n| n.len() > 1 && n.ends_with(':')) => {
                     self.diags.push(
                         Diagnostic::error(ty.span, format!("unexpected {}", ty.describe()))
@@ -1190,23 +1250,28 @@ impl<'d> Parser<'d> {
     }
 
     fn split_ret<'s>(&mut self, items: &'s [SExp], form: &SExp) -> (&'s [SExp], Option<Type>) {
-        match items.iter().position(|i| i.symbol() == Some(":")) {
-            None => (items, None),
-            Some(k) => {
-                let ret = match &items[k + 1..] {
-                    [t] => Some(self.ty(t)),
-                    [] => {
-                        self.missing(form, "a type after `:`");
-                        None
-                    }
-                    [_, extra, ..] => {
-                        self.unexpected(extra, "`)` after the return type");
-                        None
-                    }
-                };
-                (&items[..k], ret)
+        let Some(k) = items
+            .iter()
+            .position(|i| i.symbol() == Some(":") || glued_colon(i).is_some())
+        else {
+            return (items, None);
+        };
+        // `: T`, or `:T` (remora-lang matches the colon as a character).
+        let (ret_item, extra) = match glued_colon(&items[k]) {
+            Some(t) => (Some(t), &items[k + 1..]),
+            None => (items.get(k + 1).cloned(), items.get(k + 2..).unwrap_or(&[])),
+        };
+        let ret = match ret_item {
+            Some(t) => Some(self.ty(&t)),
+            None => {
+                self.missing(form, "a type after `:`");
+                None
             }
+        };
+        if let Some(e) = extra.first() {
+            self.unexpected(e, "`)` after the return type");
         }
+        (&items[..k], ret)
     }
 
     fn fun(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
@@ -1219,20 +1284,20 @@ impl<'d> Parser<'d> {
             return None;
         };
         let head = &sig_items[0];
-        if let SExpKind::AtName(n) = &head.kind {
+        if let SExpKind::AtName(_) = &head.kind {
             // (fun (@f tplist iplist pat* [: type]) body)
-            let f_span = Span {
-                start: head.span.start + 1,
-                ..head.span
-            };
-            let name = Ident::new(n.clone(), f_span);
+            let name = self.at_name(head)?;
             let (Some(tl), Some(il)) = (sig_items.get(1), sig_items.get(2)) else {
                 self.missing(sig, "a type parameter list and an index parameter list (or `_`)");
                 return None;
             };
             let mut layers = Vec::new();
             if tl.symbol() != Some("_") {
-                layers.extend(type_layers(self.tparams(tl, true)?));
+                let tparams = self.tparams(tl, true)?;
+                if tparams.is_empty() {
+                    layers.push(Layer::T(Vec::new()));
+                }
+                layers.extend(type_layers(tparams));
             }
             if il.symbol() != Some("_") {
                 layers.push(Layer::I(self.iparams(il, true)?));
@@ -1585,6 +1650,18 @@ impl Parser<'_> {
             {
                 Ispace::Dim(self.dim(s))
             }
+            SExpKind::List(Bracket::Paren, items)
+                if !matches!(items.first().and_then(SExp::symbol), Some("dims" | "++")) =>
+            {
+                self.unexpected(
+                    s,
+                    "an index: a dimension ($d, a natural, (+ …), (* …), (- …)) or a shape (@s, [ … ], (dims …), (++ …))",
+                );
+                Ispace::Shape(Shape {
+                    kind: ShapeKind::Error,
+                    span: s.span,
+                })
+            }
             _ => Ispace::Shape(self.shape(s)),
         }
     }
@@ -1723,15 +1800,10 @@ fn type_application(e: Expr, arg: Type, span: Span) -> Expr {
 /// A function binding built from layers, outermost first: each layer but the
 /// last binds `name` to a function whose body re-binds `name` with the next
 /// layer and returns it. The return annotation belongs to the innermost.
+/// Only `_` drops a layer (the caller leaves it out); an empty `()` layer
+/// stays, as a value binding.
 fn layered(name: Ident, layers: Vec<Layer>, ret: Option<Type>, body: Expr, span: Span) -> BindKind {
-    let mut layers: Vec<Layer> = layers
-        .into_iter()
-        .filter(|l| match l {
-            Layer::T(v) => !v.is_empty(),
-            Layer::I(v) => !v.is_empty(),
-            Layer::V(v) => !v.is_empty(),
-        })
-        .collect();
+    let mut layers = layers;
     let Some(innermost) = layers.pop() else {
         return BindKind::Val {
             name,
@@ -1754,7 +1826,20 @@ fn layered(name: Ident, layers: Vec<Layer>, ret: Option<Type>, body: Expr, span:
     kind
 }
 
+/// One layer as a binding; a layer without parameters binds a value.
 fn layer_bind(name: Ident, layer: Layer, ret: Option<Type>, body: Expr) -> BindKind {
+    let empty = match &layer {
+        Layer::T(v) => v.is_empty(),
+        Layer::I(v) => v.is_empty(),
+        Layer::V(v) => v.is_empty(),
+    };
+    if empty {
+        return BindKind::Val {
+            name,
+            ty: ret,
+            expr: body,
+        };
+    }
     match layer {
         Layer::T(params) => BindKind::TFun {
             name,
@@ -1807,51 +1892,80 @@ fn string_literal(points: &[i64], span: Span) -> Expr {
     )
 }
 
+/// `:T` read as one symbol: the type after a glued colon, as a symbol.
+fn glued_colon(s: &SExp) -> Option<SExp> {
+    let rest = s.symbol()?.strip_prefix(':').filter(|r| !r.is_empty())?;
+    Some(SExp {
+        kind: SExpKind::Symbol(rest.to_string()),
+        span: Span {
+            start: s.span.start + 1,
+            ..s.span
+        },
+    })
+}
+
+/// A form that can only be a type: a parenthesised type form (its head is
+/// a reserved word, so it is no expression).
+fn looks_like_type(s: &SExp) -> bool {
+    let head = s
+        .list(Bracket::Paren)
+        .and_then(|l| l.first())
+        .and_then(SExp::symbol);
+    matches!(
+        head,
+        Some("A" | "->" | "→" | "Forall" | "∀" | "Pi" | "Π" | "Sigma" | "Σ")
+    )
+}
+
+/// Reverses the shape of an `array` or `frame` literal in place.
+fn reverse_literal_shape(e: &mut Expr) {
+    if let ExprKind::Array { shape, .. } | ExprKind::Frame { shape, .. } = &mut e.kind {
+        shape.reverse();
+    }
+}
+
 /// `flattenExp` of remora-lang: a frame of frames is one frame, a frame of
 /// array literals one array literal, the first element's shape standing for
-/// all (a ragged literal is left for the checker to reject).
-pub fn flatten_frame(elems: Vec<Expr>, span: Span) -> Expr {
+/// all (a ragged literal is left for the checker to reject). Shapes here are
+/// innermost-first (see [`Parser::bracket_frame_reversed`]).
+fn flatten_frame_reversed(elems: Vec<Expr>, span: Span) -> Expr {
     let n = elems.len() as u64;
     let all_frames = elems.iter().all(|e| matches!(e.kind, ExprKind::Frame { .. }));
     let all_arrays = elems.iter().all(|e| matches!(e.kind, ExprKind::Array { .. }));
-    if all_frames || all_arrays {
-        let mut shape = vec![n];
-        let mut first = true;
-        let mut frame_elems = Vec::new();
-        let mut atoms = Vec::new();
-        for e in elems {
-            match e.kind {
-                ExprKind::Frame { shape: s, elems } => {
-                    if first {
-                        shape.extend(s);
-                    }
-                    frame_elems.extend(elems);
-                }
-                ExprKind::Array { shape: s, atoms: a } => {
-                    if first {
-                        shape.extend(s);
-                    }
-                    atoms.extend(a);
-                }
-                _ => {}
-            }
-            first = false;
-        }
-        let kind = if all_frames {
+    if !(all_frames || all_arrays) {
+        return mk_expr(
             ExprKind::Frame {
-                shape,
-                elems: frame_elems,
-            }
-        } else {
-            ExprKind::Array { shape, atoms }
-        };
-        return mk_expr(kind, span);
+                shape: vec![n],
+                elems,
+            },
+            span,
+        );
     }
-    mk_expr(
+    let mut shape: Option<Vec<u64>> = None;
+    let mut frame_elems = Vec::new();
+    let mut atoms = Vec::new();
+    for e in elems {
+        match e.kind {
+            ExprKind::Frame { shape: s, elems } => {
+                shape.get_or_insert(s);
+                frame_elems.extend(elems);
+            }
+            ExprKind::Array { shape: s, atoms: a } => {
+                shape.get_or_insert(s);
+                atoms.extend(a);
+            }
+            _ => {}
+        }
+    }
+    let mut shape = shape.unwrap_or_default();
+    shape.push(n);
+    let kind = if all_frames {
         ExprKind::Frame {
-            shape: vec![n],
-            elems,
-        },
-        span,
-    )
+            shape,
+            elems: frame_elems,
+        }
+    } else {
+        ExprKind::Array { shape, atoms }
+    };
+    mk_expr(kind, span)
 }

@@ -89,7 +89,11 @@ impl SExp {
     pub fn describe(&self) -> String {
         match &self.kind {
             SExpKind::List(b, items) => match items.first() {
-                Some(h) if *b == Bracket::Paren => format!("`({} …)`", h.describe_short()),
+                None => format!("`{}{}`", b.open(), b.close()),
+                Some(h) if *b == Bracket::Paren => match &h.kind {
+                    SExpKind::Symbol(s) => format!("`({s} …)`"),
+                    _ => "`(…)`".to_string(),
+                },
                 _ => format!("`{}…{}`", b.open(), b.close()),
             },
             _ => self.describe_short(),
@@ -98,6 +102,7 @@ impl SExp {
 
     fn describe_short(&self) -> String {
         match &self.kind {
+            SExpKind::List(b, items) if items.is_empty() => format!("`{}{}`", b.open(), b.close()),
             SExpKind::List(b, _) => format!("`{}…{}`", b.open(), b.close()),
             SExpKind::Symbol(s) => format!("`{s}`"),
             SExpKind::Int { value, .. } => format!("integer `{value}`"),
@@ -137,6 +142,7 @@ pub fn read(text: &str, file: FileId, diags: &mut Vec<Diagnostic>) -> Vec<SExp> 
         pos: 0,
         file,
         diags,
+        unterminated_string: false,
     }
     .read_all()
 }
@@ -158,6 +164,8 @@ struct Reader<'a, 'd> {
     pos: usize,
     file: FileId,
     diags: &'d mut Vec<Diagnostic>,
+    /// A string ran to the end of the input (already reported).
+    unterminated_string: bool,
 }
 
 impl Reader<'_, '_> {
@@ -267,8 +275,15 @@ impl Reader<'_, '_> {
                                 .expected(format!("`{}`", open.bracket.close()));
                             self.diags.push(d);
                         }
+                        // A mismatched list is reported once, here; its
+                        // contents are not parsed.
+                        let kind = if open.bracket == bracket {
+                            SExpKind::List(open.bracket, open.items)
+                        } else {
+                            SExpKind::Error
+                        };
                         let node = SExp {
-                            kind: SExpKind::List(open.bracket, open.items),
+                            kind,
                             span: self.span(open.start, end),
                         };
                         push(&mut stack, &mut top, node);
@@ -289,26 +304,25 @@ impl Reader<'_, '_> {
             let d = self.error(eof, eof, "unexpected end of input");
             self.diags.push(d);
         }
-        // Close whatever is still open, innermost first, with one error for the
-        // outermost unclosed bracket.
-        if let Some(outer) = stack.first() {
-            let (line, col) = line_col(self.text, outer.start);
-            let bracket = outer.bracket;
+        // One error for the innermost unclosed bracket (none if an
+        // unterminated string already swallowed the rest); the unclosed lists
+        // become error nodes, so nothing inside them is reported again.
+        if let Some(inner) = stack.last()
+            && !self.unterminated_string
+        {
+            let (line, col) = line_col(self.text, inner.start);
             let d = self
                 .error(eof, eof, "unexpected end of input")
-                .expected(format!(
-                    "`{}`",
-                    stack.last().map_or(bracket, |o| o.bracket).close()
-                ))
+                .expected(format!("`{}`", inner.bracket.close()))
                 .note(format!(
                     "the `{}` at {line}:{col} is never closed",
-                    bracket.open()
+                    inner.bracket.open()
                 ));
             self.diags.push(d);
         }
         while let Some(open) = stack.pop() {
             let node = SExp {
-                kind: SExpKind::List(open.bracket, open.items),
+                kind: SExpKind::Error,
                 span: self.span(open.start, eof),
             };
             push(&mut stack, &mut top, node);
@@ -371,7 +385,7 @@ impl Reader<'_, '_> {
             }
             '\'' | '`' | '|' | '\\' => {
                 self.bump();
-                let d = self.error(start, self.pos, format!("unexpected character `{c}`"));
+                let d = self.error(start, self.pos, format!("unexpected character '{c}'"));
                 self.diags.push(d);
                 SExpKind::Error
             }
@@ -458,13 +472,12 @@ impl Reader<'_, '_> {
         let mut ok = true;
         loop {
             let Some(c) = self.bump() else {
-                let end = self.pos;
-                let (line, col) = line_col(self.text, start);
                 let d = self
-                    .error(end, end, "unexpected end of input in a string literal")
-                    .expected("`\"`")
-                    .note(format!("the string that starts at {line}:{col} is never closed"));
+                    .error(start, start + 1, "unterminated string literal")
+                    .expected("a closing `\"`")
+                    .note("the string runs to the end of the input");
                 self.diags.push(d);
+                self.unterminated_string = true;
                 return SExpKind::Error;
             };
             match c {
@@ -631,4 +644,137 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let col = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
     (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> (Vec<SExpKind>, usize) {
+        let mut diags = Vec::new();
+        let items = read(text, FileId(0), &mut diags);
+        (items.into_iter().map(|s| s.kind).collect(), diags.len())
+    }
+
+    fn sym(s: &str) -> SExpKind {
+        SExpKind::Symbol(s.to_string())
+    }
+
+    #[test]
+    fn identifiers_take_operator_characters() {
+        let (k, errs) = kinds("f.+ bool->i reduce/zero n-1 x: .5 $x &t *t");
+        assert_eq!(errs, 0);
+        let want: Vec<SExpKind> = [
+            "f.+",
+            "bool->i",
+            "reduce/zero",
+            "n-1",
+            "x:",
+            ".5",
+            "$x",
+            "&t",
+            "*t",
+        ]
+        .iter()
+        .map(|s| sym(s))
+        .collect();
+        assert_eq!(k, want);
+    }
+
+    #[test]
+    fn signs_glue_to_numbers_only() {
+        let (k, _) = kinds("-7 +7 - 1 -x 1a");
+        assert_eq!(
+            k,
+            vec![
+                SExpKind::Int {
+                    value: -7,
+                    signed: true
+                },
+                SExpKind::Int {
+                    value: 7,
+                    signed: true
+                },
+                sym("-"),
+                SExpKind::Int {
+                    value: 1,
+                    signed: false
+                },
+                sym("-x"),
+                SExpKind::Int {
+                    value: 1,
+                    signed: false
+                },
+                sym("a"),
+            ]
+        );
+    }
+
+    #[test]
+    fn int_literals_do_not_wrap() {
+        assert_eq!(kinds("9223372036854775807").1, 0);
+        assert_eq!(kinds("-9223372036854775808").1, 0);
+        assert_eq!(kinds("9223372036854775808").1, 1);
+        assert_eq!(kinds("123456789012345678901234567890").1, 1);
+    }
+
+    #[test]
+    fn floats() {
+        let (k, errs) = kinds("1.5 -1.5 1.0e-2 1e3 +2.0");
+        assert_eq!(errs, 0);
+        assert_eq!(
+            k,
+            vec![
+                SExpKind::Float(1.5),
+                SExpKind::Float(-1.5),
+                SExpKind::Float(0.01),
+                SExpKind::Float(1000.0),
+                SExpKind::Float(2.0)
+            ]
+        );
+        assert_eq!(kinds("1.").1, 1);
+    }
+
+    #[test]
+    fn string_escapes() {
+        let (k, errs) = kinds(r#""h\233llo\n\x41\o101\^A\NUL\SOH\&x\   \y""#);
+        assert_eq!(errs, 0);
+        assert_eq!(
+            k,
+            vec![SExpKind::Str(vec![
+                104, 233, 108, 108, 111, 10, 65, 65, 1, 0, 1, 120, 121
+            ])]
+        );
+    }
+
+    #[test]
+    fn brackets_and_recovery() {
+        let (k, errs) = kinds("(a [b] {c}) )");
+        assert_eq!(errs, 1);
+        assert_eq!(k.len(), 1);
+        let (_, errs) = kinds("(a ]");
+        assert_eq!(errs, 1);
+        let (_, errs) = kinds("((a");
+        assert_eq!(errs, 1);
+    }
+
+    #[test]
+    fn haskell_whitespace() {
+        assert!(is_space('\u{a0}') && is_space('\u{3000}') && is_space('\u{b}'));
+        assert!(!is_space('\u{2028}') && !is_space('\u{85}'));
+    }
+
+    #[test]
+    fn at_names() {
+        let (k, _) = kinds("@f @ f @s");
+        assert_eq!(
+            k,
+            vec![
+                SExpKind::AtName("f".into()),
+                SExpKind::At,
+                sym("f"),
+                SExpKind::AtName("s".into())
+            ]
+        );
+    }
 }

@@ -1,0 +1,42 @@
+//! Reader + parser + printer on arbitrary text: no input may panic or hang,
+//! and whatever parses cleanly must print and read back to the same tree.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use remora_syntax::{Dialect, FileLoader, SourceMap, print, render_all};
+use std::path::{Path, PathBuf};
+
+/// Imports see an empty file system.
+struct NoFiles;
+
+impl FileLoader for NoFiles {
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        Ok(Path::new("/fuzz").join(path))
+    }
+    fn read_to_string(&self, _: &Path) -> std::io::Result<String> {
+        Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    remora_syntax::stack::run_deep(|| {
+        let mut sources = SourceMap::new();
+        let program = remora_syntax::load_program_text(&mut sources, &NoFiles, "<fuzz>", None, text);
+        let _ = render_all(&program.diagnostics, &sources);
+        if !program.has_errors() {
+            let printed = print::program(&program.value);
+            let mut diags = Vec::new();
+            let file = sources.add(remora_syntax::SourceFile::new("<printed>", None, printed.clone()));
+            let items = remora_syntax::reader::read(&printed, file, &mut diags);
+            let reread = remora_syntax::parser::Parser::new(&mut diags, Dialect::Tree).file(&items);
+            assert!(diags.is_empty(), "printed tree does not read back: {printed}");
+            assert!(reread.decls == program.value.decls, "round trip changed the tree: {printed}");
+        }
+        let expr = remora_syntax::parse_expression(&mut sources, "<cli>", text, Dialect::Source);
+        let _ = render_all(&expr.diagnostics, &sources);
+        if !expr.has_errors() {
+            let _ = print::expr_to_string(&expr.value);
+        }
+    });
+});

@@ -1,0 +1,70 @@
+//! Deeply nested input: no stack overflow, a clear error past the limit.
+//! (How long it takes is measured, not asserted: see the closing notes of
+//! issue 2 and `remora parse` on the same input.)
+
+use remora_syntax::reader::MAX_NESTING;
+use remora_syntax::{Dialect, RealFs, SourceMap, load_program_text, parse_expression, print, stack};
+
+fn nested(depth: usize, open: &str, leaf: &str, close: &str) -> String {
+    let mut s = String::with_capacity(depth * (open.len() + close.len()) + leaf.len());
+    for _ in 0..depth {
+        s.push_str(open);
+    }
+    s.push_str(leaf);
+    for _ in 0..depth {
+        s.push_str(close);
+    }
+    s
+}
+
+fn parses_cleanly(text: String) -> usize {
+    stack::run_deep(move || {
+        let mut sources = SourceMap::new();
+        let e = parse_expression(&mut sources, "<deep>", &text, Dialect::Source);
+        assert!(e.diagnostics.is_empty(), "{:?}", e.diagnostics.first());
+        let p = load_program_text(&mut sources, &RealFs, "<deep>", None, &text);
+        assert!(p.diagnostics.is_empty());
+        print::program(&p.value).len()
+    })
+}
+
+#[test]
+fn application_100k_deep() {
+    let printed = parses_cleanly(nested(100_000, "(f ", "x", ")"));
+    assert_eq!(printed, 100_000 * 4 + 2);
+}
+
+#[test]
+fn brackets_100k_deep() {
+    // [[[…1…]]] is a literal of shape [1 1 … 1].
+    let printed = parses_cleanly(nested(100_000, "[", "1", "]"));
+    assert!(printed > 200_000);
+}
+
+#[test]
+fn lets_100k_deep() {
+    parses_cleanly(nested(100_000, "(let ((val x 1)) ", "x", ")"));
+}
+
+#[test]
+fn lambdas_and_types_100k_deep() {
+    parses_cleanly(nested(100_000, "(fn ((x [Int 3])) ", "x", ")"));
+    parses_cleanly(format!("(t-app f {})", nested(100_000, "(-> Int ", "Int", ")")));
+}
+
+#[test]
+fn deeper_than_the_limit_is_an_error() {
+    let text = nested(MAX_NESTING + 10, "(f ", "x", ")");
+    let messages = stack::run_deep(move || {
+        let mut sources = SourceMap::new();
+        let e = parse_expression(&mut sources, "<deep>", &text, Dialect::Source);
+        e.diagnostics
+            .iter()
+            .map(|d| d.message.clone())
+            .collect::<Vec<_>>()
+    });
+    assert!(
+        messages.iter().any(|m| m.contains("nested deeper than")),
+        "{messages:?}"
+    );
+}
