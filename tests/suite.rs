@@ -129,6 +129,13 @@ fn run_case(rel: &str, file: &Path, case: &Case) -> Result<(), Failed> {
                         .into());
                     }
                 }
+                Check::Type(_) | Check::TypeError(_) => {
+                    return Err(format!(
+                        "block at line {}: type checks need the checker, which this build does not have yet",
+                        block.line
+                    )
+                    .into());
+                }
                 Check::ParseError(pattern) => {
                     expects_error = true;
                     let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;

@@ -9,8 +9,9 @@
 //! * ours, for the phases before evaluation: `parse { TREE }` (the printed
 //!   desugared tree, compared with whitespace runs collapsed),
 //!   `parses-like { SOURCE }` (another text that must parse to the same
-//!   tree) and `parse-error: REGEX` (a diagnostic matching REGEX). The
-//!   checker's `type { T }` and `type-error: REGEX` come with it.
+//!   tree) and `parse-error: REGEX` (a diagnostic matching REGEX); for the
+//!   checker, `type { T }` and `type-error: REGEX` (read now, checked once
+//!   the checker exists).
 //!
 //! A *case file* holds many small programs: a comment line
 //! `;;; case NAME` starts each case, which runs to the next such line. A
@@ -60,12 +61,16 @@ pub struct Run {
     pub outcome: Option<Outcome>,
 }
 
-/// Our expectations about the front end.
+/// Our expectations about the phases before evaluation.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Check {
     Parse(String),
     ParsesLike(String),
     ParseError(String),
+    /// `type { T }`: the program's (last top-level item's) type.
+    Type(String),
+    /// `type-error: REGEX`: the checker reports a matching error.
+    TypeError(String),
 }
 
 fn is_comment(line: &str) -> bool {
@@ -293,6 +298,11 @@ fn parse_directives(text: &str) -> Result<Block, String> {
                 s.colon(word)?;
                 block.checks.push(Check::ParseError(s.line().to_string()));
             }
+            "type" => block.checks.push(Check::Type(s.braced()?.trim().to_string())),
+            "type-error" => {
+                s.colon(word)?;
+                block.checks.push(Check::TypeError(s.line().to_string()));
+            }
             "" => return Err(format!("unexpected `{}`", s.rest().chars().next().unwrap_or(' '))),
             other => return Err(format!("unknown directive `{other}`")),
         }
@@ -345,6 +355,19 @@ mod tests {
     fn comment_runs_without_eq_are_not_blocks() {
         let lines = [";; just a comment", "(+ 1 2)"];
         assert_eq!(parse_blocks(&lines, 0).map(|b| b.len()), Ok(0));
+    }
+
+    #[test]
+    fn type_directives() {
+        let lines = [";; ==", ";; type { [Int 3] }", ";; type-error: Ill-shaped"];
+        let blocks = parse_blocks(&lines, 0).unwrap_or_default();
+        assert_eq!(
+            blocks[0].checks,
+            vec![
+                Check::Type("[Int 3]".into()),
+                Check::TypeError("Ill-shaped".into())
+            ]
+        );
     }
 
     #[test]
