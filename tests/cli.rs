@@ -1,0 +1,104 @@
+//! The `remora` binary as a user meets it: stdout, stderr, exit status.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn remora(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_remora"));
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let Ok(mut child) = cmd.spawn() else {
+        return Output {
+            status: std::process::ExitStatus::default(),
+            stdout: Vec::new(),
+            stderr: b"could not start remora".to_vec(),
+        };
+    };
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let _ = pipe.write_all(text.as_bytes());
+    }
+    child.wait_with_output().unwrap_or_else(|e| Output {
+        status: std::process::ExitStatus::default(),
+        stdout: Vec::new(),
+        stderr: e.to_string().into_bytes(),
+    })
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn parse_expression_prints_the_desugared_tree() {
+    let out = remora(&["parse", "-e", "[[1 2] [3 4]]"], None);
+    assert!(out.status.success());
+    assert_eq!(text(&out.stdout), "(array [2 2] 1 2 3 4)\n");
+    assert!(out.stderr.is_empty());
+}
+
+#[test]
+fn negative_literal_as_the_expression() {
+    let out = remora(&["parse", "-e", "-7"], None);
+    assert_eq!(text(&out.stdout), "-7\n");
+}
+
+#[test]
+fn parse_error_is_positioned_on_stderr_with_status_1() {
+    let out = remora(&["parse", "-e", "(+ 1"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("<cli>:1:5: error: unexpected end of input\n"),
+        "{err}"
+    );
+    assert!(err.contains("1 | (+ 1\n"), "{err}");
+    assert!(err.contains("expected `)`"), "{err}");
+}
+
+#[test]
+fn parse_file_and_positional_file() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hello.remora");
+    let a = remora(&["parse", "-f", path], None);
+    let b = remora(&["parse", path], None);
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    assert_eq!(a.stdout, b.stdout);
+    assert!(text(&a.stdout).starts_with("(def (i-fun (dot ($n))"));
+}
+
+#[test]
+fn program_on_stdin() {
+    let out = remora(&["parse"], Some("(def (val x 5))\n(entry (main) x)\n"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "(def (val x 5))\n(entry (main) x)\n");
+}
+
+#[test]
+fn stdin_errors_are_named_cli() {
+    let out = remora(&["parse"], Some("(def (val (x: Int) 5))"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with("<cli>:1:"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn missing_file_is_a_clear_error() {
+    let out = remora(&["parse", "-f", "no/such/file.remora"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("remora: error: cannot read no/such/file.remora"),
+        "{err}"
+    );
+}
+
+#[test]
+fn expression_and_file_are_exclusive() {
+    let out = remora(&["parse", "-e", "1", "-f", "x.remora"], None);
+    assert_eq!(out.status.code(), Some(2));
+}
