@@ -42,6 +42,13 @@ pub fn is_reserved(name: &str) -> bool {
     RESERVED.contains(&name)
 }
 
+/// Whether a symbol reads as a type in type position (`Int`, `&t`, `*t`):
+/// such a variable alone in a `(frame [d …] x)` would read as an empty frame.
+pub fn names_a_type(name: &str) -> bool {
+    matches!(name, "Int" | "Bool" | "Float")
+        || (name.len() > 1 && (name.starts_with('&') || name.starts_with('*')) && !is_reserved(name))
+}
+
 /// An `(import "path")` line, unresolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Import {

@@ -7,7 +7,7 @@
 //! tree: the round trip is tested over the whole suite.
 
 use crate::ast::*;
-use crate::parser::UNBOX_TEMP;
+use crate::parser::{UNBOX_TEMP, names_a_type};
 use std::fmt::Write;
 
 /// GHC's `show` for a binary32 float (core.md §4.1), from the shortest
@@ -150,6 +150,18 @@ pub fn expr(out: &mut String, e: &Expr) {
             out.push(')');
         }
         ExprKind::Frame { shape, elems } => {
+            // `[&t]` would print as `(frame [1] &t)`, which reads back as an
+            // empty frame of type `&t`: print the brackets it came from.
+            if let [only] = elems.as_slice()
+                && matches!(&only.kind, ExprKind::Var(v) if names_a_type(&v.name))
+                && !shape.is_empty()
+                && shape.iter().all(|d| *d == 1)
+            {
+                out.push_str(&"[".repeat(shape.len()));
+                expr(out, only);
+                out.push_str(&"]".repeat(shape.len()));
+                return;
+            }
             out.push_str("(frame ");
             shape_lit(out, shape);
             for x in elems {
