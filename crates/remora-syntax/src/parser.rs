@@ -1344,54 +1344,48 @@ fn type_layers(params: Vec<TypeParamSyntax>) -> Vec<Layer> {
 
 impl Parser<'_> {
     fn t_fun(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
-        let [_, sig, body] = items else {
-            self.expected(
-                form.span,
-                "malformed t-fun",
-                "(t-fun (name (&t …) [: type]) body)",
-            );
-            return None;
-        };
-        let sig_items = sig.list(Bracket::Paren).unwrap_or(&[]);
-        let [name, params, rest @ ..] = sig_items else {
-            self.unexpected(sig, "a signature (name (&t …) [: type])");
-            return None;
-        };
-        let name = self.ident(name)?;
-        let params = self.tparams(params, true)?;
-        let (extra, ret) = self.split_ret(rest, sig);
-        if let Some(e) = extra.first() {
-            self.unexpected(e, "`:` or `)`");
-            return None;
-        }
-        let layers = type_layers(params);
+        let (name, params, ret, body) = self.quantified_signature(form, items, "t-fun", "(&t …)")?;
+        let layers = type_layers(self.tparams(params, true)?);
         let body = self.expr(body);
         Some(layered(name, layers, ret, body, form.span))
     }
 
     fn i_fun(&mut self, form: &SExp, items: &[SExp]) -> Option<BindKind> {
+        let (name, params, ret, body) = self.quantified_signature(form, items, "i-fun", "($d @s …)")?;
+        let params = self.iparams(params, true)?;
+        let body = self.expr(body);
+        Some(layered(name, vec![Layer::I(params)], ret, body, form.span))
+    }
+
+    /// `(KEYWORD (name PARAMS [: type]) body)`: the name, the parameter list
+    /// (for the caller to read), the return annotation and the body.
+    fn quantified_signature<'s>(
+        &mut self,
+        form: &SExp,
+        items: &'s [SExp],
+        keyword: &str,
+        params_hint: &str,
+    ) -> Option<(Ident, &'s SExp, Option<Type>, &'s SExp)> {
         let [_, sig, body] = items else {
             self.expected(
                 form.span,
-                "malformed i-fun",
-                "(i-fun (name ($d @s …) [: type]) body)",
+                format!("malformed {keyword}"),
+                format!("({keyword} (name {params_hint} [: type]) body)"),
             );
             return None;
         };
         let sig_items = sig.list(Bracket::Paren).unwrap_or(&[]);
         let [name, params, rest @ ..] = sig_items else {
-            self.unexpected(sig, "a signature (name ($d @s …) [: type])");
+            self.unexpected(sig, &format!("a signature (name {params_hint} [: type])"));
             return None;
         };
         let name = self.ident(name)?;
-        let params = self.iparams(params, true)?;
         let (extra, ret) = self.split_ret(rest, sig);
         if let Some(e) = extra.first() {
             self.unexpected(e, "`:` or `)`");
             return None;
         }
-        let body = self.expr(body);
-        Some(layered(name, vec![Layer::I(params)], ret, body, form.span))
+        Some((name, params, ret, body))
     }
 
     fn type_alias(&mut self, form: &SExp, items: &[SExp]) -> Vec<Bind> {

@@ -424,11 +424,7 @@ pub fn bind(out: &mut String, b: &Bind) {
             body,
         } => {
             let names: Vec<&str> = params.iter().map(|p| p.name.name.as_str()).collect();
-            let _ = write!(out, "(t-fun ({} ({})", name.name, names.join(" "));
-            signature_rest(out, &[], ret.as_ref());
-            out.push_str(") ");
-            expr(out, body);
-            out.push(')');
+            quantified_fun(out, "t-fun", &name.name, &names, ret.as_ref(), body);
         }
         BindKind::IFun {
             name,
@@ -437,11 +433,7 @@ pub fn bind(out: &mut String, b: &Bind) {
             body,
         } => {
             let names: Vec<&str> = params.iter().map(|p| p.name.name.as_str()).collect();
-            let _ = write!(out, "(i-fun ({} ({})", name.name, names.join(" "));
-            signature_rest(out, &[], ret.as_ref());
-            out.push_str(") ");
-            expr(out, body);
-            out.push(')');
+            quantified_fun(out, "i-fun", &name.name, &names, ret.as_ref(), body);
         }
         BindKind::TypeAlias { param, ty: t } => {
             let _ = write!(out, "(type {} ", param.name.name);
@@ -454,6 +446,22 @@ pub fn bind(out: &mut String, b: &Bind) {
             out.push(')');
         }
     }
+}
+
+/// `(t-fun (f (&t …) : R) body)` / `(i-fun (f ($n …) : R) body)`.
+fn quantified_fun(
+    out: &mut String,
+    keyword: &str,
+    name: &str,
+    params: &[&str],
+    ret: Option<&Type>,
+    body: &Expr,
+) {
+    let _ = write!(out, "({keyword} ({name} ({})", params.join(" "));
+    signature_rest(out, &[], ret);
+    out.push_str(") ");
+    expr(out, body);
+    out.push(')');
 }
 
 pub fn ty(out: &mut String, t: &Type) {
