@@ -331,6 +331,9 @@ pub fn atom(out: &mut String, a: &Atom) {
         AtomKind::Int(i) => {
             let _ = write!(out, "{i}");
         }
+        // A literal too large for f32 is infinite; `Infinity` would read
+        // back as a variable, so print a literal that overflows the same way.
+        AtomKind::Float(f) if f.is_infinite() => out.push_str(if *f > 0.0 { "1.0e39" } else { "-1.0e39" }),
         AtomKind::Float(f) => out.push_str(&format_float(*f)),
         AtomKind::Lambda { param: p, body } => {
             out.push_str("(λ (");
