@@ -68,3 +68,26 @@ fn deeper_than_the_limit_is_an_error() {
         "{messages:?}"
     );
 }
+
+#[test]
+fn left_nested_arrows_parse_in_linear_time() {
+    // Each arrow's parameter is itself an arrow: reading `(-> X Int)` must not
+    // try X as a list of types and then again as one type (2^depth work).
+    parses_cleanly(format!("(t-app f {})", nested(10_000, "(-> ", "Int", " Int)")));
+}
+
+#[test]
+fn deep_frames_holding_many_atoms() {
+    // d levels of brackets around d atoms: each level must reuse, not copy,
+    // the atoms below it.
+    let d = 100_000;
+    let text = format!("{}{}{}", "[".repeat(d), "1 ".repeat(d), "]".repeat(d));
+    parses_cleanly(text);
+}
+
+#[test]
+fn deep_shapes_and_array_types() {
+    parses_cleanly(format!("(i-app f {})", nested(100_000, "[1 ", "1", "]")));
+    parses_cleanly(format!("(t-app f {})", nested(100_000, "[", "Int", " 1]")));
+    parses_cleanly(format!("(t-app f {})", nested(100_000, "(A ", "Int", " 2)")));
+}

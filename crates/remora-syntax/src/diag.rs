@@ -96,10 +96,10 @@ impl Diagnostic {
         }
         .max(1);
         let gutter = " ".repeat(line.to_string().len());
-        let shown: String = text.chars().map(|c| if c == '\t' { ' ' } else { c }).collect();
+        let (shown, caret_col, width) = window(text, line_len, col - 1, width);
         let _ = writeln!(out, "{gutter} |");
         let _ = writeln!(out, "{line} | {shown}");
-        let _ = writeln!(out, "{gutter} | {}{}", " ".repeat(col - 1), "^".repeat(width));
+        let _ = writeln!(out, "{gutter} | {}{}", " ".repeat(caret_col), "^".repeat(width));
         for note in self.expected.iter().map(expected_line).chain(self.notes.clone()) {
             let _ = writeln!(out, "{gutter} = {note}");
         }
@@ -107,15 +107,95 @@ impl Diagnostic {
     }
 }
 
+/// Longest source line shown whole; a longer one is cut to a window around
+/// the caret, so that a diagnostic stays a few lines whatever the input.
+const MAX_LINE: usize = 120;
+
+/// The part of `text` to show (tabs as spaces), the caret's column in it
+/// and the caret's width.
+fn window(text: &str, len: usize, col: usize, width: usize) -> (String, usize, usize) {
+    let clean = |c: char| if c == '\t' { ' ' } else { c };
+    if len <= MAX_LINE {
+        return (text.chars().map(clean).collect(), col, width);
+    }
+    let from = col.saturating_sub(MAX_LINE / 3);
+    let to = (from + MAX_LINE).min(len);
+    let mut shown = String::new();
+    if from > 0 {
+        shown.push('…');
+    }
+    shown.extend(text.chars().skip(from).take(to - from).map(clean));
+    if to < len {
+        shown.push('…');
+    }
+    let caret = col - from + usize::from(from > 0);
+    (shown, caret, width.min(to.saturating_sub(col)).max(1))
+}
+
 fn expected_line(what: &String) -> String {
     format!("expected {what}")
 }
 
-/// Renders every diagnostic, in order, separated by blank lines.
+/// At most this many diagnostics are rendered; the rest are counted.
+pub const MAX_RENDERED: usize = 100;
+
+/// Renders the diagnostics, in order, separated by blank lines: the first
+/// [`MAX_RENDERED`], then a line counting the others.
 pub fn render_all(diags: &[Diagnostic], sources: &SourceMap) -> String {
-    diags
+    let mut out = diags
         .iter()
+        .take(MAX_RENDERED)
         .map(|d| d.render(sources))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    if diags.len() > MAX_RENDERED {
+        let _ = writeln!(
+            out,
+            "\nremora: {} more errors not shown",
+            diags.len() - MAX_RENDERED
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceFile;
+    use crate::span::FileId;
+
+    #[test]
+    fn renders_position_line_and_caret() {
+        let mut sources = SourceMap::new();
+        let file = sources.add(SourceFile::new("t.remora", None, "(+ 1\n  (f x))"));
+        let d = Diagnostic::error(Span::new(file, 8, 9), "unknown").expected("`y`");
+        assert_eq!(
+            d.render(&sources),
+            "t.remora:2:4: error: unknown\n  |\n2 |   (f x))\n  |    ^\n  = expected `y`\n"
+        );
+        assert_eq!(file, FileId(0));
+    }
+
+    #[test]
+    fn long_lines_are_cut_around_the_caret() {
+        let mut sources = SourceMap::new();
+        let text = format!("{}BAD{}", "a ".repeat(500), " b".repeat(500));
+        let file = sources.add(SourceFile::new("t", None, text));
+        let d = Diagnostic::error(Span::new(file, 1000, 1003), "here");
+        let r = d.render(&sources);
+        let lines: Vec<&str> = r.lines().collect();
+        assert!(lines[2].len() < MAX_LINE + 20, "{r}");
+        let caret = lines[3].find('^').unwrap_or(0);
+        let shown = lines[2].chars().skip(caret).take(3).collect::<String>();
+        assert_eq!(shown, "BAD", "{r}");
+    }
+
+    #[test]
+    fn many_diagnostics_are_counted_not_shown() {
+        let mut sources = SourceMap::new();
+        let file = sources.add(SourceFile::new("t", None, "x"));
+        let diags = vec![Diagnostic::error(Span::new(file, 0, 1), "e"); MAX_RENDERED + 5];
+        let r = render_all(&diags, &sources);
+        assert!(r.ends_with("remora: 5 more errors not shown\n"), "{r}");
+    }
 }

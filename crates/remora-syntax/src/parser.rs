@@ -34,9 +34,11 @@ pub const RESERVED: &[&str] = &[
     "val", "def", "entry", "import", "field",
 ];
 
-/// Keywords of the parenthesised expression forms that commit once matched:
-/// `(let-x 3)` is a parse error, as in remora-lang.
-const COMMITTING: &[&str] = &["array", "frame", "unbox", "let", "field", "i-app", "t-app"];
+/// Keywords of the parenthesised expression forms that core.md lists before
+/// application: once matched they commit, so `(let-x 3)` is a parse error,
+/// as in remora-lang. (`i-app`/`t-app` come after application there, so
+/// `(i-app-x 3)` is an application.)
+const COMMITTING: &[&str] = &["array", "frame", "unbox", "let", "field"];
 
 pub fn is_reserved(name: &str) -> bool {
     RESERVED.contains(&name)
@@ -45,8 +47,7 @@ pub fn is_reserved(name: &str) -> bool {
 /// Whether a symbol reads as a type in type position (`Int`, `&t`, `*t`):
 /// such a variable alone in a `(frame [d …] x)` would read as an empty frame.
 pub fn names_a_type(name: &str) -> bool {
-    matches!(name, "Int" | "Bool" | "Float")
-        || (name.len() > 1 && (name.starts_with('&') || name.starts_with('*')) && !is_reserved(name))
+    matches!(name, "Int" | "Bool" | "Float") || sigil_name(name, '&') || sigil_name(name, '*')
 }
 
 /// An `(import "path")` line, unresolved.
@@ -360,7 +361,7 @@ impl<'d> Parser<'d> {
             return None;
         };
         let span = Span {
-            start: s.span.start + 1,
+            start: s.span.start.saturating_add(1),
             ..s.span
         };
         if is_reserved(name) {
@@ -438,6 +439,14 @@ impl<'d> Parser<'d> {
         }
         if items.is_empty() {
             self.expected(span, "empty record", "fields (name shape expression)");
+            return error_expr(span);
+        }
+        if let Some(first) = items.iter().find(|i| i.list(Bracket::Paren).is_none()) {
+            self.diags.push(
+                Diagnostic::error(first.span, format!("unexpected {}", first.describe()))
+                    .expected("a record field (name shape expression)")
+                    .note("a record is written {(x [] e) (y [2] e2) …}"),
+            );
             return error_expr(span);
         }
         let mut fields = Vec::new();
@@ -542,7 +551,7 @@ impl<'d> Parser<'d> {
             }) {
                 let rest = &kw[k.len()..];
                 let at = Span {
-                    start: head.span.start + k.len() as u32,
+                    start: head.span.start.saturating_add(k.len() as u32),
                     ..head.span
                 };
                 self.diags.push(
@@ -778,8 +787,12 @@ impl<'d> Parser<'d> {
                 };
                 let name = self.ident(name)?;
                 let ann = match &ann.kind {
-                    SExpKind::Int { value, signed: false } => {
-                        ParamAnn::Rank(Rank::Nat(u64::try_from(*value).ok()?))
+                    SExpKind::Int { value, signed: false } if *value >= 0 => {
+                        ParamAnn::Rank(Rank::Nat(*value as u64))
+                    }
+                    SExpKind::Int { .. } => {
+                        self.unexpected(ann, "a type, or a rank: a natural number or `all`");
+                        return None;
                     }
                     SExpKind::Symbol(r) if r == "all" => ParamAnn::Rank(Rank::All),
                     _ => ParamAnn::Type(self.ty(ann)),
@@ -868,7 +881,14 @@ impl<'d> Parser<'d> {
                     self.unexpected(witnesses, "the witnesses (i …) of the box");
                     return AtomKind::Error;
                 };
-                let witnesses: Vec<Ispace> = list.iter().map(|w| self.ispace(w, false)).collect();
+                let mut witnesses = Vec::with_capacity(list.len());
+                for w in list {
+                    let mark = self.diags.len();
+                    witnesses.push(self.ispace(w, false));
+                    if self.diags.len() > mark {
+                        return AtomKind::Error;
+                    }
+                }
                 let body = self.expr(e);
                 let ty = rest.first().map(|t| self.ty(t));
                 let mut layers = witnesses.into_iter().rev();
@@ -909,7 +929,7 @@ impl<'d> Parser<'d> {
     }
 
     fn tparam(&mut self, s: &SExp) -> Option<TypeParamSyntax> {
-        let name = s.symbol().filter(|n| n.len() > 1 && !is_reserved(n));
+        let name = s.symbol().filter(|n| sigil_name(n, '&') || sigil_name(n, '*'));
         match name {
             Some(n) if n.starts_with('&') => Some(TypeParamSyntax::Atom(TParam {
                 name: Ident::new(n, s.span),
@@ -944,7 +964,7 @@ impl<'d> Parser<'d> {
 
     fn iparam(&mut self, s: &SExp) -> Option<IParam> {
         match &s.kind {
-            SExpKind::Symbol(n) if n.len() > 1 && n.starts_with('$') => Some(IParam {
+            SExpKind::Symbol(n) if sigil_name(n, '$') => Some(IParam {
                 sort: Sort::Dim,
                 name: Ident::new(n.clone(), s.span),
             }),
@@ -1038,8 +1058,9 @@ impl<'d> Parser<'d> {
             return error_expr(span);
         }
         let mut e = self.expr(&items[1]);
+        let holes = self.dialect == Dialect::Tree;
         for i in &items[2..] {
-            let arg = self.ispace(i, true);
+            let arg = self.ispace(i, holes);
             e = mk_expr(
                 ExprKind::IApp {
                     func: Box::new(e),
@@ -1059,7 +1080,11 @@ impl<'d> Parser<'d> {
         }
         let mut e = self.expr(&items[1]);
         for t in &items[2..] {
-            let arg = self.ty_or_hole(t);
+            let arg = if self.dialect == Dialect::Tree {
+                self.ty_or_hole(t)
+            } else {
+                self.ty(t)
+            };
             e = type_application(e, arg, span);
         }
         e
@@ -1217,6 +1242,10 @@ impl<'d> Parser<'d> {
             SExpKind::Symbol(_) => (self.ident(target)?, None),
             SExpKind::List(Bracket::Paren, parts) => match parts.as_slice() {
                 [name, colon, ty] if colon.symbol() == Some(":") => (self.ident(name)?, Some(self.ty(ty))),
+                [_, colon] if colon.symbol() == Some(":") => {
+                    self.missing(target, "a type after `:`");
+                    return None;
+                }
                 // `(x :Int)`: remora-lang matches the colon as a character.
                 [name, glued] if glued_colon(glued).is_some() => {
                     let name = self.ident(name)?;
@@ -1478,7 +1507,7 @@ impl Parser<'_> {
                     }
                     if let Some(rest) = name.strip_prefix(base) {
                         let at = Span {
-                            start: span.start + base.len() as u32,
+                            start: span.start.saturating_add(base.len() as u32),
                             ..span
                         };
                         self.diags.push(
@@ -1488,26 +1517,16 @@ impl Parser<'_> {
                         return error_type(span);
                     }
                 }
-                if name.len() > 1 && !is_reserved(name) {
-                    if name.starts_with('&') {
-                        return simple(TypeKind::Var(Ident::new(name.clone(), span)));
-                    }
-                    if let Some(base) = name.strip_prefix('*') {
-                        return star_type(base, span);
-                    }
+                if sigil_name(name, '&') {
+                    return simple(TypeKind::Var(Ident::new(name.clone(), span)));
+                }
+                if sigil_name(name, '*') {
+                    return star_type(&name[1..], span);
                 }
                 self.unexpected(s, "a type");
                 error_type(span)
             }
-            SExpKind::List(Bracket::Square, items) => {
-                let Some((elem, dims)) = items.split_first() else {
-                    self.expected(span, "empty brackets `[]` are not a type", "[type index …]");
-                    return error_type(span);
-                };
-                let elem = self.ty(elem);
-                let dims = dims.iter().map(|d| self.ispace(d, false)).collect();
-                array_type(elem, splice(dims, span), span)
-            }
+            SExpKind::List(Bracket::Square, _) => self.array_type_chain(s),
             SExpKind::List(Bracket::Curly, items) => {
                 let mut fields = Vec::new();
                 for item in items {
@@ -1539,25 +1558,50 @@ impl Parser<'_> {
         }
     }
 
+    /// `[T i …]` and `(A T i)`, nested ones read in one pass: the frames
+    /// gathered outer first into one shape, then the element type.
+    fn array_type_chain(&mut self, s: &SExp) -> Type {
+        let span = s.span;
+        let mut dims = Vec::new();
+        let mut cur = s;
+        loop {
+            match &cur.kind {
+                SExpKind::List(Bracket::Square, items) => {
+                    let Some((elem, ds)) = items.split_first() else {
+                        self.expected(cur.span, "empty brackets `[]` are not a type", "[type index …]");
+                        return error_type(span);
+                    };
+                    for d in ds {
+                        self.ispace_into(d, &mut dims);
+                    }
+                    cur = elem;
+                }
+                SExpKind::List(Bracket::Paren, items)
+                    if items.len() == 3 && items.first().and_then(SExp::symbol) == Some("A") =>
+                {
+                    self.ispace_into(&items[2], &mut dims);
+                    cur = &items[1];
+                }
+                _ => break,
+            }
+        }
+        let elem = self.ty(cur);
+        array_type(elem, splice(dims, span), span)
+    }
+
     fn paren_type(&mut self, form: &SExp, items: &[SExp]) -> Type {
         let span = form.span;
         let head = items.first().and_then(SExp::symbol);
         match (head, items) {
-            (Some("A"), [_, elem, shape]) => {
-                let elem = self.ty(elem);
-                let shape = match self.ispace(shape, false) {
-                    Ispace::Shape(s) => s,
-                    other => splice(vec![other], span),
-                };
-                array_type(elem, shape, span)
-            }
+            (Some("A"), [_, _, _]) => self.array_type_chain(form),
             (Some("->" | "→"), [_, params, result]) => {
-                let list = params
-                    .list(Bracket::Paren)
-                    .and_then(|l| self.attempt(|p| l.iter().map(|t| p.ty(t)).collect::<Vec<_>>()));
-                let params = match list {
-                    Some(ps) => ps,
-                    None => vec![self.ty(params)],
+                // A parenthesised list of types, else one type. No type form
+                // starts with a type, so the first item decides.
+                let params = match params.list(Bracket::Paren) {
+                    Some(l) if l.first().is_none_or(could_start_type_list) => {
+                        l.iter().map(|t| self.ty(t)).collect()
+                    }
+                    _ => vec![self.ty(params)],
                 };
                 let mut t = self.ty(result);
                 for p in params.into_iter().rev() {
@@ -1674,9 +1718,7 @@ impl Parser<'_> {
                 Ok(n) => DimKind::Nat(n),
                 Err(_) => DimKind::Error,
             },
-            SExpKind::Symbol(n) if n.len() > 1 && n.starts_with('$') => {
-                DimKind::Var(Ident::new(n.clone(), span))
-            }
+            SExpKind::Symbol(n) if sigil_name(n, '$') => DimKind::Var(Ident::new(n.clone(), span)),
             SExpKind::List(Bracket::Paren, items) => match items.split_first() {
                 Some((op, args)) if matches!(op.symbol(), Some("+" | "*" | "-")) => {
                     let args: Vec<Dim> = args.iter().map(|a| self.dim(a)).collect();
@@ -1703,31 +1745,21 @@ impl Parser<'_> {
     pub fn shape(&mut self, s: &SExp) -> Shape {
         let span = s.span;
         match &s.kind {
-            SExpKind::AtName(n) => Shape {
-                kind: ShapeKind::Var(Ident::new(format!("@{n}"), span)),
-                span,
+            SExpKind::AtName(_) => match self.shape_var(s) {
+                Some(name) => Shape {
+                    kind: ShapeKind::Var(name),
+                    span,
+                },
+                None => Shape {
+                    kind: ShapeKind::Error,
+                    span,
+                },
             },
-            SExpKind::List(Bracket::Square, items) => {
-                let parts = items.iter().map(|i| self.ispace(i, false)).collect();
+            _ if is_splice_form(s) => {
+                let mut parts = Vec::new();
+                self.splice_into(s, &mut parts);
                 splice(parts, span)
             }
-            SExpKind::List(Bracket::Paren, items) => match items.split_first() {
-                Some((op, args)) if op.symbol() == Some("dims") => {
-                    let parts = args.iter().map(|a| Ispace::Dim(self.dim(a))).collect();
-                    splice(parts, span)
-                }
-                Some((op, args)) if op.symbol() == Some("++") => {
-                    let parts = args.iter().map(|a| Ispace::Shape(self.shape(a))).collect();
-                    splice(parts, span)
-                }
-                _ => {
-                    self.unexpected(s, "a shape: @s, [ … ], (dims …) or (++ …)");
-                    Shape {
-                        kind: ShapeKind::Error,
-                        span,
-                    }
-                }
-            },
             _ => {
                 if s.kind != SExpKind::Error {
                     self.unexpected(s, "a shape: @s, [ … ], (dims …) or (++ …)");
@@ -1737,6 +1769,53 @@ impl Parser<'_> {
                     span,
                 }
             }
+        }
+    }
+
+    /// `@s` as a shape variable (a name may not start with a digit).
+    fn shape_var(&mut self, s: &SExp) -> Option<Ident> {
+        match &s.kind {
+            SExpKind::AtName(n) => Some(Ident::new(format!("@{n}"), s.span)),
+            _ => None,
+        }
+    }
+
+    /// The items of a splice form (`[…]`, `(dims …)`, `(++ …)`), nested
+    /// splices flattened into one list as they are read, so that nesting
+    /// costs linear time.
+    fn splice_into(&mut self, s: &SExp, acc: &mut Vec<Ispace>) {
+        let Some(items) = s.list(Bracket::Square).or_else(|| s.list(Bracket::Paren)) else {
+            return;
+        };
+        match &s.kind {
+            SExpKind::List(Bracket::Square, _) => {
+                for item in items {
+                    self.ispace_into(item, acc);
+                }
+            }
+            _ => {
+                let (op, args) = items
+                    .split_first()
+                    .map_or(("", &[][..]), |(h, a)| (h.symbol().unwrap_or(""), a));
+                for a in args {
+                    if op == "dims" {
+                        acc.push(Ispace::Dim(self.dim(a)));
+                    } else if is_splice_form(a) {
+                        self.splice_into(a, acc);
+                    } else {
+                        acc.push(Ispace::Shape(self.shape(a)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One index pushed onto a splice being built (a nested splice is spread).
+    fn ispace_into(&mut self, s: &SExp, acc: &mut Vec<Ispace>) {
+        if is_splice_form(s) {
+            self.splice_into(s, acc);
+        } else {
+            acc.push(self.ispace(s, false));
         }
     }
 }
@@ -1899,10 +1978,38 @@ fn glued_colon(s: &SExp) -> Option<SExp> {
     Some(SExp {
         kind: SExpKind::Symbol(rest.to_string()),
         span: Span {
-            start: s.span.start + 1,
+            start: s.span.start.saturating_add(1),
             ..s.span
         },
     })
+}
+
+/// Whether an item can be the first of a list of types `(T …)` (as opposed
+/// to the head of one parenthesised type such as `(A …)` or `(-> …)`).
+fn could_start_type_list(s: &SExp) -> bool {
+    match &s.kind {
+        SExpKind::Symbol(n) => names_a_type(n) || ["Int", "Bool", "Float"].iter().any(|b| n.starts_with(b)),
+        SExpKind::List(..) | SExpKind::Error => true,
+        _ => false,
+    }
+}
+
+/// `[…]`, `(dims …)` or `(++ …)`: a shape written as a splice.
+fn is_splice_form(s: &SExp) -> bool {
+    match &s.kind {
+        SExpKind::List(Bracket::Square, _) => true,
+        SExpKind::List(Bracket::Paren, items) => {
+            matches!(items.first().and_then(SExp::symbol), Some("dims" | "++"))
+        }
+        _ => false,
+    }
+}
+
+/// A name after a sigil (`&t`, `*t`, `$d`): not empty, not starting with a
+/// digit (an identifier never does), and not reserved.
+fn sigil_name(name: &str, sigil: char) -> bool {
+    let mut chars = name.chars();
+    chars.next() == Some(sigil) && chars.next().is_some_and(|c| !c.is_ascii_digit()) && !is_reserved(name)
 }
 
 /// A form that can only be a type: a parenthesised type form (its head is
@@ -1942,23 +2049,20 @@ fn flatten_frame_reversed(elems: Vec<Expr>, span: Span) -> Expr {
             span,
         );
     }
-    let mut shape: Option<Vec<u64>> = None;
-    let mut frame_elems = Vec::new();
-    let mut atoms = Vec::new();
-    for e in elems {
+    // The first element's vectors are reused, so a chain of one-element
+    // frames costs O(1) a level however many atoms it holds.
+    let mut shape: Vec<u64> = Vec::new();
+    let mut frame_elems: Vec<Expr> = Vec::new();
+    let mut atoms: Vec<Atom> = Vec::new();
+    for (i, e) in elems.into_iter().enumerate() {
         match e.kind {
-            ExprKind::Frame { shape: s, elems } => {
-                shape.get_or_insert(s);
-                frame_elems.extend(elems);
-            }
-            ExprKind::Array { shape: s, atoms: a } => {
-                shape.get_or_insert(s);
-                atoms.extend(a);
-            }
+            ExprKind::Frame { shape: s, elems } if i == 0 => (shape, frame_elems) = (s, elems),
+            ExprKind::Array { shape: s, atoms: a } if i == 0 => (shape, atoms) = (s, a),
+            ExprKind::Frame { elems, .. } => frame_elems.extend(elems),
+            ExprKind::Array { atoms: a, .. } => atoms.extend(a),
             _ => {}
         }
     }
-    let mut shape = shape.unwrap_or_default();
     shape.push(n);
     let kind = if all_frames {
         ExprKind::Frame {

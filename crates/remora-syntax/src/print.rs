@@ -180,6 +180,20 @@ pub fn expr(out: &mut String, e: &Expr) {
                 f = func;
             }
             args.reverse();
+            // A variable named like a form keyword in head position (`if`,
+            // `rerank`, the printed `empty-array`) is applied with `@`, so that
+            // it reads back as an application.
+            if let ExprKind::Var(v) = &f.kind
+                && matches!(v.name.as_str(), "if" | "rerank" | "empty-array" | "empty-frame")
+            {
+                let _ = write!(out, "(@ {} _ _", v.name);
+                for a in &args {
+                    out.push(' ');
+                    expr(out, a);
+                }
+                out.push(')');
+                return;
+            }
             // `(f . x)` would read back as a field projection: print an
             // application to the variable `.` curried, `((f .) x)`.
             if let [dot, _] = args.as_slice()

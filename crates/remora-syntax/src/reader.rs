@@ -105,6 +105,7 @@ impl SExp {
             SExpKind::List(b, items) if items.is_empty() => format!("`{}{}`", b.open(), b.close()),
             SExpKind::List(b, _) => format!("`{}…{}`", b.open(), b.close()),
             SExpKind::Symbol(s) => format!("`{s}`"),
+            SExpKind::Int { value, signed: true } if *value >= 0 => format!("integer `+{value}`"),
             SExpKind::Int { value, .. } => format!("integer `{value}`"),
             SExpKind::Float(f) => format!("float `{f}`"),
             SExpKind::Bool(b) => (if *b { "`#t`" } else { "`#f`" }).to_string(),
@@ -253,42 +254,7 @@ impl Reader<'_, '_> {
                         });
                     }
                 }
-                Token::Close(bracket) => match stack.pop() {
-                    None => {
-                        let d = self
-                            .error(start, end, format!("unexpected `{}`", bracket.close()))
-                            .note("there is no open bracket for it to close");
-                        self.diags.push(d);
-                    }
-                    Some(open) => {
-                        if open.bracket != bracket {
-                            let d = self
-                                .error(
-                                    start,
-                                    end,
-                                    format!(
-                                        "mismatched `{}`: the list was opened with `{}`",
-                                        bracket.close(),
-                                        open.bracket.open()
-                                    ),
-                                )
-                                .expected(format!("`{}`", open.bracket.close()));
-                            self.diags.push(d);
-                        }
-                        // A mismatched list is reported once, here; its
-                        // contents are not parsed.
-                        let kind = if open.bracket == bracket {
-                            SExpKind::List(open.bracket, open.items)
-                        } else {
-                            SExpKind::Error
-                        };
-                        let node = SExp {
-                            kind,
-                            span: self.span(open.start, end),
-                        };
-                        push(&mut stack, &mut top, node);
-                    }
-                },
+                Token::Close(bracket) => self.close(bracket, start, end, &mut stack, &mut top),
                 Token::Leaf(kind) => {
                     let node = SExp {
                         kind,
@@ -309,6 +275,7 @@ impl Reader<'_, '_> {
         // become error nodes, so nothing inside them is reported again.
         if let Some(inner) = stack.last()
             && !self.unterminated_string
+            && skipping == 0
         {
             let (line, col) = line_col(self.text, inner.start);
             let d = self
@@ -328,6 +295,61 @@ impl Reader<'_, '_> {
             push(&mut stack, &mut top, node);
         }
         top
+    }
+
+    /// A closing bracket. It closes the innermost list opened with its
+    /// partner; lists still open inside that one are reported once and become
+    /// error nodes. With no partner open, it closes the innermost list as an
+    /// error (a wrong bracket typed): one mistake, one error.
+    fn close(
+        &mut self,
+        bracket: Bracket,
+        start: usize,
+        end: usize,
+        stack: &mut Vec<Open>,
+        top: &mut Vec<SExp>,
+    ) {
+        let Some(last) = stack.last() else {
+            let d = self
+                .error(start, end, format!("unexpected `{}`", bracket.close()))
+                .note("there is no open bracket for it to close");
+            self.diags.push(d);
+            return;
+        };
+        let partner = stack.iter().rposition(|o| o.bracket == bracket);
+        if partner != Some(stack.len() - 1) {
+            let (line, col) = line_col(self.text, last.start);
+            let d = self
+                .error(start, end, format!("unexpected `{}`", bracket.close()))
+                .expected(format!("`{}`", last.bracket.close()))
+                .note(format!(
+                    "the `{}` at {line}:{col} is not closed",
+                    last.bracket.open()
+                ));
+            self.diags.push(d);
+        }
+        let keep = partner.unwrap_or(stack.len() - 1);
+        while stack.len() > keep + 1 {
+            if let Some(open) = stack.pop() {
+                let node = SExp {
+                    kind: SExpKind::Error,
+                    span: self.span(open.start, start),
+                };
+                push(stack, top, node);
+            }
+        }
+        if let Some(open) = stack.pop() {
+            let kind = if partner.is_some() {
+                SExpKind::List(open.bracket, open.items)
+            } else {
+                SExpKind::Error
+            };
+            let node = SExp {
+                kind,
+                span: self.span(open.start, end),
+            };
+            push(stack, top, node);
+        }
     }
 
     fn token(&mut self) -> Option<Token> {
@@ -507,7 +529,8 @@ impl Reader<'_, '_> {
     /// After a backslash: one escape. `Ok(None)` for `\&` and string gaps.
     fn escape(&mut self) -> Result<Option<i64>, String> {
         let Some(c) = self.peek() else {
-            return Err("unexpected end of input in an escape".into());
+            // End of input: reported as the unterminated string.
+            return Ok(None);
         };
         let simple = match c {
             'a' => Some(7),
@@ -534,7 +557,8 @@ impl Reader<'_, '_> {
             while self.peek().is_some_and(is_space) {
                 self.bump();
             }
-            return if self.bump() == Some('\\') {
+            return if self.peek() == Some('\\') {
+                self.bump();
                 Ok(None)
             } else {
                 Err("a string gap must end with `\\`".into())
