@@ -344,7 +344,7 @@ impl<'d> Parser<'d> {
     fn ident(&mut self, s: &SExp) -> Option<Ident> {
         match &s.kind {
             SExpKind::Symbol(name) if is_reserved(name) => {
-                self.error(s.span, format!("`{name}` is a reserved word, not a name"));
+                self.expected(s.span, format!("`{name}` is a reserved word, not a name"), "a name");
                 None
             }
             SExpKind::Symbol(name) => Some(Ident::new(name.clone(), s.span)),
@@ -365,7 +365,7 @@ impl<'d> Parser<'d> {
             ..s.span
         };
         if is_reserved(name) {
-            self.error(span, format!("`{name}` is a reserved word, not a name"));
+            self.expected(span, format!("`{name}` is a reserved word, not a name"), "a name");
             return None;
         }
         Some(Ident::new(name.clone(), span))
@@ -384,7 +384,11 @@ impl<'d> Parser<'d> {
             SExpKind::Str(points) => string_literal(points, span),
             SExpKind::Symbol(name) => {
                 if is_reserved(name) {
-                    self.error(span, format!("`{name}` is a reserved word, not a variable"));
+                    self.expected(
+                        span,
+                        format!("`{name}` is a reserved word, not a variable"),
+                        "an expression",
+                    );
                     error_expr(span)
                 } else {
                     mk_expr(ExprKind::Var(Ident::new(name.clone(), span)), span)
