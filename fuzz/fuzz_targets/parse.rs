@@ -1,10 +1,16 @@
 //! Reader + parser + printer on arbitrary text: no input may panic or hang,
 //! and whatever parses cleanly must print and read back to the same tree.
+//!
+//! Inputs run on one long-lived worker thread with the pipeline's deep stack
+//! (as `remora` runs them), fed through a channel: a thread per input would
+//! cost more than the parse.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use remora_syntax::{Dialect, FileLoader, SourceMap, print, render_all};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Mutex, OnceLock};
 
 /// Imports see an empty file system.
 struct NoFiles;
@@ -18,25 +24,58 @@ impl FileLoader for NoFiles {
     }
 }
 
+fn check(text: &str) {
+    let mut sources = SourceMap::new();
+    let program = remora_syntax::load_program_text(&mut sources, &NoFiles, "<fuzz>", None, text);
+    let _ = render_all(&program.diagnostics, &sources);
+    if !program.has_errors() {
+        let printed = print::program(&program.value);
+        let mut diags = Vec::new();
+        let file = sources.add(remora_syntax::SourceFile::new("<printed>", None, printed.clone()));
+        let items = remora_syntax::reader::read(&printed, file, &mut diags);
+        let reread = remora_syntax::parser::Parser::new(&mut diags, Dialect::Tree).file(&items);
+        assert!(diags.is_empty(), "printed tree does not read back: {printed}");
+        assert!(reread.decls == program.value.decls, "round trip changed the tree: {printed}");
+    }
+    let expr = remora_syntax::parse_expression(&mut sources, "<cli>", text, Dialect::Source);
+    let _ = render_all(&expr.diagnostics, &sources);
+    if !expr.has_errors() {
+        let _ = print::expr_to_string(&expr.value);
+    }
+}
+
+struct Worker {
+    inputs: SyncSender<String>,
+    done: Mutex<Receiver<()>>,
+}
+
+fn worker() -> &'static Worker {
+    static WORKER: OnceLock<Worker> = OnceLock::new();
+    WORKER.get_or_init(|| {
+        let (inputs, rx) = sync_channel::<String>(0);
+        let (tx, done) = sync_channel::<()>(0);
+        let spawned = std::thread::Builder::new()
+            .stack_size(remora_syntax::stack::PIPELINE_STACK)
+            .spawn(move || {
+                for text in rx {
+                    check(&text);
+                    if tx.send(()).is_err() {
+                        break;
+                    }
+                }
+            });
+        assert!(spawned.is_ok(), "cannot start the worker thread");
+        Worker {
+            inputs,
+            done: Mutex::new(done),
+        }
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    remora_syntax::stack::run_deep(|| {
-        let mut sources = SourceMap::new();
-        let program = remora_syntax::load_program_text(&mut sources, &NoFiles, "<fuzz>", None, text);
-        let _ = render_all(&program.diagnostics, &sources);
-        if !program.has_errors() {
-            let printed = print::program(&program.value);
-            let mut diags = Vec::new();
-            let file = sources.add(remora_syntax::SourceFile::new("<printed>", None, printed.clone()));
-            let items = remora_syntax::reader::read(&printed, file, &mut diags);
-            let reread = remora_syntax::parser::Parser::new(&mut diags, Dialect::Tree).file(&items);
-            assert!(diags.is_empty(), "printed tree does not read back: {printed}");
-            assert!(reread.decls == program.value.decls, "round trip changed the tree: {printed}");
-        }
-        let expr = remora_syntax::parse_expression(&mut sources, "<cli>", text, Dialect::Source);
-        let _ = render_all(&expr.diagnostics, &sources);
-        if !expr.has_errors() {
-            let _ = print::expr_to_string(&expr.value);
-        }
-    });
+    let w = worker();
+    let done = w.done.lock().expect("worker lock");
+    w.inputs.send(text.to_string()).expect("worker alive");
+    done.recv().expect("worker finished the input");
 });
