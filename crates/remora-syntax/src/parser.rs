@@ -344,7 +344,11 @@ impl<'d> Parser<'d> {
     fn ident(&mut self, s: &SExp) -> Option<Ident> {
         match &s.kind {
             SExpKind::Symbol(name) if is_reserved(name) => {
-                self.expected(s.span, format!("`{name}` is a reserved word, not a name"), "a name");
+                self.expected(
+                    s.span,
+                    format!("`{name}` is a reserved word, not a name"),
+                    "a name",
+                );
                 None
             }
             SExpKind::Symbol(name) => Some(Ident::new(name.clone(), s.span)),
@@ -645,47 +649,52 @@ impl<'d> Parser<'d> {
     }
 
     fn array_form(&mut self, form: &SExp, items: &[SExp]) -> Expr {
-        let span = form.span;
-        if items.len() < 3 {
-            self.missing(form, "(array [d …] atom …) or (array [d …] type)");
-            return error_expr(span);
-        }
-        let Some(shape) = self.shape_literal(&items[1]) else {
-            return error_expr(span);
-        };
-        if items.len() == 3 {
-            if looks_like_type(&items[2]) {
-                let elem = self.ty(&items[2]);
-                return mk_expr(ExprKind::EmptyArray { shape, elem }, span);
-            }
-            if let Some(elem) = self.attempt(|p| p.ty(&items[2])) {
-                return mk_expr(ExprKind::EmptyArray { shape, elem }, span);
-            }
-        }
-        let atoms = items[2..].iter().map(|a| self.atom(a)).collect();
-        mk_expr(ExprKind::Array { shape, atoms }, span)
+        self.literal_form(form, items, true)
     }
 
     fn frame_form(&mut self, form: &SExp, items: &[SExp]) -> Expr {
+        self.literal_form(form, items, false)
+    }
+
+    /// `(array [d …] atom …)` / `(frame [d …] expression …)`, or with a
+    /// single type instead of the elements, the empty form (tried first).
+    fn literal_form(&mut self, form: &SExp, items: &[SExp], array: bool) -> Expr {
         let span = form.span;
         if items.len() < 3 {
-            self.missing(form, "(frame [d …] expression …) or (frame [d …] type)");
+            let shape = if array {
+                "(array [d …] atom …) or (array [d …] type)"
+            } else {
+                "(frame [d …] expression …) or (frame [d …] type)"
+            };
+            self.missing(form, shape);
             return error_expr(span);
         }
         let Some(shape) = self.shape_literal(&items[1]) else {
             return error_expr(span);
         };
         if items.len() == 3 {
-            if looks_like_type(&items[2]) {
-                let elem = self.ty(&items[2]);
-                return mk_expr(ExprKind::EmptyFrame { shape, elem }, span);
-            }
-            if let Some(elem) = self.attempt(|p| p.ty(&items[2])) {
-                return mk_expr(ExprKind::EmptyFrame { shape, elem }, span);
+            let elem = if looks_like_type(&items[2]) {
+                Some(self.ty(&items[2]))
+            } else {
+                self.attempt(|p| p.ty(&items[2]))
+            };
+            if let Some(elem) = elem {
+                let kind = if array {
+                    ExprKind::EmptyArray { shape, elem }
+                } else {
+                    ExprKind::EmptyFrame { shape, elem }
+                };
+                return mk_expr(kind, span);
             }
         }
-        let elems = items[2..].iter().map(|e| self.expr(e)).collect();
-        mk_expr(ExprKind::Frame { shape, elems }, span)
+        let kind = if array {
+            let atoms = items[2..].iter().map(|a| self.atom(a)).collect();
+            ExprKind::Array { shape, atoms }
+        } else {
+            let elems = items[2..].iter().map(|e| self.expr(e)).collect();
+            ExprKind::Frame { shape, elems }
+        };
+        mk_expr(kind, span)
     }
 
     fn printed_empty(&mut self, form: &SExp, items: &[SExp], array: bool) -> Expr {

@@ -501,21 +501,9 @@ pub fn ty(out: &mut String, t: &Type) {
             ty(out, result);
             out.push(')');
         }
-        TypeKind::Forall { param, body } => {
-            let _ = write!(out, "(∀ ({}) ", param.name.name);
-            ty(out, body);
-            out.push(')');
-        }
-        TypeKind::Pi { param, body } => {
-            let _ = write!(out, "(Π ({}) ", param.name.name);
-            ty(out, body);
-            out.push(')');
-        }
-        TypeKind::Sigma { param, body } => {
-            let _ = write!(out, "(Σ ({}) ", param.name.name);
-            ty(out, body);
-            out.push(')');
-        }
+        TypeKind::Forall { param, body } => binder(out, "∀", &param.name.name, body),
+        TypeKind::Pi { param, body } => binder(out, "Π", &param.name.name, body),
+        TypeKind::Sigma { param, body } => binder(out, "Σ", &param.name.name, body),
         TypeKind::Record(fields) => {
             out.push('{');
             for (i, (name, t)) in fields.iter().enumerate() {
@@ -531,6 +519,13 @@ pub fn ty(out: &mut String, t: &Type) {
         TypeKind::Hole => out.push('_'),
         TypeKind::Error => out.push_str("<error>"),
     }
+}
+
+/// `(∀ (&t) T)`, `(Π ($n) T)`, `(Σ ($n) T)`.
+fn binder(out: &mut String, quantifier: &str, param: &str, body: &Type) {
+    let _ = write!(out, "({quantifier} ({param}) ");
+    ty(out, body);
+    out.push(')');
 }
 
 pub fn ispace(out: &mut String, i: &Ispace) {
