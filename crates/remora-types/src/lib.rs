@@ -1,4 +1,5 @@
-//! The index language of Remora (core.md §3): dimensions (naturals,
+//! Remora's static semantics without names: types, and the index language
+//! (core.md §3): dimensions (naturals,
 //! variables, `+`, `*`, `-`) and shapes (sequences of dimensions and shape
 //! variables), in a normal form, with the decisions the checker needs —
 //! equality, prefix and suffix of shapes that contain variables — and
@@ -9,12 +10,20 @@
 //! when the relation holds for every valuation, [`Truth::No`] only when it
 //! fails for every valuation (of naturals), and [`Truth::Unknown`] otherwise,
 //! so that a caller can say "cannot prove" instead of guessing.
+//!
+//! [`frame::apply`] is where lifting is decided: the application rule that
+//! gives every application its principal frame and each part's frame and
+//! cell.
 
 pub mod dim;
+pub mod frame;
 pub mod shape;
+pub mod ty;
 
 pub use dim::{DVar, Dim};
+pub use frame::{AppError, Lifted, apply, principal_frame};
 pub use shape::{SVar, Seg, Shape};
+pub use ty::{Atom, IVar, Index, Names, TVar, Type};
 
 /// The answer to a question about indices with variables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,317 @@
+//! Types (core.md §3): every type is an array type — an atom type and a
+//! shape — with the atom types base types, type variables, functions
+//! between array types, `∀` over atom types, `Π` and `Σ` over indices,
+//! and records. A scalar type has the shape `[]`.
+//!
+//! Binders are assumed distinct (the checker gives every bound variable a
+//! fresh number), so substitution needs no renaming and equality of
+//! binders is equality after substituting one bound variable for the other.
+
+use crate::Truth;
+use crate::dim::{DVar, Dim};
+use crate::shape::{SVar, Shape};
+
+/// An atom type variable (`&t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TVar(pub u32);
+
+/// An index variable: a dimension or a shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IVar {
+    Dim(DVar),
+    Shape(SVar),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Atom {
+    Int,
+    Bool,
+    Float,
+    Var(TVar),
+    /// `(-> P R)`: one parameter, both array types.
+    Arrow(Box<Type>, Box<Type>),
+    Forall(TVar, Box<Type>),
+    Pi(IVar, Box<Type>),
+    Sigma(IVar, Box<Type>),
+    /// `{(x T) …}`, fields in written order.
+    Record(Vec<(String, Type)>),
+}
+
+/// An array type: atoms of one atom type, in a shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Type {
+    pub atom: Atom,
+    pub shape: Shape,
+}
+
+/// A value for an index variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Index {
+    Dim(Dim),
+    Shape(Shape),
+}
+
+/// Names for printing variables.
+pub trait Names {
+    fn tvar(&self, v: TVar) -> String;
+    fn dvar(&self, v: DVar) -> String;
+    fn svar(&self, v: SVar) -> String;
+}
+
+/// Numbered names: `&t0`, `$d1`, `@s2`.
+pub struct Numbered;
+
+impl Names for Numbered {
+    fn tvar(&self, v: TVar) -> String {
+        format!("&t{}", v.0)
+    }
+    fn dvar(&self, v: DVar) -> String {
+        format!("$d{}", v.0)
+    }
+    fn svar(&self, v: SVar) -> String {
+        format!("@s{}", v.0)
+    }
+}
+
+impl Type {
+    pub fn scalar(atom: Atom) -> Type {
+        Type {
+            atom,
+            shape: Shape::scalar(),
+        }
+    }
+
+    pub fn array(atom: Atom, shape: Shape) -> Type {
+        Type { atom, shape }
+    }
+
+    /// `[T s]` of a type `T` that may itself be an array: frames nest outer
+    /// first (`[[Int 2] 3]` is `[Int 3 2]`).
+    pub fn lift(&self, frame: &Shape) -> Type {
+        Type {
+            atom: self.atom.clone(),
+            shape: frame.concat(&self.shape),
+        }
+    }
+
+    pub fn arrow(param: Type, result: Type) -> Type {
+        Type::scalar(Atom::Arrow(Box::new(param), Box::new(result)))
+    }
+
+    /// Substitutes an atom type for a type variable (`t-app`). An atom type
+    /// `A` replaces `&t` inside `[&t s]`, keeping `s`.
+    pub fn subst_type(&self, v: TVar, by: &Atom) -> Type {
+        let atom = match &self.atom {
+            Atom::Var(w) if *w == v => by.clone(),
+            a => a.map_types(&|t| t.subst_type(v, by)),
+        };
+        Type {
+            atom,
+            shape: self.shape.clone(),
+        }
+    }
+
+    /// Substitutes an index for an index variable (`i-app`).
+    pub fn subst_index(&self, v: IVar, by: &Index) -> Type {
+        let fd = |d: DVar| match (v, by) {
+            (IVar::Dim(w), Index::Dim(x)) if w == d => Some(x.clone()),
+            _ => None,
+        };
+        let fs = |s: SVar| match (v, by) {
+            (IVar::Shape(w), Index::Shape(x)) if w == s => Some(x.clone()),
+            _ => None,
+        };
+        Type {
+            atom: self.atom.map_types(&|t| t.subst_index(v, by)),
+            shape: self.shape.subst(&fd, &fs),
+        }
+    }
+
+    /// Is `self = other` for every valuation, up to renaming of binders?
+    pub fn equals(&self, other: &Type) -> Truth {
+        self.atom.equals(&other.atom).and(self.shape.equals(&other.shape))
+    }
+
+    /// The type in remora-lang's bracket notation: `Int`, `[Int 3 1]`,
+    /// `(∀ &t (Π $m (-> [&t $m] Int)))`.
+    pub fn write(&self, out: &mut String, names: &dyn Names) {
+        if self.shape.is_scalar() {
+            self.atom.write(out, names);
+            return;
+        }
+        out.push('[');
+        self.atom.write(out, names);
+        out.push(' ');
+        self.shape.write_segs(out, &|v| names.dvar(v), &|v| names.svar(v));
+        out.push(']');
+    }
+
+    pub fn show(&self, names: &dyn Names) -> String {
+        let mut s = String::new();
+        self.write(&mut s, names);
+        s
+    }
+}
+
+impl Atom {
+    /// The atom with every type directly inside it mapped.
+    fn map_types(&self, f: &dyn Fn(&Type) -> Type) -> Atom {
+        match self {
+            Atom::Int | Atom::Bool | Atom::Float | Atom::Var(_) => self.clone(),
+            Atom::Arrow(p, r) => Atom::Arrow(Box::new(f(p)), Box::new(f(r))),
+            Atom::Forall(v, b) => Atom::Forall(*v, Box::new(f(b))),
+            Atom::Pi(v, b) => Atom::Pi(*v, Box::new(f(b))),
+            Atom::Sigma(v, b) => Atom::Sigma(*v, Box::new(f(b))),
+            Atom::Record(fields) => Atom::Record(fields.iter().map(|(n, t)| (n.clone(), f(t))).collect()),
+        }
+    }
+
+    pub fn equals(&self, other: &Atom) -> Truth {
+        match (self, other) {
+            (Atom::Int, Atom::Int) | (Atom::Bool, Atom::Bool) | (Atom::Float, Atom::Float) => Truth::Yes,
+            (Atom::Var(a), Atom::Var(b)) if a == b => Truth::Yes,
+            (Atom::Arrow(p1, r1), Atom::Arrow(p2, r2)) => p1.equals(p2).and(r1.equals(r2)),
+            (Atom::Forall(v1, b1), Atom::Forall(v2, b2)) => b1.equals(&b2.subst_type(*v2, &Atom::Var(*v1))),
+            (Atom::Pi(v1, b1), Atom::Pi(v2, b2)) | (Atom::Sigma(v1, b1), Atom::Sigma(v2, b2)) => {
+                match rename(*v2, *v1) {
+                    Some(by) => b1.equals(&b2.subst_index(*v2, &by)),
+                    None => Truth::No,
+                }
+            }
+            (Atom::Record(f1), Atom::Record(f2)) if f1.len() == f2.len() => {
+                f1.iter().zip(f2).fold(Truth::Yes, |t, ((n1, t1), (n2, t2))| {
+                    if n1 != n2 { Truth::No } else { t.and(t1.equals(t2)) }
+                })
+            }
+            // Two different variables may be instantiated alike.
+            (Atom::Var(_), _) | (_, Atom::Var(_)) => Truth::Unknown,
+            _ => Truth::No,
+        }
+    }
+
+    pub fn write(&self, out: &mut String, names: &dyn Names) {
+        match self {
+            Atom::Int => out.push_str("Int"),
+            Atom::Bool => out.push_str("Bool"),
+            Atom::Float => out.push_str("Float"),
+            Atom::Var(v) => out.push_str(&names.tvar(*v)),
+            Atom::Arrow(p, r) => {
+                out.push_str("(-> ");
+                p.write(out, names);
+                out.push(' ');
+                r.write(out, names);
+                out.push(')');
+            }
+            Atom::Forall(v, b) => binder(out, "∀", &names.tvar(*v), b, names),
+            Atom::Pi(v, b) => binder(out, "Π", &ivar_name(*v, names), b, names),
+            Atom::Sigma(v, b) => binder(out, "Σ", &ivar_name(*v, names), b, names),
+            Atom::Record(fields) => {
+                out.push('{');
+                for (i, (n, t)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(' ');
+                    }
+                    out.push('(');
+                    out.push_str(n);
+                    out.push(' ');
+                    t.write(out, names);
+                    out.push(')');
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+fn binder(out: &mut String, q: &str, v: &str, body: &Type, names: &dyn Names) {
+    out.push('(');
+    out.push_str(q);
+    out.push(' ');
+    out.push_str(v);
+    out.push(' ');
+    body.write(out, names);
+    out.push(')');
+}
+
+pub fn ivar_name(v: IVar, names: &dyn Names) -> String {
+    match v {
+        IVar::Dim(d) => names.dvar(d),
+        IVar::Shape(s) => names.svar(s),
+    }
+}
+
+/// `to` as an index of `from`'s sort (binders of different sorts differ).
+fn rename(from: IVar, to: IVar) -> Option<Index> {
+    match (from, to) {
+        (IVar::Dim(_), IVar::Dim(d)) => Some(Index::Dim(Dim::var(d))),
+        (IVar::Shape(_), IVar::Shape(s)) => Some(Index::Shape(Shape::var(s))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shape::Seg;
+
+    /// `head : (∀ (&t) (Π ($d @s) (-> [&t (+ 1 $d) @s] [&t @s])))`
+    fn head_type() -> Type {
+        let (t, d, s) = (TVar(0), DVar(1), SVar(2));
+        let arg = Type::array(
+            Atom::Var(t),
+            Shape::from_segs(vec![Seg::Dim(Dim::nat(1).add(&Dim::var(d))), Seg::Var(s)]),
+        );
+        let res = Type::array(Atom::Var(t), Shape::var(s));
+        let body = Type::scalar(Atom::Pi(IVar::Shape(s), Box::new(Type::arrow(arg, res))));
+        Type::scalar(Atom::Forall(
+            t,
+            Box::new(Type::scalar(Atom::Pi(IVar::Dim(d), Box::new(body)))),
+        ))
+    }
+
+    #[test]
+    fn prints_like_remora_lang() {
+        assert_eq!(
+            head_type().show(&Numbered),
+            "(∀ &t0 (Π $d1 (Π @s2 (-> [&t0 (+ 1 $d1) @s2] [&t0 @s2]))))"
+        );
+    }
+
+    #[test]
+    fn instantiation_substitutes() {
+        let Atom::Forall(t, body) = head_type().atom else {
+            return;
+        };
+        let body = body.subst_type(t, &Atom::Int);
+        let Atom::Pi(d, body) = body.atom else {
+            unreachable!("then a Π over $d")
+        };
+        let body = body.subst_index(d, &Index::Dim(Dim::nat(2)));
+        let Atom::Pi(s, body) = body.atom else {
+            unreachable!("then a Π over @s")
+        };
+        let body = body.subst_index(s, &Index::Shape(Shape::from_dims([Dim::nat(3)])));
+        assert_eq!(body.show(&Numbered), "(-> [Int 3 3] [Int 3])");
+    }
+
+    #[test]
+    fn binders_are_equal_up_to_renaming() {
+        let a = Type::scalar(Atom::Forall(
+            TVar(0),
+            Box::new(Type::array(Atom::Var(TVar(0)), Shape::from_dims([Dim::nat(3)]))),
+        ));
+        let b = Type::scalar(Atom::Forall(
+            TVar(7),
+            Box::new(Type::array(Atom::Var(TVar(7)), Shape::from_dims([Dim::nat(3)]))),
+        ));
+        assert_eq!(a.equals(&b), Truth::Yes);
+        assert_eq!(head_type().equals(&head_type()), Truth::Yes);
+        let pi_d = Type::scalar(Atom::Pi(IVar::Dim(DVar(0)), Box::new(Type::scalar(Atom::Int))));
+        let pi_s = Type::scalar(Atom::Pi(IVar::Shape(SVar(0)), Box::new(Type::scalar(Atom::Int))));
+        assert_eq!(pi_d.equals(&pi_s), Truth::No);
+        assert_eq!(
+            Type::scalar(Atom::Int).equals(&Type::scalar(Atom::Float)),
+            Truth::No
+        );
+    }
+}
