@@ -20,6 +20,9 @@ struct Cli {
 enum Command {
     /// Parse a program or an expression and print its desugared tree.
     Parse(Source),
+    /// Type-check a program or an expression and print the type of each
+    /// definition and entry (or of the expression).
+    Check(Source),
 }
 
 /// Where the program comes from, as remora-lang's commands take it.
@@ -41,7 +44,93 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     remora_syntax::stack::run_deep(move || match cli.command {
         Command::Parse(source) => parse(source),
+        Command::Check(source) => check(source),
     })
+}
+
+/// What a command was given to work on, parsed.
+enum Parsed {
+    Expr(remora_syntax::ast::Expr),
+    Program(remora_syntax::ast::Program),
+}
+
+/// Reads and parses the source; on parse errors prints them and gives the
+/// exit code.
+fn read_source(source: Source, sources: &mut SourceMap) -> Result<Parsed, ExitCode> {
+    let (parsed, diags) = if let Some(text) = source.expr {
+        let loaded = remora_syntax::parse_expression(sources, "<cli>", &text, Dialect::Source);
+        (Parsed::Expr(loaded.value), loaded.diagnostics)
+    } else if let Some(path) = source.file.or(source.path) {
+        let loaded = remora_syntax::load_program_file(sources, &RealFs, &path);
+        (Parsed::Program(loaded.value), loaded.diagnostics)
+    } else {
+        let mut stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            eprintln!("usage: remora COMMAND (-e EXPR | -f FILE | FILE | < FILE)");
+            return Err(ExitCode::FAILURE);
+        }
+        let mut text = String::new();
+        if let Err(e) = stdin.read_to_string(&mut text) {
+            eprintln!("remora: error: cannot read standard input: {e}");
+            return Err(ExitCode::FAILURE);
+        }
+        let loaded = remora_syntax::load_program_text(sources, &RealFs, "<cli>", None, &text);
+        (Parsed::Program(loaded.value), loaded.diagnostics)
+    };
+    if !diags.is_empty() {
+        eprint!("{}", render_all(&diags, sources));
+        if diags.iter().any(|d| d.is_error()) {
+            return Err(ExitCode::FAILURE);
+        }
+    }
+    Ok(parsed)
+}
+
+fn write_stdout(text: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn check(source: Source) -> ExitCode {
+    let mut sources = SourceMap::new();
+    let parsed = match read_source(source, &mut sources) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let (text, diags) = match parsed {
+        Parsed::Expr(e) => {
+            let checked = remora_check::check_expression(&e, &sources);
+            let text = checked
+                .value
+                .as_ref()
+                .map(|t| checked.show(&t.ty) + "\n")
+                .unwrap_or_default();
+            (text, checked.diagnostics)
+        }
+        Parsed::Program(p) => {
+            let checked = remora_check::check_program(&p, &sources);
+            let mut text = String::new();
+            for d in &checked.value {
+                match d {
+                    remora_check::typed::TDecl::Def { name, value, .. } => {
+                        text.push_str(&format!("{name} : {}\n", checked.show(&value.ty)));
+                    }
+                    remora_check::typed::TDecl::Expr(e) => {
+                        text.push_str(&format!("{}\n", checked.show(&e.ty)));
+                    }
+                }
+            }
+            (text, checked.diagnostics)
+        }
+    };
+    if !diags.is_empty() {
+        eprint!("{}", render_all(&diags, &sources));
+        return ExitCode::FAILURE;
+    }
+    write_stdout(&text)
 }
 
 fn parse(source: Source) -> ExitCode {

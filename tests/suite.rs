@@ -2,7 +2,8 @@
 //! `examples/`), each case a test. See `remora_syntax::testblock` for the
 //! format. Every case that parses is also printed, read back and compared
 //! (the `remora parse` round trip), and every case with a `parse-error:`
-//! check has its rendered diagnostics snapshot-tested (tests/snapshots).
+//! or `type-error:` check has its rendered diagnostics snapshot-tested
+//! (tests/snapshots).
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use regex::Regex;
@@ -74,6 +75,27 @@ struct Parsed {
     program: Program,
     rendered: String,
     has_errors: bool,
+    sources: SourceMap,
+}
+
+struct Typed {
+    /// The type of the last top-level item, in bracket notation.
+    last_type: Option<String>,
+    rendered: String,
+    has_errors: bool,
+}
+
+fn typecheck(parsed: &Parsed) -> Typed {
+    let checked = remora_check::check_program(&parsed.program, &parsed.sources);
+    let last_type = checked.value.last().map(|d| match d {
+        remora_check::typed::TDecl::Def { value, .. } => checked.show(&value.ty),
+        remora_check::typed::TDecl::Expr(e) => checked.show(&e.ty),
+    });
+    Typed {
+        last_type,
+        rendered: render_all(&checked.diagnostics, &parsed.sources),
+        has_errors: checked.has_errors(),
+    }
 }
 
 fn parse(name: &str, path: Option<PathBuf>, text: &str) -> Parsed {
@@ -83,6 +105,7 @@ fn parse(name: &str, path: Option<PathBuf>, text: &str) -> Parsed {
         has_errors: loaded.has_errors(),
         rendered: render_all(&loaded.diagnostics, &sources),
         program: loaded.value,
+        sources,
     }
 }
 
@@ -94,6 +117,7 @@ fn run_case(rel: &str, file: &Path, case: &Case) -> Result<(), Failed> {
     let parsed = parse(rel, canonical, &case.source);
     let mut expects_error = false;
     let mut checked = false;
+    let mut snapshot = parsed.rendered.clone();
     for block in &case.blocks {
         if !block.runs.is_empty() {
             return Err(format!(
@@ -129,12 +153,33 @@ fn run_case(rel: &str, file: &Path, case: &Case) -> Result<(), Failed> {
                         .into());
                     }
                 }
-                Check::Type(_) | Check::TypeError(_) => {
-                    return Err(format!(
-                        "block at line {}: type checks need the checker, which this build does not have yet",
-                        block.line
-                    )
-                    .into());
+                Check::Type(expected) => {
+                    no_errors(&parsed)?;
+                    let checked = typecheck(&parsed);
+                    if checked.has_errors {
+                        return Err(format!("unexpected type errors:\n{}", checked.rendered).into());
+                    }
+                    let got = checked.last_type.unwrap_or_default();
+                    if normalize(&got) != normalize(expected) {
+                        return Err(format!("type\n  {got}\nexpected\n  {}", normalize(expected)).into());
+                    }
+                }
+                Check::TypeError(pattern) => {
+                    no_errors(&parsed)?;
+                    expects_error = true;
+                    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
+                    let checked = typecheck(&parsed);
+                    if !checked.has_errors {
+                        return Err(
+                            format!("expected a type error matching /{pattern}/, but it checked").into(),
+                        );
+                    }
+                    if !re.is_match(&checked.rendered) {
+                        return Err(
+                            format!("no type error matches /{pattern}/; got:\n{}", checked.rendered).into(),
+                        );
+                    }
+                    snapshot = checked.rendered;
                 }
                 Check::ParseError(pattern) => {
                     expects_error = true;
@@ -163,14 +208,15 @@ fn run_case(rel: &str, file: &Path, case: &Case) -> Result<(), Failed> {
         settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));
         settings.set_prepend_module_to_snapshot(false);
         settings.set_omit_expression(true);
-        let rendered = parsed.rendered.clone();
+        let rendered = snapshot;
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             settings.bind(|| insta::assert_snapshot!(name, rendered));
         }));
         if outcome.is_err() {
             return Err("diagnostic snapshot differs (cargo insta review)".into());
         }
-    } else if !parsed.has_errors {
+    }
+    if !parsed.has_errors {
         round_trip(&parsed.program)?;
     }
     Ok(())

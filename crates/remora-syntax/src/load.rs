@@ -4,10 +4,10 @@
 //! The file system sits behind [`FileLoader`], so the command line, the
 //! test harness and (later) the REPL share this one pipeline.
 
-use crate::ast::{Decl, Expr, ExprKind, Program};
+use crate::ast::{Decl, Expr, ExprKind, Program, Type, TypeKind};
 use crate::diag::Diagnostic;
 use crate::parser::{Dialect, Parser};
-use crate::reader::read;
+use crate::reader::{SExp, read};
 use crate::source::{SourceFile, SourceMap};
 use crate::span::{FileId, Span};
 use std::path::{Path, PathBuf};
@@ -46,6 +46,46 @@ impl<T> Loaded<T> {
 
 /// Parses one expression (`remora parse -e`, command-line arguments).
 pub fn parse_expression(sources: &mut SourceMap, name: &str, text: &str, dialect: Dialect) -> Loaded<Expr> {
+    parse_one(
+        sources,
+        name,
+        text,
+        dialect,
+        "an expression",
+        |p, s| p.expr(s),
+        |span| Expr {
+            kind: ExprKind::Error,
+            span,
+        },
+    )
+}
+
+/// Parses one type (the intrinsics' signatures, tests).
+pub fn parse_type(sources: &mut SourceMap, name: &str, text: &str) -> Loaded<Type> {
+    parse_one(
+        sources,
+        name,
+        text,
+        Dialect::Source,
+        "a type",
+        |p, s| p.ty(s),
+        |span| Type {
+            kind: TypeKind::Error,
+            span,
+        },
+    )
+}
+
+/// The whole text as one form, read by `read_form`.
+fn parse_one<T>(
+    sources: &mut SourceMap,
+    name: &str,
+    text: &str,
+    dialect: Dialect,
+    what: &str,
+    read_form: impl FnOnce(&mut Parser<'_>, &SExp) -> T,
+    error: impl FnOnce(Span) -> T,
+) -> Loaded<T> {
     let file = sources.add(SourceFile::new(name, None, text));
     let mut diags = Vec::new();
     let items = read(text, file, &mut diags);
@@ -53,23 +93,20 @@ pub fn parse_expression(sources: &mut SourceMap, name: &str, text: &str, dialect
     let mut parser = Parser::new(&mut diags, dialect);
     let value = match items.as_slice() {
         [] => {
-            parser_error(&mut parser, eof, "unexpected end of input", "an expression");
-            Expr {
-                kind: ExprKind::Error,
-                span: eof,
-            }
+            parser_error(&mut parser, eof, "unexpected end of input", what);
+            error(eof)
         }
         [one, rest @ ..] => {
-            let e = parser.expr(one);
+            let v = read_form(&mut parser, one);
             if let Some(extra) = rest.first() {
                 parser_error(
                     &mut parser,
                     extra.span,
-                    &format!("unexpected {} after the expression", extra.describe()),
+                    &format!("unexpected {} after {what}", extra.describe()),
                     "end of input",
                 );
             }
-            e
+            v
         }
     };
     Loaded {

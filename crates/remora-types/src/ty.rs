@@ -9,7 +9,7 @@
 
 use crate::Truth;
 use crate::dim::{DVar, Dim};
-use crate::shape::{SVar, Shape};
+use crate::shape::{SVar, Seg, Shape};
 
 /// An atom type variable (`&t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -125,6 +125,22 @@ impl Type {
             atom: self.atom.map_types(&|t| t.subst_index(v, by)),
             shape: self.shape.subst(&fd, &fs),
         }
+    }
+
+    /// Whether an index variable occurs in the type.
+    pub fn mentions(&self, v: IVar) -> bool {
+        let in_shape = self.shape.segs().iter().any(|seg| match (seg, v) {
+            (Seg::Dim(d), IVar::Dim(x)) => d.vars().contains(&x),
+            (Seg::Var(s), IVar::Shape(x)) => *s == x,
+            _ => false,
+        });
+        in_shape
+            || match &self.atom {
+                Atom::Int | Atom::Bool | Atom::Float | Atom::Var(_) => false,
+                Atom::Arrow(p, r) => p.mentions(v) || r.mentions(v),
+                Atom::Forall(_, b) | Atom::Pi(_, b) | Atom::Sigma(_, b) => b.mentions(v),
+                Atom::Record(fields) => fields.iter().any(|(_, t)| t.mentions(v)),
+            }
     }
 
     /// Is `self = other` for every valuation, up to renaming of binders?
@@ -252,7 +268,6 @@ fn rename(from: IVar, to: IVar) -> Option<Index> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shape::Seg;
 
     /// `head : (∀ (&t) (Π ($d @s) (-> [&t (+ 1 $d) @s] [&t @s])))`
     fn head_type() -> Type {

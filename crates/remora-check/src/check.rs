@@ -1,0 +1,1204 @@
+//! The checker: core.md §3 over the desugared tree.
+//!
+//! Names resolve through scoped tables (values, atom types, dimensions,
+//! shapes); every binder gets a fresh number. Each expression is typed
+//! bottom-up; an application is typed by [`remora_types::apply`], whose
+//! decision is kept on the node. An error is reported once, where it
+//! happens, and the enclosing expression gives up (returns `None`) while
+//! its siblings and the following declarations are still checked.
+
+use crate::intrinsics;
+use crate::typed::*;
+use remora_syntax::ast::{self, AtomKind, BindKind, DeclKind, ExprKind, ParamAnn, Sort};
+use remora_syntax::{Diagnostic, SourceMap, Span, print};
+use remora_types::{AppError, Atom, DVar, Dim, IVar, Index, Names, SVar, Shape, TVar, Truth, Type, apply};
+use std::collections::HashMap;
+
+/// A table of names with nested scopes: `bind` shadows, `reset` undoes
+/// every binding made since a `mark`.
+struct Scoped<T> {
+    map: HashMap<String, Vec<T>>,
+    log: Vec<String>,
+}
+
+impl<T> Scoped<T> {
+    fn new() -> Self {
+        Scoped {
+            map: HashMap::new(),
+            log: Vec::new(),
+        }
+    }
+    fn bind(&mut self, name: &str, value: T) {
+        self.map.entry(name.to_string()).or_default().push(value);
+        self.log.push(name.to_string());
+    }
+    fn get(&self, name: &str) -> Option<&T> {
+        self.map.get(name).and_then(|v| v.last())
+    }
+    fn mark(&self) -> usize {
+        self.log.len()
+    }
+    fn reset(&mut self, mark: usize) {
+        while self.log.len() > mark {
+            if let Some(name) = self.log.pop()
+                && let Some(stack) = self.map.get_mut(&name)
+            {
+                stack.pop();
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Value {
+    Var(VarId, Type),
+    Intrinsic(&'static str, Type),
+}
+
+struct Marks(usize, usize, usize, usize);
+
+/// The names binders were written with, for printing types.
+#[derive(Default, Clone, Debug)]
+pub struct NameTable {
+    pub tvars: Vec<String>,
+    pub dvars: Vec<String>,
+    pub svars: Vec<String>,
+    pub vars: Vec<String>,
+}
+
+impl Names for NameTable {
+    fn tvar(&self, v: TVar) -> String {
+        self.tvars
+            .get(v.0 as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("&t{}", v.0))
+    }
+    fn dvar(&self, v: DVar) -> String {
+        self.dvars
+            .get(v.0 as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("$d{}", v.0))
+    }
+    fn svar(&self, v: SVar) -> String {
+        self.svars
+            .get(v.0 as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("@s{}", v.0))
+    }
+}
+
+pub struct Checker<'s> {
+    pub(crate) diags: Vec<Diagnostic>,
+    pub(crate) names: NameTable,
+    values: Scoped<Value>,
+    types: Scoped<Atom>,
+    dims: Scoped<Dim>,
+    shapes: Scoped<Shape>,
+    #[allow(dead_code)]
+    sources: &'s SourceMap,
+}
+
+impl<'s> Checker<'s> {
+    pub fn new(sources: &'s SourceMap) -> Checker<'s> {
+        let mut c = Checker {
+            diags: Vec::new(),
+            names: NameTable::default(),
+            values: Scoped::new(),
+            types: Scoped::new(),
+            dims: Scoped::new(),
+            shapes: Scoped::new(),
+            sources,
+        };
+        c.bind_intrinsics();
+        c
+    }
+
+    fn bind_intrinsics(&mut self) {
+        let mut scratch = SourceMap::new();
+        for (name, text) in intrinsics::names() {
+            let parsed = remora_syntax::parse_type(&mut scratch, "<intrinsics>", text);
+            let mark = self.diags.len();
+            let ty = self.ty(&parsed.value);
+            self.diags.truncate(mark);
+            if let Some(ty) = ty {
+                self.values.bind(name, Value::Intrinsic(name, ty));
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------------
+    // Fresh variables and scopes
+
+    fn fresh_tvar(&mut self, name: &str) -> TVar {
+        self.names.tvars.push(name.to_string());
+        TVar(self.names.tvars.len() as u32 - 1)
+    }
+    fn fresh_dvar(&mut self, name: &str) -> DVar {
+        self.names.dvars.push(name.to_string());
+        DVar(self.names.dvars.len() as u32 - 1)
+    }
+    fn fresh_svar(&mut self, name: &str) -> SVar {
+        self.names.svars.push(name.to_string());
+        SVar(self.names.svars.len() as u32 - 1)
+    }
+    fn fresh_var(&mut self, name: &str) -> VarId {
+        self.names.vars.push(name.to_string());
+        VarId(self.names.vars.len() as u32 - 1)
+    }
+
+    fn mark(&self) -> Marks {
+        Marks(
+            self.values.mark(),
+            self.types.mark(),
+            self.dims.mark(),
+            self.shapes.mark(),
+        )
+    }
+    fn reset(&mut self, m: Marks) {
+        self.values.reset(m.0);
+        self.types.reset(m.1);
+        self.dims.reset(m.2);
+        self.shapes.reset(m.3);
+    }
+
+    /// Binds an index parameter to a fresh variable of its sort.
+    fn bind_iparam(&mut self, p: &ast::IParam) -> IVar {
+        match p.sort {
+            Sort::Dim => {
+                let v = self.fresh_dvar(&p.name.name);
+                self.dims.bind(&p.name.name, Dim::var(v));
+                IVar::Dim(v)
+            }
+            Sort::Shape => {
+                let v = self.fresh_svar(&p.name.name);
+                self.shapes.bind(&p.name.name, Shape::var(v));
+                IVar::Shape(v)
+            }
+        }
+    }
+
+    fn bind_tparam(&mut self, p: &ast::TParam) -> TVar {
+        let v = self.fresh_tvar(&p.name.name);
+        self.types.bind(&p.name.name, Atom::Var(v));
+        v
+    }
+
+    pub(crate) fn show(&self, t: &Type) -> String {
+        t.show(&self.names)
+    }
+
+    fn show_shape(&self, s: &Shape) -> String {
+        let mut out = String::from("[");
+        s.write_segs(&mut out, &|v| self.names.dvar(v), &|v| self.names.svar(v));
+        out.push(']');
+        out
+    }
+
+    fn error(&self, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::error(span, message)
+    }
+
+    fn report(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    // ----------------------------------------------------------------------
+    // Types and indices
+
+    pub(crate) fn ty(&mut self, t: &ast::Type) -> Option<Type> {
+        use ast::TypeKind as K;
+        let atom = |a| Some(Type::scalar(a));
+        match &t.kind {
+            K::Int => atom(Atom::Int),
+            K::Bool => atom(Atom::Bool),
+            K::Float => atom(Atom::Float),
+            K::Var(v) => match self.types.get(&v.name) {
+                Some(a) => atom(a.clone()),
+                None => {
+                    let d = self.error(v.span, format!("unbound type variable `{}`", v.name));
+                    self.report(d);
+                    None
+                }
+            },
+            K::Array { elem, shape } => {
+                let elem = self.ty(elem)?;
+                let shape = self.shape(shape)?;
+                Some(elem.lift(&shape))
+            }
+            K::Arrow { param, result } => {
+                let p = self.ty(param)?;
+                let r = self.ty(result)?;
+                Some(Type::arrow(p, r))
+            }
+            K::Forall { param, body } => {
+                let m = self.mark();
+                let v = self.bind_tparam(param);
+                let body = self.ty(body);
+                self.reset(m);
+                atom(Atom::Forall(v, Box::new(body?)))
+            }
+            K::Pi { param, body } | K::Sigma { param, body } => {
+                let m = self.mark();
+                let v = self.bind_iparam(param);
+                let body = self.ty(body);
+                self.reset(m);
+                let body = Box::new(body?);
+                atom(if matches!(t.kind, K::Pi { .. }) {
+                    Atom::Pi(v, body)
+                } else {
+                    Atom::Sigma(v, body)
+                })
+            }
+            K::Record(fields) => {
+                let mut out = Vec::new();
+                for (name, ft) in fields {
+                    out.push((name.name.clone(), self.ty(ft)?));
+                }
+                atom(Atom::Record(out))
+            }
+            K::Hole => {
+                let d = self
+                    .error(t.span, "`_` needs type inference")
+                    .note("write the type: inferring instantiations is not built yet");
+                self.report(d);
+                None
+            }
+            K::Error => None,
+        }
+    }
+
+    pub(crate) fn dim(&mut self, d: &ast::Dim) -> Option<Dim> {
+        use ast::DimKind as K;
+        match &d.kind {
+            K::Nat(n) => Some(Dim::nat(*n)),
+            K::Var(v) => match self.dims.get(&v.name) {
+                Some(x) => Some(x.clone()),
+                None => {
+                    let d = self.error(v.span, format!("unbound dimension variable `{}`", v.name));
+                    self.report(d);
+                    None
+                }
+            },
+            K::Add(xs) | K::Mul(xs) | K::Sub(xs) => {
+                let xs: Vec<Dim> = xs.iter().map(|x| self.dim(x)).collect::<Option<_>>()?;
+                Some(match &d.kind {
+                    K::Add(_) => Dim::sum(&xs),
+                    K::Mul(_) => Dim::product(&xs),
+                    _ => match xs.split_first() {
+                        None => Dim::int(0),
+                        Some((first, rest)) => rest.iter().fold(first.clone(), |a, x| a.sub(x)),
+                    },
+                })
+            }
+            K::Error => None,
+        }
+    }
+
+    pub(crate) fn shape(&mut self, s: &ast::Shape) -> Option<Shape> {
+        match &s.kind {
+            ast::ShapeKind::Var(v) => match self.shapes.get(&v.name) {
+                Some(x) => Some(x.clone()),
+                None => {
+                    let d = self.error(v.span, format!("unbound shape variable `{}`", v.name));
+                    self.report(d);
+                    None
+                }
+            },
+            ast::ShapeKind::Splice(items) => {
+                let mut out = Shape::scalar();
+                for i in items {
+                    let part = match self.index(i)? {
+                        Index::Dim(d) => Shape::from_dims([d]),
+                        Index::Shape(s) => s,
+                    };
+                    out = out.concat(&part);
+                }
+                Some(out)
+            }
+            ast::ShapeKind::Error => None,
+        }
+    }
+
+    pub(crate) fn index(&mut self, i: &ast::Ispace) -> Option<Index> {
+        match i {
+            ast::Ispace::Dim(d) => self.dim(d).map(Index::Dim),
+            ast::Ispace::Shape(s) => self.shape(s).map(Index::Shape),
+            ast::Ispace::Hole(span) => {
+                let d = self
+                    .error(*span, "`_` needs index inference")
+                    .note("write the index: inferring instantiations is not built yet");
+                self.report(d);
+                None
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------------
+    // Expressions
+
+    pub fn expr(&mut self, e: &ast::Expr) -> Option<TExpr> {
+        let span = e.span;
+        let done = |kind, ty| Some(TExpr { kind, ty, span });
+        match &e.kind {
+            ExprKind::Array { shape, atoms } => {
+                let typed: Vec<Option<(TAtom, Atom)>> = atoms.iter().map(|a| self.atom(a, None)).collect();
+                let typed: Vec<(TAtom, Atom)> = typed.into_iter().collect::<Option<_>>()?;
+                if product(shape) != typed.len() as u64 {
+                    let d = self
+                        .error(span, "Array shape doesn't match number of elements:")
+                        .note(format!(
+                            "{} (shape {shape:?}, {} elements)",
+                            print::expr_to_string(e),
+                            typed.len()
+                        ));
+                    self.report(d);
+                    return None;
+                }
+                let first = typed.first().map(|(_, a)| a.clone())?;
+                if typed.iter().any(|(_, a)| !a.equals(&first).is_yes()) {
+                    let d = self
+                        .error(span, "Atoms in array have different types:")
+                        .note(print::expr_to_string(e));
+                    self.report(d);
+                    return None;
+                }
+                let ty = Type::array(first, dims(shape));
+                done(
+                    TExprKind::Array {
+                        shape: shape.clone(),
+                        atoms: typed.into_iter().map(|(a, _)| a).collect(),
+                    },
+                    ty,
+                )
+            }
+            ExprKind::EmptyArray { shape, elem } => {
+                if matches!(elem.kind, ast::TypeKind::Array { .. }) {
+                    let d = self.error(span, "Non-atom kinded type annotation on empty array.");
+                    self.report(d);
+                    return None;
+                }
+                let elem_ty = self.ty(elem)?;
+                if product(shape) != 0 {
+                    let d = self
+                        .error(span, "Empty array has a non-empty shape:")
+                        .note(print::expr_to_string(e));
+                    self.report(d);
+                    return None;
+                }
+                done(
+                    TExprKind::Array {
+                        shape: shape.clone(),
+                        atoms: Vec::new(),
+                    },
+                    elem_ty.lift(&dims(shape)),
+                )
+            }
+            ExprKind::Frame { shape, elems } => {
+                let typed: Vec<Option<TExpr>> = elems.iter().map(|x| self.expr(x)).collect();
+                let typed: Vec<TExpr> = typed.into_iter().collect::<Option<_>>()?;
+                if product(shape) != typed.len() as u64 {
+                    let d = self
+                        .error(span, "Frame shape doesn't match number of elements:")
+                        .note(print::expr_to_string(e));
+                    self.report(d);
+                    return None;
+                }
+                let first = typed.first().map(|t| t.ty.clone())?;
+                if typed.iter().any(|t| !t.ty.equals(&first).is_yes()) {
+                    let d = self
+                        .error(span, "Expressions in frame have different types:")
+                        .note(print::expr_to_string(e));
+                    self.report(d);
+                    return None;
+                }
+                done(
+                    TExprKind::Frame {
+                        shape: shape.clone(),
+                        elems: typed,
+                    },
+                    first.lift(&dims(shape)),
+                )
+            }
+            ExprKind::EmptyFrame { shape, elem } => {
+                let elem_ty = self.ty(elem)?;
+                if product(shape) != 0 {
+                    let d = self
+                        .error(span, "Empty frame has a non-empty shape:")
+                        .note(print::expr_to_string(e));
+                    self.report(d);
+                    return None;
+                }
+                done(
+                    TExprKind::Frame {
+                        shape: shape.clone(),
+                        elems: Vec::new(),
+                    },
+                    elem_ty.lift(&dims(shape)),
+                )
+            }
+            ExprKind::Var(v) => match self.values.get(&v.name).cloned() {
+                Some(Value::Var(id, ty)) => done(TExprKind::Var(id), ty),
+                Some(Value::Intrinsic(name, ty)) => done(TExprKind::Intrinsic(name), ty),
+                None => {
+                    let d = self.error(v.span, format!("unbound variable `{}`", v.name));
+                    self.report(d);
+                    None
+                }
+            },
+            ExprKind::App { func, arg } => {
+                let f = self.expr(func);
+                let a = self.expr(arg);
+                let (f, a) = (f?, a?);
+                match apply(&f.ty, &a.ty) {
+                    Ok(lifted) => {
+                        let ty = lifted.result.clone();
+                        done(
+                            TExprKind::App {
+                                func: Box::new(f),
+                                arg: Box::new(a),
+                                lifted,
+                            },
+                            ty,
+                        )
+                    }
+                    Err(err) => {
+                        let d = self.application_error(e, &f.ty, err);
+                        self.report(d);
+                        None
+                    }
+                }
+            }
+            ExprKind::TApp { func, arg } => {
+                let f = self.expr(func)?;
+                let arg_span = arg.span;
+                let a = self.ty(arg)?;
+                let Atom::Forall(v, body) = &f.ty.atom else {
+                    let d = self
+                        .error(span, "Expected a forall expression in type application:")
+                        .note(print::expr_to_string(func))
+                        .note(format!("has type {}", self.show(&f.ty)));
+                    self.report(d);
+                    return None;
+                };
+                if !a.shape.is_scalar() {
+                    let d = self.error(arg_span, "Ill-kinded application:").note(format!(
+                        "{} is an array type; a type argument is an atom type",
+                        self.show(&a)
+                    ));
+                    self.report(d);
+                    return None;
+                }
+                let ty = body.subst_type(*v, &a.atom).lift(&f.ty.shape);
+                done(
+                    TExprKind::TApp {
+                        func: Box::new(f),
+                        arg: a.atom,
+                    },
+                    ty,
+                )
+            }
+            ExprKind::IApp { func, arg } => {
+                let f = self.expr(func)?;
+                let i = self.index(arg)?;
+                let Atom::Pi(v, body) = &f.ty.atom else {
+                    let d = self
+                        .error(span, "Expected a pi expression in ispace application:")
+                        .note(print::expr_to_string(func))
+                        .note(format!("has type {}", self.show(&f.ty)));
+                    self.report(d);
+                    return None;
+                };
+                let Some(i) = coerce_index(*v, i) else {
+                    let d = self.error(arg.span(), "Ill-sorted application:").note(format!(
+                        "{} expects a {}",
+                        print::expr_to_string(func),
+                        match v {
+                            IVar::Dim(_) => "dimension (or a one-axis shape)",
+                            IVar::Shape(_) => "shape (or a dimension)",
+                        }
+                    ));
+                    self.report(d);
+                    return None;
+                };
+                let ty = body.subst_index(*v, &i).lift(&f.ty.shape);
+                done(
+                    TExprKind::IApp {
+                        func: Box::new(f),
+                        arg: i,
+                    },
+                    ty,
+                )
+            }
+            ExprKind::Let { binds, body } => {
+                let m = self.mark();
+                let mut lets = Vec::new();
+                let mut ok = true;
+                for b in binds {
+                    match self.bind(b) {
+                        Some(Some(l)) => lets.push(l),
+                        Some(None) => {}
+                        None => ok = false,
+                    }
+                }
+                let body = if ok { self.expr(body) } else { None };
+                self.reset(m);
+                let mut result = body?;
+                for (var, value) in lets.into_iter().rev() {
+                    let ty = result.ty.clone();
+                    result = TExpr {
+                        kind: TExprKind::Let {
+                            var,
+                            value: Box::new(value),
+                            body: Box::new(result),
+                        },
+                        ty,
+                        span,
+                    };
+                }
+                Some(result)
+            }
+            ExprKind::Unbox {
+                witness,
+                var,
+                boxed,
+                body,
+            } => self.unbox(e, witness, var, boxed, body),
+            ExprKind::Record(fields) => self.record(e, fields),
+            ExprKind::Field { record, field } => {
+                let r = self.expr(record)?;
+                let found = match &r.ty.atom {
+                    Atom::Record(fs) => fs.iter().find(|(n, _)| *n == field.name).map(|(_, t)| t.clone()),
+                    _ => None,
+                };
+                let Some(cell) = found else {
+                    let d = self
+                        .error(span, format!("no field `{}` here", field.name))
+                        .note(format!(
+                            "{} has type {}",
+                            print::expr_to_string(record),
+                            self.show(&r.ty)
+                        ));
+                    self.report(d);
+                    return None;
+                };
+                let ty = cell.lift(&r.ty.shape);
+                done(
+                    TExprKind::Field {
+                        record: Box::new(r),
+                        field: field.name.clone(),
+                    },
+                    ty,
+                )
+            }
+            ExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = self.expr(cond);
+                let a = self.expr(then);
+                let b = self.expr(otherwise);
+                let (c, a, b) = (c?, a?, b?);
+                if !(c.ty.atom == Atom::Bool && c.ty.shape.is_scalar()) {
+                    let d = self
+                        .error(
+                            cond.span,
+                            format!("the condition of `if` is {}, not a scalar Bool", self.show(&c.ty)),
+                        )
+                        .note("for a condition per element, use (select c a b)");
+                    self.report(d);
+                    return None;
+                }
+                if !a.ty.equals(&b.ty).is_yes() {
+                    let d = self
+                        .error(span, "the branches of `if` have different types")
+                        .note(format!("then: {}", self.show(&a.ty)))
+                        .note(format!("else: {}", self.show(&b.ty)));
+                    self.report(d);
+                    return None;
+                }
+                let ty = a.ty.clone();
+                done(
+                    TExprKind::If {
+                        cond: Box::new(c),
+                        then: Box::new(a),
+                        otherwise: Box::new(b),
+                    },
+                    ty,
+                )
+            }
+            ExprKind::Rerank { .. } => {
+                let d = self
+                    .error(span, "`rerank` needs type inference")
+                    .note("write the η-expansion (fn ((x T) …) (f x …)) with explicit types");
+                self.report(d);
+                None
+            }
+            ExprKind::Error => None,
+        }
+    }
+
+    fn application_error(&mut self, e: &ast::Expr, fun_ty: &Type, err: AppError) -> Diagnostic {
+        let shown = print::expr_to_string(e);
+        let unknown = |why: Truth, d: Diagnostic| {
+            if why == Truth::Unknown {
+                d.note("(this could not be proved for every value of the index variables)")
+            } else {
+                d
+            }
+        };
+        match err {
+            AppError::NotAFunction => self
+                .error(e.span, "Expected an array of functions in application: ")
+                .note(shown)
+                .note(format!("the function position has type {}", self.show(fun_ty))),
+            AppError::AtomMismatch { param, arg, why } => unknown(
+                why,
+                self.error(e.span, "Ill-typed application:")
+                    .note(format!(
+                        "Param elem type: {}",
+                        Type::scalar(param).show(&self.names)
+                    ))
+                    .note(format!(
+                        "Argument elem type: {}",
+                        Type::scalar(arg).show(&self.names)
+                    ))
+                    .note(format!("in {shown}")),
+            ),
+            AppError::CellMismatch { param, arg, why } => {
+                let arg_text = match &e.kind {
+                    ExprKind::App { arg, .. } => print::expr_to_string(arg),
+                    _ => String::new(),
+                };
+                unknown(
+                    why,
+                    self.error(e.span, "Ill-shaped application:")
+                        .note(format!("Param type: {}", self.show(&param)))
+                        .note(format!("Argument: {arg_text}"))
+                        .note(format!("Argument type: {}", self.show(&arg)))
+                        .note(format!("in {shown}")),
+                )
+            }
+            AppError::FrameMismatch {
+                fun_frame,
+                arg_frame,
+                why,
+            } => unknown(
+                why,
+                self.error(e.span, "Ill-shaped application:")
+                    .note(shown)
+                    .note(format!(
+                        "the function's frame {} and the argument's frame {} are not prefix-related",
+                        self.show_shape(&fun_frame),
+                        self.show_shape(&arg_frame)
+                    )),
+            ),
+        }
+    }
+
+    /// An atom of an array literal, with its atom type. `expected` is the
+    /// `Σ` type an unannotated inner box takes from its enclosing box.
+    fn atom(&mut self, a: &ast::Atom, expected: Option<&Type>) -> Option<(TAtom, Atom)> {
+        let span = a.span;
+        let done = |kind, atom| Some((TAtom { kind, span }, atom));
+        match &a.kind {
+            AtomKind::Bool(b) => done(TAtomKind::Bool(*b), Atom::Bool),
+            AtomKind::Int(i) => done(TAtomKind::Int(*i), Atom::Int),
+            AtomKind::Float(f) => done(TAtomKind::Float(*f), Atom::Float),
+            AtomKind::Lambda { param, body } => {
+                let m = self.mark();
+                let result = self.lambda(param, body);
+                self.reset(m);
+                let (var, pty, body) = result?;
+                let ty = Atom::Arrow(Box::new(pty), Box::new(body.ty.clone()));
+                done(TAtomKind::Lambda { param: var, body }, ty)
+            }
+            AtomKind::TLambda { param, body } => {
+                let m = self.mark();
+                let v = self.bind_tparam(param);
+                let body = self.expr(body);
+                self.reset(m);
+                let body = body?;
+                let ty = Atom::Forall(v, Box::new(body.ty.clone()));
+                done(TAtomKind::TLambda { param: v, body }, ty)
+            }
+            AtomKind::ILambda { param, body } => {
+                let m = self.mark();
+                let v = self.bind_iparam(param);
+                let body = self.expr(body);
+                self.reset(m);
+                let body = body?;
+                let ty = Atom::Pi(v, Box::new(body.ty.clone()));
+                done(TAtomKind::ILambda { param: v, body }, ty)
+            }
+            AtomKind::Box { witness, body, ty } => {
+                self.box_atom(a, witness.as_ref(), body, ty.as_ref(), expected)
+            }
+            AtomKind::Error => None,
+        }
+    }
+
+    /// Binds a lambda's parameter and checks its body (in the caller's scope
+    /// mark).
+    fn lambda(&mut self, param: &ast::Param, body: &ast::Expr) -> Option<(VarId, Type, TExpr)> {
+        let pty = self.param_type(param)?;
+        let var = self.fresh_var(&param.name.name);
+        self.values.bind(&param.name.name, Value::Var(var, pty.clone()));
+        let body = self.expr(body)?;
+        Some((var, pty, body))
+    }
+
+    fn param_type(&mut self, param: &ast::Param) -> Option<Type> {
+        match &param.ann {
+            ParamAnn::Type(t) => self.ty(t),
+            ParamAnn::Rank(_) | ParamAnn::Infer => {
+                let d = self
+                    .error(
+                        param.span,
+                        format!("parameter `{}` needs a type", param.name.name),
+                    )
+                    .note("inferring parameter types is not built yet: write (x T)");
+                self.report(d);
+                None
+            }
+        }
+    }
+
+    fn box_atom(
+        &mut self,
+        a: &ast::Atom,
+        witness: Option<&ast::Ispace>,
+        body: &ast::Expr,
+        ann: Option<&ast::Type>,
+        expected: Option<&Type>,
+    ) -> Option<(TAtom, Atom)> {
+        let span = a.span;
+        let Some(witness) = witness else {
+            let d = self
+                .error(span, "`(box e)` needs type inference")
+                .note("write the witnesses and the Σ type: (box (i …) e (Σ (…) T))");
+            self.report(d);
+            return None;
+        };
+        let sigma = match (ann, expected) {
+            (Some(t), _) => self.ty(t)?,
+            (None, Some(t)) => t.clone(),
+            (None, None) => {
+                let d = self
+                    .error(span, "Unannotated box:")
+                    .note("a box needs its Σ type: (box (i) e (Σ ($d) T))");
+                self.report(d);
+                return None;
+            }
+        };
+        let (Atom::Sigma(v, payload), true) = (&sigma.atom, sigma.shape.is_scalar()) else {
+            let d = self
+                .error(span, "Non-existential box type:")
+                .note(self.show(&sigma));
+            self.report(d);
+            return None;
+        };
+        let w = self.index(witness)?;
+        let Some(w) = coerce_index(*v, w) else {
+            let d = self.error(witness.span(), "Ill-sorted box witness");
+            self.report(d);
+            return None;
+        };
+        let want = payload.subst_index(*v, &w);
+        // An unannotated inner box (from `(box (i j) e T)`) takes its type
+        // from the enclosing Σ.
+        let inner_box = match &body.kind {
+            ExprKind::Array { shape, atoms } if shape.is_empty() && atoms.len() == 1 => {
+                match &atoms[0].kind {
+                    AtomKind::Box { ty: None, .. } => Some(&atoms[0]),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let tbody = match inner_box {
+            Some(inner) => {
+                let (ta, atom) = self.atom(inner, Some(&want))?;
+                TExpr {
+                    kind: TExprKind::Array {
+                        shape: Vec::new(),
+                        atoms: vec![ta],
+                    },
+                    ty: Type::scalar(atom),
+                    span: body.span,
+                }
+            }
+            None => self.expr(body)?,
+        };
+        if !tbody.ty.equals(&want).is_yes() {
+            let d = self
+                .error(span, "Wrong box type.")
+                .note(format!("Expected: {}", self.show(&want)))
+                .note(format!("But got: {}", self.show(&tbody.ty)));
+            self.report(d);
+            return None;
+        }
+        Some((
+            TAtom {
+                kind: TAtomKind::Box {
+                    witness: w,
+                    body: tbody,
+                },
+                span,
+            },
+            sigma.atom.clone(),
+        ))
+    }
+
+    fn unbox(
+        &mut self,
+        e: &ast::Expr,
+        witness: &ast::IParam,
+        var: &ast::Ident,
+        boxed: &ast::Expr,
+        body: &ast::Expr,
+    ) -> Option<TExpr> {
+        let b = self.expr(boxed)?;
+        let Atom::Sigma(v, payload) = &b.ty.atom else {
+            let d = self
+                .error(e.span, "Expected an existentially typed expression in unbox:")
+                .note(print::expr_to_string(boxed))
+                .note(format!("has type {}", self.show(&b.ty)));
+            self.report(d);
+            return None;
+        };
+        let m = self.mark();
+        let w = self.bind_iparam(witness);
+        // The box's witness sort is not checked against the binder's
+        // (remora-lang's tests/iota0): a dimension binder over a shape
+        // witness stands for a one-axis shape, and the other way round.
+        let w_index = match (*v, w) {
+            (IVar::Dim(_), IVar::Dim(d)) => Index::Dim(Dim::var(d)),
+            (IVar::Shape(_), IVar::Shape(s)) => Index::Shape(Shape::var(s)),
+            (IVar::Shape(_), IVar::Dim(d)) => Index::Shape(Shape::from_dims([Dim::var(d)])),
+            (IVar::Dim(_), IVar::Shape(s)) => Index::Shape(Shape::var(s)),
+        };
+        let x_ty = match (*v, &w_index) {
+            (IVar::Dim(_), Index::Shape(_)) => None,
+            _ => Some(payload.subst_index(*v, &w_index)),
+        };
+        let Some(x_ty) = x_ty else {
+            self.reset(m);
+            let d = self.error(
+                witness.name.span,
+                "Ill-sorted unbox: a shape binder for a dimension witness",
+            );
+            self.report(d);
+            return None;
+        };
+        let x = self.fresh_var(&var.name);
+        self.values.bind(&var.name, Value::Var(x, x_ty));
+        let tbody = self.expr(body);
+        self.reset(m);
+        let tbody = tbody?;
+        if tbody.ty.mentions(w) {
+            let d = self
+                .error(
+                    e.span,
+                    format!("the witness `{}` escapes its unbox", witness.name.name),
+                )
+                .note(format!("the body has type {}", self.show(&tbody.ty)))
+                .note("box the result again, or reduce it to a type that does not mention the witness");
+            self.report(d);
+            return None;
+        }
+        let ty = tbody.ty.lift(&b.ty.shape);
+        Some(TExpr {
+            kind: TExprKind::Unbox {
+                witness: w,
+                var: x,
+                boxed: Box::new(b),
+                body: Box::new(tbody),
+            },
+            ty,
+            span: e.span,
+        })
+    }
+
+    fn record(&mut self, e: &ast::Expr, fields: &[ast::RecordField]) -> Option<TExpr> {
+        let mut typed = Vec::new();
+        let mut cells = Vec::new();
+        let mut principal = Shape::scalar();
+        for f in fields {
+            let value = self.expr(&f.value)?;
+            let cell = self.shape(&f.cell)?;
+            let frame =
+                match value.ty.shape.strip_suffix(&cell) {
+                    Ok(frame) => frame,
+                    Err(_) => {
+                        let d = self
+                        .error(
+                            f.value.span,
+                            "The shapes of expressions could not be separated into frame and cell parts: ",
+                        )
+                        .note(format!("field `{}` has type {}", f.name.name, self.show(&value.ty)));
+                        self.report(d);
+                        return None;
+                    }
+                };
+            principal = match remora_types::principal_frame(&principal, &frame) {
+                Ok(p) => p,
+                Err(_) => {
+                    let d = self
+                        .error(
+                            e.span,
+                            "The expressions in record constructor have incompatible frames:",
+                        )
+                        .note(print::expr_to_string(e));
+                    self.report(d);
+                    return None;
+                }
+            };
+            cells.push((f.name.name.clone(), Type::array(value.ty.atom.clone(), cell)));
+            typed.push((f.name.name.clone(), value));
+        }
+        Some(TExpr {
+            kind: TExprKind::Record(typed),
+            ty: Type::array(Atom::Record(cells), principal),
+            span: e.span,
+        })
+    }
+
+    // ----------------------------------------------------------------------
+    // Bindings
+
+    /// Checks one binding and brings its name into scope. `Some(Some(…))` is
+    /// a value to `let`; `Some(None)` an alias (nothing at run time); `None`
+    /// an error (reported).
+    pub(crate) fn bind(&mut self, b: &ast::Bind) -> Option<Option<(VarId, TExpr)>> {
+        match &b.kind {
+            BindKind::Val { name, ty, expr } => {
+                let value = self.expr(expr)?;
+                if let Some(t) = ty {
+                    let want = self.ty(t)?;
+                    self.expect_type(b.span, &value.ty, &want)?;
+                }
+                let var = self.fresh_var(&name.name);
+                self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
+                Some(Some((var, value)))
+            }
+            BindKind::Fun {
+                name,
+                params,
+                ret,
+                body,
+            } => {
+                let value = self.function(b.span, params, ret.as_ref(), body)?;
+                let var = self.fresh_var(&name.name);
+                self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
+                Some(Some((var, value)))
+            }
+            BindKind::TFun {
+                name,
+                params,
+                ret,
+                body,
+            } => {
+                let m = self.mark();
+                let vars: Vec<TVar> = params.iter().map(|p| self.bind_tparam(p)).collect();
+                let value = self.annotated_body(b.span, ret.as_ref(), body);
+                self.reset(m);
+                let value = vars.into_iter().rev().try_fold(value?, |body, v| {
+                    let ty = Type::scalar(Atom::Forall(v, Box::new(body.ty.clone())));
+                    Some(scalar_atom(TAtomKind::TLambda { param: v, body }, ty, b.span))
+                })?;
+                let var = self.fresh_var(&name.name);
+                self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
+                Some(Some((var, value)))
+            }
+            BindKind::IFun {
+                name,
+                params,
+                ret,
+                body,
+            } => {
+                let m = self.mark();
+                let vars: Vec<IVar> = params.iter().map(|p| self.bind_iparam(p)).collect();
+                let value = self.annotated_body(b.span, ret.as_ref(), body);
+                self.reset(m);
+                let value = vars.into_iter().rev().try_fold(value?, |body, v| {
+                    let ty = Type::scalar(Atom::Pi(v, Box::new(body.ty.clone())));
+                    Some(scalar_atom(TAtomKind::ILambda { param: v, body }, ty, b.span))
+                })?;
+                let var = self.fresh_var(&name.name);
+                self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
+                Some(Some((var, value)))
+            }
+            BindKind::TypeAlias { param, ty } => {
+                if matches!(ty.kind, ast::TypeKind::Array { .. }) {
+                    let d = self.error(b.span, "Invalid type.").note(format!(
+                        "`{}` names an atom type; write (type *t …) for an array type",
+                        param.name.name
+                    ));
+                    self.report(d);
+                    return None;
+                }
+                let t = self.ty(ty)?;
+                self.types.bind(&param.name.name, t.atom);
+                Some(None)
+            }
+            BindKind::IspaceAlias { param, ispace } => {
+                let i = self.index(ispace)?;
+                match (param.sort, i) {
+                    (Sort::Dim, Index::Dim(d)) => self.dims.bind(&param.name.name, d),
+                    (Sort::Shape, Index::Shape(s)) => self.shapes.bind(&param.name.name, s),
+                    _ => {
+                        let d = self.error(b.span, "Incompatible ispace binding:").note(format!(
+                            "`{}` and the index it is bound to are of different sorts",
+                            param.name.name
+                        ));
+                        self.report(d);
+                        return None;
+                    }
+                }
+                Some(None)
+            }
+        }
+    }
+
+    /// `(fun (f (x T) … : R) body)` as nested lambdas.
+    fn function(
+        &mut self,
+        span: Span,
+        params: &[ast::Param],
+        ret: Option<&ast::Type>,
+        body: &ast::Expr,
+    ) -> Option<TExpr> {
+        let m = self.mark();
+        let mut bound = Vec::new();
+        let mut ok = true;
+        for p in params {
+            match self.param_type(p) {
+                Some(t) => {
+                    let v = self.fresh_var(&p.name.name);
+                    self.values.bind(&p.name.name, Value::Var(v, t.clone()));
+                    bound.push((v, t));
+                }
+                None => ok = false,
+            }
+        }
+        let body = if ok {
+            self.annotated_body(span, ret, body)
+        } else {
+            None
+        };
+        self.reset(m);
+        bound.into_iter().rev().try_fold(body?, |body, (v, t)| {
+            let ty = Type::arrow(t, body.ty.clone());
+            Some(scalar_atom(TAtomKind::Lambda { param: v, body }, ty, span))
+        })
+    }
+
+    fn annotated_body(&mut self, span: Span, ret: Option<&ast::Type>, body: &ast::Expr) -> Option<TExpr> {
+        let want = match ret {
+            Some(t) => Some(self.ty(t)?),
+            None => None,
+        };
+        let body = self.expr(body)?;
+        if let Some(want) = want {
+            self.expect_type(span, &body.ty, &want)?;
+        }
+        Some(body)
+    }
+
+    fn expect_type(&mut self, span: Span, got: &Type, want: &Type) -> Option<()> {
+        if got.equals(want).is_yes() {
+            return Some(());
+        }
+        let d = self
+            .error(span, "Type:")
+            .note(self.show(got))
+            .note("doesn't match the annotated type:")
+            .note(self.show(want));
+        self.report(d);
+        None
+    }
+
+    // ----------------------------------------------------------------------
+    // Programs
+
+    pub fn program(&mut self, p: &ast::Program) -> Vec<TDecl> {
+        let mut out = Vec::new();
+        for d in &p.decls {
+            match &d.kind {
+                DeclKind::Def(b) => {
+                    if let Some(Some((var, value))) = self.bind(b) {
+                        out.push(TDecl::Def {
+                            var,
+                            name: b.name().name.clone(),
+                            entry: false,
+                            value,
+                        });
+                    }
+                }
+                DeclKind::Entry {
+                    name,
+                    params,
+                    ret,
+                    body,
+                } => {
+                    let value = if params.is_empty() {
+                        self.annotated_body(d.span, ret.as_ref(), body)
+                    } else {
+                        self.function(d.span, params, ret.as_ref(), body)
+                    };
+                    if let Some(value) = value {
+                        let var = self.fresh_var(&name.name);
+                        self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
+                        out.push(TDecl::Def {
+                            var,
+                            name: name.name.clone(),
+                            entry: true,
+                            value,
+                        });
+                    }
+                }
+                DeclKind::Expr(e) => {
+                    if let Some(t) = self.expr(e) {
+                        out.push(TDecl::Expr(t));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn product(shape: &[u64]) -> u64 {
+    shape.iter().fold(1u64, |a, d| a.saturating_mul(*d))
+}
+
+fn dims(shape: &[u64]) -> Shape {
+    Shape::from_dims(shape.iter().map(|d| Dim::nat(*d)))
+}
+
+fn scalar_atom(kind: TAtomKind, ty: Type, span: Span) -> TExpr {
+    TExpr {
+        kind: TExprKind::Array {
+            shape: Vec::new(),
+            atoms: vec![TAtom { kind, span }],
+        },
+        ty,
+        span,
+    }
+}
+
+/// An index argument for a parameter of sort `v`: a shape parameter takes a
+/// dimension as a one-axis shape, a dimension parameter a one-axis shape
+/// (core.md §3).
+fn coerce_index(v: IVar, i: Index) -> Option<Index> {
+    match (v, i) {
+        (IVar::Dim(_), Index::Dim(d)) => Some(Index::Dim(d)),
+        (IVar::Shape(_), Index::Shape(s)) => Some(Index::Shape(s)),
+        (IVar::Shape(_), Index::Dim(d)) => Some(Index::Shape(Shape::from_dims([d]))),
+        (IVar::Dim(_), Index::Shape(s)) => match s.dims().as_deref() {
+            Some([d]) => Some(Index::Dim((*d).clone())),
+            _ => None,
+        },
+    }
+}

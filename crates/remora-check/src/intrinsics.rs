@@ -1,0 +1,84 @@
+//! The 76 intrinsics of core.md §2 and their types, written in Remora's own
+//! type syntax and read by the front end, so the table reads like the spec.
+
+/// `(names, type)`: every name in a row has the row's type.
+pub const INTRINSICS: &[(&str, &str)] = &[
+    // §2.1 scalar primitives
+    (
+        "+ - * / mod ^ max min bit-and bit-or bit-xor shl shr",
+        "(-> (Int Int) Int)",
+    ),
+    ("f.+ f.- f.* f./ f.^ f.max f.min", "(-> (Float Float) Float)"),
+    ("== != < > <= >=", "(-> (Int Int) Bool)"),
+    ("f.== f.!= f.< f.> f.<= f.>=", "(-> (Float Float) Bool)"),
+    ("and or bool.== bool.!=", "(-> (Bool Bool) Bool)"),
+    ("not", "(-> Bool Bool)"),
+    ("bit-not popc", "(-> Int Int)"),
+    ("sqrt f.sqrt f.ln f.exp f.tanh", "(-> Float Float)"),
+    ("i->f", "(-> Int Float)"),
+    ("i->bool", "(-> Int Bool)"),
+    ("bool->i", "(-> Bool Int)"),
+    ("bool->f", "(-> Bool Float)"),
+    ("truncate round floor ceiling", "(-> Float Int)"),
+    // §2.2 array intrinsics
+    ("head", "(∀ (&t) (Π ($d @s) (-> [&t (+ 1 $d) @s] [&t @s])))"),
+    ("tail", "(∀ (&t) (Π ($d @s) (-> [&t (+ 1 $d) @s] [&t $d @s])))"),
+    ("length", "(∀ (&t) (Π ($d @s) (-> [&t $d @s] Int)))"),
+    (
+        "append",
+        "(∀ (&t) (Π ($m $n @s) (-> ([&t $m @s] [&t $n @s]) [&t (+ $m $n) @s])))",
+    ),
+    ("reverse", "(∀ (&t) (Π ($d @s) (-> [&t $d @s] [&t $d @s])))"),
+    (
+        "reduce",
+        "(∀ (&t) (Π ($d @s) (-> ((-> ([&t @s] [&t @s]) [&t @s]) [&t (+ 1 $d) @s]) [&t @s])))",
+    ),
+    (
+        "reduce/zero",
+        "(∀ (&t) (Π ($d @s) (-> ((-> ([&t @s] [&t @s]) [&t @s]) [&t @s] [&t $d @s]) [&t @s])))",
+    ),
+    (
+        "fold",
+        "(∀ (&t1 &t2) (Π ($d @s1 @s2) (-> ((-> ([&t2 @s2] [&t1 @s1]) [&t2 @s2]) [&t2 @s2] [&t1 (+ 1 $d) @s1]) [&t2 @s2])))",
+    ),
+    (
+        "fold-right",
+        "(∀ (&t1 &t2) (Π ($d @s1 @s2) (-> ((-> ([&t1 @s1] [&t2 @s2]) [&t2 @s2]) [&t2 @s2] [&t1 (+ 1 $d) @s1]) [&t2 @s2])))",
+    ),
+    ("sum", "(Π (@s) (-> [Int @s] Int))"),
+    (
+        "flatten",
+        "(∀ (&t) (Π ($m $n @s) (-> [&t $m $n @s] [&t (* $m $n) @s])))",
+    ),
+    ("reshape", "(∀ (&t) (Π (@s1 @s2) (-> [&t @s1] [&t @s2])))"),
+    ("transpose2d", "(∀ (&t) (Π ($m $n) (-> [&t $m $n] [&t $n $m])))"),
+    ("index", "(∀ (&t) (Π ($m) (-> ([&t $m] Int) &t)))"),
+    ("index2d", "(∀ (&t) (Π ($m $n) (-> ([&t $m $n] [Int 2]) &t)))"),
+    ("iota/static", "(Π (@s) [Int @s])"),
+    ("iota", "(Π ($d) (-> [Int $d] (Σ (@s) [Int @s])))"),
+    ("reify-dim", "(Π ($d) Int)"),
+    ("reify-shape", "(Π (@s) (Σ ($r) [Int $r]))"),
+    ("undefined", "(∀ (&t) (Π (@s) [&t @s]))"),
+    ("trace", "(∀ (&t &r) (Π (@s @q) (-> ([&t @s] [&r @q]) [&r @q])))"),
+    (
+        "trace-file",
+        "(∀ (&t &r) (Π ($d @s @q) (-> ([Int $d] [&t @s] [&r @q]) [&r @q])))",
+    ),
+    ("read-file", "(∀ (&t) (Π ($d @s) (-> [Int $d] [&t @s])))"),
+    ("read-file-f32bin", "(Π ($d @s) (-> [Int $d] [Float @s]))"),
+];
+
+/// Every intrinsic name, in table order.
+pub fn names() -> impl Iterator<Item = (&'static str, &'static str)> {
+    INTRINSICS
+        .iter()
+        .flat_map(|(names, ty)| names.split_whitespace().map(move |n| (n, *ty)))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn there_are_76() {
+        assert_eq!(super::names().count(), 76);
+    }
+}

@@ -1,0 +1,59 @@
+//! The type checker (core.md §3, issue 3): resolves names, types every
+//! expression of the desugared tree and produces the typed tree of
+//! [`typed`], in which every application records how it is lifted.
+//!
+//! Status: explicitly typed core Remora — literals, frames, variables, the
+//! 76 intrinsics, application (lifting), `t-app`/`i-app`, lambdas, `let`
+//! with every binding form, boxes and `unbox`, records, `if`. Inference
+//! (holes, untyped parameters, `rerank`, `(box e)`) is issue 5 and is
+//! reported as such.
+
+mod check;
+pub mod intrinsics;
+pub mod typed;
+
+pub use check::NameTable;
+use remora_syntax::ast::{Expr, Program};
+use remora_syntax::{Diagnostic, SourceMap};
+use typed::{TDecl, TExpr};
+
+/// A checked program or expression, the names its variables were written
+/// with, and the errors found.
+pub struct Checked<T> {
+    pub value: T,
+    pub names: NameTable,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl<T> Checked<T> {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    /// A type in remora-lang's bracket notation, with source names.
+    pub fn show(&self, t: &remora_types::Type) -> String {
+        t.show(&self.names)
+    }
+}
+
+/// Checks a whole program: each declaration in the scope of the earlier ones.
+pub fn check_program(program: &Program, sources: &SourceMap) -> Checked<Vec<TDecl>> {
+    let mut c = check::Checker::new(sources);
+    let value = c.program(program);
+    Checked {
+        value,
+        names: c.names,
+        diagnostics: c.diags,
+    }
+}
+
+/// Checks one expression (`remora check -e`).
+pub fn check_expression(e: &Expr, sources: &SourceMap) -> Checked<Option<TExpr>> {
+    let mut c = check::Checker::new(sources);
+    let value = c.expr(e);
+    Checked {
+        value,
+        names: c.names,
+        diagnostics: c.diags,
+    }
+}

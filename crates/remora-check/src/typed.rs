@@ -1,0 +1,119 @@
+//! The typed tree: what the checker hands to the interpreter and the
+//! compiler. Every node carries its type; every application the decisions
+//! of the application rule (its principal frame, the function's and the
+//! argument's frames and the argument's cell shape); every `t-app`/`i-app`
+//! its argument. Names are resolved to numbers, aliases are gone, and
+//! `fun`/`t-fun`/`i-fun` bindings are `let`s of lambdas.
+
+use remora_syntax::Span;
+use remora_types::{Atom, IVar, Index, Lifted, TVar, Type};
+
+/// A value variable, numbered by the checker (see [`crate::Checked::var_names`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VarId(pub u32);
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TExpr {
+    pub kind: TExprKind,
+    pub ty: Type,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TExprKind {
+    /// An array literal; no atoms for an empty array.
+    Array {
+        shape: Vec<u64>,
+        atoms: Vec<TAtom>,
+    },
+    /// A frame of expressions; none for an empty frame.
+    Frame {
+        shape: Vec<u64>,
+        elems: Vec<TExpr>,
+    },
+    Var(VarId),
+    /// One of the 76 intrinsics of core.md §2.
+    Intrinsic(&'static str),
+    /// `(f a)`, lifted as `lifted` says.
+    App {
+        func: Box<TExpr>,
+        arg: Box<TExpr>,
+        lifted: Lifted,
+    },
+    TApp {
+        func: Box<TExpr>,
+        arg: Atom,
+    },
+    IApp {
+        func: Box<TExpr>,
+        arg: Index,
+    },
+    /// `(unbox (w x boxed) body)`: over an array of boxes, once per box.
+    Unbox {
+        witness: IVar,
+        var: VarId,
+        boxed: Box<TExpr>,
+        body: Box<TExpr>,
+    },
+    Let {
+        var: VarId,
+        value: Box<TExpr>,
+        body: Box<TExpr>,
+    },
+    /// `{(x cell e) …}`: fields in written order, lifted to the principal frame.
+    Record(Vec<(String, TExpr)>),
+    Field {
+        record: Box<TExpr>,
+        field: String,
+    },
+    If {
+        cond: Box<TExpr>,
+        then: Box<TExpr>,
+        otherwise: Box<TExpr>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TAtom {
+    pub kind: TAtomKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TAtomKind {
+    Bool(bool),
+    Int(i64),
+    Float(f32),
+    Lambda {
+        param: VarId,
+        body: TExpr,
+    },
+    TLambda {
+        param: TVar,
+        body: TExpr,
+    },
+    ILambda {
+        param: IVar,
+        body: TExpr,
+    },
+    /// A box with its witness and payload.
+    Box {
+        witness: Index,
+        body: TExpr,
+    },
+}
+
+/// A checked declaration.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TDecl {
+    /// `(def …)` and `(entry …)` bind a variable; an entry's value is its
+    /// curried function (or its value, without parameters).
+    Def {
+        var: VarId,
+        name: String,
+        entry: bool,
+        value: TExpr,
+    },
+    /// A bare top-level expression.
+    Expr(TExpr),
+}
