@@ -1,5 +1,6 @@
-//! Reader + parser + printer on arbitrary text: no input may panic or hang,
-//! and whatever parses cleanly must print and read back to the same tree.
+//! Reader + parser + printer + checker on arbitrary text: no input may panic
+//! or hang, whatever parses cleanly must print and read back to the same
+//! tree, and the checker runs on whatever parses.
 //!
 //! Inputs run on one long-lived worker thread with the pipeline's deep stack
 //! (as `remora` runs them), fed through a channel: a thread per input would
@@ -36,11 +37,20 @@ fn check(text: &str) {
         let reread = remora_syntax::parser::Parser::new(&mut diags, Dialect::Tree).file(&items);
         assert!(diags.is_empty(), "printed tree does not read back: {printed}");
         assert!(reread.decls == program.value.decls, "round trip changed the tree: {printed}");
+        let checked = remora_check::check_program(&program.value, &sources);
+        let _ = render_all(&checked.diagnostics, &sources);
+        for d in &checked.value {
+            if let remora_check::typed::TDecl::Def { value, .. } = d {
+                let _ = checked.show(&value.ty);
+            }
+        }
     }
     let expr = remora_syntax::parse_expression(&mut sources, "<cli>", text, Dialect::Source);
     let _ = render_all(&expr.diagnostics, &sources);
     if !expr.has_errors() {
         let _ = print::expr_to_string(&expr.value);
+        let checked = remora_check::check_expression(&expr.value, &sources);
+        let _ = render_all(&checked.diagnostics, &sources);
     }
 }
 

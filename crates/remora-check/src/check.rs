@@ -53,6 +53,9 @@ impl<T> Scoped<T> {
 enum Value {
     Var(VarId, Type),
     Intrinsic(&'static str, Type),
+    /// A name whose definition had an error (already reported): uses of
+    /// it are not reported again.
+    Poisoned,
 }
 
 struct Marks(usize, usize, usize, usize);
@@ -439,6 +442,7 @@ impl<'s> Checker<'s> {
             ExprKind::Var(v) => match self.values.get(&v.name).cloned() {
                 Some(Value::Var(id, ty)) => done(TExprKind::Var(id), ty),
                 Some(Value::Intrinsic(name, ty)) => done(TExprKind::Intrinsic(name), ty),
+                Some(Value::Poisoned) => None,
                 None => {
                     let d = self.error(v.span, format!("unbound variable `{}`", v.name));
                     self.report(d);
@@ -817,7 +821,8 @@ impl<'s> Checker<'s> {
             _ => None,
         };
         let tbody = match inner_box {
-            Some(inner) => {
+            // Only a nested Σ types the inner box; otherwise it is unannotated.
+            Some(inner) if matches!(want.atom, Atom::Sigma(..)) && want.shape.is_scalar() => {
                 let (ta, atom) = self.atom(inner, Some(&want))?;
                 TExpr {
                     kind: TExprKind::Array {
@@ -827,6 +832,14 @@ impl<'s> Checker<'s> {
                     ty: Type::scalar(atom),
                     span: body.span,
                 }
+            }
+            Some(inner) => {
+                let d = self.error(inner.span, "Unannotated box:").note(format!(
+                    "an inner box takes its type from a nested Σ, but the payload type here is {}",
+                    self.show(&want)
+                ));
+                self.report(d);
+                return None;
             }
             None => self.expr(body)?,
         };
@@ -878,25 +891,23 @@ impl<'s> Checker<'s> {
             (IVar::Shape(_), IVar::Dim(d)) => Index::Shape(Shape::from_dims([Dim::var(d)])),
             (IVar::Dim(_), IVar::Shape(s)) => Index::Shape(Shape::var(s)),
         };
-        let x_ty = match (*v, &w_index) {
-            (IVar::Dim(_), Index::Shape(_)) => None,
-            _ => Some(payload.subst_index(*v, &w_index)),
-        };
-        let Some(x_ty) = x_ty else {
-            self.reset(m);
-            let d = self.error(
-                witness.name.span,
-                "Ill-sorted unbox: a shape binder for a dimension witness",
-            );
-            self.report(d);
-            return None;
+        // A shape binder over a dimension witness: the witness is a fresh
+        // dimension, and the binder names the one-axis shape of it.
+        let (x_ty, escapes) = match (*v, w) {
+            (IVar::Dim(_), IVar::Shape(_)) => {
+                let d = self.fresh_dvar(&witness.name.name);
+                self.shapes
+                    .bind(&witness.name.name, Shape::from_dims([Dim::var(d)]));
+                (payload.subst_index(*v, &Index::Dim(Dim::var(d))), IVar::Dim(d))
+            }
+            _ => (payload.subst_index(*v, &w_index), w),
         };
         let x = self.fresh_var(&var.name);
         self.values.bind(&var.name, Value::Var(x, x_ty));
         let tbody = self.expr(body);
         self.reset(m);
         let tbody = tbody?;
-        if tbody.ty.mentions(w) {
+        if tbody.ty.mentions(escapes) || tbody.ty.mentions(w) {
             let d = self
                 .error(
                     e.span,
@@ -924,7 +935,15 @@ impl<'s> Checker<'s> {
         let mut typed = Vec::new();
         let mut cells = Vec::new();
         let mut principal = Shape::scalar();
-        for f in fields {
+        for (i, f) in fields.iter().enumerate() {
+            if fields[..i].iter().any(|g| g.name.name == f.name.name) {
+                let d = self.error(
+                    f.name.span,
+                    format!("the field `{}` appears twice in this record", f.name.name),
+                );
+                self.report(d);
+                return None;
+            }
             let value = self.expr(&f.value)?;
             let cell = self.shape(&f.cell)?;
             let frame =
@@ -971,6 +990,19 @@ impl<'s> Checker<'s> {
     /// a value to `let`; `Some(None)` an alias (nothing at run time); `None`
     /// an error (reported).
     pub(crate) fn bind(&mut self, b: &ast::Bind) -> Option<Option<(VarId, TExpr)>> {
+        let result = self.bind_checked(b);
+        if result.is_none()
+            && let BindKind::Val { name, .. }
+            | BindKind::Fun { name, .. }
+            | BindKind::TFun { name, .. }
+            | BindKind::IFun { name, .. } = &b.kind
+        {
+            self.values.bind(&name.name, Value::Poisoned);
+        }
+        result
+    }
+
+    fn bind_checked(&mut self, b: &ast::Bind) -> Option<Option<(VarId, TExpr)>> {
         match &b.kind {
             BindKind::Val { name, ty, expr } => {
                 let value = self.expr(expr)?;
@@ -1147,6 +1179,9 @@ impl<'s> Checker<'s> {
                     } else {
                         self.function(d.span, params, ret.as_ref(), body)
                     };
+                    if value.is_none() {
+                        self.values.bind(&name.name, Value::Poisoned);
+                    }
                     if let Some(value) = value {
                         let var = self.fresh_var(&name.name);
                         self.values.bind(&name.name, Value::Var(var, value.ty.clone()));

@@ -1098,7 +1098,7 @@ impl<'d> Parser<'d> {
             } else {
                 self.ty(t)
             };
-            e = type_application(e, arg, span);
+            e = type_application(e, arg, written_as_array_type(t), span);
         }
         e
     }
@@ -1130,7 +1130,7 @@ impl<'d> Parser<'d> {
                 Some(types) => {
                     for t in types {
                         let arg = self.ty_or_hole(t);
-                        e = type_application(e, arg, span);
+                        e = type_application(e, arg, written_as_array_type(t), span);
                     }
                 }
                 None => {
@@ -1861,10 +1861,21 @@ fn nest_lambdas(params: Vec<Param>, body: Expr, span: Span) -> AtomKind {
     take_scalar_atom(result)
 }
 
-/// `(t-app e T)`, with an array type `[T s]` split into `t-app T`, `i-app s`.
-fn type_application(e: Expr, arg: Type, span: Span) -> Expr {
+/// Whether a type argument is written as an array type, `[T s]` or
+/// `(A T s)` (core.md §1.2: only those are split; `*t` is not).
+fn written_as_array_type(s: &SExp) -> bool {
+    match &s.kind {
+        SExpKind::List(Bracket::Square, _) => true,
+        SExpKind::List(Bracket::Paren, items) => items.first().and_then(SExp::symbol) == Some("A"),
+        _ => false,
+    }
+}
+
+/// `(t-app e T)`; a `T` written as an array type `[T s]` is split into
+/// `t-app T`, `i-app s`.
+fn type_application(e: Expr, arg: Type, split: bool, span: Span) -> Expr {
     match arg.kind {
-        TypeKind::Array { elem, shape } => {
+        TypeKind::Array { elem, shape } if split => {
             let t = mk_expr(
                 ExprKind::TApp {
                     func: Box::new(e),

@@ -218,7 +218,21 @@ pub fn expr(out: &mut String, e: &Expr) {
             out.push_str("(t-app ");
             expr(out, func);
             out.push(' ');
-            ty(out, arg);
+            // An array type here came from `*t` (a written `[T s]` or
+            // `(A T s)` is split into t-app and i-app): print it as `*t`, which
+            // reads back unsplit.
+            match &arg.kind {
+                TypeKind::Array { elem, shape: s }
+                    if matches!((&elem.kind, &s.kind), (TypeKind::Var(a), ShapeKind::Var(b))
+                        if a.name.strip_prefix('&').is_some_and(|n| Some(n) == b.name.strip_prefix('@'))) =>
+                {
+                    if let TypeKind::Var(a) = &elem.kind {
+                        out.push('*');
+                        out.push_str(&a.name[1..]);
+                    }
+                }
+                _ => ty(out, arg),
+            }
             out.push(')');
         }
         ExprKind::IApp { func, arg } => {
