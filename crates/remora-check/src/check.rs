@@ -921,7 +921,8 @@ impl<'s> Checker<'s> {
         let ty = tbody.ty.lift(&b.ty.shape);
         Some(TExpr {
             kind: TExprKind::Unbox {
-                witness: w,
+                witness: escapes,
+                binder: w,
                 var: x,
                 boxed: Box::new(b),
                 body: Box::new(tbody),

@@ -49,8 +49,12 @@ pub enum TExprKind {
         arg: Index,
     },
     /// `(unbox (w x boxed) body)`: over an array of boxes, once per box.
+    /// `witness` is the variable the box's witness value binds; `binder`
+    /// the one the program's name stands for — the same, except when a
+    /// shape binder unboxes a dimension witness (it is then `[witness]`).
     Unbox {
         witness: IVar,
+        binder: IVar,
         var: VarId,
         boxed: Box<TExpr>,
         body: Box<TExpr>,
