@@ -287,9 +287,12 @@ impl<'s> Checker<'s> {
                 Some(match &d.kind {
                     K::Add(_) => Dim::sum(&xs),
                     K::Mul(_) => Dim::product(&xs),
-                    _ => match xs.split_first() {
-                        None => Dim::int(0),
-                        Some((first, rest)) => rest.iter().fold(first.clone(), |a, x| a.sub(x)),
+                    // `(- d)` negates (the tutorial's `(+ 5 (- 3))` is 2);
+                    // `(- a b c)` is `a - b - c`.
+                    _ => match xs.as_slice() {
+                        [] => Dim::int(0),
+                        [only] => only.neg(),
+                        [first, rest @ ..] => rest.iter().fold(first.clone(), |a, x| a.sub(x)),
                     },
                 })
             }
