@@ -55,7 +55,7 @@ fn main() {
             let t0 = Instant::now();
             let loaded = load_program_text(&mut sources, &RealFs, "<bench>", None, &text);
             let t1 = Instant::now();
-            let checked = remora_check::check_program(&loaded.value, &sources);
+            let checked = remora_check::check_program(&loaded.value);
             let t2 = Instant::now();
             (
                 t1 - t0,

@@ -102,7 +102,7 @@ fn check(source: Source) -> ExitCode {
     };
     let (text, diags) = match parsed {
         Parsed::Expr(e) => {
-            let checked = remora_check::check_expression(&e, &sources);
+            let checked = remora_check::check_expression(&e);
             let text = checked
                 .value
                 .as_ref()
@@ -111,7 +111,7 @@ fn check(source: Source) -> ExitCode {
             (text, checked.diagnostics)
         }
         Parsed::Program(p) => {
-            let checked = remora_check::check_program(&p, &sources);
+            let checked = remora_check::check_program(&p);
             let mut text = String::new();
             for d in &checked.value {
                 match d {

@@ -86,7 +86,7 @@ struct Typed {
 }
 
 fn typecheck(parsed: &Parsed) -> Typed {
-    let checked = remora_check::check_program(&parsed.program, &parsed.sources);
+    let checked = remora_check::check_program(&parsed.program);
     let last_type = checked.value.last().map(|d| match d {
         remora_check::typed::TDecl::Def { value, .. } => checked.show(&value.ty),
         remora_check::typed::TDecl::Expr(e) => checked.show(&e.ty),

@@ -37,7 +37,7 @@ fn check(text: &str) {
         let reread = remora_syntax::parser::Parser::new(&mut diags, Dialect::Tree).file(&items);
         assert!(diags.is_empty(), "printed tree does not read back: {printed}");
         assert!(reread.decls == program.value.decls, "round trip changed the tree: {printed}");
-        let checked = remora_check::check_program(&program.value, &sources);
+        let checked = remora_check::check_program(&program.value);
         let _ = render_all(&checked.diagnostics, &sources);
         for d in &checked.value {
             if let remora_check::typed::TDecl::Def { value, .. } = d {
@@ -49,7 +49,7 @@ fn check(text: &str) {
     let _ = render_all(&expr.diagnostics, &sources);
     if !expr.has_errors() {
         let _ = print::expr_to_string(&expr.value);
-        let checked = remora_check::check_expression(&expr.value, &sources);
+        let checked = remora_check::check_expression(&expr.value);
         let _ = render_all(&checked.diagnostics, &sources);
     }
 }

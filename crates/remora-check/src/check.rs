@@ -90,19 +90,17 @@ impl Names for NameTable {
     }
 }
 
-pub struct Checker<'s> {
+pub struct Checker {
     pub(crate) diags: Vec<Diagnostic>,
     pub(crate) names: NameTable,
     values: Scoped<Value>,
     types: Scoped<Atom>,
     dims: Scoped<Dim>,
     shapes: Scoped<Shape>,
-    #[allow(dead_code)]
-    sources: &'s SourceMap,
 }
 
-impl<'s> Checker<'s> {
-    pub fn new(sources: &'s SourceMap) -> Checker<'s> {
+impl Checker {
+    pub fn new() -> Checker {
         let mut c = Checker {
             diags: Vec::new(),
             names: NameTable::default(),
@@ -110,7 +108,6 @@ impl<'s> Checker<'s> {
             types: Scoped::new(),
             dims: Scoped::new(),
             shapes: Scoped::new(),
-            sources,
         };
         c.bind_intrinsics();
         c

@@ -13,8 +13,8 @@ pub mod intrinsics;
 pub mod typed;
 
 pub use check::NameTable;
+use remora_syntax::Diagnostic;
 use remora_syntax::ast::{Expr, Program};
-use remora_syntax::{Diagnostic, SourceMap};
 use typed::{TDecl, TExpr};
 
 /// A checked program or expression, the names its variables were written
@@ -37,8 +37,8 @@ impl<T> Checked<T> {
 }
 
 /// Checks a whole program: each declaration in the scope of the earlier ones.
-pub fn check_program(program: &Program, sources: &SourceMap) -> Checked<Vec<TDecl>> {
-    let mut c = check::Checker::new(sources);
+pub fn check_program(program: &Program) -> Checked<Vec<TDecl>> {
+    let mut c = check::Checker::new();
     let value = c.program(program);
     Checked {
         value,
@@ -48,8 +48,8 @@ pub fn check_program(program: &Program, sources: &SourceMap) -> Checked<Vec<TDec
 }
 
 /// Checks one expression (`remora check -e`).
-pub fn check_expression(e: &Expr, sources: &SourceMap) -> Checked<Option<TExpr>> {
-    let mut c = check::Checker::new(sources);
+pub fn check_expression(e: &Expr) -> Checked<Option<TExpr>> {
+    let mut c = check::Checker::new();
     let value = c.expr(e);
     Checked {
         value,
