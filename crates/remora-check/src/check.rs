@@ -680,7 +680,12 @@ impl Checker {
                         .note(format!("Param type: {}", self.show(&param)))
                         .note(format!("Argument: {arg_text}"))
                         .note(format!("Argument type: {}", self.show(&arg)))
-                        .note(format!("in {shown}")),
+                        .note(format!("in {shown}"))
+                        .note(format!(
+                            "the parameter's cell {} is not a suffix of the argument's shape {}",
+                            self.show_shape(&param.shape),
+                            self.show_shape(&arg.shape)
+                        )),
                 )
             }
             AppError::FrameMismatch {
