@@ -10,44 +10,7 @@ use crate::ast::*;
 use crate::parser::{UNBOX_TEMP, names_a_type};
 use std::fmt::Write;
 
-/// GHC's `show` for a binary32 float (core.md §4.1), from the shortest
-/// digits that read back as the same float: fixed notation for
-/// 0.1 ≤ |x| < 10^7, exponent notation otherwise, `NaN`, `Infinity`, `-0.0`.
-pub fn format_float(x: f32) -> String {
-    if x.is_nan() {
-        return "NaN".into();
-    }
-    let sign = if x.is_sign_negative() { "-" } else { "" };
-    if x.is_infinite() {
-        return format!("{sign}Infinity");
-    }
-    if x == 0.0 {
-        return format!("{sign}0.0");
-    }
-    // `{:e}` gives the shortest round-trip digits as d.ddd e E.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let exp: i32 = exp.parse().unwrap_or(0);
-    // x = 0.d1d2… × 10^e
-    let e = exp + 1;
-    if (0..=7).contains(&e) {
-        let e = e as usize;
-        let (int, frac) = if e == 0 {
-            ("0".to_string(), digits)
-        } else if digits.len() <= e {
-            (format!("{digits}{}", "0".repeat(e - digits.len())), String::new())
-        } else {
-            (digits[..e].to_string(), digits[e..].to_string())
-        };
-        let frac = if frac.is_empty() { "0".to_string() } else { frac };
-        format!("{sign}{int}.{frac}")
-    } else {
-        let (first, rest) = digits.split_at(1);
-        let rest = if rest.is_empty() { "0" } else { rest };
-        format!("{sign}{first}.{rest}e{}", e - 1)
-    }
-}
+pub use crate::float::format_float;
 
 /// A program, one declaration a line.
 pub fn program(p: &Program) -> String {
@@ -591,55 +554,5 @@ pub fn shape(out: &mut String, s: &Shape) {
             out.push(']');
         }
         ShapeKind::Error => out.push_str("<error>"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::format_float;
-
-    #[test]
-    fn ghc_show_examples() {
-        let cases: [(f32, &str); 16] = [
-            (9.0, "9.0"),
-            (1.5, "1.5"),
-            (-0.0, "-0.0"),
-            (0.0, "0.0"),
-            (7.403221e-2, "7.403221e-2"),
-            (16777216.0, "1.6777216e7"),
-            (1234567.0, "1234567.0"),
-            (1.0e7, "1.0e7"),
-            (5.0e-2, "5.0e-2"),
-            (0.1, "0.1"),
-            (0.1 + 0.2, "0.3"),
-            // GHC prints -1.07540336e8 here (core.md §4.1); the shortest
-            // digits are accepted where they differ.
-            (-107540336.0, "-1.0754034e8"),
-            (f32::NAN, "NaN"),
-            (f32::INFINITY, "Infinity"),
-            (f32::NEG_INFINITY, "-Infinity"),
-            (123.25, "123.25"),
-        ];
-        for (x, want) in cases {
-            assert_eq!(format_float(x), want, "{x:?}");
-        }
-    }
-
-    #[test]
-    fn reads_back_as_the_same_float() {
-        // A deterministic walk over bit patterns (xorshift).
-        let mut state: u32 = 0x9e37_79b9;
-        for _ in 0..200_000 {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            let x = f32::from_bits(state);
-            if !x.is_finite() {
-                continue;
-            }
-            let s = format_float(x);
-            let back: f32 = s.parse().unwrap_or(f32::NAN);
-            assert_eq!(back.to_bits(), x.to_bits(), "{s}");
-        }
     }
 }
