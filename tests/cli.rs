@@ -102,3 +102,29 @@ fn expression_and_file_are_exclusive() {
     let out = remora(&["parse", "-e", "1", "-f", "x.remora"], None);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn check_prints_the_type_of_an_expression() {
+    let out = remora(&["check", "-e", "(+ [1 2] [[1 2 3] [4 5 6]])"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[Int 2 3]\n");
+}
+
+#[test]
+fn check_prints_each_definition_of_a_program() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hello.remora");
+    let out = remora(&["check", path], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "dot : (Π $n (-> [Float $n] (-> [Float $n] Float)))\nmain : [Float 2]\n"
+    );
+}
+
+#[test]
+fn check_errors_are_positioned_with_status_1() {
+    let out = remora(&["check", "-e", "(+ #t 5)"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(text(&out.stderr).starts_with("<cli>:1:1: error: Ill-typed application:\n"));
+}
