@@ -60,6 +60,12 @@ enum Value {
 
 struct Marks(usize, usize, usize, usize);
 
+/// A type or index binder of a `t-fun`/`i-fun`.
+enum Binder {
+    Type(TVar),
+    Index(IVar),
+}
+
 /// The names binders were written with, for printing types.
 #[derive(Default, Clone, Debug)]
 pub struct NameTable {
@@ -1027,9 +1033,7 @@ impl Checker {
                     let want = self.ty(t)?;
                     self.expect_type(b.span, &value.ty, &want)?;
                 }
-                let var = self.fresh_var(&name.name);
-                self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
-                Some(Some((var, value)))
+                Some(Some(self.define(&name.name, value)))
             }
             BindKind::Fun {
                 name,
@@ -1038,9 +1042,7 @@ impl Checker {
                 body,
             } => {
                 let value = self.function(b.span, params, ret.as_ref(), body)?;
-                let var = self.fresh_var(&name.name);
-                self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
-                Some(Some((var, value)))
+                Some(Some(self.define(&name.name, value)))
             }
             BindKind::TFun {
                 name,
@@ -1048,17 +1050,10 @@ impl Checker {
                 ret,
                 body,
             } => {
-                let m = self.mark();
-                let vars: Vec<TVar> = params.iter().map(|p| self.bind_tparam(p)).collect();
-                let value = self.annotated_body(b.span, ret.as_ref(), body);
-                self.reset(m);
-                let value = vars.into_iter().rev().try_fold(value?, |body, v| {
-                    let ty = Type::scalar(Atom::Forall(v, Box::new(body.ty.clone())));
-                    Some(scalar_atom(TAtomKind::TLambda { param: v, body }, ty, b.span))
+                let value = self.quantified(b.span, ret.as_ref(), body, |c| {
+                    params.iter().map(|p| Binder::Type(c.bind_tparam(p))).collect()
                 })?;
-                let var = self.fresh_var(&name.name);
-                self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
-                Some(Some((var, value)))
+                Some(Some(self.define(&name.name, value)))
             }
             BindKind::IFun {
                 name,
@@ -1066,17 +1061,10 @@ impl Checker {
                 ret,
                 body,
             } => {
-                let m = self.mark();
-                let vars: Vec<IVar> = params.iter().map(|p| self.bind_iparam(p)).collect();
-                let value = self.annotated_body(b.span, ret.as_ref(), body);
-                self.reset(m);
-                let value = vars.into_iter().rev().try_fold(value?, |body, v| {
-                    let ty = Type::scalar(Atom::Pi(v, Box::new(body.ty.clone())));
-                    Some(scalar_atom(TAtomKind::ILambda { param: v, body }, ty, b.span))
+                let value = self.quantified(b.span, ret.as_ref(), body, |c| {
+                    params.iter().map(|p| Binder::Index(c.bind_iparam(p))).collect()
                 })?;
-                let var = self.fresh_var(&name.name);
-                self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
-                Some(Some((var, value)))
+                Some(Some(self.define(&name.name, value)))
             }
             BindKind::TypeAlias { param, ty } => {
                 if matches!(ty.kind, ast::TypeKind::Array { .. }) {
@@ -1108,6 +1096,42 @@ impl Checker {
                 Some(None)
             }
         }
+    }
+
+    /// Binds a value to a fresh variable under `name`.
+    fn define(&mut self, name: &str, value: TExpr) -> (VarId, TExpr) {
+        let var = self.fresh_var(name);
+        self.values.bind(name, Value::Var(var, value.ty.clone()));
+        (var, value)
+    }
+
+    /// `(t-fun (f (&t …) : R) body)` / `(i-fun (f ($n …) : R) body)`: the
+    /// binders (bound by `bind`, in a scope of their own) wrapped around the
+    /// annotated body as nested `tλ`/`iλ`.
+    fn quantified(
+        &mut self,
+        span: Span,
+        ret: Option<&ast::Type>,
+        body: &ast::Expr,
+        bind: impl FnOnce(&mut Self) -> Vec<Binder>,
+    ) -> Option<TExpr> {
+        let m = self.mark();
+        let binders = bind(self);
+        let value = self.annotated_body(span, ret, body);
+        self.reset(m);
+        binders.into_iter().rev().try_fold(value?, |body, binder| {
+            let (atom, kind) = match binder {
+                Binder::Type(v) => (
+                    Atom::Forall(v, Box::new(body.ty.clone())),
+                    TAtomKind::TLambda { param: v, body },
+                ),
+                Binder::Index(v) => (
+                    Atom::Pi(v, Box::new(body.ty.clone())),
+                    TAtomKind::ILambda { param: v, body },
+                ),
+            };
+            Some(scalar_atom(kind, Type::scalar(atom), span))
+        })
     }
 
     /// `(fun (f (x T) … : R) body)` as nested lambdas.
