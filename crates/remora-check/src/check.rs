@@ -1220,18 +1220,17 @@ impl Checker {
                     } else {
                         self.function(d.span, params, ret.as_ref(), body)
                     };
-                    if value.is_none() {
-                        self.values.bind(&name.name, Value::Poisoned);
-                    }
-                    if let Some(value) = value {
-                        let var = self.fresh_var(&name.name);
-                        self.values.bind(&name.name, Value::Var(var, value.ty.clone()));
-                        out.push(TDecl::Def {
-                            var,
-                            name: name.name.clone(),
-                            entry: true,
-                            value,
-                        });
+                    match value {
+                        None => self.values.bind(&name.name, Value::Poisoned),
+                        Some(value) => {
+                            let (var, value) = self.define(&name.name, value);
+                            out.push(TDecl::Def {
+                                var,
+                                name: name.name.clone(),
+                                entry: true,
+                                value,
+                            });
+                        }
                     }
                 }
                 DeclKind::Expr(e) => {
