@@ -1,0 +1,176 @@
+//! Printing values exactly as remora-lang's `remora interpret` does
+//! (core.md §4.1): one line, scalars bare, nested brackets row-major, `[]`
+//! for a zero leading dimension, floats as GHC's `show`, boxes as
+//! `(box W… V)` with shape witnesses as `[a, b]`, records as
+//! `{x  =  v, …}`, functions as `#<fun>`.
+
+use crate::{Array, Atom, Callable, Data, Witness};
+use remora_syntax::float::format_float;
+use std::fmt::Write;
+
+pub fn to_string<F: Callable>(a: &Array<F>) -> String {
+    let mut out = String::new();
+    write_array(&mut out, a);
+    out
+}
+
+pub fn write_array<F: Callable>(out: &mut String, a: &Array<F>) {
+    write_cells(out, &a.shape, &a.data, 0);
+}
+
+/// The cell of shape `shape` that starts at atom `offset`.
+fn write_cells<F: Callable>(out: &mut String, shape: &[usize], data: &Data<F>, offset: usize) {
+    let Some((&n, rest)) = shape.split_first() else {
+        write_atom(out, data, offset);
+        return;
+    };
+    let stride: usize = rest.iter().product();
+    out.push('[');
+    for i in 0..n {
+        if i > 0 {
+            out.push(' ');
+        }
+        write_cells(out, rest, data, offset + i * stride);
+    }
+    out.push(']');
+}
+
+fn write_atom<F: Callable>(out: &mut String, data: &Data<F>, i: usize) {
+    match data {
+        Data::Int(v) => match v.get(i) {
+            Some(n) => {
+                let _ = write!(out, "{n}");
+            }
+            None => out.push('?'),
+        },
+        Data::Float(v) => match v.get(i) {
+            Some(x) => out.push_str(&format_float(*x)),
+            None => out.push('?'),
+        },
+        Data::Bool(v) => match v.get(i) {
+            Some(b) => out.push_str(if *b { "#t" } else { "#f" }),
+            None => out.push('?'),
+        },
+        Data::Atoms(v) => match v.get(i) {
+            Some(Atom::Fun(f)) => out.push_str(f.printed()),
+            Some(Atom::Box(b)) => {
+                out.push_str("(box");
+                for w in &b.witnesses {
+                    out.push(' ');
+                    match w {
+                        Witness::Dim(d) => {
+                            let _ = write!(out, "{d}");
+                        }
+                        Witness::Shape(s) => {
+                            let parts: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+                            let _ = write!(out, "[{}]", parts.join(", "));
+                        }
+                    }
+                }
+                out.push(' ');
+                write_array(out, &b.payload);
+                out.push(')');
+            }
+            Some(Atom::Record(fields)) => {
+                out.push('{');
+                for (k, (name, value)) in fields.iter().enumerate() {
+                    if k > 0 {
+                        out.push_str(", ");
+                    }
+                    let _ = write!(out, "{name}  =  ");
+                    write_array(out, value);
+                }
+                out.push('}');
+            }
+            None => out.push('?'),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Boxed, NoFun};
+
+    fn ints(shape: &[usize], v: &[i64]) -> Array {
+        Array {
+            shape: shape.to_vec(),
+            data: Data::Int(v.to_vec()),
+        }
+    }
+
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    struct Fun;
+    impl Callable for Fun {
+        fn printed(&self) -> &'static str {
+            "#<fun>"
+        }
+    }
+
+    #[test]
+    fn arrays_as_remora_lang_prints_them() {
+        assert_eq!(to_string(&ints(&[], &[17])), "17");
+        assert_eq!(to_string(&ints(&[2, 2], &[1, 2, 3, 4])), "[[1 2] [3 4]]");
+        assert_eq!(to_string(&ints(&[0], &[])), "[]");
+        assert_eq!(to_string(&ints(&[0, 2], &[])), "[]");
+        assert_eq!(to_string(&ints(&[2, 0], &[])), "[[] []]");
+        let floats: Array = Array {
+            shape: vec![3],
+            data: Data::Float(vec![9.0, -0.0, 0.07403221]),
+        };
+        assert_eq!(to_string(&floats), "[9.0 -0.0 7.403221e-2]");
+        let bools: Array = Array {
+            shape: vec![2],
+            data: Data::Bool(vec![true, false]),
+        };
+        assert_eq!(to_string(&bools), "[#t #f]");
+    }
+
+    #[test]
+    fn boxes_records_and_functions() {
+        let inner: Array<NoFun> = Array {
+            shape: vec![],
+            data: Data::Atoms(vec![Atom::Box(Boxed {
+                witnesses: vec![Witness::Dim(2)],
+                payload: ints(&[], &[100]),
+            })]),
+        };
+        let nested: Array<NoFun> = Array {
+            shape: vec![],
+            data: Data::Atoms(vec![Atom::Box(Boxed {
+                witnesses: vec![Witness::Dim(1)],
+                payload: inner,
+            })]),
+        };
+        assert_eq!(to_string(&nested), "(box 1 (box 2 100))");
+        let shaped: Array<NoFun> = Array {
+            shape: vec![],
+            data: Data::Atoms(vec![Atom::Box(Boxed {
+                witnesses: vec![Witness::Shape(vec![2, 3])],
+                payload: ints(&[2, 3], &[0, 1, 2, 3, 4, 5]),
+            })]),
+        };
+        assert_eq!(to_string(&shaped), "(box [2, 3] [[0 1 2] [3 4 5]])");
+        let empty_witness: Array<NoFun> = Array {
+            shape: vec![],
+            data: Data::Atoms(vec![Atom::Box(Boxed {
+                witnesses: vec![Witness::Shape(vec![])],
+                payload: ints(&[], &[0]),
+            })]),
+        };
+        assert_eq!(to_string(&empty_witness), "(box [] 0)");
+        let record: Array<NoFun> = Array {
+            shape: vec![],
+            data: Data::Atoms(vec![Atom::Record(vec![
+                ("x".into(), ints(&[], &[0])),
+                ("y".into(), ints(&[], &[2])),
+            ])]),
+        };
+        assert_eq!(to_string(&record), "{x  =  0, y  =  2}");
+        let funs: Array<Fun> = Array {
+            shape: vec![2],
+            data: Data::Atoms(vec![Atom::Fun(Fun), Atom::Fun(Fun)]),
+        };
+        assert_eq!(to_string(&funs), "[#<fun> #<fun>]");
+    }
+}
