@@ -23,6 +23,37 @@ enum Command {
     /// Type-check a program or an expression and print the type of each
     /// definition and entry (or of the expression).
     Check(Source),
+    /// Run a program: its `main` entry with the arguments, or each bare
+    /// expression (script mode).
+    Run(RunArgs),
+    /// remora-lang's `interpret`: `-e EXPR`, or `-f FILE` (or stdin) with
+    /// the entry's arguments.
+    Interpret(InterpretArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The program.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// The entry to run.
+    #[arg(long, default_value = "main")]
+    entry: String,
+    /// Arguments for the entry's parameters, each a Remora expression.
+    #[arg(value_name = "ARG", allow_hyphen_values = true, trailing_var_arg = true)]
+    args: Vec<String>,
+}
+
+#[derive(Args)]
+struct InterpretArgs {
+    #[command(flatten)]
+    source: Source,
+    /// The entry to run.
+    #[arg(long, default_value = "main")]
+    entry: String,
+    /// Arguments for the entry's parameters, each a Remora expression.
+    #[arg(last = true, value_name = "ARG", allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 /// Where the program comes from, as remora-lang's commands take it.
@@ -45,6 +76,16 @@ fn main() -> ExitCode {
     remora_syntax::stack::run_deep(move || match cli.command {
         Command::Parse(source) => parse(source),
         Command::Check(source) => check(source),
+        Command::Run(args) => run(
+            Source {
+                expr: None,
+                file: Some(args.file),
+                path: None,
+            },
+            &args.entry,
+            &args.args,
+        ),
+        Command::Interpret(args) => run(args.source, &args.entry, &args.args),
     })
 }
 
@@ -131,6 +172,71 @@ fn check(source: Source) -> ExitCode {
         return ExitCode::FAILURE;
     }
     write_stdout(&text)
+}
+
+fn run(source: Source, entry: &str, arg_texts: &[String]) -> ExitCode {
+    let mut sources = SourceMap::new();
+    let parsed = match read_source(source, &mut sources) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let fail = |sources: &SourceMap, diags: &[remora_syntax::Diagnostic]| {
+        eprint!("{}", render_all(diags, sources));
+        ExitCode::FAILURE
+    };
+    let runtime = |sources: &SourceMap, e: remora_interp::RunError| {
+        let d = remora_syntax::Diagnostic::error(e.span, e.message);
+        eprint!("{}", d.render(sources));
+        ExitCode::FAILURE
+    };
+    let mut interp = remora_interp::Interpreter::default();
+    match parsed {
+        Parsed::Expr(e) => {
+            let checked = remora_check::check_expression(&e);
+            let (Some(typed), false) = (&checked.value, checked.has_errors()) else {
+                return fail(&sources, &checked.diagnostics);
+            };
+            match interp.eval(typed, &Default::default()) {
+                Ok(v) => write_stdout(&format!("{}\n", remora_value::print::to_string(&v))),
+                Err(e) => runtime(&sources, e),
+            }
+        }
+        Parsed::Program(p) => {
+            let checked = remora_check::check_program(&p);
+            if checked.has_errors() {
+                return fail(&sources, &checked.diagnostics);
+            }
+            // Each argument: an expression, parsed, checked and run alone.
+            let mut typed_args = Vec::new();
+            for text in arg_texts {
+                let loaded = remora_syntax::parse_expression(&mut sources, "<arg>", text, Dialect::Source);
+                if loaded.has_errors() {
+                    return fail(&sources, &loaded.diagnostics);
+                }
+                let c = remora_check::check_expression(&loaded.value);
+                match (c.value, c.diagnostics.is_empty()) {
+                    (Some(t), true) => typed_args.push(t),
+                    (_, _) => return fail(&sources, &c.diagnostics),
+                }
+            }
+            let show = |t: &remora_types::Type| checked.show(t);
+            match remora_interp::program::run(&mut interp, &checked.value, entry, &typed_args, &show) {
+                Ok(remora_interp::program::Outcome::Entry(v)) => {
+                    write_stdout(&format!("{}\n", remora_value::print::to_string(&v)))
+                }
+                Ok(remora_interp::program::Outcome::Script(vs)) => write_stdout(
+                    &vs.iter()
+                        .map(|v| format!("{}\n", remora_value::print::to_string(v)))
+                        .collect::<String>(),
+                ),
+                Err(remora_interp::program::Failure::Run(e)) => runtime(&sources, e),
+                Err(remora_interp::program::Failure::Plain(m)) => {
+                    eprintln!("remora: error: {m}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
 }
 
 fn parse(source: Source) -> ExitCode {

@@ -8,7 +8,7 @@
 use libtest_mimic::{Arguments, Failed, Trial};
 use regex::Regex;
 use remora_syntax::ast::Program;
-use remora_syntax::testblock::{Case, Check, parse_cases};
+use remora_syntax::testblock::{Case, Check, Outcome, Values, parse_cases};
 use remora_syntax::{Dialect, RealFs, SourceMap, load_program_text, print, render_all};
 use std::path::{Path, PathBuf};
 
@@ -119,12 +119,53 @@ fn run_case(rel: &str, file: &Path, case: &Case) -> Result<(), Failed> {
     let mut checked = false;
     let mut snapshot = parsed.rendered.clone();
     for block in &case.blocks {
-        if !block.runs.is_empty() {
-            return Err(format!(
-                "block at line {}: input/output/error runs need the interpreter, which this build does not have yet",
-                block.line
-            )
-            .into());
+        for run in &block.runs {
+            checked = true;
+            no_errors(&parsed)?;
+            let entry = block.entry.as_deref().unwrap_or("main");
+            let inputs = match &run.input {
+                None => Vec::new(),
+                Some(Values::Inline(text)) => split_values(text)?,
+                Some(Values::File(path)) => data_file_inputs(file, path)?,
+            };
+            let result = execute(&parsed, entry, &inputs);
+            match (&run.outcome, result) {
+                (None, Ok(_)) => {}
+                (Some(Outcome::Output(want)), Ok(got)) => {
+                    let want = match want {
+                        Values::Inline(text) => remora_value::read::read_value(text)
+                            .map_err(|e| format!("bad expected value: {e}"))?,
+                        Values::File(path) => {
+                            let mut vs = data_file(file, path)?;
+                            if vs.len() != 1 {
+                                return Err(format!("{path}: expected one value").into());
+                            }
+                            vs.remove(0)
+                        }
+                    };
+                    if got.0.as_ref() != Some(&want) {
+                        return Err(format!(
+                            "expected {}, but got:\n{}",
+                            remora_value::print::to_string(&want),
+                            got.1
+                        )
+                        .into());
+                    }
+                }
+                (Some(Outcome::Error(pattern)), Err(rendered)) => {
+                    let pattern = if pattern.is_empty() { ".*" } else { pattern };
+                    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
+                    if !re.is_match(&rendered) {
+                        return Err(format!("the error does not match /{pattern}/:\n{rendered}").into());
+                    }
+                }
+                (Some(Outcome::Error(pattern)), Ok(got)) => {
+                    return Err(
+                        format!("expected an error matching /{pattern}/, but got:\n{}", got.1).into(),
+                    );
+                }
+                (_, Err(rendered)) => return Err(format!("the run failed:\n{rendered}").into()),
+            }
         }
         for check in &block.checks {
             checked = true;
@@ -257,4 +298,100 @@ fn round_trip(program: &Program) -> Result<(), Failed> {
         .into());
     }
     Ok(())
+}
+
+/// The top-level values of an `input { … }` block, as source texts.
+fn split_values(text: &str) -> Result<Vec<String>, Failed> {
+    let mut diags = Vec::new();
+    let items = remora_syntax::reader::read(text, remora_syntax::FileId(0), &mut diags);
+    if !diags.is_empty() {
+        return Err("the input values do not read".into());
+    }
+    Ok(items
+        .iter()
+        .map(|i| {
+            text.get(i.span.start as usize..i.span.end as usize)
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect())
+}
+
+fn data_file(file: &Path, rel: &str) -> Result<Vec<remora_value::Array>, Failed> {
+    let path = file.parent().unwrap_or(Path::new(".")).join(rel);
+    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    remora_value::futhark::read_data(&bytes).map_err(|e| format!("{}: {e}", path.display()).into())
+}
+
+/// Data-file values as Remora expressions, to pass as entry arguments.
+fn data_file_inputs(file: &Path, rel: &str) -> Result<Vec<String>, Failed> {
+    Ok(data_file(file, rel)?.iter().map(as_expression).collect())
+}
+
+fn as_expression(v: &remora_value::Array) -> String {
+    use remora_value::Data;
+    let shape: Vec<String> = v.shape.iter().map(|d| d.to_string()).collect();
+    let (atoms, ty): (Vec<String>, &str) = match &v.data {
+        Data::Int(x) => (x.iter().map(|n| n.to_string()).collect(), "Int"),
+        Data::Float(x) => (
+            x.iter().map(|f| remora_syntax::float::format_float(*f)).collect(),
+            "Float",
+        ),
+        Data::Bool(x) => (
+            x.iter()
+                .map(|b| if *b { "#t" } else { "#f" }.to_string())
+                .collect(),
+            "Bool",
+        ),
+        Data::Atoms(_) => (Vec::new(), "Int"),
+    };
+    if atoms.is_empty() {
+        format!("(array [{}] {ty})", shape.join(" "))
+    } else {
+        format!("(array [{}] {})", shape.join(" "), atoms.join(" "))
+    }
+}
+
+/// Checks and runs the program; `Ok((value as data, printed))` or the
+/// rendered errors.
+fn execute(
+    parsed: &Parsed,
+    entry: &str,
+    inputs: &[String],
+) -> Result<(Option<remora_value::Array>, String), String> {
+    let checked = remora_check::check_program(&parsed.program);
+    if checked.has_errors() {
+        return Err(render_all(&checked.diagnostics, &parsed.sources));
+    }
+    let mut sources = SourceMap::new();
+    let mut args = Vec::new();
+    for text in inputs {
+        let loaded = remora_syntax::parse_expression(&mut sources, "<arg>", text, Dialect::Source);
+        if loaded.has_errors() {
+            return Err(render_all(&loaded.diagnostics, &sources));
+        }
+        let c = remora_check::check_expression(&loaded.value);
+        match c.value {
+            Some(t) if c.diagnostics.is_empty() => args.push(t),
+            _ => return Err(render_all(&c.diagnostics, &sources)),
+        }
+    }
+    let mut interp = remora_interp::Interpreter::default();
+    let show = |t: &remora_types::Type| checked.show(t);
+    let value = match remora_interp::program::run(&mut interp, &checked.value, entry, &args, &show) {
+        Ok(remora_interp::program::Outcome::Entry(v)) => v,
+        Ok(remora_interp::program::Outcome::Script(mut vs)) => match vs.pop() {
+            Some(v) => v,
+            None => return Err("the program has no entry and no expression".into()),
+        },
+        Err(remora_interp::program::Failure::Run(e)) => {
+            let d = remora_syntax::Diagnostic::error(e.span, e.message);
+            return Err(d.render(&parsed.sources));
+        }
+        Err(remora_interp::program::Failure::Plain(m)) => return Err(format!("remora: error: {m}")),
+    };
+    Ok((
+        remora_interp::to_data(&value),
+        remora_value::print::to_string(&value),
+    ))
 }

@@ -98,6 +98,63 @@ impl<F> Array<F> {
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
+
+    /// The arrays stacked along a new leading axis (at least one); they
+    /// must agree in shape and element type.
+    pub fn stack(elems: Vec<Array<F>>) -> Result<Array<F>, String> {
+        let n = elems.len();
+        let Some(first) = elems.first() else {
+            return Err("nothing to stack".into());
+        };
+        let inner = first.shape.clone();
+        if elems.iter().any(|e| e.shape != inner) {
+            return Err("the cells have different shapes".into());
+        }
+        let mut data = first.data.empty_like();
+        for e in elems {
+            data.append(e.data)?;
+        }
+        let mut shape = vec![n];
+        shape.extend(inner);
+        Ok(Array { shape, data })
+    }
+}
+
+impl<F> Data<F> {
+    /// An empty buffer of the same kind.
+    pub fn empty_like(&self) -> Data<F> {
+        match self {
+            Data::Int(_) => Data::Int(Vec::new()),
+            Data::Float(_) => Data::Float(Vec::new()),
+            Data::Bool(_) => Data::Bool(Vec::new()),
+            Data::Atoms(_) => Data::Atoms(Vec::new()),
+        }
+    }
+
+    /// Appends another buffer of the same kind.
+    pub fn append(&mut self, other: Data<F>) -> Result<(), String> {
+        match (self, other) {
+            (Data::Int(a), Data::Int(b)) => a.extend(b),
+            (Data::Float(a), Data::Float(b)) => a.extend(b),
+            (Data::Bool(a), Data::Bool(b)) => a.extend(b),
+            (Data::Atoms(a), Data::Atoms(b)) => a.extend(b),
+            _ => return Err("the cells have different types".into()),
+        }
+        Ok(())
+    }
+}
+
+impl<F: Clone> Data<F> {
+    /// Atoms `start .. start + len` as a buffer of their own.
+    pub fn slice(&self, start: usize, len: usize) -> Data<F> {
+        let r = start..start + len;
+        match self {
+            Data::Int(v) => Data::Int(v.get(r).unwrap_or_default().to_vec()),
+            Data::Float(v) => Data::Float(v.get(r).unwrap_or_default().to_vec()),
+            Data::Bool(v) => Data::Bool(v.get(r).unwrap_or_default().to_vec()),
+            Data::Atoms(v) => Data::Atoms(v.get(r).unwrap_or_default().to_vec()),
+        }
+    }
 }
 
 /// Value equality (core.md §5.1): same shape, equal atoms; floats compared

@@ -58,37 +58,15 @@ fn value(s: &SExp) -> Result<Array, String> {
 }
 
 /// `[v …]`: the values stacked along a new leading axis; they must agree
-/// in shape and element type.
+/// in shape and element type. `[]` is an empty rank-1 Int array.
 pub fn stack(elems: Vec<Array>) -> Result<Array, String> {
-    let n = elems.len();
-    let Some(first) = elems.first() else {
+    if elems.is_empty() {
         return Ok(Array {
             shape: vec![0],
             data: Data::Int(Vec::new()),
         });
-    };
-    let inner = first.shape.clone();
-    if elems.iter().any(|e| e.shape != inner) {
-        return Err("the elements of `[…]` have different shapes (values must be regular)".into());
     }
-    let mut data = match &first.data {
-        Data::Int(_) => Data::Int(Vec::new()),
-        Data::Float(_) => Data::Float(Vec::new()),
-        Data::Bool(_) => Data::Bool(Vec::new()),
-        Data::Atoms(_) => Data::Atoms(Vec::new()),
-    };
-    for e in elems {
-        match (&mut data, e.data) {
-            (Data::Int(acc), Data::Int(v)) => acc.extend(v),
-            (Data::Float(acc), Data::Float(v)) => acc.extend(v),
-            (Data::Bool(acc), Data::Bool(v)) => acc.extend(v),
-            (Data::Atoms(acc), Data::Atoms(v)) => acc.extend(v),
-            _ => return Err("the elements of `[…]` have different types".into()),
-        }
-    }
-    let mut shape = vec![n];
-    shape.extend(inner);
-    Ok(Array { shape, data })
+    Array::stack(elems)
 }
 
 fn natural(s: &SExp) -> Result<usize, String> {

@@ -1,0 +1,696 @@
+//! Evaluation of the typed tree (core.md §3): strict, left to right.
+//!
+//! An application is run from its runtime shapes and the checker's
+//! decision of the argument's cell shape: the argument's frame is its shape
+//! less the cell, the principal frame the longer of that and the function
+//! array's shape, and the function and argument cells are taken at each
+//! position of the principal frame, the shorter frame's cells reused (by
+//! index, not copied). Scalar primitives applied in full — `(+ a b)` — run
+//! as one broadcast loop over whole buffers (see `scalar`).
+
+use crate::intrinsics;
+use crate::scalar;
+use remora_check::typed::{TAtomKind, TDecl, TExpr, TExprKind, VarId};
+use remora_syntax::Span;
+use remora_types::{Atom as TyAtom, DVar, IVar, Index, SVar, Type};
+use remora_value::{Array, Atom, Boxed, Callable, Data, Witness};
+use std::rc::Rc;
+
+/// A run-time array; its function atoms are [`Fun`]s.
+pub type Value<'p> = Array<Fun<'p>>;
+
+/// A function atom.
+#[derive(Clone, Debug)]
+pub enum Fun<'p> {
+    Lambda {
+        param: VarId,
+        body: &'p TExpr,
+        env: Env<'p>,
+    },
+    TLambda {
+        body: &'p TExpr,
+        env: Env<'p>,
+    },
+    ILambda {
+        param: IVar,
+        body: &'p TExpr,
+        env: Env<'p>,
+    },
+    /// An intrinsic, with what it has been given so far.
+    Prim(Rc<Prim<'p>>),
+}
+
+/// An intrinsic applied to some of its type, index and value arguments.
+#[derive(Clone, Debug)]
+pub struct Prim<'p> {
+    pub name: &'static str,
+    pub sig: intrinsics::Signature,
+    pub types: Vec<TyAtom>,
+    pub indices: Vec<IndexVal>,
+    pub args: Vec<Value<'p>>,
+}
+
+impl Callable for Fun<'_> {
+    fn printed(&self) -> &'static str {
+        match self {
+            Fun::Lambda { .. } => "#<fun>",
+            Fun::TLambda { .. } => "#<tfun>",
+            Fun::ILambda { .. } => "#<ifun>",
+            Fun::Prim(p) if p.types.len() < p.sig.types => "#<tfun>",
+            Fun::Prim(p) if p.indices.len() < p.sig.indices => "#<ifun>",
+            Fun::Prim(_) => "#<fun>",
+        }
+    }
+}
+
+/// A concrete index: a dimension or a shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexVal {
+    Dim(i64),
+    Shape(Vec<i64>),
+}
+
+impl IndexVal {
+    pub fn dims(&self) -> Vec<i64> {
+        match self {
+            IndexVal::Dim(d) => vec![*d],
+            IndexVal::Shape(s) => s.clone(),
+        }
+    }
+}
+
+/// Variables in scope: a persistent list, shared by closures.
+#[derive(Clone, Debug, Default)]
+pub struct Env<'p>(Option<Rc<EnvNode<'p>>>);
+
+#[derive(Debug)]
+pub struct EnvNode<'p> {
+    binding: Binding<'p>,
+    next: Env<'p>,
+}
+
+#[derive(Debug)]
+enum Binding<'p> {
+    Val(VarId, Value<'p>),
+    Dim(DVar, i64),
+    Shape(SVar, Vec<i64>),
+}
+
+impl<'p> Env<'p> {
+    fn with(&self, binding: Binding<'p>) -> Env<'p> {
+        Env(Some(Rc::new(EnvNode {
+            binding,
+            next: self.clone(),
+        })))
+    }
+
+    fn nodes(&self) -> impl Iterator<Item = &EnvNode<'p>> {
+        std::iter::successors(self.0.as_deref(), |n| n.next.0.as_deref())
+    }
+
+    fn value(&self, v: VarId) -> Option<&Value<'p>> {
+        self.nodes().find_map(|n| match &n.binding {
+            Binding::Val(w, val) if *w == v => Some(val),
+            _ => None,
+        })
+    }
+
+    fn dim(&self, v: DVar) -> Option<i64> {
+        self.nodes().find_map(|n| match &n.binding {
+            Binding::Dim(w, d) if *w == v => Some(*d),
+            _ => None,
+        })
+    }
+
+    fn shape(&self, v: SVar) -> Option<Vec<i64>> {
+        self.nodes().find_map(|n| match &n.binding {
+            Binding::Shape(w, s) if *w == v => Some(s.clone()),
+            _ => None,
+        })
+    }
+
+    fn bind_index(&self, v: IVar, i: &IndexVal) -> Env<'p> {
+        match (v, i) {
+            (IVar::Dim(d), IndexVal::Dim(n)) => self.with(Binding::Dim(d, *n)),
+            (IVar::Dim(d), IndexVal::Shape(s)) => self.with(Binding::Dim(d, s.first().copied().unwrap_or(0))),
+            (IVar::Shape(s), IndexVal::Shape(v)) => self.with(Binding::Shape(s, v.clone())),
+            (IVar::Shape(s), IndexVal::Dim(n)) => self.with(Binding::Shape(s, vec![*n])),
+        }
+    }
+}
+
+/// A run-time failure, at the application (or form) that failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunError {
+    pub span: Span,
+    pub message: String,
+}
+
+pub type Run<T> = Result<T, RunError>;
+
+pub(crate) fn fail<T>(span: Span, message: impl Into<String>) -> Run<T> {
+    Err(RunError {
+        span,
+        message: message.into(),
+    })
+}
+
+pub fn scalar_value<'p>(data: Data<Fun<'p>>) -> Value<'p> {
+    Array {
+        shape: Vec::new(),
+        data,
+    }
+}
+
+fn fun_value(f: Fun<'_>) -> Value<'_> {
+    scalar_value(Data::Atoms(vec![Atom::Fun(f)]))
+}
+
+/// An empty buffer for arrays of the given atom type.
+pub fn empty_data<'p>(atom: &TyAtom) -> Data<Fun<'p>> {
+    match atom {
+        TyAtom::Int => Data::Int(Vec::new()),
+        TyAtom::Float => Data::Float(Vec::new()),
+        TyAtom::Bool => Data::Bool(Vec::new()),
+        _ => Data::Atoms(Vec::new()),
+    }
+}
+
+#[derive(Default)]
+pub struct Interpreter {
+    /// Where `trace` writes (stderr when `None`).
+    pub trace: Option<Vec<String>>,
+}
+
+impl<'p> Interpreter {
+    /// The declarations in order; returns the environment they make and the
+    /// values of bare expressions.
+    pub fn program(&mut self, decls: &'p [TDecl]) -> Run<(Env<'p>, Vec<Value<'p>>)> {
+        let mut env = Env::default();
+        let mut shown = Vec::new();
+        for d in decls {
+            match d {
+                TDecl::Def { var, value, .. } => {
+                    let v = self.eval(value, &env)?;
+                    env = env.with(Binding::Val(*var, v));
+                }
+                TDecl::Expr(e) => shown.push(self.eval(e, &env)?),
+            }
+        }
+        Ok((env, shown))
+    }
+
+    pub fn lookup(env: &Env<'p>, v: VarId) -> Option<Value<'p>> {
+        env.value(v).cloned()
+    }
+
+    fn shape_of(&self, s: &remora_types::Shape, env: &Env<'p>, span: Span) -> Run<Vec<usize>> {
+        let mut missing = false;
+        let dims = s.eval(
+            &|v| {
+                // An escaped witness is unknown here.
+                env.dim(v).unwrap_or(i64::MIN)
+            },
+            &|v| env.shape(v).unwrap_or_else(|| vec![i64::MIN]),
+        );
+        let mut out = Vec::with_capacity(dims.len());
+        for d in dims {
+            if d == i64::MIN {
+                missing = true;
+            }
+            match usize::try_from(d) {
+                Ok(n) => out.push(n),
+                Err(_) if missing => return fail(span, "a shape depends on a witness outside its unbox"),
+                Err(_) => return fail(span, format!("negative dimension: {d}")),
+            }
+        }
+        Ok(out)
+    }
+
+    fn index_val(&self, i: &Index, env: &Env<'p>, span: Span) -> Run<IndexVal> {
+        match i {
+            Index::Dim(d) => {
+                let n = d.eval(&|v| env.dim(v).unwrap_or(i64::MIN));
+                if n < 0 {
+                    return fail(span, format!("negative dimension: {n} from {d}"));
+                }
+                Ok(IndexVal::Dim(n))
+            }
+            Index::Shape(s) => {
+                let dims = self.shape_of(s, env, span)?;
+                Ok(IndexVal::Shape(dims.into_iter().map(|d| d as i64).collect()))
+            }
+        }
+    }
+
+    pub fn eval(&mut self, e: &'p TExpr, env: &Env<'p>) -> Run<Value<'p>> {
+        let span = e.span;
+        match &e.kind {
+            TExprKind::Array { shape, atoms } => {
+                if atoms.is_empty() {
+                    let ty_shape = self.shape_of(&e.ty.shape, env, span)?;
+                    return Ok(Array {
+                        shape: ty_shape,
+                        data: empty_data(&e.ty.atom),
+                    });
+                }
+                let mut cells = Vec::with_capacity(atoms.len());
+                for a in atoms {
+                    cells.push(scalar_value(self.atom(&a.kind, env, a.span)?));
+                }
+                let mut v = stack(cells, span)?;
+                v.shape = shape.iter().map(|d| *d as usize).collect();
+                Ok(v)
+            }
+            TExprKind::Frame { shape, elems } => {
+                if elems.is_empty() {
+                    let ty_shape = self.shape_of(&e.ty.shape, env, span)?;
+                    return Ok(Array {
+                        shape: ty_shape,
+                        data: empty_data(&e.ty.atom),
+                    });
+                }
+                let mut cells = Vec::with_capacity(elems.len());
+                for x in elems {
+                    cells.push(self.eval(x, env)?);
+                }
+                let inner = cells[0].shape.clone();
+                let mut v = stack(cells, span)?;
+                v.shape = shape.iter().map(|d| *d as usize).chain(inner).collect();
+                Ok(v)
+            }
+            TExprKind::Var(v) => match env.value(*v) {
+                Some(val) => Ok(val.clone()),
+                None => fail(span, "internal error: unbound variable at run time"),
+            },
+            TExprKind::Intrinsic(name) => Ok(fun_value(Fun::Prim(Rc::new(Prim {
+                name,
+                sig: intrinsics::signature(name),
+                types: Vec::new(),
+                indices: Vec::new(),
+                args: Vec::new(),
+            })))),
+            TExprKind::App { func, arg, lifted } => {
+                if let Some(v) = self.scalar_fast_path(func, arg, env, span)? {
+                    return Ok(v);
+                }
+                let f = self.eval(func, env)?;
+                let a = self.eval(arg, env)?;
+                let cell = self.shape_of(&lifted.arg_cell, env, span)?;
+                self.apply(&f, a, &cell, &e.ty, env, span)
+            }
+            TExprKind::TApp { func, arg } => {
+                let f = self.eval(func, env)?;
+                self.map_funs(&f, &e.ty, env, span, &mut |this, fun| match fun {
+                    Fun::TLambda { body, env } => this.eval(body, env),
+                    Fun::Prim(p) => {
+                        let mut p = (**p).clone();
+                        p.types.push(arg.clone());
+                        this.saturate(p, span)
+                    }
+                    _ => fail(
+                        span,
+                        "internal error: t-app of a value that is not a type function",
+                    ),
+                })
+            }
+            TExprKind::IApp { func, arg } => {
+                let f = self.eval(func, env)?;
+                let i = self.index_val(arg, env, span)?;
+                self.map_funs(&f, &e.ty, env, span, &mut |this, fun| match fun {
+                    Fun::ILambda { param, body, env } => {
+                        let env = env.bind_index(*param, &i);
+                        this.eval(body, &env)
+                    }
+                    Fun::Prim(p) => {
+                        let mut p = (**p).clone();
+                        p.indices.push(i.clone());
+                        this.saturate(p, span)
+                    }
+                    _ => fail(
+                        span,
+                        "internal error: i-app of a value that is not an index function",
+                    ),
+                })
+            }
+            TExprKind::Let { var, value, body } => {
+                let v = self.eval(value, env)?;
+                let env = env.with(Binding::Val(*var, v));
+                self.eval(body, &env)
+            }
+            TExprKind::Unbox {
+                witness,
+                binder,
+                var,
+                boxed,
+                body,
+            } => {
+                let b = self.eval(boxed, env)?;
+                let Data::Atoms(boxes) = &b.data else {
+                    return fail(span, "internal error: unbox of something that is not a box");
+                };
+                let mut results = Vec::with_capacity(boxes.len());
+                for atom in boxes {
+                    let Atom::Box(bx) = atom else {
+                        return fail(span, "internal error: unbox of something that is not a box");
+                    };
+                    let w = match bx.witnesses.first() {
+                        Some(Witness::Dim(d)) => IndexVal::Dim(*d),
+                        Some(Witness::Shape(s)) => IndexVal::Shape(s.clone()),
+                        None => IndexVal::Shape(Vec::new()),
+                    };
+                    let mut inner = env.bind_index(*witness, &w);
+                    if binder != witness {
+                        inner = inner.bind_index(*binder, &IndexVal::Shape(w.dims()));
+                    }
+                    let inner = inner.with(Binding::Val(*var, bx.payload.clone()));
+                    results.push(self.eval(body, &inner)?);
+                }
+                self.collect(results, &b.shape, &body.ty, env, span).map_err(|e| RunError {
+                    span,
+                    message: format!(
+                        "the boxes' payloads give results of different shapes, which cannot form one array ({})",
+                        e.message
+                    ),
+                })
+            }
+            TExprKind::Record(fields) => self.record(e, fields, env),
+            TExprKind::Field { record, field } => {
+                let r = self.eval(record, env)?;
+                let Data::Atoms(atoms) = &r.data else {
+                    return fail(span, "internal error: field of a non-record");
+                };
+                let mut cells = Vec::with_capacity(atoms.len());
+                for a in atoms {
+                    match a {
+                        Atom::Record(fs) => match fs.iter().find(|(n, _)| n == field) {
+                            Some((_, v)) => cells.push(v.clone()),
+                            None => return fail(span, format!("no field `{field}`")),
+                        },
+                        _ => return fail(span, "internal error: field of a non-record"),
+                    }
+                }
+                let cell_ty = match &record.ty.atom {
+                    TyAtom::Record(fs) => fs.iter().find(|(n, _)| n == field).map(|(_, t)| t.clone()),
+                    _ => None,
+                };
+                let cell_ty = cell_ty.unwrap_or_else(|| e.ty.clone());
+                self.collect(cells, &r.shape, &cell_ty, env, span)
+            }
+            TExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = self.eval(cond, env)?;
+                match c.data {
+                    Data::Bool(b) if b.len() == 1 => {
+                        if b[0] {
+                            self.eval(then, env)
+                        } else {
+                            self.eval(otherwise, env)
+                        }
+                    }
+                    _ => fail(span, "internal error: the condition of `if` is not a Bool"),
+                }
+            }
+        }
+    }
+
+    fn atom(&mut self, a: &'p TAtomKind, env: &Env<'p>, span: Span) -> Run<Data<Fun<'p>>> {
+        Ok(match a {
+            TAtomKind::Bool(b) => Data::Bool(vec![*b]),
+            TAtomKind::Int(i) => Data::Int(vec![*i]),
+            TAtomKind::Float(x) => Data::Float(vec![*x]),
+            TAtomKind::Lambda { param, body } => Data::Atoms(vec![Atom::Fun(Fun::Lambda {
+                param: *param,
+                body,
+                env: env.clone(),
+            })]),
+            TAtomKind::TLambda { body, .. } => Data::Atoms(vec![Atom::Fun(Fun::TLambda {
+                body,
+                env: env.clone(),
+            })]),
+            TAtomKind::ILambda { param, body } => Data::Atoms(vec![Atom::Fun(Fun::ILambda {
+                param: *param,
+                body,
+                env: env.clone(),
+            })]),
+            TAtomKind::Box { witness, body } => {
+                let w = match self.index_val(witness, env, span)? {
+                    IndexVal::Dim(d) => Witness::Dim(d),
+                    IndexVal::Shape(s) => Witness::Shape(s),
+                };
+                let payload = self.eval(body, env)?;
+                // A nested box (box (i j) e T) prints its witnesses in one box.
+                Data::Atoms(vec![Atom::Box(Boxed {
+                    witnesses: vec![w],
+                    payload,
+                })])
+            }
+        })
+    }
+
+    /// `(op a b)` or `(op a)` for a scalar primitive: one broadcast loop.
+    fn scalar_fast_path(
+        &mut self,
+        func: &'p TExpr,
+        arg: &'p TExpr,
+        env: &Env<'p>,
+        span: Span,
+    ) -> Run<Option<Value<'p>>> {
+        let (name, first) = match &func.kind {
+            TExprKind::Intrinsic(name) if scalar::arity(name) == Some(1) => (*name, None),
+            TExprKind::App {
+                func: inner, arg: a, ..
+            } => match &inner.kind {
+                TExprKind::Intrinsic(name) if scalar::arity(name) == Some(2) => (*name, Some(a)),
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let mut operands = Vec::new();
+        if let Some(a) = first {
+            operands.push(self.eval(a, env)?);
+        }
+        operands.push(self.eval(arg, env)?);
+        let principal = operands
+            .iter()
+            .map(|o| o.shape.clone())
+            .max_by_key(|s| s.len())
+            .unwrap_or_default();
+        if operands.iter().any(|o| !principal.starts_with(&o.shape)) {
+            return fail(span, "frames are not prefix-related at run time");
+        }
+        let n: usize = principal.iter().product();
+        let data = intrinsics::scalar_apply(name, &operands, n).or_else(|m| fail(span, m))?;
+        Ok(Some(Array {
+            shape: principal,
+            data,
+        }))
+    }
+
+    /// Applies every function atom of `f` (lifting as core.md §3 says) to the
+    /// cells of shape `cell` of `a`.
+    pub fn apply(
+        &mut self,
+        f: &Value<'p>,
+        a: Value<'p>,
+        cell: &[usize],
+        result_ty: &Type,
+        env: &Env<'p>,
+        span: Span,
+    ) -> Run<Value<'p>> {
+        let rank = a.rank();
+        if rank < cell.len() || a.shape[rank - cell.len()..] != *cell {
+            return fail(
+                span,
+                format!(
+                    "the argument's shape {:?} does not end in the cell {:?}",
+                    a.shape, cell
+                ),
+            );
+        }
+        let frame_a = a.shape[..rank - cell.len()].to_vec();
+        let frame_f = f.shape.clone();
+        let principal = if frame_a.starts_with(&frame_f) {
+            frame_a.clone()
+        } else if frame_f.starts_with(&frame_a) {
+            frame_f.clone()
+        } else {
+            return fail(span, "frames are not prefix-related at run time");
+        };
+        let Data::Atoms(funs) = &f.data else {
+            return fail(span, "internal error: applying something that is not a function");
+        };
+        let n: usize = principal.iter().product();
+        let cell_size: usize = cell.iter().product();
+        let nf = funs.len().max(1);
+        let na: usize = frame_a.iter().product::<usize>().max(1);
+        let mut results = Vec::with_capacity(n);
+        for p in 0..n {
+            let fi = n.checked_div(nf).and_then(|per| p.checked_div(per)).unwrap_or(0);
+            let Some(Atom::Fun(fun)) = funs.get(fi) else {
+                return fail(span, "internal error: applying something that is not a function");
+            };
+            let ai = n.checked_div(na).and_then(|per| p.checked_div(per)).unwrap_or(0);
+            let arg = Array {
+                shape: cell.to_vec(),
+                data: a.data.slice(ai * cell_size, cell_size),
+            };
+            results.push(self.call(fun, arg, span)?);
+        }
+        let result_cell = Type {
+            atom: result_ty.atom.clone(),
+            shape: remora_types::Shape::from_segs(
+                result_ty
+                    .shape
+                    .segs()
+                    .get(principal.len()..)
+                    .unwrap_or_default()
+                    .to_vec(),
+            ),
+        };
+        self.collect(results, &principal, &result_cell, env, span)
+    }
+
+    /// Results for each position of `frame`, as one array; `cell_ty` gives
+    /// the result's cell when there are none.
+    fn collect(
+        &mut self,
+        results: Vec<Value<'p>>,
+        frame: &[usize],
+        cell_ty: &Type,
+        env: &Env<'p>,
+        span: Span,
+    ) -> Run<Value<'p>> {
+        if results.is_empty() {
+            let cell = self.shape_of(&cell_ty.shape, env, span).unwrap_or_default();
+            return Ok(Array {
+                shape: frame.iter().copied().chain(cell).collect(),
+                data: empty_data(&cell_ty.atom),
+            });
+        }
+        let inner = results[0].shape.clone();
+        let mut v = stack(results, span)?;
+        v.shape = frame.iter().copied().chain(inner).collect();
+        Ok(v)
+    }
+
+    /// A function atom applied to one cell.
+    pub fn call(&mut self, fun: &Fun<'p>, arg: Value<'p>, span: Span) -> Run<Value<'p>> {
+        match fun {
+            Fun::Lambda { param, body, env } => {
+                let env = env.with(Binding::Val(*param, arg));
+                self.eval(body, &env)
+            }
+            Fun::Prim(p) => {
+                let mut p = (**p).clone();
+                p.args.push(arg);
+                self.saturate(p, span)
+            }
+            _ => fail(
+                span,
+                "internal error: applying a type or index function to a value",
+            ),
+        }
+    }
+
+    /// Two arguments, one after the other (a binary operator passed to
+    /// `reduce` and friends: a scalar array of one function).
+    pub fn call2(&mut self, op: &Value<'p>, x: Value<'p>, y: Value<'p>, span: Span) -> Run<Value<'p>> {
+        let first = self.call_scalar(op, x, span)?;
+        self.call_scalar(&first, y, span)
+    }
+
+    fn call_scalar(&mut self, f: &Value<'p>, x: Value<'p>, span: Span) -> Run<Value<'p>> {
+        match &f.data {
+            Data::Atoms(a) if a.len() == 1 => match &a[0] {
+                Atom::Fun(fun) => self.call(fun, x, span),
+                _ => fail(span, "internal error: not a function"),
+            },
+            _ => fail(span, "internal error: not a single function"),
+        }
+    }
+
+    /// An intrinsic runs once it has all its arguments.
+    fn saturate(&mut self, p: Prim<'p>, span: Span) -> Run<Value<'p>> {
+        if p.types.len() >= p.sig.types && p.indices.len() >= p.sig.indices && p.args.len() >= p.sig.values {
+            intrinsics::run(self, &p, span)
+        } else {
+            Ok(fun_value(Fun::Prim(Rc::new(p))))
+        }
+    }
+
+    /// `f`'s function atoms, each mapped by `g`, collected under `f`'s shape.
+    fn map_funs(
+        &mut self,
+        f: &Value<'p>,
+        ty: &Type,
+        env: &Env<'p>,
+        span: Span,
+        g: &mut dyn FnMut(&mut Self, &Fun<'p>) -> Run<Value<'p>>,
+    ) -> Run<Value<'p>> {
+        let Data::Atoms(funs) = &f.data else {
+            return fail(span, "internal error: not a function array");
+        };
+        let mut results = Vec::with_capacity(funs.len());
+        for a in funs {
+            match a {
+                Atom::Fun(fun) => results.push(g(self, fun)?),
+                _ => return fail(span, "internal error: not a function"),
+            }
+        }
+        let cell_ty = Type {
+            atom: ty.atom.clone(),
+            shape: remora_types::Shape::from_segs(
+                ty.shape.segs().get(f.shape.len()..).unwrap_or_default().to_vec(),
+            ),
+        };
+        self.collect(results, &f.shape.clone(), &cell_ty, env, span)
+    }
+
+    fn record(&mut self, e: &'p TExpr, fields: &'p [(String, TExpr)], env: &Env<'p>) -> Run<Value<'p>> {
+        let span = e.span;
+        let TyAtom::Record(cell_tys) = &e.ty.atom else {
+            return fail(span, "internal error: record without a record type");
+        };
+        let principal = self.shape_of(&e.ty.shape, env, span)?;
+        let n: usize = principal.iter().product();
+        let mut columns = Vec::with_capacity(fields.len());
+        for ((name, x), (_, cty)) in fields.iter().zip(cell_tys) {
+            let v = self.eval(x, env)?;
+            let cell = self.shape_of(&cty.shape, env, span)?;
+            let frame_len = v.rank().saturating_sub(cell.len());
+            let frame_size: usize = v.shape[..frame_len].iter().product::<usize>().max(1);
+            columns.push((name.clone(), v, cell, frame_size));
+        }
+        let mut atoms = Vec::with_capacity(n);
+        for p in 0..n {
+            let mut record = Vec::with_capacity(columns.len());
+            for (name, v, cell, frame_size) in &columns {
+                let size: usize = cell.iter().product();
+                let i = n
+                    .checked_div(*frame_size)
+                    .and_then(|per| p.checked_div(per))
+                    .unwrap_or(0);
+                record.push((
+                    name.clone(),
+                    Array {
+                        shape: cell.clone(),
+                        data: v.data.slice(i * size, size),
+                    },
+                ));
+            }
+            atoms.push(Atom::Record(record));
+        }
+        Ok(Array {
+            shape: principal,
+            data: Data::Atoms(atoms),
+        })
+    }
+}
+
+pub(crate) fn stack<'p>(cells: Vec<Value<'p>>, span: Span) -> Run<Value<'p>> {
+    Array::stack(cells).or_else(|m| fail(span, format!("cannot form an array: {m}")))
+}

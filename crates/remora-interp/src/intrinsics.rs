@@ -1,0 +1,432 @@
+//! The 76 intrinsics at run time (core.md §2). Each runs on one cell of
+//! each argument (lifting is the application's business), with its type and
+//! index arguments.
+
+use crate::eval::{Fun, IndexVal, Interpreter, Prim, Run, Value, fail, scalar_value, stack};
+use crate::scalar;
+use remora_syntax::ast::TypeKind;
+use remora_syntax::{SourceMap, Span};
+use remora_types::Atom as TyAtom;
+use remora_value::{Array, Atom, Boxed, Data, Witness};
+
+/// How many type, index and value arguments an intrinsic takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signature {
+    pub types: usize,
+    pub indices: usize,
+    pub values: usize,
+}
+
+/// Read off the intrinsic's type (∀ binders, then Π binders, then arrows).
+pub fn signature(name: &str) -> Signature {
+    let text = remora_check::intrinsics::names()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| t)
+        .unwrap_or("Int");
+    let mut sources = SourceMap::new();
+    let parsed = remora_syntax::parse_type(&mut sources, "<intrinsic>", text);
+    let mut sig = Signature {
+        types: 0,
+        indices: 0,
+        values: 0,
+    };
+    let mut t = &parsed.value;
+    loop {
+        match &t.kind {
+            TypeKind::Forall { body, .. } => {
+                sig.types += 1;
+                t = body;
+            }
+            TypeKind::Pi { body, .. } => {
+                sig.indices += 1;
+                t = body;
+            }
+            TypeKind::Arrow { result, .. } => {
+                sig.values += 1;
+                t = result;
+            }
+            _ => return sig,
+        }
+    }
+}
+
+/// A scalar primitive over whole operands, broadcast to `n` results.
+pub fn scalar_apply<'p>(name: &str, operands: &[Value<'p>], n: usize) -> Result<Data<Fun<'p>>, String> {
+    let datas: Vec<Data<remora_value::NoFun>> = operands
+        .iter()
+        .map(|o| match &o.data {
+            Data::Int(v) => Ok(Data::Int(v.clone())),
+            Data::Float(v) => Ok(Data::Float(v.clone())),
+            Data::Bool(v) => Ok(Data::Bool(v.clone())),
+            Data::Atoms(_) => Err(format!("{name}: operand is not a number")),
+        })
+        .collect::<Result<_, _>>()?;
+    let refs: Vec<&Data<remora_value::NoFun>> = datas.iter().collect();
+    Ok(match scalar::apply(name, &refs, n)? {
+        Data::Int(v) => Data::Int(v),
+        Data::Float(v) => Data::Float(v),
+        Data::Bool(v) => Data::Bool(v),
+        Data::Atoms(_) => Data::Atoms(Vec::new()),
+    })
+}
+
+fn int_of(v: &Value<'_>) -> Option<i64> {
+    match &v.data {
+        Data::Int(x) if x.len() == 1 => Some(x[0]),
+        _ => None,
+    }
+}
+
+fn dim(p: &Prim<'_>, k: usize) -> usize {
+    match p.indices.get(k) {
+        Some(IndexVal::Dim(d)) => *d as usize,
+        Some(IndexVal::Shape(s)) => s.first().copied().unwrap_or(0) as usize,
+        None => 0,
+    }
+}
+
+fn shape(p: &Prim<'_>, k: usize) -> Vec<usize> {
+    p.indices
+        .get(k)
+        .map(|i| i.dims().into_iter().map(|d| d as usize).collect())
+        .unwrap_or_default()
+}
+
+/// The leading-axis items of an array, each of shape `item`.
+fn items<'p>(a: &Value<'p>) -> Vec<Value<'p>> {
+    let Some((&n, rest)) = a.shape.split_first() else {
+        return Vec::new();
+    };
+    let size: usize = rest.iter().product();
+    (0..n)
+        .map(|i| Array {
+            shape: rest.to_vec(),
+            data: a.data.slice(i * size, size),
+        })
+        .collect()
+}
+
+/// Items stacked back, with `n` items of shape `item` (for none).
+fn from_items<'p>(its: Vec<Value<'p>>, item: &[usize], like: &Data<Fun<'p>>, span: Span) -> Run<Value<'p>> {
+    if its.is_empty() {
+        return Ok(Array {
+            shape: std::iter::once(0).chain(item.iter().copied()).collect(),
+            data: like.empty_like(),
+        });
+    }
+    stack(its, span)
+}
+
+pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
+    let name = p.name;
+    if scalar::is_scalar_primitive(name) {
+        let data = scalar_apply(name, &p.args, 1).or_else(|m| fail(span, m))?;
+        return Ok(scalar_value(data));
+    }
+    let arg = |k: usize| -> Run<&Value<'p>> {
+        match p.args.get(k) {
+            Some(v) => Ok(v),
+            None => fail(span, format!("internal error: {name} without its argument")),
+        }
+    };
+    match name {
+        "head" => {
+            let a = arg(0)?;
+            let size: usize = shape(p, 1).iter().product();
+            Ok(Array {
+                shape: shape(p, 1),
+                data: a.data.slice(0, size),
+            })
+        }
+        "tail" => {
+            let a = arg(0)?;
+            let size: usize = shape(p, 1).iter().product();
+            let n = dim(p, 0);
+            Ok(Array {
+                shape: std::iter::once(n).chain(shape(p, 1)).collect(),
+                data: a.data.slice(size, n * size),
+            })
+        }
+        "length" => Ok(scalar_value(Data::Int(vec![
+            arg(0)?.shape.first().copied().unwrap_or(0) as i64,
+        ]))),
+        "append" => {
+            let (a, b) = (arg(0)?, arg(1)?);
+            let mut data = a.data.clone();
+            data.append(b.data.clone()).or_else(|m| fail(span, m))?;
+            Ok(Array {
+                shape: std::iter::once(dim(p, 0) + dim(p, 1))
+                    .chain(shape(p, 2))
+                    .collect(),
+                data,
+            })
+        }
+        "reverse" => {
+            let a = arg(0)?;
+            let mut its = items(a);
+            its.reverse();
+            let mut v = from_items(its, &shape(p, 1), &a.data, span)?;
+            v.shape = a.shape.clone();
+            Ok(v)
+        }
+        "reduce" | "reduce/zero" => {
+            let op = arg(0)?.clone();
+            let (mut acc, rest) = if name == "reduce" {
+                let its = items(arg(1)?);
+                let mut its = its.into_iter();
+                match its.next() {
+                    Some(first) => (first, its.collect::<Vec<_>>()),
+                    None => return fail(span, "reduce: empty array"),
+                }
+            } else {
+                (arg(1)?.clone(), items(arg(2)?))
+            };
+            for x in rest {
+                acc = it.call2(&op, acc, x, span)?;
+            }
+            Ok(acc)
+        }
+        "fold" | "fold-right" => {
+            let op = arg(0)?.clone();
+            let mut acc = arg(1)?.clone();
+            let mut its = items(arg(2)?);
+            if name == "fold" {
+                for x in its {
+                    acc = it.call2(&op, acc, x, span)?;
+                }
+            } else {
+                its.reverse();
+                for x in its {
+                    acc = it.call2(&op, x, acc, span)?;
+                }
+            }
+            Ok(acc)
+        }
+        "sum" => match &arg(0)?.data {
+            Data::Int(v) => Ok(scalar_value(Data::Int(vec![
+                v.iter().fold(0i64, |a, x| a.wrapping_add(*x)),
+            ]))),
+            _ => fail(span, "sum: not an Int array"),
+        },
+        "flatten" => {
+            let a = arg(0)?;
+            Ok(Array {
+                shape: std::iter::once(dim(p, 0) * dim(p, 1))
+                    .chain(shape(p, 2))
+                    .collect(),
+                data: a.data.clone(),
+            })
+        }
+        "reshape" => {
+            let a = arg(0)?;
+            let to = shape(p, 1);
+            if to.iter().product::<usize>() != a.data.len() {
+                return fail(span, "reshape: two shapes contain diff # of elements");
+            }
+            Ok(Array {
+                shape: to,
+                data: a.data.clone(),
+            })
+        }
+        "transpose2d" => {
+            let a = arg(0)?;
+            let (m, n) = (dim(p, 0), dim(p, 1));
+            let mut cells = Vec::with_capacity(m * n);
+            for j in 0..n {
+                for i in 0..m {
+                    cells.push(Array {
+                        shape: Vec::new(),
+                        data: a.data.slice(i * n + j, 1),
+                    });
+                }
+            }
+            let mut v = from_items(cells, &[], &a.data, span)?;
+            v.shape = vec![n, m];
+            Ok(v)
+        }
+        "index" => {
+            let (a, i) = (arg(0)?, int_of(arg(1)?).unwrap_or(-1));
+            let m = dim(p, 0);
+            if i < 0 || i as usize >= m {
+                return fail(span, format!("index {i} out of range for a vector of length {m}"));
+            }
+            Ok(Array {
+                shape: Vec::new(),
+                data: a.data.slice(i as usize, 1),
+            })
+        }
+        "index2d" => {
+            let a = arg(0)?;
+            let ij = match &arg(1)?.data {
+                Data::Int(v) if v.len() == 2 => (v[0], v[1]),
+                _ => return fail(span, "index2d: the index is not two Ints"),
+            };
+            let (m, n) = (dim(p, 0) as i64, dim(p, 1) as i64);
+            if ij.0 < 0 || ij.0 >= m || ij.1 < 0 || ij.1 >= n {
+                return fail(
+                    span,
+                    format!("index [{} {}] out of range for a {m}×{n} matrix", ij.0, ij.1),
+                );
+            }
+            Ok(Array {
+                shape: Vec::new(),
+                data: a.data.slice((ij.0 * n + ij.1) as usize, 1),
+            })
+        }
+        "iota/static" => {
+            let s = shape(p, 0);
+            let size: usize = s.iter().product();
+            Ok(Array {
+                shape: s,
+                data: Data::Int((0..size as i64).collect()),
+            })
+        }
+        "iota" => {
+            let dims = match &arg(0)?.data {
+                Data::Int(v) => v.clone(),
+                _ => return fail(span, "iota: not an Int vector"),
+            };
+            if let Some(d) = dims.iter().find(|d| **d < 0) {
+                return fail(span, format!("iota: negative dimension {d}"));
+            }
+            let size = dims.iter().try_fold(1usize, |a, d| a.checked_mul(*d as usize));
+            let Some(size) = size.filter(|s| *s <= 1 << 32) else {
+                return fail(span, "iota: the array would be too large");
+            };
+            let payload = Array {
+                shape: dims.iter().map(|d| *d as usize).collect(),
+                data: Data::Int((0..size as i64).collect()),
+            };
+            Ok(scalar_value(Data::Atoms(vec![Atom::Box(Boxed {
+                witnesses: vec![Witness::Shape(dims)],
+                payload,
+            })])))
+        }
+        "reify-dim" => Ok(scalar_value(Data::Int(vec![dim(p, 0) as i64]))),
+        "reify-shape" => {
+            let s: Vec<i64> = shape(p, 0).into_iter().map(|d| d as i64).collect();
+            Ok(scalar_value(Data::Atoms(vec![Atom::Box(Boxed {
+                witnesses: vec![Witness::Dim(s.len() as i64)],
+                payload: Array {
+                    shape: vec![s.len()],
+                    data: Data::Int(s),
+                },
+            })])))
+        }
+        "undefined" => fail(span, "Prelude.undefined"),
+        "trace" => {
+            let shown = remora_value::print::to_string(arg(0)?);
+            match &mut it.trace {
+                Some(log) => log.push(shown),
+                None => eprintln!("{shown}"),
+            }
+            Ok(arg(1)?.clone())
+        }
+        "trace-file" => {
+            let path = string_of(arg(0)?).or_else(|m| fail(span, m))?;
+            let shown = remora_value::print::to_string(arg(1)?);
+            use std::io::Write;
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| writeln!(f, "{shown}"));
+            if let Err(e) = written {
+                return fail(span, format!("trace-file: cannot write {path}: {e}"));
+            }
+            Ok(arg(2)?.clone())
+        }
+        "read-file-f32bin" => {
+            let path = string_of(arg(0)?).or_else(|m| fail(span, m))?;
+            let s = shape(p, 1);
+            let n: usize = s.iter().product();
+            let bytes =
+                std::fs::read(&path).or_else(|e| fail(span, format!("read-file-f32bin: {path}: {e}")))?;
+            if bytes.len() < n * 4 {
+                return fail(
+                    span,
+                    format!("read-file-f32bin: {path} has fewer than {n} floats"),
+                );
+            }
+            let data = bytes[..n * 4]
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            Ok(Array {
+                shape: s,
+                data: Data::Float(data),
+            })
+        }
+        "read-file" => read_file(p, span),
+        _ => fail(span, format!("internal error: unknown intrinsic {name}")),
+    }
+}
+
+/// A string argument (an Int vector of code points).
+fn string_of(v: &Value<'_>) -> Result<String, String> {
+    match &v.data {
+        Data::Int(points) => points
+            .iter()
+            .map(|&c| u32::try_from(c).ok().and_then(char::from_u32))
+            .collect::<Option<String>>()
+            .ok_or_else(|| "a file name is not valid text".to_string()),
+        _ => Err("a file name must be an Int vector".into()),
+    }
+}
+
+/// `read-file`: the named file parsed as an expression, checked, run, and
+/// (core.md §6 (6)) its value checked against the asserted type.
+fn read_file<'p>(p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
+    let path = match p.args.first() {
+        Some(v) => string_of(v).or_else(|m| fail(span, m))?,
+        None => return fail(span, "internal error: read-file without its argument"),
+    };
+    let text = std::fs::read_to_string(&path).or_else(|e| fail(span, format!("read-file: {path}: {e}")))?;
+    let mut sources = SourceMap::new();
+    let parsed = remora_syntax::parse_expression(&mut sources, &path, &text, remora_syntax::Dialect::Source);
+    if parsed.has_errors() {
+        return fail(span, format!("read-file: {path} does not parse"));
+    }
+    let checked = remora_check::check_expression(&parsed.value);
+    let Some(typed) = checked.value.as_ref().filter(|_| !checked.has_errors()) else {
+        return fail(span, format!("read-file: {path} does not type-check"));
+    };
+    let want_shape = shape(p, 1);
+    let want_atom = p.types.first().cloned();
+    let mut inner = Interpreter::default();
+    let value = inner
+        .eval(typed, &Default::default())
+        .map_err(|e| crate::eval::RunError {
+            span,
+            message: format!("read-file: {path}: {}", e.message),
+        })?;
+    let atom_ok = match (&want_atom, &value.data) {
+        (Some(TyAtom::Int), Data::Int(_))
+        | (Some(TyAtom::Float), Data::Float(_))
+        | (Some(TyAtom::Bool), Data::Bool(_)) => true,
+        (Some(TyAtom::Int | TyAtom::Float | TyAtom::Bool), _) => false,
+        _ => true,
+    };
+    if value.shape != want_shape || !atom_ok {
+        return fail(
+            span,
+            format!(
+                "read-file: {path} holds a value of shape {:?}, not the asserted {:?}",
+                value.shape, want_shape
+            ),
+        );
+    }
+    // The value was computed without functions from this program.
+    Ok(reattach(value))
+}
+
+/// A value from another evaluation, with the same lifetime as this one.
+fn reattach<'p>(v: Value<'_>) -> Value<'p> {
+    let data = match v.data {
+        Data::Int(x) => Data::Int(x),
+        Data::Float(x) => Data::Float(x),
+        Data::Bool(x) => Data::Bool(x),
+        Data::Atoms(_) => Data::Atoms(Vec::new()),
+    };
+    Array { shape: v.shape, data }
+}

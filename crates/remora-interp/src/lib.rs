@@ -1,0 +1,48 @@
+//! The reference interpreter (core.md §3, issue 4): evaluates the checker's
+//! typed tree. Every application runs from the checker's decision of its
+//! argument's cell shape and the runtime shapes; full applications of
+//! scalar primitives run as one broadcast loop over whole buffers.
+//!
+//! Status: every form and all 76 intrinsics evaluate; applications of
+//! lambdas are evaluated once per cell (the batched evaluation of
+//! ARCHITECTURE.md is the next step for speed).
+
+pub mod eval;
+pub mod intrinsics;
+pub mod program;
+pub mod scalar;
+
+pub use eval::{Env, Fun, Interpreter, RunError, Value};
+
+/// A value with no functions in it, as plain data (for comparing with
+/// expected values); `None` if it holds a function.
+pub fn to_data(v: &Value<'_>) -> Option<remora_value::Array> {
+    use remora_value::{Array, Atom, Boxed, Data};
+    let data = match &v.data {
+        Data::Int(x) => Data::Int(x.clone()),
+        Data::Float(x) => Data::Float(x.clone()),
+        Data::Bool(x) => Data::Bool(x.clone()),
+        Data::Atoms(atoms) => Data::Atoms(
+            atoms
+                .iter()
+                .map(|a| match a {
+                    Atom::Fun(_) => None,
+                    Atom::Box(b) => Some(Atom::Box(Boxed {
+                        witnesses: b.witnesses.clone(),
+                        payload: to_data(&b.payload)?,
+                    })),
+                    Atom::Record(fields) => Some(Atom::Record(
+                        fields
+                            .iter()
+                            .map(|(n, f)| Some((n.clone(), to_data(f)?)))
+                            .collect::<Option<Vec<_>>>()?,
+                    )),
+                })
+                .collect::<Option<Vec<_>>>()?,
+        ),
+    };
+    Some(Array {
+        shape: v.shape.clone(),
+        data,
+    })
+}

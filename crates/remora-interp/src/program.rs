@@ -1,0 +1,92 @@
+//! Running a program: its entry (`main` unless another is named) applied
+//! to the command-line arguments, or, without entries, each bare top-level
+//! expression in order (script mode, extensions.md §2).
+
+use crate::eval::{Interpreter, RunError, Value};
+use remora_check::typed::{TDecl, TExpr};
+use remora_types::{Atom, Truth, Type};
+
+/// What a program produced.
+pub enum Outcome<'p> {
+    /// The entry's value.
+    Entry(Value<'p>),
+    /// Script mode: the value of each bare expression.
+    Script(Vec<Value<'p>>),
+}
+
+/// Why a program could not run.
+#[derive(Debug)]
+pub enum Failure {
+    /// A positioned run-time error.
+    Run(RunError),
+    /// About the program or its arguments as a whole.
+    Plain(String),
+}
+
+/// Runs `entry` with `args` (checked expressions, with their types), or the
+/// bare expressions when the program has no entry at all.
+pub fn run<'p>(
+    interp: &mut Interpreter,
+    decls: &'p [TDecl],
+    entry: &str,
+    args: &'p [TExpr],
+    show: &dyn Fn(&Type) -> String,
+) -> Result<Outcome<'p>, Failure> {
+    let entries: Vec<&TDecl> = decls
+        .iter()
+        .filter(|d| matches!(d, TDecl::Def { entry: true, name, .. } if name == entry))
+        .collect();
+    let has_entries = decls.iter().any(|d| matches!(d, TDecl::Def { entry: true, .. }));
+    let (env, shown) = interp.program(decls).map_err(Failure::Run)?;
+    let target = match entries.as_slice() {
+        [TDecl::Def { var, value, .. }] => (var, value),
+        [] if !has_entries && args.is_empty() => return Ok(Outcome::Script(shown)),
+        [] => return Err(Failure::Plain(format!("program has no {entry} entry"))),
+        _ => return Err(Failure::Plain(format!("multiple {entry} entries"))),
+    };
+    let (var, value) = target;
+    let params = parameters(&value.ty);
+    if params.len() != args.len() {
+        return Err(Failure::Plain(format!(
+            "{entry} expects {} arguments but got {}",
+            params.len(),
+            args.len()
+        )));
+    }
+    let mut f = Interpreter::lookup(&env, *var)
+        .ok_or_else(|| Failure::Plain("internal error: no entry value".into()))?;
+    let mut ty = value.ty.clone();
+    for (k, (arg, param)) in args.iter().zip(&params).enumerate() {
+        // core.md §6 (2): arguments are checked against the parameter types.
+        if arg.ty.equals(param) != Truth::Yes {
+            return Err(Failure::Plain(format!(
+                "argument {} of {entry} has type {}, but the parameter's type is {}",
+                k + 1,
+                show(&arg.ty),
+                show(param)
+            )));
+        }
+        let a = interp.eval(arg, &env).map_err(Failure::Run)?;
+        let result = match &ty.atom {
+            Atom::Arrow(_, r) => (**r).clone(),
+            _ => return Err(Failure::Plain("internal error: entry is not a function".into())),
+        };
+        let cell: Vec<usize> = a.shape.clone();
+        f = interp
+            .apply(&f, a, &cell, &result, &env, arg.span)
+            .map_err(Failure::Run)?;
+        ty = result;
+    }
+    Ok(Outcome::Entry(f))
+}
+
+/// The parameter types of a curried function type.
+fn parameters(ty: &Type) -> Vec<Type> {
+    let mut out = Vec::new();
+    let mut t = ty;
+    while let Atom::Arrow(p, r) = &t.atom {
+        out.push((**p).clone());
+        t = r;
+    }
+    out
+}
