@@ -139,6 +139,21 @@ impl<'p> Env<'p> {
     }
 }
 
+/// The most atoms one array may hold (2^28: 2 GiB of Int). A program that
+/// asks for more is refused with a message instead of exhausting memory.
+pub const MAX_ATOMS: usize = 1 << 28;
+
+/// Refuses an array of `n` atoms beyond [`MAX_ATOMS`].
+pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
+    if n > MAX_ATOMS {
+        return fail(
+            span,
+            format!("an array of {n} atoms is too large (the limit is {MAX_ATOMS})"),
+        );
+    }
+    Ok(())
+}
+
 /// A run-time failure, at the application (or form) that failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunError {
@@ -482,7 +497,11 @@ impl<'p> Interpreter {
         if operands.iter().any(|o| !principal.starts_with(&o.shape)) {
             return fail(span, "frames are not prefix-related at run time");
         }
-        let n: usize = principal.iter().product();
+        let n = principal
+            .iter()
+            .try_fold(1usize, |a, d| a.checked_mul(*d))
+            .unwrap_or(usize::MAX);
+        check_size(n, span)?;
         let data = intrinsics::scalar_apply(name, &operands, n).or_else(|m| fail(span, m))?;
         Ok(Some(Array {
             shape: principal,
@@ -523,7 +542,11 @@ impl<'p> Interpreter {
         let Data::Atoms(funs) = &f.data else {
             return fail(span, "internal error: applying something that is not a function");
         };
-        let n: usize = principal.iter().product();
+        let n = principal
+            .iter()
+            .try_fold(1usize, |a, d| a.checked_mul(*d))
+            .unwrap_or(usize::MAX);
+        check_size(n, span)?;
         let cell_size: usize = cell.iter().product();
         let nf = funs.len().max(1);
         let na: usize = frame_a.iter().product::<usize>().max(1);
@@ -656,7 +679,11 @@ impl<'p> Interpreter {
             return fail(span, "internal error: record without a record type");
         };
         let principal = self.shape_of(&e.ty.shape, env, span)?;
-        let n: usize = principal.iter().product();
+        let n = principal
+            .iter()
+            .try_fold(1usize, |a, d| a.checked_mul(*d))
+            .unwrap_or(usize::MAX);
+        check_size(n, span)?;
         let mut columns = Vec::with_capacity(fields.len());
         for ((name, x), (_, cty)) in fields.iter().zip(cell_tys) {
             let v = self.eval(x, env)?;
@@ -692,5 +719,12 @@ impl<'p> Interpreter {
 }
 
 pub(crate) fn stack<'p>(cells: Vec<Value<'p>>, span: Span) -> Run<Value<'p>> {
+    check_size(
+        cells
+            .iter()
+            .map(|c| c.data.len())
+            .fold(0usize, usize::saturating_add),
+        span,
+    )?;
     Array::stack(cells).or_else(|m| fail(span, format!("cannot form an array: {m}")))
 }

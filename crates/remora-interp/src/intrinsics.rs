@@ -2,7 +2,7 @@
 //! each argument (lifting is the application's business), with its type and
 //! index arguments.
 
-use crate::eval::{Fun, IndexVal, Interpreter, Prim, Run, Value, fail, scalar_value, stack};
+use crate::eval::{Fun, IndexVal, Interpreter, Prim, Run, Value, check_size, fail, scalar_value, stack};
 use crate::scalar;
 use remora_syntax::ast::TypeKind;
 use remora_syntax::{SourceMap, Span};
@@ -275,7 +275,11 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         }
         "iota/static" => {
             let s = shape(p, 0);
-            let size: usize = s.iter().product();
+            let size = s
+                .iter()
+                .try_fold(1usize, |a, d| a.checked_mul(*d))
+                .unwrap_or(usize::MAX);
+            check_size(size, span)?;
             Ok(Array {
                 shape: s,
                 data: Data::Int((0..size as i64).collect()),
@@ -289,10 +293,11 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             if let Some(d) = dims.iter().find(|d| **d < 0) {
                 return fail(span, format!("iota: negative dimension {d}"));
             }
-            let size = dims.iter().try_fold(1usize, |a, d| a.checked_mul(*d as usize));
-            let Some(size) = size.filter(|s| *s <= 1 << 32) else {
-                return fail(span, "iota: the array would be too large");
-            };
+            let size = dims
+                .iter()
+                .try_fold(1usize, |a, d| a.checked_mul(*d as usize))
+                .unwrap_or(usize::MAX);
+            check_size(size, span)?;
             let payload = Array {
                 shape: dims.iter().map(|d| *d as usize).collect(),
                 data: Data::Int((0..size as i64).collect()),
@@ -339,7 +344,11 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         "read-file-f32bin" => {
             let path = string_of(arg(0)?).or_else(|m| fail(span, m))?;
             let s = shape(p, 1);
-            let n: usize = s.iter().product();
+            let n = s
+                .iter()
+                .try_fold(1usize, |a, d| a.checked_mul(*d))
+                .unwrap_or(usize::MAX);
+            check_size(n, span)?;
             let bytes =
                 std::fs::read(&path).or_else(|e| fail(span, format!("read-file-f32bin: {path}: {e}")))?;
             if bytes.len() < n * 4 {
