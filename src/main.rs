@@ -1,7 +1,7 @@
 //! The `remora` command.
 //!
-//! Subcommands land as the phases behind them do: today `parse`; `check`,
-//! `run`, `interpret`, `test`, `elaborate` and `repl` follow (ARCHITECTURE.md).
+//! `parse`, `check`, `run`, `interpret` and `test`; `elaborate` and `repl`
+//! follow (ARCHITECTURE.md).
 
 use clap::{Args, Parser, Subcommand};
 use remora_syntax::{Dialect, RealFs, SourceMap, print, render_all};
@@ -29,6 +29,11 @@ enum Command {
     /// remora-lang's `interpret`: `-e EXPR`, or `-f FILE` (or stdin) with
     /// the entry's arguments.
     Interpret(InterpretArgs),
+    /// Run the test blocks of `.remora` files (directories: recursively).
+    Test {
+        #[arg(value_name = "PATH", required = true)]
+        paths: Vec<PathBuf>,
+    },
 }
 
 #[derive(Args)]
@@ -86,6 +91,7 @@ fn main() -> ExitCode {
             &args.args,
         ),
         Command::Interpret(args) => run(args.source, &args.entry, &args.args),
+        Command::Test { paths } => test(&paths),
     })
 }
 
@@ -237,6 +243,57 @@ fn run(source: Source, entry: &str, arg_texts: &[String]) -> ExitCode {
             }
         }
     }
+}
+
+/// `remora test PATH …`: every case of every file; failures reported as
+/// `PATH::CASE:` and the reason; closing with `N passed, M failed`.
+fn test(paths: &[PathBuf]) -> ExitCode {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            remora::testing::collect(p, &mut files);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    files.sort();
+    let (mut passed, mut failed) = (0usize, 0usize);
+    let mut out = String::new();
+    for file in &files {
+        let rel = file.display().to_string();
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => {
+                out.push_str(&format!("{rel}: cannot read: {e}\n"));
+                failed += 1;
+                continue;
+            }
+        };
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let cases = match remora_syntax::testblock::parse_cases(&text, &stem) {
+            Ok(c) => c,
+            Err(e) => {
+                out.push_str(&format!("{rel}: {e}\n"));
+                failed += 1;
+                continue;
+            }
+        };
+        for case in &cases {
+            match remora::testing::run_case(&rel, file, case) {
+                Ok(_) => passed += 1,
+                Err(why) => {
+                    failed += 1;
+                    out.push_str(&format!("{rel}::{}:\n{why}\n\n", case.name));
+                }
+            }
+        }
+    }
+    out.push_str(&format!("{passed} passed, {failed} failed\n"));
+    let code = write_stdout(&out);
+    if failed > 0 { ExitCode::FAILURE } else { code }
 }
 
 fn parse(source: Source) -> ExitCode {

@@ -128,3 +128,45 @@ fn check_errors_are_positioned_with_status_1() {
     assert!(out.stdout.is_empty());
     assert!(text(&out.stderr).starts_with("<cli>:1:1: error: Ill-typed application:\n"));
 }
+
+#[test]
+fn run_prints_the_value_of_main() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hello.remora");
+    let out = remora(&["run", path], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[3.0 7.0]\n");
+}
+
+#[test]
+fn interpret_takes_entry_arguments_after_dashes() {
+    let program = "(entry (main (x Int) (y Int)) (+ x (* 100 y)))";
+    let out = remora(&["interpret", "--", "7", "-3"], Some(program));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "-293\n");
+    let wrong = remora(&["interpret", "--", "7", "[1 2]"], Some(program));
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        text(&wrong.stderr).contains("argument 2 of main has type [Int 2]"),
+        "{}",
+        text(&wrong.stderr)
+    );
+}
+
+#[test]
+fn run_time_errors_are_positioned() {
+    let out = remora(&["interpret", "-e", "(+ 1 (/ 1 0))"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("<cli>:1:6: error: divide by zero"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn test_command_closes_with_the_counts() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/check/basics.remora");
+    let out = remora(&["test", dir], None);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).trim_end().ends_with(" passed, 0 failed"));
+}

@@ -1,15 +1,12 @@
 //! The test suite: every `.remora` file under `tests/` (and the programs in
-//! `examples/`), each case a test. See `remora_syntax::testblock` for the
-//! format. Every case that parses is also printed, read back and compared
-//! (the `remora parse` round trip), and every case with a `parse-error:`
-//! or `type-error:` check has its rendered diagnostics snapshot-tested
+//! `examples/`), each case a test, run by `remora::testing` (the same
+//! harness as `remora test`). Every case with a `parse-error:` or
+//! `type-error:` check also has its rendered diagnostics snapshot-tested
 //! (tests/snapshots).
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use regex::Regex;
-use remora_syntax::ast::Program;
-use remora_syntax::testblock::{Case, Check, Outcome, Values, parse_cases};
-use remora_syntax::{Dialect, RealFs, SourceMap, load_program_text, print, render_all};
+use remora::testing::{collect, run_case};
+use remora_syntax::testblock::parse_cases;
 use std::path::{Path, PathBuf};
 
 fn main() {
@@ -43,8 +40,15 @@ fn main() {
                     let name = format!("{rel}::{}", case.name);
                     let file = file.clone();
                     let rel = rel.clone();
-                    trials.push(Trial::test(name, move || {
-                        remora_syntax::stack::run_deep(move || run_case(&rel, &file, &case))
+                    trials.push(Trial::test(name.clone(), move || {
+                        let result = remora_syntax::stack::run_deep(move || run_case(&rel, &file, &case));
+                        match result {
+                            Err(message) => Err(message.into()),
+                            Ok(r) => match r.snapshot {
+                                Some(rendered) => snapshot(&name, rendered),
+                                None => Ok(()),
+                            },
+                        }
                     }));
                 }
             }
@@ -53,345 +57,19 @@ fn main() {
     libtest_mimic::run(&args, trials).exit();
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            collect(&path, out);
-        } else if path.extension().is_some_and(|e| e == "remora") {
-            out.push(path);
-        }
-    }
-}
-
-fn normalize(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-struct Parsed {
-    program: Program,
-    rendered: String,
-    has_errors: bool,
-    sources: SourceMap,
-}
-
-struct Typed {
-    /// The type of the last top-level item, in bracket notation.
-    last_type: Option<String>,
-    rendered: String,
-    has_errors: bool,
-}
-
-fn typecheck(parsed: &Parsed) -> Typed {
-    let checked = remora_check::check_program(&parsed.program);
-    let last_type = checked.value.last().map(|d| match d {
-        remora_check::typed::TDecl::Def { value, .. } => checked.show(&value.ty),
-        remora_check::typed::TDecl::Expr(e) => checked.show(&e.ty),
-    });
-    Typed {
-        last_type,
-        rendered: render_all(&checked.diagnostics, &parsed.sources),
-        has_errors: checked.has_errors(),
-    }
-}
-
-fn parse(name: &str, path: Option<PathBuf>, text: &str) -> Parsed {
-    let mut sources = SourceMap::new();
-    let loaded = load_program_text(&mut sources, &RealFs, name, path, text);
-    Parsed {
-        has_errors: loaded.has_errors(),
-        rendered: render_all(&loaded.diagnostics, &sources),
-        program: loaded.value,
-        sources,
-    }
-}
-
-fn run_case(rel: &str, file: &Path, case: &Case) -> Result<(), Failed> {
-    if case.blocks.is_empty() {
-        return Err("no test block (a comment run with `==`) in this case".into());
-    }
-    let canonical = std::fs::canonicalize(file).ok();
-    let parsed = parse(rel, canonical, &case.source);
-    let mut expects_error = false;
-    let mut checked = false;
-    let mut snapshot = parsed.rendered.clone();
-    for block in &case.blocks {
-        for run in &block.runs {
-            checked = true;
-            no_errors(&parsed)?;
-            let entry = block.entry.as_deref().unwrap_or("main");
-            let inputs = match &run.input {
-                None => Vec::new(),
-                Some(Values::Inline(text)) => split_values(text)?,
-                Some(Values::File(path)) => data_file_inputs(file, path)?,
-            };
-            let result = execute(&parsed, entry, &inputs);
-            match (&run.outcome, result) {
-                (None, Ok(_)) => {}
-                (Some(Outcome::Output(want)), Ok(got)) => {
-                    let want = match want {
-                        Values::Inline(text) => remora_value::read::read_value(text)
-                            .map_err(|e| format!("bad expected value: {e}"))?,
-                        Values::File(path) => {
-                            let mut vs = data_file(file, path)?;
-                            if vs.len() != 1 {
-                                return Err(format!("{path}: expected one value").into());
-                            }
-                            vs.remove(0)
-                        }
-                    };
-                    if got.0.as_ref() != Some(&want) {
-                        return Err(format!(
-                            "expected {}, but got:\n{}",
-                            remora_value::print::to_string(&want),
-                            got.1
-                        )
-                        .into());
-                    }
-                }
-                (Some(Outcome::Error(pattern)), Err(rendered)) => {
-                    let pattern = if pattern.is_empty() { ".*" } else { pattern };
-                    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
-                    if !re.is_match(&rendered) {
-                        return Err(format!("the error does not match /{pattern}/:\n{rendered}").into());
-                    }
-                }
-                (Some(Outcome::Error(pattern)), Ok(got)) => {
-                    return Err(
-                        format!("expected an error matching /{pattern}/, but got:\n{}", got.1).into(),
-                    );
-                }
-                (_, Err(rendered)) => return Err(format!("the run failed:\n{rendered}").into()),
-            }
-        }
-        for check in &block.checks {
-            checked = true;
-            match check {
-                Check::Parse(expected) => {
-                    no_errors(&parsed)?;
-                    let got = normalize(&print::program(&parsed.program));
-                    if got != normalize(expected) {
-                        return Err(
-                            format!("parse printed\n  {got}\nexpected\n  {}", normalize(expected)).into(),
-                        );
-                    }
-                }
-                Check::ParsesLike(other) => {
-                    no_errors(&parsed)?;
-                    let like = parse("<parses-like>", None, other);
-                    if like.has_errors {
-                        return Err(format!("the parses-like text does not parse:\n{}", like.rendered).into());
-                    }
-                    if like.program != parsed.program {
-                        return Err(format!(
-                            "trees differ:\n  case:        {}\n  parses-like: {}",
-                            normalize(&print::program(&parsed.program)),
-                            normalize(&print::program(&like.program))
-                        )
-                        .into());
-                    }
-                }
-                Check::Type(expected) => {
-                    no_errors(&parsed)?;
-                    let checked = typecheck(&parsed);
-                    if checked.has_errors {
-                        return Err(format!("unexpected type errors:\n{}", checked.rendered).into());
-                    }
-                    let got = checked.last_type.unwrap_or_default();
-                    if normalize(&got) != normalize(expected) {
-                        return Err(format!("type\n  {got}\nexpected\n  {}", normalize(expected)).into());
-                    }
-                }
-                Check::TypeError(pattern) => {
-                    no_errors(&parsed)?;
-                    expects_error = true;
-                    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
-                    let checked = typecheck(&parsed);
-                    if !checked.has_errors {
-                        return Err(
-                            format!("expected a type error matching /{pattern}/, but it checked").into(),
-                        );
-                    }
-                    if !re.is_match(&checked.rendered) {
-                        return Err(
-                            format!("no type error matches /{pattern}/; got:\n{}", checked.rendered).into(),
-                        );
-                    }
-                    snapshot = checked.rendered;
-                }
-                Check::ParseError(pattern) => {
-                    expects_error = true;
-                    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
-                    if !parsed.has_errors {
-                        return Err(
-                            format!("expected a parse error matching /{pattern}/, but it parsed").into(),
-                        );
-                    }
-                    if !re.is_match(&parsed.rendered) {
-                        return Err(
-                            format!("no diagnostic matches /{pattern}/; got:\n{}", parsed.rendered).into(),
-                        );
-                    }
-                }
-            }
-        }
-    }
-    if !checked {
-        // A block with no runs and no checks: the program must merely parse.
-        no_errors(&parsed)?;
-    }
-    if expects_error {
-        let name = format!("{rel}::{}", case.name).replace(['/', ':', '.'], "_");
-        let mut settings = insta::Settings::clone_current();
-        settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));
-        settings.set_prepend_module_to_snapshot(false);
-        settings.set_omit_expression(true);
-        let rendered = snapshot;
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-            settings.bind(|| insta::assert_snapshot!(name, rendered));
-        }));
-        if outcome.is_err() {
-            return Err("diagnostic snapshot differs (cargo insta review)".into());
-        }
-    }
-    if !parsed.has_errors {
-        round_trip(&parsed.program)?;
+/// The rendered diagnostics of a case that expects errors, as an insta
+/// snapshot in tests/snapshots.
+fn snapshot(case: &str, rendered: String) -> Result<(), Failed> {
+    let name = case.replace(['/', ':', '.'], "_");
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        settings.bind(|| insta::assert_snapshot!(name, rendered));
+    }));
+    if outcome.is_err() {
+        return Err("diagnostic snapshot differs (cargo insta review)".into());
     }
     Ok(())
-}
-
-fn no_errors(parsed: &Parsed) -> Result<(), Failed> {
-    if parsed.has_errors {
-        return Err(format!("unexpected parse errors:\n{}", parsed.rendered).into());
-    }
-    Ok(())
-}
-
-/// Printing the tree and reading the print back gives the same tree.
-fn round_trip(program: &Program) -> Result<(), Failed> {
-    let printed = print::program(program);
-    let mut sources = SourceMap::new();
-    let mut decls = Vec::new();
-    let mut rendered = String::new();
-    // The printed tree is a sequence of top-level forms in the Tree dialect.
-    let file = sources.add(remora_syntax::SourceFile::new("<printed>", None, printed.clone()));
-    let mut diags = Vec::new();
-    let items = remora_syntax::reader::read(&printed, file, &mut diags);
-    let parsed = remora_syntax::parser::Parser::new(&mut diags, Dialect::Tree).file(&items);
-    decls.extend(parsed.decls);
-    if !diags.is_empty() {
-        rendered = render_all(&diags, &sources);
-    }
-    if !rendered.is_empty() {
-        return Err(format!("the printed tree does not read back:\n{printed}\n{rendered}").into());
-    }
-    let again = Program { decls };
-    if &again != program {
-        return Err(format!(
-            "round trip changed the tree:\n  printed: {}\n  reread:  {}",
-            normalize(&printed),
-            normalize(&print::program(&again))
-        )
-        .into());
-    }
-    Ok(())
-}
-
-/// The top-level values of an `input { … }` block, as source texts.
-fn split_values(text: &str) -> Result<Vec<String>, Failed> {
-    let mut diags = Vec::new();
-    let items = remora_syntax::reader::read(text, remora_syntax::FileId(0), &mut diags);
-    if !diags.is_empty() {
-        return Err("the input values do not read".into());
-    }
-    Ok(items
-        .iter()
-        .map(|i| {
-            text.get(i.span.start as usize..i.span.end as usize)
-                .unwrap_or("")
-                .to_string()
-        })
-        .collect())
-}
-
-fn data_file(file: &Path, rel: &str) -> Result<Vec<remora_value::Array>, Failed> {
-    let path = file.parent().unwrap_or(Path::new(".")).join(rel);
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    remora_value::futhark::read_data(&bytes).map_err(|e| format!("{}: {e}", path.display()).into())
-}
-
-/// Data-file values as Remora expressions, to pass as entry arguments.
-fn data_file_inputs(file: &Path, rel: &str) -> Result<Vec<String>, Failed> {
-    Ok(data_file(file, rel)?.iter().map(as_expression).collect())
-}
-
-fn as_expression(v: &remora_value::Array) -> String {
-    use remora_value::Data;
-    let shape: Vec<String> = v.shape.iter().map(|d| d.to_string()).collect();
-    let (atoms, ty): (Vec<String>, &str) = match &v.data {
-        Data::Int(x) => (x.iter().map(|n| n.to_string()).collect(), "Int"),
-        Data::Float(x) => (
-            x.iter().map(|f| remora_syntax::float::format_float(*f)).collect(),
-            "Float",
-        ),
-        Data::Bool(x) => (
-            x.iter()
-                .map(|b| if *b { "#t" } else { "#f" }.to_string())
-                .collect(),
-            "Bool",
-        ),
-        Data::Atoms(_) => (Vec::new(), "Int"),
-    };
-    if atoms.is_empty() {
-        format!("(array [{}] {ty})", shape.join(" "))
-    } else {
-        format!("(array [{}] {})", shape.join(" "), atoms.join(" "))
-    }
-}
-
-/// Checks and runs the program; `Ok((value as data, printed))` or the
-/// rendered errors.
-fn execute(
-    parsed: &Parsed,
-    entry: &str,
-    inputs: &[String],
-) -> Result<(Option<remora_value::Array>, String), String> {
-    let checked = remora_check::check_program(&parsed.program);
-    if checked.has_errors() {
-        return Err(render_all(&checked.diagnostics, &parsed.sources));
-    }
-    let mut sources = SourceMap::new();
-    let mut args = Vec::new();
-    for text in inputs {
-        let loaded = remora_syntax::parse_expression(&mut sources, "<arg>", text, Dialect::Source);
-        if loaded.has_errors() {
-            return Err(render_all(&loaded.diagnostics, &sources));
-        }
-        let c = remora_check::check_expression(&loaded.value);
-        match c.value {
-            Some(t) if c.diagnostics.is_empty() => args.push(t),
-            _ => return Err(render_all(&c.diagnostics, &sources)),
-        }
-    }
-    let mut interp = remora_interp::Interpreter::default();
-    let show = |t: &remora_types::Type| checked.show(t);
-    let value = match remora_interp::program::run(&mut interp, &checked.value, entry, &args, &show) {
-        Ok(remora_interp::program::Outcome::Entry(v)) => v,
-        Ok(remora_interp::program::Outcome::Script(mut vs)) => match vs.pop() {
-            Some(v) => v,
-            None => return Err("the program has no entry and no expression".into()),
-        },
-        Err(remora_interp::program::Failure::Run(e)) => {
-            let d = remora_syntax::Diagnostic::error(e.span, e.message);
-            return Err(d.render(&parsed.sources));
-        }
-        Err(remora_interp::program::Failure::Plain(m)) => return Err(format!("remora: error: {m}")),
-    };
-    Ok((
-        remora_interp::to_data(&value),
-        remora_value::print::to_string(&value),
-    ))
 }

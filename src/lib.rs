@@ -1,0 +1,4 @@
+//! The `remora` command's library: the pieces the binary and the test
+//! suite share.
+
+pub mod testing;
