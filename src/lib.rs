@@ -1,4 +1,5 @@
 //! The `remora` command's library: the pieces the binary and the test
 //! suite share.
 
+pub mod repl;
 pub mod testing;

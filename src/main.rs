@@ -1,7 +1,7 @@
 //! The `remora` command.
 //!
-//! `parse`, `check`, `run`, `interpret` and `test`; `elaborate` and `repl`
-//! follow (ARCHITECTURE.md).
+//! `parse`, `check`, `run`, `interpret`, `test` and `repl`; `elaborate`
+//! follows with inference (ARCHITECTURE.md).
 
 use clap::{Args, Parser, Subcommand};
 use remora_syntax::{Dialect, RealFs, SourceMap, print, render_all};
@@ -29,6 +29,9 @@ enum Command {
     /// remora-lang's `interpret`: `-e EXPR`, or `-f FILE` (or stdin) with
     /// the entry's arguments.
     Interpret(InterpretArgs),
+    /// An interactive session: expressions and declarations, `:type e`,
+    /// `:load FILE`, `:quit`.
+    Repl,
     /// Run the test blocks of `.remora` files (directories: recursively).
     Test {
         #[arg(value_name = "PATH", required = true)]
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         ),
         Command::Interpret(args) => run(args.source, &args.entry, &args.args),
         Command::Test { paths } => test(&paths),
+        Command::Repl => remora::repl::run(),
     })
 }
 

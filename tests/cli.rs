@@ -170,3 +170,11 @@ fn test_command_closes_with_the_counts() {
     assert!(out.status.success(), "{}", text(&out.stdout));
     assert!(text(&out.stdout).trim_end().ends_with(" passed, 0 failed"));
 }
+
+#[test]
+fn repl_reads_until_brackets_balance_and_exits_on_end_of_input() {
+    let input = "(+ 1 2)\n(def (val x [1 2]))\n(+ x\n  10)\n:type x\n";
+    let out = remora(&["repl"], Some(input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "3\n[11 12]\n[Int 2]\n");
+}
