@@ -230,7 +230,9 @@ fn run(source: Source, entry: &str, arg_texts: &[String]) -> ExitCode {
                 }
             }
             let show = |t: &remora_types::Type| checked.show(t);
-            match remora_interp::program::run(&mut interp, &checked.value, entry, &typed_args, &show) {
+            match remora_interp::program::run(&mut interp, &checked.value, entry, &typed_args, &show, &|v| {
+                checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
+            }) {
                 Ok(remora_interp::program::Outcome::Entry(v)) => {
                     write_stdout(&format!("{}\n", remora_value::print::to_string(&v)))
                 }

@@ -339,7 +339,9 @@ fn execute(
     }
     let mut interp = remora_interp::Interpreter::default();
     let show = |t: &remora_types::Type| checked.show(t);
-    let value = match remora_interp::program::run(&mut interp, &checked.value, entry, &args, &show) {
+    let value = match remora_interp::program::run(&mut interp, &checked.value, entry, &args, &show, &|v| {
+        checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
+    }) {
         Ok(remora_interp::program::Outcome::Entry(v)) => v,
         Ok(remora_interp::program::Outcome::Script(mut vs)) => match vs.pop() {
             Some(v) => v,

@@ -139,16 +139,24 @@ impl<'p> Env<'p> {
     }
 }
 
-/// The most atoms one array may hold (2^28: 2 GiB of Int). A program that
-/// asks for more is refused with a message instead of exhausting memory.
+/// The most atoms one array may hold by default (2^28: 2 GiB of Int). A
+/// program that asks for more is refused with a message instead of
+/// exhausting memory.
 pub const MAX_ATOMS: usize = 1 << 28;
 
-/// Refuses an array of `n` atoms beyond [`MAX_ATOMS`].
+thread_local! {
+    /// The array size limit in force on this thread (see
+    /// [`Interpreter::limit_atoms`]).
+    static ATOM_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_ATOMS) };
+}
+
+/// Refuses an array of `n` atoms beyond the limit in force.
 pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
-    if n > MAX_ATOMS {
+    let limit = ATOM_LIMIT.with(|l| l.get());
+    if n > limit {
         return fail(
             span,
-            format!("an array of {n} atoms is too large (the limit is {MAX_ATOMS})"),
+            format!("an array of {n} atoms is too large (the limit is {limit})"),
         );
     }
     Ok(())
@@ -195,6 +203,15 @@ pub fn empty_data<'p>(atom: &TyAtom) -> Data<Fun<'p>> {
 pub struct Interpreter {
     /// Where `trace` writes (stderr when `None`).
     pub trace: Option<Vec<String>>,
+    /// Evaluation steps left, when limited (a fuzzer's budget).
+    pub fuel: Option<u64>,
+}
+
+impl Interpreter {
+    /// Limits every array on this thread to `n` atoms (a memory budget).
+    pub fn limit_atoms(n: usize) {
+        ATOM_LIMIT.with(|l| l.set(n));
+    }
 }
 
 impl<'p> Interpreter {
@@ -247,7 +264,7 @@ impl<'p> Interpreter {
             Index::Dim(d) => {
                 let n = d.eval(&|v| env.dim(v).unwrap_or(i64::MIN));
                 if n < 0 {
-                    return fail(span, format!("negative dimension: {n} from {d}"));
+                    return fail(span, format!("negative dimension: {n}"));
                 }
                 Ok(IndexVal::Dim(n))
             }
@@ -260,6 +277,12 @@ impl<'p> Interpreter {
 
     pub fn eval(&mut self, e: &'p TExpr, env: &Env<'p>) -> Run<Value<'p>> {
         let span = e.span;
+        if let Some(fuel) = &mut self.fuel {
+            if *fuel == 0 {
+                return fail(span, "the evaluation budget is spent");
+            }
+            *fuel -= 1;
+        }
         match &e.kind {
             TExprKind::Array { shape, atoms } => {
                 if atoms.is_empty() {

@@ -3,7 +3,7 @@
 //! expression in order (script mode, extensions.md §2).
 
 use crate::eval::{Interpreter, RunError, Value};
-use remora_check::typed::{TDecl, TExpr};
+use remora_check::typed::{TAtomKind, TDecl, TExpr, TExprKind, VarId};
 use remora_types::{Atom, Truth, Type};
 
 /// What a program produced.
@@ -31,6 +31,7 @@ pub fn run<'p>(
     entry: &str,
     args: &'p [TExpr],
     show: &dyn Fn(&Type) -> String,
+    var_name: &dyn Fn(VarId) -> String,
 ) -> Result<Outcome<'p>, Failure> {
     let entries: Vec<&TDecl> = decls
         .iter()
@@ -40,12 +41,13 @@ pub fn run<'p>(
     let (env, shown) = interp.program(decls).map_err(Failure::Run)?;
     let target = match entries.as_slice() {
         [TDecl::Def { var, value, .. }] => (var, value),
-        [] if !has_entries && args.is_empty() => return Ok(Outcome::Script(shown)),
+        [] if !has_entries && args.is_empty() && !shown.is_empty() => return Ok(Outcome::Script(shown)),
         [] => return Err(Failure::Plain(format!("program has no {entry} entry"))),
         _ => return Err(Failure::Plain(format!("multiple {entry} entries"))),
     };
     let (var, value) = target;
     let params = parameters(&value.ty);
+    let names = parameter_vars(value);
     if params.len() != args.len() {
         return Err(Failure::Plain(format!(
             "{entry} expects {} arguments but got {}",
@@ -59,8 +61,12 @@ pub fn run<'p>(
     for (k, (arg, param)) in args.iter().zip(&params).enumerate() {
         // core.md §6 (2): arguments are checked against the parameter types.
         if arg.ty.equals(param) != Truth::Yes {
+            let param_name = names
+                .get(k)
+                .map(|v| format!(" `{}`", var_name(*v)))
+                .unwrap_or_default();
             return Err(Failure::Plain(format!(
-                "argument {} of {entry} has type {}, but the parameter's type is {}",
+                "argument {} of {entry} has type {}, but the parameter{param_name} has type {}",
                 k + 1,
                 show(&arg.ty),
                 show(param)
@@ -87,6 +93,25 @@ fn parameters(ty: &Type) -> Vec<Type> {
     while let Atom::Arrow(p, r) = &t.atom {
         out.push((**p).clone());
         t = r;
+    }
+    out
+}
+
+/// The parameter variables of an entry's curried lambdas.
+fn parameter_vars(value: &TExpr) -> Vec<VarId> {
+    let mut out = Vec::new();
+    let mut e = value;
+    while let TExprKind::Array { atoms, .. } = &e.kind {
+        match atoms.as_slice() {
+            [a] => match &a.kind {
+                TAtomKind::Lambda { param, body } => {
+                    out.push(*param);
+                    e = body;
+                }
+                _ => break,
+            },
+            _ => break,
+        }
     }
     out
 }

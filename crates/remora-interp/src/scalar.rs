@@ -29,7 +29,11 @@ fn div(a: i64, b: i64) -> Result<i64, Fault> {
     if b == 0 {
         return Err("divide by zero".into());
     }
-    let q = a.wrapping_div(b);
+    if a == i64::MIN && b == -1 {
+        // Haskell's `div minBound (-1)` overflows.
+        return Err("arithmetic overflow".into());
+    }
+    let q = a / b;
     Ok(if (a % b != 0) && ((a < 0) != (b < 0)) {
         q - 1
     } else {
@@ -268,6 +272,8 @@ mod tests {
         assert_eq!(int2("^", 0, 0), Ok(1));
         assert!(int2("^", 2, -1).is_err());
         assert_eq!(int2("shl", 1, 63), Ok(-9223372036854775808));
+        assert!(int2("/", i64::MIN, -1).is_err());
+        assert_eq!(int2("mod", i64::MIN, -1), Ok(0));
         assert_eq!(int2("shl", 1, 64), Ok(0));
         assert_eq!(int2("shr", -8, 70), Ok(-1));
         assert!(int2("shl", 1, -1).is_err());
