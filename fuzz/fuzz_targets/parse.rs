@@ -1,6 +1,7 @@
-//! Reader + parser + printer + checker on arbitrary text: no input may panic
-//! or hang, whatever parses cleanly must print and read back to the same
-//! tree, and the checker runs on whatever parses.
+//! Reader + parser + printer + checker + interpreter on arbitrary text: no
+//! input may panic or hang, whatever parses cleanly must print and read back
+//! to the same tree, the checker runs on whatever parses, and the
+//! interpreter (with a step and memory budget) on whatever checks.
 //!
 //! Inputs run on one long-lived worker thread with the pipeline's deep stack
 //! (as `remora` runs them), fed through a channel: a thread per input would
@@ -44,6 +45,15 @@ fn check(text: &str) {
                 let _ = checked.show(&value.ty);
             }
         }
+        // Programs that touch files are not run.
+        if !checked.has_errors() && !text.contains("-file") {
+            let mut interp = budgeted();
+            if let Ok((_, values)) = interp.program(&checked.value) {
+                for v in &values {
+                    let _ = remora_value::print::to_string(v);
+                }
+            }
+        }
     }
     let expr = remora_syntax::parse_expression(&mut sources, "<cli>", text, Dialect::Source);
     let _ = render_all(&expr.diagnostics, &sources);
@@ -51,6 +61,20 @@ fn check(text: &str) {
         let _ = print::expr_to_string(&expr.value);
         let checked = remora_check::check_expression(&expr.value);
         let _ = render_all(&checked.diagnostics, &sources);
+        if let (Some(t), false) = (&checked.value, checked.has_errors() || text.contains("-file")) {
+            if let Ok(v) = budgeted().eval(t, &Default::default()) {
+                let _ = remora_value::print::to_string(&v);
+            }
+        }
+    }
+}
+
+/// An interpreter with a step budget; arrays are limited to 2^16 atoms.
+fn budgeted() -> remora_interp::Interpreter {
+    remora_interp::Interpreter::limit_atoms(1 << 16);
+    remora_interp::Interpreter {
+        trace: Some(Vec::new()),
+        fuel: Some(20_000),
     }
 }
 
