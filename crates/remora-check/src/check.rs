@@ -208,6 +208,14 @@ impl Checker {
         self.diags.push(d);
     }
 
+    /// Reports `message` about the expression `e` (shown in the note) and
+    /// gives up on it.
+    fn reject<T>(&mut self, span: Span, message: &str, e: &ast::Expr) -> Option<T> {
+        let d = self.error(span, message).note(print::expr_to_string(e));
+        self.report(d);
+        None
+    }
+
     // ----------------------------------------------------------------------
     // Types and indices
 
@@ -365,11 +373,7 @@ impl Checker {
                 }
                 let first = typed.first().map(|(_, a)| a.clone())?;
                 if typed.iter().any(|(_, a)| !a.equals(&first).is_yes()) {
-                    let d = self
-                        .error(span, "Atoms in array have different types:")
-                        .note(print::expr_to_string(e));
-                    self.report(d);
-                    return None;
+                    return self.reject(span, "Atoms in array have different types:", e);
                 }
                 let ty = Type::array(first, dims(shape));
                 done(
@@ -388,11 +392,7 @@ impl Checker {
                 }
                 let elem_ty = self.ty(elem)?;
                 if product(shape) != 0 {
-                    let d = self
-                        .error(span, "Empty array has a non-empty shape:")
-                        .note(print::expr_to_string(e));
-                    self.report(d);
-                    return None;
+                    return self.reject(span, "Empty array has a non-empty shape:", e);
                 }
                 done(
                     TExprKind::Array {
@@ -406,19 +406,11 @@ impl Checker {
                 let typed: Vec<Option<TExpr>> = elems.iter().map(|x| self.expr(x)).collect();
                 let typed: Vec<TExpr> = typed.into_iter().collect::<Option<_>>()?;
                 if product(shape) != typed.len() as u64 {
-                    let d = self
-                        .error(span, "Frame shape doesn't match number of elements:")
-                        .note(print::expr_to_string(e));
-                    self.report(d);
-                    return None;
+                    return self.reject(span, "Frame shape doesn't match number of elements:", e);
                 }
                 let first = typed.first().map(|t| t.ty.clone())?;
                 if typed.iter().any(|t| !t.ty.equals(&first).is_yes()) {
-                    let d = self
-                        .error(span, "Expressions in frame have different types:")
-                        .note(print::expr_to_string(e));
-                    self.report(d);
-                    return None;
+                    return self.reject(span, "Expressions in frame have different types:", e);
                 }
                 done(
                     TExprKind::Frame {
@@ -431,11 +423,7 @@ impl Checker {
             ExprKind::EmptyFrame { shape, elem } => {
                 let elem_ty = self.ty(elem)?;
                 if product(shape) != 0 {
-                    let d = self
-                        .error(span, "Empty frame has a non-empty shape:")
-                        .note(print::expr_to_string(e));
-                    self.report(d);
-                    return None;
+                    return self.reject(span, "Empty frame has a non-empty shape:", e);
                 }
                 done(
                     TExprKind::Frame {
