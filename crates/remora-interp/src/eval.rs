@@ -565,6 +565,17 @@ impl<'p> Interpreter {
         let Data::Atoms(funs) = &f.data else {
             return fail(span, "internal error: applying something that is not a function");
         };
+        // One lambda over scalar cells whose body is elementwise: evaluate
+        // the body once with the parameter bound to every cell at once.
+        if let ([Atom::Fun(Fun::Lambda { param, body, env })], true) = (funs.as_slice(), cell.is_empty())
+            && elementwise(body)
+        {
+            let env = env.with(Binding::Val(*param, a.clone()));
+            let r = self.eval(body, &env)?;
+            if r.shape == principal {
+                return Ok(r);
+            }
+        }
         let n = principal
             .iter()
             .try_fold(1usize, |a, d| a.checked_mul(*d))
@@ -738,6 +749,43 @@ impl<'p> Interpreter {
             shape: principal,
             data: Data::Atoms(atoms),
         })
+    }
+}
+
+/// Whether a lambda body over a scalar parameter computes each cell's result
+/// from that cell alone with scalar operations only: every node has a
+/// scalar type and is a variable, a scalar literal, a `let`, or a full
+/// application of a scalar primitive. Such a body, evaluated once with the
+/// parameter bound to all the cells, gives every cell's result at once:
+/// everything it combines is either the cells or a scalar, and scalars
+/// broadcast exactly.
+fn elementwise(e: &TExpr) -> bool {
+    if !e.ty.shape.is_scalar() {
+        return false;
+    }
+    match &e.kind {
+        TExprKind::Var(_) => true,
+        TExprKind::Array { shape, atoms } => {
+            shape.is_empty()
+                && matches!(atoms.as_slice(), [a] if matches!(a.kind, TAtomKind::Int(_) | TAtomKind::Float(_) | TAtomKind::Bool(_)))
+        }
+        TExprKind::Let { value, body, .. } => elementwise(value) && elementwise(body),
+        TExprKind::App { func, arg, .. } => {
+            elementwise(arg)
+                && match &func.kind {
+                    TExprKind::Intrinsic(name) => scalar::arity(name) == Some(1),
+                    TExprKind::App {
+                        func: inner,
+                        arg: first,
+                        ..
+                    } => {
+                        matches!(&inner.kind, TExprKind::Intrinsic(name) if scalar::arity(name) == Some(2))
+                            && elementwise(first)
+                    }
+                    _ => false,
+                }
+        }
+        _ => false,
     }
 }
 

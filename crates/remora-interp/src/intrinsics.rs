@@ -52,22 +52,8 @@ pub fn signature(name: &str) -> Signature {
 
 /// A scalar primitive over whole operands, broadcast to `n` results.
 pub fn scalar_apply<'p>(name: &str, operands: &[Value<'p>], n: usize) -> Result<Data<Fun<'p>>, String> {
-    let datas: Vec<Data<remora_value::NoFun>> = operands
-        .iter()
-        .map(|o| match &o.data {
-            Data::Int(v) => Ok(Data::Int(v.clone())),
-            Data::Float(v) => Ok(Data::Float(v.clone())),
-            Data::Bool(v) => Ok(Data::Bool(v.clone())),
-            Data::Atoms(_) => Err(format!("{name}: operand is not a number")),
-        })
-        .collect::<Result<_, _>>()?;
-    let refs: Vec<&Data<remora_value::NoFun>> = datas.iter().collect();
-    Ok(match scalar::apply(name, &refs, n)? {
-        Data::Int(v) => Data::Int(v),
-        Data::Float(v) => Data::Float(v),
-        Data::Bool(v) => Data::Bool(v),
-        Data::Atoms(_) => Data::Atoms(Vec::new()),
-    })
+    let refs: Vec<&Data<Fun<'p>>> = operands.iter().map(|o| &o.data).collect();
+    scalar::apply(name, &refs, n)
 }
 
 fn int_of(v: &Value<'_>) -> Option<i64> {

@@ -134,7 +134,7 @@ fn fmin(a: f32, b: f32) -> f32 {
 /// `op` on operands whose buffers hold `n` results' worth of atoms after
 /// broadcasting: operand `k` has `counts[k]` atoms, each used for
 /// `n / counts[k]` consecutive results.
-pub fn apply(name: &str, operands: &[&Data], n: usize) -> Result<Data, Fault> {
+pub fn apply<F>(name: &str, operands: &[&Data<F>], n: usize) -> Result<Data<F>, Fault> {
     let idx = |k: usize, i: usize| -> usize {
         let len = operands[k].len();
         n.checked_div(len).and_then(|per| i.checked_div(per)).unwrap_or(0)
@@ -225,7 +225,7 @@ pub fn apply(name: &str, operands: &[&Data], n: usize) -> Result<Data, Fault> {
     })
 }
 
-fn unary(name: &str, a: &Data, _n: usize) -> Result<Data, Fault> {
+fn unary<F>(name: &str, a: &Data<F>, _n: usize) -> Result<Data<F>, Fault> {
     let wrong = || format!("{name}: wrong operand type");
     Ok(match (name, a) {
         ("not", Data::Bool(v)) => Data::Bool(v.iter().map(|b| !b).collect()),
@@ -254,7 +254,8 @@ mod tests {
     use super::*;
 
     fn int2(name: &str, a: i64, b: i64) -> Result<i64, Fault> {
-        match apply(name, &[&Data::Int(vec![a]), &Data::Int(vec![b])], 1)? {
+        let (a, b): (Data, Data) = (Data::Int(vec![a]), Data::Int(vec![b]));
+        match apply(name, &[&a, &b], 1)? {
             Data::Int(v) => Ok(v[0]),
             _ => Err("not Int".into()),
         }
@@ -294,11 +295,8 @@ mod tests {
     #[test]
     fn broadcasting_divides_the_index() {
         // [10 20] + [[1 2 3] [4 5 6]]: the vector's atoms each serve 3 results.
-        let r = apply(
-            "+",
-            &[&Data::Int(vec![10, 20]), &Data::Int(vec![1, 2, 3, 4, 5, 6])],
-            6,
-        );
+        let (a, b): (Data, Data) = (Data::Int(vec![10, 20]), Data::Int(vec![1, 2, 3, 4, 5, 6]));
+        let r = apply("+", &[&a, &b], 6);
         assert!(matches!(r, Ok(Data::Int(v)) if v == vec![11, 12, 13, 24, 25, 26]));
     }
 }
