@@ -3,9 +3,10 @@
 //! argument's cell shape and the runtime shapes; full applications of
 //! scalar primitives run as one broadcast loop over whole buffers.
 //!
-//! Status: every form and all 76 intrinsics evaluate; applications of
-//! lambdas are evaluated once per cell (the batched evaluation of
-//! ARCHITECTURE.md is the next step for speed).
+//! Status: every form and all 76 intrinsics evaluate; a lambda over scalar
+//! cells with an elementwise body runs once over all cells, other lambdas
+//! once per cell (the batched evaluation of ARCHITECTURE.md is the next
+//! step for speed).
 
 pub mod eval;
 pub mod intrinsics;
