@@ -286,11 +286,7 @@ impl<'p> Interpreter {
         match &e.kind {
             TExprKind::Array { shape, atoms } => {
                 if atoms.is_empty() {
-                    let ty_shape = self.shape_of(&e.ty.shape, env, span)?;
-                    return Ok(Array {
-                        shape: ty_shape,
-                        data: empty_data(&e.ty.atom),
-                    });
+                    return self.empty_of_type(&e.ty, env, span);
                 }
                 let mut cells = Vec::with_capacity(atoms.len());
                 for a in atoms {
@@ -302,11 +298,7 @@ impl<'p> Interpreter {
             }
             TExprKind::Frame { shape, elems } => {
                 if elems.is_empty() {
-                    let ty_shape = self.shape_of(&e.ty.shape, env, span)?;
-                    return Ok(Array {
-                        shape: ty_shape,
-                        data: empty_data(&e.ty.atom),
-                    });
+                    return self.empty_of_type(&e.ty, env, span);
                 }
                 let mut cells = Vec::with_capacity(elems.len());
                 for x in elems {
@@ -453,6 +445,14 @@ impl<'p> Interpreter {
                 }
             }
         }
+    }
+
+    /// The empty array a literal of type `ty` with no elements stands for.
+    fn empty_of_type(&self, ty: &Type, env: &Env<'p>, span: Span) -> Run<Value<'p>> {
+        Ok(Array {
+            shape: self.shape_of(&ty.shape, env, span)?,
+            data: empty_data(&ty.atom),
+        })
     }
 
     fn atom(&mut self, a: &'p TAtomKind, env: &Env<'p>, span: Span) -> Run<Data<Fun<'p>>> {

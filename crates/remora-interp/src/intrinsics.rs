@@ -17,8 +17,24 @@ pub struct Signature {
     pub values: usize,
 }
 
-/// Read off the intrinsic's type (∀ binders, then Π binders, then arrows).
+/// The intrinsic's signature, read off its type once per process.
 pub fn signature(name: &str) -> Signature {
+    static TABLE: std::sync::OnceLock<std::collections::HashMap<&'static str, Signature>> =
+        std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        remora_check::intrinsics::names()
+            .map(|(n, _)| (n, read_signature(n)))
+            .collect()
+    });
+    table.get(name).copied().unwrap_or(Signature {
+        types: 0,
+        indices: 0,
+        values: 0,
+    })
+}
+
+/// Read off the intrinsic's type (∀ binders, then Π binders, then arrows).
+fn read_signature(name: &str) -> Signature {
     let text = remora_check::intrinsics::names()
         .find(|(n, _)| *n == name)
         .map(|(_, t)| t)
