@@ -186,16 +186,16 @@ pub fn scalar_value<'p>(data: Data<Fun<'p>>) -> Value<'p> {
 }
 
 fn fun_value(f: Fun<'_>) -> Value<'_> {
-    scalar_value(Data::Atoms(vec![Atom::Fun(f)]))
+    scalar_value(Data::Atoms(vec![Atom::Fun(f)].into()))
 }
 
 /// An empty buffer for arrays of the given atom type.
 pub fn empty_data<'p>(atom: &TyAtom) -> Data<Fun<'p>> {
     match atom {
-        TyAtom::Int => Data::Int(Vec::new()),
-        TyAtom::Float => Data::Float(Vec::new()),
-        TyAtom::Bool => Data::Bool(Vec::new()),
-        _ => Data::Atoms(Vec::new()),
+        TyAtom::Int => Data::Int(Vec::new().into()),
+        TyAtom::Float => Data::Float(Vec::new().into()),
+        TyAtom::Bool => Data::Bool(Vec::new().into()),
+        _ => Data::Atoms(Vec::new().into()),
     }
 }
 
@@ -457,23 +457,32 @@ impl<'p> Interpreter {
 
     fn atom(&mut self, a: &'p TAtomKind, env: &Env<'p>, span: Span) -> Run<Data<Fun<'p>>> {
         Ok(match a {
-            TAtomKind::Bool(b) => Data::Bool(vec![*b]),
-            TAtomKind::Int(i) => Data::Int(vec![*i]),
-            TAtomKind::Float(x) => Data::Float(vec![*x]),
-            TAtomKind::Lambda { param, body } => Data::Atoms(vec![Atom::Fun(Fun::Lambda {
-                param: *param,
-                body,
-                env: env.clone(),
-            })]),
-            TAtomKind::TLambda { body, .. } => Data::Atoms(vec![Atom::Fun(Fun::TLambda {
-                body,
-                env: env.clone(),
-            })]),
-            TAtomKind::ILambda { param, body } => Data::Atoms(vec![Atom::Fun(Fun::ILambda {
-                param: *param,
-                body,
-                env: env.clone(),
-            })]),
+            TAtomKind::Bool(b) => Data::Bool(vec![*b].into()),
+            TAtomKind::Int(i) => Data::Int(vec![*i].into()),
+            TAtomKind::Float(x) => Data::Float(vec![*x].into()),
+            TAtomKind::Lambda { param, body } => Data::Atoms(
+                vec![Atom::Fun(Fun::Lambda {
+                    param: *param,
+                    body,
+                    env: env.clone(),
+                })]
+                .into(),
+            ),
+            TAtomKind::TLambda { body, .. } => Data::Atoms(
+                vec![Atom::Fun(Fun::TLambda {
+                    body,
+                    env: env.clone(),
+                })]
+                .into(),
+            ),
+            TAtomKind::ILambda { param, body } => Data::Atoms(
+                vec![Atom::Fun(Fun::ILambda {
+                    param: *param,
+                    body,
+                    env: env.clone(),
+                })]
+                .into(),
+            ),
             TAtomKind::Box { witness, body } => {
                 let w = match self.index_val(witness, env, span)? {
                     IndexVal::Dim(d) => Witness::Dim(d),
@@ -481,10 +490,13 @@ impl<'p> Interpreter {
                 };
                 let payload = self.eval(body, env)?;
                 // A nested box (box (i j) e T) prints its witnesses in one box.
-                Data::Atoms(vec![Atom::Box(Boxed {
-                    witnesses: vec![w],
-                    payload,
-                })])
+                Data::Atoms(
+                    vec![Atom::Box(Boxed {
+                        witnesses: vec![w],
+                        payload,
+                    })]
+                    .into(),
+                )
             }
         })
     }
@@ -525,7 +537,7 @@ impl<'p> Interpreter {
             .try_fold(1usize, |a, d| a.checked_mul(*d))
             .unwrap_or(usize::MAX);
         check_size(n, span)?;
-        let data = intrinsics::scalar_apply(name, &operands, n).or_else(|m| fail(span, m))?;
+        let data = intrinsics::scalar_apply(name, &operands, &principal).or_else(|m| fail(span, m))?;
         Ok(Some(Array {
             shape: principal,
             data,
@@ -747,7 +759,7 @@ impl<'p> Interpreter {
         }
         Ok(Array {
             shape: principal,
-            data: Data::Atoms(atoms),
+            data: Data::Atoms(atoms.into()),
         })
     }
 }

@@ -3,6 +3,7 @@
 //! index arguments.
 
 use crate::eval::{Fun, IndexVal, Interpreter, Prim, Run, Value, check_size, fail, scalar_value, stack};
+use crate::kernel::Layout;
 use crate::scalar;
 use remora_syntax::ast::TypeKind;
 use remora_syntax::{SourceMap, Span};
@@ -66,10 +67,19 @@ fn read_signature(name: &str) -> Signature {
     }
 }
 
-/// A scalar primitive over whole operands, broadcast to `n` results.
-pub fn scalar_apply<'p>(name: &str, operands: &[Value<'p>], n: usize) -> Result<Data<Fun<'p>>, String> {
-    let refs: Vec<&Data<Fun<'p>>> = operands.iter().map(|o| &o.data).collect();
-    scalar::apply(name, &refs, n)
+/// A scalar primitive over whole operands whose shapes are prefixes of
+/// `principal` (each replicated over the rest of it).
+pub fn scalar_apply<'p>(
+    name: &str,
+    operands: &[Value<'p>],
+    principal: &[usize],
+) -> Result<Data<Fun<'p>>, String> {
+    let layouts: Vec<Layout> = operands
+        .iter()
+        .map(|o| Layout::prefix(&o.shape, principal))
+        .collect();
+    let refs: Vec<(&Data<Fun<'p>>, &Layout)> = operands.iter().map(|o| &o.data).zip(&layouts).collect();
+    scalar::apply(name, &refs, principal)
 }
 
 fn int_of(v: &Value<'_>) -> Option<i64> {
@@ -122,7 +132,7 @@ fn from_items<'p>(its: Vec<Value<'p>>, item: &[usize], like: &Data<Fun<'p>>, spa
 pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
     let name = p.name;
     if scalar::is_scalar_primitive(name) {
-        let data = scalar_apply(name, &p.args, 1).or_else(|m| fail(span, m))?;
+        let data = scalar_apply(name, &p.args, &[]).or_else(|m| fail(span, m))?;
         return Ok(scalar_value(data));
     }
     let arg = |k: usize| -> Run<&Value<'p>> {
@@ -149,9 +159,9 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 data: a.data.slice(size, n * size),
             })
         }
-        "length" => Ok(scalar_value(Data::Int(vec![
-            arg(0)?.shape.first().copied().unwrap_or(0) as i64,
-        ]))),
+        "length" => Ok(scalar_value(Data::Int(
+            vec![arg(0)?.shape.first().copied().unwrap_or(0) as i64].into(),
+        ))),
         "append" => {
             let (a, b) = (arg(0)?, arg(1)?);
             let mut data = a.data.clone();
@@ -205,9 +215,9 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             Ok(acc)
         }
         "sum" => match &arg(0)?.data {
-            Data::Int(v) => Ok(scalar_value(Data::Int(vec![
-                v.iter().fold(0i64, |a, x| a.wrapping_add(*x)),
-            ]))),
+            Data::Int(v) => Ok(scalar_value(Data::Int(
+                vec![v.iter().fold(0i64, |a, x| a.wrapping_add(*x))].into(),
+            ))),
             _ => fail(span, "sum: not an Int array"),
         },
         "flatten" => {
@@ -304,21 +314,27 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 shape: dims.iter().map(|d| *d as usize).collect(),
                 data: Data::Int((0..size as i64).collect()),
             };
-            Ok(scalar_value(Data::Atoms(vec![Atom::Box(Boxed {
-                witnesses: vec![Witness::Shape(dims)],
-                payload,
-            })])))
+            Ok(scalar_value(Data::Atoms(
+                vec![Atom::Box(Boxed {
+                    witnesses: vec![Witness::Shape(dims.to_vec())],
+                    payload,
+                })]
+                .into(),
+            )))
         }
-        "reify-dim" => Ok(scalar_value(Data::Int(vec![dim(p, 0) as i64]))),
+        "reify-dim" => Ok(scalar_value(Data::Int(vec![dim(p, 0) as i64].into()))),
         "reify-shape" => {
             let s: Vec<i64> = shape(p, 0).into_iter().map(|d| d as i64).collect();
-            Ok(scalar_value(Data::Atoms(vec![Atom::Box(Boxed {
-                witnesses: vec![Witness::Dim(s.len() as i64)],
-                payload: Array {
-                    shape: vec![s.len()],
-                    data: Data::Int(s),
-                },
-            })])))
+            Ok(scalar_value(Data::Atoms(
+                vec![Atom::Box(Boxed {
+                    witnesses: vec![Witness::Dim(s.len() as i64)],
+                    payload: Array {
+                        shape: vec![s.len()],
+                        data: Data::Int(s.into()),
+                    },
+                })]
+                .into(),
+            )))
         }
         "undefined" => fail(span, "Prelude.undefined"),
         "trace" => {
@@ -437,7 +453,7 @@ fn reattach<'p>(v: Value<'_>) -> Value<'p> {
         Data::Int(x) => Data::Int(x),
         Data::Float(x) => Data::Float(x),
         Data::Bool(x) => Data::Bool(x),
-        Data::Atoms(_) => Data::Atoms(Vec::new()),
+        Data::Atoms(_) => Data::Atoms(Vec::new().into()),
     };
     Array { shape: v.shape, data }
 }

@@ -10,6 +10,7 @@
 
 pub mod eval;
 pub mod intrinsics;
+pub mod kernel;
 pub mod program;
 pub mod scalar;
 
@@ -39,7 +40,8 @@ pub fn to_data(v: &Value<'_>) -> Option<remora_value::Array> {
                             .collect::<Option<Vec<_>>>()?,
                     )),
                 })
-                .collect::<Option<Vec<_>>>()?,
+                .collect::<Option<Vec<_>>>()?
+                .into(),
         ),
     };
     Some(Array {

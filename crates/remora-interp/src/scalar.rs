@@ -2,10 +2,14 @@
 //! the principal frame, the operand with the shorter frame broadcast (its
 //! index divided, never copied), as NumPy does.
 
+use crate::kernel::{self, Layout};
 use remora_value::Data;
+use std::cell::Cell;
 
 /// Why a primitive failed (the caller adds the position).
 pub type Fault = String;
+
+type Faulty<T> = Result<T, &'static str>;
 
 pub fn is_scalar_primitive(name: &str) -> bool {
     arity(name).is_some()
@@ -25,13 +29,13 @@ pub fn arity(name: &str) -> Option<usize> {
 }
 
 /// Floor division (Haskell `div`).
-fn div(a: i64, b: i64) -> Result<i64, Fault> {
+fn div(a: i64, b: i64) -> Faulty<i64> {
     if b == 0 {
-        return Err("divide by zero".into());
+        return Err("divide by zero");
     }
     if a == i64::MIN && b == -1 {
         // Haskell's `div minBound (-1)` overflows.
-        return Err("arithmetic overflow".into());
+        return Err("arithmetic overflow");
     }
     let q = a / b;
     Ok(if (a % b != 0) && ((a < 0) != (b < 0)) {
@@ -42,17 +46,17 @@ fn div(a: i64, b: i64) -> Result<i64, Fault> {
 }
 
 /// Floor modulus: the sign of the divisor.
-fn modulo(a: i64, b: i64) -> Result<i64, Fault> {
+fn modulo(a: i64, b: i64) -> Faulty<i64> {
     if b == 0 {
-        return Err("divide by zero".into());
+        return Err("divide by zero");
     }
     let r = a.wrapping_rem(b);
     Ok(if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r })
 }
 
-fn power(mut base: i64, mut exp: i64) -> Result<i64, Fault> {
+fn power(mut base: i64, mut exp: i64) -> Faulty<i64> {
     if exp < 0 {
-        return Err("Negative exponent".into());
+        return Err("Negative exponent");
     }
     let mut acc: i64 = 1;
     while exp > 0 {
@@ -65,17 +69,17 @@ fn power(mut base: i64, mut exp: i64) -> Result<i64, Fault> {
     Ok(acc)
 }
 
-fn shift_left(a: i64, n: i64) -> Result<i64, Fault> {
+fn shift_left(a: i64, n: i64) -> Faulty<i64> {
     match n {
-        n if n < 0 => Err("arithmetic overflow".into()),
+        n if n < 0 => Err("arithmetic overflow"),
         n if n >= 64 => Ok(0),
         n => Ok(a.wrapping_shl(n as u32)),
     }
 }
 
-fn shift_right(a: i64, n: i64) -> Result<i64, Fault> {
+fn shift_right(a: i64, n: i64) -> Faulty<i64> {
     match n {
-        n if n < 0 => Err("arithmetic overflow".into()),
+        n if n < 0 => Err("arithmetic overflow"),
         n if n >= 64 => Ok(if a < 0 { -1 } else { 0 }),
         n => Ok(a >> n),
     }
@@ -131,121 +135,180 @@ fn fmin(a: f32, b: f32) -> f32 {
     }
 }
 
-/// `op` on operands whose buffers hold `n` results' worth of atoms after
-/// broadcasting: operand `k` has `counts[k]` atoms, each used for
-/// `n / counts[k]` consecutive results.
-pub fn apply<F>(name: &str, operands: &[&Data<F>], n: usize) -> Result<Data<F>, Fault> {
-    let idx = |k: usize, i: usize| -> usize {
-        let len = operands[k].len();
-        n.checked_div(len).and_then(|per| i.checked_div(per)).unwrap_or(0)
-    };
-    macro_rules! ints2 {
-        ($f:expr) => {{
-            let (Data::Int(a), Data::Int(b)) = (operands[0], operands[1]) else {
-                return Err(format!("{name}: operands are not Int"));
-            };
-            let mut out = Vec::with_capacity(n);
-            for i in 0..n {
-                out.push($f(a[idx(0, i)], b[idx(1, i)])?);
+/// The first fault of a loop, in row-major order (a fallible primitive
+/// records it and yields a placeholder, so its loop stays a plain loop).
+#[derive(Default)]
+struct FirstFault(Cell<Option<&'static str>>);
+
+impl FirstFault {
+    fn catch<T: Default>(&self, r: Result<T, &'static str>) -> T {
+        r.unwrap_or_else(|m| {
+            if self.0.get().is_none() {
+                self.0.set(Some(m));
             }
-            out
-        }};
+            T::default()
+        })
     }
-    macro_rules! floats2 {
-        ($f:expr) => {{
-            let (Data::Float(a), Data::Float(b)) = (operands[0], operands[1]) else {
-                return Err(format!("{name}: operands are not Float"));
-            };
-            (0..n).map(|i| $f(a[idx(0, i)], b[idx(1, i)])).collect::<Vec<_>>()
-        }};
-    }
-    macro_rules! bools2 {
-        ($f:expr) => {{
-            let (Data::Bool(a), Data::Bool(b)) = (operands[0], operands[1]) else {
-                return Err(format!("{name}: operands are not Bool"));
-            };
-            (0..n).map(|i| $f(a[idx(0, i)], b[idx(1, i)])).collect::<Vec<_>>()
-        }};
-    }
-    let ok = |x: i64| -> Result<i64, Fault> { Ok(x) };
-    Ok(match name {
-        "+" => Data::Int(ints2!(|a: i64, b: i64| ok(a.wrapping_add(b)))),
-        "-" => Data::Int(ints2!(|a: i64, b: i64| ok(a.wrapping_sub(b)))),
-        "*" => Data::Int(ints2!(|a: i64, b: i64| ok(a.wrapping_mul(b)))),
-        "/" => Data::Int(ints2!(div)),
-        "mod" => Data::Int(ints2!(modulo)),
-        "^" => Data::Int(ints2!(power)),
-        "max" => Data::Int(ints2!(|a: i64, b: i64| ok(a.max(b)))),
-        "min" => Data::Int(ints2!(|a: i64, b: i64| ok(a.min(b)))),
-        "bit-and" => Data::Int(ints2!(|a: i64, b: i64| ok(a & b))),
-        "bit-or" => Data::Int(ints2!(|a: i64, b: i64| ok(a | b))),
-        "bit-xor" => Data::Int(ints2!(|a: i64, b: i64| ok(a ^ b))),
-        "shl" => Data::Int(ints2!(shift_left)),
-        "shr" => Data::Int(ints2!(shift_right)),
-        "f.+" => Data::Float(floats2!(|a: f32, b: f32| a + b)),
-        "f.-" => Data::Float(floats2!(|a: f32, b: f32| a - b)),
-        "f.*" => Data::Float(floats2!(|a: f32, b: f32| a * b)),
-        "f./" => Data::Float(floats2!(|a: f32, b: f32| a / b)),
-        "f.^" => Data::Float(floats2!(|a: f32, b: f32| a.powf(b))),
-        "f.max" => Data::Float(floats2!(fmax)),
-        "f.min" => Data::Float(floats2!(fmin)),
-        "==" | "!=" | "<" | ">" | "<=" | ">=" => {
-            let (Data::Int(a), Data::Int(b)) = (operands[0], operands[1]) else {
-                return Err(format!("{name}: operands are not Int"));
-            };
-            let cmp: fn(&i64, &i64) -> bool = match name {
-                "==" => i64::eq,
-                "!=" => i64::ne,
-                "<" => i64::lt,
-                ">" => i64::gt,
-                "<=" => i64::le,
-                _ => i64::ge,
-            };
-            Data::Bool((0..n).map(|i| cmp(&a[idx(0, i)], &b[idx(1, i)])).collect())
+
+    fn check(&self) -> Result<(), Fault> {
+        match self.0.get() {
+            Some(m) => Err(m.to_string()),
+            None => Ok(()),
         }
-        "f.==" | "f.!=" | "f.<" | "f.>" | "f.<=" | "f.>=" => {
-            let (Data::Float(a), Data::Float(b)) = (operands[0], operands[1]) else {
-                return Err(format!("{name}: operands are not Float"));
-            };
-            let cmp: fn(&f32, &f32) -> bool = match name {
-                "f.==" => f32::eq,
-                "f.!=" => f32::ne,
-                "f.<" => f32::lt,
-                "f.>" => f32::gt,
-                "f.<=" => f32::le,
-                _ => f32::ge,
-            };
-            Data::Bool((0..n).map(|i| cmp(&a[idx(0, i)], &b[idx(1, i)])).collect())
-        }
-        "and" => Data::Bool(bools2!(|a: bool, b: bool| a && b)),
-        "or" => Data::Bool(bools2!(|a: bool, b: bool| a || b)),
-        "bool.==" => Data::Bool(bools2!(|a: bool, b: bool| a == b)),
-        "bool.!=" => Data::Bool(bools2!(|a: bool, b: bool| a != b)),
-        _ => unary(name, operands[0], n)?,
-    })
+    }
 }
 
-fn unary<F>(name: &str, a: &Data<F>, _n: usize) -> Result<Data<F>, Fault> {
-    let wrong = || format!("{name}: wrong operand type");
+/// `op` at every position of `shape`, each operand a buffer laid out over
+/// that shape (replicated where its layout steps by 0).
+pub fn apply<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -> Result<Data<F>, Fault> {
+    let faults = FirstFault::default();
+    let internal = |m: &'static str| -> Fault { m.to_string() };
+    macro_rules! binary {
+        ($variant:ident, $out:ident, $f:expr) => {{
+            let [(Data::$variant(a), la), (Data::$variant(b), lb)] = operands else {
+                return Err(format!("{name}: wrong operand types"));
+            };
+            Data::$out(
+                kernel::map2(shape, (a.as_slice(), *la), (b.as_slice(), *lb), $f)
+                    .map_err(internal)?
+                    .into(),
+            )
+        }};
+    }
+    macro_rules! fallible {
+        ($f:expr) => {{ binary!(Int, Int, |x: i64, y: i64| faults.catch($f(x, y))) }};
+    }
+    let data = match name {
+        "+" => binary!(Int, Int, |a: i64, b: i64| a.wrapping_add(b)),
+        "-" => binary!(Int, Int, |a: i64, b: i64| a.wrapping_sub(b)),
+        "*" => binary!(Int, Int, |a: i64, b: i64| a.wrapping_mul(b)),
+        "/" => fallible!(div),
+        "mod" => fallible!(modulo),
+        "^" => fallible!(power),
+        "max" => binary!(Int, Int, |a: i64, b: i64| a.max(b)),
+        "min" => binary!(Int, Int, |a: i64, b: i64| a.min(b)),
+        "bit-and" => binary!(Int, Int, |a: i64, b: i64| a & b),
+        "bit-or" => binary!(Int, Int, |a: i64, b: i64| a | b),
+        "bit-xor" => binary!(Int, Int, |a: i64, b: i64| a ^ b),
+        "shl" => fallible!(shift_left),
+        "shr" => fallible!(shift_right),
+        "f.+" => binary!(Float, Float, |a: f32, b: f32| a + b),
+        "f.-" => binary!(Float, Float, |a: f32, b: f32| a - b),
+        "f.*" => binary!(Float, Float, |a: f32, b: f32| a * b),
+        "f./" => binary!(Float, Float, |a: f32, b: f32| a / b),
+        "f.^" => binary!(Float, Float, |a: f32, b: f32| a.powf(b)),
+        "f.max" => binary!(Float, Float, fmax),
+        "f.min" => binary!(Float, Float, fmin),
+        "==" => binary!(Int, Bool, |a: i64, b: i64| a == b),
+        "!=" => binary!(Int, Bool, |a: i64, b: i64| a != b),
+        "<" => binary!(Int, Bool, |a: i64, b: i64| a < b),
+        ">" => binary!(Int, Bool, |a: i64, b: i64| a > b),
+        "<=" => binary!(Int, Bool, |a: i64, b: i64| a <= b),
+        ">=" => binary!(Int, Bool, |a: i64, b: i64| a >= b),
+        "f.==" => binary!(Float, Bool, |a: f32, b: f32| a == b),
+        "f.!=" => binary!(Float, Bool, |a: f32, b: f32| a != b),
+        "f.<" => binary!(Float, Bool, |a: f32, b: f32| a < b),
+        "f.>" => binary!(Float, Bool, |a: f32, b: f32| a > b),
+        "f.<=" => binary!(Float, Bool, |a: f32, b: f32| a <= b),
+        "f.>=" => binary!(Float, Bool, |a: f32, b: f32| a >= b),
+        "and" => binary!(Bool, Bool, |a: bool, b: bool| a && b),
+        "or" => binary!(Bool, Bool, |a: bool, b: bool| a || b),
+        "bool.==" => binary!(Bool, Bool, |a: bool, b: bool| a == b),
+        "bool.!=" => binary!(Bool, Bool, |a: bool, b: bool| a != b),
+        _ => match operands {
+            [(a, la)] => unary(name, a, la, shape)?,
+            _ => return Err(format!("{name}: wrong number of operands")),
+        },
+    };
+    faults.check()?;
+    Ok(data)
+}
+
+/// A binary scalar primitive as a plain function on one atom type, for
+/// folds (`reduce`, `fold`) over buffers of that type.
+pub fn binary_fn<T: 'static>(name: &str) -> Option<fn(T, T) -> T>
+where
+    T: ScalarAtom,
+{
+    T::binary(name)
+}
+
+/// The atom types a folding primitive can work on.
+pub trait ScalarAtom: Sized {
+    fn binary(name: &str) -> Option<fn(Self, Self) -> Self>;
+}
+
+impl ScalarAtom for i64 {
+    fn binary(name: &str) -> Option<fn(i64, i64) -> i64> {
+        Some(match name {
+            "+" => i64::wrapping_add,
+            "-" => i64::wrapping_sub,
+            "*" => i64::wrapping_mul,
+            "max" => |a: i64, b: i64| a.max(b),
+            "min" => |a: i64, b: i64| a.min(b),
+            "bit-and" => |a, b| a & b,
+            "bit-or" => |a, b| a | b,
+            "bit-xor" => |a, b| a ^ b,
+            _ => return None,
+        })
+    }
+}
+
+impl ScalarAtom for f32 {
+    fn binary(name: &str) -> Option<fn(f32, f32) -> f32> {
+        Some(match name {
+            "f.+" => |a, b| a + b,
+            "f.-" => |a, b| a - b,
+            "f.*" => |a, b| a * b,
+            "f./" => |a, b| a / b,
+            "f.^" => f32::powf,
+            "f.max" => fmax,
+            "f.min" => fmin,
+            _ => return None,
+        })
+    }
+}
+
+impl ScalarAtom for bool {
+    fn binary(name: &str) -> Option<fn(bool, bool) -> bool> {
+        Some(match name {
+            "and" => |a, b| a && b,
+            "or" => |a, b| a || b,
+            "bool.==" => |a, b| a == b,
+            "bool.!=" => |a, b| a != b,
+            _ => return None,
+        })
+    }
+}
+
+fn unary<F>(name: &str, a: &Data<F>, la: &Layout, shape: &[usize]) -> Result<Data<F>, Fault> {
+    let internal = |m: &'static str| -> Fault { m.to_string() };
+    macro_rules! un {
+        ($v:expr, $out:ident, $f:expr) => {
+            Data::$out(
+                kernel::map1(shape, $v.as_slice(), la, $f)
+                    .map_err(internal)?
+                    .into(),
+            )
+        };
+    }
     Ok(match (name, a) {
-        ("not", Data::Bool(v)) => Data::Bool(v.iter().map(|b| !b).collect()),
-        ("bit-not", Data::Int(v)) => Data::Int(v.iter().map(|x| !x).collect()),
-        ("popc", Data::Int(v)) => Data::Int(v.iter().map(|x| i64::from(x.count_ones())).collect()),
-        ("sqrt" | "f.sqrt", Data::Float(v)) => Data::Float(v.iter().map(|x| x.sqrt()).collect()),
-        ("f.ln", Data::Float(v)) => Data::Float(v.iter().map(|x| x.ln()).collect()),
-        ("f.exp", Data::Float(v)) => Data::Float(v.iter().map(|x| x.exp()).collect()),
-        ("f.tanh", Data::Float(v)) => Data::Float(v.iter().map(|x| x.tanh()).collect()),
-        ("i->f", Data::Int(v)) => Data::Float(v.iter().map(|x| *x as f32).collect()),
-        ("i->bool", Data::Int(v)) => Data::Bool(v.iter().map(|x| *x != 0).collect()),
-        ("bool->i", Data::Bool(v)) => Data::Int(v.iter().map(|b| i64::from(*b)).collect()),
-        ("bool->f", Data::Bool(v)) => Data::Float(v.iter().map(|b| if *b { 1.0 } else { 0.0 }).collect()),
-        ("truncate", Data::Float(v)) => Data::Int(v.iter().map(|x| wrap_integral(x.trunc())).collect()),
-        ("round", Data::Float(v)) => {
-            Data::Int(v.iter().map(|x| wrap_integral(x.round_ties_even())).collect())
-        }
-        ("floor", Data::Float(v)) => Data::Int(v.iter().map(|x| wrap_integral(x.floor())).collect()),
-        ("ceiling", Data::Float(v)) => Data::Int(v.iter().map(|x| wrap_integral(x.ceil())).collect()),
-        _ => return Err(wrong()),
+        ("not", Data::Bool(v)) => un!(v, Bool, |b: bool| !b),
+        ("bit-not", Data::Int(v)) => un!(v, Int, |x: i64| !x),
+        ("popc", Data::Int(v)) => un!(v, Int, |x: i64| i64::from(x.count_ones())),
+        ("sqrt" | "f.sqrt", Data::Float(v)) => un!(v, Float, f32::sqrt),
+        ("f.ln", Data::Float(v)) => un!(v, Float, f32::ln),
+        ("f.exp", Data::Float(v)) => un!(v, Float, f32::exp),
+        ("f.tanh", Data::Float(v)) => un!(v, Float, f32::tanh),
+        ("i->f", Data::Int(v)) => un!(v, Float, |x: i64| x as f32),
+        ("i->bool", Data::Int(v)) => un!(v, Bool, |x: i64| x != 0),
+        ("bool->i", Data::Bool(v)) => un!(v, Int, i64::from),
+        ("bool->f", Data::Bool(v)) => un!(v, Float, |b: bool| if b { 1.0 } else { 0.0 }),
+        ("truncate", Data::Float(v)) => un!(v, Int, |x: f32| wrap_integral(x.trunc())),
+        ("round", Data::Float(v)) => un!(v, Int, |x: f32| wrap_integral(x.round_ties_even())),
+        ("floor", Data::Float(v)) => un!(v, Int, |x: f32| wrap_integral(x.floor())),
+        ("ceiling", Data::Float(v)) => un!(v, Int, |x: f32| wrap_integral(x.ceil())),
+        _ => return Err(format!("{name}: wrong operand type")),
     })
 }
 
@@ -254,8 +317,9 @@ mod tests {
     use super::*;
 
     fn int2(name: &str, a: i64, b: i64) -> Result<i64, Fault> {
-        let (a, b): (Data, Data) = (Data::Int(vec![a]), Data::Int(vec![b]));
-        match apply(name, &[&a, &b], 1)? {
+        let (a, b): (Data, Data) = (Data::Int(vec![a].into()), Data::Int(vec![b].into()));
+        let l = Layout::contiguous(&[]);
+        match apply(name, &[(&a, &l), (&b, &l)], &[])? {
             Data::Int(v) => Ok(v[0]),
             _ => Err("not Int".into()),
         }
@@ -295,8 +359,13 @@ mod tests {
     #[test]
     fn broadcasting_divides_the_index() {
         // [10 20] + [[1 2 3] [4 5 6]]: the vector's atoms each serve 3 results.
-        let (a, b): (Data, Data) = (Data::Int(vec![10, 20]), Data::Int(vec![1, 2, 3, 4, 5, 6]));
-        let r = apply("+", &[&a, &b], 6);
-        assert!(matches!(r, Ok(Data::Int(v)) if v == vec![11, 12, 13, 24, 25, 26]));
+        let (a, b): (Data, Data) = (
+            Data::Int(vec![10, 20].into()),
+            Data::Int(vec![1, 2, 3, 4, 5, 6].into()),
+        );
+        let la = Layout::prefix(&[2], &[2, 3]);
+        let lb = Layout::contiguous(&[2, 3]);
+        let r = apply("+", &[(&a, &la), (&b, &lb)], &[2, 3]);
+        assert!(matches!(r, Ok(Data::Int(v)) if *v == vec![11, 12, 13, 24, 25, 26]));
     }
 }

@@ -184,9 +184,9 @@ impl Reader<'_> {
             }
         }
         let data = match self.word() {
-            "i64" => Data::Int(Vec::new()),
-            "f32" => Data::Float(Vec::new()),
-            "bool" => Data::Bool(Vec::new()),
+            "i64" => Data::Int(Vec::new().into()),
+            "f32" => Data::Float(Vec::new().into()),
+            "bool" => Data::Bool(Vec::new().into()),
             t => return Err(format!("unsupported element type `{t}`")),
         };
         if self.take(1)? != b")" {
@@ -208,24 +208,24 @@ fn scalar(w: &str) -> Result<Array, String> {
         })
     };
     match w {
-        "true" => return one(Data::Bool(vec![true])),
-        "false" => return one(Data::Bool(vec![false])),
-        "f32.nan" => return one(Data::Float(vec![f32::NAN])),
-        "f32.inf" => return one(Data::Float(vec![f32::INFINITY])),
-        "-f32.inf" => return one(Data::Float(vec![f32::NEG_INFINITY])),
+        "true" => return one(Data::Bool(vec![true].into())),
+        "false" => return one(Data::Bool(vec![false].into())),
+        "f32.nan" => return one(Data::Float(vec![f32::NAN].into())),
+        "f32.inf" => return one(Data::Float(vec![f32::INFINITY].into())),
+        "-f32.inf" => return one(Data::Float(vec![f32::NEG_INFINITY].into())),
         _ => {}
     }
     if let Some(n) = w.strip_suffix("i64") {
         return n
             .parse::<i64>()
             .map_err(|_| format!("bad i64 `{w}`"))
-            .and_then(|n| one(Data::Int(vec![n])));
+            .and_then(|n| one(Data::Int(vec![n].into())));
     }
     if let Some(x) = w.strip_suffix("f32") {
         return x
             .parse::<f32>()
             .map_err(|_| format!("bad f32 `{w}`"))
-            .and_then(|x| one(Data::Float(vec![x])));
+            .and_then(|x| one(Data::Float(vec![x].into())));
     }
     Err(format!(
         "unsupported value `{w}` (Int is i64, Float f32, Bool bool)"

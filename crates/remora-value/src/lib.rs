@@ -12,6 +12,72 @@ pub mod print;
 pub mod read;
 
 use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+/// A buffer of atoms, shared by every value that holds it (a variable
+/// reference, a reshape or a broadcast costs no copy) until one of them
+/// writes to it.
+#[derive(Debug)]
+pub struct Buf<T>(Arc<Vec<T>>);
+
+impl<T> Clone for Buf<T> {
+    fn clone(&self) -> Buf<T> {
+        Buf(Arc::clone(&self.0))
+    }
+}
+
+impl<T> Default for Buf<T> {
+    fn default() -> Buf<T> {
+        Buf(Arc::new(Vec::new()))
+    }
+}
+
+impl<T> Deref for Buf<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+impl<T: Clone> DerefMut for Buf<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl<T> From<Vec<T>> for Buf<T> {
+    fn from(v: Vec<T>) -> Buf<T> {
+        Buf(Arc::new(v))
+    }
+}
+
+impl<T> FromIterator<T> for Buf<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Buf<T> {
+        Buf(Arc::new(iter.into_iter().collect()))
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Buf<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> std::slice::Iter<'a, T> {
+        self.0.iter()
+    }
+}
+
+impl<T: PartialEq> PartialEq for Buf<T> {
+    fn eq(&self, other: &Buf<T>) -> bool {
+        *self.0 == *other.0
+    }
+}
+
+impl<T: Clone> Buf<T> {
+    /// The atoms as a vector of their own (no copy when unshared).
+    pub fn into_vec(self) -> Vec<T> {
+        Arc::try_unwrap(self.0).unwrap_or_else(|shared| (*shared).clone())
+    }
+}
 
 /// What printing needs to know of a function atom.
 pub trait Callable {
@@ -39,10 +105,10 @@ pub struct Array<F = NoFun> {
 /// The atoms of an array, one buffer of one kind.
 #[derive(Clone, Debug)]
 pub enum Data<F = NoFun> {
-    Int(Vec<i64>),
-    Float(Vec<f32>),
-    Bool(Vec<bool>),
-    Atoms(Vec<Atom<F>>),
+    Int(Buf<i64>),
+    Float(Buf<f32>),
+    Bool(Buf<bool>),
+    Atoms(Buf<Atom<F>>),
 }
 
 /// An atom that is not a number or a Boolean.
@@ -82,11 +148,11 @@ impl<F> Data<F> {
     }
 }
 
-impl<F> Array<F> {
+impl<F: Clone> Array<F> {
     pub fn scalar_int(n: i64) -> Array<F> {
         Array {
             shape: Vec::new(),
-            data: Data::Int(vec![n]),
+            data: Data::Int(vec![n].into()),
         }
     }
 
@@ -120,24 +186,24 @@ impl<F> Array<F> {
     }
 }
 
-impl<F> Data<F> {
+impl<F: Clone> Data<F> {
     /// An empty buffer of the same kind.
     pub fn empty_like(&self) -> Data<F> {
         match self {
-            Data::Int(_) => Data::Int(Vec::new()),
-            Data::Float(_) => Data::Float(Vec::new()),
-            Data::Bool(_) => Data::Bool(Vec::new()),
-            Data::Atoms(_) => Data::Atoms(Vec::new()),
+            Data::Int(_) => Data::Int(Vec::new().into()),
+            Data::Float(_) => Data::Float(Vec::new().into()),
+            Data::Bool(_) => Data::Bool(Vec::new().into()),
+            Data::Atoms(_) => Data::Atoms(Vec::new().into()),
         }
     }
 
     /// Appends another buffer of the same kind.
     pub fn append(&mut self, other: Data<F>) -> Result<(), String> {
         match (self, other) {
-            (Data::Int(a), Data::Int(b)) => a.extend(b),
-            (Data::Float(a), Data::Float(b)) => a.extend(b),
-            (Data::Bool(a), Data::Bool(b)) => a.extend(b),
-            (Data::Atoms(a), Data::Atoms(b)) => a.extend(b),
+            (Data::Int(a), Data::Int(b)) => a.extend_from_slice(&b),
+            (Data::Float(a), Data::Float(b)) => a.extend_from_slice(&b),
+            (Data::Bool(a), Data::Bool(b)) => a.extend_from_slice(&b),
+            (Data::Atoms(a), Data::Atoms(b)) => a.extend_from_slice(&b),
             _ => return Err("the cells have different types".into()),
         }
         Ok(())
@@ -149,10 +215,10 @@ impl<F: Clone> Data<F> {
     pub fn slice(&self, start: usize, len: usize) -> Data<F> {
         let r = start..start + len;
         match self {
-            Data::Int(v) => Data::Int(v.get(r).unwrap_or_default().to_vec()),
-            Data::Float(v) => Data::Float(v.get(r).unwrap_or_default().to_vec()),
-            Data::Bool(v) => Data::Bool(v.get(r).unwrap_or_default().to_vec()),
-            Data::Atoms(v) => Data::Atoms(v.get(r).unwrap_or_default().to_vec()),
+            Data::Int(v) => Data::Int(v.get(r).unwrap_or_default().to_vec().into()),
+            Data::Float(v) => Data::Float(v.get(r).unwrap_or_default().to_vec().into()),
+            Data::Bool(v) => Data::Bool(v.get(r).unwrap_or_default().to_vec().into()),
+            Data::Atoms(v) => Data::Atoms(v.get(r).unwrap_or_default().to_vec().into()),
         }
     }
 }

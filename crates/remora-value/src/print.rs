@@ -95,7 +95,7 @@ mod tests {
     fn ints(shape: &[usize], v: &[i64]) -> Array {
         Array {
             shape: shape.to_vec(),
-            data: Data::Int(v.to_vec()),
+            data: Data::Int(v.to_vec().into()),
         }
     }
 
@@ -116,12 +116,12 @@ mod tests {
         assert_eq!(to_string(&ints(&[2, 0], &[])), "[[] []]");
         let floats: Array = Array {
             shape: vec![3],
-            data: Data::Float(vec![9.0, -0.0, 0.07403221]),
+            data: Data::Float(vec![9.0, -0.0, 0.07403221].into()),
         };
         assert_eq!(to_string(&floats), "[9.0 -0.0 7.403221e-2]");
         let bools: Array = Array {
             shape: vec![2],
-            data: Data::Bool(vec![true, false]),
+            data: Data::Bool(vec![true, false].into()),
         };
         assert_eq!(to_string(&bools), "[#t #f]");
     }
@@ -130,46 +130,61 @@ mod tests {
     fn boxes_records_and_functions() {
         let inner: Array<NoFun> = Array {
             shape: vec![],
-            data: Data::Atoms(vec![Atom::Box(Boxed {
-                witnesses: vec![Witness::Dim(2)],
-                payload: ints(&[], &[100]),
-            })]),
+            data: Data::Atoms(
+                vec![Atom::Box(Boxed {
+                    witnesses: vec![Witness::Dim(2)],
+                    payload: ints(&[], &[100]),
+                })]
+                .into(),
+            ),
         };
         let nested: Array<NoFun> = Array {
             shape: vec![],
-            data: Data::Atoms(vec![Atom::Box(Boxed {
-                witnesses: vec![Witness::Dim(1)],
-                payload: inner,
-            })]),
+            data: Data::Atoms(
+                vec![Atom::Box(Boxed {
+                    witnesses: vec![Witness::Dim(1)],
+                    payload: inner,
+                })]
+                .into(),
+            ),
         };
         assert_eq!(to_string(&nested), "(box 1 (box 2 100))");
         let shaped: Array<NoFun> = Array {
             shape: vec![],
-            data: Data::Atoms(vec![Atom::Box(Boxed {
-                witnesses: vec![Witness::Shape(vec![2, 3])],
-                payload: ints(&[2, 3], &[0, 1, 2, 3, 4, 5]),
-            })]),
+            data: Data::Atoms(
+                vec![Atom::Box(Boxed {
+                    witnesses: vec![Witness::Shape(vec![2, 3])],
+                    payload: ints(&[2, 3], &[0, 1, 2, 3, 4, 5]),
+                })]
+                .into(),
+            ),
         };
         assert_eq!(to_string(&shaped), "(box [2, 3] [[0 1 2] [3 4 5]])");
         let empty_witness: Array<NoFun> = Array {
             shape: vec![],
-            data: Data::Atoms(vec![Atom::Box(Boxed {
-                witnesses: vec![Witness::Shape(vec![])],
-                payload: ints(&[], &[0]),
-            })]),
+            data: Data::Atoms(
+                vec![Atom::Box(Boxed {
+                    witnesses: vec![Witness::Shape(vec![])],
+                    payload: ints(&[], &[0]),
+                })]
+                .into(),
+            ),
         };
         assert_eq!(to_string(&empty_witness), "(box [] 0)");
         let record: Array<NoFun> = Array {
             shape: vec![],
-            data: Data::Atoms(vec![Atom::Record(vec![
-                ("x".into(), ints(&[], &[0])),
-                ("y".into(), ints(&[], &[2])),
-            ])]),
+            data: Data::Atoms(
+                vec![Atom::Record(vec![
+                    ("x".into(), ints(&[], &[0])),
+                    ("y".into(), ints(&[], &[2])),
+                ])]
+                .into(),
+            ),
         };
         assert_eq!(to_string(&record), "{x  =  0, y  =  2}");
         let funs: Array<Fun> = Array {
             shape: vec![2],
-            data: Data::Atoms(vec![Atom::Fun(Fun), Atom::Fun(Fun)]),
+            data: Data::Atoms(vec![Atom::Fun(Fun), Atom::Fun(Fun)].into()),
         };
         assert_eq!(to_string(&funs), "[#<fun> #<fun>]");
     }

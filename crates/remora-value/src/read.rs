@@ -37,9 +37,9 @@ fn scalar(data: Data) -> Array {
 
 fn value(s: &SExp) -> Result<Array, String> {
     match &s.kind {
-        SExpKind::Int { value, .. } => Ok(scalar(Data::Int(vec![*value]))),
-        SExpKind::Float(x) => Ok(scalar(Data::Float(vec![*x]))),
-        SExpKind::Bool(b) => Ok(scalar(Data::Bool(vec![*b]))),
+        SExpKind::Int { value, .. } => Ok(scalar(Data::Int(vec![*value].into()))),
+        SExpKind::Float(x) => Ok(scalar(Data::Float(vec![*x].into()))),
+        SExpKind::Bool(b) => Ok(scalar(Data::Bool(vec![*b].into()))),
         SExpKind::List(Bracket::Square, items) => {
             let elems: Vec<Array> = items
                 .iter()
@@ -63,7 +63,7 @@ pub fn stack(elems: Vec<Array>) -> Result<Array, String> {
     if elems.is_empty() {
         return Ok(Array {
             shape: vec![0],
-            data: Data::Int(Vec::new()),
+            data: Data::Int(Vec::new().into()),
         });
     }
     Array::stack(elems)
@@ -119,7 +119,9 @@ fn box_form(items: &[SExp]) -> Result<Array, String> {
         })
         .collect::<Result<_, _>>()?;
     let payload = value(payload)?;
-    Ok(scalar(Data::Atoms(vec![Atom::Box(Boxed { witnesses, payload })])))
+    Ok(scalar(Data::Atoms(
+        vec![Atom::Box(Boxed { witnesses, payload })].into(),
+    )))
 }
 
 #[cfg(test)]

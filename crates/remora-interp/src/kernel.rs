@@ -1,0 +1,303 @@
+//! Loops over whole buffers: the array-at-a-time machinery under every
+//! lifted scalar operation and every reduction.
+//!
+//! An operand is a flat buffer and a [`Layout`]: where its first atom is and
+//! how far to step along each axis of the *result*. A step of 0 replicates
+//! the operand along that axis, which is how a frame's replication is done
+//! without copying anything (core.md §3's "replicated cell-wise", as NumPy
+//! broadcasts). Axes that every operand steps through alike are merged
+//! first, so the innermost loop is as long as possible and, when its
+//! operands are contiguous or replicated, a plain slice loop the compiler
+//! vectorises.
+
+/// Where an operand's atoms lie over the result's axes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub offset: usize,
+    pub strides: Vec<usize>,
+}
+
+/// Row-major steps for `shape`.
+pub fn row_major(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![0; shape.len()];
+    let mut step = 1usize;
+    for (s, d) in strides.iter_mut().zip(shape).rev() {
+        *s = step;
+        step = step.saturating_mul(*d);
+    }
+    strides
+}
+
+impl Layout {
+    /// A contiguous operand of the result's own shape.
+    pub fn contiguous(shape: &[usize]) -> Layout {
+        Layout {
+            offset: 0,
+            strides: row_major(shape),
+        }
+    }
+
+    /// An operand of shape `own`, a prefix of the result's `shape`,
+    /// replicated over the rest (Remora's prefix agreement of frames).
+    pub fn prefix(own: &[usize], shape: &[usize]) -> Layout {
+        let mut strides = row_major(own);
+        strides.resize(shape.len(), 0);
+        Layout { offset: 0, strides }
+    }
+
+    /// Whether every position of `shape` lies inside a buffer of `len`.
+    fn fits(&self, shape: &[usize], len: usize) -> bool {
+        if shape.contains(&0) {
+            return true;
+        }
+        let last = shape
+            .iter()
+            .zip(&self.strides)
+            .try_fold(self.offset, |acc, (d, s)| {
+                acc.checked_add((d - 1).checked_mul(*s)?)
+            });
+        self.strides.len() == shape.len() && last.is_some_and(|l| l < len)
+    }
+}
+
+/// The result's axes with runs merged where every operand steps alike, and
+/// each operand's steps over them; never empty (a scalar is one axis of 1).
+fn coalesce<const K: usize>(shape: &[usize], layouts: [&Layout; K]) -> (Vec<usize>, [Vec<usize>; K]) {
+    let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut strides: [Vec<usize>; K] = std::array::from_fn(|_| Vec::with_capacity(shape.len()));
+    for (axis, &d) in shape.iter().enumerate() {
+        if d == 1 {
+            continue;
+        }
+        let merge = match dims.last() {
+            Some(_) => (0..K).all(|k| {
+                let prev = strides[k].last().copied().unwrap_or(0);
+                prev == layouts[k].strides[axis].wrapping_mul(d)
+            }),
+            None => false,
+        };
+        if merge {
+            if let Some(last) = dims.last_mut() {
+                *last *= d;
+            }
+            for k in 0..K {
+                if let Some(s) = strides[k].last_mut() {
+                    *s = layouts[k].strides[axis];
+                }
+            }
+        } else {
+            dims.push(d);
+            for k in 0..K {
+                strides[k].push(layouts[k].strides[axis]);
+            }
+        }
+    }
+    if dims.is_empty() {
+        dims.push(1);
+        for s in strides.iter_mut() {
+            s.push(0);
+        }
+    }
+    (dims, strides)
+}
+
+/// Calls `row(offsets, inner)` once per innermost run, in row-major order,
+/// with each operand's offset of the run's first atom.
+fn for_each_run<const K: usize>(
+    shape: &[usize],
+    layouts: [&Layout; K],
+    mut row: impl FnMut([usize; K], usize, [usize; K]),
+) {
+    if shape.contains(&0) {
+        return;
+    }
+    let (dims, strides) = coalesce(shape, layouts);
+    let last = dims.len() - 1;
+    let inner = dims[last];
+    let steps: [usize; K] = std::array::from_fn(|k| strides[k][last]);
+    let mut index = vec![0usize; last];
+    let mut offsets: [usize; K] = std::array::from_fn(|k| layouts[k].offset);
+    loop {
+        row(offsets, inner, steps);
+        // Advance the odometer over the outer axes.
+        let mut axis = last;
+        loop {
+            if axis == 0 {
+                return;
+            }
+            axis -= 1;
+            index[axis] += 1;
+            for k in 0..K {
+                offsets[k] += strides[k][axis];
+            }
+            if index[axis] < dims[axis] {
+                break;
+            }
+            for k in 0..K {
+                offsets[k] -= strides[k][axis] * dims[axis];
+            }
+            index[axis] = 0;
+        }
+    }
+}
+
+/// Why a kernel could not run: an operand's layout reaches outside its
+/// buffer (an interpreter bug, reported rather than panicking).
+pub const OUT_OF_BOUNDS: &str = "internal error: an operand's layout leaves its buffer";
+
+/// `f` at every position of `shape`, on one operand.
+pub fn map1<A: Copy, R>(
+    shape: &[usize],
+    a: &[A],
+    la: &Layout,
+    f: impl Fn(A) -> R,
+) -> Result<Vec<R>, &'static str> {
+    if !la.fits(shape, a.len()) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    let mut out = Vec::with_capacity(shape.iter().product());
+    for_each_run(shape, [la], |[oa], n, [sa]| match sa {
+        1 => out.extend(a[oa..oa + n].iter().map(|x| f(*x))),
+        _ => out.extend((0..n).map(|i| f(a[oa + i * sa]))),
+    });
+    Ok(out)
+}
+
+/// `f` at every position of `shape`, on two operands.
+pub fn map2<A: Copy, B: Copy, R>(
+    shape: &[usize],
+    (a, la): (&[A], &Layout),
+    (b, lb): (&[B], &Layout),
+    f: impl Fn(A, B) -> R,
+) -> Result<Vec<R>, &'static str> {
+    if !la.fits(shape, a.len()) || !lb.fits(shape, b.len()) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    let mut out = Vec::with_capacity(shape.iter().product());
+    for_each_run(shape, [la, lb], |[oa, ob], n, [sa, sb]| match (sa, sb) {
+        (1, 1) => out.extend(a[oa..oa + n].iter().zip(&b[ob..ob + n]).map(|(x, y)| f(*x, *y))),
+        (1, 0) => {
+            let y = b[ob];
+            out.extend(a[oa..oa + n].iter().map(|x| f(*x, y)));
+        }
+        (0, 1) => {
+            let x = a[oa];
+            out.extend(b[ob..ob + n].iter().map(|y| f(x, *y)));
+        }
+        _ => out.extend((0..n).map(|i| f(a[oa + i * sa], b[ob + i * sb]))),
+    });
+    Ok(out)
+}
+
+/// The atoms of an operand laid out over `shape`, as a contiguous buffer.
+pub fn gather<A: Clone>(shape: &[usize], a: &[A], la: &Layout) -> Result<Vec<A>, &'static str> {
+    if !la.fits(shape, a.len()) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    let mut out = Vec::with_capacity(shape.iter().product());
+    for_each_run(shape, [la], |[oa], n, [sa]| match sa {
+        1 => out.extend_from_slice(&a[oa..oa + n]),
+        _ => out.extend((0..n).map(|i| a[oa + i * sa].clone())),
+    });
+    Ok(out)
+}
+
+/// A left fold along the middle axis of a contiguous `[outer, items,
+/// inner]` buffer: for each outer position, `f(…f(f(seed, x0), x1)…)`
+/// elementwise over the inner atoms, in exactly that order. Without a seed
+/// the first item is the start (`items` must then be at least 1). `seed`
+/// is contiguous `[outer, inner]`.
+pub fn fold_axis<T: Copy>(
+    data: &[T],
+    [outer, items, inner]: [usize; 3],
+    seed: Option<&[T]>,
+    f: impl Fn(T, T) -> T,
+) -> Result<Vec<T>, &'static str> {
+    let need = outer.checked_mul(items).and_then(|x| x.checked_mul(inner));
+    if need.is_none_or(|n| n > data.len()) || seed.is_some_and(|s| s.len() < outer * inner) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    let mut out = Vec::with_capacity(outer * inner);
+    for o in 0..outer {
+        let block = &data[o * items * inner..(o + 1) * items * inner];
+        let (start, rest) = match seed {
+            Some(s) => (&s[o * inner..(o + 1) * inner], block),
+            None if items == 0 => return Err(OUT_OF_BOUNDS),
+            None => block.split_at(inner),
+        };
+        if inner == 1 {
+            out.push(rest.iter().fold(start[0], |acc, x| f(acc, *x)));
+            continue;
+        }
+        let base = out.len();
+        out.extend_from_slice(start);
+        let acc = &mut out[base..];
+        for item in rest.chunks_exact(inner) {
+            for (a, x) in acc.iter_mut().zip(item) {
+                *a = f(*a, *x);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_replication_reuses_each_atom_in_place() {
+        // [10 20] + [[1 2 3] [4 5 6]]
+        let shape = [2, 3];
+        let r = map2(
+            &shape,
+            (&[10, 20][..], &Layout::prefix(&[2], &shape)),
+            (&[1, 2, 3, 4, 5, 6][..], &Layout::contiguous(&shape)),
+            |x: i64, y: i64| x + y,
+        );
+        assert_eq!(r, Ok(vec![11, 12, 13, 24, 25, 26]));
+    }
+
+    #[test]
+    fn a_middle_axis_can_be_replicated() {
+        // x[i] + y[j] over [i j k]: x is [2 1] replicated along j, y is [3 1] along i.
+        let shape = [2, 3, 1];
+        let x = Layout {
+            offset: 0,
+            strides: vec![1, 0, 0],
+        };
+        let y = Layout {
+            offset: 0,
+            strides: vec![0, 1, 0],
+        };
+        let r = map2(
+            &shape,
+            (&[100, 200][..], &x),
+            (&[1, 2, 3][..], &y),
+            |a: i32, b: i32| a + b,
+        );
+        assert_eq!(r, Ok(vec![101, 102, 103, 201, 202, 203]));
+    }
+
+    #[test]
+    fn a_layout_outside_its_buffer_is_an_error_not_a_panic() {
+        let r = map1(&[4], &[1, 2, 3][..], &Layout::contiguous(&[4]), |x: i32| x);
+        assert_eq!(r, Err(OUT_OF_BOUNDS));
+    }
+
+    #[test]
+    fn folds_go_left_to_right_along_the_middle_axis() {
+        // Two outer positions, three items of two atoms each, with -.
+        let data = [1, 2, 3, 4, 5, 6, 10, 20, 30, 40, 50, 60];
+        let r = fold_axis(&data, [2, 3, 2], None, |a: i64, b: i64| a - b);
+        assert_eq!(r, Ok(vec![1 - 3 - 5, 2 - 4 - 6, 10 - 30 - 50, 20 - 40 - 60]));
+        let r = fold_axis(&data[..6], [1, 6, 1], Some(&[100]), |a: i64, b: i64| a - b);
+        assert_eq!(r, Ok(vec![100 - 21]));
+    }
+
+    #[test]
+    fn gathering_a_replicated_operand_copies_it_out() {
+        let r = gather(&[2, 2], &[7, 8][..], &Layout::prefix(&[2], &[2, 2]));
+        assert_eq!(r, Ok(vec![7, 7, 8, 8]));
+    }
+}
