@@ -68,10 +68,15 @@ pub const INTRINSICS: &[(&str, &str)] = &[
     ("read-file-f32bin", "(Π ($d @s) (-> [Int $d] [Float @s]))"),
 ];
 
-/// Every intrinsic name, in table order.
+/// The names of extensions.md §4's prelude built so far, bound like the
+/// intrinsics (and, like them, shadowed by a program's own definitions).
+pub const PRELUDE: &[(&str, &str)] = &[("rotate", "(∀ (&t) (Π ($d @s) (-> ([&t $d @s] Int) [&t $d @s])))")];
+
+/// Every intrinsic and prelude name, in table order.
 pub fn names() -> impl Iterator<Item = (&'static str, &'static str)> {
     INTRINSICS
         .iter()
+        .chain(PRELUDE)
         .flat_map(|(names, ty)| names.split_whitespace().map(move |n| (n, *ty)))
 }
 
@@ -79,6 +84,10 @@ pub fn names() -> impl Iterator<Item = (&'static str, &'static str)> {
 mod tests {
     #[test]
     fn there_are_76() {
-        assert_eq!(super::names().count(), 76);
+        let core = super::INTRINSICS
+            .iter()
+            .flat_map(|(n, _)| n.split_whitespace())
+            .count();
+        assert_eq!(core, 76);
     }
 }

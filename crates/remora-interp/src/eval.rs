@@ -90,14 +90,17 @@ pub struct EnvNode<'p> {
 }
 
 #[derive(Debug)]
-enum Binding<'p> {
+pub(crate) enum Binding<'p> {
     Val(VarId, Value<'p>),
+    /// A variable of a batched evaluation: its value has `nb` batch axes
+    /// first (see `batch`); ordinary evaluation does not see it.
+    Batched(VarId, Value<'p>, usize),
     Dim(DVar, i64),
     Shape(SVar, Vec<i64>),
 }
 
 impl<'p> Env<'p> {
-    fn with(&self, binding: Binding<'p>) -> Env<'p> {
+    pub(crate) fn with(&self, binding: Binding<'p>) -> Env<'p> {
         Env(Some(Rc::new(EnvNode {
             binding,
             next: self.clone(),
@@ -111,6 +114,16 @@ impl<'p> Env<'p> {
     fn value(&self, v: VarId) -> Option<&Value<'p>> {
         self.nodes().find_map(|n| match &n.binding {
             Binding::Val(w, val) if *w == v => Some(val),
+            _ => None,
+        })
+    }
+
+    /// A variable's value and its number of batch axes (0 for an ordinary
+    /// binding).
+    pub(crate) fn lookup_batched(&self, v: VarId) -> Option<(&Value<'p>, usize)> {
+        self.nodes().find_map(|n| match &n.binding {
+            Binding::Val(w, val) if *w == v => Some((val, 0)),
+            Binding::Batched(w, val, nb) if *w == v => Some((val, *nb)),
             _ => None,
         })
     }
@@ -185,7 +198,7 @@ pub fn scalar_value<'p>(data: Data<Fun<'p>>) -> Value<'p> {
     }
 }
 
-fn fun_value(f: Fun<'_>) -> Value<'_> {
+pub(crate) fn fun_value(f: Fun<'_>) -> Value<'_> {
     scalar_value(Data::Atoms(vec![Atom::Fun(f)].into()))
 }
 
@@ -205,6 +218,12 @@ pub struct Interpreter {
     pub trace: Option<Vec<String>>,
     /// Evaluation steps left, when limited (a fuzzer's budget).
     pub fuel: Option<u64>,
+    /// The batch frame of the batched evaluation under way (see `batch`).
+    pub(crate) batch: Vec<usize>,
+    /// How many batched evaluations are under way (effects wait for none).
+    pub(crate) batching: u32,
+    /// Which lambda bodies can run batched, by address.
+    pub(crate) batchable_bodies: std::collections::HashMap<usize, bool>,
 }
 
 impl Interpreter {
@@ -236,7 +255,7 @@ impl<'p> Interpreter {
         env.value(v).cloned()
     }
 
-    fn shape_of(&self, s: &remora_types::Shape, env: &Env<'p>, span: Span) -> Run<Vec<usize>> {
+    pub(crate) fn shape_of(&self, s: &remora_types::Shape, env: &Env<'p>, span: Span) -> Run<Vec<usize>> {
         let mut missing = false;
         let dims = s.eval(
             &|v| {
@@ -322,6 +341,9 @@ impl<'p> Interpreter {
             })))),
             TExprKind::App { func, arg, lifted } => {
                 if let Some(v) = self.scalar_fast_path(func, arg, env, span)? {
+                    return Ok(v);
+                }
+                if let Some(v) = self.apply_spine(e, env)? {
                     return Ok(v);
                 }
                 let f = self.eval(func, env)?;
@@ -577,16 +599,16 @@ impl<'p> Interpreter {
         let Data::Atoms(funs) = &f.data else {
             return fail(span, "internal error: applying something that is not a function");
         };
-        // One lambda over scalar cells whose body is elementwise: evaluate
-        // the body once with the parameter bound to every cell at once.
-        if let ([Atom::Fun(Fun::Lambda { param, body, env })], true) = (funs.as_slice(), cell.is_empty())
-            && elementwise(body)
+        // One lambda over a non-empty frame: its body once, batched.
+        if let ([Atom::Fun(fun @ Fun::Lambda { .. })], false) = (funs.as_slice(), principal.is_empty())
+            && frame_f.is_empty()
+            && let Some(r) = self.apply_lambda_batched(fun, vec![(a.clone(), cell.to_vec())])
         {
-            let env = env.with(Binding::Val(*param, a.clone()));
-            let r = self.eval(body, &env)?;
-            if r.shape == principal {
-                return Ok(r);
-            }
+            return Ok(r);
+        }
+        // An empty principal frame: one call, on the argument itself.
+        if let ([Atom::Fun(fun)], true) = (funs.as_slice(), principal.is_empty()) {
+            return self.call(fun, a, span);
         }
         let n = principal
             .iter()
@@ -761,43 +783,6 @@ impl<'p> Interpreter {
             shape: principal,
             data: Data::Atoms(atoms.into()),
         })
-    }
-}
-
-/// Whether a lambda body over a scalar parameter computes each cell's result
-/// from that cell alone with scalar operations only: every node has a
-/// scalar type and is a variable, a scalar literal, a `let`, or a full
-/// application of a scalar primitive. Such a body, evaluated once with the
-/// parameter bound to all the cells, gives every cell's result at once:
-/// everything it combines is either the cells or a scalar, and scalars
-/// broadcast exactly.
-fn elementwise(e: &TExpr) -> bool {
-    if !e.ty.shape.is_scalar() {
-        return false;
-    }
-    match &e.kind {
-        TExprKind::Var(_) => true,
-        TExprKind::Array { shape, atoms } => {
-            shape.is_empty()
-                && matches!(atoms.as_slice(), [a] if matches!(a.kind, TAtomKind::Int(_) | TAtomKind::Float(_) | TAtomKind::Bool(_)))
-        }
-        TExprKind::Let { value, body, .. } => elementwise(value) && elementwise(body),
-        TExprKind::App { func, arg, .. } => {
-            elementwise(arg)
-                && match &func.kind {
-                    TExprKind::Intrinsic(name) => scalar::arity(name) == Some(1),
-                    TExprKind::App {
-                        func: inner,
-                        arg: first,
-                        ..
-                    } => {
-                        matches!(&inner.kind, TExprKind::Intrinsic(name) if scalar::arity(name) == Some(2))
-                            && elementwise(first)
-                    }
-                    _ => false,
-                }
-        }
-        _ => false,
     }
 }
 

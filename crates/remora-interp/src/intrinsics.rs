@@ -3,7 +3,7 @@
 //! index arguments.
 
 use crate::eval::{Fun, IndexVal, Interpreter, Prim, Run, Value, check_size, fail, scalar_value, stack};
-use crate::kernel::Layout;
+use crate::kernel::{self, Layout};
 use crate::scalar;
 use remora_syntax::ast::TypeKind;
 use remora_syntax::{SourceMap, Span};
@@ -141,6 +141,11 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             None => fail(span, format!("internal error: {name} without its argument")),
         }
     };
+    if matches!(name, "trace" | "trace-file") && it.batching > 0 {
+        // Effects happen only once per cell: a batched evaluation that
+        // meets one gives up and the cells run one by one.
+        return fail(span, "trace inside a batched evaluation");
+    }
     match name {
         "head" => {
             let a = arg(0)?;
@@ -173,6 +178,15 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 data,
             })
         }
+        "rotate" => {
+            let (a, k) = (arg(0)?, int_of(arg(1)?).unwrap_or(0));
+            let d = a.shape.first().copied().unwrap_or(0);
+            let cell: usize = a.shape.iter().skip(1).product();
+            Ok(Array {
+                shape: a.shape.clone(),
+                data: rotate(&a.data, 1, d, cell, k),
+            })
+        }
         "reverse" => {
             let a = arg(0)?;
             let mut its = items(a);
@@ -181,39 +195,26 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             v.shape = a.shape.clone();
             Ok(v)
         }
-        "reduce" | "reduce/zero" => {
-            let op = arg(0)?.clone();
-            let (mut acc, rest) = if name == "reduce" {
-                let its = items(arg(1)?);
-                let mut its = its.into_iter();
-                match its.next() {
-                    Some(first) => (first, its.collect::<Vec<_>>()),
-                    None => return fail(span, "reduce: empty array"),
-                }
-            } else {
-                (arg(1)?.clone(), items(arg(2)?))
+        "reduce" | "reduce/zero" | "fold" => {
+            let (seed, xs) = match name {
+                "reduce" => (None, arg(1)?),
+                _ => (Some(&arg(1)?.data), arg(2)?),
             };
-            for x in rest {
-                acc = it.call2(&op, acc, x, span)?;
+            let items = xs.shape.first().copied().unwrap_or(0);
+            let inner = xs.shape.iter().skip(1).product();
+            if let Some(op) = scalar_operator(arg(0)?)
+                && (seed.is_some() || items > 0)
+                && let Some(folded) = fold_primitive(op, seed, &xs.data, [1, items, inner])
+            {
+                let data = folded.or_else(|m| fail(span, m))?;
+                return Ok(Array {
+                    shape: xs.shape.iter().skip(1).copied().collect(),
+                    data,
+                });
             }
-            Ok(acc)
+            general_fold(it, p, name, span)
         }
-        "fold" | "fold-right" => {
-            let op = arg(0)?.clone();
-            let mut acc = arg(1)?.clone();
-            let mut its = items(arg(2)?);
-            if name == "fold" {
-                for x in its {
-                    acc = it.call2(&op, acc, x, span)?;
-                }
-            } else {
-                its.reverse();
-                for x in its {
-                    acc = it.call2(&op, x, acc, span)?;
-                }
-            }
-            Ok(acc)
-        }
+        "fold-right" => general_fold(it, p, name, span),
         "sum" => match &arg(0)?.data {
             Data::Int(v) => Ok(scalar_value(Data::Int(
                 vec![v.iter().fold(0i64, |a, x| a.wrapping_add(*x))].into(),
@@ -386,6 +387,154 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         }
         "read-file" => read_file(p, span),
         _ => fail(span, format!("internal error: unknown intrinsic {name}")),
+    }
+}
+
+/// Each of `outer` blocks of `d` items of `cell` atoms rotated left by `k`
+/// items (modulo `d`; a negative `k` rotates right), as J's and APL's
+/// rotate and NumPy's `roll(-k)`.
+pub(crate) fn rotate<'p>(data: &Data<Fun<'p>>, outer: usize, d: usize, cell: usize, k: i64) -> Data<Fun<'p>> {
+    fn go<T: Clone>(v: &[T], outer: usize, d: usize, cell: usize, k: i64) -> Vec<T> {
+        let block = d * cell;
+        let split = usize::try_from(k.rem_euclid(d.max(1) as i64)).unwrap_or(0) * cell;
+        let mut out = Vec::with_capacity(v.len());
+        for b in v.chunks_exact(block.max(1)).take(outer) {
+            out.extend_from_slice(&b[split..]);
+            out.extend_from_slice(&b[..split]);
+        }
+        out
+    }
+    match data {
+        Data::Int(v) => Data::Int(go(v, outer, d, cell, k).into()),
+        Data::Float(v) => Data::Float(go(v, outer, d, cell, k).into()),
+        Data::Bool(v) => Data::Bool(go(v, outer, d, cell, k).into()),
+        Data::Atoms(v) => Data::Atoms(go(v, outer, d, cell, k).into()),
+    }
+}
+
+/// The folds with any operator: one call of it per item.
+fn general_fold<'p>(it: &mut Interpreter, p: &Prim<'p>, name: &str, span: Span) -> Run<Value<'p>> {
+    let arg = |k: usize| -> Run<&Value<'p>> {
+        match p.args.get(k) {
+            Some(v) => Ok(v),
+            None => fail(span, format!("internal error: {name} without its argument")),
+        }
+    };
+    let op = arg(0)?.clone();
+    if name == "reduce" {
+        let mut its = items(arg(1)?).into_iter();
+        let Some(mut acc) = its.next() else {
+            return fail(span, "reduce: empty array");
+        };
+        for x in its {
+            acc = it.call2(&op, acc, x, span)?;
+        }
+        return Ok(acc);
+    }
+    let mut acc = arg(1)?.clone();
+    let mut its = items(arg(2)?);
+    if name == "fold-right" {
+        its.reverse();
+        for x in its {
+            acc = it.call2(&op, x, acc, span)?;
+        }
+    } else {
+        for x in its {
+            acc = it.call2(&op, acc, x, span)?;
+        }
+    }
+    Ok(acc)
+}
+
+/// A binary scalar primitive as an operator, by name: bare (`f.+`, not
+/// `(f.+ 1.0)`) or η-expanded over cells (`(fn ((a [Float 3]) (b [Float
+/// 3])) (f.+ a b))`, which lifts `f.+` over the cells atom by atom, so
+/// folding by it is folding by `f.+` elementwise).
+pub(crate) fn scalar_operator(op: &Value<'_>) -> Option<&'static str> {
+    use remora_check::typed::{TAtomKind, TExprKind};
+    let Data::Atoms(a) = &op.data else {
+        return None;
+    };
+    if !op.shape.is_empty() {
+        return None;
+    }
+    match a.first()? {
+        Atom::Fun(Fun::Prim(p)) if p.args.is_empty() && scalar::arity(p.name) == Some(2) => Some(p.name),
+        Atom::Fun(Fun::Lambda { param: x, body, .. }) => {
+            let TExprKind::Array { atoms, .. } = &body.kind else {
+                return None;
+            };
+            let [inner] = atoms.as_slice() else {
+                return None;
+            };
+            let TAtomKind::Lambda { param: y, body } = &inner.kind else {
+                return None;
+            };
+            let TExprKind::App { func, arg, .. } = &body.kind else {
+                return None;
+            };
+            let TExprKind::App {
+                func: prim,
+                arg: first,
+                ..
+            } = &func.kind
+            else {
+                return None;
+            };
+            match (&prim.kind, &first.kind, &arg.kind) {
+                (TExprKind::Intrinsic(name), TExprKind::Var(a), TExprKind::Var(b))
+                    if a == x && b == y && scalar::arity(name) == Some(2) =>
+                {
+                    Some(name)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A left fold by a scalar primitive along the middle axis of `[outer,
+/// items, inner]` (see `kernel::fold_axis`); `None` when the primitive can
+/// fail or the types do not suit it (the general fold then runs).
+pub(crate) fn fold_primitive<'p>(
+    op: &str,
+    seed: Option<&Data<Fun<'p>>>,
+    xs: &Data<Fun<'p>>,
+    dims: [usize; 3],
+) -> Option<Result<Data<Fun<'p>>, &'static str>> {
+    macro_rules! fold {
+        ($variant:ident, $x:expr, $f:expr) => {{
+            let seed = match seed {
+                None => None,
+                Some(Data::$variant(s)) => Some(s.as_slice()),
+                Some(_) => return None,
+            };
+            Some(kernel::fold_axis($x, dims, seed, $f).map(|v| Data::$variant(v.into())))
+        }};
+    }
+    // Each operator is its own loop (a closure the compiler inlines).
+    match (op, xs) {
+        ("+", Data::Int(x)) => fold!(Int, x, i64::wrapping_add),
+        ("-", Data::Int(x)) => fold!(Int, x, i64::wrapping_sub),
+        ("*", Data::Int(x)) => fold!(Int, x, i64::wrapping_mul),
+        ("max", Data::Int(x)) => fold!(Int, x, i64::max),
+        ("min", Data::Int(x)) => fold!(Int, x, i64::min),
+        ("bit-and", Data::Int(x)) => fold!(Int, x, |a, b| a & b),
+        ("bit-or", Data::Int(x)) => fold!(Int, x, |a, b| a | b),
+        ("bit-xor", Data::Int(x)) => fold!(Int, x, |a, b| a ^ b),
+        ("f.+", Data::Float(x)) => fold!(Float, x, |a, b| a + b),
+        ("f.-", Data::Float(x)) => fold!(Float, x, |a, b| a - b),
+        ("f.*", Data::Float(x)) => fold!(Float, x, |a, b| a * b),
+        ("f./", Data::Float(x)) => fold!(Float, x, |a, b| a / b),
+        ("f.^", Data::Float(x)) => fold!(Float, x, f32::powf),
+        ("f.max", Data::Float(x)) => fold!(Float, x, scalar::fmax),
+        ("f.min", Data::Float(x)) => fold!(Float, x, scalar::fmin),
+        ("and", Data::Bool(x)) => fold!(Bool, x, |a, b| a && b),
+        ("or", Data::Bool(x)) => fold!(Bool, x, |a, b| a || b),
+        ("bool.==", Data::Bool(x)) => fold!(Bool, x, |a, b| a == b),
+        ("bool.!=", Data::Bool(x)) => fold!(Bool, x, |a, b| a != b),
+        _ => None,
     }
 }
 

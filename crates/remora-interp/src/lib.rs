@@ -8,6 +8,7 @@
 //! once per cell (the batched evaluation of ARCHITECTURE.md is the next
 //! step for speed).
 
+pub mod batch;
 pub mod eval;
 pub mod intrinsics;
 pub mod kernel;

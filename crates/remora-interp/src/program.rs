@@ -2,8 +2,9 @@
 //! to the command-line arguments, or, without entries, each bare top-level
 //! expression in order (script mode, extensions.md §2).
 
-use crate::eval::{Interpreter, RunError, Value};
+use crate::eval::{Env, Interpreter, RunError, Value};
 use remora_check::typed::{TAtomKind, TDecl, TExpr, TExprKind, VarId};
+use remora_syntax::Span;
 use remora_types::{Atom, Truth, Type};
 
 /// What a program produced.
@@ -55,9 +56,7 @@ pub fn run<'p>(
             args.len()
         )));
     }
-    let mut f = Interpreter::lookup(&env, *var)
-        .ok_or_else(|| Failure::Plain("internal error: no entry value".into()))?;
-    let mut ty = value.ty.clone();
+    let mut values = Vec::with_capacity(args.len());
     for (k, (arg, param)) in args.iter().zip(&params).enumerate() {
         // core.md §6 (2): arguments are checked against the parameter types.
         if arg.ty.equals(param) != Truth::Yes {
@@ -72,18 +71,61 @@ pub fn run<'p>(
                 show(param)
             )));
         }
-        let a = interp.eval(arg, &env).map_err(Failure::Run)?;
+        values.push((interp.eval(arg, &env).map_err(Failure::Run)?, arg.span));
+    }
+    apply_entry(interp, &env, *var, value, values).map(Outcome::Entry)
+}
+
+/// The entry bound to `var` (defined by `value`) applied to argument values
+/// already checked against its parameters, each with the position to blame.
+pub fn apply_entry<'p>(
+    interp: &mut Interpreter,
+    env: &Env<'p>,
+    var: VarId,
+    value: &'p TExpr,
+    args: Vec<(Value<'p>, Span)>,
+) -> Result<Value<'p>, Failure> {
+    let mut f = Interpreter::lookup(env, var)
+        .ok_or_else(|| Failure::Plain("internal error: no entry value".into()))?;
+    let mut ty = value.ty.clone();
+    for (a, span) in args {
         let result = match &ty.atom {
             Atom::Arrow(_, r) => (**r).clone(),
             _ => return Err(Failure::Plain("internal error: entry is not a function".into())),
         };
         let cell: Vec<usize> = a.shape.clone();
         f = interp
-            .apply(&f, a, &cell, &result, &env, arg.span)
+            .apply(&f, a, &cell, &result, env, span)
             .map_err(Failure::Run)?;
         ty = result;
     }
-    Ok(Outcome::Entry(f))
+    Ok(f)
+}
+
+/// A program's entry called from Rust with argument values (a benchmark,
+/// a data file): the declarations are evaluated, then the entry applied.
+/// The values are trusted to match the parameters' types.
+pub fn call_entry<'p>(
+    interp: &mut Interpreter,
+    decls: &'p [TDecl],
+    entry: &str,
+    args: Vec<Value<'p>>,
+) -> Result<Value<'p>, Failure> {
+    let (env, _) = interp.program(decls).map_err(Failure::Run)?;
+    let Some((var, value)) = decls.iter().find_map(|d| match d {
+        TDecl::Def {
+            entry: true,
+            name,
+            var,
+            value,
+            ..
+        } if name == entry => Some((*var, value)),
+        _ => None,
+    }) else {
+        return Err(Failure::Plain(format!("program has no {entry} entry")));
+    };
+    let args = args.into_iter().map(|a| (a, value.span)).collect();
+    apply_entry(interp, &env, var, value, args)
 }
 
 /// The parameter types of a curried function type.

@@ -115,7 +115,7 @@ fn wrap_integral(x: f32) -> i64 {
 
 /// Haskell's `max`/`min` as remora-lang has them, with core.md §6 (7)'s
 /// fix: NaN if either operand is NaN.
-fn fmax(a: f32, b: f32) -> f32 {
+pub(crate) fn fmax(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::NAN
     } else if a <= b {
@@ -125,7 +125,7 @@ fn fmax(a: f32, b: f32) -> f32 {
     }
 }
 
-fn fmin(a: f32, b: f32) -> f32 {
+pub(crate) fn fmin(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::NAN
     } else if a <= b {
@@ -222,63 +222,6 @@ pub fn apply<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -
     };
     faults.check()?;
     Ok(data)
-}
-
-/// A binary scalar primitive as a plain function on one atom type, for
-/// folds (`reduce`, `fold`) over buffers of that type.
-pub fn binary_fn<T: 'static>(name: &str) -> Option<fn(T, T) -> T>
-where
-    T: ScalarAtom,
-{
-    T::binary(name)
-}
-
-/// The atom types a folding primitive can work on.
-pub trait ScalarAtom: Sized {
-    fn binary(name: &str) -> Option<fn(Self, Self) -> Self>;
-}
-
-impl ScalarAtom for i64 {
-    fn binary(name: &str) -> Option<fn(i64, i64) -> i64> {
-        Some(match name {
-            "+" => i64::wrapping_add,
-            "-" => i64::wrapping_sub,
-            "*" => i64::wrapping_mul,
-            "max" => |a: i64, b: i64| a.max(b),
-            "min" => |a: i64, b: i64| a.min(b),
-            "bit-and" => |a, b| a & b,
-            "bit-or" => |a, b| a | b,
-            "bit-xor" => |a, b| a ^ b,
-            _ => return None,
-        })
-    }
-}
-
-impl ScalarAtom for f32 {
-    fn binary(name: &str) -> Option<fn(f32, f32) -> f32> {
-        Some(match name {
-            "f.+" => |a, b| a + b,
-            "f.-" => |a, b| a - b,
-            "f.*" => |a, b| a * b,
-            "f./" => |a, b| a / b,
-            "f.^" => f32::powf,
-            "f.max" => fmax,
-            "f.min" => fmin,
-            _ => return None,
-        })
-    }
-}
-
-impl ScalarAtom for bool {
-    fn binary(name: &str) -> Option<fn(bool, bool) -> bool> {
-        Some(match name {
-            "and" => |a, b| a && b,
-            "or" => |a, b| a || b,
-            "bool.==" => |a, b| a == b,
-            "bool.!=" => |a, b| a != b,
-            _ => return None,
-        })
-    }
 }
 
 fn unary<F>(name: &str, a: &Data<F>, la: &Layout, shape: &[usize]) -> Result<Data<F>, Fault> {

@@ -1,0 +1,354 @@
+//! Benchmark: the interpreter against NumPy (float32), issue 4's table.
+//!
+//! Each row is a Remora program in `benches/interp/` (sizes filled in) and
+//! the same computation in `benches/interp/numpy_rows.py`, written the same
+//! way (broadcasting for lifting, `np.roll` for rotation), on the same
+//! generated data. Times are the median of several runs of the computation
+//! alone (the program is parsed and checked once, outside the timing; the
+//! arguments are built in Rust, as NumPy's are built before its timing).
+//! Peak memory is each side's whole process, measured in a fresh process
+//! that runs the row once. The checksum (the float64 sum of the result) of
+//! both sides is compared, so a fast wrong answer does not pass.
+//!
+//! Run with `cargo bench --bench interp`; `PYTHON` names the Python with
+//! NumPy (default `python3`); `QUICK=1` uses small sizes; `ROWS=a,b` picks
+//! rows.
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use remora_interp::{Interpreter, Value, program};
+use remora_syntax::{RealFs, SourceMap, load_program_text};
+use remora_value::{Array, Data};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[derive(Clone)]
+struct Row {
+    name: &'static str,
+    /// Sizes substituted for `{KEY}` (and `{KEY-1}`) in the program.
+    sizes: Vec<(&'static str, usize)>,
+    reps: usize,
+    /// The target: at most this many times NumPy's time, or an absolute time.
+    target: Target,
+    /// How far the checksums may differ, relatively.
+    tolerance: f64,
+}
+
+#[derive(Clone, Copy)]
+enum Target {
+    Ratio(f64),
+    Millis(f64),
+}
+
+fn rows(quick: bool) -> Vec<Row> {
+    let q = |big: usize, small: usize| if quick { small } else { big };
+    vec![
+        Row {
+            name: "sum_squares",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 7,
+            target: Target::Ratio(2.0),
+            // Remora's reduce is a left fold, so 10^7 f32 additions in a row
+            // drift about 1% from NumPy's pairwise sum.
+            tolerance: 2e-2,
+        },
+        Row {
+            name: "axpbyc",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 7,
+            target: Target::Ratio(2.0),
+            tolerance: 1e-3,
+        },
+        Row {
+            name: "nbody_accel",
+            sizes: vec![("N", q(2048, 64))],
+            reps: 3,
+            target: Target::Ratio(2.0),
+            tolerance: 1e-3,
+        },
+        Row {
+            name: "convolve",
+            sizes: vec![("N", q(1_000_000, 10_000)), ("K", 31)],
+            reps: 3,
+            target: Target::Ratio(2.0),
+            tolerance: 1e-3,
+        },
+        Row {
+            name: "life",
+            sizes: vec![("N", q(1024, 64)), ("STEPS", 10)],
+            reps: 3,
+            target: Target::Ratio(2.0),
+            tolerance: 1e-3,
+        },
+        Row {
+            name: "nbody_sim",
+            sizes: vec![("N", 32), ("STEPS", 10)],
+            reps: 7,
+            target: Target::Millis(50.0),
+            tolerance: 1e-3,
+        },
+    ]
+}
+
+/// The generated data, the same as `numpy_rows.py`'s `floats`.
+fn floats(n: usize, seed: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7919 + seed * 104_729) % 1000) as f32 / 1000.0)
+        .collect()
+}
+
+/// As `numpy_rows.py`'s `cells`: a board of 0s and 1s.
+fn cells(n: usize, seed: usize) -> Vec<i64> {
+    (0..n)
+        .map(|i| i64::from((i * 7919 + seed * 104_729) % 7 < 2))
+        .collect()
+}
+
+fn float_array<'p>(shape: Vec<usize>, data: Vec<f32>) -> Value<'p> {
+    Array {
+        shape,
+        data: Data::Float(data.into()),
+    }
+}
+
+fn size(row: &Row, key: &str) -> usize {
+    row.sizes
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| *v)
+        .unwrap_or(0)
+}
+
+/// The entry's arguments for a row.
+fn arguments<'p>(row: &Row) -> Vec<Value<'p>> {
+    let n = size(row, "N");
+    let scaled = |v: Vec<f32>, by: f32| v.into_iter().map(|x| x * by).collect::<Vec<_>>();
+    let masses = || floats(n, 2).into_iter().map(|m| m + 0.5).collect::<Vec<_>>();
+    match row.name {
+        "sum_squares" => vec![float_array(vec![n], floats(n, 1))],
+        "axpbyc" => vec![
+            float_array(vec![], vec![1.5]),
+            float_array(vec![], vec![-0.5]),
+            float_array(vec![n], floats(n, 1)),
+            float_array(vec![n], floats(n, 2)),
+            float_array(vec![n], floats(n, 3)),
+        ],
+        "nbody_accel" => vec![
+            float_array(vec![n, 3], scaled(floats(3 * n, 1), 10.0)),
+            float_array(vec![n], masses()),
+        ],
+        "convolve" => {
+            let k = size(row, "K");
+            vec![
+                float_array(vec![n], floats(n, 1)),
+                float_array(vec![k], floats(k, 2)),
+                Array {
+                    shape: vec![k],
+                    data: Data::Int((0..k as i64).map(|s| s - (k / 2) as i64).collect()),
+                },
+            ]
+        }
+        "life" => vec![Array {
+            shape: vec![n, n],
+            data: Data::Int(cells(n * n, 1).into()),
+        }],
+        "nbody_sim" => vec![
+            float_array(vec![2, n, 3], scaled(floats(2 * n * 3, 1), 10.0)),
+            float_array(vec![n], masses()),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+fn source(row: &Row) -> String {
+    let path = format!(
+        "{}/benches/interp/{}.remora",
+        env!("CARGO_MANIFEST_DIR"),
+        row.name
+    );
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|e| fatal(&format!("{path}: {e}")));
+    for (k, v) in &row.sizes {
+        text = text.replace(&format!("{{{k}-1}}"), &(v - 1).to_string());
+        text = text.replace(&format!("{{{k}}}"), &v.to_string());
+    }
+    text
+}
+
+fn fatal(m: &str) -> ! {
+    eprintln!("bench interp: {m}");
+    std::process::exit(1)
+}
+
+fn checksum(v: &Value<'_>) -> f64 {
+    match &v.data {
+        Data::Float(x) => x.iter().map(|a| f64::from(*a)).sum(),
+        Data::Int(x) => x.iter().map(|a| *a as f64).sum(),
+        _ => f64::NAN,
+    }
+}
+
+/// Runs the row's program `reps` times: the median time and the checksum.
+fn run_remora(row: &Row, reps: usize) -> (Duration, f64) {
+    let text = source(row);
+    let mut sources = SourceMap::new();
+    let loaded = load_program_text(&mut sources, &RealFs, row.name, None, &text);
+    if loaded.has_errors() {
+        fatal(&format!("{}: does not parse", row.name));
+    }
+    let checked = remora_check::check_program(&loaded.value);
+    if checked.has_errors() {
+        fatal(&format!("{}: does not type-check", row.name));
+    }
+    let decls = &checked.value;
+    let mut times = Vec::new();
+    let mut sum = f64::NAN;
+    for _ in 0..reps {
+        let args = arguments(row);
+        let mut interp = Interpreter::default();
+        let t0 = Instant::now();
+        let result = program::call_entry(&mut interp, decls, "main", args);
+        let t = t0.elapsed();
+        match result {
+            Ok(v) => sum = checksum(&v),
+            Err(e) => fatal(&format!("{}: {e:?}", row.name)),
+        }
+        times.push(t);
+    }
+    times.sort();
+    (times[times.len() / 2], sum)
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// NumPy's median time, checksum and peak KiB, if Python and NumPy run.
+fn run_numpy(row: &Row, peak: bool) -> Option<(Duration, f64, u64)> {
+    let script = format!("{}/benches/interp/numpy_rows.py", env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = Command::new(python());
+    cmd.arg(script).arg(row.name).arg(row.reps.to_string());
+    if peak {
+        cmd.arg("--peak");
+    }
+    for (k, v) in &row.sizes {
+        cmd.arg(format!("{k}={v}"));
+    }
+    let out = cmd.output().ok().filter(|o| o.status.success())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut it = text.split_whitespace();
+    let secs: f64 = it.next()?.parse().ok()?;
+    let sum: f64 = it.next()?.parse().ok()?;
+    let kib: u64 = it.next()?.parse().ok()?;
+    Some((Duration::from_secs_f64(secs), sum, kib))
+}
+
+/// This process's peak resident memory in KiB (Linux).
+fn peak_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Remora's peak for a row, from a fresh process running it once.
+fn remora_peak(row: &Row, quick: bool) -> Option<u64> {
+    let exe = std::env::current_exe().ok()?;
+    let mut cmd = Command::new(exe);
+    cmd.env("REMORA_BENCH_PEAK", row.name);
+    if quick {
+        cmd.env("QUICK", "1");
+    }
+    let out = cmd.output().ok().filter(|o| o.status.success())?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let quick = std::env::var("QUICK").is_ok_and(|v| v == "1");
+    let rows = rows(quick);
+    if let Ok(name) = std::env::var("REMORA_BENCH_PEAK") {
+        let Some(row) = rows.iter().find(|r| r.name == name) else {
+            fatal(&format!("no row {name}"))
+        };
+        let row = row.clone();
+        remora_syntax::stack::run_deep(move || run_remora(&row, 1));
+        println!("{}", peak_kib().unwrap_or(0));
+        return;
+    }
+    let only: Option<Vec<String>> = std::env::var("ROWS")
+        .ok()
+        .map(|s| s.split(',').map(str::to_string).collect());
+    println!(
+        "{:<12} {:>22} {:>11} {:>11} {:>7} {:>8} {:>9} {:>9} {:>6}",
+        "row", "size", "Remora ms", "NumPy ms", "ratio", "target", "Remora MB", "NumPy MB", "agree"
+    );
+    let mut all_met = true;
+    for row in rows {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|n| n == row.name)) {
+            continue;
+        }
+        let size = row
+            .sizes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let reps = row.reps;
+        let timed = row.clone();
+        let (remora_t, remora_sum) = remora_syntax::stack::run_deep(move || run_remora(&timed, reps));
+        let numpy = run_numpy(&row, false);
+        let numpy_peak = run_numpy(&row, true).map(|(_, _, k)| k);
+        let peak = remora_peak(&row, quick);
+        let ratio = numpy.map(|(t, _, _)| remora_t.as_secs_f64() / t.as_secs_f64());
+        let (target, met) = match row.target {
+            Target::Ratio(x) => (format!("≤{x}×"), ratio.is_some_and(|r| r <= x)),
+            Target::Millis(x) => (format!("≤{x}ms"), ms(remora_t) <= x),
+        };
+        let agree = numpy.map(|(_, s, _)| {
+            let scale = s.abs().max(remora_sum.abs()).max(1.0);
+            (s - remora_sum).abs() / scale < row.tolerance
+        });
+        let memory_ok = match (peak, numpy_peak) {
+            (Some(a), Some(b)) => a <= b,
+            _ => false,
+        };
+        all_met &= met && memory_ok && agree == Some(true);
+        let mb = |k: Option<u64>| {
+            k.map(|k| format!("{:.0}", k as f64 / 1024.0))
+                .unwrap_or("-".into())
+        };
+        println!(
+            "{:<12} {:>22} {:>11.1} {:>11} {:>7} {:>8} {:>9} {:>9} {:>6}",
+            row.name,
+            size,
+            ms(remora_t),
+            numpy
+                .map(|(t, _, _)| format!("{:.1}", ms(t)))
+                .unwrap_or("-".into()),
+            ratio.map(|r| format!("{r:.2}")).unwrap_or("-".into()),
+            target,
+            mb(peak),
+            mb(numpy_peak),
+            match agree {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "-",
+            },
+        );
+        if agree == Some(false) {
+            let theirs = numpy.map(|(_, s, _)| s).unwrap_or(f64::NAN);
+            println!("  checksums differ: Remora {remora_sum}, NumPy {theirs}");
+        }
+    }
+    println!(
+        "{}",
+        if all_met {
+            "every row meets its time and memory targets"
+        } else {
+            "some row misses a target (or NumPy is unavailable: set PYTHON)"
+        }
+    );
+}

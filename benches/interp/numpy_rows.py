@@ -1,0 +1,110 @@
+"""The NumPy side of `cargo bench --bench interp`: each row written the way
+the Remora program is (broadcasting for lifting, np.roll for rotation),
+float32 throughout, on the same generated data.
+
+    python numpy_rows.py ROW REPS [--peak] KEY=VALUE...
+
+prints `SECONDS CHECKSUM PEAK_KIB`: the median time of REPS runs of the
+computation alone, the float64 sum of its result, and the process's peak
+resident memory (with --peak the computation runs once).
+"""
+import resource
+import sys
+import time
+
+import numpy as np
+
+
+def floats(n, seed):
+    i = np.arange(n, dtype=np.int64)
+    return ((i * 7919 + seed * 104729) % 1000).astype(np.float32) / np.float32(1000)
+
+
+def cells(n, seed):
+    i = np.arange(n, dtype=np.int64)
+    return (((i * 7919 + seed * 104729) % 7) < 2).astype(np.int64)
+
+
+def nbody_accel(ps, ms):
+    d = ps[None, :, :] - ps[:, None, :]
+    r2 = np.float32(0.01) + (d * d).sum(axis=2)
+    s = ms[None, :] / (r2 * np.sqrt(r2))
+    return (s[:, :, None] * d).sum(axis=1)
+
+
+def life_step(b):
+    up = np.roll(b, 1, 0)
+    down = np.roll(b, -1, 0)
+    n = (np.roll(up, 1, 1) + up + np.roll(up, -1, 1) + np.roll(b, 1, 1) + np.roll(b, -1, 1)
+         + np.roll(down, 1, 1) + down + np.roll(down, -1, 1))
+    return ((n == 3) | ((b == 1) & (n == 2))).astype(np.int64)
+
+
+def setup(row, p):
+    n = p.get("N")
+    if row == "sum_squares":
+        x = floats(n, 1)
+        return lambda: (x * x).sum(dtype=np.float32)
+    if row == "axpbyc":
+        a, b = np.float32(1.5), np.float32(-0.5)
+        x, y, c = floats(n, 1), floats(n, 2), floats(n, 3)
+        return lambda: a * x + b * y - c
+    if row == "nbody_accel":
+        ps = (floats(3 * n, 1) * np.float32(10)).reshape(n, 3)
+        ms = floats(n, 2) + np.float32(0.5)
+        return lambda: nbody_accel(ps, ms)
+    if row == "convolve":
+        k = p["K"]
+        xs, ws = floats(n, 1), floats(k, 2)
+        ks = np.arange(k) - k // 2
+        return lambda: (ws[:, None] * np.stack([np.roll(xs, -s) for s in ks])).sum(axis=0)
+    if row == "life":
+        b0 = cells(n * n, 1).reshape(n, n)
+
+        def run():
+            b = b0
+            for _ in range(p["STEPS"]):
+                b = life_step(b)
+            return b
+        return run
+    if row == "nbody_sim":
+        s0 = (floats(2 * n * 3, 1) * np.float32(10)).reshape(2, n, 3)
+        ms = floats(n, 2) + np.float32(0.5)
+
+        def run():
+            ps, vs = s0[0], s0[1]
+            for _ in range(p["STEPS"]):
+                vs = vs + np.float32(0.01) * nbody_accel(ps, ms)
+                ps = ps + np.float32(0.01) * vs
+            return np.stack([ps, vs])
+        return run
+    raise SystemExit(f"unknown row {row}")
+
+
+def peak_kib():
+    # VmHWM is this process's own peak (ru_maxrss would carry over the
+    # peak of the process that started us, across exec).
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def main():
+    row, reps = sys.argv[1], int(sys.argv[2])
+    peak = "--peak" in sys.argv
+    p = {k: int(v) for k, v in (a.split("=") for a in sys.argv[3:] if "=" in a)}
+    run = setup(row, p)
+    times = []
+    for _ in range(1 if peak else reps):
+        t0 = time.perf_counter()
+        r = run()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    checksum = float(np.sum(np.asarray(r), dtype=np.float64))
+    kib = peak_kib()
+    print(f"{times[len(times) // 2]} {checksum} {kib}")
+
+
+main()

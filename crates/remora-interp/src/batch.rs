@@ -1,0 +1,522 @@
+//! Batched application: a lambda lifted over a frame runs its body *once*,
+//! over all its cells stacked, instead of once per cell (array-at-a-time, as
+//! J and NumPy work; issue 4's performance plan).
+//!
+//! While a body runs batched, the interpreter holds a **batch frame**: the
+//! principal frames of the enclosing batched applications, outermost first.
+//! Every value inside is a [`Batched`]: an array whose first `nb` axes are
+//! the first `nb` axes of the batch frame, followed by the value's own
+//! shape (what the program sees). A value with fewer than all the batch axes
+//! is the same along the rest; it is replicated by zero steps in the
+//! kernels, not copied. Every primitive lifts over the batch frame as over
+//! any other frame: a scalar primitive is one kernel over `batch ++ frame`,
+//! a reduction by a scalar primitive one fold along the item axis, and a
+//! lambda applied inside a batched body either runs on its cells directly
+//! (no frame of its own) or opens a deeper batch level (its principal frame
+//! appended to the batch frame).
+//!
+//! Anything batching does not cover — an unsupported form, an intrinsic
+//! that would have to see each cell on its own, a function-valued result,
+//! `trace`, or any run-time error — makes the batched evaluation give up,
+//! and the application runs cell by cell as before. The per-cell path is the
+//! reference; giving up costs time, never a different answer, and an error
+//! is always reported as the per-cell evaluation reports it.
+
+use crate::eval::{Binding, Env, Fun, Interpreter, Value, check_size};
+use crate::intrinsics;
+use crate::kernel::{self, Layout, row_major};
+use crate::scalar;
+use remora_check::typed::{TAtomKind, TExpr, TExprKind, VarId};
+use remora_types::Atom as TyAtom;
+use remora_value::{Array, Atom, Data};
+
+/// A value in a batched evaluation: `v`'s first `nb` axes are the batch
+/// frame's first `nb`; the rest of `v`'s shape is the value's own.
+#[derive(Clone, Debug)]
+pub(crate) struct Batched<'p> {
+    pub v: Value<'p>,
+    pub nb: usize,
+}
+
+impl<'p> Batched<'p> {
+    pub fn plain(v: Value<'p>) -> Batched<'p> {
+        Batched { v, nb: 0 }
+    }
+
+    fn own(&self) -> &[usize] {
+        self.v.shape.get(self.nb..).unwrap_or_default()
+    }
+}
+
+/// Giving up on batching (the caller runs the cells one by one).
+pub(crate) type Try<T> = Option<T>;
+
+impl<'p> Interpreter {
+    /// A lambda applied to arguments at once (their principal frame
+    /// non-empty: the body runs once, batched; empty: the body runs on the
+    /// arguments themselves); `None` when batching gives up.
+    pub(crate) fn apply_lambda_batched(
+        &mut self,
+        fun: &Fun<'p>,
+        args: Vec<(Value<'p>, Vec<usize>)>,
+    ) -> Try<Value<'p>> {
+        let saved = std::mem::take(&mut self.batch);
+        self.batching += 1;
+        let args = args.into_iter().map(|(v, c)| (Batched::plain(v), c)).collect();
+        let r = self.lambda_batched(fun, args);
+        self.batching -= 1;
+        self.batch = saved;
+        r.filter(|r| r.nb == 0).map(|r| r.v)
+    }
+
+    /// `(((f a1) a2) … ak)` for a lambda `f` of at least `k` parameters,
+    /// in ordinary evaluation: all the arguments at once over their
+    /// principal frame, batched, instead of a frame of partial
+    /// applications. `None` when `e` is not such a spine (nothing has then
+    /// been evaluated that matters: the head is a variable or a literal).
+    pub(crate) fn apply_spine(&mut self, e: &'p TExpr, env: &Env<'p>) -> crate::eval::Run<Option<Value<'p>>> {
+        let mut spine = Vec::new();
+        let mut head = e;
+        while let TExprKind::App { func, arg, lifted } = &head.kind {
+            spine.push((&**arg, lifted, head));
+            head = func;
+        }
+        let pure_head = match &head.kind {
+            TExprKind::Var(_) => true,
+            TExprKind::Array { atoms, .. } => {
+                matches!(atoms.as_slice(), [a] if matches!(a.kind, TAtomKind::Lambda { .. }))
+            }
+            _ => false,
+        };
+        if spine.len() < 2 || !pure_head {
+            return Ok(None);
+        }
+        spine.reverse();
+        let f = self.eval(head, env)?;
+        let fun = match &f.data {
+            Data::Atoms(atoms) if f.shape.is_empty() => match atoms.first() {
+                Some(Atom::Fun(fun @ Fun::Lambda { body, .. })) if lambda_params(body) + 1 >= spine.len() => {
+                    fun.clone()
+                }
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let mut args = Vec::with_capacity(spine.len());
+        for (arg, lifted, _) in &spine {
+            let a = self.eval(arg, env)?;
+            let cell = self.shape_of(&lifted.arg_cell, env, arg.span)?;
+            args.push((a, cell));
+        }
+        if let Some(v) = self.apply_lambda_batched(&fun, args.clone()) {
+            return Ok(Some(v));
+        }
+        // The reference path: one argument at a time.
+        let mut f = f;
+        for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
+            f = self.apply(&f, a, &cell, &app.ty, env, arg.span)?;
+        }
+        Ok(Some(f))
+    }
+
+    /// Whether a lambda body can run batched: built only of variables,
+    /// literals, lambdas, `let`s, applications and intrinsics, and with a
+    /// result of a base type (a function made inside a batch must not
+    /// escape it). Decided once per body.
+    pub(crate) fn batchable(&mut self, body: &TExpr) -> bool {
+        let key = body as *const TExpr as usize;
+        if let Some(&known) = self.batchable_bodies.get(&key) {
+            return known;
+        }
+        let ok = matches!(body.ty.atom, TyAtom::Int | TyAtom::Float | TyAtom::Bool) && batchable_expr(body);
+        self.batchable_bodies.insert(key, ok);
+        ok
+    }
+
+    /// Evaluates `e` inside the current batch frame.
+    pub(crate) fn eval_batched(&mut self, e: &'p TExpr, env: &Env<'p>) -> Try<Batched<'p>> {
+        if let Some(fuel) = &mut self.fuel {
+            *fuel = fuel.checked_sub(1)?;
+        }
+        match &e.kind {
+            TExprKind::Var(v) => {
+                let (val, nb) = env.lookup_batched(*v)?;
+                Some(Batched { v: val.clone(), nb })
+            }
+            TExprKind::Let { var, value, body } => {
+                let b = self.eval_batched(value, env)?;
+                let env = bind(env, *var, b);
+                self.eval_batched(body, &env)
+            }
+            TExprKind::App { .. } => self.spine_batched(e, env),
+            // Literals, lambdas, intrinsics and instantiations: the same in
+            // every cell (a batched variable inside makes this fail, and
+            // batching gives up). They run outside the batch frame.
+            _ => {
+                let saved = std::mem::take(&mut self.batch);
+                let r = self.eval(e, env);
+                self.batch = saved;
+                r.ok().map(Batched::plain)
+            }
+        }
+    }
+
+    /// An application spine `(((f a1) a2) … ak)` inside the batch frame.
+    fn spine_batched(&mut self, e: &'p TExpr, env: &Env<'p>) -> Try<Batched<'p>> {
+        let mut spine = Vec::new();
+        let mut head = e;
+        while let TExprKind::App { func, arg, lifted } = &head.kind {
+            spine.push((&**arg, lifted));
+            head = func;
+        }
+        spine.reverse();
+        let f = self.eval_batched(head, env)?;
+        let mut args = Vec::with_capacity(spine.len());
+        for (arg, lifted) in &spine {
+            let a = self.eval_batched(arg, env)?;
+            let cell = self.shape_of(&lifted.arg_cell, env, arg.span).ok()?;
+            args.push((a, cell));
+        }
+        self.apply_batched(&f, args)
+    }
+
+    /// A function (the same in every cell) applied to arguments, each with
+    /// its cell shape.
+    pub(crate) fn apply_batched(
+        &mut self,
+        f: &Batched<'p>,
+        args: Vec<(Batched<'p>, Vec<usize>)>,
+    ) -> Try<Batched<'p>> {
+        if f.nb != 0 || !f.v.shape.is_empty() {
+            return None;
+        }
+        let Data::Atoms(atoms) = &f.v.data else {
+            return None;
+        };
+        match atoms.first()? {
+            Atom::Fun(Fun::Prim(p)) => self.prim_batched(p, args),
+            Atom::Fun(fun @ Fun::Lambda { .. }) => self.lambda_batched(fun, args),
+            _ => None,
+        }
+    }
+
+    /// The own frames of the arguments and their principal frame (the
+    /// longest; every other must be a prefix of it).
+    fn principal(args: &[(Batched<'p>, Vec<usize>)]) -> Try<Vec<usize>> {
+        let mut principal: &[usize] = &[];
+        let mut frames = Vec::with_capacity(args.len());
+        for (a, cell) in args {
+            let own = a.own();
+            let frame = own.get(..own.len().checked_sub(cell.len())?)?;
+            if own.get(frame.len()..)? != cell.as_slice() {
+                return None;
+            }
+            frames.push(frame);
+            if frame.len() > principal.len() {
+                principal = frame;
+            }
+        }
+        frames
+            .iter()
+            .all(|fr| principal.starts_with(fr))
+            .then(|| principal.to_vec())
+    }
+
+    /// A lambda's chain of parameters applied to the arguments at once.
+    fn lambda_batched(&mut self, fun: &Fun<'p>, args: Vec<(Batched<'p>, Vec<usize>)>) -> Try<Batched<'p>> {
+        let Fun::Lambda { param, body, env } = fun else {
+            return None;
+        };
+        // The parameters of `(fn ((x …) (y …)) e)`, desugared to nested lambdas.
+        let mut params = vec![*param];
+        let mut body: &'p TExpr = body;
+        while params.len() < args.len() {
+            let TExprKind::Array { shape, atoms } = &body.kind else {
+                return None;
+            };
+            match (shape.as_slice(), atoms.as_slice()) {
+                ([], [a]) => match &a.kind {
+                    TAtomKind::Lambda { param, body: inner } => {
+                        params.push(*param);
+                        body = inner;
+                    }
+                    _ => return None,
+                },
+                _ => return None,
+            }
+        }
+        if !self.batchable(body) {
+            return None;
+        }
+        let frame = Self::principal(&args)?;
+        let outer = self.batch.len();
+        let depth = outer + frame.len();
+        let mut inner = env.clone();
+        for (p, (a, cell)) in params.iter().zip(args) {
+            let a = if frame.is_empty() {
+                a
+            } else {
+                // Every cell of the new level, replicated where the
+                // argument's own frame is shorter (or the argument lacks
+                // outer batch axes).
+                let own_frame = a.own().len() - cell.len();
+                if a.nb == outer && own_frame == frame.len() {
+                    Batched { v: a.v, nb: depth }
+                } else {
+                    let full = self.expand(&a, outer)?;
+                    let mut shape = self.batch.clone();
+                    shape.extend(&frame);
+                    shape.extend(&cell);
+                    let mut strides = row_major(&full.v.shape);
+                    strides.splice(
+                        outer + own_frame..outer + own_frame,
+                        vec![0; frame.len() - own_frame],
+                    );
+                    let v = gather(&full.v, &shape, &Layout { offset: 0, strides })?;
+                    Batched { v, nb: depth }
+                }
+            };
+            inner = bind(&inner, *p, a);
+        }
+        self.batch.extend(&frame);
+        let result = self.eval_batched(body, &inner);
+        self.batch.truncate(outer);
+        let mut r = result?;
+        if !frame.is_empty() {
+            // Back in the outer level: the new axes become the result's frame.
+            self.batch.extend(&frame);
+            let expanded = self.expand(&r, depth);
+            self.batch.truncate(outer);
+            r = Batched {
+                v: expanded?.v,
+                nb: outer,
+            };
+        }
+        Some(r)
+    }
+
+    /// `b` with the batch axes up to `nb` present (copied out where it was
+    /// replicated).
+    fn expand(&self, b: &Batched<'p>, nb: usize) -> Try<Batched<'p>> {
+        if b.nb >= nb {
+            return Some(b.clone());
+        }
+        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        shape.extend(b.own());
+        let strides = batched_strides(&b.v.shape, b.nb, nb, shape.len());
+        let v = gather(&b.v, &shape, &Layout { offset: 0, strides })?;
+        Some(Batched { v, nb })
+    }
+
+    /// An intrinsic applied inside the batch frame.
+    fn prim_batched(
+        &mut self,
+        p: &crate::eval::Prim<'p>,
+        args: Vec<(Batched<'p>, Vec<usize>)>,
+    ) -> Try<Batched<'p>> {
+        if matches!(p.name, "trace" | "trace-file") {
+            return None;
+        }
+        if args.iter().all(|(a, _)| a.nb == 0) {
+            // Nothing batched: the ordinary application.
+            return self.apply_plain(p, args);
+        }
+        if p.args.len() + args.len() != p.sig.values {
+            return None;
+        }
+        let mut all: Vec<(Batched<'p>, Vec<usize>)> = p
+            .args
+            .iter()
+            .map(|a| (Batched::plain(a.clone()), a.shape.clone()))
+            .collect();
+        all.extend(args);
+        if scalar::is_scalar_primitive(p.name) {
+            return self.scalar_batched(p.name, &all);
+        }
+        match p.name {
+            "reduce" | "reduce/zero" | "fold" => self.fold_batched(p.name, &all),
+            _ => None,
+        }
+    }
+
+    /// No batch axes involved: the ordinary application, argument by argument.
+    fn apply_plain(
+        &mut self,
+        p: &crate::eval::Prim<'p>,
+        args: Vec<(Batched<'p>, Vec<usize>)>,
+    ) -> Try<Batched<'p>> {
+        if args.iter().any(|(a, _)| a.nb != 0) {
+            return None;
+        }
+        let mut f = crate::eval::fun_value(Fun::Prim(std::rc::Rc::new(p.clone())));
+        for (a, cell) in args {
+            // With no empty frame the result type is never consulted.
+            if a.v.shape.contains(&0) {
+                return None;
+            }
+            let span = remora_syntax::Span::default();
+            let any = remora_types::Type {
+                atom: TyAtom::Int,
+                shape: remora_types::Shape::from_segs(Vec::new()),
+            };
+            f = self.apply(&f, a.v, &cell, &any, &Env::default(), span).ok()?;
+        }
+        Some(Batched::plain(f))
+    }
+
+    /// A scalar primitive over `batch ++ principal frame`.
+    fn scalar_batched(&mut self, name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let frame = Self::principal(args)?;
+        let nb = args.iter().map(|(a, _)| a.nb).max()?;
+        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        shape.extend(&frame);
+        let n = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))?;
+        check_size(n, remora_syntax::Span::default()).ok()?;
+        let layouts: Vec<Layout> = args
+            .iter()
+            .map(|(a, _)| Layout {
+                offset: 0,
+                strides: batched_strides(&a.v.shape, a.nb, nb, shape.len()),
+            })
+            .collect();
+        let operands: Vec<(&Data<Fun<'p>>, &Layout)> =
+            args.iter().map(|(a, _)| &a.v.data).zip(&layouts).collect();
+        let data = scalar::apply(name, &operands, &shape).ok()?;
+        Some(Batched {
+            v: Array { shape, data },
+            nb,
+        })
+    }
+
+    /// `reduce`, `reduce/zero` or `fold` by a scalar primitive (bare or
+    /// η-expanded), over every cell of the batch and the argument's frame
+    /// in one loop.
+    fn fold_batched(&mut self, name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let op = &args.first()?.0;
+        if op.nb != 0 {
+            return None;
+        }
+        let op = intrinsics::scalar_operator(&op.v)?;
+        let (seed, (xs, xcell)) = match name {
+            "reduce" => (None, args.get(1)?),
+            _ => (Some(args.get(1)?), args.get(2)?),
+        };
+        let xframe = xs.own().len().checked_sub(xcell.len())?;
+        let nb = xs.nb.max(seed.map_or(0, |(s, _)| s.nb));
+        let xs = self.expand(xs, nb)?;
+        // [outer, items, inner]: the batch axes and the argument's frame,
+        // the items, and each item's atoms.
+        let outer_axes = nb + xframe;
+        let outer: usize = xs.v.shape.get(..outer_axes)?.iter().product();
+        let items = *xs.v.shape.get(outer_axes)?;
+        let item_shape = xs.v.shape.get(outer_axes + 1..)?.to_vec();
+        let inner: usize = item_shape.iter().product();
+        let seed_data = match seed {
+            None if items == 0 => return None,
+            None => None,
+            Some((s, scell)) => {
+                // The seed laid out over [outer, inner]: its batch axes and
+                // frame where it has them, replicated where it lacks them.
+                let sframe = s.own().len().checked_sub(scell.len())?;
+                if sframe > xframe || *scell != item_shape {
+                    return None;
+                }
+                let base = row_major(&s.v.shape);
+                let (batch_steps, rest) = base.split_at(s.nb);
+                let (frame_steps, cell_steps) = rest.split_at(sframe);
+                let mut strides = batch_steps.to_vec();
+                strides.resize(nb, 0);
+                strides.extend_from_slice(frame_steps);
+                strides.resize(outer_axes, 0);
+                strides.extend_from_slice(cell_steps);
+                let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
+                shape.extend(&item_shape);
+                Some(gather(&s.v, &shape, &Layout { offset: 0, strides })?.data)
+            }
+        };
+        let folded =
+            intrinsics::fold_primitive(op, seed_data.as_ref(), &xs.v.data, [outer, items, inner])?.ok()?;
+        let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
+        shape.extend(item_shape);
+        Some(Batched {
+            v: Array { shape, data: folded },
+            nb,
+        })
+    }
+}
+
+/// Steps over a result of rank `rank` whose first `to_nb` axes are batch
+/// axes, for an operand of shape `shape` with `nb` batch axes: its batch
+/// axes, then zero steps for the batch axes it lacks, then its own axes,
+/// then zero steps for the frame axes it lacks (prefix agreement).
+fn batched_strides(shape: &[usize], nb: usize, to_nb: usize, rank: usize) -> Vec<usize> {
+    let base = row_major(shape);
+    let mut strides = Vec::with_capacity(rank);
+    strides.extend_from_slice(&base[..nb.min(base.len())]);
+    strides.resize(to_nb, 0);
+    strides.extend_from_slice(base.get(nb..).unwrap_or_default());
+    strides.resize(rank, 0);
+    strides
+}
+
+/// `v`'s atoms laid out over `shape`, copied into a contiguous array.
+fn gather<'p>(v: &Value<'p>, shape: &[usize], layout: &Layout) -> Try<Value<'p>> {
+    let n = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))?;
+    check_size(n, remora_syntax::Span::default()).ok()?;
+    let data = match &v.data {
+        Data::Int(x) => Data::Int(kernel::gather(shape, x, layout).ok()?.into()),
+        Data::Float(x) => Data::Float(kernel::gather(shape, x, layout).ok()?.into()),
+        Data::Bool(x) => Data::Bool(kernel::gather(shape, x, layout).ok()?.into()),
+        Data::Atoms(x) => Data::Atoms(kernel::gather(shape, x, layout).ok()?.into()),
+    };
+    Some(Array {
+        shape: shape.to_vec(),
+        data,
+    })
+}
+
+fn bind<'p>(env: &Env<'p>, var: VarId, b: Batched<'p>) -> Env<'p> {
+    if b.nb == 0 {
+        env.with(Binding::Val(var, b.v))
+    } else {
+        env.with(Binding::Batched(var, b.v, b.nb))
+    }
+}
+
+/// How many more parameters a lambda body takes directly (`(fn ((x …)
+/// (y …)) e)` is a lambda whose body is a lambda literal).
+fn lambda_params(body: &TExpr) -> usize {
+    let mut n = 0;
+    let mut e = body;
+    while let TExprKind::Array { shape, atoms } = &e.kind {
+        match (shape.as_slice(), atoms.as_slice()) {
+            ([], [a]) => match &a.kind {
+                TAtomKind::Lambda { body, .. } => {
+                    n += 1;
+                    e = body;
+                }
+                _ => break,
+            },
+            _ => break,
+        }
+    }
+    n
+}
+
+fn batchable_expr(e: &TExpr) -> bool {
+    match &e.kind {
+        TExprKind::Var(_) => true,
+        TExprKind::Intrinsic(name) => !matches!(*name, "trace" | "trace-file"),
+        TExprKind::Array { atoms, .. } => atoms.iter().all(|a| {
+            matches!(
+                a.kind,
+                TAtomKind::Int(_) | TAtomKind::Float(_) | TAtomKind::Bool(_) | TAtomKind::Lambda { .. }
+            )
+        }),
+        TExprKind::Frame { elems, .. } => elems.iter().all(batchable_expr),
+        TExprKind::Let { value, body, .. } => batchable_expr(value) && batchable_expr(body),
+        TExprKind::App { func, arg, .. } => batchable_expr(func) && batchable_expr(arg),
+        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => batchable_expr(func),
+        _ => false,
+    }
+}
