@@ -31,16 +31,41 @@ use remora_types::Atom as TyAtom;
 use remora_value::{Array, Atom, Data};
 
 /// A value in a batched evaluation: `v`'s first `nb` axes are the batch
-/// frame's first `nb`; the rest of `v`'s shape is the value's own.
+/// frame's first `nb`; the rest of `v`'s shape is the value's own. Its
+/// atoms lie in `v`'s buffer at `strides` (row-major when dense; a zero
+/// step where it is replicated, so replication copies nothing).
 #[derive(Clone, Debug)]
 pub(crate) struct Batched<'p> {
     pub v: Value<'p>,
     pub nb: usize,
+    pub strides: Vec<usize>,
 }
 
 impl<'p> Batched<'p> {
     pub fn plain(v: Value<'p>) -> Batched<'p> {
-        Batched { v, nb: 0 }
+        Batched::dense(v, 0)
+    }
+
+    fn dense(v: Value<'p>, nb: usize) -> Batched<'p> {
+        let strides = row_major(&v.shape);
+        Batched { v, nb, strides }
+    }
+
+    /// The same value with its atoms in row-major order (copied out only
+    /// when it was replicated).
+    fn densify(&self) -> Try<Batched<'p>> {
+        if self.strides == row_major(&self.v.shape) {
+            return Some(self.clone());
+        }
+        let v = gather(
+            &self.v,
+            &self.v.shape,
+            &Layout {
+                offset: 0,
+                strides: self.strides.clone(),
+            },
+        )?;
+        Some(Batched::dense(v, self.nb))
     }
 
     fn own(&self) -> &[usize] {
@@ -66,7 +91,7 @@ impl<'p> Interpreter {
         let r = self.lambda_batched(fun, args);
         self.batching -= 1;
         self.batch = saved;
-        r.filter(|r| r.nb == 0).map(|r| r.v)
+        r.filter(|r| r.nb == 0).and_then(|r| r.densify()).map(|r| r.v)
     }
 
     /// `(((f a1) a2) … ak)` for a lambda `f` of at least `k` parameters,
@@ -81,13 +106,7 @@ impl<'p> Interpreter {
             spine.push((&**arg, lifted, head));
             head = func;
         }
-        let pure_head = match &head.kind {
-            TExprKind::Var(_) => true,
-            TExprKind::Array { atoms, .. } => {
-                matches!(atoms.as_slice(), [a] if matches!(a.kind, TAtomKind::Lambda { .. }))
-            }
-            _ => false,
-        };
+        let pure_head = pure(head);
         if spine.len() < 2 || !pure_head {
             return Ok(None);
         }
@@ -97,6 +116,17 @@ impl<'p> Interpreter {
             Data::Atoms(atoms) if f.shape.is_empty() => match atoms.first() {
                 Some(Atom::Fun(fun @ Fun::Lambda { body, .. })) if lambda_params(body) + 1 >= spine.len() => {
                     fun.clone()
+                }
+                Some(Atom::Fun(Fun::Prim(p)))
+                    if p.name == "rotate" && p.args.is_empty() && spine.len() == 2 =>
+                {
+                    let mut args = Vec::with_capacity(2);
+                    for (arg, lifted, _) in &spine {
+                        let a = self.eval(arg, env)?;
+                        let cell = self.shape_of(&lifted.arg_cell, env, arg.span)?;
+                        args.push((a, cell));
+                    }
+                    return intrinsics::rotate_framed(&args, e.span).map(Some);
                 }
                 _ => return Ok(None),
             },
@@ -139,10 +169,7 @@ impl<'p> Interpreter {
             *fuel = fuel.checked_sub(1)?;
         }
         match &e.kind {
-            TExprKind::Var(v) => {
-                let (val, nb) = env.lookup_batched(*v)?;
-                Some(Batched { v: val.clone(), nb })
-            }
+            TExprKind::Var(v) => env.lookup_batched(*v),
             TExprKind::Let { var, value, body } => {
                 let b = self.eval_batched(value, env)?;
                 let env = bind(env, *var, b);
@@ -260,20 +287,22 @@ impl<'p> Interpreter {
                 // argument's own frame is shorter (or the argument lacks
                 // outer batch axes).
                 let own_frame = a.own().len() - cell.len();
-                if a.nb == outer && own_frame == frame.len() {
-                    Batched { v: a.v, nb: depth }
-                } else {
-                    let full = self.expand(&a, outer)?;
-                    let mut shape = self.batch.clone();
-                    shape.extend(&frame);
-                    shape.extend(&cell);
-                    let mut strides = row_major(&full.v.shape);
-                    strides.splice(
-                        outer + own_frame..outer + own_frame,
-                        vec![0; frame.len() - own_frame],
-                    );
-                    let v = gather(&full.v, &shape, &Layout { offset: 0, strides })?;
-                    Batched { v, nb: depth }
+                let full = self.expand(&a, outer)?;
+                let mut shape = self.batch.clone();
+                shape.extend(&frame);
+                shape.extend(&cell);
+                let mut strides = full.strides;
+                strides.splice(
+                    outer + own_frame..outer + own_frame,
+                    vec![0; frame.len() - own_frame],
+                );
+                Batched {
+                    v: Array {
+                        shape,
+                        data: full.v.data,
+                    },
+                    nb: depth,
+                    strides,
                 }
             };
             inner = bind(&inner, *p, a);
@@ -288,24 +317,30 @@ impl<'p> Interpreter {
             let expanded = self.expand(&r, depth);
             self.batch.truncate(outer);
             r = Batched {
-                v: expanded?.v,
                 nb: outer,
+                ..expanded?
             };
         }
         Some(r)
     }
 
-    /// `b` with the batch axes up to `nb` present (copied out where it was
-    /// replicated).
+    /// `b` with the batch axes up to `nb` (replicated by zero steps where
+    /// it lacks them).
     fn expand(&self, b: &Batched<'p>, nb: usize) -> Try<Batched<'p>> {
         if b.nb >= nb {
             return Some(b.clone());
         }
         let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
         shape.extend(b.own());
-        let strides = batched_strides(&b.v.shape, b.nb, nb, shape.len());
-        let v = gather(&b.v, &shape, &Layout { offset: 0, strides })?;
-        Some(Batched { v, nb })
+        let strides = place(&b.strides, b.nb, nb, shape.len());
+        Some(Batched {
+            v: Array {
+                shape,
+                data: b.v.data.clone(),
+            },
+            nb,
+            strides,
+        })
     }
 
     /// An intrinsic applied inside the batch frame.
@@ -348,6 +383,14 @@ impl<'p> Interpreter {
         if args.iter().any(|(a, _)| a.nb != 0) {
             return None;
         }
+        if p.name == "rotate" && p.args.is_empty() && args.len() == 2 {
+            let mut dense = Vec::with_capacity(2);
+            for (a, cell) in args {
+                dense.push((a.densify()?.v, cell));
+            }
+            let span = remora_syntax::Span::default();
+            return intrinsics::rotate_framed(&dense, span).ok().map(Batched::plain);
+        }
         let mut f = crate::eval::fun_value(Fun::Prim(std::rc::Rc::new(p.clone())));
         for (a, cell) in args {
             // With no empty frame the result type is never consulted.
@@ -355,6 +398,7 @@ impl<'p> Interpreter {
                 return None;
             }
             let span = remora_syntax::Span::default();
+            let a = a.densify()?;
             let any = remora_types::Type {
                 atom: TyAtom::Int,
                 shape: remora_types::Shape::from_segs(Vec::new()),
@@ -376,16 +420,13 @@ impl<'p> Interpreter {
             .iter()
             .map(|(a, _)| Layout {
                 offset: 0,
-                strides: batched_strides(&a.v.shape, a.nb, nb, shape.len()),
+                strides: place(&a.strides, a.nb, nb, shape.len()),
             })
             .collect();
         let operands: Vec<(&Data<Fun<'p>>, &Layout)> =
             args.iter().map(|(a, _)| &a.v.data).zip(&layouts).collect();
         let data = scalar::apply(name, &operands, &shape).ok()?;
-        Some(Batched {
-            v: Array { shape, data },
-            nb,
-        })
+        Some(Batched::dense(Array { shape, data }, nb))
     }
 
     /// `reduce`, `reduce/zero` or `fold` by a scalar primitive (bare or
@@ -403,7 +444,7 @@ impl<'p> Interpreter {
         };
         let xframe = xs.own().len().checked_sub(xcell.len())?;
         let nb = xs.nb.max(seed.map_or(0, |(s, _)| s.nb));
-        let xs = self.expand(xs, nb)?;
+        let xs = self.expand(xs, nb)?.densify()?;
         // [outer, items, inner]: the batch axes and the argument's frame,
         // the items, and each item's atoms.
         let outer_axes = nb + xframe;
@@ -421,8 +462,7 @@ impl<'p> Interpreter {
                 if sframe > xframe || *scell != item_shape {
                     return None;
                 }
-                let base = row_major(&s.v.shape);
-                let (batch_steps, rest) = base.split_at(s.nb);
+                let (batch_steps, rest) = s.strides.split_at(s.nb);
                 let (frame_steps, cell_steps) = rest.split_at(sframe);
                 let mut strides = batch_steps.to_vec();
                 strides.resize(nb, 0);
@@ -438,25 +478,21 @@ impl<'p> Interpreter {
             intrinsics::fold_primitive(op, seed_data.as_ref(), &xs.v.data, [outer, items, inner])?.ok()?;
         let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
         shape.extend(item_shape);
-        Some(Batched {
-            v: Array { shape, data: folded },
-            nb,
-        })
+        Some(Batched::dense(Array { shape, data: folded }, nb))
     }
 }
 
 /// Steps over a result of rank `rank` whose first `to_nb` axes are batch
-/// axes, for an operand of shape `shape` with `nb` batch axes: its batch
-/// axes, then zero steps for the batch axes it lacks, then its own axes,
-/// then zero steps for the frame axes it lacks (prefix agreement).
-fn batched_strides(shape: &[usize], nb: usize, to_nb: usize, rank: usize) -> Vec<usize> {
-    let base = row_major(shape);
-    let mut strides = Vec::with_capacity(rank);
-    strides.extend_from_slice(&base[..nb.min(base.len())]);
-    strides.resize(to_nb, 0);
-    strides.extend_from_slice(base.get(nb..).unwrap_or_default());
-    strides.resize(rank, 0);
-    strides
+/// axes, for an operand with steps `strides` and `nb` batch axes: its batch
+/// axes' steps, zero for the batch axes it lacks, its own axes' steps, then
+/// zero for the frame axes it lacks (prefix agreement).
+fn place(strides: &[usize], nb: usize, to_nb: usize, rank: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(rank);
+    out.extend_from_slice(&strides[..nb.min(strides.len())]);
+    out.resize(to_nb, 0);
+    out.extend_from_slice(strides.get(nb..).unwrap_or_default());
+    out.resize(rank, 0);
+    out
 }
 
 /// `v`'s atoms laid out over `shape`, copied into a contiguous array.
@@ -477,9 +513,25 @@ fn gather<'p>(v: &Value<'p>, shape: &[usize], layout: &Layout) -> Try<Value<'p>>
 
 fn bind<'p>(env: &Env<'p>, var: VarId, b: Batched<'p>) -> Env<'p> {
     if b.nb == 0 {
-        env.with(Binding::Val(var, b.v))
+        match b.densify() {
+            Some(d) => env.with(Binding::Val(var, d.v)),
+            None => env.with(Binding::Batched(var, b)),
+        }
     } else {
-        env.with(Binding::Batched(var, b.v, b.nb))
+        env.with(Binding::Batched(var, b))
+    }
+}
+
+/// Whether evaluating `e` can have no effect and costs next to nothing: a
+/// variable, a lambda literal, an intrinsic and its instantiations.
+fn pure(e: &TExpr) -> bool {
+    match &e.kind {
+        TExprKind::Var(_) | TExprKind::Intrinsic(_) => true,
+        TExprKind::Array { atoms, .. } => {
+            matches!(atoms.as_slice(), [a] if matches!(a.kind, TAtomKind::Lambda { .. }))
+        }
+        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => pure(func),
+        _ => false,
     }
 }
 

@@ -94,7 +94,7 @@ pub(crate) enum Binding<'p> {
     Val(VarId, Value<'p>),
     /// A variable of a batched evaluation: its value has `nb` batch axes
     /// first (see `batch`); ordinary evaluation does not see it.
-    Batched(VarId, Value<'p>, usize),
+    Batched(VarId, crate::batch::Batched<'p>),
     Dim(DVar, i64),
     Shape(SVar, Vec<i64>),
 }
@@ -118,12 +118,11 @@ impl<'p> Env<'p> {
         })
     }
 
-    /// A variable's value and its number of batch axes (0 for an ordinary
-    /// binding).
-    pub(crate) fn lookup_batched(&self, v: VarId) -> Option<(&Value<'p>, usize)> {
+    /// A variable's value in a batched evaluation.
+    pub(crate) fn lookup_batched(&self, v: VarId) -> Option<crate::batch::Batched<'p>> {
         self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, val) if *w == v => Some((val, 0)),
-            Binding::Batched(w, val, nb) if *w == v => Some((val, *nb)),
+            Binding::Val(w, val) if *w == v => Some(crate::batch::Batched::plain(val.clone())),
+            Binding::Batched(w, b) if *w == v => Some(b.clone()),
             _ => None,
         })
     }
@@ -541,7 +540,7 @@ impl<'p> Interpreter {
             },
             _ => return Ok(None),
         };
-        let mut operands = Vec::new();
+        let mut operands: Vec<Value<'p>> = Vec::new();
         if let Some(a) = first {
             operands.push(self.eval(a, env)?);
         }
@@ -559,6 +558,29 @@ impl<'p> Interpreter {
             .try_fold(1usize, |a, d| a.checked_mul(*d))
             .unwrap_or(usize::MAX);
         check_size(n, span)?;
+        // A temporary operand of the result's shape no one else holds: the
+        // result is written over it.
+        if operands.len() == 2 {
+            for target_first in [true, false] {
+                let (t, o) = match operands.split_at_mut(1) {
+                    ([x], [y]) if target_first => (x, &*y),
+                    ([x], [y]) => (y, &*x),
+                    _ => break,
+                };
+                if t.shape == principal {
+                    let lo = crate::kernel::Layout::prefix(&o.shape, &principal);
+                    if let Some(done) =
+                        scalar::apply_in_place(name, &mut t.data, (&o.data, &lo), target_first, &principal)
+                    {
+                        done.or_else(|m| fail(span, m))?;
+                        return Ok(Some(std::mem::replace(
+                            t,
+                            scalar_value(Data::Int(Vec::new().into())),
+                        )));
+                    }
+                }
+            }
+        }
         let data = intrinsics::scalar_apply(name, &operands, &principal).or_else(|m| fail(span, m))?;
         Ok(Some(Array {
             shape: principal,

@@ -412,6 +412,78 @@ pub(crate) fn rotate<'p>(data: &Data<Fun<'p>>, outer: usize, d: usize, cell: usi
     }
 }
 
+/// `rotate` applied to both its arguments at once over their principal
+/// frame (an array of cells and a frame of shift counts, either replicated
+/// over the other's frame): each result cell written once into one buffer.
+pub(crate) fn rotate_framed<'p>(args: &[(Value<'p>, Vec<usize>)], span: Span) -> Run<Value<'p>> {
+    let [(a, acell), (k, _)] = args else {
+        return fail(span, "internal error: rotate without its arguments");
+    };
+    let Data::Int(shifts) = &k.data else {
+        return fail(span, "internal error: rotate by a non-Int");
+    };
+    let aframe = a
+        .shape
+        .get(..a.rank().saturating_sub(acell.len()))
+        .unwrap_or_default();
+    let principal = if k.shape.starts_with(aframe) {
+        k.shape.clone()
+    } else if aframe.starts_with(&k.shape) {
+        aframe.to_vec()
+    } else {
+        return fail(span, "frames are not prefix-related at run time");
+    };
+    let n = principal
+        .iter()
+        .try_fold(1usize, |x, d| x.checked_mul(*d))
+        .unwrap_or(usize::MAX);
+    let d = acell.first().copied().unwrap_or(0);
+    let cell: usize = acell.iter().skip(1).product();
+    check_size(n.saturating_mul(d).saturating_mul(cell), span)?;
+    let na: usize = aframe.iter().product::<usize>().max(1);
+    let nk = shifts.len().max(1);
+    if a.data.len() < na * d * cell {
+        return fail(
+            span,
+            "internal error: rotate's argument is smaller than its shape",
+        );
+    }
+    let go = |out: &mut dyn FnMut(usize, usize, usize)| {
+        for pos in 0..n {
+            let ai = pos / (n / na).max(1);
+            let ki = pos / (n / nk).max(1);
+            let k = shifts.get(ki).copied().unwrap_or(0);
+            let split = usize::try_from(k.rem_euclid(d.max(1) as i64)).unwrap_or(0) * cell;
+            out(ai * d * cell, split, d * cell);
+        }
+    };
+    fn rotated<T: Clone>(
+        v: &[T],
+        n: usize,
+        block: usize,
+        go: impl Fn(&mut dyn FnMut(usize, usize, usize)),
+    ) -> Vec<T> {
+        let mut out = Vec::with_capacity(n * block);
+        go(&mut |start, split, len| {
+            let b = &v[start..start + len];
+            out.extend_from_slice(&b[split..]);
+            out.extend_from_slice(&b[..split]);
+        });
+        out
+    }
+    let block = d * cell;
+    let data = match &a.data {
+        Data::Int(v) => Data::Int(rotated(v, n, block, go).into()),
+        Data::Float(v) => Data::Float(rotated(v, n, block, go).into()),
+        Data::Bool(v) => Data::Bool(rotated(v, n, block, go).into()),
+        Data::Atoms(v) => Data::Atoms(rotated(v, n, block, go).into()),
+    };
+    Ok(Array {
+        shape: principal.into_iter().chain(acell.iter().copied()).collect(),
+        data,
+    })
+}
+
 /// The folds with any operator: one call of it per item.
 fn general_fold<'p>(it: &mut Interpreter, p: &Prim<'p>, name: &str, span: Span) -> Run<Value<'p>> {
     let arg = |k: usize| -> Run<&Value<'p>> {

@@ -189,6 +189,37 @@ pub fn map2<A: Copy, B: Copy, R>(
     Ok(out)
 }
 
+/// `a[i] = f(a[i], b[i])` at every position of `shape`, where `a` is a
+/// contiguous buffer of that shape (a temporary no other value holds,
+/// reused for the result as NumPy reuses its temporaries).
+pub fn zip_in_place<A: Copy, B: Copy>(
+    shape: &[usize],
+    a: &mut [A],
+    (b, lb): (&[B], &Layout),
+    f: impl Fn(A, B) -> A,
+) -> Result<(), &'static str> {
+    let la = Layout::contiguous(shape);
+    if !la.fits(shape, a.len()) || !lb.fits(shape, b.len()) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    for_each_run(shape, [&la, lb], |[oa, ob], n, [_, sb]| match sb {
+        1 => a[oa..oa + n]
+            .iter_mut()
+            .zip(&b[ob..ob + n])
+            .for_each(|(x, y)| *x = f(*x, *y)),
+        0 => {
+            let y = b[ob];
+            a[oa..oa + n].iter_mut().for_each(|x| *x = f(*x, y));
+        }
+        _ => {
+            for (i, x) in a[oa..oa + n].iter_mut().enumerate() {
+                *x = f(*x, b[ob + i * sb]);
+            }
+        }
+    });
+    Ok(())
+}
+
 /// The atoms of an operand laid out over `shape`, as a contiguous buffer.
 pub fn gather<A: Clone>(shape: &[usize], a: &[A], la: &Layout) -> Result<Vec<A>, &'static str> {
     if !la.fits(shape, a.len()) {

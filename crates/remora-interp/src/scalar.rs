@@ -224,6 +224,56 @@ pub fn apply<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -
     Ok(data)
 }
 
+/// A binary primitive whose result has the type of its operands, computed
+/// into `target` (operand 0 when `target_first`, else operand 1), which
+/// already has the result's shape. `None` when the primitive does not work
+/// that way (it changes the type or can fail): the caller allocates.
+pub fn apply_in_place<F>(
+    name: &str,
+    target: &mut Data<F>,
+    other: (&Data<F>, &Layout),
+    target_first: bool,
+    shape: &[usize],
+) -> Option<Result<(), Fault>> {
+    macro_rules! zip {
+        ($variant:ident, $f:expr) => {{
+            let (Data::$variant(t), (Data::$variant(o), lo)) = (target, other) else {
+                return None;
+            };
+            let t = t.unique_mut()?;
+            let f = $f;
+            let r = if target_first {
+                kernel::zip_in_place(shape, t, (o.as_slice(), lo), |x, y| f(x, y))
+            } else {
+                kernel::zip_in_place(shape, t, (o.as_slice(), lo), |x, y| f(y, x))
+            };
+            Some(r.map_err(|m| m.to_string()))
+        }};
+    }
+    match name {
+        "+" => zip!(Int, |a: i64, b: i64| a.wrapping_add(b)),
+        "-" => zip!(Int, |a: i64, b: i64| a.wrapping_sub(b)),
+        "*" => zip!(Int, |a: i64, b: i64| a.wrapping_mul(b)),
+        "max" => zip!(Int, |a: i64, b: i64| a.max(b)),
+        "min" => zip!(Int, |a: i64, b: i64| a.min(b)),
+        "bit-and" => zip!(Int, |a: i64, b: i64| a & b),
+        "bit-or" => zip!(Int, |a: i64, b: i64| a | b),
+        "bit-xor" => zip!(Int, |a: i64, b: i64| a ^ b),
+        "f.+" => zip!(Float, |a: f32, b: f32| a + b),
+        "f.-" => zip!(Float, |a: f32, b: f32| a - b),
+        "f.*" => zip!(Float, |a: f32, b: f32| a * b),
+        "f./" => zip!(Float, |a: f32, b: f32| a / b),
+        "f.^" => zip!(Float, |a: f32, b: f32| a.powf(b)),
+        "f.max" => zip!(Float, fmax),
+        "f.min" => zip!(Float, fmin),
+        "and" => zip!(Bool, |a: bool, b: bool| a && b),
+        "or" => zip!(Bool, |a: bool, b: bool| a || b),
+        "bool.==" => zip!(Bool, |a: bool, b: bool| a == b),
+        "bool.!=" => zip!(Bool, |a: bool, b: bool| a != b),
+        _ => None,
+    }
+}
+
 fn unary<F>(name: &str, a: &Data<F>, la: &Layout, shape: &[usize]) -> Result<Data<F>, Fault> {
     let internal = |m: &'static str| -> Fault { m.to_string() };
     macro_rules! un {

@@ -72,6 +72,13 @@ impl<T: PartialEq> PartialEq for Buf<T> {
     }
 }
 
+impl<T> Buf<T> {
+    /// The atoms to write in place, when no other value shares them.
+    pub fn unique_mut(&mut self) -> Option<&mut Vec<T>> {
+        Arc::get_mut(&mut self.0)
+    }
+}
+
 impl<T: Clone> Buf<T> {
     /// The atoms as a vector of their own (no copy when unshared).
     pub fn into_vec(self) -> Vec<T> {
