@@ -14,6 +14,7 @@
 //! NumPy (default `python3`); `QUICK=1` uses small sizes; `ROWS=a,b` picks
 //! rows.
 
+/// The allocator of the `remora` binary (see src/main.rs).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -3,6 +3,13 @@
 //! `parse`, `check`, `run`, `interpret`, `test` and `repl`; `elaborate`
 //! follows with inference (ARCHITECTURE.md).
 
+/// mimalloc keeps freed pages for reuse: array-at-a-time evaluation
+/// allocates a fresh buffer for every intermediate array, and with the
+/// system allocator each large one is a new mapping whose every page faults
+/// (most of the time of an elementwise operation over 10^7 atoms).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Args, Parser, Subcommand};
 use remora_syntax::{Dialect, RealFs, SourceMap, print, render_all};
 use std::io::{IsTerminal, Read, Write};
