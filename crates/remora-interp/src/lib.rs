@@ -3,10 +3,9 @@
 //! argument's cell shape and the runtime shapes; full applications of
 //! scalar primitives run as one broadcast loop over whole buffers.
 //!
-//! Status: every form and all 76 intrinsics evaluate; a lambda over scalar
-//! cells with an elementwise body runs once over all cells, other lambdas
-//! once per cell (the batched evaluation of ARCHITECTURE.md is the next
-//! step for speed).
+//! Every form and all 76 intrinsics evaluate; a lambda lifted over a frame
+//! runs its body once over all the cells where it can (`batch`), and cell
+//! by cell (the reference) where it cannot.
 
 pub mod batch;
 pub mod eval;
