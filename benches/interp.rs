@@ -83,6 +83,13 @@ fn rows(quick: bool) -> Vec<Row> {
             tolerance: 1e-3,
         },
         Row {
+            name: "replicate",
+            sizes: vec![("N", q(1_000_000, 10_000))],
+            reps: 7,
+            target: Target::Ratio(2.0),
+            tolerance: 1e-3,
+        },
+        Row {
             name: "nbody_sim",
             sizes: vec![("N", 32), ("STEPS", 10)],
             reps: 7,
@@ -150,6 +157,10 @@ fn arguments<'p>(row: &Row) -> Vec<Value<'p>> {
                 },
             ]
         }
+        "replicate" => vec![
+            float_array(vec![n], floats(n, 1)),
+            float_array(vec![8, n], floats(8 * n, 2)),
+        ],
         "life" => vec![Array {
             shape: vec![n, n],
             data: Data::Int(cells(n * n, 1).into()),

@@ -58,6 +58,9 @@ def setup(row, p):
         xs, ws = floats(n, 1), floats(k, 2)
         ks = np.arange(k) - k // 2
         return lambda: (ws[:, None] * np.stack([np.roll(xs, -s) for s in ks])).sum(axis=0)
+    if row == "replicate":
+        v, m = floats(n, 1), floats(8 * n, 2).reshape(8, n)
+        return lambda: m + v[None, :]
     if row == "life":
         b0 = cells(n * n, 1).reshape(n, n)
 
