@@ -72,10 +72,10 @@ fn check(text: &str) {
 /// An interpreter with a step budget; arrays are limited to 2^16 atoms.
 fn budgeted() -> remora_interp::Interpreter {
     remora_interp::Interpreter::limit_atoms(1 << 16);
-    remora_interp::Interpreter {
-        trace: Some(Vec::new()),
-        fuel: Some(20_000),
-    }
+    let mut interp = remora_interp::Interpreter::default();
+    interp.trace = Some(Vec::new());
+    interp.fuel = Some(20_000);
+    interp
 }
 
 struct Worker {
