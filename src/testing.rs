@@ -313,12 +313,42 @@ fn as_expression(v: &remora_value::Array) -> String {
     }
 }
 
+/// Whether every run case also runs on the reference path alone (batched
+/// application off) and must print the same value or the same error. The
+/// test suite turns it on; `remora test` leaves it off (so a `trace` prints
+/// once).
+pub static COMPARE_WITH_REFERENCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Checks and runs the program; `Ok((value as data, printed))` or the
 /// rendered errors.
 fn execute(
     parsed: &Parsed,
     entry: &str,
     inputs: &[String],
+) -> Result<(Option<remora_value::Array>, String), String> {
+    let fast = execute_with(parsed, entry, inputs, false);
+    if COMPARE_WITH_REFERENCE.load(std::sync::atomic::Ordering::Relaxed) {
+        let reference = execute_with(parsed, entry, inputs, true);
+        let printed = |r: &Result<(Option<remora_value::Array>, String), String>| match r {
+            Ok((_, p)) => Ok(p.clone()),
+            Err(e) => Err(e.clone()),
+        };
+        if printed(&fast) != printed(&reference) {
+            return Err(format!(
+                "batched and reference evaluation differ:\nbatched: {:?}\nreference: {:?}",
+                printed(&fast),
+                printed(&reference)
+            ));
+        }
+    }
+    fast
+}
+
+fn execute_with(
+    parsed: &Parsed,
+    entry: &str,
+    inputs: &[String],
+    reference_only: bool,
 ) -> Result<(Option<remora_value::Array>, String), String> {
     let checked = remora_check::check_program(&parsed.program);
     if checked.has_errors() {
@@ -338,6 +368,7 @@ fn execute(
         }
     }
     let mut interp = remora_interp::Interpreter::default();
+    interp.reference_only = reference_only;
     let show = |t: &remora_types::Type| checked.show(t);
     let value = match remora_interp::program::run(&mut interp, &checked.value, entry, &args, &show, &|v| {
         checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()

@@ -10,6 +10,8 @@ use remora_syntax::testblock::parse_cases;
 use std::path::{Path, PathBuf};
 
 fn main() {
+    // Every run case also runs without batched application and must agree.
+    remora::testing::COMPARE_WITH_REFERENCE.store(true, std::sync::atomic::Ordering::Relaxed);
     let args = Arguments::from_args();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();

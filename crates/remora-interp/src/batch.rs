@@ -85,6 +85,9 @@ impl<'p> Interpreter {
         fun: &Fun<'p>,
         args: Vec<(Value<'p>, Vec<usize>)>,
     ) -> Try<Value<'p>> {
+        if self.reference_only {
+            return None;
+        }
         let saved = std::mem::take(&mut self.batch);
         self.batching += 1;
         let args = args.into_iter().map(|(v, c)| (Batched::plain(v), c)).collect();
@@ -107,7 +110,7 @@ impl<'p> Interpreter {
             head = func;
         }
         let pure_head = pure(head);
-        if spine.len() < 2 || !pure_head {
+        if spine.len() < 2 || !pure_head || self.reference_only {
             return Ok(None);
         }
         spine.reverse();

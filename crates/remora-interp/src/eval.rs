@@ -217,6 +217,9 @@ pub struct Interpreter {
     pub trace: Option<Vec<String>>,
     /// Evaluation steps left, when limited (a fuzzer's budget).
     pub fuel: Option<u64>,
+    /// Only the reference path: every application cell by cell, no batched
+    /// application (the test suite compares the two).
+    pub reference_only: bool,
     /// The batch frame of the batched evaluation under way (see `batch`).
     pub(crate) batch: Vec<usize>,
     /// How many batched evaluations are under way (effects wait for none).
