@@ -179,6 +179,7 @@ impl<'p> Interpreter {
                 self.eval_batched(body, &env)
             }
             TExprKind::App { .. } => self.spine_batched(e, env),
+            TExprKind::Frame { shape, elems } if !elems.is_empty() => self.frame_batched(shape, elems, env),
             // Literals, lambdas, intrinsics and instantiations: the same in
             // every cell (a batched variable inside makes this fail, and
             // batching gives up). They run outside the batch frame.
@@ -189,6 +190,41 @@ impl<'p> Interpreter {
                 r.ok().map(Batched::plain)
             }
         }
+    }
+
+    /// A frame literal `[e1 e2 …]` whose elements may be batched: the
+    /// elements' cells interleaved under each batch position.
+    fn frame_batched(&mut self, shape: &[u64], elems: &'p [TExpr], env: &Env<'p>) -> Try<Batched<'p>> {
+        let mut parts = Vec::with_capacity(elems.len());
+        for x in elems {
+            parts.push(self.eval_batched(x, env)?);
+        }
+        let nb = parts.iter().map(|b| b.nb).max()?;
+        let own: Vec<usize> = parts.first()?.own().to_vec();
+        let mut dense = Vec::with_capacity(parts.len());
+        for b in &parts {
+            if b.own() != own.as_slice() {
+                return None;
+            }
+            dense.push(self.expand(b, nb)?.densify()?.v);
+        }
+        let outer: usize = self.batch.get(..nb)?.iter().product();
+        let cell: usize = own.iter().product();
+        let mut cells = Vec::with_capacity(outer * dense.len());
+        for o in 0..outer {
+            for d in &dense {
+                cells.push(Array {
+                    shape: own.clone(),
+                    data: d.data.slice(o * cell, cell),
+                });
+            }
+        }
+        let mut v = crate::eval::stack(cells, remora_syntax::Span::default()).ok()?;
+        let mut full: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        full.extend(shape.iter().map(|d| *d as usize));
+        full.extend(own);
+        v.shape = full;
+        Some(Batched::dense(v, nb))
     }
 
     /// An application spine `(((f a1) a2) … ak)` inside the batch frame.
@@ -371,10 +407,80 @@ impl<'p> Interpreter {
         if scalar::is_scalar_primitive(p.name) {
             return self.scalar_batched(p.name, &all);
         }
-        match p.name {
+        let batched = match p.name {
             "reduce" | "reduce/zero" | "fold" => self.fold_batched(p.name, &all),
             _ => None,
+        };
+        match batched {
+            Some(b) => Some(b),
+            None => self.prim_per_cell(p, all),
         }
+    }
+
+    /// An intrinsic with no batched rule, run once per position of the
+    /// batch and the arguments' principal frame (the rest of the body stays
+    /// batched).
+    fn prim_per_cell(
+        &mut self,
+        p: &crate::eval::Prim<'p>,
+        all: Vec<(Batched<'p>, Vec<usize>)>,
+    ) -> Try<Batched<'p>> {
+        let frame = Self::principal(&all)?;
+        let nb = all.iter().map(|(a, _)| a.nb).max()?;
+        let mut outer: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        outer.extend(&frame);
+        let positions = outer.iter().try_fold(1usize, |a, d| a.checked_mul(*d))?;
+        if positions == 0 {
+            return None;
+        }
+        check_size(positions, remora_syntax::Span::default()).ok()?;
+        // Each argument laid out densely over `outer ++ its cell`.
+        let mut dense = Vec::with_capacity(all.len());
+        for (a, cell) in &all {
+            let own_frame = a.own().len().checked_sub(cell.len())?;
+            let (batch_steps, rest) = a.strides.split_at(a.nb);
+            let (frame_steps, cell_steps) = rest.split_at(own_frame);
+            let mut strides = batch_steps.to_vec();
+            strides.resize(nb, 0);
+            strides.extend_from_slice(frame_steps);
+            strides.resize(outer.len(), 0);
+            strides.extend_from_slice(cell_steps);
+            let mut shape = outer.clone();
+            shape.extend(cell);
+            let v = gather(&a.v, &shape, &Layout { offset: 0, strides })?;
+            dense.push((v, cell.clone()));
+        }
+        let saved = std::mem::take(&mut self.batch);
+        let mut results = Vec::with_capacity(positions);
+        let mut failed = false;
+        for pos in 0..positions {
+            let mut prim = p.clone();
+            prim.args = dense
+                .iter()
+                .map(|(v, cell)| {
+                    let size: usize = cell.iter().product();
+                    Array {
+                        shape: cell.clone(),
+                        data: v.data.slice(pos * size, size),
+                    }
+                })
+                .collect();
+            match intrinsics::run(self, &prim, remora_syntax::Span::default()) {
+                Ok(r) => results.push(r),
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        self.batch = saved;
+        if failed {
+            return None;
+        }
+        let mut v = crate::eval::stack(results, remora_syntax::Span::default()).ok()?;
+        let cell_shape: Vec<usize> = v.shape.get(1..)?.to_vec();
+        v.shape = outer.into_iter().chain(cell_shape).collect();
+        Some(Batched::dense(v, nb))
     }
 
     /// No batch axes involved: the ordinary application, argument by argument.
