@@ -1,7 +1,8 @@
 //! Reader + parser + printer + checker + interpreter on arbitrary text: no
 //! input may panic or hang, whatever parses cleanly must print and read back
 //! to the same tree, the checker runs on whatever parses, and the
-//! interpreter (with a step and memory budget) on whatever checks.
+//! interpreter (with a step and memory budget) on whatever checks, twice:
+//! batched application must give what the reference path gives.
 //!
 //! Inputs run on one long-lived worker thread with the pipeline's deep stack
 //! (as `remora` runs them), fed through a channel: a thread per input would
@@ -47,12 +48,13 @@ fn check(text: &str) {
         }
         // Programs that touch files are not run.
         if !checked.has_errors() && !text.contains("-file") {
-            let mut interp = budgeted();
-            if let Ok((_, values)) = interp.program(&checked.value) {
-                for v in &values {
-                    let _ = remora_value::print::to_string(v);
-                }
-            }
+            let run = |reference_only: bool| {
+                let mut interp = budgeted(reference_only);
+                interp.program(&checked.value).map(|(_, values)| {
+                    values.iter().map(remora_value::print::to_string).collect::<Vec<_>>()
+                })
+            };
+            agree(run(false), run(true), text);
         }
     }
     let expr = remora_syntax::parse_expression(&mut sources, "<cli>", text, Dialect::Source);
@@ -62,20 +64,45 @@ fn check(text: &str) {
         let checked = remora_check::check_expression(&expr.value);
         let _ = render_all(&checked.diagnostics, &sources);
         if let (Some(t), false) = (&checked.value, checked.has_errors() || text.contains("-file")) {
-            if let Ok(v) = budgeted().eval(t, &Default::default()) {
-                let _ = remora_value::print::to_string(&v);
-            }
+            let run = |reference_only: bool| {
+                budgeted(reference_only)
+                    .eval(t, &Default::default())
+                    .map(|v| vec![remora_value::print::to_string(&v)])
+            };
+            agree(run(false), run(true), text);
         }
     }
 }
 
 /// An interpreter with a step budget; arrays are limited to 2^16 atoms.
-fn budgeted() -> remora_interp::Interpreter {
+/// `reference_only` turns batched application off.
+fn budgeted(reference_only: bool) -> remora_interp::Interpreter {
     remora_interp::Interpreter::limit_atoms(1 << 16);
     let mut interp = remora_interp::Interpreter::default();
     interp.trace = Some(Vec::new());
     interp.fuel = Some(20_000);
+    interp.reference_only = reference_only;
     interp
+}
+
+/// Batched evaluation must print what the reference path prints, or fail
+/// with the same message, unless a budget ran out (batching spends the
+/// budget differently).
+fn agree(
+    batched: Result<Vec<String>, remora_interp::RunError>,
+    reference: Result<Vec<String>, remora_interp::RunError>,
+    text: &str,
+) {
+    let budget = |r: &Result<Vec<String>, remora_interp::RunError>| {
+        r.as_ref()
+            .is_err_and(|e| e.message.contains("budget") || e.message.contains("too large"))
+    };
+    if budget(&batched) || budget(&reference) {
+        return;
+    }
+    let msg = |r: Result<Vec<String>, remora_interp::RunError>| r.map_err(|e| e.message);
+    let (b, r) = (msg(batched), msg(reference));
+    assert!(b == r, "batched {b:?} but reference {r:?} for {text}");
 }
 
 struct Worker {
