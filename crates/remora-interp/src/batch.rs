@@ -94,7 +94,11 @@ impl<'p> Interpreter {
         let r = self.lambda_batched(fun, args);
         self.batching -= 1;
         self.batch = saved;
-        r.filter(|r| r.nb == 0).and_then(|r| r.densify()).map(|r| r.v)
+        // Only base values leave a batch: a closure made inside one may
+        // hold batched variables.
+        r.filter(|r| r.nb == 0 && !matches!(r.v.data, Data::Atoms(_)))
+            .and_then(|r| r.densify())
+            .map(|r| r.v)
     }
 
     /// `(((f a1) a2) … ak)` for a lambda `f` of at least `k` parameters,
