@@ -47,8 +47,16 @@ struct Typed {
     has_errors: bool,
 }
 
-fn typecheck(parsed: &Parsed) -> Typed {
-    let checked = remora_check::check_program(&parsed.program);
+/// How a block checks: with inference, unless it is tagged `core` (core.md's
+/// checker, every instantiation written).
+fn options(block: &remora_syntax::testblock::Block) -> remora_check::Options {
+    remora_check::Options {
+        inference: !block.tags.iter().any(|t| t == "core"),
+    }
+}
+
+fn typecheck(parsed: &Parsed, options: remora_check::Options) -> Typed {
+    let checked = remora_check::check_program_with(&parsed.program, options);
     let last_type = checked.value.last().map(|d| match d {
         remora_check::typed::TDecl::Def { value, .. } => checked.show(&value.ty),
         remora_check::typed::TDecl::Expr(e) => checked.show(&e.ty),
@@ -98,7 +106,7 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
                 Some(Values::Inline(text)) => split_values(text)?,
                 Some(Values::File(path)) => data_file_inputs(file, path)?,
             };
-            let result = execute(&parsed, entry, &inputs);
+            let result = execute(&parsed, entry, &inputs, options(block));
             match (&run.outcome, result) {
                 (None, Ok(_)) => {}
                 (Some(Outcome::Output(want)), Ok(got)) => {
@@ -166,7 +174,7 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
                 }
                 Check::Type(expected) => {
                     no_errors(&parsed)?;
-                    let checked = typecheck(&parsed);
+                    let checked = typecheck(&parsed, options(block));
                     if checked.has_errors {
                         return Err(format!("unexpected type errors:\n{}", checked.rendered));
                     }
@@ -179,7 +187,7 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
                     no_errors(&parsed)?;
                     expects_error = true;
                     let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
-                    let checked = typecheck(&parsed);
+                    let checked = typecheck(&parsed, options(block));
                     if !checked.has_errors {
                         return Err(format!(
                             "expected a type error matching /{pattern}/, but it checked"
@@ -325,10 +333,11 @@ fn execute(
     parsed: &Parsed,
     entry: &str,
     inputs: &[String],
+    options: remora_check::Options,
 ) -> Result<(Option<remora_value::Array>, String), String> {
-    let fast = execute_with(parsed, entry, inputs, false);
+    let fast = execute_with(parsed, entry, inputs, options, false);
     if COMPARE_WITH_REFERENCE.load(std::sync::atomic::Ordering::Relaxed) {
-        let reference = execute_with(parsed, entry, inputs, true);
+        let reference = execute_with(parsed, entry, inputs, options, true);
         let printed = |r: &Result<(Option<remora_value::Array>, String), String>| match r {
             Ok((_, p)) => Ok(p.clone()),
             Err(e) => Err(e.clone()),
@@ -348,9 +357,10 @@ fn execute_with(
     parsed: &Parsed,
     entry: &str,
     inputs: &[String],
+    options: remora_check::Options,
     reference_only: bool,
 ) -> Result<(Option<remora_value::Array>, String), String> {
-    let checked = remora_check::check_program(&parsed.program);
+    let checked = remora_check::check_program_with(&parsed.program, options);
     if checked.has_errors() {
         return Err(render_all(&checked.diagnostics, &parsed.sources));
     }

@@ -7,6 +7,8 @@
 //! happens, and the enclosing expression gives up (returns `None`) while
 //! its siblings and the following declarations are still checked.
 
+mod instantiate;
+
 use crate::intrinsics;
 use crate::typed::*;
 use remora_syntax::ast::{self, AtomKind, BindKind, DeclKind, ExprKind, ParamAnn, Sort};
@@ -103,11 +105,14 @@ pub struct Checker {
     types: Scoped<Atom>,
     dims: Scoped<Dim>,
     shapes: Scoped<Shape>,
+    /// Whether missing instantiations are inferred (see `instantiate`).
+    pub(crate) inference: bool,
 }
 
 impl Checker {
     pub fn new() -> Checker {
         let mut c = Checker {
+            inference: true,
             diags: Vec::new(),
             names: NameTable::default(),
             values: Scoped::new(),
@@ -444,6 +449,9 @@ impl Checker {
                 }
             },
             ExprKind::App { func, arg } => {
+                if let Some(inferred) = self.inference.then(|| self.infer_application(e)).flatten() {
+                    return inferred;
+                }
                 let f = self.expr(func);
                 let a = self.expr(arg);
                 let (f, a) = (f?, a?);

@@ -9,6 +9,7 @@
 //! reported as such.
 
 mod check;
+pub mod infer;
 pub mod intrinsics;
 pub mod typed;
 
@@ -36,9 +37,29 @@ impl<T> Checked<T> {
     }
 }
 
+/// How to check.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Infer missing instantiations (extensions.md §1); off, the checker
+    /// is core.md's, which requires every instantiation written.
+    pub inference: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { inference: true }
+    }
+}
+
 /// Checks a whole program: each declaration in the scope of the earlier ones.
 pub fn check_program(program: &Program) -> Checked<Vec<TDecl>> {
+    check_program_with(program, Options::default())
+}
+
+/// `check_program` with options.
+pub fn check_program_with(program: &Program, options: Options) -> Checked<Vec<TDecl>> {
     let mut c = check::Checker::new();
+    c.inference = options.inference;
     let value = c.program(program);
     Checked {
         value,

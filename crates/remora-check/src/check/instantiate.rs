@@ -1,0 +1,440 @@
+//! Inferred instantiation at application (extensions.md §1.1–§1.3): where
+//! core would reject an application because its function is still a
+//! `∀`/`Π` (or an explicit instantiation has holes `_`), the missing type
+//! and index arguments become unknowns, solved from the arguments by
+//! `crate::infer`, and the application is elaborated to the explicit core
+//! form `((t-app/i-app … f …) a1 … ak)`. Explicit arguments are never
+//! re-decided. Programs core accepts never come here.
+
+use super::{Checker, Value};
+use crate::infer::{Candidate, Solution, Unknowns};
+use crate::typed::{TExpr, TExprKind};
+use remora_syntax::ast::{self, ExprKind, TypeKind};
+use remora_syntax::{Span, print};
+use remora_types::{Atom, Dim, IVar, Index, Shape, Type, apply};
+
+/// One instantiation argument of the head: written, or to be inferred.
+enum Given {
+    Type(Option<Atom>),
+    Index(Option<Index>),
+}
+
+/// How one binder of the head's type is instantiated.
+#[derive(Clone, Debug, PartialEq)]
+enum Inst {
+    Type(Atom),
+    Index(IVar, Index),
+}
+
+impl Checker {
+    /// `Some(result)` when the application spine `e` needs inference (its
+    /// head is a polymorphic variable not fully instantiated); `None` for
+    /// the core rule.
+    pub(super) fn infer_application(&mut self, e: &ast::Expr) -> Option<Option<TExpr>> {
+        // The spine: arguments in order, each with its application's span.
+        let mut spine = Vec::new();
+        let mut head = e;
+        while let ExprKind::App { func, arg } = &head.kind {
+            spine.push((&**arg, head.span));
+            head = func;
+        }
+        spine.reverse();
+        // Explicit instantiations written on the head, in order.
+        let mut written = Vec::new();
+        let mut base = head;
+        loop {
+            match &base.kind {
+                ExprKind::TApp { func, arg } => {
+                    written.push(Written::Type(arg));
+                    base = func;
+                }
+                ExprKind::IApp { func, arg } => {
+                    written.push(Written::Index(arg));
+                    base = func;
+                }
+                _ => break,
+            }
+        }
+        written.reverse();
+        let ExprKind::Var(name) = &base.kind else {
+            return None;
+        };
+        let (base_kind, base_ty) = match self.values.get(&name.name)? {
+            Value::Var(id, ty) => (TExprKind::Var(*id), ty.clone()),
+            Value::Intrinsic(n, ty) => (TExprKind::Intrinsic(n), ty.clone()),
+            Value::Poisoned => return None,
+        };
+        if !base_ty.shape.is_scalar() || !matches!(base_ty.atom, Atom::Forall(..) | Atom::Pi(..)) {
+            return None;
+        }
+        let (binders, body) = count_binders(&base_ty);
+        if !matches!(body.atom, Atom::Arrow(..)) {
+            // A Π-family of arrays (`iota/static`), not a function.
+            return None;
+        }
+        let holes = written.iter().any(Written::is_hole);
+        if !holes && written.len() >= binders {
+            return None;
+        }
+        Some(self.instantiate_spine(e, base, base_kind, base_ty, &written, &spine))
+    }
+
+    fn instantiate_spine(
+        &mut self,
+        e: &ast::Expr,
+        base: &ast::Expr,
+        base_kind: TExprKind,
+        base_ty: Type,
+        written: &[Written<'_>],
+        spine: &[(&ast::Expr, Span)],
+    ) -> Option<TExpr> {
+        let span = e.span;
+        // The written arguments, checked (a hole is an unknown).
+        let mut given = Vec::with_capacity(written.len());
+        let mut ok = true;
+        for w in written {
+            match w {
+                Written::Type(t) if matches!(t.kind, TypeKind::Hole) => given.push(Given::Type(None)),
+                Written::Type(t) => match self.ty(t) {
+                    Some(ty) if ty.shape.is_scalar() => given.push(Given::Type(Some(ty.atom))),
+                    Some(ty) => {
+                        let d = self.error(t.span, "Ill-kinded application:").note(format!(
+                            "{} is an array type; a type argument is an atom type",
+                            self.show(&ty)
+                        ));
+                        self.report(d);
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                Written::Index(ast::Ispace::Hole(_)) => given.push(Given::Index(None)),
+                Written::Index(i) => match self.index(i) {
+                    Some(i) => given.push(Given::Index(Some(i))),
+                    None => ok = false,
+                },
+            }
+        }
+        let mut args = Vec::with_capacity(spine.len());
+        for (a, _) in spine {
+            match self.expr(a) {
+                Some(t) => args.push(t),
+                None => ok = false,
+            }
+        }
+        if !ok {
+            return None;
+        }
+        // Every binder instantiated: written, or an unknown.
+        let mut unknowns = Unknowns::default();
+        let mut insts = Vec::new();
+        let mut given = given.into_iter().peekable();
+        let mut ty = base_ty.clone();
+        loop {
+            match ty.atom.clone() {
+                Atom::Forall(v, body) => {
+                    let atom = match given.peek() {
+                        Some(Given::Type(_)) => match given.next() {
+                            Some(Given::Type(Some(a))) => a,
+                            _ => Atom::Var(self.unknown_type(&mut unknowns, v)),
+                        },
+                        _ => Atom::Var(self.unknown_type(&mut unknowns, v)),
+                    };
+                    ty = body.subst_type(v, &atom);
+                    insts.push(Inst::Type(atom));
+                }
+                Atom::Pi(v, body) => {
+                    let index = match given.peek() {
+                        Some(Given::Index(_)) => match given.next() {
+                            Some(Given::Index(Some(i))) => match super::coerce_index(v, i) {
+                                Some(i) => i,
+                                None => {
+                                    let d = self.error(span, "Ill-sorted application:").note(format!(
+                                        "{} expects another sort of index",
+                                        print::expr_to_string(base)
+                                    ));
+                                    self.report(d);
+                                    return None;
+                                }
+                            },
+                            _ => self.unknown_index(&mut unknowns, v),
+                        },
+                        Some(Given::Type(_)) => {
+                            let d = self
+                                .error(span, "a type argument after index arguments")
+                                .note(format!(
+                                    "{} takes its type arguments first",
+                                    print::expr_to_string(base)
+                                ));
+                            self.report(d);
+                            return None;
+                        }
+                        None => self.unknown_index(&mut unknowns, v),
+                    };
+                    ty = body.subst_index(v, &index);
+                    insts.push(Inst::Index(v, index));
+                }
+                _ => break,
+            }
+        }
+        if given.next().is_some() {
+            let d = self.error(span, "too many instantiation arguments").note(format!(
+                "{} has type {}",
+                print::expr_to_string(base),
+                self.show(&base_ty)
+            ));
+            self.report(d);
+            return None;
+        }
+        let arg_types: Vec<Type> = args.iter().map(|a| a.ty.clone()).collect();
+        let candidates = unknowns.spine(&ty, &arg_types, Solution::default());
+        let chosen = self.choose(e, (base, &base_ty), &insts, &arg_types, &unknowns, candidates)?;
+        // The elaborated head, then the applications by the core rule.
+        let mut f = TExpr {
+            kind: base_kind,
+            ty: base_ty,
+            span: base.span,
+        };
+        for inst in &insts {
+            f = match inst {
+                Inst::Type(a) => t_app(f, chosen.solution.atom(a), span)?,
+                Inst::Index(_, i) => i_app(f, solve_index(&chosen.solution, i), span)?,
+            };
+        }
+        for (a, (_, app_span)) in args.into_iter().zip(spine) {
+            let lifted = match apply(&f.ty, &a.ty) {
+                Ok(l) => l,
+                Err(err) => {
+                    let d = self.application_error(e, &f.ty, err);
+                    self.report(d);
+                    return None;
+                }
+            };
+            let ty = lifted.result.clone();
+            f = TExpr {
+                kind: TExprKind::App {
+                    func: Box::new(f),
+                    arg: Box::new(a),
+                    lifted,
+                },
+                ty,
+                span: *app_span,
+            };
+        }
+        Some(f)
+    }
+
+    fn unknown_type(&mut self, u: &mut Unknowns, v: remora_types::TVar) -> remora_types::TVar {
+        let name = self
+            .names
+            .tvars
+            .get(v.0 as usize)
+            .cloned()
+            .unwrap_or_else(|| "t".into());
+        let w = self.fresh_tvar(&name);
+        u.types.insert(w);
+        w
+    }
+
+    fn unknown_index(&mut self, u: &mut Unknowns, v: IVar) -> Index {
+        match v {
+            IVar::Dim(d) => {
+                let name = self
+                    .names
+                    .dvars
+                    .get(d.0 as usize)
+                    .cloned()
+                    .unwrap_or_else(|| "d".into());
+                let w = self.fresh_dvar(&name);
+                u.dims.insert(w);
+                Index::Dim(Dim::var(w))
+            }
+            IVar::Shape(s) => {
+                let name = self
+                    .names
+                    .svars
+                    .get(s.0 as usize)
+                    .cloned()
+                    .unwrap_or_else(|| "s".into());
+                let w = self.fresh_svar(&name);
+                u.shapes.insert(w);
+                Index::Shape(Shape::var(w))
+            }
+        }
+    }
+
+    /// The candidate with the smallest principal frame, every unknown
+    /// solved; otherwise an error that says why and what to write.
+    fn choose(
+        &mut self,
+        e: &ast::Expr,
+        (base, base_ty): (&ast::Expr, &Type),
+        insts: &[Inst],
+        args: &[Type],
+        unknowns: &Unknowns,
+        candidates: Vec<Candidate>,
+    ) -> Option<Candidate> {
+        let span = e.span;
+        let fname = print::expr_to_string(base);
+        let Some(least) = candidates.iter().map(|c| c.principal.min_rank()).min() else {
+            let mut d = self
+                .error(
+                    span,
+                    format!("no instantiation of `{fname}` fits these arguments"),
+                )
+                .note(format!("`{fname}` has type {}", self.show(base_ty)));
+            for (k, a) in args.iter().enumerate() {
+                d = d.note(format!("argument {} has type {}", k + 1, self.show(a)));
+            }
+            self.report(d.note(format!(
+                "write the instantiation: (@{fname} (type …) (index …) argument …)"
+            )));
+            return None;
+        };
+        let mut best: Vec<(Candidate, Vec<Inst>)> = Vec::new();
+        for c in candidates.into_iter().filter(|c| c.principal.min_rank() == least) {
+            let solved: Vec<Inst> = insts
+                .iter()
+                .map(|i| match i {
+                    Inst::Type(a) => Inst::Type(c.solution.atom(a)),
+                    Inst::Index(v, x) => Inst::Index(*v, solve_index(&c.solution, x)),
+                })
+                .collect();
+            if !best.iter().any(|(_, s)| *s == solved) {
+                best.push((c, solved));
+            }
+        }
+        match best.as_slice() {
+            [(c, solved)] => {
+                let unsolved = |i: &Inst| match i {
+                    Inst::Type(a) => unknowns.mentions(&Type::scalar(a.clone())),
+                    Inst::Index(_, Index::Dim(d)) => {
+                        unknowns.mentions(&Type::array(Atom::Int, Shape::from_dims([d.clone()])))
+                    }
+                    Inst::Index(_, Index::Shape(x)) => unknowns.mentions(&Type::array(Atom::Int, x.clone())),
+                };
+                if let Some(missing) = solved.iter().find(|i| unsolved(i)) {
+                    let what = match missing {
+                        Inst::Type(_) => "a type argument",
+                        Inst::Index(..) => "an index argument",
+                    };
+                    let d = self
+                        .error(
+                            span,
+                            format!("cannot infer {what} of `{fname}` from its arguments"),
+                        )
+                        .note(format!("`{fname}` has type {}", self.show(base_ty)))
+                        .note(format!(
+                            "write the instantiation: (@{fname} (type …) (index …) argument …)"
+                        ));
+                    self.report(d);
+                    return None;
+                }
+                Some(c.clone())
+            }
+            [(_, a), (_, b), ..] => {
+                let (a, b) = (self.show_insts(&fname, a), self.show_insts(&fname, b));
+                let d = self
+                    .error(span, format!("ambiguous instantiation of `{fname}`"))
+                    .note(format!("both {a} and {b} fit, with the same principal frame"))
+                    .note("write the one you mean");
+                self.report(d);
+                None
+            }
+            [] => None,
+        }
+    }
+
+    /// `(@f (T …) (i …))` for an instantiation.
+    fn show_insts(&self, fname: &str, insts: &[Inst]) -> String {
+        let mut types = Vec::new();
+        let mut indices = Vec::new();
+        for i in insts {
+            match i {
+                Inst::Type(a) => types.push(self.show(&Type::scalar(a.clone()))),
+                Inst::Index(_, Index::Dim(d)) => indices.push(
+                    self.show_shape(&Shape::from_dims([d.clone()]))
+                        .trim_matches(|c| c == '[' || c == ']')
+                        .to_string(),
+                ),
+                Inst::Index(_, Index::Shape(s)) => indices.push(self.show_shape(s)),
+            }
+        }
+        let list = |v: Vec<String>| {
+            if v.is_empty() {
+                "_".to_string()
+            } else {
+                format!("({})", v.join(" "))
+            }
+        };
+        format!("(@{fname} {} {} …)", list(types), list(indices))
+    }
+}
+
+/// An instantiation argument as written on the head.
+enum Written<'a> {
+    Type(&'a ast::Type),
+    Index(&'a ast::Ispace),
+}
+
+impl Written<'_> {
+    fn is_hole(&self) -> bool {
+        match self {
+            Written::Type(t) => matches!(t.kind, TypeKind::Hole),
+            Written::Index(i) => matches!(i, ast::Ispace::Hole(_)),
+        }
+    }
+}
+
+/// The number of `∀` and `Π` binders in front of a type, and what they bind.
+fn count_binders(t: &Type) -> (usize, &Type) {
+    let mut n = 0;
+    let mut t = t;
+    loop {
+        match &t.atom {
+            Atom::Forall(_, b) | Atom::Pi(_, b) if t.shape.is_scalar() => {
+                n += 1;
+                t = b;
+            }
+            _ => return (n, t),
+        }
+    }
+}
+
+fn solve_index(sol: &Solution, i: &Index) -> Index {
+    match i {
+        Index::Dim(d) => Index::Dim(sol.dim(d)),
+        Index::Shape(s) => Index::Shape(sol.shape(s)),
+    }
+}
+
+/// `(t-app f A)` for a scalar `∀` function.
+fn t_app(f: TExpr, a: Atom, span: Span) -> Option<TExpr> {
+    let Atom::Forall(v, body) = &f.ty.atom else {
+        return None;
+    };
+    let ty = body.subst_type(*v, &a).lift(&f.ty.shape);
+    Some(TExpr {
+        kind: TExprKind::TApp {
+            func: Box::new(f),
+            arg: a,
+        },
+        ty,
+        span,
+    })
+}
+
+/// `(i-app f i)` for a scalar `Π` function.
+fn i_app(f: TExpr, i: Index, span: Span) -> Option<TExpr> {
+    let Atom::Pi(v, body) = &f.ty.atom else {
+        return None;
+    };
+    let ty = body.subst_index(*v, &i).lift(&f.ty.shape);
+    Some(TExpr {
+        kind: TExprKind::IApp {
+            func: Box::new(f),
+            arg: i,
+        },
+        ty,
+        span,
+    })
+}
