@@ -35,13 +35,33 @@ pub struct Solution {
     pub shapes: HashMap<SVar, Shape>,
 }
 
+/// How many rounds of substitution resolve a solution whose values mention
+/// other unknowns (a reranked argument's frame inside a shape).
+const ROUNDS: usize = 8;
+
 impl Solution {
     pub fn dim(&self, d: &Dim) -> Dim {
-        d.subst(&|v| self.dims.get(&v).cloned())
+        let mut cur = d.clone();
+        for _ in 0..ROUNDS {
+            let next = cur.subst(&|v| self.dims.get(&v).cloned());
+            if next == cur {
+                break;
+            }
+            cur = next;
+        }
+        cur
     }
 
     pub fn shape(&self, s: &Shape) -> Shape {
-        s.subst(&|v| self.dims.get(&v).cloned(), &|v| self.shapes.get(&v).cloned())
+        let mut cur = s.clone();
+        for _ in 0..ROUNDS {
+            let next = cur.subst(&|v| self.dims.get(&v).cloned(), &|v| self.shapes.get(&v).cloned());
+            if next == cur {
+                break;
+            }
+            cur = next;
+        }
+        cur
     }
 
     pub fn ty(&self, t: &Type) -> Type {
@@ -152,7 +172,18 @@ impl Unknowns {
                     self.match_segs(&segs, a, sol, out);
                 }
                 None => {
+                    // The same unknown on both sides (a reranked function's
+                    // frame meeting itself) matches itself.
+                    if let Some((Seg::Var(w), a_rest)) = a.split_first()
+                        && w == v
+                    {
+                        self.match_segs(rest, a_rest, sol, out);
+                        return;
+                    }
                     for k in 0..=a.len() {
+                        if a[..k].contains(&Seg::Var(*v)) {
+                            break;
+                        }
                         let mut s = sol.clone();
                         s.shapes.insert(*v, Shape::from_segs(a[..k].to_vec()));
                         self.match_segs(rest, &a[k..], s, out);
@@ -244,22 +275,41 @@ impl Unknowns {
     }
 
     /// Every candidate for applying a function of type `fun` (with
-    /// unknowns) to arguments of the given types, in order.
-    pub fn spine(&self, fun: &Type, args: &[Type], sol: Solution) -> Vec<Candidate> {
+    /// unknowns) to arguments of the given types, in order. An argument
+    /// with an `extension` unknown `E` is a function that may also be
+    /// reranked (§1.7): its parameter and result cells all extended by the
+    /// frame `E`.
+    pub fn spine(
+        &self,
+        fun: &Type,
+        args: &[Type],
+        extensions: &[Option<SVar>],
+        sol: Solution,
+    ) -> Vec<Candidate> {
+        let mut variants = Vec::with_capacity(args.len());
+        for (k, a) in args.iter().enumerate() {
+            let mut v = vec![a.clone()];
+            if let Some(Some(e)) = extensions.get(k)
+                && let Some(x) = extend(a, *e)
+            {
+                v.push(x);
+            }
+            variants.push(v);
+        }
         let mut out = Vec::new();
-        self.spine_from(fun, args, sol, Vec::new(), &mut out);
+        self.spine_from(fun, &variants, sol, Vec::new(), &mut out);
         out
     }
 
     fn spine_from(
         &self,
         fun: &Type,
-        args: &[Type],
+        args: &[Vec<Type>],
         sol: Solution,
         frames: Vec<Shape>,
         out: &mut Vec<Candidate>,
     ) {
-        let Some((arg, rest)) = args.split_first() else {
+        let Some((variants, rest)) = args.split_first() else {
             let mut principal = Shape::scalar();
             for f in &frames {
                 match principal_frame(&principal, f) {
@@ -280,11 +330,28 @@ impl Unknowns {
         if !fun.shape.is_scalar() {
             return;
         }
-        for (s, frame) in self.match_arg(param, arg, sol) {
-            let mut frames = frames.clone();
-            frames.push(frame);
-            self.spine_from(result, rest, s, frames, out);
+        for arg in variants {
+            for (s, frame) in self.match_arg(param, arg, sol.clone()) {
+                let mut frames = frames.clone();
+                frames.push(frame);
+                self.spine_from(result, rest, s, frames, out);
+            }
         }
+    }
+}
+
+/// A scalar function type with its parameter and result cells all extended
+/// by the frame `e`: the type of its η-expansion over cells `e` larger.
+pub fn extend(t: &Type, e: SVar) -> Option<Type> {
+    fn go(t: &Type, e: &Shape) -> Type {
+        match &t.atom {
+            Atom::Arrow(p, r) if t.shape.is_scalar() => Type::arrow(p.lift(e), go(r, e)),
+            _ => t.lift(e),
+        }
+    }
+    match &t.atom {
+        Atom::Arrow(..) if t.shape.is_scalar() => Some(go(t, &Shape::var(e))),
+        _ => None,
     }
 }
 
@@ -312,7 +379,7 @@ mod tests {
     fn a_whole_argument_is_one_cell_when_it_can_be() {
         let (u, param, t, d, s) = head_param();
         let fun = Type::arrow(param, Type::scalar(Atom::Int));
-        let cands = u.spine(&fun, &[ints(&[2, 3])], Solution::default());
+        let cands = u.spine(&fun, &[ints(&[2, 3])], &[None], Solution::default());
         let best = cands.iter().min_by_key(|c| c.principal.min_rank()).unwrap();
         assert!(best.principal.is_scalar());
         assert_eq!(best.solution.types[&t], Atom::Int);

@@ -8,7 +8,7 @@
 
 use super::{Checker, Value};
 use crate::infer::{Candidate, Solution, Unknowns};
-use crate::typed::{TExpr, TExprKind};
+use crate::typed::{TAtom, TAtomKind, TExpr, TExprKind, VarId};
 use remora_syntax::ast::{self, ExprKind, TypeKind};
 use remora_syntax::{Span, print};
 use remora_types::{Atom, Dim, IVar, Index, Shape, Type, apply};
@@ -186,7 +186,32 @@ impl Checker {
             return None;
         }
         let arg_types: Vec<Type> = args.iter().map(|a| a.ty.clone()).collect();
-        let candidates = unknowns.spine(&ty, &arg_types, Solution::default());
+        // A function argument where a function is expected may be reranked
+        // (§1.7): its cells extended by a frame, an unknown to solve.
+        let mut extensions = Vec::with_capacity(arg_types.len());
+        let mut params = &ty;
+        for a in &arg_types {
+            let mut ext = None;
+            if let Atom::Arrow(p, r) = &params.atom {
+                if matches!(p.atom, Atom::Arrow(..))
+                    && matches!(a.atom, Atom::Arrow(..))
+                    && a.shape.is_scalar()
+                {
+                    let e = self.fresh_svar("frame");
+                    unknowns.shapes.insert(e);
+                    ext = Some(e);
+                }
+                params = r;
+            }
+            extensions.push(ext);
+        }
+        let mut candidates = unknowns.spine(&ty, &arg_types, &extensions, Solution::default());
+        // A rerank frame nothing constrains is no rerank.
+        for c in &mut candidates {
+            for e in extensions.iter().flatten() {
+                c.solution.shapes.entry(*e).or_insert_with(Shape::scalar);
+            }
+        }
         let chosen = self.choose(e, (base, &base_ty), &insts, &arg_types, &unknowns, candidates)?;
         // The elaborated head, then the applications by the core rule.
         let mut f = TExpr {
@@ -200,7 +225,15 @@ impl Checker {
                 Inst::Index(_, i) => i_app(f, solve_index(&chosen.solution, i), span)?,
             };
         }
-        for (a, (_, app_span)) in args.into_iter().zip(spine) {
+        for ((a, (_, app_span)), ext) in args.into_iter().zip(spine).zip(&extensions) {
+            // A reranked function argument: its η-expansion over the frame.
+            let a = match ext.and_then(|e| chosen.solution.shapes.get(&e)) {
+                Some(frame) if !frame.is_scalar() => {
+                    let frame = chosen.solution.shape(frame);
+                    self.rerank(a, &frame)?
+                }
+                _ => a,
+            };
             let lifted = match apply(&f.ty, &a.ty) {
                 Ok(l) => l,
                 Err(err) => {
@@ -221,6 +254,53 @@ impl Checker {
             };
         }
         Some(f)
+    }
+
+    /// `(fn ((x1 [A1 E c1]) …) (f x1 …))`: the function `f` lifted to cells
+    /// extended by the frame `E` (extensions.md §1.7, tutorial §4.5).
+    fn rerank(&mut self, f: TExpr, frame: &Shape) -> Option<TExpr> {
+        let span = f.span;
+        let mut params = Vec::new();
+        let mut t = &f.ty;
+        while let (Atom::Arrow(p, r), true) = (&t.atom, t.shape.is_scalar()) {
+            params.push(p.lift(frame));
+            t = r;
+        }
+        let vars: Vec<VarId> = params.iter().map(|_| self.fresh_var("x")).collect();
+        let mut body = f;
+        for (v, p) in vars.iter().zip(&params) {
+            let x = TExpr {
+                kind: TExprKind::Var(*v),
+                ty: p.clone(),
+                span,
+            };
+            let lifted = apply(&body.ty, &x.ty).ok()?;
+            let ty = lifted.result.clone();
+            body = TExpr {
+                kind: TExprKind::App {
+                    func: Box::new(body),
+                    arg: Box::new(x),
+                    lifted,
+                },
+                ty,
+                span,
+            };
+        }
+        for (v, p) in vars.into_iter().zip(params).rev() {
+            let ty = Type::arrow(p, body.ty.clone());
+            body = TExpr {
+                kind: TExprKind::Array {
+                    shape: Vec::new(),
+                    atoms: vec![TAtom {
+                        kind: TAtomKind::Lambda { param: v, body },
+                        span,
+                    }],
+                },
+                ty,
+                span,
+            };
+        }
+        Some(body)
     }
 
     fn unknown_type(&mut self, u: &mut Unknowns, v: remora_types::TVar) -> remora_types::TVar {
