@@ -30,6 +30,10 @@ enum Command {
     /// Type-check a program or an expression and print the type of each
     /// definition and entry (or of the expression).
     Check(Source),
+    /// Type-check a program or an expression and print it with everything
+    /// inference decided written out, as core Remora (the form `parse`
+    /// prints).
+    Elaborate(Source),
     /// Run a program: its `main` entry with the arguments, or each bare
     /// expression (script mode).
     Run(RunArgs),
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
     remora_syntax::stack::run_deep(move || match cli.command {
         Command::Parse(source) => parse(source),
         Command::Check(source) => check(source),
+        Command::Elaborate(source) => elaborate(source),
         Command::Run(args) => run(
             Source {
                 expr: None,
@@ -182,6 +187,35 @@ fn check(source: Source) -> ExitCode {
                 }
             }
             (text, checked.diagnostics)
+        }
+    };
+    if !diags.is_empty() {
+        eprint!("{}", render_all(&diags, &sources));
+        return ExitCode::FAILURE;
+    }
+    write_stdout(&text)
+}
+
+fn elaborate(source: Source) -> ExitCode {
+    let mut sources = SourceMap::new();
+    let parsed = match read_source(source, &mut sources) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let (text, diags) = match parsed {
+        Parsed::Expr(e) => {
+            let checked = remora_check::check_expression(&e);
+            let text = checked
+                .value
+                .as_ref()
+                .map(|t| print::expr_to_string(&remora_check::elaborate::expr(t, &checked.names)) + "\n")
+                .unwrap_or_default();
+            (text, checked.diagnostics)
+        }
+        Parsed::Program(p) => {
+            let checked = remora_check::check_program(&p);
+            let program = remora_check::elaborate::program(&checked.value, &checked.names);
+            (print::program(&program), checked.diagnostics)
         }
     };
     if !diags.is_empty() {

@@ -349,8 +349,52 @@ fn execute(
                 printed(&reference)
             ));
         }
+        elaboration_agrees(parsed, entry, inputs, options, &fast)?;
     }
     fast
+}
+
+/// The program elaborated (`remora elaborate`), read back, checked with
+/// inference off and run must print what the program printed (or fail
+/// too, when it failed at run time).
+fn elaboration_agrees(
+    parsed: &Parsed,
+    entry: &str,
+    inputs: &[String],
+    options: remora_check::Options,
+    original: &Result<(Option<remora_value::Array>, String), String>,
+) -> Result<(), String> {
+    let checked = remora_check::check_program_with(&parsed.program, options);
+    if checked.has_errors() {
+        return Ok(());
+    }
+    let text = print::program(&remora_check::elaborate::program(&checked.value, &checked.names));
+    let mut sources = SourceMap::new();
+    let file = sources.add(remora_syntax::SourceFile::new("<elaborated>", None, text.clone()));
+    let mut diags = Vec::new();
+    let items = remora_syntax::reader::read(&text, file, &mut diags);
+    let program = remora_syntax::parser::Parser::new(&mut diags, Dialect::Tree).file(&items);
+    if !diags.is_empty() {
+        return Err(format!(
+            "the elaborated program does not read back:\n{}\n{text}",
+            render_all(&diags, &sources)
+        ));
+    }
+    let elaborated = Parsed {
+        program: remora_syntax::ast::Program { decls: program.decls },
+        rendered: String::new(),
+        has_errors: false,
+        sources,
+    };
+    let core = remora_check::Options { inference: false };
+    let again = execute_with(&elaborated, entry, inputs, core, false);
+    match (original, &again) {
+        (Ok((_, a)), Ok((_, b))) if a == b => Ok(()),
+        (Err(_), Err(_)) => Ok(()),
+        _ => Err(format!(
+            "the elaborated program gives {again:?}, not {original:?}:\n{text}"
+        )),
+    }
 }
 
 fn execute_with(

@@ -178,3 +178,20 @@ fn repl_reads_until_brackets_balance_and_exits_on_end_of_input() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "3\n[11 12]\n[Int 2]\n");
 }
+
+#[test]
+fn elaborate_writes_out_what_inference_decided() {
+    let out = remora(&["elaborate", "-e", "(append [1 2] [3])"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "((i-app (i-app (i-app (t-app append Int) 2) 1) []) (array [2] 1 2) (array [1] 3))\n"
+    );
+    // A reranked operator is written as its η-expansion over the rows.
+    let out = remora(&["elaborate", "-e", "(reduce + [[1 2] [3 4]])"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "((i-app (i-app (t-app reduce Int) 1) [2]) (λ ((x_0 (A Int [2]))) (λ ((x_1 (A Int [2]))) (+ x_0 x_1))) (array [2 2] 1 2 3 4))\n"
+    );
+}

@@ -9,6 +9,7 @@
 //! reported as such.
 
 mod check;
+pub mod elaborate;
 pub mod infer;
 pub mod intrinsics;
 pub mod typed;

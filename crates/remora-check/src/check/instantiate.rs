@@ -266,7 +266,14 @@ impl Checker {
             params.push(p.lift(frame));
             t = r;
         }
-        let vars: Vec<VarId> = params.iter().map(|_| self.fresh_var("x")).collect();
+        // Names of their own, so elaboration prints distinct parameters.
+        let vars: Vec<VarId> = params
+            .iter()
+            .map(|_| {
+                let n = self.names.vars.len();
+                self.fresh_var(&format!("x_{n}"))
+            })
+            .collect();
         let mut body = f;
         for (v, p) in vars.iter().zip(&params) {
             let x = TExpr {
