@@ -1022,7 +1022,7 @@ impl Checker {
                 ret,
                 body,
             } => {
-                let value = self.function(b.span, params, ret.as_ref(), body)?;
+                let value = self.generalised(b.span, params, ret.as_ref(), body)?;
                 Some(Some(self.define(&name.name, value)))
             }
             BindKind::TFun {
@@ -1100,7 +1100,151 @@ impl Checker {
         let binders = bind(self);
         let value = self.annotated_body(span, ret, body);
         self.reset(m);
-        binders.into_iter().rev().try_fold(value?, |body, binder| {
+        wrap_binders(binders, value?, span)
+    }
+
+    /// `(fun (f (x T) … : R) body)` whose parameter or result types mention
+    /// type or index variables bound nowhere (extensions.md §1.4): the
+    /// function is generalised over them, as if written in a `t-fun` and an
+    /// `i-fun` (types first, each kind in order of first mention). Without
+    /// inference, or with no such variables, it is the plain function.
+    fn generalised(
+        &mut self,
+        span: Span,
+        params: &[ast::Param],
+        ret: Option<&ast::Type>,
+        body: &ast::Expr,
+    ) -> Option<TExpr> {
+        let mut free = Free::default();
+        if self.inference {
+            for p in params {
+                if let ast::ParamAnn::Type(t) = &p.ann {
+                    free.ty(t, self);
+                }
+            }
+            if let Some(t) = ret {
+                free.ty(t, self);
+            }
+        }
+        if free.types.is_empty() && free.indices.is_empty() {
+            return self.function(span, params, ret, body);
+        }
+        let m = self.mark();
+        let mut binders = Vec::new();
+        for t in &free.types {
+            binders.push(Binder::Type(self.bind_tparam(t)));
+        }
+        for i in &free.indices {
+            binders.push(Binder::Index(self.bind_iparam(i)));
+        }
+        let value = self.function(span, params, ret, body);
+        self.reset(m);
+        wrap_binders(binders, value?, span)
+    }
+}
+
+/// The type and index variables a written type mentions that are bound
+/// neither in it nor in scope, in order of first mention.
+#[derive(Default)]
+struct Free {
+    types: Vec<ast::TParam>,
+    indices: Vec<ast::IParam>,
+    /// Bound inside the type being walked (by ∀, Π, Σ).
+    inner: Vec<String>,
+}
+
+impl Free {
+    fn ty(&mut self, t: &ast::Type, c: &Checker) {
+        use ast::TypeKind as K;
+        match &t.kind {
+            K::Var(name) => {
+                if !self.inner.contains(&name.name)
+                    && c.types.get(&name.name).is_none()
+                    && !self.types.iter().any(|p| p.name.name == name.name)
+                {
+                    self.types.push(ast::TParam { name: name.clone() });
+                }
+            }
+            K::Array { elem, shape } => {
+                self.ty(elem, c);
+                self.shape(shape, c);
+            }
+            K::Arrow { param, result } => {
+                self.ty(param, c);
+                self.ty(result, c);
+            }
+            K::Forall { param, body } => {
+                self.inner.push(param.name.name.clone());
+                self.ty(body, c);
+                self.inner.pop();
+            }
+            K::Pi { param, body } | K::Sigma { param, body } => {
+                self.inner.push(param.name.name.clone());
+                self.ty(body, c);
+                self.inner.pop();
+            }
+            K::Record(fields) => {
+                for (_, t) in fields {
+                    self.ty(t, c);
+                }
+            }
+            K::Int | K::Bool | K::Float | K::Hole | K::Error => {}
+        }
+    }
+
+    fn index(&mut self, sort: Sort, name: &ast::Ident, c: &Checker) {
+        let bound = match sort {
+            Sort::Dim => c.dims.get(&name.name).is_some(),
+            Sort::Shape => c.shapes.get(&name.name).is_some(),
+        };
+        if !bound
+            && !self.inner.contains(&name.name)
+            && !self.indices.iter().any(|p| p.name.name == name.name)
+        {
+            self.indices.push(ast::IParam {
+                sort,
+                name: name.clone(),
+            });
+        }
+    }
+
+    fn shape(&mut self, s: &ast::Shape, c: &Checker) {
+        match &s.kind {
+            ast::ShapeKind::Var(name) => self.index(Sort::Shape, name, c),
+            ast::ShapeKind::Splice(parts) => {
+                for p in parts {
+                    self.ispace(p, c);
+                }
+            }
+            ast::ShapeKind::Error => {}
+        }
+    }
+
+    fn ispace(&mut self, i: &ast::Ispace, c: &Checker) {
+        match i {
+            ast::Ispace::Dim(d) => self.dim(d, c),
+            ast::Ispace::Shape(s) => self.shape(s, c),
+            ast::Ispace::Hole(_) => {}
+        }
+    }
+
+    fn dim(&mut self, d: &ast::Dim, c: &Checker) {
+        match &d.kind {
+            ast::DimKind::Var(name) => self.index(Sort::Dim, name, c),
+            ast::DimKind::Add(ds) | ast::DimKind::Mul(ds) | ast::DimKind::Sub(ds) => {
+                for d in ds {
+                    self.dim(d, c);
+                }
+            }
+            ast::DimKind::Nat(_) | ast::DimKind::Error => {}
+        }
+    }
+}
+
+/// The body wrapped in `tλ`/`iλ` for each binder, outermost first.
+fn wrap_binders(binders: Vec<Binder>, value: TExpr, span: Span) -> Option<TExpr> {
+    {
+        binders.into_iter().rev().try_fold(value, |body, binder| {
             let (atom, kind) = match binder {
                 Binder::Type(v) => (
                     Atom::Forall(v, Box::new(body.ty.clone())),
@@ -1114,7 +1258,9 @@ impl Checker {
             Some(scalar_atom(kind, Type::scalar(atom), span))
         })
     }
+}
 
+impl Checker {
     /// `(fun (f (x T) … : R) body)` as nested lambdas.
     fn function(
         &mut self,
