@@ -278,16 +278,23 @@ impl Unknowns {
     /// unknowns) to arguments of the given types, in order. An argument
     /// with an `extension` unknown `E` is a function that may also be
     /// reranked (§1.7): its parameter and result cells all extended by the
-    /// frame `E`.
+    /// frame `E`. An argument that is `None` is a lambda without parameter
+    /// types: it fits any parameter, in an empty frame, and is typed
+    /// afterwards against the parameter's solved type (extensions.md §1.5).
     pub fn spine(
         &self,
         fun: &Type,
-        args: &[Type],
+        args: &[Option<Type>],
         extensions: &[Option<SVar>],
         sol: Solution,
     ) -> Vec<Candidate> {
         let mut variants = Vec::with_capacity(args.len());
         for (k, a) in args.iter().enumerate() {
+            let Some(a) = a else {
+                // A lambda whose parameter types come from this application.
+                variants.push(Vec::new());
+                continue;
+            };
             let mut v = vec![a.clone()];
             if let Some(Some(e)) = extensions.get(k)
                 && let Some(x) = extend(a, *e)
@@ -328,6 +335,12 @@ impl Unknowns {
             return;
         };
         if !fun.shape.is_scalar() {
+            return;
+        }
+        if variants.is_empty() {
+            let mut frames = frames;
+            frames.push(Shape::scalar());
+            self.spine_from(result, rest, sol, frames, out);
             return;
         }
         for arg in variants {
@@ -379,7 +392,7 @@ mod tests {
     fn a_whole_argument_is_one_cell_when_it_can_be() {
         let (u, param, t, d, s) = head_param();
         let fun = Type::arrow(param, Type::scalar(Atom::Int));
-        let cands = u.spine(&fun, &[ints(&[2, 3])], &[None], Solution::default());
+        let cands = u.spine(&fun, &[Some(ints(&[2, 3]))], &[None], Solution::default());
         let best = cands.iter().min_by_key(|c| c.principal.min_rank()).unwrap();
         assert!(best.principal.is_scalar());
         assert_eq!(best.solution.types[&t], Atom::Int);

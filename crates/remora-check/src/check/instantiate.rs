@@ -114,10 +114,16 @@ impl Checker {
                 },
             }
         }
-        let mut args = Vec::with_capacity(spine.len());
+        // Arguments typed first; a lambda without parameter types waits for
+        // the types its parameter gets.
+        let mut args: Vec<Option<TExpr>> = Vec::with_capacity(spine.len());
         for (a, _) in spine {
+            if untyped_lambda(a) {
+                args.push(None);
+                continue;
+            }
             match self.expr(a) {
-                Some(t) => args.push(t),
+                Some(t) => args.push(Some(t)),
                 None => ok = false,
             }
         }
@@ -185,7 +191,7 @@ impl Checker {
             self.report(d);
             return None;
         }
-        let arg_types: Vec<Type> = args.iter().map(|a| a.ty.clone()).collect();
+        let arg_types: Vec<Option<Type>> = args.iter().map(|a| a.as_ref().map(|a| a.ty.clone())).collect();
         // A function argument where a function is expected may be reranked
         // (§1.7): its cells extended by a frame, an unknown to solve.
         let mut extensions = Vec::with_capacity(arg_types.len());
@@ -193,7 +199,8 @@ impl Checker {
         for a in &arg_types {
             let mut ext = None;
             if let Atom::Arrow(p, r) = &params.atom {
-                if matches!(p.atom, Atom::Arrow(..))
+                if let Some(a) = a
+                    && matches!(p.atom, Atom::Arrow(..))
                     && matches!(a.atom, Atom::Arrow(..))
                     && a.shape.is_scalar()
                 {
@@ -225,7 +232,21 @@ impl Checker {
                 Inst::Index(_, i) => i_app(f, solve_index(&chosen.solution, i), span)?,
             };
         }
-        for ((a, (_, app_span)), ext) in args.into_iter().zip(spine).zip(&extensions) {
+        for (((a, (a_ast, app_span)), ext), k) in args.into_iter().zip(spine).zip(&extensions).zip(0..) {
+            let a = match a {
+                Some(a) => a,
+                None => {
+                    let want = chosen.solution.ty(&nth_param(&ty, k)?);
+                    if unknowns.mentions(&want) {
+                        let d = self
+                            .error(a_ast.span, "cannot infer this lambda's parameter types")
+                            .note("write them: (fn ((x T) …) e)");
+                        self.report(d);
+                        return None;
+                    }
+                    self.lambda_expected(a_ast, &want)?
+                }
+            };
             // A reranked function argument: its η-expansion over the frame.
             let a = match ext.and_then(|e| chosen.solution.shapes.get(&e)) {
                 Some(frame) if !frame.is_scalar() => {
@@ -310,6 +331,46 @@ impl Checker {
         Some(body)
     }
 
+    /// A lambda whose parameters are written without types, checked against
+    /// the function type it is expected to have: each parameter gets the
+    /// expected parameter type (extensions.md §1.5).
+    fn lambda_expected(&mut self, e: &ast::Expr, want: &Type) -> Option<TExpr> {
+        let (param, body) = match &e.kind {
+            ExprKind::Array { shape, atoms } if shape.is_empty() => match atoms.as_slice() {
+                [
+                    ast::Atom {
+                        kind: ast::AtomKind::Lambda { param, body },
+                        ..
+                    },
+                ] => (param, body),
+                _ => return self.expr(e),
+            },
+            _ => return self.expr(e),
+        };
+        let (pty, rest) = match (&want.atom, want.shape.is_scalar(), &param.ann) {
+            (Atom::Arrow(p, r), true, ast::ParamAnn::Infer) => ((**p).clone(), (**r).clone()),
+            _ => return self.expr(e),
+        };
+        let m = self.mark();
+        let var = self.fresh_var(&param.name.name);
+        self.values.bind(&param.name.name, Value::Var(var, pty.clone()));
+        let body = self.lambda_expected(body, &rest);
+        self.reset(m);
+        let body = body?;
+        let ty = Type::arrow(pty, body.ty.clone());
+        Some(TExpr {
+            kind: TExprKind::Array {
+                shape: Vec::new(),
+                atoms: vec![TAtom {
+                    kind: TAtomKind::Lambda { param: var, body },
+                    span: e.span,
+                }],
+            },
+            ty,
+            span: e.span,
+        })
+    }
+
     fn unknown_type(&mut self, u: &mut Unknowns, v: remora_types::TVar) -> remora_types::TVar {
         let name = self
             .names
@@ -356,7 +417,7 @@ impl Checker {
         e: &ast::Expr,
         (base, base_ty): (&ast::Expr, &Type),
         insts: &[Inst],
-        args: &[Type],
+        args: &[Option<Type>],
         unknowns: &Unknowns,
         candidates: Vec<Candidate>,
     ) -> Option<Candidate> {
@@ -370,7 +431,10 @@ impl Checker {
                 )
                 .note(format!("`{fname}` has type {}", self.show(base_ty)));
             for (k, a) in args.iter().enumerate() {
-                d = d.note(format!("argument {} has type {}", k + 1, self.show(a)));
+                d = d.note(match a {
+                    Some(a) => format!("argument {} has type {}", k + 1, self.show(a)),
+                    None => format!("argument {} is a lambda without parameter types", k + 1),
+                });
             }
             self.report(d.note(format!(
                 "write the instantiation: (@{fname} (type …) (index …) argument …)"
@@ -469,6 +533,35 @@ impl Written<'_> {
             Written::Type(t) => matches!(t.kind, TypeKind::Hole),
             Written::Index(i) => matches!(i, ast::Ispace::Hole(_)),
         }
+    }
+}
+
+/// Whether `e` is a lambda literal whose parameter has no type written.
+fn untyped_lambda(e: &ast::Expr) -> bool {
+    match &e.kind {
+        ExprKind::Array { shape, atoms } if shape.is_empty() => matches!(
+            atoms.as_slice(),
+            [ast::Atom {
+                kind: ast::AtomKind::Lambda { param, .. },
+                ..
+            }] if matches!(param.ann, ast::ParamAnn::Infer)
+        ),
+        _ => false,
+    }
+}
+
+/// The `k`th parameter type of a curried function type.
+fn nth_param(t: &Type, k: usize) -> Option<Type> {
+    let mut t = t;
+    for _ in 0..k {
+        match &t.atom {
+            Atom::Arrow(_, r) => t = r,
+            _ => return None,
+        }
+    }
+    match &t.atom {
+        Atom::Arrow(p, _) => Some((**p).clone()),
+        _ => None,
     }
 }
 
