@@ -443,3 +443,141 @@ fn execute_with(
         remora_value::print::to_string(&value),
     ))
 }
+
+/// What became of a run case with every `t-app` and `i-app` removed (issue
+/// 5: how far inference recovers what core makes you write).
+#[derive(Debug)]
+pub enum Stripped {
+    /// It prints what the original printed.
+    Same,
+    /// Inference reported an ambiguity.
+    Ambiguous(String),
+    /// Another type error (say, an instantiation nothing determines).
+    TypeError(String),
+    /// It runs, but prints something else: the smallest-frame rule chose
+    /// another split. The original's print, then the stripped one's.
+    Differs(String, String),
+    /// It checks but fails at run time.
+    RunError(String),
+}
+
+/// Runs `case` as written and with its instantiations removed; `None` when
+/// the case has no successful run to compare.
+pub fn stripped_outcome(rel: &str, file: &Path, case: &Case) -> Option<Stripped> {
+    let canonical = std::fs::canonicalize(file).ok();
+    let parsed = parse(rel, canonical, &case.source);
+    if parsed.has_errors {
+        return None;
+    }
+    let block = case.blocks.iter().find(|b| !b.runs.is_empty())?;
+    let run = block.runs.first()?;
+    let entry = block.entry.as_deref().unwrap_or("main");
+    let inputs = match &run.input {
+        None => Vec::new(),
+        Some(Values::Inline(text)) => split_values(text).ok()?,
+        Some(Values::File(path)) => data_file_inputs(file, path).ok()?,
+    };
+    let (_, original) = execute_with(&parsed, entry, &inputs, options(block), false).ok()?;
+    let mut program = parsed.program.clone();
+    for d in &mut program.decls {
+        strip_decl(d);
+    }
+    let stripped = Parsed {
+        program,
+        rendered: String::new(),
+        has_errors: false,
+        sources: parsed.sources,
+    };
+    let checked = remora_check::check_program(&stripped.program);
+    if checked.has_errors() {
+        let text = render_all(&checked.diagnostics, &stripped.sources);
+        let first = text.lines().next().unwrap_or_default().to_string();
+        return Some(if text.contains("ambiguous") {
+            Stripped::Ambiguous(first)
+        } else {
+            Stripped::TypeError(first)
+        });
+    }
+    Some(
+        match execute_with(&stripped, entry, &inputs, remora_check::Options::default(), false) {
+            Ok((_, printed)) if printed == original => Stripped::Same,
+            Ok((_, printed)) => Stripped::Differs(original, printed),
+            Err(e) => Stripped::RunError(e.lines().next().unwrap_or_default().to_string()),
+        },
+    )
+}
+
+fn strip_decl(d: &mut remora_syntax::ast::Decl) {
+    use remora_syntax::ast::DeclKind;
+    match &mut d.kind {
+        DeclKind::Def(b) => strip_bind(b),
+        DeclKind::Entry { body, .. } => strip_expr(body),
+        DeclKind::Expr(e) => strip_expr(e),
+    }
+}
+
+fn strip_bind(b: &mut remora_syntax::ast::Bind) {
+    use remora_syntax::ast::BindKind;
+    match &mut b.kind {
+        BindKind::Val { expr, .. } => strip_expr(expr),
+        BindKind::Fun { body, .. } | BindKind::TFun { body, .. } | BindKind::IFun { body, .. } => {
+            strip_expr(body)
+        }
+        BindKind::TypeAlias { .. } | BindKind::IspaceAlias { .. } => {}
+    }
+}
+
+/// Removes every `t-app` and `i-app` from `e`.
+fn strip_expr(e: &mut remora_syntax::ast::Expr) {
+    use remora_syntax::ast::{AtomKind, ExprKind};
+    match &mut e.kind {
+        ExprKind::TApp { func, .. } | ExprKind::IApp { func, .. } => {
+            strip_expr(func);
+            let inner = std::mem::replace(
+                &mut **func,
+                remora_syntax::ast::Expr {
+                    kind: ExprKind::Error,
+                    span: e.span,
+                },
+            );
+            *e = inner;
+        }
+        ExprKind::Array { atoms, .. } => {
+            for a in atoms {
+                match &mut a.kind {
+                    AtomKind::Lambda { body, .. }
+                    | AtomKind::TLambda { body, .. }
+                    | AtomKind::ILambda { body, .. }
+                    | AtomKind::Box { body, .. } => strip_expr(body),
+                    _ => {}
+                }
+            }
+        }
+        ExprKind::Frame { elems, .. } => elems.iter_mut().for_each(strip_expr),
+        ExprKind::App { func, arg } => {
+            strip_expr(func);
+            strip_expr(arg);
+        }
+        ExprKind::Unbox { boxed, body, .. } => {
+            strip_expr(boxed);
+            strip_expr(body);
+        }
+        ExprKind::Let { binds, body } => {
+            binds.iter_mut().for_each(strip_bind);
+            strip_expr(body);
+        }
+        ExprKind::Record(fields) => fields.iter_mut().for_each(|f| strip_expr(&mut f.value)),
+        ExprKind::Field { record, .. } => strip_expr(record),
+        ExprKind::If {
+            cond,
+            then,
+            otherwise,
+        } => {
+            strip_expr(cond);
+            strip_expr(then);
+            strip_expr(otherwise);
+        }
+        ExprKind::Rerank { func, .. } => strip_expr(func),
+        ExprKind::EmptyArray { .. } | ExprKind::EmptyFrame { .. } | ExprKind::Var(_) | ExprKind::Error => {}
+    }
+}
