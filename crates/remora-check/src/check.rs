@@ -278,7 +278,7 @@ impl Checker {
             K::Hole => {
                 let d = self
                     .error(t.span, "`_` needs type inference")
-                    .note("write the type: inferring instantiations is not built yet");
+                    .note("`_` is inferred only in the instantiation of a named polymorphic function being applied: write the type");
                 self.report(d);
                 None
             }
@@ -348,7 +348,7 @@ impl Checker {
             ast::Ispace::Hole(span) => {
                 let d = self
                     .error(*span, "`_` needs index inference")
-                    .note("write the index: inferring instantiations is not built yet");
+                    .note("`_` is inferred only in the instantiation of a named polymorphic function being applied: write the index");
                 self.report(d);
                 None
             }
@@ -768,7 +768,7 @@ impl Checker {
                         param.span,
                         format!("parameter `{}` needs a type", param.name.name),
                     )
-                    .note("inferring parameter types is not built yet: write (x T)");
+                    .note("only a lambda passed to a polymorphic function gets its parameter types inferred: write (x T)");
                 self.report(d);
                 None
             }

@@ -151,6 +151,36 @@ impl Unknowns {
 
     /// Every way the segments `p` (with unknowns) can equal `a`.
     fn match_segs(&self, p: &[Seg], a: &[Seg], sol: Solution, out: &mut Vec<Solution>) {
+        // An unknown on the argument's side (a reranked function's frame):
+        // it takes a run of the parameter's axes.
+        if let Some((Seg::Var(w), a_rest)) = a.split_first()
+            && self.shapes.contains(w)
+            && !matches!(p.first(), Some(Seg::Var(v)) if self.shapes.contains(v))
+        {
+            match sol.shapes.get(w) {
+                Some(bound) => {
+                    let mut segs = sol.shape(bound).segs().to_vec();
+                    segs.extend_from_slice(a_rest);
+                    self.match_segs(p, &segs, sol, out);
+                }
+                None => {
+                    for k in 0..=p.len() {
+                        let run = sol.shape(&Shape::from_segs(p[..k].to_vec()));
+                        if run.segs().contains(&Seg::Var(*w))
+                            || p[..k]
+                                .iter()
+                                .any(|s| matches!(s, Seg::Var(v) if self.shapes.contains(v)))
+                        {
+                            break;
+                        }
+                        let mut s = sol.clone();
+                        s.shapes.insert(*w, run);
+                        self.match_segs(&p[k..], a_rest, s, out);
+                    }
+                }
+            }
+            return;
+        }
         let Some((first, rest)) = p.split_first() else {
             if a.is_empty() {
                 out.push(sol);

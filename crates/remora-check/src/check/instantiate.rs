@@ -134,6 +134,7 @@ impl Checker {
         let mut unknowns = Unknowns::default();
         let mut insts = Vec::new();
         let mut given = given.into_iter().peekable();
+        let mut written_index = false;
         let mut ty = base_ty.clone();
         loop {
             match ty.atom.clone() {
@@ -150,7 +151,7 @@ impl Checker {
                 }
                 Atom::Pi(v, body) => {
                     let index = match given.peek() {
-                        Some(Given::Index(_)) => match given.next() {
+                        Some(Given::Index(_)) => match given.next().inspect(|_| written_index = true) {
                             Some(Given::Index(Some(i))) => match super::coerce_index(v, i) {
                                 Some(i) => i,
                                 None => {
@@ -165,12 +166,16 @@ impl Checker {
                             _ => self.unknown_index(&mut unknowns, v),
                         },
                         Some(Given::Type(_)) => {
-                            let d = self
-                                .error(span, "a type argument after index arguments")
-                                .note(format!(
-                                    "{} takes its type arguments first",
-                                    print::expr_to_string(base)
-                                ));
+                            let message = if written_index {
+                                "a type argument after index arguments"
+                            } else {
+                                "too many type arguments"
+                            };
+                            let d = self.error(span, message).note(format!(
+                                "{} has type {}: its type arguments come first, then its index arguments",
+                                print::expr_to_string(base),
+                                self.show(&base_ty)
+                            ));
                             self.report(d);
                             return None;
                         }
@@ -219,25 +224,88 @@ impl Checker {
                 c.solution.shapes.entry(*e).or_insert_with(Shape::scalar);
             }
         }
-        let chosen = self.choose(e, (base, &base_ty), &insts, &arg_types, &unknowns, candidates)?;
-        // The elaborated head, then the applications by the core rule.
-        let mut f = TExpr {
-            kind: base_kind,
-            ty: base_ty,
-            span: base.span,
+        let ranked = rank(&insts, candidates);
+        let head = Head {
+            e,
+            base,
+            base_kind,
+            base_ty,
+            insts,
+            ty,
+            extensions,
+            unknowns,
         };
-        for inst in &insts {
+        if !arg_types.iter().any(Option::is_none) {
+            let chosen = self.choose(&head, &arg_types, ranked)?;
+            return self.elaborate_spine(&head, &chosen, args, spine);
+        }
+        // Lambdas typed from the choice: the first instantiation, best first,
+        // under which they check (their bodies can rule one out).
+        if ranked.is_empty() {
+            return self.choose(&head, &arg_types, ranked).and(None);
+        }
+        let mut first_errors = None;
+        for (c, _) in &ranked {
+            let before = self.diags.len();
+            if let Some(t) = self.elaborate_spine(&head, c, args.clone(), spine) {
+                return Some(t);
+            }
+            let errors: Vec<_> = self.diags.drain(before..).collect();
+            first_errors.get_or_insert(errors);
+        }
+        self.diags.extend(first_errors.unwrap_or_default());
+        None
+    }
+
+    /// The spine elaborated under one instantiation: the head with its
+    /// `t-app`s and `i-app`s, then the applications by the core rule.
+    fn elaborate_spine(
+        &mut self,
+        head: &Head<'_>,
+        chosen: &Candidate,
+        args: Vec<Option<TExpr>>,
+        spine: &[(&ast::Expr, Span)],
+    ) -> Option<TExpr> {
+        let span = head.e.span;
+        if let Some(i) = head
+            .insts
+            .iter()
+            .find(|i| unsolved(i, &chosen.solution, &head.unknowns))
+        {
+            let fname = print::expr_to_string(head.base);
+            let what = match i {
+                Inst::Type(_) => "a type argument",
+                Inst::Index(..) => "an index argument",
+            };
+            let d = self
+                .error(
+                    span,
+                    format!("cannot infer {what} of `{fname}` from its arguments"),
+                )
+                .note(format!("`{fname}` has type {}", self.show(&head.base_ty)))
+                .note(format!(
+                    "write the instantiation: (@{fname} (type …) (index …) argument …)"
+                ));
+            self.report(d);
+            return None;
+        }
+        let mut f = TExpr {
+            kind: head.base_kind.clone(),
+            ty: head.base_ty.clone(),
+            span: head.base.span,
+        };
+        for inst in &head.insts {
             f = match inst {
                 Inst::Type(a) => t_app(f, chosen.solution.atom(a), span)?,
                 Inst::Index(_, i) => i_app(f, solve_index(&chosen.solution, i), span)?,
             };
         }
-        for (((a, (a_ast, app_span)), ext), k) in args.into_iter().zip(spine).zip(&extensions).zip(0..) {
+        for (((a, (a_ast, app_span)), ext), k) in args.into_iter().zip(spine).zip(&head.extensions).zip(0..) {
             let a = match a {
                 Some(a) => a,
                 None => {
-                    let want = chosen.solution.ty(&nth_param(&ty, k)?);
-                    if unknowns.mentions(&want) {
+                    let want = chosen.solution.ty(&nth_param(&head.ty, k)?);
+                    if head.unknowns.mentions(&want) {
                         let d = self
                             .error(a_ast.span, "cannot infer this lambda's parameter types")
                             .note("write them: (fn ((x T) …) e)");
@@ -258,7 +326,7 @@ impl Checker {
             let lifted = match apply(&f.ty, &a.ty) {
                 Ok(l) => l,
                 Err(err) => {
-                    let d = self.application_error(e, &f.ty, err);
+                    let d = self.application_error(head.e, &f.ty, err);
                     self.report(d);
                     return None;
                 }
@@ -410,26 +478,25 @@ impl Checker {
         }
     }
 
-    /// The candidate with the smallest principal frame, every unknown
-    /// solved; otherwise an error that says why and what to write.
+    /// The best candidate (`rank`'s first), when it is the only one with
+    /// the least principal frame; otherwise an error that says why and what
+    /// to write.
     fn choose(
         &mut self,
-        e: &ast::Expr,
-        (base, base_ty): (&ast::Expr, &Type),
-        insts: &[Inst],
+        head: &Head<'_>,
         args: &[Option<Type>],
-        unknowns: &Unknowns,
-        candidates: Vec<Candidate>,
+        ranked: Vec<(Candidate, Vec<Inst>)>,
     ) -> Option<Candidate> {
-        let span = e.span;
-        let fname = print::expr_to_string(base);
-        let Some(least) = candidates.iter().map(|c| c.principal.min_rank()).min() else {
+        let span = head.e.span;
+        let fname = print::expr_to_string(head.base);
+        let mut ranked = ranked.into_iter();
+        let Some((best, best_insts)) = ranked.next() else {
             let mut d = self
                 .error(
                     span,
                     format!("no instantiation of `{fname}` fits these arguments"),
                 )
-                .note(format!("`{fname}` has type {}", self.show(base_ty)));
+                .note(format!("`{fname}` has type {}", self.show(&head.base_ty)));
             for (k, a) in args.iter().enumerate() {
                 d = d.note(match a {
                     Some(a) => format!("argument {} has type {}", k + 1, self.show(a)),
@@ -441,58 +508,25 @@ impl Checker {
             )));
             return None;
         };
-        let mut best: Vec<(Candidate, Vec<Inst>)> = Vec::new();
-        for c in candidates.into_iter().filter(|c| c.principal.min_rank() == least) {
-            let solved: Vec<Inst> = insts
-                .iter()
-                .map(|i| match i {
-                    Inst::Type(a) => Inst::Type(c.solution.atom(a)),
-                    Inst::Index(v, x) => Inst::Index(*v, solve_index(&c.solution, x)),
-                })
-                .collect();
-            if !best.iter().any(|(_, s)| *s == solved) {
-                best.push((c, solved));
-            }
+        if let Some((other, other_insts)) = ranked.next()
+            && !best_beats(&best, &other)
+        {
+            let (a, b) = (
+                self.show_insts(&fname, &best_insts),
+                self.show_insts(&fname, &other_insts),
+            );
+            let d = self
+                .error(span, format!("ambiguous instantiation of `{fname}`"))
+                .note(format!(
+                    "both {a} and {b} fit, with principal frames {} and {}",
+                    self.show_shape(&best.principal),
+                    self.show_shape(&other.principal)
+                ))
+                .note("write the one you mean");
+            self.report(d);
+            return None;
         }
-        match best.as_slice() {
-            [(c, solved)] => {
-                let unsolved = |i: &Inst| match i {
-                    Inst::Type(a) => unknowns.mentions(&Type::scalar(a.clone())),
-                    Inst::Index(_, Index::Dim(d)) => {
-                        unknowns.mentions(&Type::array(Atom::Int, Shape::from_dims([d.clone()])))
-                    }
-                    Inst::Index(_, Index::Shape(x)) => unknowns.mentions(&Type::array(Atom::Int, x.clone())),
-                };
-                if let Some(missing) = solved.iter().find(|i| unsolved(i)) {
-                    let what = match missing {
-                        Inst::Type(_) => "a type argument",
-                        Inst::Index(..) => "an index argument",
-                    };
-                    let d = self
-                        .error(
-                            span,
-                            format!("cannot infer {what} of `{fname}` from its arguments"),
-                        )
-                        .note(format!("`{fname}` has type {}", self.show(base_ty)))
-                        .note(format!(
-                            "write the instantiation: (@{fname} (type …) (index …) argument …)"
-                        ));
-                    self.report(d);
-                    return None;
-                }
-                Some(c.clone())
-            }
-            [(_, a), (_, b), ..] => {
-                let (a, b) = (self.show_insts(&fname, a), self.show_insts(&fname, b));
-                let d = self
-                    .error(span, format!("ambiguous instantiation of `{fname}`"))
-                    .note(format!("both {a} and {b} fit, with the same principal frame"))
-                    .note("write the one you mean");
-                self.report(d);
-                None
-            }
-            [] => None,
-        }
+        Some(best)
     }
 
     /// `(@f (T …) (i …))` for an instantiation.
@@ -519,6 +553,72 @@ impl Checker {
         };
         format!("(@{fname} {} {} …)", list(types), list(indices))
     }
+}
+
+/// What an inferred application spine elaborates from.
+struct Head<'a> {
+    e: &'a ast::Expr,
+    base: &'a ast::Expr,
+    base_kind: TExprKind,
+    base_ty: Type,
+    insts: Vec<Inst>,
+    /// The head's type with every binder instantiated.
+    ty: Type,
+    /// Each argument's rerank frame unknown, if it may be reranked.
+    extensions: Vec<Option<remora_types::SVar>>,
+    unknowns: Unknowns,
+}
+
+/// Whether an instantiation still holds an unknown under `sol`.
+fn unsolved(i: &Inst, sol: &Solution, unknowns: &Unknowns) -> bool {
+    match i {
+        Inst::Type(a) => unknowns.mentions(&Type::scalar(sol.atom(a))),
+        Inst::Index(_, Index::Dim(d)) => {
+            unknowns.mentions(&Type::array(Atom::Int, Shape::from_dims([sol.dim(d)])))
+        }
+        Inst::Index(_, Index::Shape(x)) => unknowns.mentions(&Type::array(Atom::Int, sol.shape(x))),
+    }
+}
+
+/// The candidates with distinct instantiations, best first: a principal
+/// frame that is a prefix of every other's first (the fewest implicit
+/// lifts), then by rank.
+fn rank(insts: &[Inst], candidates: Vec<Candidate>) -> Vec<(Candidate, Vec<Inst>)> {
+    let mut distinct: Vec<(Candidate, Vec<Inst>)> = Vec::new();
+    for c in candidates {
+        let solved: Vec<Inst> = insts
+            .iter()
+            .map(|i| match i {
+                Inst::Type(a) => Inst::Type(c.solution.atom(a)),
+                Inst::Index(v, x) => Inst::Index(*v, solve_index(&c.solution, x)),
+            })
+            .collect();
+        if !distinct.iter().any(|(_, s)| *s == solved) {
+            distinct.push((c, solved));
+        }
+    }
+    let least: Vec<bool> = distinct
+        .iter()
+        .map(|(c, _)| {
+            distinct
+                .iter()
+                .all(|(d, _)| c.principal.is_prefix_of(&d.principal).is_yes())
+        })
+        .collect();
+    let mut keyed: Vec<(bool, usize, usize, (Candidate, Vec<Inst>))> = distinct
+        .into_iter()
+        .zip(least)
+        .map(|(c, l)| (!l, c.0.principal.min_rank(), c.0.principal.segs().len(), c))
+        .collect();
+    keyed.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    keyed.into_iter().map(|k| k.3).collect()
+}
+
+/// Whether the best candidate's principal frame is strictly better than the
+/// runner-up's: a proper prefix of it.
+fn best_beats(best: &Candidate, other: &Candidate) -> bool {
+    best.principal.is_prefix_of(&other.principal).is_yes()
+        && !other.principal.is_prefix_of(&best.principal).is_yes()
 }
 
 /// An instantiation argument as written on the head.
