@@ -583,8 +583,11 @@ fn unsolved(i: &Inst, sol: &Solution, unknowns: &Unknowns) -> bool {
 /// The candidates with distinct instantiations, best first: a principal
 /// frame that is a prefix of every other's first (the fewest implicit
 /// lifts), then by rank.
-fn rank(insts: &[Inst], candidates: Vec<Candidate>) -> Vec<(Candidate, Vec<Inst>)> {
-    let mut distinct: Vec<(Candidate, Vec<Inst>)> = Vec::new();
+/// A candidate and its instantiation, solved.
+type Ranked = (Candidate, Vec<Inst>);
+
+fn rank(insts: &[Inst], candidates: Vec<Candidate>) -> Vec<Ranked> {
+    let mut distinct: Vec<Ranked> = Vec::new();
     for c in candidates {
         let solved: Vec<Inst> = insts
             .iter()
@@ -605,13 +608,9 @@ fn rank(insts: &[Inst], candidates: Vec<Candidate>) -> Vec<(Candidate, Vec<Inst>
                 .all(|(d, _)| c.principal.is_prefix_of(&d.principal).is_yes())
         })
         .collect();
-    let mut keyed: Vec<(bool, usize, usize, (Candidate, Vec<Inst>))> = distinct
-        .into_iter()
-        .zip(least)
-        .map(|(c, l)| (!l, c.0.principal.min_rank(), c.0.principal.segs().len(), c))
-        .collect();
-    keyed.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
-    keyed.into_iter().map(|k| k.3).collect()
+    let mut keyed: Vec<(bool, Ranked)> = least.into_iter().zip(distinct).collect();
+    keyed.sort_by_key(|(least, (c, _))| (!least, c.principal.min_rank(), c.principal.segs().len()));
+    keyed.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Whether the best candidate's principal frame is strictly better than the
