@@ -217,7 +217,65 @@ impl Checker {
             }
             extensions.push(ext);
         }
+        let mut arg_types = arg_types;
         let mut candidates = unknowns.spine(&ty, &arg_types, &extensions, Solution::default());
+        // Automatic unboxing (§1.6): when nothing fits, the boxed arguments
+        // are unboxed, the application done on their payloads.
+        let mut unboxed: Vec<Option<Unboxed>> = vec![None; args.len()];
+        if candidates.is_empty()
+            && arg_types
+                .iter()
+                .flatten()
+                .any(|t| matches!(t.atom, Atom::Sigma(..)))
+        {
+            for (k, a) in args.iter_mut().enumerate() {
+                let Some(boxed) = a.take_if(|a| matches!(a.ty.atom, Atom::Sigma(..))) else {
+                    continue;
+                };
+                let Atom::Sigma(v, payload) = &boxed.ty.atom else {
+                    continue;
+                };
+                let (witness, index) = match v {
+                    IVar::Dim(d) => {
+                        let name = self
+                            .names
+                            .dvars
+                            .get(d.0 as usize)
+                            .cloned()
+                            .unwrap_or_else(|| "$w".into());
+                        let n = self.names.dvars.len();
+                        let w = self.fresh_dvar(&format!("{name}_{n}"));
+                        (IVar::Dim(w), Index::Dim(Dim::var(w)))
+                    }
+                    IVar::Shape(sv) => {
+                        let name = self
+                            .names
+                            .svars
+                            .get(sv.0 as usize)
+                            .cloned()
+                            .unwrap_or_else(|| "@w".into());
+                        let n = self.names.svars.len();
+                        let w = self.fresh_svar(&format!("{name}_{n}"));
+                        (IVar::Shape(w), Index::Shape(Shape::var(w)))
+                    }
+                };
+                let x_ty = payload.subst_index(*v, &index);
+                let n = self.names.vars.len();
+                let x = self.fresh_var(&format!("x_{n}"));
+                arg_types[k] = Some(x_ty.clone());
+                *a = Some(TExpr {
+                    kind: TExprKind::Var(x),
+                    ty: x_ty,
+                    span: boxed.span,
+                });
+                unboxed[k] = Some(Unboxed {
+                    witness,
+                    var: x,
+                    boxed,
+                });
+            }
+            candidates = unknowns.spine(&ty, &arg_types, &extensions, Solution::default());
+        }
         // A rerank frame nothing constrains is no rerank.
         for c in &mut candidates {
             for e in extensions.iter().flatten() {
@@ -237,7 +295,8 @@ impl Checker {
         };
         if !arg_types.iter().any(Option::is_none) {
             let chosen = self.choose(&head, &arg_types, ranked)?;
-            return self.elaborate_spine(&head, &chosen, args, spine);
+            let app = self.elaborate_spine(&head, &chosen, args, spine)?;
+            return self.wrap_unboxes(app, unboxed);
         }
         // Lambdas typed from the choice: the first instantiation, best first,
         // under which they check (their bodies can rule one out).
@@ -248,13 +307,53 @@ impl Checker {
         for (c, _) in &ranked {
             let before = self.diags.len();
             if let Some(t) = self.elaborate_spine(&head, c, args.clone(), spine) {
-                return Some(t);
+                return self.wrap_unboxes(t, unboxed);
             }
             let errors: Vec<_> = self.diags.drain(before..).collect();
             first_errors.get_or_insert(errors);
         }
         self.diags.extend(first_errors.unwrap_or_default());
         None
+    }
+
+    /// The application inside an `unbox` of each boxed argument (the first
+    /// outermost), when its type does not mention their witnesses: the
+    /// smallest expression that can hold them (§1.6).
+    fn wrap_unboxes(&mut self, app: TExpr, unboxed: Vec<Option<Unboxed>>) -> Option<TExpr> {
+        let mut body = app;
+        for u in unboxed.into_iter().rev().flatten() {
+            if body.ty.mentions(u.witness) {
+                let d = self
+                    .error(body.span, "a box's witness would escape its automatic unbox")
+                    .note(format!(
+                        "the result has type {}, which mentions it",
+                        self.show(&body.ty)
+                    ))
+                    .note(format!(
+                        "unbox it yourself around an expression whose type does not: (unbox ({} x e) …)",
+                        match u.witness {
+                            IVar::Dim(_) => "$w",
+                            IVar::Shape(_) => "@w",
+                        }
+                    ));
+                self.report(d);
+                return None;
+            }
+            let ty = body.ty.lift(&u.boxed.ty.shape);
+            let span = body.span;
+            body = TExpr {
+                kind: TExprKind::Unbox {
+                    witness: u.witness,
+                    binder: u.witness,
+                    var: u.var,
+                    boxed: Box::new(u.boxed),
+                    body: Box::new(body),
+                },
+                ty,
+                span,
+            };
+        }
+        Some(body)
     }
 
     /// The spine elaborated under one instantiation: the head with its
@@ -553,6 +652,15 @@ impl Checker {
         };
         format!("(@{fname} {} {} …)", list(types), list(indices))
     }
+}
+
+/// A boxed argument unboxed for its application: the witness variable,
+/// the payload's variable and the boxed expression.
+#[derive(Clone, Debug)]
+struct Unboxed {
+    witness: IVar,
+    var: VarId,
+    boxed: TExpr,
 }
 
 /// What an inferred application spine elaborates from.
