@@ -775,6 +775,81 @@ impl Checker {
         }
     }
 
+    /// `(box e)` with neither witnesses nor a type (extensions.md §1.5):
+    /// every axis of `e` is a witness, `Σ ($n1) … (Σ ($nk) [A $n1 … $nk])`,
+    /// as nested boxes of one witness each (a shape variable of `e`'s shape
+    /// is a shape witness; a scalar is boxed over its empty shape).
+    fn infer_box(&mut self, span: Span, body: &ast::Expr) -> Option<(TAtom, Atom)> {
+        let e = self.expr(body)?;
+        let segs: Vec<remora_types::Seg> = if e.ty.shape.is_scalar() {
+            vec![remora_types::Seg::Var(self.fresh_svar("@empty"))]
+        } else {
+            e.ty.shape.segs().to_vec()
+        };
+        // The witnesses, and the Σ binders they stand for.
+        let mut witnesses = Vec::new();
+        let mut binders = Vec::new();
+        let mut pattern = Vec::new();
+        for (k, seg) in segs.iter().enumerate() {
+            match seg {
+                remora_types::Seg::Dim(d) => {
+                    let v = self.fresh_dvar(&format!("$n{k}"));
+                    witnesses.push(Index::Dim(d.clone()));
+                    binders.push(IVar::Dim(v));
+                    pattern.push(remora_types::Seg::Dim(Dim::var(v)));
+                }
+                remora_types::Seg::Var(sv) => {
+                    let v = self.fresh_svar(&format!("@s{k}"));
+                    let w = if e.ty.shape.is_scalar() {
+                        Shape::scalar()
+                    } else {
+                        Shape::var(*sv)
+                    };
+                    witnesses.push(Index::Shape(w));
+                    binders.push(IVar::Shape(v));
+                    pattern.push(remora_types::Seg::Var(v));
+                }
+            }
+        }
+        let payload = Type::array(e.ty.atom.clone(), Shape::from_segs(pattern));
+        // Σ_j = Σ (v_j) … Σ (v_k) payload, with v_1 … v_(j-1) given their witnesses.
+        let sigma = |j: usize| -> Type {
+            let mut t = payload.clone();
+            for v in binders[j..].iter().rev() {
+                t = Type::scalar(Atom::Sigma(*v, Box::new(t)));
+            }
+            for (v, w) in binders[..j].iter().zip(&witnesses) {
+                t = t.subst_index(*v, w);
+            }
+            t
+        };
+        let mut inner = e;
+        let mut atom = None;
+        for j in (0..binders.len()).rev() {
+            let ty = sigma(j);
+            let boxed = TAtom {
+                kind: TAtomKind::Box {
+                    witness: witnesses[j].clone(),
+                    body: inner,
+                },
+                span,
+            };
+            if j == 0 {
+                atom = Some((boxed, ty.atom));
+                break;
+            }
+            inner = TExpr {
+                kind: TExprKind::Array {
+                    shape: Vec::new(),
+                    atoms: vec![boxed],
+                },
+                ty,
+                span,
+            };
+        }
+        atom
+    }
+
     fn box_atom(
         &mut self,
         a: &ast::Atom,
@@ -785,6 +860,9 @@ impl Checker {
     ) -> Option<(TAtom, Atom)> {
         let span = a.span;
         let Some(witness) = witness else {
+            if self.inference && ann.is_none() && expected.is_none() {
+                return self.infer_box(span, body);
+            }
             let d = self
                 .error(span, "`(box e)` needs type inference")
                 .note("write the witnesses and the Σ type: (box (i …) e (Σ (…) T))");
