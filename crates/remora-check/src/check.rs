@@ -7,6 +7,7 @@
 //! happens, and the enclosing expression gives up (returns `None`) while
 //! its siblings and the following declarations are still checked.
 
+mod elements;
 mod instantiate;
 
 use crate::intrinsics;
@@ -107,12 +108,15 @@ pub struct Checker {
     shapes: Scoped<Shape>,
     /// Whether missing instantiations are inferred (see `instantiate`).
     pub(crate) inference: bool,
+    /// Element types of rank parameters, solved or not yet (see `elements`).
+    element_unknowns: HashMap<TVar, Option<Atom>>,
 }
 
 impl Checker {
     pub fn new() -> Checker {
         let mut c = Checker {
             inference: true,
+            element_unknowns: HashMap::new(),
             diags: Vec::new(),
             names: NameTable::default(),
             values: Scoped::new(),
@@ -455,7 +459,14 @@ impl Checker {
                 let f = self.expr(func);
                 let a = self.expr(arg);
                 let (f, a) = (f?, a?);
-                match apply(&f.ty, &a.ty) {
+                let mut result = apply(&self.resolve(&f.ty), &self.resolve(&a.ty));
+                // A rank parameter's element type is solved by its first use.
+                if let Err(AppError::AtomMismatch { param, arg: got, .. }) = &result
+                    && self.unify_elements(param, got)
+                {
+                    result = apply(&self.resolve(&f.ty), &self.resolve(&a.ty));
+                }
+                match result {
                     Ok(lifted) => {
                         let ty = lifted.result.clone();
                         done(
@@ -1204,8 +1215,9 @@ impl Checker {
                 free.ty(t, self);
             }
         }
-        if free.types.is_empty() && free.indices.is_empty() {
-            return self.function(span, params, ret, body);
+        let ranked = self.inference && params.iter().any(|p| matches!(p.ann, ast::ParamAnn::Rank(_)));
+        if free.types.is_empty() && free.indices.is_empty() && !ranked {
+            return self.function(span, params, &[], ret, body);
         }
         let m = self.mark();
         let mut binders = Vec::new();
@@ -1215,8 +1227,23 @@ impl Checker {
         for i in &free.indices {
             binders.push(Binder::Index(self.bind_iparam(i)));
         }
-        let value = self.function(span, params, ret, body);
+        // Rank parameters: their dimensions generalised after the written
+        // variables, their element types solved by the body.
+        let mut elements = Vec::new();
+        let given: Vec<Option<Type>> = params
+            .iter()
+            .map(|p| match p.ann {
+                ast::ParamAnn::Rank(r) if ranked => {
+                    Some(self.rank_param_type(p, r, &mut binders, &mut elements))
+                }
+                _ => None,
+            })
+            .collect();
+        let value = self.function(span, params, &given, ret, body);
         self.reset(m);
+        if ranked {
+            return self.finish_ranked(value?, &elements, binders, span);
+        }
         wrap_binders(binders, value?, span)
     }
 }
@@ -1344,14 +1371,19 @@ impl Checker {
         &mut self,
         span: Span,
         params: &[ast::Param],
+        given: &[Option<Type>],
         ret: Option<&ast::Type>,
         body: &ast::Expr,
     ) -> Option<TExpr> {
         let m = self.mark();
         let mut bound = Vec::new();
         let mut ok = true;
-        for p in params {
-            match self.param_type(p) {
+        for (k, p) in params.iter().enumerate() {
+            let t = match given.get(k) {
+                Some(Some(t)) => Some(t.clone()),
+                _ => self.param_type(p),
+            };
+            match t {
                 Some(t) => {
                     let v = self.fresh_var(&p.name.name);
                     self.values.bind(&p.name.name, Value::Var(v, t.clone()));
@@ -1423,7 +1455,7 @@ impl Checker {
                     let value = if params.is_empty() {
                         self.annotated_body(d.span, ret.as_ref(), body)
                     } else {
-                        self.function(d.span, params, ret.as_ref(), body)
+                        self.function(d.span, params, &[], ret.as_ref(), body)
                     };
                     match value {
                         None => self.values.bind(&name.name, Value::Poisoned),

@@ -232,6 +232,25 @@ impl Unknowns {
 
     /// Every way the atom type `p` (with unknowns) can equal `a`.
     fn match_atom(&self, p: &Atom, a: &Atom, sol: Solution) -> Vec<Solution> {
+        // An unknown on the argument's side (a rank parameter's element
+        // type): it takes the parameter's atom type.
+        if let Atom::Var(w) = a
+            && self.types.contains(w)
+            && !matches!(p, Atom::Var(v) if self.types.contains(v))
+        {
+            return match sol.types.get(w).cloned() {
+                Some(bound) => self.match_atom(p, &bound, sol),
+                None => {
+                    let p = sol.atom(p);
+                    if self.mentions_atom(&p) {
+                        return Vec::new();
+                    }
+                    let mut s = sol;
+                    s.types.insert(*w, p);
+                    vec![s]
+                }
+            };
+        }
         match p {
             Atom::Var(v) if self.types.contains(v) => match sol.types.get(v).cloned() {
                 Some(bound) => self.match_atom(&bound, a, sol),

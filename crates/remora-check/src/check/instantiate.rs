@@ -196,7 +196,17 @@ impl Checker {
             self.report(d);
             return None;
         }
-        let arg_types: Vec<Option<Type>> = args.iter().map(|a| a.as_ref().map(|a| a.ty.clone())).collect();
+        let arg_types: Vec<Option<Type>> = args
+            .iter()
+            .map(|a| a.as_ref().map(|a| self.resolve(&a.ty)))
+            .collect();
+        // The element unknowns of rank parameters among the arguments'
+        // types: this application may solve them.
+        let mut elements = Vec::new();
+        for t in arg_types.iter().flatten() {
+            self.element_unknowns_in(&t.atom, &mut elements);
+        }
+        unknowns.types.extend(elements.iter().copied());
         // A function argument where a function is expected may be reranked
         // (§1.7): its cells extended by a frame, an unknown to solve.
         let mut extensions = Vec::with_capacity(arg_types.len());
@@ -284,6 +294,7 @@ impl Checker {
         }
         let ranked = rank(&insts, candidates);
         let head = Head {
+            elements,
             e,
             base,
             base_kind,
@@ -366,11 +377,12 @@ impl Checker {
         spine: &[(&ast::Expr, Span)],
     ) -> Option<TExpr> {
         let span = head.e.span;
-        if let Some(i) = head
-            .insts
-            .iter()
-            .find(|i| unsolved(i, &chosen.solution, &head.unknowns))
-        {
+        // Element unknowns may stay unsolved: their function settles them.
+        let mut own = head.unknowns.clone();
+        for u in &head.elements {
+            own.types.remove(u);
+        }
+        if let Some(i) = head.insts.iter().find(|i| unsolved(i, &chosen.solution, &own)) {
             let fname = print::expr_to_string(head.base);
             let what = match i {
                 Inst::Type(_) => "a type argument",
@@ -388,6 +400,13 @@ impl Checker {
             self.report(d);
             return None;
         }
+        // What this instantiation says of rank parameters' element types.
+        for u in &head.elements {
+            if let Some(a) = chosen.solution.types.get(u) {
+                let a = chosen.solution.atom(a);
+                self.unify_elements(&Atom::Var(*u), &a);
+            }
+        }
         let mut f = TExpr {
             kind: head.base_kind.clone(),
             ty: head.base_ty.clone(),
@@ -404,7 +423,7 @@ impl Checker {
                 Some(a) => a,
                 None => {
                     let want = chosen.solution.ty(&nth_param(&head.ty, k)?);
-                    if head.unknowns.mentions(&want) {
+                    if own.mentions(&want) {
                         let d = self
                             .error(a_ast.span, "cannot infer this lambda's parameter types")
                             .note("write them: (fn ((x T) …) e)");
@@ -422,7 +441,7 @@ impl Checker {
                 }
                 _ => a,
             };
-            let lifted = match apply(&f.ty, &a.ty) {
+            let lifted = match apply(&self.resolve(&f.ty), &self.resolve(&a.ty)) {
                 Ok(l) => l,
                 Err(err) => {
                     let d = self.application_error(head.e, &f.ty, err);
@@ -674,6 +693,8 @@ struct Head<'a> {
     ty: Type,
     /// Each argument's rerank frame unknown, if it may be reranked.
     extensions: Vec<Option<remora_types::SVar>>,
+    /// Element unknowns of rank parameters the arguments' types mention.
+    elements: Vec<remora_types::TVar>,
     unknowns: Unknowns,
 }
 

@@ -1,0 +1,233 @@
+//! Rank parameters (extensions.md §2): `(fun (lerp (lo 0) (hi 0) (a 0)) …)`.
+//! A parameter written with a rank gets an array type of that rank whose
+//! dimensions are fresh index variables (generalised, as §1.4 does for
+//! written ones) and whose element type is an *element unknown*: solved by
+//! the first application that needs it to be something (`(f.* lo x)` makes
+//! it `Float`), substituted through the function's typed body when the
+//! function is done, and generalised as a `∀` if nothing solved it.
+
+use super::{Binder, Checker, wrap_binders};
+use crate::typed::{TAtom, TAtomKind, TExpr, TExprKind};
+use remora_syntax::Span;
+use remora_syntax::ast;
+use remora_types::{Atom, Dim, IVar, Shape, TVar, Type};
+
+impl Checker {
+    /// The type of a parameter written with a rank: fresh dimension (or
+    /// shape) variables, to be generalised, and an element unknown.
+    pub(super) fn rank_param_type(
+        &mut self,
+        p: &ast::Param,
+        rank: ast::Rank,
+        binders: &mut Vec<Binder>,
+        elements: &mut Vec<TVar>,
+    ) -> Type {
+        let name = p.name.name.trim_start_matches(['&', '$', '@']).to_string();
+        let u = self.fresh_tvar(&format!("&{name}"));
+        self.element_unknowns.insert(u, None);
+        elements.push(u);
+        let shape = match rank {
+            ast::Rank::Nat(k) => Shape::from_dims((0..k).map(|i| {
+                let d = self.fresh_dvar(&format!("${name}{i}"));
+                binders.push(Binder::Index(IVar::Dim(d)));
+                Dim::var(d)
+            })),
+            ast::Rank::All => {
+                let s = self.fresh_svar(&format!("@{name}"));
+                binders.push(Binder::Index(IVar::Shape(s)));
+                Shape::var(s)
+            }
+        };
+        Type::array(Atom::Var(u), shape)
+    }
+
+    /// An atom type with every solved element unknown replaced.
+    pub(super) fn resolve_atom(&self, a: &Atom) -> Atom {
+        match a {
+            Atom::Var(v) => match self.element_unknowns.get(v) {
+                Some(Some(solved)) => self.resolve_atom(solved),
+                _ => a.clone(),
+            },
+            Atom::Int | Atom::Bool | Atom::Float => a.clone(),
+            Atom::Arrow(p, r) => Atom::Arrow(Box::new(self.resolve(p)), Box::new(self.resolve(r))),
+            Atom::Forall(v, b) => Atom::Forall(*v, Box::new(self.resolve(b))),
+            Atom::Pi(v, b) => Atom::Pi(*v, Box::new(self.resolve(b))),
+            Atom::Sigma(v, b) => Atom::Sigma(*v, Box::new(self.resolve(b))),
+            Atom::Record(fs) => Atom::Record(fs.iter().map(|(n, t)| (n.clone(), self.resolve(t))).collect()),
+        }
+    }
+
+    pub(super) fn resolve(&self, t: &Type) -> Type {
+        Type {
+            atom: self.resolve_atom(&t.atom),
+            shape: t.shape.clone(),
+        }
+    }
+
+    /// Makes two atom types equal by solving element unknowns; whether
+    /// anything was solved.
+    pub(super) fn unify_elements(&mut self, a: &Atom, b: &Atom) -> bool {
+        let (a, b) = (self.resolve_atom(a), self.resolve_atom(b));
+        match (&a, &b) {
+            (Atom::Var(v), _) if matches!(self.element_unknowns.get(v), Some(None)) && a != b => {
+                self.element_unknowns.insert(*v, Some(b.clone()));
+                true
+            }
+            (_, Atom::Var(v)) if matches!(self.element_unknowns.get(v), Some(None)) && a != b => {
+                self.element_unknowns.insert(*v, Some(a.clone()));
+                true
+            }
+            (Atom::Arrow(p1, r1), Atom::Arrow(p2, r2)) => {
+                let x = self.unify_elements(&p1.atom, &p2.atom);
+                let y = self.unify_elements(&r1.atom, &r2.atom);
+                x || y
+            }
+            _ => false,
+        }
+    }
+
+    /// The unsolved element unknowns of an atom type.
+    pub(super) fn element_unknowns_in(&self, a: &Atom, out: &mut Vec<TVar>) {
+        visit_vars(&self.resolve_atom(a), &mut |v| {
+            if matches!(self.element_unknowns.get(&v), Some(None)) && !out.contains(&v) {
+                out.push(v);
+            }
+        });
+    }
+
+    /// A function with rank parameters, finished: solved element unknowns
+    /// substituted through it, unsolved ones of its own generalised (`∀`,
+    /// outermost), then its index binders.
+    pub(super) fn finish_ranked(
+        &mut self,
+        value: TExpr,
+        elements: &[TVar],
+        binders: Vec<Binder>,
+        span: Span,
+    ) -> Option<TExpr> {
+        let value = self.resolve_texpr(value);
+        let mut all = Vec::new();
+        for u in elements {
+            if matches!(self.element_unknowns.get(u), Some(None)) {
+                // Nothing said what it is: a type parameter.
+                self.element_unknowns.remove(u);
+                all.push(Binder::Type(*u));
+            }
+        }
+        all.extend(binders);
+        wrap_binders(all, value, span)
+    }
+
+    /// `e` with every solved element unknown replaced, in every type.
+    pub(super) fn resolve_texpr(&self, e: TExpr) -> TExpr {
+        let ty = self.resolve(&e.ty);
+        let kind = match e.kind {
+            TExprKind::Array { shape, atoms } => TExprKind::Array {
+                shape,
+                atoms: atoms
+                    .into_iter()
+                    .map(|a| TAtom {
+                        kind: match a.kind {
+                            TAtomKind::Lambda { param, body } => TAtomKind::Lambda {
+                                param,
+                                body: self.resolve_texpr(body),
+                            },
+                            TAtomKind::TLambda { param, body } => TAtomKind::TLambda {
+                                param,
+                                body: self.resolve_texpr(body),
+                            },
+                            TAtomKind::ILambda { param, body } => TAtomKind::ILambda {
+                                param,
+                                body: self.resolve_texpr(body),
+                            },
+                            TAtomKind::Box { witness, body } => TAtomKind::Box {
+                                witness,
+                                body: self.resolve_texpr(body),
+                            },
+                            k => k,
+                        },
+                        span: a.span,
+                    })
+                    .collect(),
+            },
+            TExprKind::Frame { shape, elems } => TExprKind::Frame {
+                shape,
+                elems: elems.into_iter().map(|x| self.resolve_texpr(x)).collect(),
+            },
+            TExprKind::App { func, arg, lifted } => {
+                let mut lifted = lifted;
+                lifted.result = self.resolve(&lifted.result);
+                TExprKind::App {
+                    func: Box::new(self.resolve_texpr(*func)),
+                    arg: Box::new(self.resolve_texpr(*arg)),
+                    lifted,
+                }
+            }
+            TExprKind::TApp { func, arg } => TExprKind::TApp {
+                func: Box::new(self.resolve_texpr(*func)),
+                arg: self.resolve_atom(&arg),
+            },
+            TExprKind::IApp { func, arg } => TExprKind::IApp {
+                func: Box::new(self.resolve_texpr(*func)),
+                arg,
+            },
+            TExprKind::Unbox {
+                witness,
+                binder,
+                var,
+                boxed,
+                body,
+            } => TExprKind::Unbox {
+                witness,
+                binder,
+                var,
+                boxed: Box::new(self.resolve_texpr(*boxed)),
+                body: Box::new(self.resolve_texpr(*body)),
+            },
+            TExprKind::Let { var, value, body } => TExprKind::Let {
+                var,
+                value: Box::new(self.resolve_texpr(*value)),
+                body: Box::new(self.resolve_texpr(*body)),
+            },
+            TExprKind::Record(fields) => TExprKind::Record(
+                fields
+                    .into_iter()
+                    .map(|(n, x)| (n, self.resolve_texpr(x)))
+                    .collect(),
+            ),
+            TExprKind::Field { record, field } => TExprKind::Field {
+                record: Box::new(self.resolve_texpr(*record)),
+                field,
+            },
+            TExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } => TExprKind::If {
+                cond: Box::new(self.resolve_texpr(*cond)),
+                then: Box::new(self.resolve_texpr(*then)),
+                otherwise: Box::new(self.resolve_texpr(*otherwise)),
+            },
+            k @ (TExprKind::Var(_) | TExprKind::Intrinsic(_)) => k,
+        };
+        TExpr {
+            kind,
+            ty,
+            span: e.span,
+        }
+    }
+}
+
+/// Calls `f` on every type variable of an atom type.
+fn visit_vars(a: &Atom, f: &mut dyn FnMut(TVar)) {
+    match a {
+        Atom::Var(v) => f(*v),
+        Atom::Int | Atom::Bool | Atom::Float => {}
+        Atom::Arrow(p, r) => {
+            visit_vars(&p.atom, f);
+            visit_vars(&r.atom, f);
+        }
+        Atom::Forall(_, b) | Atom::Pi(_, b) | Atom::Sigma(_, b) => visit_vars(&b.atom, f),
+        Atom::Record(fs) => fs.iter().for_each(|(_, t)| visit_vars(&t.atom, f)),
+    }
+}
