@@ -644,6 +644,7 @@ impl Checker {
                     ty,
                 )
             }
+            ExprKind::Rerank { ranks, func } if self.inference => self.rerank_expr(span, ranks, func),
             ExprKind::Rerank { .. } => {
                 let d = self
                     .error(span, "`rerank` needs type inference")

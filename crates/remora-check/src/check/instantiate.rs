@@ -56,6 +56,17 @@ impl Checker {
             }
         }
         written.reverse();
+        if let ExprKind::Rerank { ranks, func } = &base.kind {
+            // A reranked function is polymorphic in its cells: always inferred.
+            let Some(f) = self.rerank_expr(base.span, ranks, func) else {
+                // Its arguments are still checked, for their own errors.
+                for (a, _) in &spine {
+                    self.expr(a);
+                }
+                return Some(None);
+            };
+            return Some(self.instantiate_spine(e, base, f.kind, f.ty, &written, &spine));
+        }
         let ExprKind::Var(name) = &base.kind else {
             return None;
         };
@@ -461,6 +472,34 @@ impl Checker {
             };
         }
         Some(f)
+    }
+
+    /// `(rerank (r …) f)` (extensions.md §2): the η-expansion `(fun ((x1 r1)
+    /// …) (f x1 …))`, its rank parameters generalised.
+    pub(super) fn rerank_expr(&mut self, span: Span, ranks: &[ast::Rank], func: &ast::Expr) -> Option<TExpr> {
+        let names: Vec<String> = (0..ranks.len())
+            .map(|k| format!("x_{}_{k}", self.names.vars.len()))
+            .collect();
+        let params: Vec<ast::Param> = names
+            .iter()
+            .zip(ranks)
+            .map(|(n, r)| ast::Param {
+                name: ast::Ident::new(n.clone(), span),
+                ann: ast::ParamAnn::Rank(*r),
+                span,
+            })
+            .collect();
+        let body = names.iter().fold(func.clone(), |f, n| ast::Expr {
+            kind: ExprKind::App {
+                func: Box::new(f),
+                arg: Box::new(ast::Expr {
+                    kind: ExprKind::Var(ast::Ident::new(n.clone(), span)),
+                    span,
+                }),
+            },
+            span,
+        });
+        self.generalised(span, &params, None, &body)
     }
 
     /// `(fn ((x1 [A1 E c1]) …) (f x1 …))`: the function `f` lifted to cells
