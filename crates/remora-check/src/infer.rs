@@ -298,6 +298,11 @@ impl Unknowns {
         }
     }
 
+    /// Whether the atom type `p` (with unknowns) can be `a`'s under `sol`.
+    pub fn atoms_fit(&self, p: &Atom, a: &Atom, sol: &Solution) -> bool {
+        !self.match_atom(p, a, sol.clone()).is_empty()
+    }
+
     /// Every way the array type `p` can equal `a` exactly.
     fn match_type(&self, p: &Type, a: &Type, sol: Solution) -> Vec<Solution> {
         let mut out = Vec::new();

@@ -660,6 +660,10 @@ impl Checker {
                     None => format!("argument {} is a lambda without parameter types", k + 1),
                 });
             }
+            // The first argument nothing fits, given the ones before it.
+            if let Some(note) = self.first_misfit(head, args) {
+                d = d.note(note);
+            }
             self.report(d.note(format!(
                 "write the instantiation: (@{fname} (type …) (index …) argument …)"
             )));
@@ -684,6 +688,45 @@ impl Checker {
             return None;
         }
         Some(best)
+    }
+
+    /// Which argument first fits no parameter, as a note: the parameter's
+    /// type as far as the earlier arguments decided it, and the cells the
+    /// argument's shape offers.
+    fn first_misfit(&self, head: &Head<'_>, args: &[Option<Type>]) -> Option<String> {
+        let mut solution = Solution::default();
+        for k in 0..args.len() {
+            let fits =
+                head.unknowns
+                    .spine(&head.ty, &args[..=k], &head.extensions[..=k], Solution::default());
+            let Some(best) = fits.into_iter().min_by_key(|c| c.principal.min_rank()) else {
+                let param = nth_param(&head.ty, k)?;
+                let param = solution.ty(&param);
+                let arg = args.get(k)?.as_ref()?;
+                let segs = arg.shape.segs();
+                let cells: Vec<String> = (0..=segs.len())
+                    .map(|i| self.show_shape(&Shape::from_segs(segs[i..].to_vec())))
+                    .collect();
+                if !head.unknowns.atoms_fit(&param.atom, &arg.atom, &solution) {
+                    return Some(format!(
+                        "argument {} has elements of type {}, where the parameter {} needs {}",
+                        k + 1,
+                        self.show(&Type::scalar(arg.atom.clone())),
+                        self.show(&param),
+                        self.show(&Type::scalar(param.atom.clone()))
+                    ));
+                }
+                return Some(format!(
+                    "argument {} of shape {} has no cell of the parameter's shape {} (its cells, by frame: {})",
+                    k + 1,
+                    self.show_shape(&arg.shape),
+                    self.show_shape(&param.shape),
+                    cells.join(", ")
+                ));
+            };
+            solution = best.solution;
+        }
+        None
     }
 
     /// `(@f (T …) (i …))` for an instantiation.
