@@ -110,6 +110,9 @@ pub struct Checker {
     pub(crate) inference: bool,
     /// Element types of rank parameters, solved or not yet (see `elements`).
     element_unknowns: HashMap<TVar, Option<Atom>>,
+    /// Boxes unboxed automatically, waiting for the smallest enclosing
+    /// expression whose type does not mention their witnesses.
+    pending: Vec<instantiate::Unboxed>,
 }
 
 impl Checker {
@@ -117,6 +120,7 @@ impl Checker {
         let mut c = Checker {
             inference: true,
             element_unknowns: HashMap::new(),
+            pending: Vec::new(),
             diags: Vec::new(),
             names: NameTable::default(),
             values: Scoped::new(),
@@ -362,7 +366,74 @@ impl Checker {
     // ----------------------------------------------------------------------
     // Expressions
 
+    /// Checks an expression; boxes unboxed automatically inside it
+    /// (extensions.md §1.6) are wrapped around it here when its type does
+    /// not mention their witnesses (so around the smallest such expression).
     pub fn expr(&mut self, e: &ast::Expr) -> Option<TExpr> {
+        let mark = self.pending.len();
+        let Some(mut t) = self.expr_node(e) else {
+            self.pending.truncate(mark);
+            return None;
+        };
+        let mut k = self.pending.len();
+        while k > mark {
+            k -= 1;
+            if self.pending[k].witness_in(&t.ty) {
+                continue;
+            }
+            let u = self.pending.remove(k);
+            let ty = t.ty.lift(&u.boxed.ty.shape);
+            let span = t.span;
+            t = TExpr {
+                kind: TExprKind::Unbox {
+                    witness: u.witness,
+                    binder: u.witness,
+                    var: u.var,
+                    boxed: Box::new(u.boxed),
+                    body: Box::new(t),
+                },
+                ty,
+                span,
+            };
+        }
+        // A box unboxed inside a binder's scope must not leave it.
+        if k < self.pending.len() && binds_names(e) {
+            return self.escaped(mark);
+        }
+        Some(t)
+    }
+
+    /// Reports the automatic unboxes after `mark` that no expression can
+    /// hold: their witnesses would escape.
+    fn escaped(&mut self, mark: usize) -> Option<TExpr> {
+        let left: Vec<_> = self.pending.drain(mark..).collect();
+        for u in left {
+            let sort = match u.witness {
+                IVar::Dim(_) => "$w",
+                IVar::Shape(_) => "@w",
+            };
+            let d = self
+                .error(u.boxed.span, "a box's witness would escape its automatic unbox")
+                .note(format!(
+                    "this box is unboxed where its payload is used, but every enclosing expression's type mentions its witness; unbox it yourself: (unbox ({sort} x e) …)"
+                ));
+            self.report(d);
+        }
+        None
+    }
+
+    /// `expr`, inside a scope a pending unbox must not leave (a function
+    /// body, a declaration).
+    fn expr_scoped(&mut self, e: &ast::Expr) -> Option<TExpr> {
+        let mark = self.pending.len();
+        let t = self.expr(e);
+        if self.pending.len() > mark {
+            return self.escaped(mark);
+        }
+        t
+    }
+
+    fn expr_node(&mut self, e: &ast::Expr) -> Option<TExpr> {
         let span = e.span;
         let done = |kind, ty| Some(TExpr { kind, ty, span });
         match &e.kind {
@@ -458,8 +529,34 @@ impl Checker {
                 }
                 let f = self.expr(func);
                 let a = self.expr(arg);
-                let (f, a) = (f?, a?);
+                let (f, mut a) = (f?, a?);
                 let mut result = apply(&self.resolve(&f.ty), &self.resolve(&a.ty));
+                // A box where the function wants its payload: unboxed for
+                // it, around the smallest expression that can hold it (§1.6).
+                if self.inference
+                    && let Err(AppError::AtomMismatch { param, arg: got, .. }) = &result
+                    && matches!(got, Atom::Sigma(..))
+                    && !matches!(param, Atom::Sigma(..))
+                    && let Some((witness, x, x_ty)) = self.open_box(&a.ty)
+                {
+                    let opened = apply(&self.resolve(&f.ty), &self.resolve(&x_ty));
+                    if opened.is_ok() {
+                        let boxed = std::mem::replace(
+                            &mut a,
+                            TExpr {
+                                kind: TExprKind::Var(x),
+                                ty: x_ty,
+                                span: arg.span,
+                            },
+                        );
+                        self.pending.push(instantiate::Unboxed {
+                            witness,
+                            var: x,
+                            boxed,
+                        });
+                        result = opened;
+                    }
+                }
                 // A rank parameter's element type is solved by its first use.
                 if let Err(AppError::AtomMismatch { param, arg: got, .. }) = &result
                     && self.unify_elements(param, got)
@@ -739,7 +836,7 @@ impl Checker {
             AtomKind::TLambda { param, body } => {
                 let m = self.mark();
                 let v = self.bind_tparam(param);
-                let body = self.expr(body);
+                let body = self.expr_scoped(body);
                 self.reset(m);
                 let body = body?;
                 let ty = Atom::Forall(v, Box::new(body.ty.clone()));
@@ -748,7 +845,7 @@ impl Checker {
             AtomKind::ILambda { param, body } => {
                 let m = self.mark();
                 let v = self.bind_iparam(param);
-                let body = self.expr(body);
+                let body = self.expr_scoped(body);
                 self.reset(m);
                 let body = body?;
                 let ty = Atom::Pi(v, Box::new(body.ty.clone()));
@@ -767,7 +864,7 @@ impl Checker {
         let pty = self.param_type(param)?;
         let var = self.fresh_var(&param.name.name);
         self.values.bind(&param.name.name, Value::Var(var, pty.clone()));
-        let body = self.expr(body)?;
+        let body = self.expr_scoped(body)?;
         Some((var, pty, body))
     }
 
@@ -1001,7 +1098,7 @@ impl Checker {
         };
         let x = self.fresh_var(&var.name);
         self.values.bind(&var.name, Value::Var(x, x_ty));
-        let tbody = self.expr(body);
+        let tbody = self.expr_scoped(body);
         self.reset(m);
         let tbody = tbody?;
         // A witness may leave its unbox, as in remora-lang: its tutorial
@@ -1099,7 +1196,7 @@ impl Checker {
     fn bind_checked(&mut self, b: &ast::Bind) -> Option<Option<(VarId, TExpr)>> {
         match &b.kind {
             BindKind::Val { name, ty, expr } => {
-                let value = self.expr(expr)?;
+                let value = self.expr_scoped(expr)?;
                 if let Some(t) = ty {
                     let want = self.ty(t)?;
                     self.expect_type(b.span, &value.ty, &want)?;
@@ -1347,6 +1444,21 @@ impl Free {
     }
 }
 
+/// Whether `e` binds names over part of itself (a `let`, an `unbox`, a
+/// literal with lambdas): a box unboxed inside must be wrapped inside.
+fn binds_names(e: &ast::Expr) -> bool {
+    match &e.kind {
+        ExprKind::Let { .. } | ExprKind::Unbox { .. } => true,
+        ExprKind::Array { atoms, .. } => atoms.iter().any(|a| {
+            matches!(
+                a.kind,
+                AtomKind::Lambda { .. } | AtomKind::TLambda { .. } | AtomKind::ILambda { .. }
+            )
+        }),
+        _ => false,
+    }
+}
+
 /// The body wrapped in `tλ`/`iλ` for each binder, outermost first.
 fn wrap_binders(binders: Vec<Binder>, value: TExpr, span: Span) -> Option<TExpr> {
     {
@@ -1410,7 +1522,7 @@ impl Checker {
             Some(t) => Some(self.ty(t)?),
             None => None,
         };
-        let body = self.expr(body)?;
+        let body = self.expr_scoped(body)?;
         if let Some(want) = want {
             self.expect_type(span, &body.ty, &want)?;
         }
@@ -1472,7 +1584,7 @@ impl Checker {
                     }
                 }
                 DeclKind::Expr(e) => {
-                    if let Some(t) = self.expr(e) {
+                    if let Some(t) = self.expr_scoped(e) {
                         out.push(TDecl::Expr(t));
                     }
                 }

@@ -70,7 +70,10 @@ pub const INTRINSICS: &[(&str, &str)] = &[
 
 /// The names of extensions.md §4's prelude built so far, bound like the
 /// intrinsics (and, like them, shadowed by a program's own definitions).
-pub const PRELUDE: &[(&str, &str)] = &[("rotate", "(∀ (&t) (Π ($d @s) (-> ([&t $d @s] Int) [&t $d @s])))")];
+pub const PRELUDE: &[(&str, &str)] = &[
+    ("rotate", "(∀ (&t) (Π ($d @s) (-> ([&t $d @s] Int) [&t $d @s])))"),
+    ("range", "(-> Int (Σ ($n) [Int $n]))"),
+];
 
 /// Every intrinsic and prelude name, in table order.
 pub fn names() -> impl Iterator<Item = (&'static str, &'static str)> {

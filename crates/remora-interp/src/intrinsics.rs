@@ -323,6 +323,24 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 .into(),
             )))
         }
+        "range" => {
+            let n = int_of(arg(0)?).unwrap_or(-1);
+            if n < 0 {
+                return fail(span, format!("range: negative length {n}"));
+            }
+            check_size(n as usize, span)?;
+            let payload = Array {
+                shape: vec![n as usize],
+                data: Data::Int((0..n).collect()),
+            };
+            Ok(scalar_value(Data::Atoms(
+                vec![Atom::Box(Boxed {
+                    witnesses: vec![Witness::Dim(n)],
+                    payload,
+                })]
+                .into(),
+            )))
+        }
         "reify-dim" => Ok(scalar_value(Data::Int(vec![dim(p, 0) as i64].into()))),
         "reify-shape" => {
             let s: Vec<i64> = shape(p, 0).into_iter().map(|d| d as i64).collect();

@@ -253,36 +253,9 @@ impl Checker {
                 let Some(boxed) = a.take_if(|a| matches!(a.ty.atom, Atom::Sigma(..))) else {
                     continue;
                 };
-                let Atom::Sigma(v, payload) = &boxed.ty.atom else {
+                let Some((witness, x, x_ty)) = self.open_box(&boxed.ty) else {
                     continue;
                 };
-                let (witness, index) = match v {
-                    IVar::Dim(d) => {
-                        let name = self
-                            .names
-                            .dvars
-                            .get(d.0 as usize)
-                            .cloned()
-                            .unwrap_or_else(|| "$w".into());
-                        let n = self.names.dvars.len();
-                        let w = self.fresh_dvar(&format!("{name}_{n}"));
-                        (IVar::Dim(w), Index::Dim(Dim::var(w)))
-                    }
-                    IVar::Shape(sv) => {
-                        let name = self
-                            .names
-                            .svars
-                            .get(sv.0 as usize)
-                            .cloned()
-                            .unwrap_or_else(|| "@w".into());
-                        let n = self.names.svars.len();
-                        let w = self.fresh_svar(&format!("{name}_{n}"));
-                        (IVar::Shape(w), Index::Shape(Shape::var(w)))
-                    }
-                };
-                let x_ty = payload.subst_index(*v, &index);
-                let n = self.names.vars.len();
-                let x = self.fresh_var(&format!("x_{n}"));
                 arg_types[k] = Some(x_ty.clone());
                 *a = Some(TExpr {
                     kind: TExprKind::Var(x),
@@ -338,44 +311,47 @@ impl Checker {
         None
     }
 
-    /// The application inside an `unbox` of each boxed argument (the first
-    /// outermost), when its type does not mention their witnesses: the
-    /// smallest expression that can hold them (§1.6).
+    /// The boxed arguments unboxed for this application wait to be wrapped
+    /// around the smallest enclosing expression whose type does not mention
+    /// their witnesses (§1.6; see `Checker::expr`).
     fn wrap_unboxes(&mut self, app: TExpr, unboxed: Vec<Option<Unboxed>>) -> Option<TExpr> {
-        let mut body = app;
-        for u in unboxed.into_iter().rev().flatten() {
-            if body.ty.mentions(u.witness) {
-                let d = self
-                    .error(body.span, "a box's witness would escape its automatic unbox")
-                    .note(format!(
-                        "the result has type {}, which mentions it",
-                        self.show(&body.ty)
-                    ))
-                    .note(format!(
-                        "unbox it yourself around an expression whose type does not: (unbox ({} x e) …)",
-                        match u.witness {
-                            IVar::Dim(_) => "$w",
-                            IVar::Shape(_) => "@w",
-                        }
-                    ));
-                self.report(d);
-                return None;
+        self.pending.extend(unboxed.into_iter().flatten());
+        Some(app)
+    }
+
+    /// For a box type `Σ (v) T`: a fresh witness variable, a fresh variable
+    /// for the payload and the payload's type `T[v := witness]`.
+    pub(super) fn open_box(&mut self, boxed: &Type) -> Option<(IVar, VarId, Type)> {
+        let Atom::Sigma(v, payload) = &boxed.atom else {
+            return None;
+        };
+        let (witness, index) = match v {
+            IVar::Dim(d) => {
+                let name = self
+                    .names
+                    .dvars
+                    .get(d.0 as usize)
+                    .cloned()
+                    .unwrap_or_else(|| "$w".into());
+                let n = self.names.dvars.len();
+                let w = self.fresh_dvar(&format!("{name}_{n}"));
+                (IVar::Dim(w), Index::Dim(Dim::var(w)))
             }
-            let ty = body.ty.lift(&u.boxed.ty.shape);
-            let span = body.span;
-            body = TExpr {
-                kind: TExprKind::Unbox {
-                    witness: u.witness,
-                    binder: u.witness,
-                    var: u.var,
-                    boxed: Box::new(u.boxed),
-                    body: Box::new(body),
-                },
-                ty,
-                span,
-            };
-        }
-        Some(body)
+            IVar::Shape(sv) => {
+                let name = self
+                    .names
+                    .svars
+                    .get(sv.0 as usize)
+                    .cloned()
+                    .unwrap_or_else(|| "@w".into());
+                let n = self.names.svars.len();
+                let w = self.fresh_svar(&format!("{name}_{n}"));
+                (IVar::Shape(w), Index::Shape(Shape::var(w)))
+            }
+        };
+        let n = self.names.vars.len();
+        let x = self.fresh_var(&format!("x_{n}"));
+        Some((witness, x, payload.subst_index(*v, &index)))
     }
 
     /// The spine elaborated under one instantiation: the head with its
@@ -758,10 +734,17 @@ impl Checker {
 /// A boxed argument unboxed for its application: the witness variable,
 /// the payload's variable and the boxed expression.
 #[derive(Clone, Debug)]
-struct Unboxed {
-    witness: IVar,
-    var: VarId,
-    boxed: TExpr,
+pub(super) struct Unboxed {
+    pub(super) witness: IVar,
+    pub(super) var: VarId,
+    pub(super) boxed: TExpr,
+}
+
+impl Unboxed {
+    /// Whether a type mentions this box's witness.
+    pub(super) fn witness_in(&self, t: &Type) -> bool {
+        t.mentions(self.witness)
+    }
 }
 
 /// What an inferred application spine elaborates from.
