@@ -73,6 +73,14 @@ pub const INTRINSICS: &[(&str, &str)] = &[
 pub const PRELUDE: &[(&str, &str)] = &[
     ("rotate", "(∀ (&t) (Π ($d @s) (-> ([&t $d @s] Int) [&t $d @s])))"),
     ("range", "(-> Int (Σ ($n) [Int $n]))"),
+    (
+        "take",
+        "(∀ (&t) (Π ($k $d @s) (-> [&t (+ $k $d) @s] [&t $k @s])))",
+    ),
+    (
+        "drop",
+        "(∀ (&t) (Π ($k $d @s) (-> [&t (+ $k $d) @s] [&t $d @s])))",
+    ),
 ];
 
 /// Every intrinsic and prelude name, in table order.

@@ -323,6 +323,17 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 .into(),
             )))
         }
+        "take" | "drop" => {
+            // The ispace arguments give the split: $k items, then $d.
+            let a = arg(0)?;
+            let (k, d) = (dim(p, 0), dim(p, 1));
+            let item: usize = shape(p, 2).iter().product();
+            let (start, n) = if name == "take" { (0, k) } else { (k, d) };
+            Ok(Array {
+                shape: std::iter::once(n).chain(shape(p, 2)).collect(),
+                data: a.data.slice(start * item, n * item),
+            })
+        }
         "range" => {
             let n = int_of(arg(0)?).unwrap_or(-1);
             if n < 0 {
