@@ -1,7 +1,7 @@
 //! `remora repl`: read an expression or a declaration, check it in the
 //! scope of the session's declarations, run it, print the value. Input
 //! continues over lines until its brackets balance; `:type e` prints a
-//! type, `:load FILE` adds a file's declarations, `:quit` or end of input
+//! type, `:elab e` the expression with everything inferred written out, `:load FILE` adds a file's declarations, `:quit` or end of input
 //! leaves.
 
 use remora_syntax::ast::DeclKind;
@@ -64,6 +64,9 @@ impl Session {
         if let Some(e) = trimmed.strip_prefix(":type") {
             return self.type_of(e);
         }
+        if let Some(e) = trimmed.strip_prefix(":elab") {
+            return self.elaborate(e);
+        }
         if let Some(path) = trimmed.strip_prefix(":load") {
             return match std::fs::read_to_string(path.trim()) {
                 Ok(text) => self.declare(&text, path.trim()),
@@ -121,6 +124,21 @@ impl Session {
             Ok((checked, _, _)) => match checked.value.last() {
                 Some(remora_check::typed::TDecl::Expr(t)) => format!("{}\n", checked.show(&t.ty)),
                 _ => "remora: error: :type takes an expression\n".into(),
+            },
+            Err(e) => e,
+        }
+    }
+
+    /// `:elab e`: the expression with everything inference decided written
+    /// out (`remora elaborate`).
+    fn elaborate(&self, e: &str) -> String {
+        match self.check(e) {
+            Ok((checked, _, _)) => match checked.value.last() {
+                Some(remora_check::typed::TDecl::Expr(t)) => format!(
+                    "{}\n",
+                    remora_syntax::print::expr_to_string(&remora_check::elaborate::expr(t, &checked.names))
+                ),
+                _ => "remora: error: :elab takes an expression\n".into(),
             },
             Err(e) => e,
         }

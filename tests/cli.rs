@@ -195,3 +195,13 @@ fn elaborate_writes_out_what_inference_decided() {
         "((i-app (i-app (t-app reduce Int) 1) [2]) (λ ((x_0 (A Int [2]))) (λ ((x_1 (A Int [2]))) (+ x_0 x_1))) (array [2 2] 1 2 3 4))\n"
     );
 }
+
+#[test]
+fn repl_elab_writes_out_an_expression() {
+    let out = remora(&["repl"], Some(":elab (head [[1 2] [3 4]])\n"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "((i-app (i-app (t-app head Int) 1) [2]) (array [2 2] 1 2 3 4))\n"
+    );
+}
