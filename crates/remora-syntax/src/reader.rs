@@ -398,8 +398,12 @@ impl Reader<'_, '_> {
             }
             '@' => {
                 self.bump();
+                // A glued name must be one that reads as a name on its own:
+                // not a number (`@-7x` is `@` and then the number `-7`).
+                let signed_number = matches!(self.peek(), Some('+' | '-'))
+                    && self.peek_at(1).is_some_and(|n| n.is_ascii_digit());
                 match self.peek() {
-                    Some(n) if !is_disallowed(n) && !n.is_ascii_digit() => {
+                    Some(n) if !is_disallowed(n) && !n.is_ascii_digit() && !signed_number => {
                         SExpKind::AtName(self.identifier())
                     }
                     _ => SExpKind::At,
