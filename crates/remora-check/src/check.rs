@@ -113,6 +113,8 @@ pub struct Checker {
     /// Boxes unboxed automatically, waiting for the smallest enclosing
     /// expression whose type does not mention their witnesses.
     pending: Vec<instantiate::Unboxed>,
+    /// How many witnesses automatic unboxing has made (for their names).
+    witnesses: usize,
 }
 
 impl Checker {
@@ -121,6 +123,7 @@ impl Checker {
             inference: true,
             element_unknowns: HashMap::new(),
             pending: Vec::new(),
+            witnesses: 0,
             diags: Vec::new(),
             names: NameTable::default(),
             values: Scoped::new(),

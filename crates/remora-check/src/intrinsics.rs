@@ -73,6 +73,39 @@ pub const INTRINSICS: &[(&str, &str)] = &[
 pub const PRELUDE: &[(&str, &str)] = &[
     ("rotate", "(∀ (&t) (Π ($d @s) (-> ([&t $d @s] Int) [&t $d @s])))"),
     ("range", "(-> Int (Σ ($n) [Int $n]))"),
+    ("neg abs signum", "(-> Int Int)"),
+    (
+        "f.neg f.abs f.signum f.sin f.cos f.tan f.asin f.acos f.atan f.sinh f.cosh f.log2 f.log10 f.floor f.ceiling f.round",
+        "(-> Float Float)",
+    ),
+    ("f.atan2 f.mod", "(-> (Float Float) Float)"),
+    ("f.isnan", "(-> Float Bool)"),
+    ("pi", "Float"),
+    ("f.sum f.product", "(Π (@s) (-> [Float @s] Float))"),
+    ("product", "(Π (@s) (-> [Int @s] Int))"),
+    ("any all", "(Π (@s) (-> [Bool @s] Bool))"),
+    ("count", "(Π (@s) (-> [Bool @s] Int))"),
+    ("equal", "(∀ (&t) (Π (@s) (-> ([&t @s] [&t @s]) Bool)))"),
+    ("last", "(∀ (&t) (Π ($d @s) (-> [&t (+ 1 $d) @s] [&t @s])))"),
+    ("curtail", "(∀ (&t) (Π ($d @s) (-> [&t (+ 1 $d) @s] [&t $d @s])))"),
+    ("nth", "(∀ (&t) (Π ($d @s) (-> ([&t $d @s] Int) [&t @s])))"),
+    ("select", "(∀ (&t) (Π (@s) (-> (Bool [&t @s] [&t @s]) [&t @s])))"),
+    (
+        "iterate",
+        "(∀ (&t) (Π (@s) (-> (Int (-> [&t @s] [&t @s]) [&t @s]) [&t @s])))",
+    ),
+    (
+        "while",
+        "(∀ (&t) (Π (@s) (-> ((-> [&t @s] Bool) (-> [&t @s] [&t @s]) [&t @s]) [&t @s])))",
+    ),
+    (
+        "take-right",
+        "(∀ (&t) (Π ($k $d @s) (-> [&t (+ $k $d) @s] [&t $k @s])))",
+    ),
+    (
+        "drop-right",
+        "(∀ (&t) (Π ($k $d @s) (-> [&t (+ $k $d) @s] [&t $d @s])))",
+    ),
     (
         "take",
         "(∀ (&t) (Π ($k $d @s) (-> [&t (+ $k $d) @s] [&t $k @s])))",

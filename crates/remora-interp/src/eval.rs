@@ -334,6 +334,7 @@ impl<'p> Interpreter {
                 Some(val) => Ok(val.clone()),
                 None => fail(span, "internal error: unbound variable at run time"),
             },
+            TExprKind::Intrinsic("pi") => Ok(scalar_value(Data::Float(vec![std::f32::consts::PI].into()))),
             TExprKind::Intrinsic(name) => Ok(fun_value(Fun::Prim(Rc::new(Prim {
                 name,
                 sig: intrinsics::signature(name),
@@ -717,6 +718,11 @@ impl<'p> Interpreter {
     pub fn call2(&mut self, op: &Value<'p>, x: Value<'p>, y: Value<'p>, span: Span) -> Run<Value<'p>> {
         let first = self.call_scalar(op, x, span)?;
         self.call_scalar(&first, y, span)
+    }
+
+    /// A scalar function value (one function atom) applied to one cell.
+    pub fn call_value(&mut self, f: &Value<'p>, x: Value<'p>, span: Span) -> Run<Value<'p>> {
+        self.call_scalar(f, x, span)
     }
 
     fn call_scalar(&mut self, f: &Value<'p>, x: Value<'p>, span: Span) -> Run<Value<'p>> {

@@ -323,6 +323,122 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 .into(),
             )))
         }
+        "f.sum" | "f.product" => match &arg(0)?.data {
+            // Left to right over the atoms, in f32 (as `reduce` would).
+            Data::Float(v) => Ok(scalar_value(Data::Float(
+                vec![if name == "f.sum" {
+                    v.iter().fold(0.0f32, |a, x| a + x)
+                } else {
+                    v.iter().fold(1.0f32, |a, x| a * x)
+                }]
+                .into(),
+            ))),
+            _ => fail(span, format!("{name}: not a Float array")),
+        },
+        "product" => match &arg(0)?.data {
+            Data::Int(v) => Ok(scalar_value(Data::Int(
+                vec![v.iter().fold(1i64, |a, x| a.wrapping_mul(*x))].into(),
+            ))),
+            _ => fail(span, "product: not an Int array"),
+        },
+        "any" | "all" | "count" => match &arg(0)?.data {
+            Data::Bool(v) => Ok(scalar_value(match name {
+                "any" => Data::Bool(vec![v.iter().any(|b| *b)].into()),
+                "all" => Data::Bool(vec![v.iter().all(|b| *b)].into()),
+                _ => Data::Int(vec![v.iter().filter(|b| **b).count() as i64].into()),
+            })),
+            _ => fail(span, format!("{name}: not a Bool array")),
+        },
+        "equal" => {
+            // Value equality: floats as floats (-0.0 = 0.0, NaN ≠ NaN).
+            let (a, b) = (arg(0)?, arg(1)?);
+            let same = a.shape == b.shape
+                && match (&a.data, &b.data) {
+                    (Data::Int(x), Data::Int(y)) => x == y,
+                    (Data::Float(x), Data::Float(y)) => x == y,
+                    (Data::Bool(x), Data::Bool(y)) => x == y,
+                    (Data::Atoms(x), Data::Atoms(y)) => {
+                        x.len() == y.len()
+                            && x.iter().zip(y.iter()).all(|(p, q)| match (p, q) {
+                                (Atom::Box(p), Atom::Box(q)) => {
+                                    p.witnesses == q.witnesses
+                                        && crate::to_data(&p.payload) == crate::to_data(&q.payload)
+                                        && crate::to_data(&p.payload).is_some()
+                                }
+                                _ => false,
+                            })
+                    }
+                    _ => false,
+                };
+            Ok(scalar_value(Data::Bool(vec![same].into())))
+        }
+        "last" | "curtail" => {
+            let a = arg(0)?;
+            let d = dim(p, 0);
+            let item: usize = shape(p, 1).iter().product();
+            let (start, n, lead) = if name == "last" {
+                (d, 1, None)
+            } else {
+                (0, d, Some(d))
+            };
+            Ok(Array {
+                shape: lead.into_iter().chain(shape(p, 1)).collect(),
+                data: a.data.slice(start * item, n * item),
+            })
+        }
+        "nth" => {
+            let (a, i) = (arg(0)?, int_of(arg(1)?).unwrap_or(-1));
+            let d = dim(p, 0);
+            if i < 0 || i as usize >= d {
+                return fail(span, format!("nth: index {i} out of range for {d} items"));
+            }
+            let item: usize = shape(p, 1).iter().product();
+            Ok(Array {
+                shape: shape(p, 1),
+                data: a.data.slice(i as usize * item, item),
+            })
+        }
+        "select" => {
+            let c = match &arg(0)?.data {
+                Data::Bool(b) if b.len() == 1 => b[0],
+                _ => return fail(span, "select: the condition is not a Bool"),
+            };
+            Ok(if c { arg(1)? } else { arg(2)? }.clone())
+        }
+        "iterate" => {
+            let n = int_of(arg(0)?).unwrap_or(-1);
+            if n < 0 {
+                return fail(span, format!("iterate: negative count {n}"));
+            }
+            let f = arg(1)?.clone();
+            let mut x = arg(2)?.clone();
+            for _ in 0..n {
+                x = it.call_value(&f, x, span)?;
+            }
+            Ok(x)
+        }
+        "while" => {
+            let (test, step) = (arg(0)?.clone(), arg(1)?.clone());
+            let mut x = arg(2)?.clone();
+            loop {
+                let go = it.call_value(&test, x.clone(), span)?;
+                match &go.data {
+                    Data::Bool(b) if b.len() == 1 && b[0] => x = it.call_value(&step, x, span)?,
+                    Data::Bool(b) if b.len() == 1 => return Ok(x),
+                    _ => return fail(span, "while: the test did not give a Bool"),
+                }
+            }
+        }
+        "take-right" | "drop-right" => {
+            let a = arg(0)?;
+            let (k, d) = (dim(p, 0), dim(p, 1));
+            let item: usize = shape(p, 2).iter().product();
+            let (start, n) = if name == "take-right" { (d, k) } else { (0, d) };
+            Ok(Array {
+                shape: std::iter::once(n).chain(shape(p, 2)).collect(),
+                data: a.data.slice(start * item, n * item),
+            })
+        }
         "take" | "drop" => {
             // The ispace arguments give the split: $k items, then $d.
             let a = arg(0)?;

@@ -21,9 +21,11 @@ pub fn arity(name: &str) -> Option<usize> {
         "+" | "-" | "*" | "/" | "mod" | "^" | "max" | "min" | "bit-and" | "bit-or" | "bit-xor" | "shl"
         | "shr" | "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.max" | "f.min" | "==" | "!=" | "<" | ">"
         | "<=" | ">=" | "f.==" | "f.!=" | "f.<" | "f.>" | "f.<=" | "f.>=" | "and" | "or" | "bool.=="
-        | "bool.!=" => 2,
+        | "bool.!=" | "f.atan2" | "f.mod" => 2,
         "not" | "bit-not" | "popc" | "sqrt" | "f.sqrt" | "f.ln" | "f.exp" | "f.tanh" | "i->f" | "i->bool"
-        | "bool->i" | "bool->f" | "truncate" | "round" | "floor" | "ceiling" => 1,
+        | "bool->i" | "bool->f" | "truncate" | "round" | "floor" | "ceiling" | "neg" | "abs" | "signum"
+        | "f.neg" | "f.abs" | "f.signum" | "f.sin" | "f.cos" | "f.tan" | "f.asin" | "f.acos" | "f.atan"
+        | "f.sinh" | "f.cosh" | "f.log2" | "f.log10" | "f.floor" | "f.ceiling" | "f.round" | "f.isnan" => 1,
         _ => return None,
     })
 }
@@ -115,6 +117,17 @@ fn wrap_integral(x: f32) -> i64 {
 
 /// Haskell's `max`/`min` as remora-lang has them, with core.md §6 (7)'s
 /// fix: NaN if either operand is NaN.
+/// Floored modulus, the sign of the divisor (as Int `mod` and NumPy's
+/// `mod`); by 0.0 it is NaN.
+fn fmod(a: f32, b: f32) -> f32 {
+    let r = a % b;
+    if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
+        r + b
+    } else {
+        r
+    }
+}
+
 pub(crate) fn fmax(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::NAN
@@ -199,6 +212,8 @@ pub fn apply<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -
         "f.^" => binary!(Float, Float, |a: f32, b: f32| a.powf(b)),
         "f.max" => binary!(Float, Float, fmax),
         "f.min" => binary!(Float, Float, fmin),
+        "f.atan2" => binary!(Float, Float, f32::atan2),
+        "f.mod" => binary!(Float, Float, fmod),
         "==" => binary!(Int, Bool, |a: i64, b: i64| a == b),
         "!=" => binary!(Int, Bool, |a: i64, b: i64| a != b),
         "<" => binary!(Int, Bool, |a: i64, b: i64| a < b),
@@ -301,6 +316,36 @@ fn unary<F>(name: &str, a: &Data<F>, la: &Layout, shape: &[usize]) -> Result<Dat
         ("round", Data::Float(v)) => un!(v, Int, |x: f32| wrap_integral(x.round_ties_even())),
         ("floor", Data::Float(v)) => un!(v, Int, |x: f32| wrap_integral(x.floor())),
         ("ceiling", Data::Float(v)) => un!(v, Int, |x: f32| wrap_integral(x.ceil())),
+        // extensions.md §4: Int negation and absolute value wrap (abs of the
+        // least Int is itself, as in NumPy).
+        ("neg", Data::Int(v)) => un!(v, Int, i64::wrapping_neg),
+        ("abs", Data::Int(v)) => un!(v, Int, i64::wrapping_abs),
+        ("signum", Data::Int(v)) => un!(v, Int, i64::signum),
+        ("f.neg", Data::Float(v)) => un!(v, Float, |x: f32| -x),
+        ("f.abs", Data::Float(v)) => un!(v, Float, f32::abs),
+        // ±0.0 and NaN are their own sign.
+        ("f.signum", Data::Float(v)) => un!(v, Float, |x: f32| if x > 0.0 {
+            1.0
+        } else if x < 0.0 {
+            -1.0
+        } else {
+            x
+        }),
+        ("f.sin", Data::Float(v)) => un!(v, Float, f32::sin),
+        ("f.cos", Data::Float(v)) => un!(v, Float, f32::cos),
+        ("f.tan", Data::Float(v)) => un!(v, Float, f32::tan),
+        ("f.asin", Data::Float(v)) => un!(v, Float, f32::asin),
+        ("f.acos", Data::Float(v)) => un!(v, Float, f32::acos),
+        ("f.atan", Data::Float(v)) => un!(v, Float, f32::atan),
+        ("f.sinh", Data::Float(v)) => un!(v, Float, f32::sinh),
+        ("f.cosh", Data::Float(v)) => un!(v, Float, f32::cosh),
+        ("f.log2", Data::Float(v)) => un!(v, Float, f32::log2),
+        ("f.log10", Data::Float(v)) => un!(v, Float, f32::log10),
+        ("f.floor", Data::Float(v)) => un!(v, Float, f32::floor),
+        ("f.ceiling", Data::Float(v)) => un!(v, Float, f32::ceil),
+        // Half to even, as `round` and NumPy's `round`.
+        ("f.round", Data::Float(v)) => un!(v, Float, f32::round_ties_even),
+        ("f.isnan", Data::Float(v)) => un!(v, Bool, f32::is_nan),
         _ => return Err(format!("{name}: wrong operand type")),
     })
 }

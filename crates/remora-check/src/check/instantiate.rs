@@ -325,6 +325,10 @@ impl Checker {
         let Atom::Sigma(v, payload) = &boxed.atom else {
             return None;
         };
+        // Witnesses are numbered in the order they are made, so their names
+        // are distinct (elaboration prints them) and stable.
+        self.witnesses += 1;
+        let n = self.witnesses;
         let (witness, index) = match v {
             IVar::Dim(d) => {
                 let name = self
@@ -333,7 +337,6 @@ impl Checker {
                     .get(d.0 as usize)
                     .cloned()
                     .unwrap_or_else(|| "$w".into());
-                let n = self.names.dvars.len();
                 let w = self.fresh_dvar(&format!("{name}_{n}"));
                 (IVar::Dim(w), Index::Dim(Dim::var(w)))
             }
@@ -344,7 +347,6 @@ impl Checker {
                     .get(sv.0 as usize)
                     .cloned()
                     .unwrap_or_else(|| "@w".into());
-                let n = self.names.svars.len();
                 let w = self.fresh_svar(&format!("{name}_{n}"));
                 (IVar::Shape(w), Index::Shape(Shape::var(w)))
             }
@@ -803,15 +805,33 @@ fn rank(insts: &[Inst], candidates: Vec<Candidate>) -> Vec<Ranked> {
         })
         .collect();
     let mut keyed: Vec<(bool, Ranked)> = least.into_iter().zip(distinct).collect();
-    keyed.sort_by_key(|(least, (c, _))| (!least, c.principal.min_rank(), c.principal.segs().len()));
+    keyed.sort_by_key(|(least, (c, _))| {
+        (
+            !least,
+            c.principal.min_rank(),
+            c.principal.segs().len(),
+            replication(c),
+        )
+    });
     keyed.into_iter().map(|(_, r)| r).collect()
 }
 
-/// Whether the best candidate's principal frame is strictly better than the
-/// runner-up's: a proper prefix of it.
+/// How many axes of the principal frame the arguments are replicated over,
+/// all told (the second criterion: with equal frames, the instantiation
+/// that lifts the arguments along with each other, not copies of one over
+/// another, as `(select [#t #f] [1 2] [3 4])` ⇒ `[1 4]`).
+fn replication(c: &Candidate) -> usize {
+    let p = c.principal.min_rank();
+    c.frames.iter().map(|f| p.saturating_sub(f.min_rank())).sum()
+}
+
+/// Whether the best candidate is strictly better than the runner-up: a
+/// principal frame that is a proper prefix of the other's, or the same
+/// frame with fewer replicated axes.
 fn best_beats(best: &Candidate, other: &Candidate) -> bool {
-    best.principal.is_prefix_of(&other.principal).is_yes()
-        && !other.principal.is_prefix_of(&best.principal).is_yes()
+    let (a, b) = (&best.principal, &other.principal);
+    let proper = a.is_prefix_of(b).is_yes() && !b.is_prefix_of(a).is_yes();
+    proper || (a.equals(b).is_yes() && replication(best) < replication(other))
 }
 
 /// An instantiation argument as written on the head.
