@@ -99,6 +99,22 @@ pub const PRELUDE: &[(&str, &str)] = &[
         "(∀ (&t) (Π (@s) (-> ((-> [&t @s] Bool) (-> [&t @s] [&t @s]) [&t @s]) [&t @s])))",
     ),
     (
+        "scan",
+        "(∀ (&t) (Π ($d @s) (-> ((-> ([&t @s] [&t @s]) [&t @s]) [&t @s] [&t $d @s]) [&t (+ 1 $d) @s])))",
+    ),
+    (
+        "iscan",
+        "(∀ (&t) (Π ($d @s) (-> ((-> ([&t @s] [&t @s]) [&t @s]) [&t $d @s]) [&t $d @s])))",
+    ),
+    ("replicate", "(∀ (&t) (Π (@f @s) (-> [&t @s] [&t @f @s])))"),
+    ("sort grade", "(Π ($d) (-> [Int $d] [Int $d]))"),
+    ("f.sort", "(Π ($d) (-> [Float $d] [Float $d]))"),
+    ("f.grade", "(Π ($d) (-> [Float $d] [Int $d]))"),
+    (
+        "filter",
+        "(∀ (&t) (Π ($d @s) (-> ([Bool $d] [&t $d @s]) (Σ ($k) [&t $k @s]))))",
+    ),
+    (
         "take-right",
         "(∀ (&t) (Π ($k $d @s) (-> [&t (+ $k $d) @s] [&t $k @s])))",
     ),

@@ -429,6 +429,100 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 }
             }
         }
+        "scan" | "iscan" => {
+            // Every partial fold, left to right: `scan` from the seed
+            // (d + 1 results), `iscan` from the first item (d results).
+            let op = arg(0)?.clone();
+            let (mut acc, rest, like) = if name == "scan" {
+                (Some(arg(1)?.clone()), items(arg(2)?), &arg(2)?.data)
+            } else {
+                (None, items(arg(1)?), &arg(1)?.data)
+            };
+            let mut out = Vec::with_capacity(rest.len() + 1);
+            if let Some(a) = &acc {
+                out.push(a.clone());
+            }
+            for x in rest {
+                let next = match acc.take() {
+                    None => x,
+                    Some(a) => it.call2(&op, a, x, span)?,
+                };
+                out.push(next.clone());
+                acc = Some(next);
+            }
+            from_items(out, &shape(p, 1), like, span)
+        }
+        "replicate" => {
+            let a = arg(0)?;
+            let frame = shape(p, 0);
+            let copies = frame
+                .iter()
+                .try_fold(1usize, |x, d| x.checked_mul(*d))
+                .unwrap_or(usize::MAX);
+            check_size(copies.saturating_mul(a.data.len()), span)?;
+            let mut data = a.data.empty_like();
+            for _ in 0..copies {
+                data.append(a.data.clone()).or_else(|m| fail(span, m))?;
+            }
+            Ok(Array {
+                shape: frame.into_iter().chain(a.shape.iter().copied()).collect(),
+                data,
+            })
+        }
+        "sort" | "grade" | "f.sort" | "f.grade" => {
+            // Ascending and stable; NaN sorts last.
+            let a = arg(0)?;
+            let mut order: Vec<usize> = (0..a.data.len()).collect();
+            match &a.data {
+                Data::Int(v) => order.sort_by_key(|&i| v[i]),
+                Data::Float(v) => order.sort_by(|&i, &j| {
+                    let (x, y) = (v[i], v[j]);
+                    match (x.is_nan(), y.is_nan()) {
+                        (true, true) => std::cmp::Ordering::Equal,
+                        (true, false) => std::cmp::Ordering::Greater,
+                        (false, true) => std::cmp::Ordering::Less,
+                        _ => x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal),
+                    }
+                }),
+                _ => return fail(span, format!("{name}: not a vector of numbers")),
+            }
+            let data = match (name, &a.data) {
+                ("sort", Data::Int(v)) => Data::Int(order.iter().map(|&i| v[i]).collect()),
+                ("f.sort", Data::Float(v)) => Data::Float(order.iter().map(|&i| v[i]).collect()),
+                _ => Data::Int(order.iter().map(|&i| i as i64).collect()),
+            };
+            Ok(Array {
+                shape: a.shape.clone(),
+                data,
+            })
+        }
+        "filter" => {
+            let (flags, a) = (arg(0)?, arg(1)?);
+            let Data::Bool(keep) = &flags.data else {
+                return fail(span, "filter: the flags are not Bools");
+            };
+            let item: usize = shape(p, 1).iter().product();
+            let mut data = a.data.empty_like();
+            let mut k = 0usize;
+            for (i, f) in keep.iter().enumerate() {
+                if *f {
+                    data.append(a.data.slice(i * item, item))
+                        .or_else(|m| fail(span, m))?;
+                    k += 1;
+                }
+            }
+            let payload = Array {
+                shape: std::iter::once(k).chain(shape(p, 1)).collect(),
+                data,
+            };
+            Ok(scalar_value(Data::Atoms(
+                vec![Atom::Box(Boxed {
+                    witnesses: vec![Witness::Dim(k as i64)],
+                    payload,
+                })]
+                .into(),
+            )))
+        }
         "take-right" | "drop-right" => {
             let a = arg(0)?;
             let (k, d) = (dim(p, 0), dim(p, 1));
