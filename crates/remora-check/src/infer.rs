@@ -74,12 +74,7 @@ impl Solution {
     pub fn atom(&self, a: &Atom) -> Atom {
         match a {
             Atom::Var(v) => self.types.get(v).cloned().unwrap_or_else(|| a.clone()),
-            Atom::Int | Atom::Bool | Atom::Float => a.clone(),
-            Atom::Arrow(p, r) => Atom::Arrow(Box::new(self.ty(p)), Box::new(self.ty(r))),
-            Atom::Forall(v, b) => Atom::Forall(*v, Box::new(self.ty(b))),
-            Atom::Pi(v, b) => Atom::Pi(*v, Box::new(self.ty(b))),
-            Atom::Sigma(v, b) => Atom::Sigma(*v, Box::new(self.ty(b))),
-            Atom::Record(fs) => Atom::Record(fs.iter().map(|(n, t)| (n.clone(), self.ty(t))).collect()),
+            _ => a.map_types(&|t| self.ty(t)),
         }
     }
 }

@@ -170,8 +170,9 @@ impl Type {
 }
 
 impl Atom {
-    /// The atom with every type directly inside it mapped.
-    fn map_types(&self, f: &dyn Fn(&Type) -> Type) -> Atom {
+    /// The atom with every type directly inside it mapped (a variable is
+    /// left as it is: substitutions handle it first).
+    pub fn map_types(&self, f: &dyn Fn(&Type) -> Type) -> Atom {
         match self {
             Atom::Int | Atom::Bool | Atom::Float | Atom::Var(_) => self.clone(),
             Atom::Arrow(p, r) => Atom::Arrow(Box::new(f(p)), Box::new(f(r))),

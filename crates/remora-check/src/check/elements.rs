@@ -11,6 +11,7 @@ use crate::typed::{TAtom, TAtomKind, TExpr, TExprKind};
 use remora_syntax::Span;
 use remora_syntax::ast;
 use remora_types::{Atom, Dim, IVar, Shape, TVar, Type};
+use std::borrow::Cow;
 
 impl Checker {
     /// The type of a parameter written with a rank: fresh dimension (or
@@ -48,20 +49,21 @@ impl Checker {
                 Some(Some(solved)) => self.resolve_atom(solved),
                 _ => a.clone(),
             },
-            Atom::Int | Atom::Bool | Atom::Float => a.clone(),
-            Atom::Arrow(p, r) => Atom::Arrow(Box::new(self.resolve(p)), Box::new(self.resolve(r))),
-            Atom::Forall(v, b) => Atom::Forall(*v, Box::new(self.resolve(b))),
-            Atom::Pi(v, b) => Atom::Pi(*v, Box::new(self.resolve(b))),
-            Atom::Sigma(v, b) => Atom::Sigma(*v, Box::new(self.resolve(b))),
-            Atom::Record(fs) => Atom::Record(fs.iter().map(|(n, t)| (n.clone(), self.resolve(t))).collect()),
+            _ => a.map_types(&|t| self.resolve(t).into_owned()),
         }
     }
 
-    pub(super) fn resolve(&self, t: &Type) -> Type {
-        Type {
+    /// `t` with every solved element unknown replaced; borrowed as it is
+    /// when no function with rank parameters is being checked (the common
+    /// case: nothing to replace, nothing copied).
+    pub(super) fn resolve<'t>(&self, t: &'t Type) -> Cow<'t, Type> {
+        if self.element_unknowns.is_empty() {
+            return Cow::Borrowed(t);
+        }
+        Cow::Owned(Type {
             atom: self.resolve_atom(&t.atom),
             shape: t.shape.clone(),
-        }
+        })
     }
 
     /// Makes two atom types equal by solving element unknowns; whether
@@ -120,7 +122,7 @@ impl Checker {
 
     /// `e` with every solved element unknown replaced, in every type.
     pub(super) fn resolve_texpr(&self, e: TExpr) -> TExpr {
-        let ty = self.resolve(&e.ty);
+        let ty = self.resolve(&e.ty).into_owned();
         let kind = match e.kind {
             TExprKind::Array { shape, atoms } => TExprKind::Array {
                 shape,
@@ -156,7 +158,7 @@ impl Checker {
             },
             TExprKind::App { func, arg, lifted } => {
                 let mut lifted = lifted;
-                lifted.result = self.resolve(&lifted.result);
+                lifted.result = self.resolve(&lifted.result).into_owned();
                 TExprKind::App {
                     func: Box::new(self.resolve_texpr(*func)),
                     arg: Box::new(self.resolve_texpr(*arg)),

@@ -209,7 +209,7 @@ impl Checker {
         }
         let arg_types: Vec<Option<Type>> = args
             .iter()
-            .map(|a| a.as_ref().map(|a| self.resolve(&a.ty)))
+            .map(|a| a.as_ref().map(|a| self.resolve(&a.ty).into_owned()))
             .collect();
         // The element unknowns of rank parameters among the arguments'
         // types: this application may solve them.
@@ -328,29 +328,7 @@ impl Checker {
         // Witnesses are numbered in the order they are made, so their names
         // are distinct (elaboration prints them) and stable.
         self.witnesses += 1;
-        let n = self.witnesses;
-        let (witness, index) = match v {
-            IVar::Dim(d) => {
-                let name = self
-                    .names
-                    .dvars
-                    .get(d.0 as usize)
-                    .cloned()
-                    .unwrap_or_else(|| "$w".into());
-                let w = self.fresh_dvar(&format!("{name}_{n}"));
-                (IVar::Dim(w), Index::Dim(Dim::var(w)))
-            }
-            IVar::Shape(sv) => {
-                let name = self
-                    .names
-                    .svars
-                    .get(sv.0 as usize)
-                    .cloned()
-                    .unwrap_or_else(|| "@w".into());
-                let w = self.fresh_svar(&format!("{name}_{n}"));
-                (IVar::Shape(w), Index::Shape(Shape::var(w)))
-            }
-        };
+        let (witness, index) = self.fresh_index_like(*v, &format!("_{}", self.witnesses));
         let n = self.names.vars.len();
         let x = self.fresh_var(&format!("x_{n}"));
         Some((witness, x, payload.subst_index(*v, &index)))
@@ -587,6 +565,17 @@ impl Checker {
     }
 
     fn unknown_index(&mut self, u: &mut Unknowns, v: IVar) -> Index {
+        let (w, index) = self.fresh_index_like(v, "");
+        match w {
+            IVar::Dim(d) => u.dims.insert(d),
+            IVar::Shape(s) => u.shapes.insert(s),
+        };
+        index
+    }
+
+    /// A fresh index variable of `v`'s sort, named after it (plus
+    /// `suffix`), and the index that is that variable.
+    fn fresh_index_like(&mut self, v: IVar, suffix: &str) -> (IVar, Index) {
         match v {
             IVar::Dim(d) => {
                 let name = self
@@ -594,10 +583,9 @@ impl Checker {
                     .dvars
                     .get(d.0 as usize)
                     .cloned()
-                    .unwrap_or_else(|| "d".into());
-                let w = self.fresh_dvar(&name);
-                u.dims.insert(w);
-                Index::Dim(Dim::var(w))
+                    .unwrap_or_else(|| "$d".into());
+                let w = self.fresh_dvar(&format!("{name}{suffix}"));
+                (IVar::Dim(w), Index::Dim(Dim::var(w)))
             }
             IVar::Shape(s) => {
                 let name = self
@@ -605,10 +593,9 @@ impl Checker {
                     .svars
                     .get(s.0 as usize)
                     .cloned()
-                    .unwrap_or_else(|| "s".into());
-                let w = self.fresh_svar(&name);
-                u.shapes.insert(w);
-                Index::Shape(Shape::var(w))
+                    .unwrap_or_else(|| "@s".into());
+                let w = self.fresh_svar(&format!("{name}{suffix}"));
+                (IVar::Shape(w), Index::Shape(Shape::var(w)))
             }
         }
     }
