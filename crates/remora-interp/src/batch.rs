@@ -22,7 +22,7 @@
 //! reference; giving up costs time, never a different answer, and an error
 //! is always reported as the per-cell evaluation reports it.
 
-use crate::eval::{Binding, Env, Fun, Interpreter, Value, check_size};
+use crate::eval::{Binding, Env, Fun, Interpreter, Value, atoms_in, check_size};
 use crate::intrinsics;
 use crate::kernel::{self, Layout, row_major};
 use crate::scalar;
@@ -433,7 +433,7 @@ impl<'p> Interpreter {
         let nb = all.iter().map(|(a, _)| a.nb).max()?;
         let mut outer: Vec<usize> = self.batch.get(..nb)?.to_vec();
         outer.extend(&frame);
-        let positions = outer.iter().try_fold(1usize, |a, d| a.checked_mul(*d))?;
+        let positions = atoms_in(&outer);
         if positions == 0 {
             return None;
         }
@@ -527,7 +527,7 @@ impl<'p> Interpreter {
         let nb = args.iter().map(|(a, _)| a.nb).max()?;
         let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
         shape.extend(&frame);
-        let n = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))?;
+        let n = atoms_in(&shape);
         check_size(n, remora_syntax::Span::default()).ok()?;
         let layouts: Vec<Layout> = args
             .iter()
@@ -610,7 +610,7 @@ fn place(strides: &[usize], nb: usize, to_nb: usize, rank: usize) -> Vec<usize> 
 
 /// `v`'s atoms laid out over `shape`, copied into a contiguous array.
 fn gather<'p>(v: &Value<'p>, shape: &[usize], layout: &Layout) -> Try<Value<'p>> {
-    let n = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))?;
+    let n = atoms_in(shape);
     check_size(n, remora_syntax::Span::default()).ok()?;
     let data = match &v.data {
         Data::Int(x) => Data::Int(kernel::gather(shape, x, layout).ok()?.into()),

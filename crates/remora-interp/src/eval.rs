@@ -162,6 +162,15 @@ thread_local! {
     static ATOM_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_ATOMS) };
 }
 
+/// The number of atoms a shape calls for; `usize::MAX` when that overflows
+/// (which `check_size` then refuses).
+pub(crate) fn atoms_in(shape: &[usize]) -> usize {
+    shape
+        .iter()
+        .try_fold(1usize, |a, d| a.checked_mul(*d))
+        .unwrap_or(usize::MAX)
+}
+
 /// Refuses an array of `n` atoms beyond the limit in force.
 pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
     let limit = ATOM_LIMIT.with(|l| l.get());
@@ -557,10 +566,7 @@ impl<'p> Interpreter {
         if operands.iter().any(|o| !principal.starts_with(&o.shape)) {
             return fail(span, "frames are not prefix-related at run time");
         }
-        let n = principal
-            .iter()
-            .try_fold(1usize, |a, d| a.checked_mul(*d))
-            .unwrap_or(usize::MAX);
+        let n = atoms_in(&principal);
         check_size(n, span)?;
         // A temporary operand of the result's shape no one else holds: the
         // result is written over it.
@@ -636,10 +642,7 @@ impl<'p> Interpreter {
         if let ([Atom::Fun(fun)], true) = (funs.as_slice(), principal.is_empty()) {
             return self.call(fun, a, span);
         }
-        let n = principal
-            .iter()
-            .try_fold(1usize, |a, d| a.checked_mul(*d))
-            .unwrap_or(usize::MAX);
+        let n = atoms_in(&principal);
         check_size(n, span)?;
         let cell_size: usize = cell.iter().product();
         let nf = funs.len().max(1);
@@ -778,10 +781,7 @@ impl<'p> Interpreter {
             return fail(span, "internal error: record without a record type");
         };
         let principal = self.shape_of(&e.ty.shape, env, span)?;
-        let n = principal
-            .iter()
-            .try_fold(1usize, |a, d| a.checked_mul(*d))
-            .unwrap_or(usize::MAX);
+        let n = atoms_in(&principal);
         check_size(n, span)?;
         let mut columns = Vec::with_capacity(fields.len());
         for ((name, x), (_, cty)) in fields.iter().zip(cell_tys) {

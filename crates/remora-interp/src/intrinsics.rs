@@ -2,7 +2,9 @@
 //! each argument (lifting is the application's business), with its type and
 //! index arguments.
 
-use crate::eval::{Fun, IndexVal, Interpreter, Prim, Run, Value, check_size, fail, scalar_value, stack};
+use crate::eval::{
+    Fun, IndexVal, Interpreter, Prim, Run, Value, atoms_in, check_size, fail, scalar_value, stack,
+};
 use crate::kernel::{self, Layout};
 use crate::scalar;
 use remora_syntax::ast::TypeKind;
@@ -288,10 +290,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         }
         "iota/static" => {
             let s = shape(p, 0);
-            let size = s
-                .iter()
-                .try_fold(1usize, |a, d| a.checked_mul(*d))
-                .unwrap_or(usize::MAX);
+            let size = atoms_in(&s);
             check_size(size, span)?;
             Ok(Array {
                 shape: s,
@@ -455,10 +454,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         "replicate" => {
             let a = arg(0)?;
             let frame = shape(p, 0);
-            let copies = frame
-                .iter()
-                .try_fold(1usize, |x, d| x.checked_mul(*d))
-                .unwrap_or(usize::MAX);
+            let copies = atoms_in(&frame);
             check_size(copies.saturating_mul(a.data.len()), span)?;
             let mut data = a.data.empty_like();
             for _ in 0..copies {
@@ -602,10 +598,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         "read-file-f32bin" => {
             let path = string_of(arg(0)?).or_else(|m| fail(span, m))?;
             let s = shape(p, 1);
-            let n = s
-                .iter()
-                .try_fold(1usize, |a, d| a.checked_mul(*d))
-                .unwrap_or(usize::MAX);
+            let n = atoms_in(&s);
             check_size(n, span)?;
             let bytes =
                 std::fs::read(&path).or_else(|e| fail(span, format!("read-file-f32bin: {path}: {e}")))?;
@@ -672,10 +665,7 @@ pub(crate) fn rotate_framed<'p>(args: &[(Value<'p>, Vec<usize>)], span: Span) ->
     } else {
         return fail(span, "frames are not prefix-related at run time");
     };
-    let n = principal
-        .iter()
-        .try_fold(1usize, |x, d| x.checked_mul(*d))
-        .unwrap_or(usize::MAX);
+    let n = atoms_in(&principal);
     let d = acell.first().copied().unwrap_or(0);
     let cell: usize = acell.iter().skip(1).product();
     check_size(n.saturating_mul(d).saturating_mul(cell), span)?;
