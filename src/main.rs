@@ -158,23 +158,16 @@ fn write_stdout(text: &str) -> ExitCode {
 }
 
 fn check(source: Source) -> ExitCode {
-    let mut sources = SourceMap::new();
-    let parsed = match read_source(source, &mut sources) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let (text, diags) = match parsed {
-        Parsed::Expr(e) => {
-            let checked = remora_check::check_expression(&e);
-            let text = checked
+    checked_output(
+        source,
+        |checked| {
+            checked
                 .value
                 .as_ref()
                 .map(|t| checked.show(&t.ty) + "\n")
-                .unwrap_or_default();
-            (text, checked.diagnostics)
-        }
-        Parsed::Program(p) => {
-            let checked = remora_check::check_program(&p);
+                .unwrap_or_default()
+        },
+        |checked| {
             let mut text = String::new();
             for d in &checked.value {
                 match d {
@@ -186,17 +179,32 @@ fn check(source: Source) -> ExitCode {
                     }
                 }
             }
-            (text, checked.diagnostics)
-        }
-    };
-    if !diags.is_empty() {
-        eprint!("{}", render_all(&diags, &sources));
-        return ExitCode::FAILURE;
-    }
-    write_stdout(&text)
+            text
+        },
+    )
 }
 
 fn elaborate(source: Source) -> ExitCode {
+    checked_output(
+        source,
+        |checked| {
+            checked
+                .value
+                .as_ref()
+                .map(|t| print::expr_to_string(&remora_check::elaborate::expr(t, &checked.names)) + "\n")
+                .unwrap_or_default()
+        },
+        |checked| print::program(&remora_check::elaborate::program(&checked.value, &checked.names)),
+    )
+}
+
+/// Reads and checks a program or an expression, then prints what `expr`
+/// or `program` makes of it, or its diagnostics (exit status 1).
+fn checked_output(
+    source: Source,
+    expr: impl Fn(&remora_check::Checked<Option<remora_check::typed::TExpr>>) -> String,
+    program: impl Fn(&remora_check::Checked<Vec<remora_check::typed::TDecl>>) -> String,
+) -> ExitCode {
     let mut sources = SourceMap::new();
     let parsed = match read_source(source, &mut sources) {
         Ok(p) => p,
@@ -205,17 +213,11 @@ fn elaborate(source: Source) -> ExitCode {
     let (text, diags) = match parsed {
         Parsed::Expr(e) => {
             let checked = remora_check::check_expression(&e);
-            let text = checked
-                .value
-                .as_ref()
-                .map(|t| print::expr_to_string(&remora_check::elaborate::expr(t, &checked.names)) + "\n")
-                .unwrap_or_default();
-            (text, checked.diagnostics)
+            (expr(&checked), checked.diagnostics)
         }
         Parsed::Program(p) => {
             let checked = remora_check::check_program(&p);
-            let program = remora_check::elaborate::program(&checked.value, &checked.names);
-            (print::program(&program), checked.diagnostics)
+            (program(&checked), checked.diagnostics)
         }
     };
     if !diags.is_empty() {
