@@ -115,6 +115,30 @@ pub const PRELUDE: &[(&str, &str)] = &[
         "(∀ (&t) (Π ($d @s) (-> ([Bool $d] [&t $d @s]) (Σ ($k) [&t $k @s]))))",
     ),
     (
+        "take* drop*",
+        "(∀ (&t) (Π ($d @s) (-> (Int [&t $d @s]) (Σ ($k) [&t $k @s]))))",
+    ),
+    (
+        "windows",
+        "(∀ (&t) (Π ($w $k @s) (-> [&t (+ $w $k) @s] [&t (+ 1 $k) $w @s])))",
+    ),
+    (
+        "sort-by",
+        "(∀ (&t) (Π ($d @s) (-> ((-> ([&t @s] [&t @s]) Bool) [&t $d @s]) [&t $d @s])))",
+    ),
+    (
+        "grade-by",
+        "(∀ (&t) (Π ($d @s) (-> ((-> ([&t @s] [&t @s]) Bool) [&t $d @s]) [Int $d])))",
+    ),
+    (
+        "scatter",
+        "(∀ (&t) (Π ($m $n @s) (-> ([&t $m @s] [Int $n] [&t $n @s]) [&t $m @s])))",
+    ),
+    (
+        "hist",
+        "(∀ (&t) (Π ($m $n @s) (-> ((-> ([&t @s] [&t @s]) [&t @s]) [&t @s] [Int $n] [&t $n @s]) [&t $m @s])))",
+    ),
+    (
         "take-right",
         "(∀ (&t) (Π ($k $d @s) (-> [&t (+ $k $d) @s] [&t $k @s])))",
     ),

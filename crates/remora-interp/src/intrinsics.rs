@@ -507,17 +507,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                     k += 1;
                 }
             }
-            let payload = Array {
-                shape: std::iter::once(k).chain(shape(p, 1)).collect(),
-                data,
-            };
-            Ok(scalar_value(Data::Atoms(
-                vec![Atom::Box(Boxed {
-                    witnesses: vec![Witness::Dim(k as i64)],
-                    payload,
-                })]
-                .into(),
-            )))
+            Ok(boxed_items(k, &shape(p, 1), data))
         }
         "take-right" | "drop-right" => {
             let a = arg(0)?;
@@ -540,23 +530,124 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 data: a.data.slice(start * item, n * item),
             })
         }
+        "take*" | "drop*" => {
+            // The count is a value: 0 ≤ n ≤ $d, else an error.
+            let (n, a) = (int_of(arg(0)?).unwrap_or(-1), arg(1)?);
+            let d = dim(p, 0);
+            if n < 0 || n as usize > d {
+                return fail(span, format!("{name}: count {n} out of range for {d} items"));
+            }
+            let n = n as usize;
+            let item: usize = shape(p, 1).iter().product();
+            let (start, k) = if name == "take*" { (0, n) } else { (n, d - n) };
+            Ok(boxed_items(k, &shape(p, 1), a.data.slice(start * item, k * item)))
+        }
+        "windows" => {
+            // Every run of $w consecutive items: $k + 1 of them.
+            let a = arg(0)?;
+            let (w, k) = (dim(p, 0), dim(p, 1));
+            let cell = shape(p, 2);
+            let item: usize = cell.iter().product();
+            check_size((k + 1).saturating_mul(w).saturating_mul(item), span)?;
+            let mut data = a.data.empty_like();
+            for i in 0..=k {
+                data.append(a.data.slice(i * item, w * item))
+                    .or_else(|m| fail(span, m))?;
+            }
+            Ok(Array {
+                shape: [k + 1, w].into_iter().chain(cell).collect(),
+                data,
+            })
+        }
+        "sort-by" | "grade-by" => {
+            // Stable merge sort by the less-than: an item moves before an
+            // earlier one only when it is strictly less.
+            let (less, a) = (arg(0)?.clone(), arg(1)?);
+            let its = items(a);
+            let order = merge_sort(its.len(), &mut |i, j| {
+                let lt = it.call2(&less, its[i].clone(), its[j].clone(), span)?;
+                match &lt.data {
+                    Data::Bool(b) if b.len() == 1 => Ok(b[0]),
+                    _ => fail(span, format!("{name}: the less-than did not give a Bool")),
+                }
+            })?;
+            if name == "grade-by" {
+                return Ok(Array {
+                    shape: vec![order.len()],
+                    data: Data::Int(order.iter().map(|&i| i as i64).collect()),
+                });
+            }
+            let mut v = from_items(
+                order.iter().map(|&i| its[i].clone()).collect(),
+                &shape(p, 1),
+                &a.data,
+                span,
+            )?;
+            v.shape = a.shape.clone();
+            Ok(v)
+        }
+        "scatter" => {
+            // Items of the source written over the destination at their
+            // indices, in order (the last write wins); indices outside
+            // [0, $m) are skipped.
+            let (dest, idx, src) = (arg(0)?, arg(1)?, arg(2)?);
+            let m = dim(p, 0);
+            let item: usize = shape(p, 2).iter().product();
+            let Data::Int(idx) = &idx.data else {
+                return fail(span, "scatter: the indices are not Ints");
+            };
+            let mut its = items(dest);
+            for (i, &j) in idx.iter().enumerate() {
+                if j >= 0 && (j as usize) < m {
+                    its[j as usize] = Array {
+                        shape: shape(p, 2),
+                        data: src.data.slice(i * item, item),
+                    };
+                }
+            }
+            let mut v = from_items(its, &shape(p, 2), &dest.data, span)?;
+            v.shape = dest.shape.clone();
+            Ok(v)
+        }
+        "hist" => {
+            // $m bins, each starting from the neutral element; item i is
+            // combined into bin idx[i], in order; other indices are skipped.
+            let (op, neutral, idx, xs) = (arg(0)?, arg(1)?, arg(2)?, arg(3)?);
+            let m = dim(p, 0);
+            let cell = shape(p, 2);
+            let inner: usize = cell.iter().product();
+            let Data::Int(idx) = &idx.data else {
+                return fail(span, "hist: the indices are not Ints");
+            };
+            check_size(m.saturating_mul(inner), span)?;
+            let shape_out: Vec<usize> = std::iter::once(m).chain(cell.iter().copied()).collect();
+            if let Some(op) = scalar_operator(op)
+                && let Some(data) = hist_primitive(op, &neutral.data, idx, &xs.data, m, inner)
+            {
+                return Ok(Array {
+                    shape: shape_out,
+                    data,
+                });
+            }
+            let op = op.clone();
+            let mut bins = vec![neutral.clone(); m];
+            for (x, &j) in items(xs).into_iter().zip(idx.iter()) {
+                if j >= 0 && (j as usize) < m {
+                    let acc = std::mem::replace(&mut bins[j as usize], neutral.clone());
+                    bins[j as usize] = it.call2(&op, acc, x, span)?;
+                }
+            }
+            let mut v = from_items(bins, &cell, &neutral.data, span)?;
+            v.shape = shape_out;
+            Ok(v)
+        }
         "range" => {
             let n = int_of(arg(0)?).unwrap_or(-1);
             if n < 0 {
                 return fail(span, format!("range: negative length {n}"));
             }
             check_size(n as usize, span)?;
-            let payload = Array {
-                shape: vec![n as usize],
-                data: Data::Int((0..n).collect()),
-            };
-            Ok(scalar_value(Data::Atoms(
-                vec![Atom::Box(Boxed {
-                    witnesses: vec![Witness::Dim(n)],
-                    payload,
-                })]
-                .into(),
-            )))
+            Ok(boxed_items(n as usize, &[], Data::Int((0..n).collect())))
         }
         "reify-dim" => Ok(scalar_value(Data::Int(vec![dim(p, 0) as i64].into()))),
         "reify-shape" => {
@@ -711,6 +802,102 @@ pub(crate) fn rotate_framed<'p>(args: &[(Value<'p>, Vec<usize>)], span: Span) ->
         shape: principal.into_iter().chain(acell.iter().copied()).collect(),
         data,
     })
+}
+
+/// A box of `k` items of shape `cell` (the result of `filter`, `range`,
+/// `take*`, `drop*`): its witness is the count.
+fn boxed_items<'p>(k: usize, cell: &[usize], data: Data<Fun<'p>>) -> Value<'p> {
+    let payload = Array {
+        shape: std::iter::once(k).chain(cell.iter().copied()).collect(),
+        data,
+    };
+    scalar_value(Data::Atoms(
+        vec![Atom::Box(Boxed {
+            witnesses: vec![Witness::Dim(k as i64)],
+            payload,
+        })]
+        .into(),
+    ))
+}
+
+/// A stable merge sort of `0..n` by a fallible less-than (a user's
+/// function: it need not be a total order, and an error stops the sort).
+fn merge_sort(n: usize, less: &mut dyn FnMut(usize, usize) -> Run<bool>) -> Run<Vec<usize>> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut buf = order.clone();
+    let mut width = 1;
+    while width < n {
+        for lo in (0..n).step_by(2 * width) {
+            let mid = (lo + width).min(n);
+            let hi = (lo + 2 * width).min(n);
+            let (mut i, mut j, mut k) = (lo, mid, lo);
+            while i < mid && j < hi {
+                // Take from the right run only when strictly less.
+                if less(order[j], order[i])? {
+                    buf[k] = order[j];
+                    j += 1;
+                } else {
+                    buf[k] = order[i];
+                    i += 1;
+                }
+                k += 1;
+            }
+            buf[k..k + (mid - i)].copy_from_slice(&order[i..mid]);
+            k += mid - i;
+            buf[k..k + (hi - j)].copy_from_slice(&order[j..hi]);
+        }
+        std::mem::swap(&mut order, &mut buf);
+        width *= 2;
+    }
+    Ok(order)
+}
+
+/// `hist` by a scalar primitive: one pass over the items, each combined
+/// atom by atom into its bin; `None` when the types do not suit it.
+fn hist_primitive<'p>(
+    op: &str,
+    neutral: &Data<Fun<'p>>,
+    idx: &[i64],
+    xs: &Data<Fun<'p>>,
+    m: usize,
+    inner: usize,
+) -> Option<Data<Fun<'p>>> {
+    macro_rules! hist {
+        ($variant:ident, $x:expr, $f:expr) => {{
+            let Data::$variant(seed) = neutral else {
+                return None;
+            };
+            let mut bins = Vec::with_capacity(m * inner);
+            for _ in 0..m {
+                bins.extend_from_slice(seed.get(..inner)?);
+            }
+            for (x, &j) in $x.chunks_exact(inner.max(1)).zip(idx) {
+                if j >= 0 && (j as usize) < m {
+                    let bin = &mut bins[j as usize * inner..(j as usize + 1) * inner];
+                    for (b, v) in bin.iter_mut().zip(x) {
+                        *b = $f(*b, *v);
+                    }
+                }
+            }
+            Some(Data::$variant(bins.into()))
+        }};
+    }
+    if inner == 0 {
+        return None;
+    }
+    match (op, xs) {
+        ("+", Data::Int(x)) => hist!(Int, x, i64::wrapping_add),
+        ("*", Data::Int(x)) => hist!(Int, x, i64::wrapping_mul),
+        ("max", Data::Int(x)) => hist!(Int, x, i64::max),
+        ("min", Data::Int(x)) => hist!(Int, x, i64::min),
+        ("f.+", Data::Float(x)) => hist!(Float, x, |a: f32, b: f32| a + b),
+        ("f.*", Data::Float(x)) => hist!(Float, x, |a: f32, b: f32| a * b),
+        ("f.max", Data::Float(x)) => hist!(Float, x, scalar::fmax),
+        ("f.min", Data::Float(x)) => hist!(Float, x, scalar::fmin),
+        ("and", Data::Bool(x)) => hist!(Bool, x, |a: bool, b: bool| a && b),
+        ("or", Data::Bool(x)) => hist!(Bool, x, |a: bool, b: bool| a || b),
+        _ => None,
+    }
 }
 
 /// The folds with any operator: one call of it per item.
