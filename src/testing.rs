@@ -29,6 +29,60 @@ pub fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The runnable examples of a Markdown document (docs/prelude.md) as a
+/// case file. In each fenced `remora` block, an example is the source lines
+/// since the previous expectation, then its expectation: `;; ⇒ VALUE` (it
+/// prints VALUE) or `;; error: TEXT` (it fails with a message containing
+/// TEXT). Each case is named after the expectation's line. Source left
+/// without an expectation at the end of a block is an error, so that no
+/// example goes untested.
+pub fn markdown_cases(markdown: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut block: Option<Vec<&str>> = None;
+    for (n, line) in markdown.lines().enumerate() {
+        let trimmed = line.trim();
+        let Some(source) = &mut block else {
+            if trimmed.starts_with("```remora") {
+                block = Some(Vec::new());
+            }
+            continue;
+        };
+        if trimmed.starts_with("```") {
+            if source
+                .iter()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with(';'))
+            {
+                return Err(format!(
+                    "line {}: an example without `;; ⇒` or `;; error:`",
+                    n + 1
+                ));
+            }
+            block = None;
+            continue;
+        }
+        let expected = trimmed
+            .strip_prefix(";; ⇒")
+            .map(|v| format!(";; output {{ {} }}", v.trim()))
+            .or_else(|| {
+                trimmed
+                    .strip_prefix(";; error:")
+                    .map(|e| format!(";; error: {}", regex::escape(e.trim())))
+            });
+        match expected {
+            None => source.push(line),
+            Some(expected) => {
+                out.push_str(&format!(";;; case line-{}\n;; ==\n{expected}\n", n + 1));
+                for l in source.drain(..) {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+                out.push('\n');
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn normalize(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -19,6 +19,11 @@ fn main() {
         collect(&root.join(dir), &mut files);
     }
     files.sort();
+    // The examples of the prelude reference, as a case file of their own.
+    let docs = root.join("docs/prelude.md");
+    if docs.exists() {
+        files.push(docs);
+    }
     let mut trials = Vec::new();
     for file in files {
         let rel = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
@@ -35,6 +40,17 @@ fn main() {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let text = if file.extension().is_some_and(|e| e == "md") {
+            match remora::testing::markdown_cases(&text) {
+                Ok(cases) => cases,
+                Err(e) => {
+                    trials.push(Trial::test(rel.clone(), move || Err(e.into())));
+                    continue;
+                }
+            }
+        } else {
+            text
+        };
         match parse_cases(&text, &stem) {
             Err(e) => trials.push(Trial::test(rel.clone(), move || Err(e.into()))),
             Ok(cases) => {
