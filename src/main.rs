@@ -61,6 +61,42 @@ struct RunArgs {
     /// Arguments for the entry's parameters, each a Remora expression.
     #[arg(value_name = "ARG", allow_hyphen_values = true, trailing_var_arg = true)]
     args: Vec<String>,
+    #[command(flatten)]
+    data: DataArgs,
+}
+
+/// The format of values written by `remora run`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    /// Remora's printing (core.md §4.1).
+    Remora,
+    /// Futhark's textual data format.
+    Futhark,
+    /// Futhark's binary data format.
+    FutharkBinary,
+    /// NumPy's `.npy` (one array).
+    Npy,
+}
+
+/// Where entry arguments come from and where results go (extensions.md §5).
+#[derive(Args, Default)]
+struct DataArgs {
+    /// Entry arguments from a data file, after the ARGs: a NumPy `.npy`
+    /// file (one array), or values in Futhark's textual or binary data
+    /// format (any number); `-` is standard input. May be repeated. Without
+    /// ARGs or --input, an entry with parameters reads Futhark data from
+    /// standard input.
+    #[arg(long, value_name = "FILE")]
+    input: Vec<PathBuf>,
+    /// Write the result to FILE instead of printing it: `.npy` by the
+    /// extension, otherwise Futhark data (textual, or binary with
+    /// `--format futhark-binary`).
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The format of the result (default: Remora's printing on standard
+    /// output, `.npy` or Futhark text for --output).
+    #[arg(long, value_enum)]
+    format: Option<Format>,
 }
 
 #[derive(Args)]
@@ -104,8 +140,9 @@ fn main() -> ExitCode {
             },
             &args.entry,
             &args.args,
+            &args.data,
         ),
-        Command::Interpret(args) => run(args.source, &args.entry, &args.args),
+        Command::Interpret(args) => run(args.source, &args.entry, &args.args, &DataArgs::default()),
         Command::Test { paths } => test(&paths),
         Command::Repl => remora::repl::run(),
     })
@@ -227,7 +264,7 @@ fn checked_output(
     write_stdout(&text)
 }
 
-fn run(source: Source, entry: &str, arg_texts: &[String]) -> ExitCode {
+fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs) -> ExitCode {
     let mut sources = SourceMap::new();
     let parsed = match read_source(source, &mut sources) {
         Ok(p) => p,
@@ -272,25 +309,133 @@ fn run(source: Source, entry: &str, arg_texts: &[String]) -> ExitCode {
                     (_, _) => return fail(&sources, &c.diagnostics),
                 }
             }
-            let show = |t: &remora_types::Type| checked.show(t);
-            match remora_interp::program::run(&mut interp, &checked.value, entry, &typed_args, &show, &|v| {
-                checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
-            }) {
-                Ok(remora_interp::program::Outcome::Entry(v)) => {
-                    write_stdout(&format!("{}\n", remora_value::print::to_string(&v)))
+            let mut args: Vec<_> = typed_args
+                .iter()
+                .map(remora_interp::program::EntryArg::Expr)
+                .collect();
+            let from_stdin = data.input.is_empty()
+                && arg_texts.is_empty()
+                && remora_interp::program::entry_arity(&checked.value, entry).is_some_and(|n| n > 0)
+                && !std::io::stdin().is_terminal();
+            let inputs = if from_stdin {
+                vec![PathBuf::from("-")]
+            } else {
+                data.input.clone()
+            };
+            for path in &inputs {
+                match read_data_file(path) {
+                    Ok(values) => args.extend(values.into_iter().map(|v| {
+                        remora_interp::program::EntryArg::Data(remora_value::Array {
+                            shape: v.shape,
+                            data: reattach(v.data),
+                        })
+                    })),
+                    Err(m) => {
+                        eprintln!("remora: error: {}: {m}", path.display());
+                        return ExitCode::FAILURE;
+                    }
                 }
-                Ok(remora_interp::program::Outcome::Script(vs)) => write_stdout(
-                    &vs.iter()
-                        .map(|v| format!("{}\n", remora_value::print::to_string(v)))
-                        .collect::<String>(),
-                ),
-                Err(remora_interp::program::Failure::Run(e)) => runtime(&sources, e),
-                Err(remora_interp::program::Failure::Plain(m)) => {
-                    eprintln!("remora: error: {m}");
+            }
+            let show = |t: &remora_types::Type| checked.show(t);
+            let values =
+                match remora_interp::program::run(&mut interp, &checked.value, entry, args, &show, &|v| {
+                    checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
+                }) {
+                    Ok(remora_interp::program::Outcome::Entry(v)) => vec![v],
+                    Ok(remora_interp::program::Outcome::Script(vs)) => vs,
+                    Err(remora_interp::program::Failure::Run(e)) => return runtime(&sources, e),
+                    Err(remora_interp::program::Failure::Plain(m)) => {
+                        eprintln!("remora: error: {m}");
+                        return ExitCode::FAILURE;
+                    }
+                };
+            write_values(&values, data)
+        }
+    }
+}
+
+/// The values of a data file (`-`: standard input): one array from an
+/// `.npy` file, any number from Futhark data.
+fn read_data_file(path: &std::path::Path) -> Result<Vec<remora_value::Array>, String> {
+    let bytes = if path == std::path::Path::new("-") {
+        let mut b = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut b)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        b
+    } else {
+        std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?
+    };
+    if bytes.starts_with(b"\x93NUMPY") {
+        remora_value::npy::read_npy(&bytes).map(|a| vec![a])
+    } else {
+        remora_value::futhark::read_data(&bytes)
+    }
+}
+
+/// Data read from a file, as the interpreter's (it holds no functions).
+fn reattach<'p>(d: remora_value::Data) -> remora_value::Data<remora_interp::Fun<'p>> {
+    use remora_value::Data;
+    match d {
+        Data::Int(x) => Data::Int(x),
+        Data::Float(x) => Data::Float(x),
+        Data::Bool(x) => Data::Bool(x),
+        Data::Atoms(_) => Data::Atoms(Vec::new().into()),
+    }
+}
+
+/// The results of `remora run`, printed or written as `--output` and
+/// `--format` ask.
+fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCode {
+    let npy_file = data
+        .output
+        .as_ref()
+        .is_some_and(|p| p.extension().is_some_and(|e| e == "npy"));
+    let format = match (npy_file, data.format, &data.output) {
+        (true, _, _) => Format::Npy,
+        (false, Some(f), _) => f,
+        (false, None, Some(_)) => Format::Futhark,
+        (false, None, None) => Format::Remora,
+    };
+    let mut bytes = Vec::new();
+    for v in values {
+        let written = match format {
+            Format::Remora => Ok(format!("{}\n", remora_value::print::to_string(v)).into_bytes()),
+            Format::Futhark => remora_value::futhark::write_text(v).map(|t| format!("{t}\n").into_bytes()),
+            Format::FutharkBinary => remora_value::futhark::write_binary(v),
+            Format::Npy if values.len() > 1 => Err(format!(
+                "{} results cannot go in one .npy file (it holds one array)",
+                values.len()
+            )),
+            Format::Npy => remora_value::npy::write_npy(v),
+        };
+        match written {
+            Ok(b) => bytes.extend(b),
+            Err(m) => {
+                eprintln!("remora: error: {m}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    match &data.output {
+        None => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(&bytes).and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("remora: error: cannot write standard output: {e}");
                     ExitCode::FAILURE
                 }
             }
         }
+        Some(path) => match std::fs::write(path, &bytes) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("remora: error: cannot write {}: {e}", path.display());
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

@@ -478,9 +478,14 @@ fn execute_with(
     let mut interp = remora_interp::Interpreter::default();
     interp.reference_only = reference_only;
     let show = |t: &remora_types::Type| checked.show(t);
-    let value = match remora_interp::program::run(&mut interp, &checked.value, entry, &args, &show, &|v| {
-        checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
-    }) {
+    let value = match remora_interp::program::run(
+        &mut interp,
+        &checked.value,
+        entry,
+        args.iter().map(remora_interp::program::EntryArg::Expr).collect(),
+        &show,
+        &|v| checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default(),
+    ) {
         Ok(remora_interp::program::Outcome::Entry(v)) => v,
         Ok(remora_interp::program::Outcome::Script(mut vs)) => match vs.pop() {
             Some(v) => v,

@@ -205,3 +205,85 @@ fn repl_elab_writes_out_an_expression() {
         "((i-app (i-app (t-app head Int) 1) [2]) (array [2 2] 1 2 3 4))\n"
     );
 }
+
+/// A program file for one test, in a scratch directory of its own.
+fn scratch_file(test: &str, name: &str, contents: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("remora-cli-{}-{test}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join(name);
+    let written = std::fs::write(&path, contents);
+    assert!(written.is_ok(), "{written:?}");
+    path
+}
+
+const SCALE: &[u8] = b"(entry (main (xs [Float 2 2]) (k Int)) (f.* (i->f k) xs))\n";
+
+#[test]
+fn futhark_data_in_and_out() {
+    let program = scratch_file("futhark", "scale.remora", SCALE);
+    let data = scratch_file("futhark", "in.data", b"[[1.0f32, 2.0f32], [3.0f32, 4.5f32]] 2i64");
+    let p = program.to_string_lossy();
+    let d = data.to_string_lossy();
+    let out = remora(&["run", &p, "--input", &d], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[[2.0 4.0] [6.0 9.0]]\n");
+    let out = remora(&["run", &p, "--input", &d, "--format", "futhark"], None);
+    assert_eq!(text(&out.stdout), "[[2.0f32, 4.0f32], [6.0f32, 9.0f32]]\n");
+    // Without ARGs or --input, the data comes from standard input.
+    let out = remora(&["run", &p], Some("[[1.0f32, 2.0f32], [3.0f32, 4.0f32]]\n3i64"));
+    assert_eq!(
+        text(&out.stdout),
+        "[[3.0 6.0] [9.0 12.0]]\n",
+        "{}",
+        text(&out.stderr)
+    );
+    // Binary out, read back as input to a program that sums it.
+    let out = remora(&["run", &p, "--input", &d, "--format", "futhark-binary"], None);
+    assert!(out.stdout.starts_with(b"b\x02\x02 f32"), "{:?}", out.stdout);
+    let bin = scratch_file("futhark", "out.bin", &out.stdout);
+    let sum = scratch_file(
+        "futhark",
+        "sum.remora",
+        b"(entry (main (xs [Float 2 2])) (f.sum xs))\n",
+    );
+    let out = remora(
+        &["run", &sum.to_string_lossy(), "--input", &bin.to_string_lossy()],
+        None,
+    );
+    assert_eq!(text(&out.stdout), "21.0\n", "{}", text(&out.stderr));
+}
+
+#[test]
+fn data_of_the_wrong_type_is_an_error() {
+    let program = scratch_file("wrong", "scale.remora", SCALE);
+    let data = scratch_file("wrong", "in.data", b"[1i64, 2i64] 2i64");
+    let out = remora(
+        &[
+            "run",
+            &program.to_string_lossy(),
+            "--input",
+            &data.to_string_lossy(),
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert_eq!(
+        text(&out.stderr),
+        "remora: error: argument 1 of main has type [Int 2], but the parameter `xs` has type [Float 2 2]\n"
+    );
+    let bad = scratch_file("wrong", "bad.npy", b"\x93NUMPY\x01\x00");
+    let out = remora(
+        &[
+            "run",
+            &program.to_string_lossy(),
+            "--input",
+            &bad.to_string_lossy(),
+        ],
+        None,
+    );
+    assert!(
+        text(&out.stderr).contains("bad.npy: truncated header"),
+        "{}",
+        text(&out.stderr)
+    );
+}

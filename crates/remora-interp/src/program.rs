@@ -24,13 +24,51 @@ pub enum Failure {
     Plain(String),
 }
 
-/// Runs `entry` with `args` (checked expressions, with their types), or the
-/// bare expressions when the program has no entry at all.
+/// An argument for an entry's parameter.
+pub enum EntryArg<'p> {
+    /// A checked expression (a command-line argument), with its type.
+    Expr(&'p TExpr),
+    /// A value read from a data file (Futhark data, `.npy`): its type is
+    /// its atoms' type at its shape.
+    Data(Value<'p>),
+}
+
+/// The type of a value read from data: Int, Float or Bool at its shape.
+fn data_type(v: &Value<'_>) -> Option<Type> {
+    use remora_value::Data;
+    let atom = match &v.data {
+        Data::Int(_) => Atom::Int,
+        Data::Float(_) => Atom::Float,
+        Data::Bool(_) => Atom::Bool,
+        Data::Atoms(_) => return None,
+    };
+    let dims = v.shape.iter().map(|d| remora_types::Dim::nat(*d as u64));
+    Some(Type {
+        atom,
+        shape: remora_types::Shape::from_dims(dims),
+    })
+}
+
+/// The number of parameters of the named entry, if there is one.
+pub fn entry_arity(decls: &[TDecl], entry: &str) -> Option<usize> {
+    decls.iter().find_map(|d| match d {
+        TDecl::Def {
+            entry: true,
+            name,
+            value,
+            ..
+        } if name == entry => Some(parameters(&value.ty).len()),
+        _ => None,
+    })
+}
+
+/// Runs `entry` with `args`, or the bare expressions when the program has
+/// no entry at all.
 pub fn run<'p>(
     interp: &mut Interpreter,
     decls: &'p [TDecl],
     entry: &str,
-    args: &'p [TExpr],
+    args: Vec<EntryArg<'p>>,
     show: &dyn Fn(&Type) -> String,
     var_name: &dyn Fn(VarId) -> String,
 ) -> Result<Outcome<'p>, Failure> {
@@ -57,9 +95,13 @@ pub fn run<'p>(
         )));
     }
     let mut values = Vec::with_capacity(args.len());
-    for (k, (arg, param)) in args.iter().zip(&params).enumerate() {
+    for (k, (arg, param)) in args.into_iter().zip(&params).enumerate() {
+        let (ty, span) = match &arg {
+            EntryArg::Expr(e) => (Some(e.ty.clone()), e.span),
+            EntryArg::Data(v) => (data_type(v), value.span),
+        };
         // core.md §6 (2): arguments are checked against the parameter types.
-        if arg.ty.equals(param) != Truth::Yes {
+        if ty.as_ref().map(|t| t.equals(param)) != Some(Truth::Yes) {
             let param_name = names
                 .get(k)
                 .map(|v| format!(" `{}`", var_name(*v)))
@@ -67,11 +109,15 @@ pub fn run<'p>(
             return Err(Failure::Plain(format!(
                 "argument {} of {entry} has type {}, but the parameter{param_name} has type {}",
                 k + 1,
-                show(&arg.ty),
+                ty.as_ref().map_or("a box".into(), show),
                 show(param)
             )));
         }
-        values.push((interp.eval(arg, &env).map_err(Failure::Run)?, arg.span));
+        let v = match arg {
+            EntryArg::Expr(e) => interp.eval(e, &env).map_err(Failure::Run)?,
+            EntryArg::Data(v) => v,
+        };
+        values.push((v, span));
     }
     apply_entry(interp, &env, *var, value, values).map(Outcome::Entry)
 }

@@ -232,6 +232,74 @@ fn scalar(w: &str) -> Result<Array, String> {
     ))
 }
 
+/// A value in Futhark's textual format: `[[1i64, 2i64], [3i64, 4i64]]`,
+/// `1.5f32`, `true`, `empty([0][3]i64)`. Boxes and functions have no data
+/// form.
+pub fn write_text<F>(a: &Array<F>) -> Result<String, String> {
+    let (elem, atoms): (&str, Vec<String>) = match &a.data {
+        Data::Int(v) => ("i64", v.iter().map(|n| format!("{n}i64")).collect()),
+        Data::Float(v) => ("f32", v.iter().map(|x| float_text(*x)).collect()),
+        Data::Bool(v) => ("bool", v.iter().map(|b| b.to_string()).collect()),
+        Data::Atoms(_) => return Err("a box or function has no data form".into()),
+    };
+    if atoms.is_empty() && !a.shape.is_empty() {
+        let dims: String = a.shape.iter().map(|d| format!("[{d}]")).collect();
+        return Ok(format!("empty({dims}{elem})"));
+    }
+    let mut out = String::new();
+    nest(&mut out, &a.shape, &atoms);
+    Ok(out)
+}
+
+fn nest(out: &mut String, shape: &[usize], atoms: &[String]) {
+    let Some((&n, rest)) = shape.split_first() else {
+        out.push_str(atoms.first().map_or("", |s| s));
+        return;
+    };
+    let size: usize = rest.iter().product();
+    out.push('[');
+    for i in 0..n {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        nest(out, rest, &atoms[i * size..(i + 1) * size]);
+    }
+    out.push(']');
+}
+
+fn float_text(x: f32) -> String {
+    if x.is_nan() {
+        "f32.nan".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "f32.inf" } else { "-f32.inf" }.into()
+    } else {
+        // Rust's shortest round-trip form, which Futhark reads.
+        format!("{x:?}f32")
+    }
+}
+
+/// A value in Futhark's binary format (version 2, little-endian).
+pub fn write_binary<F>(a: &Array<F>) -> Result<Vec<u8>, String> {
+    let rank = u8::try_from(a.shape.len()).map_err(|_| "rank above 255".to_string())?;
+    let mut out = vec![b'b', 2, rank];
+    out.extend_from_slice(match &a.data {
+        Data::Int(_) => b" i64",
+        Data::Float(_) => b" f32",
+        Data::Bool(_) => b"bool",
+        Data::Atoms(_) => return Err("a box or function has no data form".into()),
+    });
+    for d in &a.shape {
+        out.extend_from_slice(&(*d as u64).to_le_bytes());
+    }
+    match &a.data {
+        Data::Int(v) => v.iter().for_each(|n| out.extend_from_slice(&n.to_le_bytes())),
+        Data::Float(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::Bool(v) => out.extend(v.iter().map(|b| u8::from(*b))),
+        Data::Atoms(_) => {}
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,5 +342,28 @@ mod tests {
         ints.extend(7i64.to_le_bytes());
         assert_eq!(shown(&ints), ["7"]);
         assert!(read_data(b"b\x02\x01 f32\x03").is_err());
+    }
+
+    #[test]
+    fn written_values_read_back() {
+        let values = [
+            "[[1i64, -2i64], [3i64, 4i64]]",
+            "[1.5f32, -0.0f32, f32.nan, -f32.inf, 1e-8f32]",
+            "true",
+            "empty([0][3]i64)",
+        ];
+        for text in values {
+            let read = read_data(text.as_bytes());
+            assert!(matches!(read.as_deref(), Ok([_])), "{text}: {read:?}");
+            let Ok([v]) = read.as_deref() else { continue };
+            let again = write_text(v).map(|t| shown(t.as_bytes()));
+            assert_eq!(again, Ok(vec![to_string(v)]), "{text}");
+            let again = write_binary(v).map(|b| shown(&b));
+            assert_eq!(again, Ok(vec![to_string(v)]), "{text}");
+        }
+        assert_eq!(
+            read_data(b"[[1i64, 2i64]]").map(|v| write_text(&v[0])),
+            Ok(Ok("[[1i64, 2i64]]".to_string()))
+        );
     }
 }
