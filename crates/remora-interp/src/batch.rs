@@ -413,12 +413,41 @@ impl<'p> Interpreter {
         }
         let batched = match p.name {
             "reduce" | "reduce/zero" | "fold" => self.fold_batched(p.name, &all),
+            "while" => self.while_batched(&all),
+            "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
+            | "index" | "nth" => items_batched(p, &all),
             _ => None,
         };
         match batched {
             Some(b) => Some(b),
             None => self.prim_per_cell(p, all),
         }
+    }
+
+    /// `while` with its cells batched: one test and one function, the
+    /// cells of every batch position and frame position stepped together.
+    fn while_batched(&mut self, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let [(test, _), (step, _), (xs, cell)] = all else {
+            return None;
+        };
+        if test.nb != 0 || step.nb != 0 || !test.v.shape.is_empty() || !step.v.shape.is_empty() {
+            return None;
+        }
+        let nb = xs.nb;
+        let frame = xs.own().len().checked_sub(cell.len())?;
+        let xs = xs.densify()?;
+        let outer: Vec<usize> = xs.v.shape.get(..nb + frame)?.to_vec();
+        let n = atoms_in(&outer);
+        if n == 0 {
+            return None;
+        }
+        let cells = Array {
+            shape: std::iter::once(n).chain(cell.iter().copied()).collect(),
+            data: xs.v.data.clone(),
+        };
+        let mut r = self.masked_while(&test.v, &step.v, cells, cell)?;
+        r.shape = outer.into_iter().chain(cell.iter().copied()).collect();
+        Some(Batched::dense(r, nb))
     }
 
     /// An intrinsic with no batched rule, run once per position of the
@@ -593,6 +622,60 @@ impl<'p> Interpreter {
         shape.extend(item_shape);
         Some(Batched::dense(Array { shape, data: folded }, nb))
     }
+}
+
+/// Leading-axis item selection inside a batch (`head`, `last`, `index`,
+/// `nth` at an index the same for every cell; `tail`, `curtail`, `take`,
+/// `drop` and the `-right`s): a strided gather along the cells' first axis,
+/// one pass for the whole batch.
+fn items_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+    let dim = |k: usize| -> Try<usize> { usize::try_from(*p.indices.get(k)?.dims().first()?).ok() };
+    let ((xs, cell), rest) = all.split_first()?;
+    if rest.iter().any(|(a, _)| a.nb != 0) {
+        return None;
+    }
+    let at = || -> Try<usize> {
+        match &rest.first()?.0.v.data {
+            Data::Int(i) if i.len() == 1 => usize::try_from(i[0]).ok(),
+            _ => None,
+        }
+    };
+    let items = *cell.first()?;
+    // (first item, how many, whether the axis stays)
+    let (start, len, keep) = match p.name {
+        "head" => (0, 1, false),
+        "last" => (dim(0)?, 1, false),
+        "tail" => (1, dim(0)?, true),
+        "curtail" => (0, dim(0)?, true),
+        "take" => (0, dim(0)?, true),
+        "drop" => (dim(0)?, dim(1)?, true),
+        "take-right" => (dim(1)?, dim(0)?, true),
+        "drop-right" => (0, dim(1)?, true),
+        _ => (at()?, 1, false),
+    };
+    if start.checked_add(len)? > items {
+        // Out of range: the reference path reports it.
+        return None;
+    }
+    let axis = xs.nb + xs.own().len().checked_sub(cell.len())?;
+    let step = *xs.strides.get(axis)?;
+    let mut shape = xs.v.shape.clone();
+    let mut strides = xs.strides.clone();
+    if keep {
+        shape[axis] = len;
+    } else {
+        shape.remove(axis);
+        strides.remove(axis);
+    }
+    let v = gather(
+        &xs.v,
+        &shape,
+        &Layout {
+            offset: start * step,
+            strides,
+        },
+    )?;
+    Some(Batched::dense(v, xs.nb))
 }
 
 /// Steps over a result of rank `rank` whose first `to_nb` axes are batch

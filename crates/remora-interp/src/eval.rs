@@ -644,6 +644,21 @@ impl<'p> Interpreter {
         }
         let n = atoms_in(&principal);
         check_size(n, span)?;
+        // `while` over a frame: every cell stepped together.
+        if let [Atom::Fun(Fun::Prim(p))] = funs.as_slice()
+            && let ("while", [test, step]) = (p.name, p.args.as_slice())
+            && !self.reference_only
+            && n > 0
+        {
+            let cells = Array {
+                shape: std::iter::once(n).chain(cell.iter().copied()).collect(),
+                data: a.data.clone(),
+            };
+            if let Some(mut r) = self.masked_while(test, step, cells, cell) {
+                r.shape = principal.iter().chain(cell).copied().collect();
+                return Ok(r);
+            }
+        }
         let cell_size: usize = cell.iter().product();
         let nf = funs.len().max(1);
         let na: usize = frame_a.iter().product::<usize>().max(1);

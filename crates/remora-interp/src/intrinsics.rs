@@ -466,26 +466,21 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             })
         }
         "sort" | "grade" | "f.sort" | "f.grade" => {
-            // Ascending and stable; NaN sorts last.
+            // Ascending and stable; NaN sorts last (crate::sort).
             let a = arg(0)?;
-            let mut order: Vec<usize> = (0..a.data.len()).collect();
-            match &a.data {
-                Data::Int(v) => order.sort_by_key(|&i| v[i]),
-                Data::Float(v) => order.sort_by(|&i, &j| {
-                    let (x, y) = (v[i], v[j]);
-                    match (x.is_nan(), y.is_nan()) {
-                        (true, true) => std::cmp::Ordering::Equal,
-                        (true, false) => std::cmp::Ordering::Greater,
-                        (false, true) => std::cmp::Ordering::Less,
-                        _ => x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal),
-                    }
-                }),
-                _ => return fail(span, format!("{name}: not a vector of numbers")),
-            }
             let data = match (name, &a.data) {
-                ("sort", Data::Int(v)) => Data::Int(order.iter().map(|&i| v[i]).collect()),
-                ("f.sort", Data::Float(v)) => Data::Float(order.iter().map(|&i| v[i]).collect()),
-                _ => Data::Int(order.iter().map(|&i| i as i64).collect()),
+                ("sort", Data::Int(v)) => Data::Int(crate::sort::sort_ints(v).into()),
+                ("grade", Data::Int(v)) => {
+                    grade_data(&v.iter().map(|&x| crate::sort::int_key(x)).collect::<Vec<_>>())
+                }
+                ("f.grade", Data::Float(v)) => {
+                    grade_data(&v.iter().map(|&x| crate::sort::float_key(x)).collect::<Vec<_>>())
+                }
+                ("f.sort", Data::Float(v)) => {
+                    let keys: Vec<u64> = v.iter().map(|&x| crate::sort::float_key(x)).collect();
+                    Data::Float(crate::sort::grade(&keys).into_iter().map(|i| v[i]).collect())
+                }
+                _ => return fail(span, format!("{name}: not a vector of numbers")),
             };
             Ok(Array {
                 shape: a.shape.clone(),
@@ -818,6 +813,11 @@ fn boxed_items<'p>(k: usize, cell: &[usize], data: Data<Fun<'p>>) -> Value<'p> {
         })]
         .into(),
     ))
+}
+
+/// A grade as Int data.
+fn grade_data<'p>(keys: &[u64]) -> Data<Fun<'p>> {
+    Data::Int(crate::sort::grade(keys).into_iter().map(|i| i as i64).collect())
 }
 
 /// A stable merge sort of `0..n` by a fallible less-than (a user's

@@ -11,8 +11,10 @@ pub mod batch;
 pub mod eval;
 pub mod intrinsics;
 pub mod kernel;
+mod masked;
 pub mod program;
 pub mod scalar;
+pub mod sort;
 
 pub use eval::{Env, Fun, Interpreter, RunError, Value};
 

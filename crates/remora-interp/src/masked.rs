@@ -1,0 +1,100 @@
+//! `while` over a frame of cells, all cells stepped together (extensions.md
+//! §3): the test runs once over every live cell, batched; the cells whose
+//! test fails are finished and leave the live set (as NumPy code keeps a
+//! mask, here compacted); the step runs once over the rest. Each cell still
+//! loops independently: it takes exactly the steps it would alone.
+//!
+//! It is an optimisation of the reference semantics, which runs `while`
+//! once per cell: whenever the test or the step cannot run batched
+//! (`trace`, an error, a function that is not a lambda), it gives up, and
+//! the caller runs the cells one by one, so results and errors are always
+//! the reference path's.
+
+use crate::batch::Try;
+use crate::eval::{Fun, Interpreter, Value};
+use remora_value::{Array, Atom, Data};
+
+impl<'p> Interpreter {
+    /// `(while test step xs)` for `xs` of shape `[n] ++ cell`, one loop for
+    /// all `n` cells; `None` when it gives up.
+    pub(crate) fn masked_while(
+        &mut self,
+        test: &Value<'p>,
+        step: &Value<'p>,
+        xs: Value<'p>,
+        cell: &[usize],
+    ) -> Try<Value<'p>> {
+        let (test, step) = (single_lambda(test)?, single_lambda(step)?);
+        let n = *xs.shape.first()?;
+        let size: usize = cell.iter().product();
+        // The live cells (rows of `x`) and the position each came from.
+        let mut x = xs;
+        let mut live: Vec<usize> = (0..n).collect();
+        // The finished cells, in the order they finished, and their positions.
+        let mut done = x.data.empty_like();
+        let mut done_at: Vec<usize> = Vec::with_capacity(n);
+        while !live.is_empty() {
+            let go = self.apply_lambda_batched(&test, vec![(x.clone(), cell.to_vec())])?;
+            let Data::Bool(go) = &go.data else {
+                return None;
+            };
+            if go.len() != live.len() {
+                return None;
+            }
+            let (keep, stop): (Vec<usize>, Vec<usize>) = (0..live.len()).partition(|&r| go[r]);
+            if !stop.is_empty() {
+                done.append(take_rows(&x.data, &stop, size)).ok()?;
+                done_at.extend(stop.iter().map(|&r| live[r]));
+                if keep.is_empty() {
+                    break;
+                }
+                x = Array {
+                    shape: std::iter::once(keep.len()).chain(cell.iter().copied()).collect(),
+                    data: take_rows(&x.data, &keep, size),
+                };
+                live = keep.iter().map(|&r| live[r]).collect();
+            }
+            x = self.apply_lambda_batched(&step, vec![(x, cell.to_vec())])?;
+            if x.shape.first() != Some(&live.len()) || x.shape.get(1..) != Some(cell) {
+                return None;
+            }
+        }
+        // Back in the frame's order.
+        let mut row_of = vec![0; n];
+        for (r, &at) in done_at.iter().enumerate() {
+            row_of[at] = r;
+        }
+        Some(Array {
+            shape: std::iter::once(n).chain(cell.iter().copied()).collect(),
+            data: take_rows(&done, &row_of, size),
+        })
+    }
+}
+
+/// The one lambda of a scalar function array.
+fn single_lambda<'p>(f: &Value<'p>) -> Try<Fun<'p>> {
+    match (&f.data, f.shape.is_empty()) {
+        (Data::Atoms(a), true) => match a.as_slice() {
+            [Atom::Fun(fun @ Fun::Lambda { .. })] => Some(fun.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The rows `rows` (each `size` atoms) of a buffer, in that order.
+pub(crate) fn take_rows<F: Clone>(d: &Data<F>, rows: &[usize], size: usize) -> Data<F> {
+    fn pick<T: Clone>(v: &[T], rows: &[usize], size: usize) -> Vec<T> {
+        let mut out = Vec::with_capacity(rows.len() * size);
+        for &r in rows {
+            out.extend_from_slice(&v[r * size..(r + 1) * size]);
+        }
+        out
+    }
+    match d {
+        Data::Int(v) => Data::Int(pick(v, rows, size).into()),
+        Data::Float(v) => Data::Float(pick(v, rows, size).into()),
+        Data::Bool(v) => Data::Bool(pick(v, rows, size).into()),
+        Data::Atoms(v) => Data::Atoms(pick(v, rows, size).into()),
+    }
+}
