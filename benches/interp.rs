@@ -90,6 +90,29 @@ fn rows(quick: bool) -> Vec<Row> {
             tolerance: 1e-3,
         },
         Row {
+            name: "mandelbrot",
+            sizes: vec![("N", q(1024, 64)), ("ITERS", 255)],
+            reps: 3,
+            target: Target::Ratio(2.0),
+            tolerance: 1e-3,
+        },
+        Row {
+            name: "kmeans",
+            sizes: vec![("N", q(100_000, 1000)), ("D", 8), ("K", 16)],
+            reps: 5,
+            target: Target::Ratio(2.0),
+            tolerance: 1e-3,
+        },
+        Row {
+            name: "sort",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 5,
+            target: Target::Ratio(1.5),
+            // The checksum of 10^7 Ints near ±2^63 is summed in float64
+            // in a different order on each side.
+            tolerance: 1e-6,
+        },
+        Row {
             name: "nbody_sim",
             sizes: vec![("N", 32), ("STEPS", 10)],
             reps: 7,
@@ -110,6 +133,19 @@ fn floats(n: usize, seed: usize) -> Vec<f32> {
 fn cells(n: usize, seed: usize) -> Vec<i64> {
     (0..n)
         .map(|i| i64::from((i * 7919 + seed * 104_729) % 7 < 2))
+        .collect()
+}
+
+/// As `numpy_rows.py`'s `ints`: a 64-bit hash of the position, spread
+/// over the whole Int range.
+fn ints(n: usize, seed: u64) -> Vec<i64> {
+    (0..n as u64)
+        .map(|i| {
+            let mut x = i.wrapping_add(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (x ^ (x >> 31)) as i64
+        })
         .collect()
 }
 
@@ -164,6 +200,28 @@ fn arguments<'p>(row: &Row) -> Vec<Value<'p>> {
         "life" => vec![Array {
             shape: vec![n, n],
             data: Data::Int(cells(n * n, 1).into()),
+        }],
+        "mandelbrot" => {
+            // The grid's real and imaginary parts, as np.linspace makes them.
+            let line = |lo: f64, hi: f64| {
+                let step = (hi - lo) / (n - 1) as f64;
+                (0..n).map(|i| (i as f64 * step + lo) as f32).collect::<Vec<_>>()
+            };
+            vec![
+                float_array(vec![n], line(-2.0, 1.0)),
+                float_array(vec![n], line(-1.5, 1.5)),
+            ]
+        }
+        "kmeans" => {
+            let (d, k) = (size(row, "D"), size(row, "K"));
+            vec![
+                float_array(vec![n, d], floats(n * d, 1)),
+                float_array(vec![k, d], floats(k * d, 2)),
+            ]
+        }
+        "sort" => vec![Array {
+            shape: vec![n],
+            data: Data::Int(ints(n, 1).into()),
         }],
         "nbody_sim" => vec![
             float_array(vec![2, n, 3], scaled(floats(2 * n * 3, 1), 10.0)),

@@ -25,6 +25,43 @@ def cells(n, seed):
     return (((i * 7919 + seed * 104729) % 7) < 2).astype(np.int64)
 
 
+def ints(n, seed):
+    # splitmix64 of the position, as the Rust side's `ints`.
+    x = np.arange(n, dtype=np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15) % 2**64)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return (x ^ (x >> np.uint64(31))).view(np.int64)
+
+
+def mandelbrot(re, im, iters):
+    # The masked formulation: every step updates the points still inside.
+    cr = np.broadcast_to(re[None, :], (len(im), len(re))).copy()
+    ci = np.broadcast_to(im[:, None], (len(im), len(re))).copy()
+    zr = np.zeros_like(cr)
+    zi = np.zeros_like(ci)
+    steps = np.zeros_like(cr)
+    two, four = np.float32(2), np.float32(4)
+    for _ in range(iters):
+        m = zr * zr + zi * zi <= four
+        if not m.any():
+            break
+        r, i = zr[m], zi[m]
+        zr[m] = r * r - i * i + cr[m]
+        zi[m] = two * (r * i) + ci[m]
+        steps[m] += 1
+    return steps
+
+
+def kmeans_step(points, cs):
+    k = len(cs)
+    d = points[:, None, :] - cs[None, :, :]
+    owner = (d * d).sum(axis=2).argmin(axis=1)
+    sums = np.zeros_like(cs)
+    np.add.at(sums, owner, points)
+    counts = np.bincount(owner, minlength=k)
+    return np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None].astype(np.float32), cs)
+
+
 def nbody_accel(ps, ms):
     d = ps[None, :, :] - ps[:, None, :]
     r2 = np.float32(0.01) + (d * d).sum(axis=2)
@@ -70,6 +107,18 @@ def setup(row, p):
                 b = life_step(b)
             return b
         return run
+    if row == "mandelbrot":
+        re = np.linspace(-2, 1, n, dtype=np.float32)
+        im = np.linspace(-1.5, 1.5, n, dtype=np.float32)
+        return lambda: mandelbrot(re, im, p["ITERS"])
+    if row == "kmeans":
+        d, k = p["D"], p["K"]
+        points = floats(n * d, 1).reshape(n, d)
+        cs = floats(k * d, 2).reshape(k, d)
+        return lambda: kmeans_step(points, cs)
+    if row == "sort":
+        xs = ints(n, 1)
+        return lambda: np.sort(xs)
     if row == "nbody_sim":
         s0 = (floats(2 * n * 3, 1) * np.float32(10)).reshape(2, n, 3)
         ms = floats(n, 2) + np.float32(0.5)

@@ -214,21 +214,11 @@ impl<'p> Interpreter {
         }
         let outer: usize = self.batch.get(..nb)?.iter().product();
         let cell: usize = own.iter().product();
-        let mut cells = Vec::with_capacity(outer * dense.len());
-        for o in 0..outer {
-            for d in &dense {
-                cells.push(Array {
-                    shape: own.clone(),
-                    data: d.data.slice(o * cell, cell),
-                });
-            }
-        }
-        let mut v = crate::eval::stack(cells, remora_syntax::Span::default()).ok()?;
+        let data = interleave(&dense, outer, cell)?;
         let mut full: Vec<usize> = self.batch.get(..nb)?.to_vec();
         full.extend(shape.iter().map(|d| *d as usize));
         full.extend(own);
-        v.shape = full;
-        Some(Batched::dense(v, nb))
+        Some(Batched::dense(Array { shape: full, data }, nb))
     }
 
     /// An application spine `(((f a1) a2) … ak)` inside the batch frame.
@@ -414,6 +404,7 @@ impl<'p> Interpreter {
         let batched = match p.name {
             "reduce" | "reduce/zero" | "fold" => self.fold_batched(p.name, &all),
             "while" => self.while_batched(&all),
+            "select" => self.select_batched(&all),
             "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
             | "index" | "nth" => items_batched(p, &all),
             _ => None,
@@ -448,6 +439,48 @@ impl<'p> Interpreter {
         let mut r = self.masked_while(&test.v, &step.v, cells, cell)?;
         r.shape = outer.into_iter().chain(cell.iter().copied()).collect();
         Some(Batched::dense(r, nb))
+    }
+
+    /// `select` over the batch and the principal frame: one elementwise
+    /// choice, the condition replicated over the cells.
+    fn select_batched(&mut self, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let frame = Self::principal(all)?;
+        let nb = all.iter().map(|(a, _)| a.nb).max()?;
+        let cell = all.get(1)?.1.clone();
+        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        shape.extend(&frame);
+        shape.extend(&cell);
+        let mut laid = Vec::with_capacity(3);
+        for (a, acell) in all {
+            // Batch steps, frame steps, cell steps; zero where it lacks axes.
+            let own_frame = a.own().len().checked_sub(acell.len())?;
+            let (batch_steps, rest) = a.strides.split_at(a.nb);
+            let (frame_steps, cell_steps) = rest.split_at(own_frame);
+            let mut strides = batch_steps.to_vec();
+            strides.resize(nb, 0);
+            strides.extend_from_slice(frame_steps);
+            strides.resize(nb + frame.len(), 0);
+            strides.extend_from_slice(cell_steps);
+            strides.resize(shape.len(), 0);
+            laid.push(gather(&a.v, &shape, &Layout { offset: 0, strides })?.data);
+        }
+        let [Data::Bool(c), a, b] = laid.as_slice() else {
+            return None;
+        };
+        fn choose<T: Clone>(c: &[bool], a: &[T], b: &[T]) -> Vec<T> {
+            c.iter()
+                .zip(a.iter().zip(b))
+                .map(|(c, (a, b))| if *c { a.clone() } else { b.clone() })
+                .collect()
+        }
+        let data = match (a, b) {
+            (Data::Int(a), Data::Int(b)) => Data::Int(choose(c, a, b).into()),
+            (Data::Float(a), Data::Float(b)) => Data::Float(choose(c, a, b).into()),
+            (Data::Bool(a), Data::Bool(b)) => Data::Bool(choose(c, a, b).into()),
+            (Data::Atoms(a), Data::Atoms(b)) => Data::Atoms(choose(c, a, b).into()),
+            _ => return None,
+        };
+        Some(Batched::dense(Array { shape, data }, nb))
     }
 
     /// An intrinsic with no batched rule, run once per position of the
@@ -621,6 +654,52 @@ impl<'p> Interpreter {
         let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
         shape.extend(item_shape);
         Some(Batched::dense(Array { shape, data: folded }, nb))
+    }
+}
+
+/// The elements of a frame literal, each `outer` cells of `cell` atoms,
+/// interleaved: for each batch position, its cell of every element in turn.
+fn interleave<'p>(parts: &[Value<'p>], outer: usize, cell: usize) -> Try<Data<crate::eval::Fun<'p>>> {
+    fn weave<T: Clone>(parts: &[&[T]], outer: usize, cell: usize) -> Vec<T> {
+        if cell == 1 {
+            // Scalar elements: one strided store per element.
+            let k = parts.len();
+            let Some(first) = parts.first() else {
+                return Vec::new();
+            };
+            let mut out = vec![first[0].clone(); outer * k];
+            for (j, p) in parts.iter().enumerate() {
+                for (o, x) in out.iter_mut().skip(j).step_by(k).zip(p.iter()) {
+                    *o = x.clone();
+                }
+            }
+            return out;
+        }
+        let mut out = Vec::with_capacity(outer * cell * parts.len());
+        for o in 0..outer {
+            for p in parts {
+                out.extend_from_slice(&p[o * cell..(o + 1) * cell]);
+            }
+        }
+        out
+    }
+    macro_rules! weave {
+        ($variant:ident) => {{
+            let slices: Option<Vec<&[_]>> = parts
+                .iter()
+                .map(|p| match &p.data {
+                    Data::$variant(v) if v.len() >= outer * cell => Some(v.as_slice()),
+                    _ => None,
+                })
+                .collect();
+            Some(Data::$variant(weave(&slices?, outer, cell).into()))
+        }};
+    }
+    match &parts.first()?.data {
+        Data::Int(_) => weave!(Int),
+        Data::Float(_) => weave!(Float),
+        Data::Bool(_) => weave!(Bool),
+        Data::Atoms(_) => weave!(Atoms),
     }
 }
 

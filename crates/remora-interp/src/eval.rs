@@ -119,6 +119,12 @@ impl<'p> Env<'p> {
     }
 
     /// A variable's value in a batched evaluation.
+    /// Whether a batched variable is in scope (a closure made inside a
+    /// batch: it holds one value per batch position).
+    pub(crate) fn has_batched(&self) -> bool {
+        self.nodes().any(|n| matches!(n.binding, Binding::Batched(..)))
+    }
+
     pub(crate) fn lookup_batched(&self, v: VarId) -> Option<crate::batch::Batched<'p>> {
         self.nodes().find_map(|n| match &n.binding {
             Binding::Val(w, val) if *w == v => Some(crate::batch::Batched::plain(val.clone())),

@@ -30,9 +30,9 @@ impl<'p> Interpreter {
         // The live cells (rows of `x`) and the position each came from.
         let mut x = xs;
         let mut live: Vec<usize> = (0..n).collect();
-        // The finished cells, in the order they finished, and their positions.
-        let mut done = x.data.empty_like();
-        let mut done_at: Vec<usize> = Vec::with_capacity(n);
+        // Each finished cell is written at its position (the input kept
+        // aside: giving up reruns it cell by cell).
+        let mut out = unshared(&x.data);
         while !live.is_empty() {
             let go = self.apply_lambda_batched(&test, vec![(x.clone(), cell.to_vec())])?;
             let Data::Bool(go) = &go.data else {
@@ -43,8 +43,7 @@ impl<'p> Interpreter {
             }
             let (keep, stop): (Vec<usize>, Vec<usize>) = (0..live.len()).partition(|&r| go[r]);
             if !stop.is_empty() {
-                done.append(take_rows(&x.data, &stop, size)).ok()?;
-                done_at.extend(stop.iter().map(|&r| live[r]));
+                put_rows(&mut out, &x.data, &stop, &live, size)?;
                 if keep.is_empty() {
                     break;
                 }
@@ -59,25 +58,58 @@ impl<'p> Interpreter {
                 return None;
             }
         }
-        // Back in the frame's order.
-        let mut row_of = vec![0; n];
-        for (r, &at) in done_at.iter().enumerate() {
-            row_of[at] = r;
-        }
         Some(Array {
             shape: std::iter::once(n).chain(cell.iter().copied()).collect(),
-            data: take_rows(&done, &row_of, size),
+            data: out,
         })
     }
 }
 
-/// The one lambda of a scalar function array.
+/// The one lambda of a scalar function array, the same for every cell: not
+/// a closure made inside a batch, which holds one value per batch position
+/// (the cells of a masked loop are not the batch's positions).
 fn single_lambda<'p>(f: &Value<'p>) -> Try<Fun<'p>> {
     match (&f.data, f.shape.is_empty()) {
         (Data::Atoms(a), true) => match a.as_slice() {
-            [Atom::Fun(fun @ Fun::Lambda { .. })] => Some(fun.clone()),
+            [Atom::Fun(fun @ Fun::Lambda { env, .. })] if !env.has_batched() => Some(fun.clone()),
             _ => None,
         },
+        _ => None,
+    }
+}
+
+/// A copy of the buffer that no other value shares.
+fn unshared<F: Clone>(d: &Data<F>) -> Data<F> {
+    match d {
+        Data::Int(v) => Data::Int(v.to_vec().into()),
+        Data::Float(v) => Data::Float(v.to_vec().into()),
+        Data::Bool(v) => Data::Bool(v.to_vec().into()),
+        Data::Atoms(v) => Data::Atoms(v.to_vec().into()),
+    }
+}
+
+/// Row `rows[i]` of `src` written over row `at[rows[i]]` of `out` (rows of
+/// `size` atoms; `out` unshared).
+fn put_rows<F: Clone>(
+    out: &mut Data<F>,
+    src: &Data<F>,
+    rows: &[usize],
+    at: &[usize],
+    size: usize,
+) -> Try<()> {
+    fn put<T: Clone>(out: &mut [T], src: &[T], rows: &[usize], at: &[usize], size: usize) -> Try<()> {
+        for &r in rows {
+            let to = *at.get(r)? * size;
+            out.get_mut(to..to + size)?
+                .clone_from_slice(src.get(r * size..(r + 1) * size)?);
+        }
+        Some(())
+    }
+    match (out, src) {
+        (Data::Int(o), Data::Int(s)) => put(o.unique_mut()?, s, rows, at, size),
+        (Data::Float(o), Data::Float(s)) => put(o.unique_mut()?, s, rows, at, size),
+        (Data::Bool(o), Data::Bool(s)) => put(o.unique_mut()?, s, rows, at, size),
+        (Data::Atoms(o), Data::Atoms(s)) => put(o.unique_mut()?, s, rows, at, size),
         _ => None,
     }
 }

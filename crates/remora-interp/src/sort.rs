@@ -8,10 +8,6 @@ pub fn int_key(x: i64) -> u64 {
     (x as u64) ^ (1 << 63)
 }
 
-fn from_int_key(k: u64) -> i64 {
-    (k ^ (1 << 63)) as i64
-}
-
 /// A Float as a key: ascending, -0.0 with 0.0 (they compare equal, so a
 /// stable sort keeps their order), every NaN after +∞.
 pub fn float_key(x: f32) -> u64 {
@@ -30,59 +26,111 @@ pub fn float_key(x: f32) -> u64 {
     u64::from(ordered)
 }
 
-/// The passes (digit shifts) on which the keys differ.
-fn passes(keys: &[u64]) -> Vec<u32> {
-    let (and, or) = keys.iter().fold((u64::MAX, 0u64), |(a, o), k| (a & k, o | k));
-    let differ = and ^ or;
-    (0..8)
-        .map(|p| p * 8)
-        .filter(|s| (differ >> s) & 0xff != 0)
-        .collect()
+/// Items sorted stably by a 64-bit key: one scatter by the key's top byte
+/// into 256 buckets, then each bucket (small enough to stay in cache) by
+/// a least-significant-digit radix sort on the other seven bytes, skipping
+/// the bytes on which its keys agree. Large inputs sort their buckets on
+/// every core.
+fn radix_sort<T: Copy + Default + Send>(v: &[T], key: &(impl Fn(T) -> u64 + Sync)) -> Vec<T> {
+    let n = v.len();
+    let mut count = [0usize; 257];
+    for &x in v {
+        count[(key(x) >> 56) as usize + 1] += 1;
+    }
+    for d in 0..256 {
+        count[d + 1] += count[d];
+    }
+    let starts = count;
+    let mut next = count;
+    let mut out = vec![T::default(); n];
+    for &x in v {
+        let d = (key(x) >> 56) as usize;
+        out[next[d]] = x;
+        next[d] += 1;
+    }
+    // The buckets, dealt in runs of about equal size to the workers.
+    let workers = if n < 1 << 17 {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |w| w.get()).min(8)
+    };
+    let mut groups: Vec<Vec<&mut [T]>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut rest: &mut [T] = &mut out;
+    for d in 0..256 {
+        let (bucket, r) = rest.split_at_mut(starts[d + 1] - starts[d]);
+        rest = r;
+        let w = (starts[d] * workers / n.max(1)).min(workers - 1);
+        groups[w].push(bucket);
+    }
+    let sort_group = |group: Vec<&mut [T]>| {
+        let big = group.iter().map(|b| b.len()).max().unwrap_or(0);
+        let mut tmp = vec![T::default(); big];
+        for bucket in group {
+            let len = bucket.len();
+            lsd_low_bytes(bucket, &mut tmp[..len], key);
+        }
+    };
+    std::thread::scope(|scope| {
+        let mut groups = groups.into_iter();
+        let first = groups.next();
+        for g in groups {
+            scope.spawn(move || sort_group(g));
+        }
+        if let Some(g) = first {
+            sort_group(g);
+        }
+    });
+    out
+}
+
+/// A stable LSD radix sort of `a` on its keys' low seven bytes (`tmp` as
+/// long as `a`).
+fn lsd_low_bytes<T: Copy>(a: &mut [T], tmp: &mut [T], key: &impl Fn(T) -> u64) {
+    let n = a.len();
+    let mut hist = [[0usize; 256]; 7];
+    for &x in a.iter() {
+        let k = key(x);
+        for (p, h) in hist.iter_mut().enumerate() {
+            h[((k >> (8 * p)) & 0xff) as usize] += 1;
+        }
+    }
+    let mut in_a = true;
+    for (p, h) in hist.iter_mut().enumerate() {
+        if h.contains(&n) {
+            continue;
+        }
+        let mut sum = 0;
+        for c in h.iter_mut() {
+            let t = *c;
+            *c = sum;
+            sum += t;
+        }
+        let (src, dst) = if in_a { (&*a, &mut *tmp) } else { (&*tmp, &mut *a) };
+        for &x in src {
+            let d = ((key(x) >> (8 * p)) & 0xff) as usize;
+            dst[h[d]] = x;
+            h[d] += 1;
+        }
+        in_a = !in_a;
+    }
+    if !in_a {
+        a.copy_from_slice(tmp);
+    }
 }
 
 /// Ints in ascending order.
 pub fn sort_ints(v: &[i64]) -> Vec<i64> {
-    let mut keys: Vec<u64> = v.iter().map(|&x| int_key(x)).collect();
-    let mut buf = vec![0u64; keys.len()];
-    for shift in passes(&keys) {
-        let mut count = [0usize; 257];
-        for k in &keys {
-            count[((k >> shift) & 0xff) as usize + 1] += 1;
-        }
-        for d in 0..256 {
-            count[d + 1] += count[d];
-        }
-        for &k in &keys {
-            let d = ((k >> shift) & 0xff) as usize;
-            buf[count[d]] = k;
-            count[d] += 1;
-        }
-        std::mem::swap(&mut keys, &mut buf);
-    }
-    keys.into_iter().map(from_int_key).collect()
+    radix_sort(v, &|x: i64| int_key(x))
 }
 
 /// The stable permutation that orders the keys: position i of the result
 /// is the index of the i-th smallest key.
 pub fn grade(keys: &[u64]) -> Vec<usize> {
-    let mut pairs: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
-    let mut buf = vec![(0u64, 0usize); pairs.len()];
-    for shift in passes(keys) {
-        let mut count = [0usize; 257];
-        for (k, _) in &pairs {
-            count[((k >> shift) & 0xff) as usize + 1] += 1;
-        }
-        for d in 0..256 {
-            count[d + 1] += count[d];
-        }
-        for &p in &pairs {
-            let d = ((p.0 >> shift) & 0xff) as usize;
-            buf[count[d]] = p;
-            count[d] += 1;
-        }
-        std::mem::swap(&mut pairs, &mut buf);
-    }
-    pairs.into_iter().map(|(_, i)| i).collect()
+    let pairs: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
+    radix_sort(&pairs, &|p: (u64, usize)| p.0)
+        .into_iter()
+        .map(|(_, i)| i)
+        .collect()
 }
 
 #[cfg(test)]
@@ -123,5 +171,25 @@ mod tests {
         assert_eq!(grade(&keys), vec![5, 2, 4, 3, 0, 6, 7, 1]);
         let ints: Vec<u64> = [3i64, -1, 3, -7].iter().map(|&x| int_key(x)).collect();
         assert_eq!(grade(&ints), vec![3, 1, 0, 2]);
+    }
+
+    #[test]
+    fn large_inputs_sort_on_every_core_stably() {
+        let mut seed = 99u64;
+        let v: Vec<i64> = (0..300_000)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 20) as i64 % 1000 - 500
+            })
+            .collect();
+        let mut want = v.clone();
+        want.sort();
+        assert_eq!(sort_ints(&v), want);
+        let keys: Vec<u64> = v.iter().map(|&x| int_key(x)).collect();
+        let mut stable: Vec<usize> = (0..v.len()).collect();
+        stable.sort_by_key(|&i| v[i]);
+        assert_eq!(grade(&keys), stable);
     }
 }
