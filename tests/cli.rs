@@ -287,3 +287,19 @@ fn data_of_the_wrong_type_is_an_error() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn an_expression_is_a_scope_for_automatic_unboxes() {
+    // The unbox closes inside the expression…
+    let out = remora(&["interpret", "-e", "(reduce + (range 5))"], None);
+    assert_eq!(text(&out.stdout), "10\n", "{}", text(&out.stderr));
+    // …or, where the result's type holds the witness, it is an error, as
+    // in a program.
+    let out = remora(&["interpret", "-e", "(reverse (range 3))"], None);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).starts_with("<cli>:1:10: error: a box's witness would escape its automatic unbox"),
+        "{}",
+        text(&out.stderr)
+    );
+}

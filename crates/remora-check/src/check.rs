@@ -427,7 +427,7 @@ impl Checker {
 
     /// `expr`, inside a scope a pending unbox must not leave (a function
     /// body, a declaration).
-    fn expr_scoped(&mut self, e: &ast::Expr) -> Option<TExpr> {
+    pub(crate) fn expr_scoped(&mut self, e: &ast::Expr) -> Option<TExpr> {
         let mark = self.pending.len();
         let t = self.expr(e);
         if self.pending.len() > mark {

@@ -1071,13 +1071,26 @@ fn read_file<'p>(p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
         (Some(TyAtom::Int | TyAtom::Float | TyAtom::Bool), _) => false,
         _ => true,
     };
-    if value.shape != want_shape || !atom_ok {
+    if value.shape != want_shape {
         return fail(
             span,
             format!(
                 "read-file: {path} holds a value of shape {:?}, not the asserted {:?}",
                 value.shape, want_shape
             ),
+        );
+    }
+    if !atom_ok {
+        let held = match &value.data {
+            Data::Int(_) => "Int",
+            Data::Float(_) => "Float",
+            Data::Bool(_) => "Bool",
+            Data::Atoms(_) => "boxes or functions",
+        };
+        let want = want_atom.as_ref().map_or(String::new(), |a| format!("{a:?}"));
+        return fail(
+            span,
+            format!("read-file: {path} holds {held} atoms, not the asserted {want}"),
         );
     }
     // The value was computed without functions from this program.

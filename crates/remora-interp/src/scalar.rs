@@ -119,9 +119,13 @@ fn wrap_integral(x: f32) -> i64 {
 /// fix: NaN if either operand is NaN.
 /// Floored modulus, the sign of the divisor (as Int `mod` and NumPy's
 /// `mod`); by 0.0 it is NaN.
+/// Floored modulus: the sign of the divisor, a zero result included (as
+/// NumPy's `mod`).
 fn fmod(a: f32, b: f32) -> f32 {
     let r = a % b;
-    if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
+    if r == 0.0 {
+        0.0f32.copysign(b)
+    } else if (r < 0.0) != (b < 0.0) {
         r + b
     } else {
         r
