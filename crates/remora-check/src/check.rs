@@ -440,6 +440,10 @@ impl Checker {
         let span = e.span;
         let done = |kind, ty| Some(TExpr { kind, ty, span });
         match &e.kind {
+            ExprKind::Array { .. } if self.inference && ranked_fn(e).is_some() => {
+                let (params, body) = ranked_fn(e)?;
+                self.generalised(span, &params, None, body)
+            }
             ExprKind::Array { shape, atoms } => {
                 let typed: Vec<Option<(TAtom, Atom)>> = atoms.iter().map(|a| self.atom(a, None)).collect();
                 let typed: Vec<(TAtom, Atom)> = typed.into_iter().collect::<Option<_>>()?;
@@ -492,7 +496,13 @@ impl Checker {
                     return self.reject(span, "Frame shape doesn't match number of elements:", e);
                 }
                 let first = typed.first().map(|t| t.ty.clone())?;
-                if typed.iter().any(|t| !t.ty.equals(&first).is_yes()) {
+                // An element unknown (a rank parameter's) is solved by the
+                // other elements.
+                for t in typed.iter().skip(1) {
+                    self.unify_elements(&first.atom, &t.ty.atom);
+                }
+                let first = self.resolve(&first).into_owned();
+                if typed.iter().any(|t| !self.resolve(&t.ty).equals(&first).is_yes()) {
                     return self.reject(span, "Expressions in frame have different types:", e);
                 }
                 done(
@@ -1445,6 +1455,31 @@ impl Free {
             ast::DimKind::Nat(_) | ast::DimKind::Error => {}
         }
     }
+}
+
+/// A `fn` literal with a rank parameter (extensions.md §2), `(fn ((x 1)
+/// (y 0)) e)`: its parameters (the nested one-parameter lambdas it
+/// desugars to) and its body. It is checked as a `fun` with rank
+/// parameters is: generalised over the ranks' dimensions.
+pub(crate) fn ranked_fn(e: &ast::Expr) -> Option<(Vec<ast::Param>, &ast::Expr)> {
+    let mut params = Vec::new();
+    let mut body = e;
+    while let ExprKind::Array { shape, atoms } = &body.kind
+        && shape.is_empty()
+        && let [
+            ast::Atom {
+                kind: AtomKind::Lambda { param, body: inner },
+                ..
+            },
+        ] = atoms.as_slice()
+    {
+        params.push(param.clone());
+        body = inner;
+    }
+    params
+        .iter()
+        .any(|p| matches!(p.ann, ast::ParamAnn::Rank(_)))
+        .then_some((params, body))
 }
 
 /// Whether `e` binds names over part of itself (a `let`, an `unbox`, a

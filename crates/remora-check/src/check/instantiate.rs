@@ -67,6 +67,16 @@ impl Checker {
             };
             return Some(self.instantiate_spine(e, base, f.kind, f.ty, &written, &spine));
         }
+        if self.inference && super::ranked_fn(base).is_some() {
+            // A `fn` with rank parameters is polymorphic: always inferred.
+            let Some(f) = self.expr(base) else {
+                for (a, _) in &spine {
+                    self.expr(a);
+                }
+                return Some(None);
+            };
+            return Some(self.instantiate_spine(e, base, f.kind, f.ty, &written, &spine));
+        }
         let ExprKind::Var(name) = &base.kind else {
             return None;
         };
