@@ -780,9 +780,10 @@ impl Checker {
                 .error(e.span, "Expected an array of functions in application: ")
                 .note(shown)
                 .note(format!("the function position has type {}", self.show(fun_ty))),
-            AppError::AtomMismatch { param, arg, why } => unknown(
-                why,
-                self.error(e.span, "Ill-typed application:")
+            AppError::AtomMismatch { param, arg, why } => {
+                let boxed = matches!(arg, Atom::Sigma(..)) && !matches!(param, Atom::Sigma(..));
+                let d = self
+                    .error(e.span, "Ill-typed application:")
                     .note(format!(
                         "Param elem type: {}",
                         Type::scalar(param).show(&self.names)
@@ -791,8 +792,18 @@ impl Checker {
                         "Argument elem type: {}",
                         Type::scalar(arg).show(&self.names)
                     ))
-                    .note(format!("in {shown}")),
-            ),
+                    .note(format!("in {shown}"));
+                let d = if boxed {
+                    d.note(
+                        "the argument is a box that was not unboxed for you (each automatic unbox has a \
+                         witness of its own, so two boxes are never known to agree): unbox it once, \
+                         (unbox ($n x box) …), and use x",
+                    )
+                } else {
+                    d
+                };
+                unknown(why, d)
+            }
             AppError::CellMismatch { param, arg, why } => {
                 let arg_text = match &e.kind {
                     ExprKind::App { arg, .. } => print::expr_to_string(arg),
