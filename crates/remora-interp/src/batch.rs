@@ -73,6 +73,10 @@ impl<'p> Batched<'p> {
     }
 }
 
+/// How many positions of a frame a batched application runs at once (see
+/// `apply_lambda_batched`).
+pub(crate) const STRIP_CELLS: usize = 1 << 14;
+
 /// Giving up on batching (the caller runs the cells one by one).
 pub(crate) type Try<T> = Option<T>;
 
@@ -88,6 +92,60 @@ impl<'p> Interpreter {
         if self.reference_only {
             return None;
         }
+        // Strip-mining: over a large frame, the body runs on runs of rows
+        // of it in turn, so that its intermediate arrays (a cell's can be
+        // far larger than the cell) stay the size of a run.
+        let frames: Vec<&[usize]> = args
+            .iter()
+            .map(|(a, cell)| a.shape.get(..a.shape.len().checked_sub(cell.len())?))
+            .collect::<Option<_>>()?;
+        let principal: &[usize] = frames.iter().copied().max_by_key(|f| f.len()).unwrap_or_default();
+        let rows = principal.first().copied().unwrap_or(0);
+        let per_row: usize = principal.get(1..).unwrap_or_default().iter().product();
+        if rows < 2 || rows.saturating_mul(per_row) <= STRIP_CELLS {
+            return self.apply_lambda_batched_whole(fun, args);
+        }
+        let strip = (STRIP_CELLS / per_row.max(1)).max(1);
+        let mut parts: Vec<Value<'p>> = Vec::with_capacity(rows.div_ceil(strip));
+        for start in (0..rows).step_by(strip) {
+            let len = strip.min(rows - start);
+            let chunk = args
+                .iter()
+                .zip(&frames)
+                .map(|((a, cell), frame)| {
+                    if frame.is_empty() {
+                        return (a.clone(), cell.clone());
+                    }
+                    let row: usize = a.shape.get(1..).unwrap_or_default().iter().product();
+                    let shape = std::iter::once(len)
+                        .chain(a.shape.iter().skip(1).copied())
+                        .collect();
+                    let data = a.data.slice(start * row, len * row);
+                    (Array { shape, data }, cell.clone())
+                })
+                .collect();
+            parts.push(self.apply_lambda_batched_whole(fun, chunk)?);
+        }
+        let rest: Vec<usize> = parts.first()?.shape.get(1..)?.to_vec();
+        let mut data = parts.first()?.data.empty_like();
+        for p in parts {
+            if p.shape.get(1..)? != rest.as_slice() {
+                return None;
+            }
+            data.append(p.data).ok()?;
+        }
+        Some(Array {
+            shape: std::iter::once(rows).chain(rest).collect(),
+            data,
+        })
+    }
+
+    /// `apply_lambda_batched` over the whole frame at once.
+    fn apply_lambda_batched_whole(
+        &mut self,
+        fun: &Fun<'p>,
+        args: Vec<(Value<'p>, Vec<usize>)>,
+    ) -> Try<Value<'p>> {
         let saved = std::mem::take(&mut self.batch);
         self.batching += 1;
         let args = args.into_iter().map(|(v, c)| (Batched::plain(v), c)).collect();
@@ -205,16 +263,21 @@ impl<'p> Interpreter {
         }
         let nb = parts.iter().map(|b| b.nb).max()?;
         let own: Vec<usize> = parts.first()?.own().to_vec();
-        let mut dense = Vec::with_capacity(parts.len());
-        for b in &parts {
-            if b.own() != own.as_slice() {
-                return None;
-            }
-            dense.push(self.expand(b, nb)?.densify()?.v);
+        if parts.iter().any(|b| b.own() != own.as_slice()) {
+            return None;
         }
         let outer: usize = self.batch.get(..nb)?.iter().product();
         let cell: usize = own.iter().product();
-        let data = interleave(&dense, outer, cell)?;
+        // One element at a time laid out densely and woven in, so that at
+        // most one replicated element is ever copied out whole.
+        let k = parts.len();
+        let mut data: Option<Data<Fun<'p>>> = None;
+        for (j, b) in parts.iter().enumerate() {
+            let part = self.expand(b, nb)?.densify()?.v;
+            let out = data.get_or_insert_with(|| part.data.empty_like());
+            weave_into(out, &part.data, j, k, outer, cell)?;
+        }
+        let data = data?;
         let mut full: Vec<usize> = self.batch.get(..nb)?.to_vec();
         full.extend(shape.iter().map(|d| *d as usize));
         full.extend(own);
@@ -657,49 +720,56 @@ impl<'p> Interpreter {
     }
 }
 
-/// The elements of a frame literal, each `outer` cells of `cell` atoms,
-/// interleaved: for each batch position, its cell of every element in turn.
-fn interleave<'p>(parts: &[Value<'p>], outer: usize, cell: usize) -> Try<Data<crate::eval::Fun<'p>>> {
-    fn weave<T: Clone>(parts: &[&[T]], outer: usize, cell: usize) -> Vec<T> {
+/// Element `j` of `k` of a frame literal (`outer` cells of `cell` atoms)
+/// written into its place in the interleaved result: for each batch
+/// position, the cells of every element in turn. `out` starts empty and
+/// is sized by the first element.
+fn weave_into<'p>(
+    out: &mut Data<crate::eval::Fun<'p>>,
+    part: &Data<crate::eval::Fun<'p>>,
+    j: usize,
+    k: usize,
+    outer: usize,
+    cell: usize,
+) -> Try<()> {
+    fn weave<T: Clone>(
+        out: &mut remora_value::Buf<T>,
+        part: &[T],
+        j: usize,
+        k: usize,
+        outer: usize,
+        cell: usize,
+    ) -> Try<()> {
+        let part = part.get(..outer * cell)?;
+        if part.is_empty() {
+            return Some(());
+        }
+        if out.is_empty() {
+            *out = vec![part.first()?.clone(); outer * cell * k].into();
+        }
+        let out = out.unique_mut()?;
         if cell == 1 {
-            // Scalar elements: one strided store per element.
-            let k = parts.len();
-            let Some(first) = parts.first() else {
-                return Vec::new();
-            };
-            let mut out = vec![first[0].clone(); outer * k];
-            for (j, p) in parts.iter().enumerate() {
-                for (o, x) in out.iter_mut().skip(j).step_by(k).zip(p.iter()) {
-                    *o = x.clone();
-                }
+            for (o, x) in out.iter_mut().skip(j).step_by(k).zip(part) {
+                *o = x.clone();
             }
-            return out;
-        }
-        let mut out = Vec::with_capacity(outer * cell * parts.len());
-        for o in 0..outer {
-            for p in parts {
-                out.extend_from_slice(&p[o * cell..(o + 1) * cell]);
+        } else {
+            for (o, x) in out
+                .chunks_exact_mut(cell)
+                .skip(j)
+                .step_by(k)
+                .zip(part.chunks_exact(cell))
+            {
+                o.clone_from_slice(x);
             }
         }
-        out
+        Some(())
     }
-    macro_rules! weave {
-        ($variant:ident) => {{
-            let slices: Option<Vec<&[_]>> = parts
-                .iter()
-                .map(|p| match &p.data {
-                    Data::$variant(v) if v.len() >= outer * cell => Some(v.as_slice()),
-                    _ => None,
-                })
-                .collect();
-            Some(Data::$variant(weave(&slices?, outer, cell).into()))
-        }};
-    }
-    match &parts.first()?.data {
-        Data::Int(_) => weave!(Int),
-        Data::Float(_) => weave!(Float),
-        Data::Bool(_) => weave!(Bool),
-        Data::Atoms(_) => weave!(Atoms),
+    match (out, part) {
+        (Data::Int(o), Data::Int(p)) => weave(o, p, j, k, outer, cell),
+        (Data::Float(o), Data::Float(p)) => weave(o, p, j, k, outer, cell),
+        (Data::Bool(o), Data::Bool(p)) => weave(o, p, j, k, outer, cell),
+        (Data::Atoms(o), Data::Atoms(p)) => weave(o, p, j, k, outer, cell),
+        _ => None,
     }
 }
 

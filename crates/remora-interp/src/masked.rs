@@ -10,7 +10,7 @@
 //! the caller runs the cells one by one, so results and errors are always
 //! the reference path's.
 
-use crate::batch::Try;
+use crate::batch::{STRIP_CELLS, Try};
 use crate::eval::{Fun, Interpreter, Value};
 use remora_value::{Array, Atom, Data};
 
@@ -27,6 +27,37 @@ impl<'p> Interpreter {
         let (test, step) = (single_lambda(test)?, single_lambda(step)?);
         let n = *xs.shape.first()?;
         let size: usize = cell.iter().product();
+        if n <= STRIP_CELLS {
+            return self.masked_strip(&test, &step, xs, cell);
+        }
+        // Runs of cells in turn (they are independent), so that the live
+        // set and the step's intermediates stay the size of a run.
+        let mut data = xs.data.empty_like();
+        for start in (0..n).step_by(STRIP_CELLS) {
+            let len = STRIP_CELLS.min(n - start);
+            let strip = Array {
+                shape: std::iter::once(len).chain(cell.iter().copied()).collect(),
+                data: xs.data.slice(start * size, len * size),
+            };
+            data.append(self.masked_strip(&test, &step, strip, cell)?.data)
+                .ok()?;
+        }
+        Some(Array {
+            shape: xs.shape.clone(),
+            data,
+        })
+    }
+
+    /// The masked loop over all of `xs`'s cells at once.
+    fn masked_strip(
+        &mut self,
+        test: &Fun<'p>,
+        step: &Fun<'p>,
+        xs: Value<'p>,
+        cell: &[usize],
+    ) -> Try<Value<'p>> {
+        let n = *xs.shape.first()?;
+        let size: usize = cell.iter().product();
         // The live cells (rows of `x`) and the position each came from.
         let mut x = xs;
         let mut live: Vec<usize> = (0..n).collect();
@@ -34,7 +65,7 @@ impl<'p> Interpreter {
         // aside: giving up reruns it cell by cell).
         let mut out = unshared(&x.data);
         while !live.is_empty() {
-            let go = self.apply_lambda_batched(&test, vec![(x.clone(), cell.to_vec())])?;
+            let go = self.apply_lambda_batched(test, vec![(x.clone(), cell.to_vec())])?;
             let Data::Bool(go) = &go.data else {
                 return None;
             };
@@ -53,7 +84,7 @@ impl<'p> Interpreter {
                 };
                 live = keep.iter().map(|&r| live[r]).collect();
             }
-            x = self.apply_lambda_batched(&step, vec![(x, cell.to_vec())])?;
+            x = self.apply_lambda_batched(step, vec![(x, cell.to_vec())])?;
             if x.shape.first() != Some(&live.len()) || x.shape.get(1..) != Some(cell) {
                 return None;
             }
