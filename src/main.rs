@@ -59,7 +59,7 @@ struct RunArgs {
     #[arg(long, default_value = "main")]
     entry: String,
     /// Arguments for the entry's parameters, each a Remora expression.
-    #[arg(value_name = "ARG", allow_hyphen_values = true, trailing_var_arg = true)]
+    #[arg(value_name = "ARG", allow_hyphen_values = true)]
     args: Vec<String>,
     #[command(flatten)]
     data: DataArgs,
@@ -97,6 +97,10 @@ struct DataArgs {
     /// output, `.npy` or Futhark text for --output).
     #[arg(long, value_enum)]
     format: Option<Format>,
+    /// Whether an entry needing arguments reads data from standard input
+    /// when none is given (`run`; remora-lang's `interpret` does not).
+    #[arg(skip)]
+    stdin_data: bool,
 }
 
 #[derive(Args)]
@@ -127,12 +131,12 @@ struct Source {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(hoist_run_options(std::env::args_os().collect()));
     remora_syntax::stack::run_deep(move || match cli.command {
         Command::Parse(source) => parse(source),
         Command::Check(source) => check(source),
         Command::Elaborate(source) => elaborate(source),
-        Command::Run(args) => run(
+        Command::Run(mut args) => run(
             Source {
                 expr: None,
                 file: Some(args.file),
@@ -140,12 +144,54 @@ fn main() -> ExitCode {
             },
             &args.entry,
             &args.args,
-            &args.data,
+            &{
+                args.data.stdin_data = true;
+                args.data
+            },
         ),
         Command::Interpret(args) => run(args.source, &args.entry, &args.args, &DataArgs::default()),
         Command::Test { paths } => test(&paths),
         Command::Repl => remora::repl::run(),
     })
+}
+
+/// `remora run FILE ARG … --output out.npy`: the options of `run` may
+/// also follow its ARGs (which take values starting with `-`, such as
+/// negative numbers); they are moved before FILE, up to a `--`, after
+/// which everything is an ARG.
+fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let Some(run) = args.iter().position(|a| a == "run") else {
+        return args;
+    };
+    if args.get(1..run).is_some_and(|before| !before.is_empty()) {
+        // `run` is not the subcommand (it is an option's value).
+        return args;
+    }
+    let with_value = ["--input", "--output", "--format", "--entry"];
+    let (mut options, mut rest) = (Vec::new(), Vec::new());
+    let mut tail = args.into_iter().skip(run + 1);
+    while let Some(a) = tail.next() {
+        let text = a.to_string_lossy();
+        if text == "--" {
+            rest.extend(tail.by_ref());
+            break;
+        }
+        if with_value.contains(&text.as_ref()) {
+            options.push(a);
+            options.extend(tail.next());
+        } else if with_value.iter().any(|o| text.starts_with(&format!("{o}=")))
+            || text == "-h"
+            || text == "--help"
+        {
+            options.push(a);
+        } else {
+            rest.push(a);
+        }
+    }
+    let mut out: Vec<std::ffi::OsString> = vec!["remora".into(), "run".into()];
+    out.extend(options);
+    out.extend(rest);
+    out
 }
 
 /// What a command was given to work on, parsed.
@@ -313,7 +359,8 @@ fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs) -> Ex
                 .iter()
                 .map(remora_interp::program::EntryArg::Expr)
                 .collect();
-            let from_stdin = data.input.is_empty()
+            let from_stdin = data.stdin_data
+                && data.input.is_empty()
                 && arg_texts.is_empty()
                 && remora_interp::program::entry_arity(&checked.value, entry).is_some_and(|n| n > 0)
                 && !std::io::stdin().is_terminal();
@@ -384,6 +431,17 @@ fn reattach<'p>(d: remora_value::Data) -> remora_value::Data<remora_interp::Fun<
     }
 }
 
+/// The array inside a scalar box (boxes inside boxes too), or the value.
+fn payload<'a, 'p>(v: &'a remora_interp::Value<'p>) -> &'a remora_interp::Value<'p> {
+    match (&v.data, v.shape.is_empty()) {
+        (remora_value::Data::Atoms(atoms), true) => match atoms.as_slice() {
+            [remora_value::Atom::Box(b)] => payload(&b.payload),
+            _ => v,
+        },
+        _ => v,
+    }
+}
+
 /// The results of `remora run`, printed or written as `--output` and
 /// `--format` ask.
 fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCode {
@@ -399,6 +457,12 @@ fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCod
     };
     let mut bytes = Vec::new();
     for v in values {
+        // A data format holds arrays: a box (a `filter` or `range` result)
+        // is written as its contents, whose shape carries the witness.
+        let v = match format {
+            Format::Remora => v,
+            _ => payload(v),
+        };
         let written = match format {
             Format::Remora => Ok(format!("{}\n", remora_value::print::to_string(v)).into_bytes()),
             Format::Futhark => remora_value::futhark::write_text(v).map(|t| format!("{t}\n").into_bytes()),

@@ -303,3 +303,30 @@ fn an_expression_is_a_scope_for_automatic_unboxes() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn run_options_may_follow_the_arguments() {
+    let program = scratch_file("after", "sub.remora", b"(entry (main (x Int) (y Int)) (- x y))\n");
+    let p = program.to_string_lossy();
+    let out = remora(&["run", &p, "-1", "-5", "--format", "futhark"], None);
+    assert_eq!(text(&out.stdout), "4i64\n", "{}", text(&out.stderr));
+    let out = remora(&["run", &p, "5", "--format=futhark", "--", "-3"], None);
+    assert_eq!(text(&out.stdout), "8i64\n", "{}", text(&out.stderr));
+    let data = scratch_file("after", "y.data", b"2i64");
+    let out = remora(&["run", &p, "5", "--input", &data.to_string_lossy()], None);
+    assert_eq!(text(&out.stdout), "3\n", "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_box_is_written_as_its_contents() {
+    let program = scratch_file(
+        "box",
+        "filt.remora",
+        b"(entry (main (xs [Int 4])) (filter (> xs 1) xs))\n",
+    );
+    let p = program.to_string_lossy();
+    let out = remora(&["run", &p, "[1 2 3 4]"], None);
+    assert_eq!(text(&out.stdout), "(box 3 [2 3 4])\n", "{}", text(&out.stderr));
+    let out = remora(&["run", &p, "[1 2 3 4]", "--format", "futhark"], None);
+    assert_eq!(text(&out.stdout), "[2i64, 3i64, 4i64]\n", "{}", text(&out.stderr));
+}

@@ -726,6 +726,14 @@ impl Checker {
                 let a = self.expr(then);
                 let b = self.expr(otherwise);
                 let (c, a, b) = (c?, a?, b?);
+                // A rank parameter's element type is solved here too.
+                self.unify_elements(&c.ty.atom, &Atom::Bool);
+                self.unify_elements(&a.ty.atom, &b.ty.atom);
+                let resolved = |me: &Self, mut e: TExpr| {
+                    e.ty = me.resolve(&e.ty).into_owned();
+                    e
+                };
+                let (c, a, b) = (resolved(self, c), resolved(self, a), resolved(self, b));
                 if !(c.ty.atom == Atom::Bool && c.ty.shape.is_scalar()) {
                     let d = self
                         .error(

@@ -92,6 +92,13 @@ impl<'p> Interpreter {
         if self.reference_only {
             return None;
         }
+        // A closure made inside a batch holds one value per position of
+        // that batch, which is not the frame it would be batched over here.
+        if let Fun::Lambda { env, .. } = fun
+            && env.has_batched()
+        {
+            return None;
+        }
         // Strip-mining: over a large frame, the body runs on runs of rows
         // of it in turn, so that its intermediate arrays (a cell's can be
         // far larger than the cell) stay the size of a run.
@@ -127,7 +134,8 @@ impl<'p> Interpreter {
             parts.push(self.apply_lambda_batched_whole(fun, chunk)?);
         }
         let rest: Vec<usize> = parts.first()?.shape.get(1..)?.to_vec();
-        let mut data = parts.first()?.data.empty_like();
+        let atoms = rows.saturating_mul(rest.iter().product());
+        let mut data = parts.first()?.data.with_capacity_like(atoms);
         for p in parts {
             if p.shape.get(1..)? != rest.as_slice() {
                 return None;
@@ -783,9 +791,12 @@ fn items_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)
     if rest.iter().any(|(a, _)| a.nb != 0) {
         return None;
     }
+    // One index for every cell: a scalar of its own (an index array lifts
+    // `nth`/`index` over a frame of its own, which is not this rule).
     let at = || -> Try<usize> {
-        match &rest.first()?.0.v.data {
-            Data::Int(i) if i.len() == 1 => usize::try_from(i[0]).ok(),
+        let index = &rest.first()?.0.v;
+        match &index.data {
+            Data::Int(i) if index.shape.is_empty() && i.len() == 1 => usize::try_from(i[0]).ok(),
             _ => None,
         }
     };

@@ -118,13 +118,13 @@ impl<'p> Env<'p> {
         })
     }
 
-    /// A variable's value in a batched evaluation.
     /// Whether a batched variable is in scope (a closure made inside a
     /// batch: it holds one value per batch position).
     pub(crate) fn has_batched(&self) -> bool {
         self.nodes().any(|n| matches!(n.binding, Binding::Batched(..)))
     }
 
+    /// A variable's value in a batched evaluation.
     pub(crate) fn lookup_batched(&self, v: VarId) -> Option<crate::batch::Batched<'p>> {
         self.nodes().find_map(|n| match &n.binding {
             Binding::Val(w, val) if *w == v => Some(crate::batch::Batched::plain(val.clone())),
@@ -650,20 +650,18 @@ impl<'p> Interpreter {
         }
         let n = atoms_in(&principal);
         check_size(n, span)?;
-        // `while` over a frame: every cell stepped together.
-        if let [Atom::Fun(Fun::Prim(p))] = funs.as_slice()
+        // `while` over a frame: every cell stepped together (masked.rs).
+        if let [Atom::Fun(looping @ Fun::Prim(p))] = funs.as_slice()
             && let ("while", [test, step]) = (p.name, p.args.as_slice())
-            && !self.reference_only
             && n > 0
         {
             let cells = Array {
                 shape: std::iter::once(n).chain(cell.iter().copied()).collect(),
-                data: a.data.clone(),
+                data: a.data,
             };
-            if let Some(mut r) = self.masked_while(test, step, cells, cell) {
-                r.shape = principal.iter().chain(cell).copied().collect();
-                return Ok(r);
-            }
+            let mut r = self.while_over_frame(looping, test, step, cells, cell, span)?;
+            r.shape = principal.iter().chain(cell).copied().collect();
+            return Ok(r);
         }
         let cell_size: usize = cell.iter().product();
         let nf = funs.len().max(1);

@@ -106,18 +106,20 @@ fn shape(p: &Prim<'_>, k: usize) -> Vec<usize> {
         .unwrap_or_default()
 }
 
-/// The leading-axis items of an array, each of shape `item`.
-fn items<'p>(a: &Value<'p>) -> Vec<Value<'p>> {
+/// The leading-axis items of an array, each of shape `item`. Their number
+/// is checked as atoms are (items of no atoms can be very many).
+fn items<'p>(a: &Value<'p>, span: Span) -> Run<Vec<Value<'p>>> {
     let Some((&n, rest)) = a.shape.split_first() else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
+    check_size(n, span)?;
     let size: usize = rest.iter().product();
-    (0..n)
+    Ok((0..n)
         .map(|i| Array {
             shape: rest.to_vec(),
             data: a.data.slice(i * size, size),
         })
-        .collect()
+        .collect())
 }
 
 /// Items stacked back, with `n` items of shape `item` (for none).
@@ -191,7 +193,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         }
         "reverse" => {
             let a = arg(0)?;
-            let mut its = items(a);
+            let mut its = items(a, span)?;
             its.reverse();
             let mut v = from_items(its, &shape(p, 1), &a.data, span)?;
             v.shape = a.shape.clone();
@@ -433,9 +435,9 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             // (d + 1 results), `iscan` from the first item (d results).
             let op = arg(0)?.clone();
             let (mut acc, rest, like) = if name == "scan" {
-                (Some(arg(1)?.clone()), items(arg(2)?), &arg(2)?.data)
+                (Some(arg(1)?.clone()), items(arg(2)?, span)?, &arg(2)?.data)
             } else {
-                (None, items(arg(1)?), &arg(1)?.data)
+                (None, items(arg(1)?, span)?, &arg(1)?.data)
             };
             let mut out = Vec::with_capacity(rest.len() + 1);
             if let Some(a) = &acc {
@@ -544,6 +546,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             let cell = shape(p, 2);
             let item: usize = cell.iter().product();
             check_size((k + 1).saturating_mul(w).saturating_mul(item), span)?;
+            check_size(k.saturating_add(1), span)?;
             let mut data = a.data.empty_like();
             for i in 0..=k {
                 data.append(a.data.slice(i * item, w * item))
@@ -558,7 +561,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             // Stable merge sort by the less-than: an item moves before an
             // earlier one only when it is strictly less.
             let (less, a) = (arg(0)?.clone(), arg(1)?);
-            let its = items(a);
+            let its = items(a, span)?;
             let order = merge_sort(its.len(), &mut |i, j| {
                 let lt = it.call2(&less, its[i].clone(), its[j].clone(), span)?;
                 match &lt.data {
@@ -591,7 +594,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             let Data::Int(idx) = &idx.data else {
                 return fail(span, "scatter: the indices are not Ints");
             };
-            let mut its = items(dest);
+            let mut its = items(dest, span)?;
             for (i, &j) in idx.iter().enumerate() {
                 if j >= 0 && (j as usize) < m {
                     its[j as usize] = Array {
@@ -625,8 +628,9 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 });
             }
             let op = op.clone();
+            check_size(m, span)?;
             let mut bins = vec![neutral.clone(); m];
-            for (x, &j) in items(xs).into_iter().zip(idx.iter()) {
+            for (x, &j) in items(xs, span)?.into_iter().zip(idx.iter()) {
                 if j >= 0 && (j as usize) < m {
                     let acc = std::mem::replace(&mut bins[j as usize], neutral.clone());
                     bins[j as usize] = it.call2(&op, acc, x, span)?;
@@ -910,7 +914,7 @@ fn general_fold<'p>(it: &mut Interpreter, p: &Prim<'p>, name: &str, span: Span) 
     };
     let op = arg(0)?.clone();
     if name == "reduce" {
-        let mut its = items(arg(1)?).into_iter();
+        let mut its = items(arg(1)?, span)?.into_iter();
         let Some(mut acc) = its.next() else {
             return fail(span, "reduce: empty array");
         };
@@ -920,7 +924,7 @@ fn general_fold<'p>(it: &mut Interpreter, p: &Prim<'p>, name: &str, span: Span) 
         return Ok(acc);
     }
     let mut acc = arg(1)?.clone();
-    let mut its = items(arg(2)?);
+    let mut its = items(arg(2)?, span)?;
     if name == "fold-right" {
         its.reverse();
         for x in its {

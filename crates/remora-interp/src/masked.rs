@@ -5,18 +5,75 @@
 //! loops independently: it takes exactly the steps it would alone.
 //!
 //! It is an optimisation of the reference semantics, which runs `while`
-//! once per cell: whenever the test or the step cannot run batched
-//! (`trace`, an error, a function that is not a lambda), it gives up, and
-//! the caller runs the cells one by one, so results and errors are always
-//! the reference path's.
+//! once per cell, in order. The cells go in runs (strips) of
+//! `STRIP_CELLS`, in order, so that the live set and the step's
+//! intermediates stay small. Whenever a strip cannot run batched (`trace`,
+//! an error, a test or step that is not one lambda the same for every
+//! cell), the cells from that strip on run one by one: the strips before
+//! it ran without error, so the reference path would have reached the same
+//! point, and results and errors are always the reference path's.
 
 use crate::batch::{STRIP_CELLS, Try};
-use crate::eval::{Fun, Interpreter, Value};
+use crate::eval::{Fun, Interpreter, Run, Value, fail};
+use remora_syntax::Span;
 use remora_value::{Array, Atom, Data};
 
 impl<'p> Interpreter {
-    /// `(while test step xs)` for `xs` of shape `[n] ++ cell`, one loop for
-    /// all `n` cells; `None` when it gives up.
+    /// `(while test step x)` for every cell `x` of `xs` (shape `[n] ++
+    /// cell`), where `looping` is `while` applied to `test` and `step`:
+    /// the result over the frame, written over `xs`'s buffer (copied first
+    /// if another value shares it).
+    pub(crate) fn while_over_frame(
+        &mut self,
+        looping: &Fun<'p>,
+        test: &Value<'p>,
+        step: &Value<'p>,
+        xs: Value<'p>,
+        cell: &[usize],
+        span: Span,
+    ) -> Run<Value<'p>> {
+        let n = xs.shape.first().copied().unwrap_or(0);
+        let size: usize = cell.iter().product();
+        let shape = xs.shape.clone();
+        let mut out = xs.data;
+        let lambdas = match (single_lambda(test), single_lambda(step)) {
+            (Some(t), Some(s)) if !self.reference_only => Some((t, s)),
+            _ => None,
+        };
+        let mut start = 0;
+        if let Some((test, step)) = &lambdas {
+            while start < n {
+                let len = STRIP_CELLS.min(n - start);
+                let strip = Array {
+                    shape: std::iter::once(len).chain(cell.iter().copied()).collect(),
+                    data: out.slice(start * size, len * size),
+                };
+                let Some(done) = self.masked_strip(test, step, strip, cell) else {
+                    break;
+                };
+                if overwrite(&mut out, start * size, &done.data).is_none() {
+                    return fail(span, "internal error: a while step changed the cell's shape");
+                }
+                start += len;
+            }
+        }
+        // The reference path for the rest: one cell at a time, in order.
+        for i in start..n {
+            let x = Array {
+                shape: cell.to_vec(),
+                data: out.slice(i * size, size),
+            };
+            let done = self.call(looping, x, span)?;
+            if done.shape != cell || overwrite(&mut out, i * size, &done.data).is_none() {
+                return fail(span, "internal error: a while step changed the cell's shape");
+            }
+        }
+        Ok(Array { shape, data: out })
+    }
+
+    /// `(while test step xs)` for `xs` of shape `[n] ++ cell` inside a
+    /// batch, one loop for all `n` cells; `None` when it gives up (the
+    /// batch then runs cell by cell).
     pub(crate) fn masked_while(
         &mut self,
         test: &Value<'p>,
@@ -27,12 +84,7 @@ impl<'p> Interpreter {
         let (test, step) = (single_lambda(test)?, single_lambda(step)?);
         let n = *xs.shape.first()?;
         let size: usize = cell.iter().product();
-        if n <= STRIP_CELLS {
-            return self.masked_strip(&test, &step, xs, cell);
-        }
-        // Runs of cells in turn (they are independent), so that the live
-        // set and the step's intermediates stay the size of a run.
-        let mut data = xs.data.empty_like();
+        let mut data = xs.data.with_capacity_like(n.saturating_mul(size));
         for start in (0..n).step_by(STRIP_CELLS) {
             let len = STRIP_CELLS.min(n - start);
             let strip = Array {
@@ -105,6 +157,27 @@ fn single_lambda<'p>(f: &Value<'p>) -> Try<Fun<'p>> {
             [Atom::Fun(fun @ Fun::Lambda { env, .. })] if !env.has_batched() => Some(fun.clone()),
             _ => None,
         },
+        _ => None,
+    }
+}
+
+/// `src` written over `out` from atom `at` on (`out` copied first if
+/// another value shares it); `None` when it does not fit.
+fn overwrite<F: Clone>(out: &mut Data<F>, at: usize, src: &Data<F>) -> Try<()> {
+    fn put<T: Clone>(out: &mut remora_value::Buf<T>, at: usize, src: &[T]) -> Try<()> {
+        if out.unique_mut().is_none() {
+            *out = out.to_vec().into();
+        }
+        out.unique_mut()?
+            .get_mut(at..at.checked_add(src.len())?)?
+            .clone_from_slice(src);
+        Some(())
+    }
+    match (out, src) {
+        (Data::Int(o), Data::Int(s)) => put(o, at, s),
+        (Data::Float(o), Data::Float(s)) => put(o, at, s),
+        (Data::Bool(o), Data::Bool(s)) => put(o, at, s),
+        (Data::Atoms(o), Data::Atoms(s)) => put(o, at, s),
         _ => None,
     }
 }

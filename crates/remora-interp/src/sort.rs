@@ -1,7 +1,10 @@
-//! Sorting for `sort`, `grade`, `f.sort` and `f.grade`: a least-significant
-//! digit radix sort on 64-bit keys, 8 bits a pass, stable, skipping the
-//! passes whose digit is the same for every key (small ranges sort in few
-//! passes). Ints and floats become keys that order as unsigned integers do.
+//! Sorting for `sort`, `grade`, `f.sort` and `f.grade`: a stable radix sort
+//! on 64-bit keys (Ints and Floats become keys that order as unsigned
+//! integers do). One scatter into 256 buckets by the highest byte on which
+//! the keys differ, then each bucket (small enough to stay in cache) by a
+//! least-significant-digit radix sort on the bytes below it, 8 bits a pass,
+//! skipping the bytes on which the bucket's keys agree. Large inputs sort
+//! their buckets on every core.
 
 /// An Int as a key: the sign bit flipped.
 pub fn int_key(x: i64) -> u64 {
@@ -23,19 +26,26 @@ pub fn float_key(x: f32) -> u64 {
     } else {
         bits | (1 << 31)
     };
-    u64::from(ordered)
+    // In the high half, so that the bucketing byte is the exponent's.
+    u64::from(ordered) << 32
 }
 
-/// Items sorted stably by a 64-bit key: one scatter by the key's top byte
-/// into 256 buckets, then each bucket (small enough to stay in cache) by
-/// a least-significant-digit radix sort on the other seven bytes, skipping
-/// the bytes on which its keys agree. Large inputs sort their buckets on
-/// every core.
+/// Items sorted stably by a 64-bit key (see the module comment).
 fn radix_sort<T: Copy + Default + Send>(v: &[T], key: &(impl Fn(T) -> u64 + Sync)) -> Vec<T> {
     let n = v.len();
+    // The highest byte on which the keys differ.
+    let (and, or) = v
+        .iter()
+        .fold((u64::MAX, 0u64), |(a, o), &x| (a & key(x), o | key(x)));
+    let differ = and ^ or;
+    if differ == 0 {
+        return v.to_vec();
+    }
+    let top = (63 - differ.leading_zeros()) / 8;
+    let digit = |x: T| ((key(x) >> (8 * top)) & 0xff) as usize;
     let mut count = [0usize; 257];
     for &x in v {
-        count[(key(x) >> 56) as usize + 1] += 1;
+        count[digit(x) + 1] += 1;
     }
     for d in 0..256 {
         count[d + 1] += count[d];
@@ -44,50 +54,58 @@ fn radix_sort<T: Copy + Default + Send>(v: &[T], key: &(impl Fn(T) -> u64 + Sync
     let mut next = count;
     let mut out = vec![T::default(); n];
     for &x in v {
-        let d = (key(x) >> 56) as usize;
+        let d = digit(x);
         out[next[d]] = x;
         next[d] += 1;
     }
-    // The buckets, dealt in runs of about equal size to the workers.
+    // The buckets are shared out: every worker takes the next one left
+    // until none is (the calling thread too, so a thread the system
+    // refuses only means fewer workers).
     let workers = if n < 1 << 17 {
         1
     } else {
         std::thread::available_parallelism().map_or(1, |w| w.get()).min(8)
     };
-    let mut groups: Vec<Vec<&mut [T]>> = (0..workers).map(|_| Vec::new()).collect();
+    let big = (0..256).map(|d| starts[d + 1] - starts[d]).max().unwrap_or(0);
+    let mut buckets = Vec::with_capacity(256);
     let mut rest: &mut [T] = &mut out;
     for d in 0..256 {
         let (bucket, r) = rest.split_at_mut(starts[d + 1] - starts[d]);
         rest = r;
-        let w = (starts[d] * workers / n.max(1)).min(workers - 1);
-        groups[w].push(bucket);
+        if bucket.len() > 1 {
+            buckets.push(bucket);
+        }
     }
-    let sort_group = |group: Vec<&mut [T]>| {
-        let big = group.iter().map(|b| b.len()).max().unwrap_or(0);
+    let bytes = top as usize;
+    let queue = std::sync::Mutex::new(buckets);
+    let work = || {
         let mut tmp = vec![T::default(); big];
-        for bucket in group {
+        loop {
+            let next = queue
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .pop();
+            let Some(bucket) = next else { break };
             let len = bucket.len();
-            lsd_low_bytes(bucket, &mut tmp[..len], key);
+            lsd_low_bytes(bucket, &mut tmp[..len], bytes, key);
         }
     };
     std::thread::scope(|scope| {
-        let mut groups = groups.into_iter();
-        let first = groups.next();
-        for g in groups {
-            scope.spawn(move || sort_group(g));
+        for _ in 1..workers {
+            // Refused: the others take its share.
+            let _ = std::thread::Builder::new().spawn_scoped(scope, work);
         }
-        if let Some(g) = first {
-            sort_group(g);
-        }
+        work();
     });
     out
 }
 
-/// A stable LSD radix sort of `a` on its keys' low seven bytes (`tmp` as
-/// long as `a`).
-fn lsd_low_bytes<T: Copy>(a: &mut [T], tmp: &mut [T], key: &impl Fn(T) -> u64) {
+/// A stable LSD radix sort of `a` on its keys' low `bytes` bytes (`tmp`
+/// as long as `a`).
+fn lsd_low_bytes<T: Copy>(a: &mut [T], tmp: &mut [T], bytes: usize, key: &impl Fn(T) -> u64) {
     let n = a.len();
     let mut hist = [[0usize; 256]; 7];
+    let hist = &mut hist[..bytes.min(7)];
     for &x in a.iter() {
         let k = key(x);
         for (p, h) in hist.iter_mut().enumerate() {
@@ -191,5 +209,32 @@ mod tests {
         let mut stable: Vec<usize> = (0..v.len()).collect();
         stable.sort_by_key(|&i| v[i]);
         assert_eq!(grade(&keys), stable);
+    }
+
+    #[test]
+    fn large_float_inputs_grade_stably_with_nan_last() {
+        let mut seed = 7u64;
+        let xs: Vec<f32> = (0..300_000)
+            .map(|i| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                match i % 97 {
+                    0 => f32::NAN,
+                    1 => -0.0,
+                    2 => 0.0,
+                    _ => ((seed >> 40) as f32 - 8_388_608.0) / 1024.0,
+                }
+            })
+            .collect();
+        let keys: Vec<u64> = xs.iter().map(|&x| float_key(x)).collect();
+        let mut want: Vec<usize> = (0..xs.len()).collect();
+        want.sort_by(|&i, &j| match (xs[i].is_nan(), xs[j].is_nan()) {
+            (true, true) => std::cmp::Ordering::Equal,
+            (true, false) => std::cmp::Ordering::Greater,
+            (false, true) => std::cmp::Ordering::Less,
+            _ => xs[i].partial_cmp(&xs[j]).unwrap_or(std::cmp::Ordering::Equal),
+        });
+        assert_eq!(grade(&keys), want);
     }
 }

@@ -97,10 +97,7 @@ impl Reader<'_> {
             );
             shape.push(usize::try_from(d).map_err(|_| "dimension too large".to_string())?);
         }
-        let n = shape
-            .iter()
-            .try_fold(1usize, |a, d| a.checked_mul(*d))
-            .ok_or("array too large")?;
+        let n = crate::data_atoms(&shape)?;
         let data = match elem {
             Elem::I64 => Data::Int(
                 self.take(n.checked_mul(8).ok_or("array too large")?)?
@@ -192,7 +189,8 @@ impl Reader<'_> {
         if self.take(1)? != b")" {
             return self.err("expected `)`");
         }
-        if shape.iter().product::<usize>() != 0 {
+        crate::data_atoms(&shape).or_else(|e| self.err(&e))?;
+        if !shape.contains(&0) {
             return self.err("an empty array needs a zero dimension");
         }
         Ok(Array { shape, data })

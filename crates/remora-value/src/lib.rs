@@ -184,7 +184,7 @@ impl<F: Clone> Array<F> {
         if elems.iter().any(|e| e.shape != inner) {
             return Err("the cells have different shapes".into());
         }
-        let mut data = first.data.empty_like();
+        let mut data = first.data.with_capacity_like(n.saturating_mul(first.data.len()));
         for e in elems {
             data.append(e.data)?;
         }
@@ -192,6 +192,20 @@ impl<F: Clone> Array<F> {
         shape.extend(inner);
         Ok(Array { shape, data })
     }
+}
+
+/// The number of atoms of an array of this shape, for data read from a
+/// file: `Err` when its dimensions other than zeros multiply past
+/// `2^32` (no such array is meant; an empty one would still be a frame of
+/// that many empty cells).
+pub fn data_atoms(shape: &[usize]) -> Result<usize, String> {
+    let positions = shape
+        .iter()
+        .filter(|d| **d != 0)
+        .try_fold(1usize, |a, d| a.checked_mul(*d))
+        .filter(|n| *n <= 1 << 32)
+        .ok_or_else(|| format!("an array of shape {shape:?} is too large"))?;
+    Ok(if shape.contains(&0) { 0 } else { positions })
 }
 
 impl<F: Clone> Data<F> {
@@ -202,6 +216,17 @@ impl<F: Clone> Data<F> {
             Data::Float(_) => Data::Float(Vec::new().into()),
             Data::Bool(_) => Data::Bool(Vec::new().into()),
             Data::Atoms(_) => Data::Atoms(Vec::new().into()),
+        }
+    }
+
+    /// An empty buffer of the same kind with room for `n` atoms (appending
+    /// up to `n` then never moves it).
+    pub fn with_capacity_like(&self, n: usize) -> Data<F> {
+        match self {
+            Data::Int(_) => Data::Int(Vec::with_capacity(n).into()),
+            Data::Float(_) => Data::Float(Vec::with_capacity(n).into()),
+            Data::Bool(_) => Data::Bool(Vec::with_capacity(n).into()),
+            Data::Atoms(_) => Data::Atoms(Vec::with_capacity(n).into()),
         }
     }
 

@@ -35,10 +35,7 @@ pub fn read_npy(bytes: &[u8]) -> Result<Array, String> {
     let descr = descr.trim_matches(|c| c == '\'' || c == '"');
     let fortran = field(header, "fortran_order").ok_or("the header has no fortran_order")? == "True";
     let shape = shape_of(field(header, "shape").ok_or("the header has no shape")?)?;
-    let n = shape
-        .iter()
-        .try_fold(1usize, |a, d| a.checked_mul(*d))
-        .ok_or("array too large")?;
+    let n = crate::data_atoms(&shape)?;
     let elems = |width: usize| -> Result<std::slice::ChunksExact<'_, u8>, String> {
         let bytes = n.checked_mul(width).ok_or("array too large")?;
         let d = data
