@@ -299,7 +299,7 @@ impl Unknowns {
     }
 
     /// Every way the array type `p` can equal `a` exactly.
-    fn match_type(&self, p: &Type, a: &Type, sol: Solution) -> Vec<Solution> {
+    pub fn match_type(&self, p: &Type, a: &Type, sol: Solution) -> Vec<Solution> {
         let mut out = Vec::new();
         for s in self.match_atom(&p.atom, &a.atom, sol) {
             self.match_segs(p.shape.segs(), a.shape.segs(), s, &mut out);

@@ -280,6 +280,23 @@ impl Checker {
             }
             candidates = unknowns.spine(&ty, &arg_types, &extensions, Solution::default());
         }
+        // A polymorphic function passed where a function is expected
+        // (`(iterate 3 reverse xs)`): when nothing fits with its type as
+        // it is, it is instantiated afterwards, against the parameter's
+        // solved type, as an untyped lambda is typed.
+        if candidates.is_empty() {
+            let mut deferred = false;
+            for (k, a) in args.iter_mut().enumerate() {
+                if a.as_ref().is_some_and(|a| polymorphic_function(&a.ty)) {
+                    *a = None;
+                    arg_types[k] = None;
+                    deferred = true;
+                }
+            }
+            if deferred {
+                candidates = unknowns.spine(&ty, &arg_types, &extensions, Solution::default());
+            }
+        }
         // A rerank frame nothing constrains is no rerank.
         for c in &mut candidates {
             for e in extensions.iter().flatten() {
@@ -400,14 +417,23 @@ impl Checker {
                 Some(a) => a,
                 None => {
                     let want = chosen.solution.ty(&nth_param(&head.ty, k)?);
+                    let lambda = untyped_lambda(a_ast);
                     if own.mentions(&want) {
-                        let d = self
-                            .error(a_ast.span, "cannot infer this lambda's parameter types")
-                            .note("write them: (fn ((x T) …) e)");
+                        let d = if lambda {
+                            self.error(a_ast.span, "cannot infer this lambda's parameter types")
+                                .note("write them: (fn ((x T) …) e)")
+                        } else {
+                            self.error(a_ast.span, "cannot infer this function's instantiation")
+                                .note(format!("the parameter has type {}", self.show(&want)))
+                        };
                         self.report(d);
                         return None;
                     }
-                    self.lambda_expected(a_ast, &want)?
+                    if lambda {
+                        self.lambda_expected(a_ast, &want)?
+                    } else {
+                        self.instantiate_against(a_ast, &want)?
+                    }
                 }
             };
             // A reranked function argument: its η-expansion over the frame.
@@ -438,6 +464,85 @@ impl Checker {
             };
         }
         Some(f)
+    }
+
+    /// A polymorphic function argument instantiated so that its type is
+    /// `want`, the parameter's (`reverse` passed to `iterate` over `[Int
+    /// 3]` is `(@reverse (Int) (3 []))`).
+    fn instantiate_against(&mut self, e: &ast::Expr, want: &Type) -> Option<TExpr> {
+        let f = self.expr(e)?;
+        if !polymorphic_function(&f.ty) || matches!(want.atom, Atom::Forall(..) | Atom::Pi(..)) {
+            return Some(f);
+        }
+        let mut unknowns = Unknowns::default();
+        let mut insts = Vec::new();
+        let mut ty = f.ty.clone();
+        loop {
+            match ty.atom.clone() {
+                Atom::Forall(v, body) => {
+                    let u = Atom::Var(self.unknown_type(&mut unknowns, v));
+                    ty = body.subst_type(v, &u);
+                    insts.push(Inst::Type(u));
+                }
+                Atom::Pi(v, body) => {
+                    let i = self.unknown_index(&mut unknowns, v);
+                    ty = body.subst_index(v, &i);
+                    insts.push(Inst::Index(v, i));
+                }
+                _ => break,
+            }
+        }
+        let shown = print::expr_to_string(e);
+        let mut found: Vec<(Solution, String)> = Vec::new();
+        for sol in unknowns.match_type(&ty, want, Solution::default()) {
+            if insts.iter().any(|i| unsolved(i, &sol, &unknowns)) {
+                continue;
+            }
+            let solved: Vec<Inst> = insts
+                .iter()
+                .map(|i| match i {
+                    Inst::Type(a) => Inst::Type(sol.atom(a)),
+                    Inst::Index(v, i) => Inst::Index(*v, solve_index(&sol, i)),
+                })
+                .collect();
+            let written = self.show_insts(&shown, &solved);
+            if !found.iter().any(|(_, w)| *w == written) {
+                found.push((sol, written));
+            }
+        }
+        let (sol, _) = match found.len() {
+            1 => found.remove(0),
+            0 => {
+                let d = self
+                    .error(
+                        e.span,
+                        format!("no instantiation of `{shown}` has the type the parameter needs"),
+                    )
+                    .note(format!("`{shown}` has type {}", self.show(&f.ty)))
+                    .note(format!("the parameter has type {}", self.show(want)));
+                self.report(d);
+                return None;
+            }
+            _ => {
+                let mut d = self
+                    .error(e.span, format!("ambiguous instantiation of `{shown}`"))
+                    .note(format!("the parameter has type {}", self.show(want)));
+                for (_, w) in &found {
+                    d = d.note(format!("could be {w}"));
+                }
+                self.report(d);
+                return None;
+            }
+        };
+        let span = e.span;
+        let mut g = f;
+        for inst in &insts {
+            g = match inst {
+                Inst::Type(a) => t_app(g, sol.atom(a), span)?,
+                Inst::Index(_, i) => i_app(g, solve_index(&sol, i), span)?,
+            };
+        }
+        Some(g)
     }
 
     /// `(rerank (r …) f)` (extensions.md §2): the η-expansion `(fun ((x1 r1)
@@ -682,6 +787,14 @@ impl Checker {
                 let cells: Vec<String> = (0..=segs.len())
                     .map(|i| self.show_shape(&Shape::from_segs(segs[i..].to_vec())))
                     .collect();
+                if !head.unknowns.atoms_fit(&param.atom, &arg.atom, &solution) && param.shape.is_scalar() {
+                    return Some(format!(
+                        "argument {} has elements of type {}, where the parameter needs {}",
+                        k + 1,
+                        self.show(&Type::scalar(arg.atom.clone())),
+                        self.show(&param)
+                    ));
+                }
                 if !head.unknowns.atoms_fit(&param.atom, &arg.atom, &solution) {
                     return Some(format!(
                         "argument {} has elements of type {}, where the parameter {} needs {}",
@@ -847,6 +960,13 @@ impl Written<'_> {
 }
 
 /// Whether `e` is a lambda literal whose parameter has no type written.
+/// A `∀`/`Π` function (not a `Π`-family of arrays such as `iota/static`).
+fn polymorphic_function(t: &Type) -> bool {
+    t.shape.is_scalar()
+        && matches!(t.atom, Atom::Forall(..) | Atom::Pi(..))
+        && matches!(count_binders(t).1.atom, Atom::Arrow(..))
+}
+
 fn untyped_lambda(e: &ast::Expr) -> bool {
     match &e.kind {
         ExprKind::Array { shape, atoms } if shape.is_empty() => matches!(
