@@ -110,6 +110,9 @@ pub struct Checker {
     pub(crate) inference: bool,
     /// Element types of rank parameters, solved or not yet (see `elements`).
     element_unknowns: HashMap<TVar, Option<Atom>>,
+    /// Dimensions of rank parameters: generalised unless the body equates
+    /// them with another (`(+ x y)` for `(x 1) (y 1)`), solved here.
+    rank_dims: HashMap<remora_types::DVar, Option<Dim>>,
     /// Boxes unboxed automatically, waiting for the smallest enclosing
     /// expression whose type does not mention their witnesses.
     pending: Vec<instantiate::Unboxed>,
@@ -122,6 +125,7 @@ impl Checker {
         let mut c = Checker {
             inference: true,
             element_unknowns: HashMap::new(),
+            rank_dims: HashMap::new(),
             pending: Vec::new(),
             witnesses: 0,
             diags: Vec::new(),
@@ -574,6 +578,19 @@ impl Checker {
                 if let Err(AppError::AtomMismatch { param, arg: got, .. }) = &result
                     && self.unify_elements(param, got)
                 {
+                    result = apply(&self.resolve(&f.ty), &self.resolve(&a.ty));
+                }
+                // And its dimensions by the frames and cells it must agree with.
+                let unified = match &result {
+                    Err(AppError::FrameMismatch {
+                        fun_frame, arg_frame, ..
+                    }) => self.unify_rank_dims(fun_frame, arg_frame, false),
+                    Err(AppError::CellMismatch { param, arg: got, .. }) => {
+                        self.unify_rank_dims(&param.shape, &got.shape, true)
+                    }
+                    _ => false,
+                };
+                if unified {
                     result = apply(&self.resolve(&f.ty), &self.resolve(&a.ty));
                 }
                 match result {

@@ -10,7 +10,7 @@ use super::{Binder, Checker, wrap_binders};
 use crate::typed::{TAtom, TAtomKind, TExpr, TExprKind};
 use remora_syntax::Span;
 use remora_syntax::ast;
-use remora_types::{Atom, Dim, IVar, Shape, TVar, Type};
+use remora_types::{Atom, DVar, Dim, IVar, Index, Shape, TVar, Type};
 use std::borrow::Cow;
 
 impl Checker {
@@ -31,6 +31,7 @@ impl Checker {
             ast::Rank::Nat(k) => Shape::from_dims((0..k).map(|i| {
                 let d = self.fresh_dvar(&format!("${name}{i}"));
                 binders.push(Binder::Index(IVar::Dim(d)));
+                self.rank_dims.insert(d, None);
                 Dim::var(d)
             })),
             ast::Rank::All => {
@@ -40,6 +41,67 @@ impl Checker {
             }
         };
         Type::array(Atom::Var(u), shape)
+    }
+
+    /// A solved rank dimension's value, itself resolved.
+    fn rank_dim(&self, v: DVar) -> Option<Dim> {
+        match self.rank_dims.get(&v) {
+            Some(Some(d)) => Some(d.subst(&|w| self.rank_dim(w))),
+            _ => None,
+        }
+    }
+
+    /// A shape with every solved rank dimension replaced.
+    pub(super) fn resolve_shape(&self, s: &Shape) -> Shape {
+        s.subst(&|v| self.rank_dim(v), &|_| None)
+    }
+
+    /// Makes shapes agree by solving rank dimensions, dimension by
+    /// dimension from the front (frames) or from the back (`cells`: the
+    /// parameter's cell against the end of the argument's shape); whether
+    /// anything was solved.
+    pub(super) fn unify_rank_dims(&mut self, a: &Shape, b: &Shape, cells: bool) -> bool {
+        let (a, b) = (self.resolve_shape(a), self.resolve_shape(b));
+        let (Some(a), Some(b)) = (a.dims(), b.dims()) else {
+            return false;
+        };
+        let pairs: Vec<(Dim, Dim)> = if cells {
+            a.iter()
+                .rev()
+                .zip(b.iter().rev())
+                .map(|(x, y)| ((*x).clone(), (*y).clone()))
+                .collect()
+        } else {
+            a.iter()
+                .zip(&b)
+                .map(|(x, y)| ((*x).clone(), (*y).clone()))
+                .collect()
+        };
+        let mut solved = false;
+        for (x, y) in pairs {
+            let (x, y) = (x.subst(&|v| self.rank_dim(v)), y.subst(&|v| self.rank_dim(v)));
+            if x.equals(&y) == remora_types::Truth::Yes {
+                continue;
+            }
+            let unknown = |d: &Dim| match d.vars().as_slice() {
+                [v] if Dim::var(*v) == *d && matches!(self.rank_dims.get(v), Some(None)) => Some(*v),
+                _ => None,
+            };
+            // Two unknowns: the newer (an inner function's) becomes the
+            // older, which its scope holds.
+            let (x, y) = match (unknown(&x), unknown(&y)) {
+                (Some(a), Some(b)) if a.0 < b.0 => (y, x),
+                _ => (x, y),
+            };
+            if let Some(v) = unknown(&x).filter(|v| !y.vars().contains(v)) {
+                self.rank_dims.insert(v, Some(y));
+                solved = true;
+            } else if let Some(v) = unknown(&y).filter(|v| !x.vars().contains(v)) {
+                self.rank_dims.insert(v, Some(x));
+                solved = true;
+            }
+        }
+        solved
     }
 
     /// An atom type with every solved element unknown replaced.
@@ -57,12 +119,12 @@ impl Checker {
     /// when no function with rank parameters is being checked (the common
     /// case: nothing to replace, nothing copied).
     pub(super) fn resolve<'t>(&self, t: &'t Type) -> Cow<'t, Type> {
-        if self.element_unknowns.is_empty() {
+        if self.element_unknowns.is_empty() && self.rank_dims.is_empty() {
             return Cow::Borrowed(t);
         }
         Cow::Owned(Type {
             atom: self.resolve_atom(&t.atom),
-            shape: t.shape.clone(),
+            shape: self.resolve_shape(&t.shape),
         })
     }
 
@@ -108,6 +170,17 @@ impl Checker {
         span: Span,
     ) -> Option<TExpr> {
         let value = self.resolve_texpr(value);
+        // A dimension the body equated with another is not a parameter.
+        let (binders, solved): (Vec<Binder>, Vec<Binder>) = binders
+            .into_iter()
+            .partition(|b| !matches!(b, Binder::Index(IVar::Dim(d)) if self.rank_dim(*d).is_some()));
+        // Substituted through the function, they are done with; those left
+        // are parameters now, no longer to be solved.
+        for b in binders.iter().chain(&solved) {
+            if let Binder::Index(IVar::Dim(d)) = b {
+                self.rank_dims.remove(d);
+            }
+        }
         let mut all = Vec::new();
         for u in elements {
             if matches!(self.element_unknowns.get(u), Some(None)) {
@@ -159,6 +232,10 @@ impl Checker {
             TExprKind::App { func, arg, lifted } => {
                 let mut lifted = lifted;
                 lifted.result = self.resolve(&lifted.result).into_owned();
+                lifted.fun_frame = self.resolve_shape(&lifted.fun_frame);
+                lifted.arg_frame = self.resolve_shape(&lifted.arg_frame);
+                lifted.arg_cell = self.resolve_shape(&lifted.arg_cell);
+                lifted.principal = self.resolve_shape(&lifted.principal);
                 TExprKind::App {
                     func: Box::new(self.resolve_texpr(*func)),
                     arg: Box::new(self.resolve_texpr(*arg)),
@@ -171,7 +248,10 @@ impl Checker {
             },
             TExprKind::IApp { func, arg } => TExprKind::IApp {
                 func: Box::new(self.resolve_texpr(*func)),
-                arg,
+                arg: match arg {
+                    Index::Dim(d) => Index::Dim(d.subst(&|v| self.rank_dim(v))),
+                    Index::Shape(s) => Index::Shape(self.resolve_shape(&s)),
+                },
             },
             TExprKind::Unbox {
                 witness,
