@@ -18,8 +18,9 @@ pub enum Dialect {
     /// Remora source: core.md §1.2 plus our extensions.
     Source,
     /// Source plus the forms only `remora parse` prints (core.md §1.3):
-    /// `(empty-array [d …] T)`, `(empty-frame [d …] T)`,
     /// `{x : s = e, …}` and `(e . x)`. Used to read printed trees back.
+    /// (`(empty-array [d …] T)` and `(empty-frame [d …] T)`, which
+    /// `remora elaborate` prints too, read in both.)
     Tree,
 }
 
@@ -545,7 +546,7 @@ impl<'d> Parser<'d> {
                 "if" => return self.if_form(form, items),
                 "rerank" => return self.rerank(form, items),
                 "empty-array" | "empty-frame"
-                    if self.dialect == Dialect::Tree
+                    if items.len() == 3
                         && items.get(1).is_some_and(|s| s.list(Bracket::Square).is_some()) =>
                 {
                     return self.printed_empty(form, items, kw == "empty-array");
