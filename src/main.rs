@@ -274,10 +274,18 @@ fn elaborate(source: Source) -> ExitCode {
             checked
                 .value
                 .as_ref()
-                .map(|t| print::expr_to_string(&remora_check::elaborate::expr(t, &checked.names)) + "\n")
+                .map(|t| {
+                    print::with_source_records(|| {
+                        print::expr_to_string(&remora_check::elaborate::expr(t, &checked.names))
+                    }) + "\n"
+                })
                 .unwrap_or_default()
         },
-        |checked| print::program(&remora_check::elaborate::program(&checked.value, &checked.names)),
+        |checked| {
+            print::with_source_records(|| {
+                print::program(&remora_check::elaborate::program(&checked.value, &checked.names))
+            })
+        },
     )
 }
 

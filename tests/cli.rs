@@ -330,3 +330,15 @@ fn a_box_is_written_as_its_contents() {
     let out = remora(&["run", &p, "[1 2 3 4]", "--format", "futhark"], None);
     assert_eq!(text(&out.stdout), "[2i64, 3i64, 4i64]\n", "{}", text(&out.stderr));
 }
+
+#[test]
+fn elaborated_programs_with_records_and_empty_arrays_run() {
+    let source = b"(def (val r {(x [] 1) (y [2] [2 3])}))\n\
+                   (entry (main) (+ (field r x) (reduce/zero + 0 (append (field r y) (array [0] Int)))))\n";
+    let program = scratch_file("elab", "rec.remora", source);
+    let out = remora(&["elaborate", &program.to_string_lossy()], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let elaborated = scratch_file("elab", "rec-elaborated.remora", &out.stdout);
+    let out = remora(&["run", &elaborated.to_string_lossy()], None);
+    assert_eq!(text(&out.stdout), "6\n", "{}", text(&out.stderr));
+}

@@ -28,6 +28,21 @@ pub fn expr_to_string(e: &Expr) -> String {
     out
 }
 
+thread_local! {
+    /// Whether records and projections print in source syntax.
+    static SOURCE_RECORDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f` with records printed as source writes them, `{(x [] e) …}` and
+/// `(field e x)`, so that the text runs (`remora elaborate`); everything
+/// else as `remora parse` prints it.
+pub fn with_source_records<T>(f: impl FnOnce() -> T) -> T {
+    let before = SOURCE_RECORDS.with(|s| s.replace(true));
+    let r = f();
+    SOURCE_RECORDS.with(|s| s.set(before));
+    r
+}
+
 pub fn type_to_string(t: &Type) -> String {
     let mut out = String::new();
     ty(&mut out, t);
@@ -217,6 +232,25 @@ pub fn expr(out: &mut String, e: &Expr) {
             out.push_str(") ");
             expr(out, body);
             out.push(')');
+        }
+        ExprKind::Record(fields) if SOURCE_RECORDS.with(|s| s.get()) => {
+            out.push('{');
+            for (i, f) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(' ');
+                }
+                let _ = write!(out, "({} ", f.name.name);
+                shape(out, &f.cell);
+                out.push(' ');
+                expr(out, &f.value);
+                out.push(')');
+            }
+            out.push('}');
+        }
+        ExprKind::Field { record, field } if SOURCE_RECORDS.with(|s| s.get()) => {
+            out.push_str("(field ");
+            expr(out, record);
+            let _ = write!(out, " {})", field.name);
         }
         ExprKind::Record(fields) => {
             out.push('{');
