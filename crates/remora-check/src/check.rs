@@ -504,6 +504,7 @@ impl Checker {
                 // other elements.
                 for t in typed.iter().skip(1) {
                     self.unify_elements(&first.atom, &t.ty.atom);
+                    self.unify_rank_dims(&first.shape, &t.ty.shape, false);
                 }
                 let first = self.resolve(&first).into_owned();
                 if typed.iter().any(|t| !self.resolve(&t.ty).equals(&first).is_yes()) {
@@ -547,6 +548,16 @@ impl Checker {
                 let f = self.expr(func);
                 let a = self.expr(arg);
                 let (f, mut a) = (f?, a?);
+                // A polymorphic function where a function is wanted: the
+                // instantiation that makes it one (`(app2 reverse xs)`).
+                if self.inference
+                    && instantiate::polymorphic_function(&a.ty)
+                    && let Atom::Arrow(param, _) = &f.ty.atom
+                    && matches!(param.atom, Atom::Arrow(..))
+                {
+                    let want = self.resolve(param).into_owned();
+                    a = self.instantiate_against(arg, &want)?;
+                }
                 let mut result = apply(&self.resolve(&f.ty), &self.resolve(&a.ty));
                 // A box where the function wants its payload: unboxed for
                 // it, around the smallest expression that can hold it (§1.6).
@@ -746,6 +757,7 @@ impl Checker {
                 // A rank parameter's element type is solved here too.
                 self.unify_elements(&c.ty.atom, &Atom::Bool);
                 self.unify_elements(&a.ty.atom, &b.ty.atom);
+                self.unify_rank_dims(&a.ty.shape, &b.ty.shape, false);
                 let resolved = |me: &Self, mut e: TExpr| {
                     e.ty = me.resolve(&e.ty).into_owned();
                     e
@@ -1598,7 +1610,11 @@ impl Checker {
         };
         let body = self.expr_scoped(body)?;
         if let Some(want) = want {
-            self.expect_type(span, &body.ty, &want)?;
+            // The annotation may say what a rank parameter's type is.
+            self.unify_elements(&body.ty.atom, &want.atom);
+            self.unify_rank_dims(&body.ty.shape, &want.shape, false);
+            let got = self.resolve(&body.ty).into_owned();
+            self.expect_type(span, &got, &want)?;
         }
         Some(body)
     }

@@ -111,7 +111,20 @@ impl Unknowns {
     /// Solves `p = a` for the one unknown of `p`, when `p` is linear in it.
     fn match_dim(&self, p: &Dim, a: &Dim, sol: &Solution) -> Option<Solution> {
         let p = sol.dim(p);
+        let a = &sol.dim(a);
         let free: Vec<DVar> = p.vars().into_iter().filter(|v| self.dims.contains(v)).collect();
+        // An unknown on the argument's side (a rank parameter's
+        // dimension): it takes the parameter's.
+        if let [w] = a.vars().as_slice()
+            && self.dims.contains(w)
+            && *a == Dim::var(*w)
+            && free.is_empty()
+            && !p.vars().contains(w)
+        {
+            let mut s = sol.clone();
+            s.dims.insert(*w, p);
+            return Some(s);
+        }
         match free.as_slice() {
             [] => (p.equals(a) == Truth::Yes).then(|| sol.clone()),
             [v] => {

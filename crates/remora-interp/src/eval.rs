@@ -300,7 +300,12 @@ impl<'p> Interpreter {
             Index::Dim(d) => {
                 let n = d.eval(&|v| env.dim(v).unwrap_or(i64::MIN));
                 if n < 0 {
-                    return fail(span, format!("negative dimension: {n}"));
+                    let hint = if d.constant() < 0 {
+                        " (an empty array where an item is needed, as by head or reduce?)"
+                    } else {
+                        ""
+                    };
+                    return fail(span, format!("negative dimension: {n}{hint}"));
                 }
                 Ok(IndexVal::Dim(n))
             }

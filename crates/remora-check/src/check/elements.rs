@@ -24,6 +24,28 @@ impl Checker {
         elements: &mut Vec<TVar>,
     ) -> Type {
         let name = p.name.name.trim_start_matches(['&', '$', '@']).to_string();
+        // Names the program does not use already (a written `$x0`, or
+        // the parameters `a` and `a1` of one function).
+        let taken = |c: &Checker, n: &str| {
+            c.types.get(n).is_some()
+                || c.dims.get(n).is_some()
+                || c.shapes.get(n).is_some()
+                || binders.iter().any(|b| match b {
+                    Binder::Type(v) => c.names.tvars.get(v.0 as usize).is_some_and(|t| t == n),
+                    Binder::Index(IVar::Dim(v)) => c.names.dvars.get(v.0 as usize).is_some_and(|t| t == n),
+                    Binder::Index(IVar::Shape(v)) => c.names.svars.get(v.0 as usize).is_some_and(|t| t == n),
+                })
+                || elements
+                    .iter()
+                    .any(|v| c.names.tvars.get(v.0 as usize).is_some_and(|t| t == n))
+        };
+        let mut name = name;
+        while taken(self, &format!("&{name}"))
+            || (0..8).any(|i| taken(self, &format!("${name}{i}")))
+            || taken(self, &format!("@{name}"))
+        {
+            name.push('_');
+        }
         let u = self.fresh_tvar(&format!("&{name}"));
         self.element_unknowns.insert(u, None);
         elements.push(u);
@@ -54,6 +76,60 @@ impl Checker {
     /// A shape with every solved rank dimension replaced.
     pub(super) fn resolve_shape(&self, s: &Shape) -> Shape {
         s.subst(&|v| self.rank_dim(v), &|_| None)
+    }
+
+    /// The unsolved rank dimensions a type mentions (in its shape and its
+    /// function types' shapes).
+    pub(super) fn rank_dims_in(&self, t: &Type, out: &mut Vec<DVar>) {
+        if self.rank_dims.is_empty() {
+            return;
+        }
+        let t = self.resolve(t);
+        let mut visit = |s: &Shape| {
+            for seg in s.segs() {
+                if let remora_types::Seg::Dim(d) = seg {
+                    for v in d.vars() {
+                        if matches!(self.rank_dims.get(&v), Some(None)) && !out.contains(&v) {
+                            out.push(v);
+                        }
+                    }
+                }
+            }
+        };
+        visit(&t.shape);
+        let mut atoms = vec![t.atom.clone()];
+        while let Some(a) = atoms.pop() {
+            if let Atom::Arrow(p, r) = a {
+                visit(&p.shape);
+                visit(&r.shape);
+                atoms.push(p.atom.clone());
+                atoms.push(r.atom.clone());
+            }
+        }
+    }
+
+    /// A rank dimension given a value by an instantiation (nothing when
+    /// the value is the dimension itself).
+    pub(super) fn solve_rank_dim(&mut self, d: DVar, value: Dim) {
+        let value = value.subst(&|v| self.rank_dim(v));
+        let d = Dim::var(d).subst(&|v| self.rank_dim(v));
+        if value == d {
+            return;
+        }
+        let unknown = |x: &Dim| match x.vars().as_slice() {
+            [v] if Dim::var(*v) == *x && matches!(self.rank_dims.get(v), Some(None)) => Some(*v),
+            _ => None,
+        };
+        // Two unknowns: the newer (an inner function's) becomes the older.
+        let (d, value) = match (unknown(&d), unknown(&value)) {
+            (Some(a), Some(b)) if a.0 < b.0 => (value, d),
+            _ => (d, value),
+        };
+        if let Some(v) = unknown(&d)
+            && !value.vars().contains(&v)
+        {
+            self.rank_dims.insert(v, Some(value));
+        }
     }
 
     /// Makes shapes agree by solving rank dimensions, dimension by

@@ -228,6 +228,13 @@ impl Checker {
             self.element_unknowns_in(&t.atom, &mut elements);
         }
         unknowns.types.extend(elements.iter().copied());
+        // And their dimensions: equating them may be how the arguments
+        // agree (`(dot u v)` for `(u 1) (v 1)`).
+        let mut rank_dims = Vec::new();
+        for t in arg_types.iter().flatten() {
+            self.rank_dims_in(t, &mut rank_dims);
+        }
+        unknowns.dims.extend(rank_dims.iter().copied());
         // A function argument where a function is expected may be reranked
         // (§1.7): its cells extended by a frame, an unknown to solve.
         let mut extensions = Vec::with_capacity(arg_types.len());
@@ -306,6 +313,7 @@ impl Checker {
         let ranked = rank(&insts, candidates);
         let head = Head {
             elements,
+            rank_dims,
             e,
             base,
             base_kind,
@@ -376,6 +384,9 @@ impl Checker {
         for u in &head.elements {
             own.types.remove(u);
         }
+        for d in &head.rank_dims {
+            own.dims.remove(d);
+        }
         if let Some(i) = head.insts.iter().find(|i| unsolved(i, &chosen.solution, &own)) {
             let fname = print::expr_to_string(head.base);
             let what = match i {
@@ -400,6 +411,10 @@ impl Checker {
                 let a = chosen.solution.atom(a);
                 self.unify_elements(&Atom::Var(*u), &a);
             }
+        }
+        for d in &head.rank_dims {
+            let value = chosen.solution.dim(&Dim::var(*d));
+            self.solve_rank_dim(*d, value);
         }
         let mut f = TExpr {
             kind: head.base_kind.clone(),
@@ -469,7 +484,7 @@ impl Checker {
     /// A polymorphic function argument instantiated so that its type is
     /// `want`, the parameter's (`reverse` passed to `iterate` over `[Int
     /// 3]` is `(@reverse (Int) (3 []))`).
-    fn instantiate_against(&mut self, e: &ast::Expr, want: &Type) -> Option<TExpr> {
+    pub(super) fn instantiate_against(&mut self, e: &ast::Expr, want: &Type) -> Option<TExpr> {
         let f = self.expr(e)?;
         if !polymorphic_function(&f.ty) || matches!(want.atom, Atom::Forall(..) | Atom::Pi(..)) {
             return Some(f);
@@ -492,10 +507,38 @@ impl Checker {
                 _ => break,
             }
         }
+        // The wanted type may still hold a rank parameter's unknowns.
+        let mut elements = Vec::new();
+        self.element_unknowns_in(&want.atom, &mut elements);
+        let mut rank_dims = Vec::new();
+        self.rank_dims_in(want, &mut rank_dims);
+        unknowns.types.extend(elements.iter().copied());
+        unknowns.dims.extend(rank_dims.iter().copied());
+        let want = &self.resolve(want).into_owned();
         let shown = print::expr_to_string(e);
+        // As it is, or else reranked (§1.7): its cells extended by a frame.
+        let mut sols = unknowns.match_type(&ty, want, Solution::default());
+        let mut frame = None;
+        if sols.is_empty()
+            && let Some(extended) = {
+                let e = self.fresh_svar("frame");
+                unknowns.shapes.insert(e);
+                frame = Some(e);
+                crate::infer::extend(&ty, e)
+            }
+        {
+            sols = unknowns.match_type(&extended, want, Solution::default());
+        }
+        let mut own = unknowns.clone();
+        for u in &elements {
+            own.types.remove(u);
+        }
+        for d in &rank_dims {
+            own.dims.remove(d);
+        }
         let mut found: Vec<(Solution, String)> = Vec::new();
-        for sol in unknowns.match_type(&ty, want, Solution::default()) {
-            if insts.iter().any(|i| unsolved(i, &sol, &unknowns)) {
+        for sol in sols {
+            if insts.iter().any(|i| unsolved(i, &sol, &own)) {
                 continue;
             }
             let solved: Vec<Inst> = insts
@@ -505,7 +548,13 @@ impl Checker {
                     Inst::Index(v, i) => Inst::Index(*v, solve_index(&sol, i)),
                 })
                 .collect();
-            let written = self.show_insts(&shown, &solved);
+            let mut written = self.show_insts(&shown, &solved);
+            if let Some(f) = frame.and_then(|f| sol.shapes.get(&f)).filter(|f| !f.is_scalar()) {
+                written = format!(
+                    "{written}, reranked over the frame {}",
+                    self.show_shape(&sol.shape(f))
+                );
+            }
             if !found.iter().any(|(_, w)| *w == written) {
                 found.push((sol, written));
             }
@@ -534,6 +583,16 @@ impl Checker {
                 return None;
             }
         };
+        for u in &elements {
+            if let Some(a) = sol.types.get(u) {
+                let a = sol.atom(a);
+                self.unify_elements(&Atom::Var(*u), &a);
+            }
+        }
+        for d in &rank_dims {
+            let value = sol.dim(&Dim::var(*d));
+            self.solve_rank_dim(*d, value);
+        }
         let span = e.span;
         let mut g = f;
         for inst in &insts {
@@ -542,7 +601,13 @@ impl Checker {
                 Inst::Index(_, i) => i_app(g, solve_index(&sol, i), span)?,
             };
         }
-        Some(g)
+        match frame.and_then(|f| sol.shapes.get(&f)) {
+            Some(frame) if !frame.is_scalar() => {
+                let frame = sol.shape(frame);
+                self.rerank(g, &frame)
+            }
+            _ => Some(g),
+        }
     }
 
     /// `(rerank (r …) f)` (extensions.md §2): the η-expansion `(fun ((x1 r1)
@@ -872,6 +937,8 @@ struct Head<'a> {
     extensions: Vec<Option<remora_types::SVar>>,
     /// Element unknowns of rank parameters the arguments' types mention.
     elements: Vec<remora_types::TVar>,
+    /// Unsolved dimensions of rank parameters they mention.
+    rank_dims: Vec<remora_types::DVar>,
     unknowns: Unknowns,
 }
 
@@ -961,7 +1028,7 @@ impl Written<'_> {
 
 /// Whether `e` is a lambda literal whose parameter has no type written.
 /// A `∀`/`Π` function (not a `Π`-family of arrays such as `iota/static`).
-fn polymorphic_function(t: &Type) -> bool {
+pub(super) fn polymorphic_function(t: &Type) -> bool {
     t.shape.is_scalar()
         && matches!(t.atom, Atom::Forall(..) | Atom::Pi(..))
         && matches!(count_binders(t).1.atom, Atom::Arrow(..))
