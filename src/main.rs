@@ -392,11 +392,18 @@ fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs) -> Ex
                 }
             }
             let show = |t: &remora_types::Type| checked.show(t);
+            // Script mode printed as it goes (Remora's printing on stdout).
+            interp.echo = args.is_empty()
+                && data.output.is_none()
+                && matches!(data.format, None | Some(Format::Remora));
             let values =
                 match remora_interp::program::run(&mut interp, &checked.value, entry, args, &show, &|v| {
                     checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
                 }) {
                     Ok(remora_interp::program::Outcome::Entry(v)) => vec![v],
+                    Ok(remora_interp::program::Outcome::Script(_)) if interp.echo => {
+                        return ExitCode::SUCCESS;
+                    }
                     Ok(remora_interp::program::Outcome::Script(vs)) => vs,
                     Err(remora_interp::program::Failure::Run(e)) => return runtime(&sources, e),
                     Err(remora_interp::program::Failure::Plain(m)) => {

@@ -342,3 +342,16 @@ fn elaborated_programs_with_records_and_empty_arrays_run() {
     let out = remora(&["run", &elaborated.to_string_lossy()], None);
     assert_eq!(text(&out.stdout), "6\n", "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_script_prints_each_value_before_a_later_failure() {
+    let program = scratch_file("script", "s.remora", b"(+ 1 2)\n[1 2]\n(/ 1 0)\n(+ 3 4)\n");
+    let out = remora(&["run", &program.to_string_lossy()], None);
+    assert!(!out.status.success());
+    assert_eq!(text(&out.stdout), "3\n[1 2]\n");
+    assert!(
+        text(&out.stderr).contains("error: divide by zero"),
+        "{}",
+        text(&out.stderr)
+    );
+}

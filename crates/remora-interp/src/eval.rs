@@ -241,6 +241,10 @@ pub struct Interpreter {
     pub(crate) batching: u32,
     /// Which lambda bodies can run batched, by address.
     pub(crate) batchable_bodies: std::collections::HashMap<usize, bool>,
+    /// Script mode printing (`remora run`): a program without entries
+    /// prints each bare expression's value on stdout as soon as it has
+    /// it, so a later failure does not hide the earlier values.
+    pub echo: bool,
 }
 
 impl Interpreter {
@@ -256,13 +260,24 @@ impl<'p> Interpreter {
     pub fn program(&mut self, decls: &'p [TDecl]) -> Run<(Env<'p>, Vec<Value<'p>>)> {
         let mut env = Env::default();
         let mut shown = Vec::new();
+        let echo = self.echo && !decls.iter().any(|d| matches!(d, TDecl::Def { entry: true, .. }));
         for d in decls {
             match d {
                 TDecl::Def { var, value, .. } => {
                     let v = self.eval(value, &env)?;
                     env = env.with(Binding::Val(*var, v));
                 }
-                TDecl::Expr(e) => shown.push(self.eval(e, &env)?),
+                TDecl::Expr(e) => {
+                    let v = self.eval(e, &env)?;
+                    if echo {
+                        use std::io::Write;
+                        let mut out = std::io::stdout().lock();
+                        // A closed stdout only loses the printing.
+                        let _ = writeln!(out, "{}", remora_value::print::to_string(&v))
+                            .and_then(|()| out.flush());
+                    }
+                    shown.push(v);
+                }
             }
         }
         Ok((env, shown))
