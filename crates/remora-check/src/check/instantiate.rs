@@ -869,6 +869,24 @@ impl Checker {
                         self.show(&Type::scalar(param.atom.clone()))
                     ));
                 }
+                // A dimension of two unknowns is not solved from one length.
+                let underdetermined = param.shape.segs().iter().find_map(|seg| match seg {
+                    remora_types::Seg::Dim(d)
+                        if d.vars().iter().filter(|v| head.unknowns.dims.contains(v)).count() > 1 =>
+                    {
+                        Some(d.clone())
+                    }
+                    _ => None,
+                });
+                if let Some(d) = underdetermined {
+                    return Some(format!(
+                        "the parameter's dimension {} has more than one unknown, which one length cannot \
+                         solve: give the first, as in ((i-app {} 2) …)",
+                        self.show_shape(&Shape::from_dims([d]))
+                            .trim_matches(|c| c == '[' || c == ']'),
+                        print::expr_to_string(head.base)
+                    ));
+                }
                 return Some(format!(
                     "argument {} of shape {} has no cell of the parameter's shape {} (its cells, by frame: {})",
                     k + 1,
