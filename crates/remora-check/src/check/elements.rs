@@ -7,11 +7,42 @@
 //! function is done, and generalised as a `∀` if nothing solved it.
 
 use super::{Binder, Checker, wrap_binders};
+use crate::infer::{Solution, Unknowns};
 use crate::typed::{TAtom, TAtomKind, TExpr, TExprKind};
 use remora_syntax::Span;
 use remora_syntax::ast;
 use remora_types::{Atom, DVar, Dim, IVar, Index, Shape, TVar, Type};
 use std::borrow::Cow;
+
+/// The unsolved element types and dimensions of rank parameters that an
+/// application's types mention: unknowns of its instantiation that it may
+/// solve, or leave for their function to settle.
+#[derive(Clone, Debug, Default)]
+pub(super) struct RankUnknowns {
+    elements: Vec<TVar>,
+    dims: Vec<DVar>,
+}
+
+impl RankUnknowns {
+    /// Made unknowns of an instantiation.
+    pub(super) fn add_to(&self, u: &mut Unknowns) {
+        u.types.extend(self.elements.iter().copied());
+        u.dims.extend(self.dims.iter().copied());
+    }
+
+    /// An instantiation's unknowns without these (which need not be
+    /// solved).
+    pub(super) fn removed_from(&self, u: &Unknowns) -> Unknowns {
+        let mut own = u.clone();
+        for e in &self.elements {
+            own.types.remove(e);
+        }
+        for d in &self.dims {
+            own.dims.remove(d);
+        }
+        own
+    }
+}
 
 impl Checker {
     /// The type of a parameter written with a rank: fresh dimension (or
@@ -80,7 +111,7 @@ impl Checker {
 
     /// The unsolved rank dimensions a type mentions (in its shape and its
     /// function types' shapes).
-    pub(super) fn rank_dims_in(&self, t: &Type, out: &mut Vec<DVar>) {
+    fn rank_dims_in(&self, t: &Type, out: &mut Vec<DVar>) {
         if self.rank_dims.is_empty() {
             return;
         }
@@ -227,12 +258,36 @@ impl Checker {
     }
 
     /// The unsolved element unknowns of an atom type.
-    pub(super) fn element_unknowns_in(&self, a: &Atom, out: &mut Vec<TVar>) {
+    fn element_unknowns_in(&self, a: &Atom, out: &mut Vec<TVar>) {
         visit_vars(&self.resolve_atom(a), &mut |v| {
             if matches!(self.element_unknowns.get(&v), Some(None)) && !out.contains(&v) {
                 out.push(v);
             }
         });
+    }
+
+    /// The unsolved unknowns of rank parameters these types mention.
+    pub(super) fn rank_unknowns_in<'t>(&self, types: impl IntoIterator<Item = &'t Type>) -> RankUnknowns {
+        let mut rank = RankUnknowns::default();
+        for t in types {
+            self.element_unknowns_in(&t.atom, &mut rank.elements);
+            self.rank_dims_in(t, &mut rank.dims);
+        }
+        rank
+    }
+
+    /// What an instantiation solved of rank parameters' unknowns, kept.
+    pub(super) fn settle_rank_unknowns(&mut self, rank: &RankUnknowns, sol: &Solution) {
+        for u in &rank.elements {
+            if let Some(a) = sol.types.get(u) {
+                let a = sol.atom(a);
+                self.unify_elements(&Atom::Var(*u), &a);
+            }
+        }
+        for d in &rank.dims {
+            let value = sol.dim(&Dim::var(*d));
+            self.solve_rank_dim(*d, value);
+        }
     }
 
     /// A function with rank parameters, finished: solved element unknowns

@@ -6,6 +6,7 @@
 //! form `((t-app/i-app … f …) a1 … ak)`. Explicit arguments are never
 //! re-decided. Programs core accepts never come here.
 
+use super::elements::RankUnknowns;
 use super::{Checker, Value};
 use crate::infer::{Candidate, Solution, Unknowns};
 use crate::typed::{TAtom, TAtomKind, TExpr, TExprKind, VarId};
@@ -221,20 +222,12 @@ impl Checker {
             .iter()
             .map(|a| a.as_ref().map(|a| self.resolve(&a.ty).into_owned()))
             .collect();
-        // The element unknowns of rank parameters among the arguments'
-        // types: this application may solve them.
-        let mut elements = Vec::new();
-        for t in arg_types.iter().flatten() {
-            self.element_unknowns_in(&t.atom, &mut elements);
-        }
-        unknowns.types.extend(elements.iter().copied());
-        // And their dimensions: equating them may be how the arguments
-        // agree (`(dot u v)` for `(u 1) (v 1)`).
-        let mut rank_dims = Vec::new();
-        for t in arg_types.iter().flatten() {
-            self.rank_dims_in(t, &mut rank_dims);
-        }
-        unknowns.dims.extend(rank_dims.iter().copied());
+        // The unknowns of rank parameters among the arguments' types
+        // (their element types, and dimensions equating which may be how
+        // the arguments agree: `(dot u v)` for `(u 1) (v 1)`): this
+        // application may solve them.
+        let rank_unknowns = self.rank_unknowns_in(arg_types.iter().flatten());
+        rank_unknowns.add_to(&mut unknowns);
         // A function argument where a function is expected may be reranked
         // (§1.7): its cells extended by a frame, an unknown to solve.
         let mut extensions = Vec::with_capacity(arg_types.len());
@@ -312,8 +305,7 @@ impl Checker {
         }
         let ranked = rank(&insts, candidates);
         let head = Head {
-            elements,
-            rank_dims,
+            rank: rank_unknowns,
             e,
             base,
             base_kind,
@@ -379,14 +371,9 @@ impl Checker {
         spine: &[(&ast::Expr, Span)],
     ) -> Option<TExpr> {
         let span = head.e.span;
-        // Element unknowns may stay unsolved: their function settles them.
-        let mut own = head.unknowns.clone();
-        for u in &head.elements {
-            own.types.remove(u);
-        }
-        for d in &head.rank_dims {
-            own.dims.remove(d);
-        }
+        // Rank parameters' unknowns may stay unsolved: their function
+        // settles them.
+        let own = head.rank.removed_from(&head.unknowns);
         if let Some(i) = head.insts.iter().find(|i| unsolved(i, &chosen.solution, &own)) {
             let fname = print::expr_to_string(head.base);
             let what = match i {
@@ -405,28 +392,14 @@ impl Checker {
             self.report(d);
             return None;
         }
-        // What this instantiation says of rank parameters' element types.
-        for u in &head.elements {
-            if let Some(a) = chosen.solution.types.get(u) {
-                let a = chosen.solution.atom(a);
-                self.unify_elements(&Atom::Var(*u), &a);
-            }
-        }
-        for d in &head.rank_dims {
-            let value = chosen.solution.dim(&Dim::var(*d));
-            self.solve_rank_dim(*d, value);
-        }
-        let mut f = TExpr {
+        // What this instantiation says of rank parameters' types.
+        self.settle_rank_unknowns(&head.rank, &chosen.solution);
+        let base = TExpr {
             kind: head.base_kind.clone(),
             ty: head.base_ty.clone(),
             span: head.base.span,
         };
-        for inst in &head.insts {
-            f = match inst {
-                Inst::Type(a) => t_app(f, chosen.solution.atom(a), span)?,
-                Inst::Index(_, i) => i_app(f, solve_index(&chosen.solution, i), span)?,
-            };
-        }
+        let mut f = apply_insts(base, &head.insts, &chosen.solution, span)?;
         for (((a, (a_ast, app_span)), ext), k) in args.into_iter().zip(spine).zip(&head.extensions).zip(0..) {
             let a = match a {
                 Some(a) => a,
@@ -508,12 +481,8 @@ impl Checker {
             }
         }
         // The wanted type may still hold a rank parameter's unknowns.
-        let mut elements = Vec::new();
-        self.element_unknowns_in(&want.atom, &mut elements);
-        let mut rank_dims = Vec::new();
-        self.rank_dims_in(want, &mut rank_dims);
-        unknowns.types.extend(elements.iter().copied());
-        unknowns.dims.extend(rank_dims.iter().copied());
+        let rank = self.rank_unknowns_in([want]);
+        rank.add_to(&mut unknowns);
         let want = &self.resolve(want).into_owned();
         let shown = print::expr_to_string(e);
         // As it is, or else reranked (§1.7): its cells extended by a frame.
@@ -529,13 +498,7 @@ impl Checker {
         {
             sols = unknowns.match_type(&extended, want, Solution::default());
         }
-        let mut own = unknowns.clone();
-        for u in &elements {
-            own.types.remove(u);
-        }
-        for d in &rank_dims {
-            own.dims.remove(d);
-        }
+        let own = rank.removed_from(&unknowns);
         let mut found: Vec<(Solution, String)> = Vec::new();
         for sol in sols {
             if insts.iter().any(|i| unsolved(i, &sol, &own)) {
@@ -583,24 +546,8 @@ impl Checker {
                 return None;
             }
         };
-        for u in &elements {
-            if let Some(a) = sol.types.get(u) {
-                let a = sol.atom(a);
-                self.unify_elements(&Atom::Var(*u), &a);
-            }
-        }
-        for d in &rank_dims {
-            let value = sol.dim(&Dim::var(*d));
-            self.solve_rank_dim(*d, value);
-        }
-        let span = e.span;
-        let mut g = f;
-        for inst in &insts {
-            g = match inst {
-                Inst::Type(a) => t_app(g, sol.atom(a), span)?,
-                Inst::Index(_, i) => i_app(g, solve_index(&sol, i), span)?,
-            };
-        }
+        self.settle_rank_unknowns(&rank, &sol);
+        let g = apply_insts(f, &insts, &sol, e.span)?;
         match frame.and_then(|f| sol.shapes.get(&f)) {
             Some(frame) if !frame.is_scalar() => {
                 let frame = sol.shape(frame);
@@ -953,10 +900,8 @@ struct Head<'a> {
     ty: Type,
     /// Each argument's rerank frame unknown, if it may be reranked.
     extensions: Vec<Option<remora_types::SVar>>,
-    /// Element unknowns of rank parameters the arguments' types mention.
-    elements: Vec<remora_types::TVar>,
-    /// Unsolved dimensions of rank parameters they mention.
-    rank_dims: Vec<remora_types::DVar>,
+    /// The unknowns of rank parameters the arguments' types mention.
+    rank: RankUnknowns,
     unknowns: Unknowns,
 }
 
@@ -1103,6 +1048,17 @@ fn solve_index(sol: &Solution, i: &Index) -> Index {
 }
 
 /// `(t-app f A)` for a scalar `∀` function.
+/// `f` applied to its instantiation, solved: its `t-app`s and `i-app`s.
+fn apply_insts(mut f: TExpr, insts: &[Inst], sol: &Solution, span: Span) -> Option<TExpr> {
+    for inst in insts {
+        f = match inst {
+            Inst::Type(a) => t_app(f, sol.atom(a), span)?,
+            Inst::Index(_, i) => i_app(f, solve_index(sol, i), span)?,
+        };
+    }
+    Some(f)
+}
+
 fn t_app(f: TExpr, a: Atom, span: Span) -> Option<TExpr> {
     let Atom::Forall(v, body) = &f.ty.atom else {
         return None;
