@@ -382,7 +382,7 @@ fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs) -> Ex
                     Ok(values) => args.extend(values.into_iter().map(|v| {
                         remora_interp::program::EntryArg::Data(remora_value::Array {
                             shape: v.shape,
-                            data: reattach(v.data),
+                            data: v.data.base_atoms(),
                         })
                     })),
                     Err(m) => {
@@ -432,17 +432,6 @@ fn read_data_file(path: &std::path::Path) -> Result<Vec<remora_value::Array>, St
         remora_value::npy::read_npy(&bytes).map(|a| vec![a])
     } else {
         remora_value::futhark::read_data(&bytes)
-    }
-}
-
-/// Data read from a file, as the interpreter's (it holds no functions).
-fn reattach<'p>(d: remora_value::Data) -> remora_value::Data<remora_interp::Fun<'p>> {
-    use remora_value::Data;
-    match d {
-        Data::Int(x) => Data::Int(x),
-        Data::Float(x) => Data::Float(x),
-        Data::Bool(x) => Data::Bool(x),
-        Data::Atoms(_) => Data::Atoms(Vec::new().into()),
     }
 }
 

@@ -1098,16 +1098,8 @@ fn read_file<'p>(p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
         );
     }
     // The value was computed without functions from this program.
-    Ok(reattach(value))
-}
-
-/// A value from another evaluation, with the same lifetime as this one.
-fn reattach<'p>(v: Value<'_>) -> Value<'p> {
-    let data = match v.data {
-        Data::Int(x) => Data::Int(x),
-        Data::Float(x) => Data::Float(x),
-        Data::Bool(x) => Data::Bool(x),
-        Data::Atoms(_) => Data::Atoms(Vec::new().into()),
-    };
-    Array { shape: v.shape, data }
+    Ok(Array {
+        shape: value.shape,
+        data: value.data.base_atoms(),
+    })
 }

@@ -208,6 +208,33 @@ pub fn data_atoms(shape: &[usize]) -> Result<usize, String> {
     Ok(if shape.contains(&0) { 0 } else { positions })
 }
 
+impl<F> Data<F> {
+    /// The same numbers and truth values as data of another function type
+    /// (read from a file, or computed by another evaluation, for this
+    /// one); an atom buffer (functions, boxes, records) is not carried
+    /// over: it comes out empty.
+    pub fn base_atoms<G>(self) -> Data<G> {
+        match self {
+            Data::Int(x) => Data::Int(x),
+            Data::Float(x) => Data::Float(x),
+            Data::Bool(x) => Data::Bool(x),
+            Data::Atoms(_) => Data::Atoms(Vec::new().into()),
+        }
+    }
+
+    /// The atoms in little-endian binary, as `.npy` and Futhark's binary
+    /// format hold them: `i64`, `f32`, a byte per Bool (an atom buffer,
+    /// which no data format holds, writes nothing).
+    pub fn write_le(&self, out: &mut Vec<u8>) {
+        match self {
+            Data::Int(v) => v.iter().for_each(|n| out.extend_from_slice(&n.to_le_bytes())),
+            Data::Float(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            Data::Bool(v) => out.extend(v.iter().map(|b| u8::from(*b))),
+            Data::Atoms(_) => {}
+        }
+    }
+}
+
 impl<F: Clone> Data<F> {
     /// An empty buffer of the same kind.
     pub fn empty_like(&self) -> Data<F> {

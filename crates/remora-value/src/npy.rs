@@ -189,12 +189,7 @@ pub fn write_npy<F>(a: &Array<F>) -> Result<Vec<u8>, String> {
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    match &a.data {
-        Data::Int(v) => v.iter().for_each(|n| out.extend_from_slice(&n.to_le_bytes())),
-        Data::Float(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::Bool(v) => out.extend(v.iter().map(|b| u8::from(*b))),
-        Data::Atoms(_) => {}
-    }
+    a.data.write_le(&mut out);
     Ok(out)
 }
 
