@@ -71,6 +71,23 @@ impl<'p> Batched<'p> {
     fn own(&self) -> &[usize] {
         self.v.shape.get(self.nb..).unwrap_or_default()
     }
+
+    /// The value laid out densely over `shape`: `nb` batch axes, then its
+    /// frame up to axis `outer`, then its cell (of `cell` axes); replicated
+    /// (a zero step) along the batch, frame or cell axes it lacks.
+    fn laid_over(&self, cell: usize, nb: usize, outer: usize, shape: &[usize]) -> Try<Value<'p>> {
+        let own_frame = self.own().len().checked_sub(cell)?;
+        let (batch_steps, rest) = self.strides.split_at_checked(self.nb)?;
+        let (frame_steps, cell_steps) = rest.split_at_checked(own_frame)?;
+        let mut strides = batch_steps.to_vec();
+        strides.resize(nb, 0);
+        strides.extend_from_slice(frame_steps);
+        strides.resize(outer, 0);
+        strides.extend_from_slice(cell_steps);
+        let lacking = shape.len().checked_sub(strides.len())?;
+        strides.extend(std::iter::repeat_n(0, lacking));
+        gather(&self.v, shape, &Layout { offset: 0, strides })
+    }
 }
 
 /// How many positions of a frame a batched application runs at once (see
@@ -94,7 +111,10 @@ impl<'p> Interpreter {
         }
         // A closure made inside a batch holds one value per position of
         // that batch, which is not the frame it would be batched over here.
-        if let Fun::Lambda { env, .. } = fun
+        // (Such a closure never leaves its batch, so outside every batch
+        // there is no environment to search.)
+        if self.batching > 0
+            && let Fun::Lambda { env, .. } = fun
             && env.has_batched()
         {
             return None;
@@ -523,17 +543,7 @@ impl<'p> Interpreter {
         shape.extend(&cell);
         let mut laid = Vec::with_capacity(3);
         for (a, acell) in all {
-            // Batch steps, frame steps, cell steps; zero where it lacks axes.
-            let own_frame = a.own().len().checked_sub(acell.len())?;
-            let (batch_steps, rest) = a.strides.split_at(a.nb);
-            let (frame_steps, cell_steps) = rest.split_at(own_frame);
-            let mut strides = batch_steps.to_vec();
-            strides.resize(nb, 0);
-            strides.extend_from_slice(frame_steps);
-            strides.resize(nb + frame.len(), 0);
-            strides.extend_from_slice(cell_steps);
-            strides.resize(shape.len(), 0);
-            laid.push(gather(&a.v, &shape, &Layout { offset: 0, strides })?.data);
+            laid.push(a.laid_over(acell.len(), nb, nb + frame.len(), &shape)?.data);
         }
         let [Data::Bool(c), a, b] = laid.as_slice() else {
             return None;
@@ -574,18 +584,9 @@ impl<'p> Interpreter {
         // Each argument laid out densely over `outer ++ its cell`.
         let mut dense = Vec::with_capacity(all.len());
         for (a, cell) in &all {
-            let own_frame = a.own().len().checked_sub(cell.len())?;
-            let (batch_steps, rest) = a.strides.split_at(a.nb);
-            let (frame_steps, cell_steps) = rest.split_at(own_frame);
-            let mut strides = batch_steps.to_vec();
-            strides.resize(nb, 0);
-            strides.extend_from_slice(frame_steps);
-            strides.resize(outer.len(), 0);
-            strides.extend_from_slice(cell_steps);
             let mut shape = outer.clone();
             shape.extend(cell);
-            let v = gather(&a.v, &shape, &Layout { offset: 0, strides })?;
-            dense.push((v, cell.clone()));
+            dense.push((a.laid_over(cell.len(), nb, outer.len(), &shape)?, cell.clone()));
         }
         let saved = std::mem::take(&mut self.batch);
         let mut results = Vec::with_capacity(positions);
@@ -708,16 +709,9 @@ impl<'p> Interpreter {
                 if sframe > xframe || *scell != item_shape {
                     return None;
                 }
-                let (batch_steps, rest) = s.strides.split_at(s.nb);
-                let (frame_steps, cell_steps) = rest.split_at(sframe);
-                let mut strides = batch_steps.to_vec();
-                strides.resize(nb, 0);
-                strides.extend_from_slice(frame_steps);
-                strides.resize(outer_axes, 0);
-                strides.extend_from_slice(cell_steps);
                 let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
                 shape.extend(&item_shape);
-                Some(gather(&s.v, &shape, &Layout { offset: 0, strides })?.data)
+                Some(s.laid_over(scell.len(), nb, outer_axes, &shape)?.data)
             }
         };
         let folded =
@@ -755,7 +749,7 @@ fn weave_into<'p>(
         if out.is_empty() {
             *out = vec![part.first()?.clone(); outer * cell * k].into();
         }
-        let out = out.unique_mut()?;
+        let out: &mut [T] = out;
         if cell == 1 {
             for (o, x) in out.iter_mut().skip(j).step_by(k).zip(part) {
                 *o = x.clone();

@@ -51,7 +51,7 @@ impl<'p> Interpreter {
                 let Some(done) = self.masked_strip(test, step, strip, cell) else {
                     break;
                 };
-                if overwrite(&mut out, start * size, &done.data).is_none() {
+                if put_rows(&mut out, &done.data, (0..len).map(|r| (r, start + r)), size).is_none() {
                     return fail(span, "internal error: a while step changed the cell's shape");
                 }
                 start += len;
@@ -64,7 +64,7 @@ impl<'p> Interpreter {
                 data: out.slice(i * size, size),
             };
             let done = self.call(looping, x, span)?;
-            if done.shape != cell || overwrite(&mut out, i * size, &done.data).is_none() {
+            if done.shape != cell || put_rows(&mut out, &done.data, [(0, i)], size).is_none() {
                 return fail(span, "internal error: a while step changed the cell's shape");
             }
         }
@@ -113,9 +113,9 @@ impl<'p> Interpreter {
         // The live cells (rows of `x`) and the position each came from.
         let mut x = xs;
         let mut live: Vec<usize> = (0..n).collect();
-        // Each finished cell is written at its position (the input kept
-        // aside: giving up reruns it cell by cell).
-        let mut out = unshared(&x.data);
+        // Each finished cell is written at its position (over a copy: the
+        // input is kept aside, as giving up reruns it cell by cell).
+        let mut out = x.data.clone();
         while !live.is_empty() {
             let go = self.apply_lambda_batched(test, vec![(x.clone(), cell.to_vec())])?;
             let Data::Bool(go) = &go.data else {
@@ -126,7 +126,7 @@ impl<'p> Interpreter {
             }
             let (keep, stop): (Vec<usize>, Vec<usize>) = (0..live.len()).partition(|&r| go[r]);
             if !stop.is_empty() {
-                put_rows(&mut out, &x.data, &stop, &live, size)?;
+                put_rows(&mut out, &x.data, stop.iter().map(|&r| (r, live[r])), size)?;
                 if keep.is_empty() {
                     break;
                 }
@@ -161,65 +161,38 @@ fn single_lambda<'p>(f: &Value<'p>) -> Try<Fun<'p>> {
     }
 }
 
-/// `src` written over `out` from atom `at` on (`out` copied first if
-/// another value shares it); `None` when it does not fit.
-fn overwrite<F: Clone>(out: &mut Data<F>, at: usize, src: &Data<F>) -> Try<()> {
-    fn put<T: Clone>(out: &mut remora_value::Buf<T>, at: usize, src: &[T]) -> Try<()> {
-        if out.unique_mut().is_none() {
-            *out = out.to_vec().into();
-        }
-        out.unique_mut()?
-            .get_mut(at..at.checked_add(src.len())?)?
-            .clone_from_slice(src);
-        Some(())
-    }
-    match (out, src) {
-        (Data::Int(o), Data::Int(s)) => put(o, at, s),
-        (Data::Float(o), Data::Float(s)) => put(o, at, s),
-        (Data::Bool(o), Data::Bool(s)) => put(o, at, s),
-        (Data::Atoms(o), Data::Atoms(s)) => put(o, at, s),
-        _ => None,
-    }
-}
-
-/// A copy of the buffer that no other value shares.
-fn unshared<F: Clone>(d: &Data<F>) -> Data<F> {
-    match d {
-        Data::Int(v) => Data::Int(v.to_vec().into()),
-        Data::Float(v) => Data::Float(v.to_vec().into()),
-        Data::Bool(v) => Data::Bool(v.to_vec().into()),
-        Data::Atoms(v) => Data::Atoms(v.to_vec().into()),
-    }
-}
-
-/// Row `rows[i]` of `src` written over row `at[rows[i]]` of `out` (rows of
-/// `size` atoms; `out` unshared).
+/// For each pair `(r, to)`, row `r` of `src` written over row `to` of
+/// `out` (rows of `size` atoms; `out` is copied first if another value
+/// shares it); `None` when a row is out of range.
 fn put_rows<F: Clone>(
     out: &mut Data<F>,
     src: &Data<F>,
-    rows: &[usize],
-    at: &[usize],
+    rows: impl IntoIterator<Item = (usize, usize)>,
     size: usize,
 ) -> Try<()> {
-    fn put<T: Clone>(out: &mut [T], src: &[T], rows: &[usize], at: &[usize], size: usize) -> Try<()> {
-        for &r in rows {
-            let to = *at.get(r)? * size;
-            out.get_mut(to..to + size)?
+    fn put<T: Clone>(
+        out: &mut [T],
+        src: &[T],
+        rows: impl IntoIterator<Item = (usize, usize)>,
+        size: usize,
+    ) -> Try<()> {
+        for (r, to) in rows {
+            out.get_mut(to * size..(to + 1) * size)?
                 .clone_from_slice(src.get(r * size..(r + 1) * size)?);
         }
         Some(())
     }
     match (out, src) {
-        (Data::Int(o), Data::Int(s)) => put(o.unique_mut()?, s, rows, at, size),
-        (Data::Float(o), Data::Float(s)) => put(o.unique_mut()?, s, rows, at, size),
-        (Data::Bool(o), Data::Bool(s)) => put(o.unique_mut()?, s, rows, at, size),
-        (Data::Atoms(o), Data::Atoms(s)) => put(o.unique_mut()?, s, rows, at, size),
+        (Data::Int(o), Data::Int(s)) => put(o, s, rows, size),
+        (Data::Float(o), Data::Float(s)) => put(o, s, rows, size),
+        (Data::Bool(o), Data::Bool(s)) => put(o, s, rows, size),
+        (Data::Atoms(o), Data::Atoms(s)) => put(o, s, rows, size),
         _ => None,
     }
 }
 
 /// The rows `rows` (each `size` atoms) of a buffer, in that order.
-pub(crate) fn take_rows<F: Clone>(d: &Data<F>, rows: &[usize], size: usize) -> Data<F> {
+fn take_rows<F: Clone>(d: &Data<F>, rows: &[usize], size: usize) -> Data<F> {
     fn pick<T: Clone>(v: &[T], rows: &[usize], size: usize) -> Vec<T> {
         let mut out = Vec::with_capacity(rows.len() * size);
         for &r in rows {

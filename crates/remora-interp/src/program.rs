@@ -51,13 +51,19 @@ fn data_type(v: &Value<'_>) -> Option<Type> {
 
 /// The number of parameters of the named entry, if there is one.
 pub fn entry_arity(decls: &[TDecl], entry: &str) -> Option<usize> {
+    find_entry(decls, entry).map(|(_, value)| parameters(&value.ty).len())
+}
+
+/// The (first) entry named `entry`: its variable and its definition.
+fn find_entry<'p>(decls: &'p [TDecl], entry: &str) -> Option<(VarId, &'p TExpr)> {
     decls.iter().find_map(|d| match d {
         TDecl::Def {
             entry: true,
             name,
+            var,
             value,
             ..
-        } if name == entry => Some(parameters(&value.ty).len()),
+        } if name == entry => Some((*var, value)),
         _ => None,
     })
 }
@@ -158,16 +164,7 @@ pub fn call_entry<'p>(
     args: Vec<Value<'p>>,
 ) -> Result<Value<'p>, Failure> {
     let (env, _) = interp.program(decls).map_err(Failure::Run)?;
-    let Some((var, value)) = decls.iter().find_map(|d| match d {
-        TDecl::Def {
-            entry: true,
-            name,
-            var,
-            value,
-            ..
-        } if name == entry => Some((*var, value)),
-        _ => None,
-    }) else {
+    let Some((var, value)) = find_entry(decls, entry) else {
         return Err(Failure::Plain(format!("program has no {entry} entry")));
     };
     let args = args.into_iter().map(|a| (a, value.span)).collect();
