@@ -63,6 +63,11 @@ struct RunArgs {
     args: Vec<String>,
     #[command(flatten)]
     data: DataArgs,
+    /// Report every application that ran cell by cell instead of
+    /// array-at-a-time, with its position and the reason, on standard
+    /// error (also with REMORA_VERBOSE=1).
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 /// The format of values written by `remora run`.
@@ -148,8 +153,9 @@ fn main() -> ExitCode {
                 args.data.stdin_data = true;
                 args.data
             },
+            args.verbose || std::env::var_os("REMORA_VERBOSE").is_some_and(|v| v != "0"),
         ),
-        Command::Interpret(args) => run(args.source, &args.entry, &args.args, &DataArgs::default()),
+        Command::Interpret(args) => run(args.source, &args.entry, &args.args, &DataArgs::default(), false),
         Command::Test { paths } => test(&paths),
         Command::Repl => remora::repl::run(),
     })
@@ -182,6 +188,8 @@ fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         } else if with_value.iter().any(|o| text.starts_with(&format!("{o}=")))
             || text == "-h"
             || text == "--help"
+            || text == "-v"
+            || text == "--verbose"
         {
             options.push(a);
         } else {
@@ -318,12 +326,54 @@ fn checked_output(
     write_stdout(&text)
 }
 
-fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs) -> ExitCode {
+fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs, verbose: bool) -> ExitCode {
     let mut sources = SourceMap::new();
     let parsed = match read_source(source, &mut sources) {
         Ok(p) => p,
         Err(code) => return code,
     };
+    let mut interp = remora_interp::Interpreter::default();
+    if verbose {
+        interp.log_cell_by_cell();
+    }
+    let code = run_parsed(parsed, &mut sources, &mut interp, entry, arg_texts, data);
+    if verbose {
+        eprint!("{}", cell_by_cell_report(&interp, &sources));
+    }
+    code
+}
+
+/// The per-cell diagnostic of `remora run -v`: a note for each application
+/// that ran cell by cell, or one line saying nothing did.
+fn cell_by_cell_report(interp: &remora_interp::Interpreter, sources: &SourceMap) -> String {
+    let log = interp.cell_by_cell();
+    if log.is_empty() {
+        return "remora: note: every application ran array-at-a-time\n".into();
+    }
+    let mut out = String::new();
+    for c in log {
+        let times = if c.times == 1 {
+            String::new()
+        } else {
+            format!(", {} times", c.times)
+        };
+        let d = remora_syntax::Diagnostic::note_at(
+            c.span,
+            format!("ran cell by cell ({} cells{times}): {}", c.cells, c.reason),
+        );
+        out.push_str(&d.render(sources));
+    }
+    out
+}
+
+fn run_parsed(
+    parsed: Parsed,
+    sources: &mut SourceMap,
+    interp: &mut remora_interp::Interpreter,
+    entry: &str,
+    arg_texts: &[String],
+    data: &DataArgs,
+) -> ExitCode {
     let fail = |sources: &SourceMap, diags: &[remora_syntax::Diagnostic]| {
         eprint!("{}", render_all(diags, sources));
         ExitCode::FAILURE
@@ -333,34 +383,33 @@ fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs) -> Ex
         eprint!("{}", d.render(sources));
         ExitCode::FAILURE
     };
-    let mut interp = remora_interp::Interpreter::default();
     match parsed {
         Parsed::Expr(e) => {
             let checked = remora_check::check_expression(&e);
             let (Some(typed), false) = (&checked.value, checked.has_errors()) else {
-                return fail(&sources, &checked.diagnostics);
+                return fail(sources, &checked.diagnostics);
             };
             match interp.eval(typed, &Default::default()) {
                 Ok(v) => write_stdout(&format!("{}\n", remora_value::print::to_string(&v))),
-                Err(e) => runtime(&sources, e),
+                Err(e) => runtime(sources, e),
             }
         }
         Parsed::Program(p) => {
             let checked = remora_check::check_program(&p);
             if checked.has_errors() {
-                return fail(&sources, &checked.diagnostics);
+                return fail(sources, &checked.diagnostics);
             }
             // Each argument: an expression, parsed, checked and run alone.
             let mut typed_args = Vec::new();
             for text in arg_texts {
-                let loaded = remora_syntax::parse_expression(&mut sources, "<arg>", text, Dialect::Source);
+                let loaded = remora_syntax::parse_expression(sources, "<arg>", text, Dialect::Source);
                 if loaded.has_errors() {
-                    return fail(&sources, &loaded.diagnostics);
+                    return fail(sources, &loaded.diagnostics);
                 }
                 let c = remora_check::check_expression(&loaded.value);
                 match (c.value, c.diagnostics.is_empty()) {
                     (Some(t), true) => typed_args.push(t),
-                    (_, _) => return fail(&sources, &c.diagnostics),
+                    (_, _) => return fail(sources, &c.diagnostics),
                 }
             }
             let mut args: Vec<_> = typed_args
@@ -396,21 +445,20 @@ fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs) -> Ex
             interp.echo = args.is_empty()
                 && data.output.is_none()
                 && matches!(data.format, None | Some(Format::Remora));
-            let values =
-                match remora_interp::program::run(&mut interp, &checked.value, entry, args, &show, &|v| {
-                    checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
-                }) {
-                    Ok(remora_interp::program::Outcome::Entry(v)) => vec![v],
-                    Ok(remora_interp::program::Outcome::Script(_)) if interp.echo => {
-                        return ExitCode::SUCCESS;
-                    }
-                    Ok(remora_interp::program::Outcome::Script(vs)) => vs,
-                    Err(remora_interp::program::Failure::Run(e)) => return runtime(&sources, e),
-                    Err(remora_interp::program::Failure::Plain(m)) => {
-                        eprintln!("remora: error: {m}");
-                        return ExitCode::FAILURE;
-                    }
-                };
+            let values = match remora_interp::program::run(interp, &checked.value, entry, args, &show, &|v| {
+                checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
+            }) {
+                Ok(remora_interp::program::Outcome::Entry(v)) => vec![v],
+                Ok(remora_interp::program::Outcome::Script(_)) if interp.echo => {
+                    return ExitCode::SUCCESS;
+                }
+                Ok(remora_interp::program::Outcome::Script(vs)) => vs,
+                Err(remora_interp::program::Failure::Run(e)) => return runtime(sources, e),
+                Err(remora_interp::program::Failure::Plain(m)) => {
+                    eprintln!("remora: error: {m}");
+                    return ExitCode::FAILURE;
+                }
+            };
             write_values(&values, data)
         }
     }

@@ -27,6 +27,7 @@ use crate::intrinsics;
 use crate::kernel::{self, Layout, row_major};
 use crate::scalar;
 use remora_check::typed::{TAtomKind, TExpr, TExprKind, VarId};
+use remora_syntax::Span;
 use remora_types::Atom as TyAtom;
 use remora_value::{Array, Atom, Data};
 
@@ -187,6 +188,25 @@ impl<'p> Interpreter {
             .map(|r| r.v)
     }
 
+    /// An intrinsic applied in full to whole arrays (each with its cell
+    /// shape) outside any batch: its batched rule over their principal
+    /// frame; `None` when it has none that applies (the caller then runs
+    /// the reference path).
+    pub(crate) fn apply_prim_framed(
+        &mut self,
+        p: &crate::eval::Prim<'p>,
+        args: Vec<(Value<'p>, Vec<usize>)>,
+    ) -> Try<Value<'p>> {
+        if self.reference_only {
+            return None;
+        }
+        let saved = std::mem::take(&mut self.batch);
+        let args = args.into_iter().map(|(v, c)| (Batched::plain(v), c)).collect();
+        let r = self.prim_batched(p, args);
+        self.batch = saved;
+        r.filter(|r| r.nb == 0).and_then(|r| r.densify()).map(|r| r.v)
+    }
+
     /// `(((f a1) a2) … ak)` for a lambda `f` of at least `k` parameters,
     /// in ordinary evaluation: all the arguments at once over their
     /// principal frame, batched, instead of a frame of partial
@@ -200,26 +220,38 @@ impl<'p> Interpreter {
             head = func;
         }
         let pure_head = pure(head);
-        if spine.len() < 2 || !pure_head || self.reference_only {
+        if spine.is_empty() || !pure_head || self.reference_only {
             return Ok(None);
         }
         spine.reverse();
         let f = self.eval(head, env)?;
         let fun = match &f.data {
             Data::Atoms(atoms) if f.shape.is_empty() => match atoms.first() {
-                Some(Atom::Fun(fun @ Fun::Lambda { body, .. })) if lambda_params(body) + 1 >= spine.len() => {
+                Some(Atom::Fun(fun @ Fun::Lambda { body, .. }))
+                    if spine.len() >= 2 && lambda_params(body) + 1 >= spine.len() =>
+                {
                     fun.clone()
                 }
-                Some(Atom::Fun(Fun::Prim(p)))
-                    if p.name == "rotate" && p.args.is_empty() && spine.len() == 2 =>
-                {
-                    let mut args = Vec::with_capacity(2);
+                Some(Atom::Fun(Fun::Prim(p))) if p.args.len() + spine.len() == p.sig.values => {
+                    // An intrinsic applied in full: its rule over the
+                    // arguments' frames, if it has one.
+                    let p = p.clone();
+                    let mut args = Vec::with_capacity(spine.len());
                     for (arg, lifted, _) in &spine {
                         let a = self.eval(arg, env)?;
                         let cell = self.shape_of(&lifted.arg_cell, env, arg.span)?;
                         args.push((a, cell));
                     }
-                    return intrinsics::rotate_framed(&args, e.span).map(Some);
+                    self.at = e.span;
+                    if let Some(v) = self.apply_prim_framed(&p, args.clone()) {
+                        return Ok(Some(v));
+                    }
+                    // The reference path: one argument at a time.
+                    let mut f = f;
+                    for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
+                        f = self.apply(&f, a, &cell, &app.ty, env, arg.span)?;
+                    }
+                    return Ok(Some(f));
                 }
                 _ => return Ok(None),
             },
@@ -248,12 +280,21 @@ impl<'p> Interpreter {
     /// escape it). Decided once per body.
     pub(crate) fn batchable(&mut self, body: &TExpr) -> bool {
         let key = body as *const TExpr as usize;
-        if let Some(&known) = self.batchable_bodies.get(&key) {
+        if let Some(&known) = self.batchable_bodies.get(&key)
+            && (known || self.cell_log.is_none())
+        {
             return known;
         }
-        let ok = matches!(body.ty.atom, TyAtom::Int | TyAtom::Float | TyAtom::Bool) && batchable_expr(body);
-        self.batchable_bodies.insert(key, ok);
-        ok
+        let why = if matches!(body.ty.atom, TyAtom::Int | TyAtom::Float | TyAtom::Bool) {
+            unbatchable(body)
+        } else {
+            Some("a result that is not Int, Float or Bool")
+        };
+        self.batchable_bodies.insert(key, why.is_none());
+        if let Some(why) = why {
+            self.note_cell_by_cell(|| format!("the function's body has {why}, which does not run batched"));
+        }
+        why.is_none()
     }
 
     /// Evaluates `e` inside the current batch frame.
@@ -328,6 +369,7 @@ impl<'p> Interpreter {
             let cell = self.shape_of(&lifted.arg_cell, env, arg.span).ok()?;
             args.push((a, cell));
         }
+        self.at = e.span;
         self.apply_batched(&f, args)
     }
 
@@ -476,12 +518,17 @@ impl<'p> Interpreter {
         if matches!(p.name, "trace" | "trace-file") {
             return None;
         }
-        if args.iter().all(|(a, _)| a.nb == 0) {
-            // Nothing batched: the ordinary application.
-            return self.apply_plain(p, args);
-        }
-        if p.args.len() + args.len() != p.sig.values {
-            return None;
+        let saturated = p.types.len() >= p.sig.types
+            && p.indices.len() >= p.sig.indices
+            && p.args.len() + args.len() == p.sig.values;
+        if !saturated {
+            // A partial application: a function value, which must not
+            // capture anything batched.
+            return if args.iter().all(|(a, _)| a.nb == 0) {
+                self.apply_plain(p, args)
+            } else {
+                None
+            };
         }
         let mut all: Vec<(Batched<'p>, Vec<usize>)> = p
             .args
@@ -493,17 +540,43 @@ impl<'p> Interpreter {
             return self.scalar_batched(p.name, &all);
         }
         let batched = match p.name {
-            "reduce" | "reduce/zero" | "fold" => self.fold_batched(p.name, &all),
+            "reduce" | "reduce/zero" | "fold" | "scan" | "iscan" | "iterate" | "f.sum" | "f.product"
+            | "sum" | "product" | "any" | "all" => self.fold_batched(p.name, &all),
             "while" => self.while_batched(&all),
             "select" => self.select_batched(&all),
             "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
             | "index" | "nth" => items_batched(p, &all),
+            "rotate" => self.framed(&all, |args| intrinsics::rotate_framed(args, Span::default()).ok()),
             _ => None,
         };
         match batched {
             Some(b) => Some(b),
-            None => self.prim_per_cell(p, all),
+            None => {
+                let name = p.name;
+                self.note_cell_by_cell(|| format!("`{name}` has no batched rule for these arguments"));
+                self.prim_per_cell(p, all)
+            }
         }
+    }
+
+    /// An intrinsic's rule over frames (what it does at the top level,
+    /// given whole arrays and their cells) run over the batch: every
+    /// argument laid out densely over the batch axes it lacks, which then
+    /// are just the outermost axes of its frame.
+    fn framed(
+        &mut self,
+        all: &[(Batched<'p>, Vec<usize>)],
+        rule: impl FnOnce(&[(Value<'p>, Vec<usize>)]) -> Option<Value<'p>>,
+    ) -> Try<Batched<'p>> {
+        let nb = all.iter().map(|(a, _)| a.nb).max()?;
+        let mut dense = Vec::with_capacity(all.len());
+        for (a, cell) in all {
+            dense.push((self.expand(a, nb)?.densify()?.v, cell.clone()));
+        }
+        let saved = std::mem::take(&mut self.batch);
+        let r = rule(&dense);
+        self.batch = saved;
+        Some(Batched::dense(r?, nb))
     }
 
     /// `while` with its cells batched: one test and one function, the
@@ -581,6 +654,7 @@ impl<'p> Interpreter {
             return None;
         }
         check_size(positions, remora_syntax::Span::default()).ok()?;
+        self.log_cells(self.at, positions);
         // Each argument laid out densely over `outer ++ its cell`.
         let mut dense = Vec::with_capacity(all.len());
         for (a, cell) in &all {
@@ -676,19 +750,45 @@ impl<'p> Interpreter {
         Some(Batched::dense(Array { shape, data }, nb))
     }
 
-    /// `reduce`, `reduce/zero` or `fold` by a scalar primitive (bare or
-    /// η-expanded), over every cell of the batch and the argument's frame
-    /// in one loop.
+    /// The folds — `reduce`, `reduce/zero`, `fold`, `scan`, `iscan`,
+    /// `iterate`, and the sums over a whole cell (`f.sum` …) — over every
+    /// cell of the batch and the argument's frame at once: by a scalar
+    /// primitive (bare or η-expanded) one loop along the item axis
+    /// (`kernel::reduce_axis`), by any other function one application per
+    /// item (or step), batched over all the cells.
     fn fold_batched(&mut self, name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        if matches!(name, "f.sum" | "f.product" | "sum" | "product" | "any" | "all") {
+            return whole_cell_fold(name, args);
+        }
         let op = &args.first()?.0;
-        if op.nb != 0 {
+        if op.nb != 0 || !op.v.shape.is_empty() {
             return None;
         }
-        let op = intrinsics::scalar_operator(&op.v)?;
+        if name == "iterate" {
+            return self.iterate_batched(args);
+        }
         let (seed, (xs, xcell)) = match name {
-            "reduce" => (None, args.get(1)?),
+            "reduce" | "iscan" => (None, args.get(1)?),
             _ => (Some(args.get(1)?), args.get(2)?),
         };
+        let primitive = intrinsics::scalar_operator(&op.v);
+        if let Some(prim) = primitive
+            && let Some(r) = self.fold_by_primitive(name, prim, seed, xs, xcell)
+        {
+            return Some(r);
+        }
+        self.fold_by_items(name, &op.clone(), seed, xs, xcell)
+    }
+
+    /// A fold by a scalar primitive: one loop over `[outer, items, inner]`.
+    fn fold_by_primitive(
+        &mut self,
+        name: &str,
+        op: &'static str,
+        seed: Option<&(Batched<'p>, Vec<usize>)>,
+        xs: &Batched<'p>,
+        xcell: &[usize],
+    ) -> Try<Batched<'p>> {
         let xframe = xs.own().len().checked_sub(xcell.len())?;
         let nb = xs.nb.max(seed.map_or(0, |(s, _)| s.nb));
         let xs = self.expand(xs, nb)?.densify()?;
@@ -700,7 +800,7 @@ impl<'p> Interpreter {
         let item_shape = xs.v.shape.get(outer_axes + 1..)?.to_vec();
         let inner: usize = item_shape.iter().product();
         let seed_data = match seed {
-            None if items == 0 => return None,
+            None if items == 0 && name == "reduce" => return None,
             None => None,
             Some((s, scell)) => {
                 // The seed laid out over [outer, inner]: its batch axes and
@@ -714,12 +814,150 @@ impl<'p> Interpreter {
                 Some(s.laid_over(scell.len(), nb, outer_axes, &shape)?.data)
             }
         };
+        let order = intrinsics::fold_order(name, op);
         let folded =
-            intrinsics::fold_primitive(op, seed_data.as_ref(), &xs.v.data, [outer, items, inner])?.ok()?;
+            intrinsics::fold_primitive(op, seed_data.as_ref(), &xs.v.data, [outer, items, inner], order)?
+                .ok()?;
         let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
+        match (name, seed) {
+            ("scan", _) => shape.push(items + 1),
+            ("iscan", _) => shape.push(items),
+            _ => {}
+        }
         shape.extend(item_shape);
         Some(Batched::dense(Array { shape, data: folded }, nb))
     }
+
+    /// A fold by any function over a frame (of the batch or the
+    /// argument's own): for each item in turn, the function applied once
+    /// to every cell's accumulator and item, batched. `scan` and `iscan`
+    /// keep every accumulator, woven along a new item axis.
+    fn fold_by_items(
+        &mut self,
+        name: &str,
+        op: &Batched<'p>,
+        seed: Option<&(Batched<'p>, Vec<usize>)>,
+        xs: &Batched<'p>,
+        xcell: &[usize],
+    ) -> Try<Batched<'p>> {
+        let xframe = xs.own().len().checked_sub(xcell.len())?;
+        let frame: Vec<usize> = xs.own().get(..xframe)?.to_vec();
+        let nb = xs.nb.max(seed.map_or(0, |(s, _)| s.nb));
+        if nb == 0 && frame.is_empty() {
+            // One fold: the intrinsic's own loop.
+            return None;
+        }
+        let xs = self.expand(xs, nb)?;
+        let axis = nb + xframe;
+        let items = *xs.v.shape.get(axis)?;
+        let step = *xs.strides.get(axis)?;
+        let item_cell: Vec<usize> = xcell.get(1..)?.to_vec();
+        let mut item_shape = xs.v.shape.clone();
+        item_shape.remove(axis);
+        let mut item_strides = xs.strides.clone();
+        item_strides.remove(axis);
+        let item = |i: usize| -> Try<Batched<'p>> {
+            let layout = Layout {
+                offset: i.checked_mul(step)?,
+                strides: item_strides.clone(),
+            };
+            Some(Batched::dense(gather(&xs.v, &item_shape, &layout)?, nb))
+        };
+        let (mut acc, acell, first) = match seed {
+            Some((s, scell)) => (s.clone(), scell.clone(), 0),
+            None if items == 0 => return None,
+            None => (item(0)?, item_cell.clone(), 1),
+        };
+        let scanning = matches!(name, "scan" | "iscan");
+        let mut steps = Vec::new();
+        if scanning {
+            steps.push(acc.clone());
+        }
+        for i in first..items {
+            if let Some(fuel) = &mut self.fuel {
+                *fuel = fuel.checked_sub(1)?;
+            }
+            acc = self.apply_batched(op, vec![(acc, acell.clone()), (item(i)?, item_cell.clone())])?;
+            if scanning {
+                steps.push(acc.clone());
+            }
+        }
+        if !scanning {
+            return Some(acc);
+        }
+        // Every accumulator laid over [batch, frame, cell], woven.
+        let mut full: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        full.extend(&frame);
+        full.extend(&acell);
+        let outer: usize = full.get(..nb + xframe)?.iter().product();
+        let size: usize = acell.iter().product();
+        let k = steps.len();
+        let mut data: Option<Data<Fun<'p>>> = None;
+        for (j, b) in steps.iter().enumerate() {
+            let part = self
+                .expand(b, nb)?
+                .laid_over(acell.len(), nb, nb + xframe, &full)?;
+            let out = data.get_or_insert_with(|| part.data.empty_like());
+            weave_into(out, &part.data, j, k, outer, size)?;
+        }
+        let mut shape: Vec<usize> = full.get(..nb + xframe)?.to_vec();
+        shape.push(k);
+        shape.extend(&acell);
+        Some(Batched::dense(
+            Array {
+                shape,
+                data: data.unwrap_or_else(|| xs.v.data.empty_like()),
+            },
+            nb,
+        ))
+    }
+
+    /// `(iterate n f x)` over a frame of cells `x`: `f` applied `n` times
+    /// to all of them at once (`n` the same for every cell).
+    fn iterate_batched(&mut self, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let [(n, _), (f, _), (x, xcell)] = args else {
+            return None;
+        };
+        let times = match &n.v.data {
+            Data::Int(v) if n.nb == 0 && n.v.shape.is_empty() => usize::try_from(*v.first()?).ok()?,
+            _ => return None,
+        };
+        if x.nb == 0 && x.own().len() == xcell.len() {
+            return None;
+        }
+        let mut x = x.clone();
+        for _ in 0..times {
+            if let Some(fuel) = &mut self.fuel {
+                *fuel = fuel.checked_sub(1)?;
+            }
+            x = self.apply_batched(f, vec![(x, xcell.clone())])?;
+        }
+        Some(x)
+    }
+}
+
+/// A sum or product over every atom of each cell (`f.sum`, `any` …): a
+/// fold of the cell's atoms from the operator's unit, one loop for the
+/// whole batch and frame.
+fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+    let (xs, xcell) = args.first()?;
+    let xframe = xs.own().len().checked_sub(xcell.len())?;
+    let nb = xs.nb;
+    let xs = xs.densify()?;
+    let outer_shape: Vec<usize> = xs.v.shape.get(..nb + xframe)?.to_vec();
+    let outer = atoms_in(&outer_shape);
+    let items = atoms_in(xcell);
+    let (op, unit) = intrinsics::whole_fold(name, &xs.v.data)?;
+    let seed = unit.repeated(outer)?;
+    let order = intrinsics::fold_order(name, op);
+    let folded = intrinsics::fold_primitive(op, Some(&seed), &xs.v.data, [outer, items, 1], order)?.ok()?;
+    Some(Batched::dense(
+        Array {
+            shape: outer_shape,
+            data: folded,
+        },
+        nb,
+    ))
 }
 
 /// Element `j` of `k` of a frame literal (`outer` cells of `cell` atoms)
@@ -905,20 +1143,27 @@ fn lambda_params(body: &TExpr) -> usize {
     n
 }
 
-fn batchable_expr(e: &TExpr) -> bool {
+/// The first form in `e` that does not run batched, if any.
+fn unbatchable(e: &TExpr) -> Option<&'static str> {
     match &e.kind {
-        TExprKind::Var(_) => true,
-        TExprKind::Intrinsic(name) => !matches!(*name, "trace" | "trace-file"),
-        TExprKind::Array { atoms, .. } => atoms.iter().all(|a| {
-            matches!(
-                a.kind,
-                TAtomKind::Int(_) | TAtomKind::Float(_) | TAtomKind::Bool(_) | TAtomKind::Lambda { .. }
-            )
-        }),
-        TExprKind::Frame { elems, .. } => elems.iter().all(batchable_expr),
-        TExprKind::Let { value, body, .. } => batchable_expr(value) && batchable_expr(body),
-        TExprKind::App { func, arg, .. } => batchable_expr(func) && batchable_expr(arg),
-        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => batchable_expr(func),
-        _ => false,
+        TExprKind::Var(_) => None,
+        TExprKind::Intrinsic(name) => matches!(*name, "trace" | "trace-file").then_some("`trace`"),
+        TExprKind::Array { atoms, .. } => atoms
+            .iter()
+            .any(|a| {
+                !matches!(
+                    a.kind,
+                    TAtomKind::Int(_) | TAtomKind::Float(_) | TAtomKind::Bool(_) | TAtomKind::Lambda { .. }
+                )
+            })
+            .then_some("a box or type-function literal"),
+        TExprKind::Frame { elems, .. } => elems.iter().find_map(unbatchable),
+        TExprKind::Let { value, body, .. } => unbatchable(value).or_else(|| unbatchable(body)),
+        TExprKind::App { func, arg, .. } => unbatchable(func).or_else(|| unbatchable(arg)),
+        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => unbatchable(func),
+        TExprKind::Unbox { .. } => Some("`unbox`"),
+        TExprKind::Record(_) => Some("a record"),
+        TExprKind::Field { .. } => Some("a record field"),
+        TExprKind::If { .. } => Some("`if`"),
     }
 }

@@ -245,6 +245,13 @@ pub struct Interpreter {
     /// prints each bare expression's value on stdout as soon as it has
     /// it, so a later failure does not hide the earlier values.
     pub echo: bool,
+    /// What ran cell by cell, when asked for (`remora run -v`; see
+    /// `cell_log`).
+    pub(crate) cell_log: Option<Vec<crate::cell_log::CellByCell>>,
+    /// Why batching last gave up, for the log.
+    pub(crate) gave_up: Option<String>,
+    /// The application a batched evaluation is at (for the log).
+    pub(crate) at: Span,
 }
 
 impl Interpreter {
@@ -683,6 +690,10 @@ impl<'p> Interpreter {
             r.shape = principal.iter().chain(cell).copied().collect();
             return Ok(r);
         }
+        if funs.len() > 1 {
+            self.note_cell_by_cell(|| "an array of functions is applied one function per cell".into());
+        }
+        self.log_cells(span, n);
         let cell_size: usize = cell.iter().product();
         let nf = funs.len().max(1);
         let na: usize = frame_a.iter().product::<usize>().max(1);

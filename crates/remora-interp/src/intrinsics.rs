@@ -208,7 +208,8 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             let inner = xs.shape.iter().skip(1).product();
             if let Some(op) = scalar_operator(arg(0)?)
                 && (seed.is_some() || items > 0)
-                && let Some(folded) = fold_primitive(op, seed, &xs.data, [1, items, inner])
+                && let Some(folded) =
+                    fold_primitive(op, seed, &xs.data, [1, items, inner], fold_order(name, op))
             {
                 let data = folded.or_else(|m| fail(span, m))?;
                 return Ok(Array {
@@ -219,12 +220,6 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             general_fold(it, p, name, span)
         }
         "fold-right" => general_fold(it, p, name, span),
-        "sum" => match &arg(0)?.data {
-            Data::Int(v) => Ok(scalar_value(Data::Int(
-                vec![v.iter().fold(0i64, |a, x| a.wrapping_add(*x))].into(),
-            ))),
-            _ => fail(span, "sum: not an Int array"),
-        },
         "flatten" => {
             let a = arg(0)?;
             Ok(Array {
@@ -324,30 +319,23 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 .into(),
             )))
         }
-        "f.sum" | "f.product" => match &arg(0)?.data {
-            // Left to right over the atoms, in f32 (as `reduce` would).
-            Data::Float(v) => Ok(scalar_value(Data::Float(
-                vec![if name == "f.sum" {
-                    v.iter().fold(0.0f32, |a, x| a + x)
-                } else {
-                    v.iter().fold(1.0f32, |a, x| a * x)
-                }]
-                .into(),
+        "f.sum" | "f.product" | "sum" | "product" | "any" | "all" => {
+            // Over the atoms, in the order `reduce` would (a tree for
+            // `f.sum` of many atoms), from the operator's unit.
+            let xs = arg(0)?;
+            let Some((op, unit)) = whole_fold(name, &xs.data) else {
+                return fail(span, format!("{name}: not an array of the right atoms"));
+            };
+            let order = fold_order(name, op);
+            match fold_primitive(op, Some(&unit), &xs.data, [1, xs.data.len(), 1], order) {
+                Some(r) => Ok(scalar_value(r.or_else(|m| fail(span, m))?)),
+                None => fail(span, format!("internal error: {name} has no fold")),
+            }
+        }
+        "count" => match &arg(0)?.data {
+            Data::Bool(v) => Ok(scalar_value(Data::Int(
+                vec![v.iter().filter(|b| **b).count() as i64].into(),
             ))),
-            _ => fail(span, format!("{name}: not a Float array")),
-        },
-        "product" => match &arg(0)?.data {
-            Data::Int(v) => Ok(scalar_value(Data::Int(
-                vec![v.iter().fold(1i64, |a, x| a.wrapping_mul(*x))].into(),
-            ))),
-            _ => fail(span, "product: not an Int array"),
-        },
-        "any" | "all" | "count" => match &arg(0)?.data {
-            Data::Bool(v) => Ok(scalar_value(match name {
-                "any" => Data::Bool(vec![v.iter().any(|b| *b)].into()),
-                "all" => Data::Bool(vec![v.iter().all(|b| *b)].into()),
-                _ => Data::Int(vec![v.iter().filter(|b| **b).count() as i64].into()),
-            })),
             _ => fail(span, format!("{name}: not a Bool array")),
         },
         "equal" => {
@@ -986,14 +974,41 @@ pub(crate) fn scalar_operator(op: &Value<'_>) -> Option<&'static str> {
     }
 }
 
-/// A left fold by a scalar primitive along the middle axis of `[outer,
-/// items, inner]` (see `kernel::fold_axis`); `None` when the primitive can
-/// fail or the types do not suit it (the general fold then runs).
+/// The sums and products over every atom of a cell (`f.sum`, `count` …)
+/// as a fold: the scalar operator and its unit (one atom).
+pub(crate) fn whole_fold<'p>(name: &str, xs: &Data<Fun<'p>>) -> Option<(&'static str, Data<Fun<'p>>)> {
+    Some(match (name, xs) {
+        ("f.sum", Data::Float(_)) => ("f.+", Data::Float(vec![0.0].into())),
+        ("f.product", Data::Float(_)) => ("f.*", Data::Float(vec![1.0].into())),
+        ("sum", Data::Int(_)) => ("+", Data::Int(vec![0].into())),
+        ("product", Data::Int(_)) => ("*", Data::Int(vec![1].into())),
+        ("any", Data::Bool(_)) => ("or", Data::Bool(vec![false].into())),
+        ("all", Data::Bool(_)) => ("and", Data::Bool(vec![true].into())),
+        _ => return None,
+    })
+}
+
+/// The order a fold intrinsic combines its items in: `reduce`,
+/// `reduce/zero` and the sums by a tree when the operator is `f.+` (see
+/// `kernel::Order::Tree`; every other operator, and `fold`, left to right).
+pub(crate) fn fold_order(name: &str, op: &str) -> kernel::Order {
+    match name {
+        "scan" | "iscan" => kernel::Order::Scan,
+        "reduce" | "reduce/zero" | "f.sum" if op == "f.+" => kernel::Order::Tree,
+        _ => kernel::Order::Left,
+    }
+}
+
+/// A fold by a scalar primitive along the middle axis of `[outer, items,
+/// inner]`, in `order` (see `kernel::reduce_axis`); `None` when the
+/// primitive can fail or the types do not suit it (the general fold then
+/// runs).
 pub(crate) fn fold_primitive<'p>(
     op: &str,
     seed: Option<&Data<Fun<'p>>>,
     xs: &Data<Fun<'p>>,
     dims: [usize; 3],
+    order: kernel::Order,
 ) -> Option<Result<Data<Fun<'p>>, &'static str>> {
     macro_rules! fold {
         ($variant:ident, $x:expr, $f:expr) => {{
@@ -1002,7 +1017,7 @@ pub(crate) fn fold_primitive<'p>(
                 Some(Data::$variant(s)) => Some(s.as_slice()),
                 Some(_) => return None,
             };
-            Some(kernel::fold_axis($x, dims, seed, $f).map(|v| Data::$variant(v.into())))
+            Some(kernel::reduce_axis($x, dims, seed, order, $f).map(|v| Data::$variant(v.into())))
         }};
     }
     // Each operator is its own loop (a closure the compiler inlines).

@@ -272,9 +272,148 @@ pub fn fold_axis<T: Copy>(
     Ok(out)
 }
 
+/// How a reduction along an axis combines its items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// `fold`'s order: left to right, always.
+    Left,
+    /// `reduce`'s order for an associative operator: left to right up to
+    /// [`PAIRWISE_LEAF`] items; beyond, the first ⌊n/2⌋ items and the rest
+    /// reduced so and combined (a tree whose shape depends only on the
+    /// number of items, never on threads: float sums stay accurate and
+    /// the same bits on every run).
+    Tree,
+    /// Every partial left fold (`scan` with a seed, `iscan` without).
+    Scan,
+}
+
+/// The most items a [`Order::Tree`] reduction combines left to right.
+pub const PAIRWISE_LEAF: usize = 256;
+
+/// A reduction along the middle axis of `[outer, items, inner]` in the
+/// given order: [`fold_axis`] for `Left`, and for `Tree`, with a seed,
+/// `f(seed, tree)`. For `Scan`, the result is `[outer, items (+1 with a
+/// seed), inner]`.
+pub fn reduce_axis<T: Copy>(
+    data: &[T],
+    dims: [usize; 3],
+    seed: Option<&[T]>,
+    order: Order,
+    f: impl Fn(T, T) -> T,
+) -> Result<Vec<T>, &'static str> {
+    let [outer, items, inner] = dims;
+    if order == Order::Left || (order == Order::Tree && items <= PAIRWISE_LEAF) {
+        return fold_axis(data, dims, seed, f);
+    }
+    let need = outer.checked_mul(items).and_then(|x| x.checked_mul(inner));
+    if need.is_none_or(|n| n > data.len()) || seed.is_some_and(|s| s.len() < outer * inner) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    if order == Order::Scan {
+        let rows = items + usize::from(seed.is_some());
+        let mut out = Vec::with_capacity(outer * rows * inner);
+        for o in 0..outer {
+            let block = &data[o * items * inner..(o + 1) * items * inner];
+            let rest = match seed {
+                Some(s) => {
+                    out.extend_from_slice(&s[o * inner..(o + 1) * inner]);
+                    block
+                }
+                None if items == 0 => continue,
+                None => {
+                    out.extend_from_slice(&block[..inner]);
+                    &block[inner..]
+                }
+            };
+            for item in rest.chunks_exact(inner) {
+                let prev = out.len() - inner;
+                for (k, x) in item.iter().enumerate() {
+                    let next = f(out[prev + k], *x);
+                    out.push(next);
+                }
+            }
+        }
+        return Ok(out);
+    }
+    let mut out = Vec::with_capacity(outer * inner);
+    for o in 0..outer {
+        let block = &data[o * items * inner..(o + 1) * items * inner];
+        let mut acc = tree(block, items, inner, &f);
+        if let Some(s) = seed {
+            for (a, s) in acc.iter_mut().zip(&s[o * inner..(o + 1) * inner]) {
+                *a = f(*s, *a);
+            }
+        }
+        out.extend_from_slice(&acc);
+    }
+    Ok(out)
+}
+
+/// The tree reduction of `items ≥ 1` items of `inner` atoms (see
+/// [`Order::Tree`]).
+fn tree<T: Copy>(block: &[T], items: usize, inner: usize, f: &impl Fn(T, T) -> T) -> Vec<T> {
+    if items <= PAIRWISE_LEAF {
+        let (start, rest) = block.split_at(inner.min(block.len()));
+        let mut acc = start.to_vec();
+        if inner == 1 {
+            if let Some(a) = acc.first_mut() {
+                *a = rest.iter().fold(*a, |a, x| f(a, *x));
+            }
+            return acc;
+        }
+        for item in rest.chunks_exact(inner) {
+            for (a, x) in acc.iter_mut().zip(item) {
+                *a = f(*a, *x);
+            }
+        }
+        return acc;
+    }
+    let half = items / 2;
+    let (left, right) = block.split_at(half * inner);
+    let mut acc = tree(left, half, inner, f);
+    let r = tree(right, items - half, inner, f);
+    for (a, b) in acc.iter_mut().zip(r) {
+        *a = f(*a, b);
+    }
+    acc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tree_reduction_is_left_to_right_when_short_and_accurate_when_long() {
+        let short: Vec<f32> = (0..PAIRWISE_LEAF).map(|i| 0.1 * i as f32).collect();
+        let left = short.iter().fold(0.0f32, |a, x| a + x);
+        let r = reduce_axis(&short, [1, short.len(), 1], Some(&[0.0]), Order::Tree, |a, b| {
+            a + b
+        });
+        assert_eq!(r.map(|v| v[0].to_bits()), Ok(left.to_bits()));
+        // 10^7 copies of 0.1: a left-to-right f32 sum is far off; the tree
+        // is within 1e-5 of 10^6.
+        let long = vec![0.1f32; 10_000_000];
+        let r = reduce_axis(&long, [1, long.len(), 1], None, Order::Tree, |a, b| a + b);
+        let sum = r.map(|v| v[0]).unwrap_or(f32::NAN);
+        assert!(((sum as f64 - 1.0e6) / 1.0e6).abs() < 1e-5, "{sum}");
+        // Columns: each summed as a vector would be.
+        let m: Vec<f32> = (0..3000).map(|i| (i % 7) as f32 * 0.3).collect();
+        let cols = reduce_axis(&m, [1, 1000, 3], None, Order::Tree, |a, b| a + b).unwrap_or_default();
+        for (c, sum) in cols.iter().enumerate() {
+            let col: Vec<f32> = m.iter().skip(c).step_by(3).copied().collect();
+            let one = reduce_axis(&col, [1, 1000, 1], None, Order::Tree, |a, b| a + b).unwrap_or_default();
+            assert_eq!(Some(sum.to_bits()), one.first().map(|x| x.to_bits()));
+        }
+    }
+
+    #[test]
+    fn scan_gives_every_partial_fold() {
+        let xs = [1i64, 2, 3, 4, 5, 6];
+        let r = reduce_axis(&xs, [1, 3, 2], Some(&[10, 20]), Order::Scan, |a, b| a + b);
+        assert_eq!(r, Ok(vec![10, 20, 11, 22, 14, 26, 19, 32]));
+        let r = reduce_axis(&xs, [2, 3, 1], None, Order::Scan, |a, b| a - b);
+        assert_eq!(r, Ok(vec![1, -1, -4, 4, -1, -7]));
+    }
 
     #[test]
     fn prefix_replication_reuses_each_atom_in_place() {

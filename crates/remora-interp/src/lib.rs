@@ -8,6 +8,7 @@
 //! by cell (the reference) where it cannot.
 
 pub mod batch;
+pub mod cell_log;
 pub mod eval;
 pub mod intrinsics;
 pub mod kernel;

@@ -9,6 +9,8 @@ use std::fmt::Write;
 pub enum Severity {
     Error,
     Warning,
+    /// Information the user asked for (`remora run -v`).
+    Note,
 }
 
 /// One message about the program. Helpers that have no span return plain
@@ -33,6 +35,14 @@ impl Diagnostic {
             span: Some(span),
             expected: None,
             notes: Vec::new(),
+        }
+    }
+
+    /// A positioned note: information the user asked for, not a fault.
+    pub fn note_at(span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Note,
+            ..Diagnostic::error(span, message)
         }
     }
 
@@ -74,6 +84,7 @@ impl Diagnostic {
         let level = match self.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
+            Severity::Note => "note",
         };
         let mut out = String::new();
         let located = self.span.and_then(|s| sources.get(s.file).map(|f| (s, f)));

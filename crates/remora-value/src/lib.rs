@@ -271,6 +271,24 @@ impl<F: Clone> Data<F> {
 }
 
 impl<F: Clone> Data<F> {
+    /// The buffer's atoms `n` times over, in a buffer of their own; `None`
+    /// when the count overflows.
+    pub fn repeated(&self, n: usize) -> Option<Data<F>> {
+        fn rep<T: Clone>(v: &[T], n: usize) -> Option<Vec<T>> {
+            let mut out = Vec::with_capacity(v.len().checked_mul(n)?);
+            for _ in 0..n {
+                out.extend_from_slice(v);
+            }
+            Some(out)
+        }
+        Some(match self {
+            Data::Int(v) => Data::Int(rep(v, n)?.into()),
+            Data::Float(v) => Data::Float(rep(v, n)?.into()),
+            Data::Bool(v) => Data::Bool(rep(v, n)?.into()),
+            Data::Atoms(v) => Data::Atoms(rep(v, n)?.into()),
+        })
+    }
+
     /// Atoms `start .. start + len` as a buffer of their own.
     pub fn slice(&self, start: usize, len: usize) -> Data<F> {
         let r = start..start + len;
