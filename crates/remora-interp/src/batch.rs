@@ -537,13 +537,16 @@ impl<'p> Interpreter {
             .collect();
         all.extend(args);
         if scalar::is_scalar_primitive(p.name) {
-            return self.scalar_batched(p.name, &all);
+            return self.scalar_batched(p.name, all);
         }
         let batched = match p.name {
             "reduce" | "reduce/zero" | "fold" | "scan" | "iscan" | "iterate" | "f.sum" | "f.product"
             | "sum" | "product" | "any" | "all" => self.fold_batched(p.name, &all),
             "while" => self.while_batched(&all),
             "select" => self.select_batched(&all),
+            "index" | "nth" if all.get(1).is_some_and(|(i, _)| i.nb > 0 || !i.v.shape.is_empty()) => {
+                self.gather_batched(&all)
+            }
             "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
             | "index" | "nth" => items_batched(p, &all),
             "rotate" => self.framed(&all, |args| intrinsics::rotate_framed(args, Span::default()).ok()),
@@ -553,10 +556,80 @@ impl<'p> Interpreter {
             Some(b) => Some(b),
             None => {
                 let name = p.name;
-                self.note_cell_by_cell(|| format!("`{name}` has no batched rule for these arguments"));
+                self.note_cell_by_cell(|| {
+                    format!("`{name}` has no batched rule for these arguments, or an error in some cell")
+                });
                 self.prim_per_cell(p, all)
             }
         }
+    }
+
+    /// `index`/`nth` by indices that differ from cell to cell (a gather):
+    /// for every position of the batch and the principal frame, the item
+    /// its index names, read in place from the array (which is never
+    /// replicated in memory, however many indices share it).
+    fn gather_batched(&mut self, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let [(xs, xcell), (is, icell)] = all else {
+            return None;
+        };
+        if !icell.is_empty() {
+            return None;
+        }
+        let frame = Self::principal(all)?;
+        let nb = xs.nb.max(is.nb);
+        let mut outer: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        outer.extend(&frame);
+        let (&items, item_cell) = xcell.split_first()?;
+        let item: usize = item_cell.iter().product();
+        // The array's cells laid in place: a step per outer axis (zero
+        // where it lacks the axis), its cells row-major.
+        let xs = self.expand(xs, nb)?;
+        let xframe = xs.own().len().checked_sub(xcell.len())?;
+        let xs = if xs.strides.get(nb + xframe..)? == row_major(xcell).as_slice() {
+            xs
+        } else {
+            xs.densify()?
+        };
+        let mut steps: Vec<usize> = xs.strides.get(..nb + xframe)?.to_vec();
+        steps.resize(outer.len(), 0);
+        let index = is.laid_over(0, nb, outer.len(), &outer)?;
+        let Data::Int(index) = &index.data else {
+            return None;
+        };
+        let n = atoms_in(&outer);
+        check_size(n.checked_mul(item)?, Span::default()).ok()?;
+        // The first atom of each position's item.
+        let mut starts = Vec::with_capacity(n);
+        let mut base = 0usize;
+        let mut odometer = vec![0usize; outer.len()];
+        for &i in index.iter().take(n) {
+            let i = usize::try_from(i).ok().filter(|i| *i < items)?;
+            starts.push(base + i * item);
+            for axis in (0..outer.len()).rev() {
+                odometer[axis] += 1;
+                base += steps[axis];
+                if odometer[axis] < outer[axis] {
+                    break;
+                }
+                base -= steps[axis] * outer[axis];
+                odometer[axis] = 0;
+            }
+        }
+        fn pick<T: Clone>(v: &[T], starts: &[usize], item: usize) -> Option<Vec<T>> {
+            let mut out = Vec::with_capacity(starts.len() * item);
+            for &s in starts {
+                out.extend_from_slice(v.get(s..s + item)?);
+            }
+            Some(out)
+        }
+        let data = match &xs.v.data {
+            Data::Int(v) => Data::Int(pick(v, &starts, item)?.into()),
+            Data::Float(v) => Data::Float(pick(v, &starts, item)?.into()),
+            Data::Bool(v) => Data::Bool(pick(v, &starts, item)?.into()),
+            Data::Atoms(v) => Data::Atoms(pick(v, &starts, item)?.into()),
+        };
+        outer.extend(item_cell);
+        Some(Batched::dense(Array { shape: outer, data }, nb))
     }
 
     /// An intrinsic's rule over frames (what it does at the top level,
@@ -730,8 +803,8 @@ impl<'p> Interpreter {
     }
 
     /// A scalar primitive over `batch ++ principal frame`.
-    fn scalar_batched(&mut self, name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
-        let frame = Self::principal(args)?;
+    fn scalar_batched(&mut self, name: &str, mut args: Vec<(Batched<'p>, Vec<usize>)>) -> Try<Batched<'p>> {
+        let frame = Self::principal(&args)?;
         let nb = args.iter().map(|(a, _)| a.nb).max()?;
         let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
         shape.extend(&frame);
@@ -744,6 +817,25 @@ impl<'p> Interpreter {
                 strides: place(&a.strides, a.nb, nb, shape.len()),
             })
             .collect();
+        // A temporary operand laid out as the result, that nothing else
+        // holds: the result is written over it (as NumPy elides
+        // temporaries).
+        if let [(x, _), (y, _)] = args.as_mut_slice() {
+            for target_first in [true, false] {
+                let (t, (o, lo)) = if target_first {
+                    (&mut *x, (&*y, &layouts[1]))
+                } else {
+                    (&mut *y, (&*x, &layouts[0]))
+                };
+                if t.nb == nb && t.v.shape == shape && t.strides == row_major(&shape) {
+                    match scalar::apply_in_place(name, &mut t.v.data, (&o.v.data, lo), target_first, &shape) {
+                        Some(Ok(())) => return Some(t.clone()),
+                        Some(Err(_)) => return None,
+                        None => {}
+                    }
+                }
+            }
+        }
         let operands: Vec<(&Data<Fun<'p>>, &Layout)> =
             args.iter().map(|(a, _)| &a.v.data).zip(&layouts).collect();
         let data = scalar::apply(name, &operands, &shape).ok()?;
