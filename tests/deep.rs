@@ -91,3 +91,48 @@ fn deep_shapes_and_array_types() {
     parses_cleanly(format!("(t-app f {})", nested(100_000, "[", "Int", " 1]")));
     parses_cleanly(format!("(t-app f {})", nested(100_000, "(A ", "Int", " 2)")));
 }
+
+/// A 100,000-deep program run by the binary under a memory limit (the 4 GiB
+/// stack cannot be reserved: a smaller one is) and a small main stack: it
+/// runs, or is refused with a clean error when even the smaller stack
+/// cannot hold it; never a signal.
+#[test]
+fn deep_program_under_memory_and_stack_limits() {
+    let dir = std::env::temp_dir().join(format!("remora-deep-{}", std::process::id()));
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    let file = dir.join("deep.remora");
+    if std::fs::write(&file, nested(100_000, "(+ 1 ", "0", ")")).is_err() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_remora");
+    // An optimised build runs it under these limits; an unoptimised one,
+    // whose frames are larger, may refuse it cleanly.
+    let optimised = !cfg!(debug_assertions);
+    for (limits, must_run) in [
+        ("ulimit -v 4000000", optimised),
+        ("ulimit -s 1024", true),
+        ("ulimit -v 4000000; ulimit -s 1024", optimised),
+        ("ulimit -v 400000; ulimit -s 1024", false),
+    ] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{limits} && exec \"$0\" run \"$1\""))
+            .arg(bin)
+            .arg(&file)
+            .output();
+        let Ok(out) = out else {
+            return;
+        };
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let code = out.status.code();
+        let ok = match code {
+            Some(0) => String::from_utf8_lossy(&out.stdout) == "100000\n",
+            Some(1) => !must_run && stderr.contains("error: brackets nested deeper than"),
+            _ => false,
+        };
+        assert!(ok, "{limits}: exit {code:?}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,7 +3,9 @@
 //! [`SExpKind::Error`] node plus a diagnostic, and reading goes on.
 //!
 //! The reader is iterative (an explicit stack of open brackets), so any
-//! nesting depth up to [`MAX_NESTING`] costs no native stack.
+//! nesting depth up to [`MAX_NESTING`] costs no native stack; it accepts as
+//! deep a nesting as the later phases' stack allows
+//! ([`crate::stack::nesting_limit`]).
 
 use crate::diag::Diagnostic;
 use crate::span::{FileId, Span};
@@ -210,6 +212,7 @@ impl Reader<'_, '_> {
 
     fn read_all(mut self) -> Vec<SExp> {
         let mut top: Vec<SExp> = Vec::new();
+        let nesting_limit = crate::stack::nesting_limit();
         let mut stack: Vec<Open> = Vec::new();
         // While > 0, we are inside a list nested deeper than MAX_NESTING,
         // skipping tokens; `skip_start` is where that list opened.
@@ -237,11 +240,17 @@ impl Reader<'_, '_> {
             }
             match token {
                 Token::Open(bracket) => {
-                    if stack.len() >= MAX_NESTING {
+                    if stack.len() >= nesting_limit {
                         let d = self.error(
                             start,
                             end,
-                            format!("brackets nested deeper than {MAX_NESTING} levels"),
+                            if nesting_limit < MAX_NESTING {
+                                format!(
+                                    "brackets nested deeper than {nesting_limit} levels (all that the stack this process could reserve allows)"
+                                )
+                            } else {
+                                format!("brackets nested deeper than {nesting_limit} levels")
+                            },
                         );
                         self.diags.push(d);
                         skipping = 1;

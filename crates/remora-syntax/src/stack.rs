@@ -1,39 +1,81 @@
 //! Deep recursion: the phases recurse over trees as deep as the reader
-//! allows ([`crate::reader::MAX_NESTING`] brackets), so drivers run them on
-//! a thread with a stack sized for that. The memory is reserved, not
-//! committed: a shallow program touches only the first pages.
+//! allows, so drivers run them on a thread with a stack sized for that. The
+//! memory is reserved, not committed: a shallow program touches only the
+//! first pages.
+//!
+//! Under a memory limit (`ulimit -v`) the full reservation may be refused;
+//! then a thread with half the stack is tried, and so on down to
+//! [`SMALLEST_STACK`]. The deepest nesting the reader accepts
+//! ([`nesting_limit`]) follows the stack actually granted, so a program too
+//! deep for it is a clean error, never a stack overflow (`ulimit -s` limits
+//! only the main thread, which runs the pipeline only when no thread at all
+//! can be made).
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Stack for the pipeline thread: room for every phase at the deepest
-/// nesting the reader accepts.
+/// nesting the reader accepts ([`crate::reader::MAX_NESTING`]).
 pub const PIPELINE_STACK: usize = 4 << 30;
 
-/// Runs `f` on a thread with a [`PIPELINE_STACK`] stack, and returns its
-/// result. Runs it on the current thread if no such thread can be made.
+/// The smallest pipeline stack tried before running on the current thread.
+pub const SMALLEST_STACK: usize = 16 << 20;
+
+/// The stack assumed for the current thread when no pipeline thread could
+/// be made (a main thread may have as little as 1 MiB).
+const CURRENT_THREAD_STACK: usize = 1 << 20;
+
+/// The stack of the pipeline thread running now (`PIPELINE_STACK` until
+/// `run_deep` says otherwise).
+static GRANTED: AtomicUsize = AtomicUsize::new(PIPELINE_STACK);
+
+/// The deepest bracket nesting the reader accepts with the stack granted:
+/// [`crate::reader::MAX_NESTING`] with the whole [`PIPELINE_STACK`], in
+/// proportion with less.
+pub fn nesting_limit() -> usize {
+    let granted = GRANTED.load(Ordering::Relaxed);
+    if granted >= PIPELINE_STACK {
+        return crate::reader::MAX_NESTING;
+    }
+    // An unoptimised build's frames are several times larger.
+    let frames = if cfg!(debug_assertions) { 8 } else { 1 };
+    let limit = crate::reader::MAX_NESTING as u128 * granted as u128 / PIPELINE_STACK as u128 / frames;
+    usize::try_from(limit).unwrap_or(0).max(64)
+}
+
+/// Runs `f` on a thread with a [`PIPELINE_STACK`] stack (or the largest
+/// that can be had, see the module), and returns its result. Runs it on the
+/// current thread if no such thread can be made.
 pub fn run_deep<R: Send, F: FnOnce() -> R + Send>(f: F) -> R {
     let slot = Mutex::new(Some(f));
     let take = || slot.lock().ok().and_then(|mut g| g.take());
-    let from_thread = std::thread::scope(|scope| {
-        let spawned = std::thread::Builder::new()
-            .name("remora".into())
-            .stack_size(PIPELINE_STACK)
-            .spawn_scoped(scope, || take().map(|f| f()));
-        match spawned {
-            Ok(handle) => match handle.join() {
-                Ok(r) => r,
-                Err(panic) => std::panic::resume_unwind(panic),
-            },
-            Err(_) => None,
+    let mut size = PIPELINE_STACK;
+    while size >= SMALLEST_STACK {
+        GRANTED.store(size, Ordering::Relaxed);
+        let from_thread = std::thread::scope(|scope| {
+            let spawned = std::thread::Builder::new()
+                .name("remora".into())
+                .stack_size(size)
+                .spawn_scoped(scope, || take().map(|f| f()));
+            match spawned {
+                Ok(handle) => match handle.join() {
+                    Ok(r) => Some(r),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+                Err(_) => None,
+            }
+        });
+        match from_thread {
+            Some(Some(r)) => return r,
+            // The thread ran and the closure was already taken: impossible,
+            // since a thread that runs takes it.
+            Some(None) => std::process::abort(),
+            None => size /= 2,
         }
-    });
-    match from_thread {
-        Some(r) => r,
-        None => match take() {
-            Some(f) => f(),
-            // The closure ran on the thread and returned nothing: impossible,
-            // since it returns `Some` whenever it ran.
-            None => std::process::abort(),
-        },
+    }
+    GRANTED.store(CURRENT_THREAD_STACK, Ordering::Relaxed);
+    match take() {
+        Some(f) => f(),
+        None => std::process::abort(),
     }
 }
