@@ -19,6 +19,21 @@ pub mod sort;
 
 pub use eval::{Env, Fun, Interpreter, RunError, Value};
 
+/// How many threads whatever runs in parallel may use (the sort today):
+/// `REMORA_THREADS` when set to a positive number, else the cores
+/// available (at most 8). No result depends on it: reductions combine
+/// their items in an order fixed by the number of items alone.
+pub fn threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::env::var("REMORA_THREADS")
+            .ok()
+            .and_then(|t| t.trim().parse::<usize>().ok())
+            .filter(|t| *t > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |w| w.get()).min(8))
+    })
+}
+
 /// A value with no functions in it, as plain data (for comparing with
 /// expected values); `None` if it holds a function.
 pub fn to_data(v: &Value<'_>) -> Option<remora_value::Array> {

@@ -61,11 +61,7 @@ fn radix_sort<T: Copy + Default + Send>(v: &[T], key: &(impl Fn(T) -> u64 + Sync
     // The buckets are shared out: every worker takes the next one left
     // until none is (the calling thread too, so a thread the system
     // refuses only means fewer workers).
-    let workers = if n < 1 << 17 {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, |w| w.get()).min(8)
-    };
+    let workers = if n < 1 << 17 { 1 } else { crate::threads() };
     let big = (0..256).map(|d| starts[d + 1] - starts[d]).max().unwrap_or(0);
     let mut buckets = Vec::with_capacity(256);
     let mut rest: &mut [T] = &mut out;
