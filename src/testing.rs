@@ -366,7 +366,7 @@ fn as_expression(v: &remora_value::Array) -> String {
                 .collect(),
             "Bool",
         ),
-        Data::Atoms(_) => (Vec::new(), "Int"),
+        Data::Atoms(_) | Data::Records(_) => (Vec::new(), "Int"),
     };
     if atoms.is_empty() {
         format!("(array [{}] {ty})", shape.join(" "))

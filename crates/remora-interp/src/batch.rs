@@ -77,6 +77,9 @@ impl<'p> Batched<'p> {
     /// frame up to axis `outer`, then its cell (of `cell` axes); replicated
     /// (a zero step) along the batch, frame or cell axes it lacks.
     fn laid_over(&self, cell: usize, nb: usize, outer: usize, shape: &[usize]) -> Try<Value<'p>> {
+        if self.nb > nb {
+            return None;
+        }
         let own_frame = self.own().len().checked_sub(cell)?;
         let (batch_steps, rest) = self.strides.split_at_checked(self.nb)?;
         let (frame_steps, cell_steps) = rest.split_at_checked(own_frame)?;
@@ -183,7 +186,7 @@ impl<'p> Interpreter {
         self.batch = saved;
         // Only base values leave a batch: a closure made inside one may
         // hold batched variables.
-        r.filter(|r| r.nb == 0 && !matches!(r.v.data, Data::Atoms(_)))
+        r.filter(|r| r.nb == 0 && !holds_atoms(&r.v.data))
             .and_then(|r| r.densify())
             .map(|r| r.v)
     }
@@ -285,10 +288,10 @@ impl<'p> Interpreter {
         {
             return known;
         }
-        let why = if matches!(body.ty.atom, TyAtom::Int | TyAtom::Float | TyAtom::Bool) {
+        let why = if plain_atoms(&body.ty.atom) {
             unbatchable(body)
         } else {
-            Some("a result that is not Int, Float or Bool")
+            Some("a result that is not made of Ints, Floats, Bools and records of them")
         };
         self.batchable_bodies.insert(key, why.is_none());
         if let Some(why) = why {
@@ -311,6 +314,25 @@ impl<'p> Interpreter {
             }
             TExprKind::App { .. } => self.spine_batched(e, env),
             TExprKind::Frame { shape, elems } if !elems.is_empty() => self.frame_batched(shape, elems, env),
+            TExprKind::Record(fields) => self.record_batched(e, fields, env),
+            TExprKind::Field { record, field } => {
+                let r = self.eval_batched(record, env)?;
+                let Data::Records(rs) = &r.v.data else {
+                    return None;
+                };
+                let f = rs.fields.iter().find(|f| f.name == *field)?;
+                let size = f.size();
+                let mut strides: Vec<usize> = r.strides.iter().map(|s| s * size).collect();
+                strides.extend(row_major(&f.cell));
+                Some(Batched {
+                    v: Array {
+                        shape: r.v.shape.iter().chain(&f.cell).copied().collect(),
+                        data: f.data.clone(),
+                    },
+                    nb: r.nb,
+                    strides,
+                })
+            }
             // Literals, lambdas, intrinsics and instantiations: the same in
             // every cell (a batched variable inside makes this fail, and
             // batching gives up). They run outside the batch frame.
@@ -321,6 +343,53 @@ impl<'p> Interpreter {
                 r.ok().map(Batched::plain)
             }
         }
+    }
+
+    /// A record literal inside the batch frame: each field laid out densely
+    /// over the batch axes and the record's frame (one array per field).
+    fn record_batched(
+        &mut self,
+        e: &'p TExpr,
+        fields: &'p [(String, TExpr)],
+        env: &Env<'p>,
+    ) -> Try<Batched<'p>> {
+        let TyAtom::Record(cell_tys) = &e.ty.atom else {
+            return None;
+        };
+        let frame = self.shape_of(&e.ty.shape, env, e.span).ok()?;
+        let mut parts = Vec::with_capacity(fields.len());
+        for ((name, x), (_, cty)) in fields.iter().zip(cell_tys) {
+            let cell = self.shape_of(&cty.shape, env, e.span).ok()?;
+            parts.push((name, self.eval_batched(x, env)?, cell));
+        }
+        let nb = parts.iter().map(|(_, b, _)| b.nb).max().unwrap_or(0);
+        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        shape.extend(&frame);
+        let count = atoms_in(&shape);
+        let mut columns = Vec::with_capacity(parts.len());
+        for (name, b, cell) in parts {
+            let mut full = shape.clone();
+            full.extend(&cell);
+            let laid = self
+                .expand(&b, nb)?
+                .laid_over(cell.len(), nb, shape.len(), &full)?;
+            columns.push(remora_value::RecordField {
+                name: name.clone(),
+                cell,
+                data: laid.data,
+            });
+        }
+        let records = remora_value::Records {
+            count,
+            fields: columns,
+        };
+        Some(Batched::dense(
+            Array {
+                shape,
+                data: Data::records(records),
+            },
+            nb,
+        ))
     }
 
     /// A frame literal `[e1 e2 …]` whose elements may be batched: the
@@ -622,12 +691,19 @@ impl<'p> Interpreter {
             }
             Some(out)
         }
-        let data = match &xs.v.data {
-            Data::Int(v) => Data::Int(pick(v, &starts, item)?.into()),
-            Data::Float(v) => Data::Float(pick(v, &starts, item)?.into()),
-            Data::Bool(v) => Data::Bool(pick(v, &starts, item)?.into()),
-            Data::Atoms(v) => Data::Atoms(pick(v, &starts, item)?.into()),
-        };
+        fn pick_data<'p>(d: &Data<Fun<'p>>, starts: &[usize], item: usize) -> Option<Data<Fun<'p>>> {
+            Some(match d {
+                Data::Int(v) => Data::Int(pick(v, starts, item)?.into()),
+                Data::Float(v) => Data::Float(pick(v, starts, item)?.into()),
+                Data::Bool(v) => Data::Bool(pick(v, starts, item)?.into()),
+                Data::Atoms(v) => Data::Atoms(pick(v, starts, item)?.into()),
+                Data::Records(r) => Data::records(r.map_fields(starts.len() * item, |d, size| {
+                    let scaled: Vec<usize> = starts.iter().map(|s| s * size).collect();
+                    pick_data(d, &scaled, item * size)
+                })?),
+            })
+        }
+        let data = pick_data(&xs.v.data, &starts, item)?;
         outer.extend(item_cell);
         Some(Batched::dense(Array { shape: outer, data }, nb))
     }
@@ -694,19 +770,7 @@ impl<'p> Interpreter {
         let [Data::Bool(c), a, b] = laid.as_slice() else {
             return None;
         };
-        fn choose<T: Clone>(c: &[bool], a: &[T], b: &[T]) -> Vec<T> {
-            c.iter()
-                .zip(a.iter().zip(b))
-                .map(|(c, (a, b))| if *c { a.clone() } else { b.clone() })
-                .collect()
-        }
-        let data = match (a, b) {
-            (Data::Int(a), Data::Int(b)) => Data::Int(choose(c, a, b).into()),
-            (Data::Float(a), Data::Float(b)) => Data::Float(choose(c, a, b).into()),
-            (Data::Bool(a), Data::Bool(b)) => Data::Bool(choose(c, a, b).into()),
-            (Data::Atoms(a), Data::Atoms(b)) => Data::Atoms(choose(c, a, b).into()),
-            _ => return None,
-        };
+        let data = choose_data(c, a, b, 1)?;
         Some(Batched::dense(Array { shape, data }, nb))
     }
 
@@ -727,6 +791,16 @@ impl<'p> Interpreter {
             return None;
         }
         check_size(positions, remora_syntax::Span::default()).ok()?;
+        if all.iter().any(|(a, _)| captures_batch(a)) {
+            // It could only fail: such a closure runs only batched.
+            let name = p.name;
+            self.note_cell_by_cell(|| {
+                format!(
+                    "a function made inside the batch is passed to `{name}`, which has no batched rule for it"
+                )
+            });
+            return None;
+        }
         self.log_cells(self.at, positions);
         // Each argument laid out densely over `outer ++ its cell`.
         let mut dense = Vec::with_capacity(all.len());
@@ -935,7 +1009,7 @@ impl<'p> Interpreter {
         let xframe = xs.own().len().checked_sub(xcell.len())?;
         let frame: Vec<usize> = xs.own().get(..xframe)?.to_vec();
         let nb = xs.nb.max(seed.map_or(0, |(s, _)| s.nb));
-        if nb == 0 && frame.is_empty() {
+        if nb == 0 && frame.is_empty() && !captures_batch(op) {
             // One fold: the intrinsic's own loop.
             return None;
         }
@@ -977,7 +1051,9 @@ impl<'p> Interpreter {
         if !scanning {
             return Some(acc);
         }
-        // Every accumulator laid over [batch, frame, cell], woven.
+        // Every accumulator laid over [batch, frame, cell], woven (a step
+        // may have gained batch axes from what the function captures).
+        let nb = steps.iter().map(|s| s.nb).max().unwrap_or(nb).max(nb);
         let mut full: Vec<usize> = self.batch.get(..nb)?.to_vec();
         full.extend(&frame);
         full.extend(&acell);
@@ -1014,7 +1090,7 @@ impl<'p> Interpreter {
             Data::Int(v) if n.nb == 0 && n.v.shape.is_empty() => usize::try_from(*v.first()?).ok()?,
             _ => return None,
         };
-        if x.nb == 0 && x.own().len() == xcell.len() {
+        if x.nb == 0 && x.own().len() == xcell.len() && !captures_batch(f) {
             return None;
         }
         let mut x = x.clone();
@@ -1050,6 +1126,46 @@ fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Ba
         },
         nb,
     ))
+}
+
+/// `select`'s elementwise choice: for each condition, `size` atoms of `a`
+/// or of `b` (records field by field).
+fn choose_data<'p>(c: &[bool], a: &Data<Fun<'p>>, b: &Data<Fun<'p>>, size: usize) -> Try<Data<Fun<'p>>> {
+    fn choose<T: Clone>(c: &[bool], a: &[T], b: &[T], size: usize) -> Vec<T> {
+        let mut out = Vec::with_capacity(c.len() * size);
+        for ((c, a), b) in c
+            .iter()
+            .zip(a.chunks_exact(size.max(1)))
+            .zip(b.chunks_exact(size.max(1)))
+        {
+            out.extend_from_slice(if *c { a } else { b });
+        }
+        out
+    }
+    Some(match (a, b) {
+        (Data::Int(a), Data::Int(b)) => Data::Int(choose(c, a, b, size).into()),
+        (Data::Float(a), Data::Float(b)) => Data::Float(choose(c, a, b, size).into()),
+        (Data::Bool(a), Data::Bool(b)) => Data::Bool(choose(c, a, b, size).into()),
+        (Data::Atoms(a), Data::Atoms(b)) => Data::Atoms(choose(c, a, b, size).into()),
+        (Data::Records(a), Data::Records(b)) if a.fields.len() == b.fields.len() => {
+            let mut fields = Vec::with_capacity(a.fields.len());
+            for (fa, fb) in a.fields.iter().zip(&b.fields) {
+                if fa.name != fb.name || fa.cell != fb.cell {
+                    return None;
+                }
+                fields.push(remora_value::RecordField {
+                    name: fa.name.clone(),
+                    cell: fa.cell.clone(),
+                    data: choose_data(c, &fa.data, &fb.data, size * fa.size())?,
+                });
+            }
+            Data::records(remora_value::Records {
+                count: c.len() * size,
+                fields,
+            })
+        }
+        _ => return None,
+    })
 }
 
 /// Element `j` of `k` of a frame literal (`outer` cells of `cell` atoms)
@@ -1101,6 +1217,23 @@ fn weave_into<'p>(
         (Data::Float(o), Data::Float(p)) => weave(o, p, j, k, outer, cell),
         (Data::Bool(o), Data::Bool(p)) => weave(o, p, j, k, outer, cell),
         (Data::Atoms(o), Data::Atoms(p)) => weave(o, p, j, k, outer, cell),
+        (o @ Data::Records(_), Data::Records(p)) => {
+            // The first element sizes every field (an empty `out` has none).
+            let taken = std::mem::replace(o, Data::Int(Vec::new().into()));
+            let mut records = match taken {
+                Data::Records(r) if r.count > 0 => {
+                    std::sync::Arc::try_unwrap(r).unwrap_or_else(|r| (*r).clone())
+                }
+                _ => p.map_fields(outer * cell * k, |d, _| Some(d.empty_like()))?,
+            };
+            records.count = outer * cell * k;
+            for (of, pf) in records.fields.iter_mut().zip(&p.fields) {
+                let size = pf.size();
+                weave_into(&mut of.data, &pf.data, j, k, outer, cell * size)?;
+            }
+            *o = Data::records(records);
+            Some(())
+        }
         _ => None,
     }
 }
@@ -1179,15 +1312,34 @@ fn place(strides: &[usize], nb: usize, to_nb: usize, rank: usize) -> Vec<usize> 
 fn gather<'p>(v: &Value<'p>, shape: &[usize], layout: &Layout) -> Try<Value<'p>> {
     let n = atoms_in(shape);
     check_size(n, remora_syntax::Span::default()).ok()?;
-    let data = match &v.data {
+    Some(Array {
+        shape: shape.to_vec(),
+        data: gather_data(&v.data, shape, layout)?,
+    })
+}
+
+/// A buffer's atoms laid out over `shape`; records field by field (each
+/// field's cell one more, innermost axis).
+pub(crate) fn gather_data<'p>(data: &Data<Fun<'p>>, shape: &[usize], layout: &Layout) -> Try<Data<Fun<'p>>> {
+    Some(match data {
         Data::Int(x) => Data::Int(kernel::gather(shape, x, layout).ok()?.into()),
         Data::Float(x) => Data::Float(kernel::gather(shape, x, layout).ok()?.into()),
         Data::Bool(x) => Data::Bool(kernel::gather(shape, x, layout).ok()?.into()),
         Data::Atoms(x) => Data::Atoms(kernel::gather(shape, x, layout).ok()?.into()),
-    };
-    Some(Array {
-        shape: shape.to_vec(),
-        data,
+        Data::Records(r) => {
+            let records = r.map_fields(atoms_in(shape), |d, size| {
+                let mut cells = shape.to_vec();
+                cells.push(size);
+                let mut strides: Vec<usize> = layout.strides.iter().map(|s| s * size).collect();
+                strides.push(1);
+                let inner = Layout {
+                    offset: layout.offset.checked_mul(size)?,
+                    strides,
+                };
+                gather_data(d, &cells, &inner)
+            })?;
+            Data::records(records)
+        }
     })
 }
 
@@ -1235,6 +1387,36 @@ fn lambda_params(body: &TExpr) -> usize {
     n
 }
 
+/// Whether a function value is a closure made inside the batch (it holds
+/// one value per batch position, so it runs only batched).
+fn captures_batch(f: &Batched<'_>) -> bool {
+    match &f.v.data {
+        Data::Atoms(atoms) => atoms
+            .iter()
+            .any(|a| matches!(a, Atom::Fun(Fun::Lambda { env, .. }) if env.has_batched())),
+        _ => false,
+    }
+}
+
+/// Whether values of this atom type hold only numbers and truth values
+/// (what may leave a batch: never a function made inside it).
+fn plain_atoms(a: &TyAtom) -> bool {
+    match a {
+        TyAtom::Int | TyAtom::Float | TyAtom::Bool => true,
+        TyAtom::Record(fields) => fields.iter().all(|(_, t)| plain_atoms(&t.atom)),
+        _ => false,
+    }
+}
+
+/// Whether a buffer holds atoms other than numbers and truth values.
+fn holds_atoms(d: &Data<Fun<'_>>) -> bool {
+    match d {
+        Data::Atoms(_) => true,
+        Data::Records(r) => r.fields.iter().any(|f| holds_atoms(&f.data)),
+        _ => false,
+    }
+}
+
 /// The first form in `e` that does not run batched, if any.
 fn unbatchable(e: &TExpr) -> Option<&'static str> {
     match &e.kind {
@@ -1254,8 +1436,8 @@ fn unbatchable(e: &TExpr) -> Option<&'static str> {
         TExprKind::App { func, arg, .. } => unbatchable(func).or_else(|| unbatchable(arg)),
         TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => unbatchable(func),
         TExprKind::Unbox { .. } => Some("`unbox`"),
-        TExprKind::Record(_) => Some("a record"),
-        TExprKind::Field { .. } => Some("a record field"),
+        TExprKind::Record(fields) => fields.iter().find_map(|(_, x)| unbatchable(x)),
+        TExprKind::Field { record, .. } => unbatchable(record),
         TExprKind::If { .. } => Some("`if`"),
     }
 }

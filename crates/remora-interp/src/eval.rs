@@ -474,6 +474,9 @@ impl<'p> Interpreter {
             TExprKind::Record(fields) => self.record(e, fields, env),
             TExprKind::Field { record, field } => {
                 let r = self.eval(record, env)?;
+                if let Some(v) = field_of(&r, field) {
+                    return Ok(v);
+                }
                 let Data::Atoms(atoms) = &r.data else {
                     return fail(span, "internal error: field of a non-record");
                 };
@@ -825,6 +828,9 @@ impl<'p> Interpreter {
         self.collect(results, &f.shape.clone(), &cell_ty, env, span)
     }
 
+    /// A record literal over its frame: one array per field (structure of
+    /// arrays, `remora_value::Records`), each field's value replicated
+    /// along the frame axes it lacks.
     fn record(&mut self, e: &'p TExpr, fields: &'p [(String, TExpr)], env: &Env<'p>) -> Run<Value<'p>> {
         let span = e.span;
         let TyAtom::Record(cell_tys) = &e.ty.atom else {
@@ -837,34 +843,55 @@ impl<'p> Interpreter {
         for ((name, x), (_, cty)) in fields.iter().zip(cell_tys) {
             let v = self.eval(x, env)?;
             let cell = self.shape_of(&cty.shape, env, span)?;
-            let frame_len = v.rank().saturating_sub(cell.len());
-            let frame_size: usize = v.shape[..frame_len].iter().product::<usize>().max(1);
-            columns.push((name.clone(), v, cell, frame_size));
-        }
-        let mut atoms = Vec::with_capacity(n);
-        for p in 0..n {
-            let mut record = Vec::with_capacity(columns.len());
-            for (name, v, cell, frame_size) in &columns {
-                let size: usize = cell.iter().product();
-                let i = n
-                    .checked_div(*frame_size)
-                    .and_then(|per| p.checked_div(per))
-                    .unwrap_or(0);
-                record.push((
-                    name.clone(),
-                    Array {
-                        shape: cell.clone(),
-                        data: v.data.slice(i * size, size),
-                    },
-                ));
-            }
-            atoms.push(Atom::Record(record));
+            let size = atoms_in(&cell);
+            check_size(n.saturating_mul(size), span)?;
+            let frame = v
+                .shape
+                .get(..v.rank().saturating_sub(cell.len()))
+                .unwrap_or_default();
+            let data = if frame.len() == principal.len() {
+                v.data
+            } else {
+                // Each cell of the field's (shorter) frame serves a run of
+                // positions of the record's frame.
+                let cells = atoms_in(frame);
+                let run = n.checked_div(cells).unwrap_or(0);
+                let layout = crate::kernel::Layout {
+                    offset: 0,
+                    strides: vec![size, 0, 1],
+                };
+                match crate::batch::gather_data(&v.data, &[cells, run, size], &layout) {
+                    Some(d) => d,
+                    None => return fail(span, "internal error: a record field does not fit its frame"),
+                }
+            };
+            columns.push(remora_value::RecordField {
+                name: name.clone(),
+                cell,
+                data,
+            });
         }
         Ok(Array {
             shape: principal,
-            data: Data::Atoms(atoms.into()),
+            data: Data::records(remora_value::Records {
+                count: n,
+                fields: columns,
+            }),
         })
     }
+}
+
+/// Field `field` of records held as one array per field: the field's
+/// array over the records' frame (no copy).
+pub(crate) fn field_of<'p>(r: &Value<'p>, field: &str) -> Option<Value<'p>> {
+    let Data::Records(rs) = &r.data else {
+        return None;
+    };
+    let f = rs.fields.iter().find(|f| f.name == field)?;
+    Some(Array {
+        shape: r.shape.iter().chain(&f.cell).copied().collect(),
+        data: f.data.clone(),
+    })
 }
 
 pub(crate) fn stack<'p>(cells: Vec<Value<'p>>, span: Span) -> Run<Value<'p>> {

@@ -719,6 +719,9 @@ pub(crate) fn rotate<'p>(data: &Data<Fun<'p>>, outer: usize, d: usize, cell: usi
         Data::Float(v) => Data::Float(go(v, outer, d, cell, k).into()),
         Data::Bool(v) => Data::Bool(go(v, outer, d, cell, k).into()),
         Data::Atoms(v) => Data::Atoms(go(v, outer, d, cell, k).into()),
+        Data::Records(r) => r
+            .map_fields(r.count, |f, size| Some(rotate(f, outer, d, cell * size, k)))
+            .map_or_else(|| data.clone(), Data::records),
     }
 }
 
@@ -779,11 +782,13 @@ pub(crate) fn rotate_framed<'p>(args: &[(Value<'p>, Vec<usize>)], span: Span) ->
         out
     }
     let block = d * cell;
-    let data = match &a.data {
-        Data::Int(v) => Data::Int(rotated(v, n, block, go).into()),
-        Data::Float(v) => Data::Float(rotated(v, n, block, go).into()),
-        Data::Bool(v) => Data::Bool(rotated(v, n, block, go).into()),
-        Data::Atoms(v) => Data::Atoms(rotated(v, n, block, go).into()),
+    // Records are rotated as one atom each.
+    let data = match a.data.record_atoms() {
+        Data::Int(v) => Data::Int(rotated(&v, n, block, go).into()),
+        Data::Float(v) => Data::Float(rotated(&v, n, block, go).into()),
+        Data::Bool(v) => Data::Bool(rotated(&v, n, block, go).into()),
+        Data::Atoms(v) => Data::Atoms(rotated(&v, n, block, go).into()),
+        Data::Records(_) => return fail(span, "internal error: records not made atoms"),
     };
     Ok(Array {
         shape: principal.into_iter().chain(acell.iter().copied()).collect(),
@@ -1104,7 +1109,7 @@ fn read_file<'p>(p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
             Data::Int(_) => "Int",
             Data::Float(_) => "Float",
             Data::Bool(_) => "Bool",
-            Data::Atoms(_) => "boxes or functions",
+            Data::Atoms(_) | Data::Records(_) => "boxes, records or functions",
         };
         let want = want_atom.as_ref().map_or(String::new(), |a| format!("{a:?}"));
         return fail(

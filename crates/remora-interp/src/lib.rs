@@ -61,6 +61,12 @@ pub fn to_data(v: &Value<'_>) -> Option<remora_value::Array> {
                 .collect::<Option<Vec<_>>>()?
                 .into(),
         ),
+        Data::Records(_) => {
+            return to_data(&Value {
+                shape: v.shape.clone(),
+                data: v.data.record_atoms(),
+            });
+        }
     };
     Some(Array {
         shape: v.shape.clone(),

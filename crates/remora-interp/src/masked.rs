@@ -187,6 +187,14 @@ fn put_rows<F: Clone>(
         (Data::Float(o), Data::Float(s)) => put(o, s, rows, size),
         (Data::Bool(o), Data::Bool(s)) => put(o, s, rows, size),
         (Data::Atoms(o), Data::Atoms(s)) => put(o, s, rows, size),
+        (Data::Records(o), Data::Records(s)) if o.fields.len() == s.fields.len() => {
+            let rows: Vec<(usize, usize)> = rows.into_iter().collect();
+            for (of, sf) in std::sync::Arc::make_mut(o).fields.iter_mut().zip(&s.fields) {
+                let atoms = sf.size();
+                put_rows(&mut of.data, &sf.data, rows.iter().copied(), size * atoms)?;
+            }
+            Some(())
+        }
         _ => None,
     }
 }
@@ -205,5 +213,10 @@ fn take_rows<F: Clone>(d: &Data<F>, rows: &[usize], size: usize) -> Data<F> {
         Data::Float(v) => Data::Float(pick(v, rows, size).into()),
         Data::Bool(v) => Data::Bool(pick(v, rows, size).into()),
         Data::Atoms(v) => Data::Atoms(pick(v, rows, size).into()),
+        Data::Records(r) => r
+            .map_fields(rows.len() * size, |f, atoms| {
+                Some(take_rows(f, rows, size * atoms))
+            })
+            .map_or_else(|| d.empty_like(), Data::records),
     }
 }

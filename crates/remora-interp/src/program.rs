@@ -40,7 +40,7 @@ fn data_type(v: &Value<'_>) -> Option<Type> {
         Data::Int(_) => Atom::Int,
         Data::Float(_) => Atom::Float,
         Data::Bool(_) => Atom::Bool,
-        Data::Atoms(_) => return None,
+        Data::Atoms(_) | Data::Records(_) => return None,
     };
     let dims = v.shape.iter().map(|d| remora_types::Dim::nat(*d as u64));
     Some(Type {

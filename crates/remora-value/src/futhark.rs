@@ -238,7 +238,7 @@ pub fn write_text<F>(a: &Array<F>) -> Result<String, String> {
         Data::Int(v) => ("i64", v.iter().map(|n| format!("{n}i64")).collect()),
         Data::Float(v) => ("f32", v.iter().map(|x| float_text(*x)).collect()),
         Data::Bool(v) => ("bool", v.iter().map(|b| b.to_string()).collect()),
-        Data::Atoms(_) => return Err("a box or function has no data form".into()),
+        Data::Atoms(_) | Data::Records(_) => return Err("a box, record or function has no data form".into()),
     };
     if atoms.is_empty() && !a.shape.is_empty() {
         let dims: String = a.shape.iter().map(|d| format!("[{d}]")).collect();
@@ -284,7 +284,7 @@ pub fn write_binary<F>(a: &Array<F>) -> Result<Vec<u8>, String> {
         Data::Int(_) => b" i64",
         Data::Float(_) => b" f32",
         Data::Bool(_) => b"bool",
-        Data::Atoms(_) => return Err("a box or function has no data form".into()),
+        Data::Atoms(_) | Data::Records(_) => return Err("a box, record or function has no data form".into()),
     });
     for d in &a.shape {
         out.extend_from_slice(&(*d as u64).to_le_bytes());

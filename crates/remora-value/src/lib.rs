@@ -117,6 +117,82 @@ pub enum Data<F = NoFun> {
     Float(Buf<f32>),
     Bool(Buf<bool>),
     Atoms(Buf<Atom<F>>),
+    /// Records, as one array per field (structure of arrays).
+    Records(Arc<Records<F>>),
+}
+
+/// A frame of records held as one buffer per field (structure of arrays,
+/// as a lifted computation wants them): field `k` holds `count` cells of
+/// shape `fields[k].cell`, in the frame's row-major order. The same
+/// records as [`Atom::Record`]s, one per position, mean the same value.
+#[derive(Clone, Debug)]
+pub struct Records<F = NoFun> {
+    pub count: usize,
+    pub fields: Vec<RecordField<F>>,
+}
+
+/// One field of [`Records`].
+#[derive(Clone, Debug)]
+pub struct RecordField<F = NoFun> {
+    pub name: String,
+    pub cell: Vec<usize>,
+    pub data: Data<F>,
+}
+
+impl<F> Data<F> {
+    /// Records as a buffer.
+    pub fn records(r: Records<F>) -> Data<F> {
+        Data::Records(Arc::new(r))
+    }
+}
+
+impl<F> RecordField<F> {
+    /// Atoms per record.
+    pub fn size(&self) -> usize {
+        self.cell.iter().product()
+    }
+}
+
+impl<F: Clone> Records<F> {
+    /// Record `i` as a list of named arrays.
+    pub fn record(&self, i: usize) -> Vec<(String, Array<F>)> {
+        self.fields
+            .iter()
+            .map(|f| {
+                let size = f.size();
+                (
+                    f.name.clone(),
+                    Array {
+                        shape: f.cell.clone(),
+                        data: f.data.slice(i.saturating_mul(size), size),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// The same records, one atom each.
+    pub fn atoms(&self) -> Vec<Atom<F>> {
+        (0..self.count).map(|i| Atom::Record(self.record(i))).collect()
+    }
+
+    /// The same fields, each buffer made by `f` from the field's buffer
+    /// and atoms per record, for `count` records.
+    pub fn map_fields(
+        &self,
+        count: usize,
+        mut f: impl FnMut(&Data<F>, usize) -> Option<Data<F>>,
+    ) -> Option<Records<F>> {
+        let mut fields = Vec::with_capacity(self.fields.len());
+        for field in &self.fields {
+            fields.push(RecordField {
+                name: field.name.clone(),
+                cell: field.cell.clone(),
+                data: f(&field.data, field.size())?,
+            });
+        }
+        Some(Records { count, fields })
+    }
 }
 
 /// An atom that is not a number or a Boolean.
@@ -148,6 +224,7 @@ impl<F> Data<F> {
             Data::Float(v) => v.len(),
             Data::Bool(v) => v.len(),
             Data::Atoms(v) => v.len(),
+            Data::Records(r) => r.count,
         }
     }
 
@@ -214,11 +291,28 @@ impl<F> Data<F> {
     /// one); an atom buffer (functions, boxes, records) is not carried
     /// over: it comes out empty.
     pub fn base_atoms<G>(self) -> Data<G> {
+        self.base_of()
+    }
+
+    /// [`Data::base_atoms`] of a borrowed buffer (sharing it).
+    fn base_of<G>(&self) -> Data<G> {
         match self {
-            Data::Int(x) => Data::Int(x),
-            Data::Float(x) => Data::Float(x),
-            Data::Bool(x) => Data::Bool(x),
+            Data::Int(x) => Data::Int(x.clone()),
+            Data::Float(x) => Data::Float(x.clone()),
+            Data::Bool(x) => Data::Bool(x.clone()),
             Data::Atoms(_) => Data::Atoms(Vec::new().into()),
+            Data::Records(r) => Data::Records(Arc::new(Records {
+                count: r.count,
+                fields: r
+                    .fields
+                    .iter()
+                    .map(|f| RecordField {
+                        name: f.name.clone(),
+                        cell: f.cell.clone(),
+                        data: f.data.base_of(),
+                    })
+                    .collect(),
+            })),
         }
     }
 
@@ -230,7 +324,7 @@ impl<F> Data<F> {
             Data::Int(v) => v.iter().for_each(|n| out.extend_from_slice(&n.to_le_bytes())),
             Data::Float(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
             Data::Bool(v) => out.extend(v.iter().map(|b| u8::from(*b))),
-            Data::Atoms(_) => {}
+            Data::Atoms(_) | Data::Records(_) => {}
         }
     }
 }
@@ -243,6 +337,9 @@ impl<F: Clone> Data<F> {
             Data::Float(_) => Data::Float(Vec::new().into()),
             Data::Bool(_) => Data::Bool(Vec::new().into()),
             Data::Atoms(_) => Data::Atoms(Vec::new().into()),
+            Data::Records(r) => r
+                .map_fields(0, |d, _| Some(d.empty_like()))
+                .map_or_else(|| Data::Atoms(Vec::new().into()), |r| Data::Records(Arc::new(r))),
         }
     }
 
@@ -254,6 +351,19 @@ impl<F: Clone> Data<F> {
             Data::Float(_) => Data::Float(Vec::with_capacity(n).into()),
             Data::Bool(_) => Data::Bool(Vec::with_capacity(n).into()),
             Data::Atoms(_) => Data::Atoms(Vec::with_capacity(n).into()),
+            Data::Records(r) => r
+                .map_fields(0, |d, size| Some(d.with_capacity_like(n.saturating_mul(size))))
+                .map_or_else(|| Data::Atoms(Vec::new().into()), |r| Data::Records(Arc::new(r))),
+        }
+    }
+
+    /// The atoms as a buffer of atoms, records one per position (the
+    /// form a rule that knows no [`Records`] works on); other buffers as
+    /// they are.
+    pub fn record_atoms(&self) -> Data<F> {
+        match self {
+            Data::Records(r) => Data::Atoms(r.atoms().into()),
+            other => other.clone(),
         }
     }
 
@@ -264,6 +374,25 @@ impl<F: Clone> Data<F> {
             (Data::Float(a), Data::Float(b)) => a.extend_from_slice(&b),
             (Data::Bool(a), Data::Bool(b)) => a.extend_from_slice(&b),
             (Data::Atoms(a), Data::Atoms(b)) => a.extend_from_slice(&b),
+            (Data::Records(a), Data::Records(b)) => {
+                let a = Arc::make_mut(a);
+                if a.fields.len() != b.fields.len() {
+                    return Err("the records have different fields".into());
+                }
+                for (x, y) in a.fields.iter_mut().zip(&b.fields) {
+                    if x.name != y.name || x.cell != y.cell {
+                        return Err("the records have different fields".into());
+                    }
+                    x.data.append(y.data.clone())?;
+                }
+                a.count += b.count;
+            }
+            (Data::Atoms(a), Data::Records(b)) => a.extend(b.atoms()),
+            (a @ Data::Records(_), b @ Data::Atoms(_)) => {
+                let mut atoms = a.record_atoms();
+                atoms.append(b)?;
+                *a = atoms;
+            }
             _ => return Err("the cells have different types".into()),
         }
         Ok(())
@@ -286,6 +415,9 @@ impl<F: Clone> Data<F> {
             Data::Float(v) => Data::Float(rep(v, n)?.into()),
             Data::Bool(v) => Data::Bool(rep(v, n)?.into()),
             Data::Atoms(v) => Data::Atoms(rep(v, n)?.into()),
+            Data::Records(r) => Data::Records(Arc::new(
+                r.map_fields(r.count.checked_mul(n)?, |d, _| d.repeated(n))?,
+            )),
         })
     }
 
@@ -297,6 +429,13 @@ impl<F: Clone> Data<F> {
             Data::Float(v) => Data::Float(v.get(r).unwrap_or_default().to_vec().into()),
             Data::Bool(v) => Data::Bool(v.get(r).unwrap_or_default().to_vec().into()),
             Data::Atoms(v) => Data::Atoms(v.get(r).unwrap_or_default().to_vec().into()),
+            Data::Records(rs) => {
+                let len = len.min(rs.count.saturating_sub(start));
+                rs.map_fields(len, |d, size| {
+                    Some(d.slice(start.saturating_mul(size), len.saturating_mul(size)))
+                })
+                .map_or_else(|| Data::Atoms(Vec::new().into()), |r| Data::Records(Arc::new(r)))
+            }
         }
     }
 }
@@ -304,7 +443,7 @@ impl<F: Clone> Data<F> {
 /// Value equality (core.md §5.1): same shape, equal atoms; floats compared
 /// as floats (`-0.0 == 0.0`); an empty array equals an empty array of the
 /// same shape whatever its element type.
-impl<F: PartialEq> PartialEq for Array<F> {
+impl<F: PartialEq + Clone> PartialEq for Array<F> {
     fn eq(&self, other: &Array<F>) -> bool {
         if self.shape != other.shape {
             return false;
@@ -317,12 +456,18 @@ impl<F: PartialEq> PartialEq for Array<F> {
             (Data::Float(a), Data::Float(b)) => a == b,
             (Data::Bool(a), Data::Bool(b)) => a == b,
             (Data::Atoms(a), Data::Atoms(b)) => a == b,
+            (Data::Records(_), _) | (_, Data::Records(_)) => {
+                match (self.data.record_atoms(), other.data.record_atoms()) {
+                    (Data::Atoms(a), Data::Atoms(b)) => a == b,
+                    _ => false,
+                }
+            }
             _ => false,
         }
     }
 }
 
-impl<F: PartialEq> PartialEq for Atom<F> {
+impl<F: PartialEq + Clone> PartialEq for Atom<F> {
     fn eq(&self, other: &Atom<F>) -> bool {
         match (self, other) {
             (Atom::Fun(a), Atom::Fun(b)) => a == b,
@@ -333,7 +478,7 @@ impl<F: PartialEq> PartialEq for Atom<F> {
     }
 }
 
-impl<F: Callable> fmt::Display for Array<F> {
+impl<F: Callable + Clone> fmt::Display for Array<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&print::to_string(self))
     }

@@ -161,6 +161,7 @@ fn row_major(flat: &Data, shape: &[usize]) -> Data {
         Data::Float(v) => Data::Float(order.iter().map(|&i| v[i]).collect()),
         Data::Bool(v) => Data::Bool(order.iter().map(|&i| v[i]).collect()),
         Data::Atoms(v) => Data::Atoms(v.clone()),
+        Data::Records(r) => Data::Records(r.clone()),
     }
 }
 
@@ -170,7 +171,9 @@ pub fn write_npy<F>(a: &Array<F>) -> Result<Vec<u8>, String> {
         Data::Int(_) => "<i8",
         Data::Float(_) => "<f4",
         Data::Bool(_) => "|b1",
-        Data::Atoms(_) => return Err("a box or function cannot be written as .npy".into()),
+        Data::Atoms(_) | Data::Records(_) => {
+            return Err("a box, record or function cannot be written as .npy".into());
+        }
     };
     let shape = match a.shape.as_slice() {
         [d] => format!("({d},)"),

@@ -8,18 +8,18 @@ use crate::{Array, Atom, Callable, Data, Witness};
 use remora_syntax::float::format_float;
 use std::fmt::Write;
 
-pub fn to_string<F: Callable>(a: &Array<F>) -> String {
+pub fn to_string<F: Callable + Clone>(a: &Array<F>) -> String {
     let mut out = String::new();
     write_array(&mut out, a);
     out
 }
 
-pub fn write_array<F: Callable>(out: &mut String, a: &Array<F>) {
+pub fn write_array<F: Callable + Clone>(out: &mut String, a: &Array<F>) {
     write_cells(out, &a.shape, &a.data, 0);
 }
 
 /// The cell of shape `shape` that starts at atom `offset`.
-fn write_cells<F: Callable>(out: &mut String, shape: &[usize], data: &Data<F>, offset: usize) {
+fn write_cells<F: Callable + Clone>(out: &mut String, shape: &[usize], data: &Data<F>, offset: usize) {
     let Some((&n, rest)) = shape.split_first() else {
         write_atom(out, data, offset);
         return;
@@ -35,7 +35,7 @@ fn write_cells<F: Callable>(out: &mut String, shape: &[usize], data: &Data<F>, o
     out.push(']');
 }
 
-fn write_atom<F: Callable>(out: &mut String, data: &Data<F>, i: usize) {
+fn write_atom<F: Callable + Clone>(out: &mut String, data: &Data<F>, i: usize) {
     match data {
         Data::Int(v) => match v.get(i) {
             Some(n) => {
@@ -71,20 +71,24 @@ fn write_atom<F: Callable>(out: &mut String, data: &Data<F>, i: usize) {
                 write_array(out, &b.payload);
                 out.push(')');
             }
-            Some(Atom::Record(fields)) => {
-                out.push('{');
-                for (k, (name, value)) in fields.iter().enumerate() {
-                    if k > 0 {
-                        out.push_str(", ");
-                    }
-                    let _ = write!(out, "{name}  =  ");
-                    write_array(out, value);
-                }
-                out.push('}');
-            }
+            Some(Atom::Record(fields)) => write_record(out, fields),
             None => out.push('?'),
         },
+        Data::Records(r) if i < r.count => write_record(out, &r.record(i)),
+        Data::Records(_) => out.push('?'),
     }
+}
+
+fn write_record<F: Callable + Clone>(out: &mut String, fields: &[(String, Array<F>)]) {
+    out.push('{');
+    for (k, (name, value)) in fields.iter().enumerate() {
+        if k > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{name}  =  ");
+        write_array(out, value);
+    }
+    out.push('}');
 }
 
 #[cfg(test)]
