@@ -619,6 +619,7 @@ impl<'p> Interpreter {
             "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
             | "index" | "nth" => items_batched(p, &all),
             "rotate" => self.framed(&all, |args| intrinsics::rotate_framed(args, Span::default()).ok()),
+            "transpose2d" | "windows" => view_batched(p, &all),
             _ => None,
         };
         match batched {
@@ -1292,6 +1293,38 @@ fn items_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)
             strides,
         },
     )?;
+    Some(Batched::dense(v, xs.nb))
+}
+
+/// `transpose2d` and `windows` over the batch and the argument's frame:
+/// each a strided view of the argument (the two axes' steps swapped; the
+/// item axis read as `[k+1 windows, w items]` with the same step twice),
+/// copied out in one pass.
+fn view_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+    let [(xs, cell)] = all else {
+        return None;
+    };
+    let axis = xs.nb + xs.own().len().checked_sub(cell.len())?;
+    let mut shape = xs.v.shape.clone();
+    let mut strides = xs.strides.clone();
+    match p.name {
+        "transpose2d" => {
+            if cell.len() != 2 {
+                return None;
+            }
+            shape.swap(axis, axis + 1);
+            strides.swap(axis, axis + 1);
+        }
+        _ => {
+            let w = usize::try_from(*p.indices.first()?.dims().first()?).ok()?;
+            let items = *cell.first()?;
+            let windows = items.checked_sub(w)?.checked_add(1)?;
+            let step = *strides.get(axis)?;
+            shape.splice(axis..=axis, [windows, w]);
+            strides.splice(axis..=axis, [step, step]);
+        }
+    }
+    let v = gather(&xs.v, &shape, &Layout { offset: 0, strides })?;
     Some(Batched::dense(v, xs.nb))
 }
 
