@@ -336,8 +336,17 @@ fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs, verbo
     if verbose {
         interp.log_cell_by_cell();
     }
-    let code = run_parsed(parsed, &mut sources, &mut interp, entry, arg_texts, data);
-    if verbose {
+    let mut ran = false;
+    let code = run_parsed(
+        parsed,
+        &mut sources,
+        &mut interp,
+        entry,
+        arg_texts,
+        data,
+        &mut ran,
+    );
+    if verbose && ran {
         eprint!("{}", cell_by_cell_report(&interp, &sources));
     }
     code
@@ -373,6 +382,7 @@ fn run_parsed(
     entry: &str,
     arg_texts: &[String],
     data: &DataArgs,
+    ran: &mut bool,
 ) -> ExitCode {
     let fail = |sources: &SourceMap, diags: &[remora_syntax::Diagnostic]| {
         eprint!("{}", render_all(diags, sources));
@@ -389,6 +399,7 @@ fn run_parsed(
             let (Some(typed), false) = (&checked.value, checked.has_errors()) else {
                 return fail(sources, &checked.diagnostics);
             };
+            *ran = true;
             match interp.eval(typed, &Default::default()) {
                 Ok(v) => write_stdout(&format!("{}\n", remora_value::print::to_string(&v))),
                 Err(e) => runtime(sources, e),
@@ -445,6 +456,7 @@ fn run_parsed(
             interp.echo = args.is_empty()
                 && data.output.is_none()
                 && matches!(data.format, None | Some(Format::Remora));
+            *ran = true;
             let values = match remora_interp::program::run(interp, &checked.value, entry, args, &show, &|v| {
                 checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
             }) {

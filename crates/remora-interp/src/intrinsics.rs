@@ -582,18 +582,19 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             let Data::Int(idx) = &idx.data else {
                 return fail(span, "scatter: the indices are not Ints");
             };
-            let mut its = items(dest, span)?;
-            for (i, &j) in idx.iter().enumerate() {
-                if j >= 0 && (j as usize) < m {
-                    its[j as usize] = Array {
-                        shape: shape(p, 2),
-                        data: src.data.slice(i * item, item),
-                    };
-                }
+            // One copy of the destination, written item by item.
+            let rows = idx
+                .iter()
+                .enumerate()
+                .filter_map(|(i, &j)| usize::try_from(j).ok().filter(|j| *j < m).map(|j| (i, j)));
+            let mut data = dest.data.clone();
+            if crate::masked::put_rows(&mut data, &src.data, rows, item).is_none() {
+                return fail(span, "internal error: scatter's items do not fit");
             }
-            let mut v = from_items(its, &shape(p, 2), &dest.data, span)?;
-            v.shape = dest.shape.clone();
-            Ok(v)
+            Ok(Array {
+                shape: dest.shape.clone(),
+                data,
+            })
         }
         "hist" => {
             // $m bins, each starting from the neutral element; item i is

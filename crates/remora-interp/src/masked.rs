@@ -164,7 +164,7 @@ fn single_lambda<'p>(f: &Value<'p>) -> Try<Fun<'p>> {
 /// For each pair `(r, to)`, row `r` of `src` written over row `to` of
 /// `out` (rows of `size` atoms; `out` is copied first if another value
 /// shares it); `None` when a row is out of range.
-fn put_rows<F: Clone>(
+pub(crate) fn put_rows<F: Clone>(
     out: &mut Data<F>,
     src: &Data<F>,
     rows: impl IntoIterator<Item = (usize, usize)>,

@@ -1,0 +1,63 @@
+//! `remora run -v`: the per-cell diagnostic names every application that
+//! ran cell by cell, with its position and why, and says so when none did.
+
+use std::process::Command;
+
+fn run_verbose(name: &str, program: &str) -> (bool, String, String) {
+    let dir = std::env::temp_dir().join(format!("remora-cells-{}-{name}", std::process::id()));
+    let file = dir.join(format!("{name}.remora"));
+    if std::fs::create_dir_all(&dir).is_err() || std::fs::write(&file, program).is_err() {
+        return (false, String::new(), "cannot write the program".into());
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .arg("run")
+        .arg("-v")
+        .arg(&file)
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    match out {
+        Ok(o) => (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        ),
+        Err(e) => (false, String::new(), e.to_string()),
+    }
+}
+
+#[test]
+fn a_program_that_runs_array_at_a_time_says_so() {
+    let (ok, out, err) = run_verbose(
+        "batched",
+        "(def (fun (horner (cs [Float $k]) (x Float) : Float)\n  (fold (fn ((acc Float) (c Float)) (f.+ c (f.* x acc))) 0.0 cs)))\n(horner [1.0 2.0 3.0] [0.0 1.0 2.0])\n",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "[3.0 6.0 11.0]\n");
+    assert_eq!(err, "remora: note: every application ran array-at-a-time\n");
+}
+
+#[test]
+fn an_application_run_cell_by_cell_is_named_with_its_reason() {
+    let (ok, out, err) = run_verbose(
+        "fallback",
+        "(def (val xs [1 2 3]))\n((fn ((x Int)) (if (> x 1) x 0)) xs)\n",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "[0 2 3]\n");
+    assert!(
+        err.contains("fallback.remora:2:1: note: ran cell by cell (3 cells)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the function's body has `if`, which does not run batched"),
+        "{err}"
+    );
+}
+
+#[test]
+fn nothing_is_reported_for_a_program_that_does_not_check() {
+    let (ok, _, err) = run_verbose("bad", "(+ 1 #t)\n");
+    assert!(!ok);
+    assert!(err.contains("error:"), "{err}");
+    assert!(!err.contains("note:"), "{err}");
+}
