@@ -160,7 +160,7 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
                 Some(Values::Inline(text)) => split_values(text)?,
                 Some(Values::File(path)) => data_file_inputs(file, path)?,
             };
-            let result = execute(&parsed, entry, &inputs, options(block));
+            let result = execute(&parsed, entry, &inputs, options(block))?;
             match (&run.outcome, result) {
                 (None, Ok(_)) => {}
                 (Some(Outcome::Output(want)), Ok(got)) => {
@@ -383,12 +383,15 @@ pub static COMPARE_WITH_REFERENCE: std::sync::atomic::AtomicBool = std::sync::at
 
 /// Checks and runs the program; `Ok((value as data, printed))` or the
 /// rendered errors.
+/// The run's outcome (a value and its printing, or the rendered error);
+/// the outer `Err` when the engines disagree, which fails the case
+/// whatever it expected.
 fn execute(
     parsed: &Parsed,
     entry: &str,
     inputs: &[String],
     options: remora_check::Options,
-) -> Result<(Option<remora_value::Array>, String), String> {
+) -> Result<Result<(Option<remora_value::Array>, String), String>, String> {
     let fast = execute_with(parsed, entry, inputs, options, false);
     if COMPARE_WITH_REFERENCE.load(std::sync::atomic::Ordering::Relaxed) {
         let reference = execute_with(parsed, entry, inputs, options, true);
@@ -405,7 +408,7 @@ fn execute(
         }
         elaboration_agrees(parsed, entry, inputs, options, &fast)?;
     }
-    fast
+    Ok(fast)
 }
 
 /// The program elaborated (`remora elaborate`), read back, checked with

@@ -368,9 +368,11 @@ impl Writer<'_> {
             }
         }
         let k = d.constant();
-        if k > 0 || (plus.is_empty() && minus.is_empty()) {
+        if k > 0 || (plus.is_empty() && minus.is_empty() && k == 0) {
             plus.push(dim(DimKind::Nat(k.max(0) as u64)));
         } else if k < 0 {
+            // A negative constant alone is written (- 0 k), so that it
+            // stays negative (a run-time error) when read back.
             minus.push(dim(DimKind::Nat(k.unsigned_abs())));
         }
         let sum = match plus.len() {

@@ -47,14 +47,14 @@ impl<'p> Batched<'p> {
         Batched::dense(v, 0)
     }
 
-    fn dense(v: Value<'p>, nb: usize) -> Batched<'p> {
+    pub(crate) fn dense(v: Value<'p>, nb: usize) -> Batched<'p> {
         let strides = row_major(&v.shape);
         Batched { v, nb, strides }
     }
 
     /// The same value with its atoms in row-major order (copied out only
     /// when it was replicated).
-    fn densify(&self) -> Try<Batched<'p>> {
+    pub(crate) fn densify(&self) -> Try<Batched<'p>> {
         if self.strides == row_major(&self.v.shape) {
             return Some(self.clone());
         }
@@ -236,6 +236,13 @@ impl<'p> Interpreter {
                     fun.clone()
                 }
                 Some(Atom::Fun(Fun::Prim(p))) if p.args.len() + spine.len() == p.sig.values => {
+                    // A multiply-reduce: one pass, no product array.
+                    let saved = std::mem::take(&mut self.batch);
+                    let fused = self.contraction(e, env);
+                    self.batch = saved;
+                    if let Some(v) = fused.filter(|v| v.nb == 0).and_then(|v| v.densify()) {
+                        return Ok(Some(v.v));
+                    }
                     // An intrinsic applied in full: its rule over the
                     // arguments' frames, if it has one.
                     let p = p.clone();
@@ -251,8 +258,8 @@ impl<'p> Interpreter {
                     }
                     // The reference path: one argument at a time.
                     let mut f = f;
-                    for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
-                        f = self.apply(&f, a, &cell, &app.ty, env, arg.span)?;
+                    for ((a, cell), (_, _, app)) in args.into_iter().zip(&spine) {
+                        f = self.apply(&f, a, &cell, &app.ty, env, app.span)?;
                     }
                     return Ok(Some(f));
                 }
@@ -271,8 +278,8 @@ impl<'p> Interpreter {
         }
         // The reference path: one argument at a time.
         let mut f = f;
-        for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
-            f = self.apply(&f, a, &cell, &app.ty, env, arg.span)?;
+        for ((a, cell), (_, _, app)) in args.into_iter().zip(&spine) {
+            f = self.apply(&f, a, &cell, &app.ty, env, app.span)?;
         }
         Ok(Some(f))
     }
@@ -424,6 +431,9 @@ impl<'p> Interpreter {
 
     /// An application spine `(((f a1) a2) … ak)` inside the batch frame.
     fn spine_batched(&mut self, e: &'p TExpr, env: &Env<'p>) -> Try<Batched<'p>> {
+        if let Some(r) = self.contraction(e, env) {
+            return Some(r);
+        }
         let mut spine = Vec::new();
         let mut head = e;
         while let TExprKind::App { func, arg, lifted } = &head.kind {
@@ -1332,7 +1342,7 @@ fn view_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]
 /// axes, for an operand with steps `strides` and `nb` batch axes: its batch
 /// axes' steps, zero for the batch axes it lacks, its own axes' steps, then
 /// zero for the frame axes it lacks (prefix agreement).
-fn place(strides: &[usize], nb: usize, to_nb: usize, rank: usize) -> Vec<usize> {
+pub(crate) fn place(strides: &[usize], nb: usize, to_nb: usize, rank: usize) -> Vec<usize> {
     let mut out = Vec::with_capacity(rank);
     out.extend_from_slice(&strides[..nb.min(strides.len())]);
     out.resize(to_nb, 0);

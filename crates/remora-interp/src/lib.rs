@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod cell_log;
+mod contract;
 pub mod eval;
 pub mod intrinsics;
 pub mod kernel;
