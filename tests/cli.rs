@@ -355,3 +355,115 @@ fn a_script_prints_each_value_before_a_later_failure() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn repl_forgets_a_definition_that_fails_at_run_time() {
+    let input = "(def (val x [1 2]))\n\
+                 (def (val bad (/ 1 0)))\n\
+                 (+ x 1)\n\
+                 bad\n\
+                 (def (fun (inv (n Int) : Int) (/ 1 n)))\n\
+                 (def (val bad2 (inv (- 1 1))))\n\
+                 (+ 1 2)\n\
+                 (def (val y (+ x 10)))\n\
+                 y\n";
+    let out = remora(&["repl"], Some(input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // The failure is reported where it happened, and nothing of it is kept.
+    assert!(
+        stdout.starts_with("<repl>:1:15: error: divide by zero\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[2 3]\n"), "{stdout}");
+    assert!(
+        stdout.contains("<repl>:1:1: error: unbound variable `bad`\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("<repl>:1:31: error: divide by zero\n"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("3\n[11 12]\n"), "{stdout}");
+    // An input fails as a whole: `ok`, entered with a failing definition, is not kept.
+    let out = remora(
+        &["repl"],
+        Some("(def (val ok 5)) (def (val no (/ 1 0)))\n(+ 1 2)\nok\n"),
+    );
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("error: divide by zero"), "{stdout}");
+    assert!(
+        stdout.ends_with("3\n<repl>:1:1: error: unbound variable `ok`\n  |\n1 | ok\n  | ^^\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn repl_evaluates_a_definition_once() {
+    // `trace` writes on stderr each time the definition is evaluated.
+    let input = "(def (val t (trace 42 5)))\n\
+                 (+ t 1)\n(+ t 2)\n(def (val u (* t 2)))\n(+ u 1)\n:type t\n(+ t 3)\n";
+    let out = remora(&["repl"], Some(input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "6\n7\n11\nInt\n8\n");
+    assert_eq!(text(&out.stderr), "42\n");
+}
+
+#[test]
+fn repl_a_slow_definition_is_not_run_again_by_later_inputs() {
+    let slow = "(def (val s (while (fn ((x Int)) (< x 100000)) (fn ((x Int)) (+ x 1)) 0)))\n";
+    let timed = |quick: usize| {
+        let input = format!("{slow}{}", "(+ s 1)\n".repeat(quick));
+        let start = std::time::Instant::now();
+        let out = remora(&["repl"], Some(&input));
+        let elapsed = start.elapsed();
+        assert_eq!(
+            text(&out.stdout),
+            "100001\n".repeat(quick),
+            "{}",
+            text(&out.stderr)
+        );
+        elapsed
+    };
+    let one = timed(1);
+    let six = timed(6);
+    // Evaluating the definition for every input would take about six times as long.
+    assert!(
+        six < one * 3,
+        "1 input after the definition: {one:?}; 6 inputs: {six:?}"
+    );
+}
+
+#[test]
+fn repl_error_positions_count_the_lines_of_the_input_being_read() {
+    let input = "(def (val a\n  1))\n\
+                 (def (fun (f (x Int) : Int)\n  (+ x\n     a)))\n\
+                 (f\n  1)\n\
+                 (+ (f 1)\n   nope)\n\
+                 :type (+ 1\n        #t)\n\
+                 (def (val z\n   (/ 1\n      0)))\n";
+    let out = remora(&["repl"], Some(input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("2\n"), "{stdout}");
+    assert!(
+        stdout.contains("<repl>:2:4: error: unbound variable `nope`\n  |\n2 |    nope)\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("<repl>:1:7: error: "), "{stdout}");
+    assert!(stdout.contains("<repl>:2:4: error: divide by zero\n"), "{stdout}");
+}
+
+#[test]
+fn repl_load_adds_a_files_declarations_evaluated_once() {
+    let lib = scratch_file(
+        "repl-load",
+        "lib.remora",
+        b"(def (val k (trace 7 10)))\n(def (fun (g (x Int) : Int) (+ x k)))\n",
+    );
+    let input = format!(":load {}\n(g 1)\n(g 2)\n", lib.to_string_lossy());
+    let out = remora(&["repl"], Some(&input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "11\n12\n");
+    assert_eq!(text(&out.stderr), "7\n");
+}

@@ -117,10 +117,7 @@ impl<'p> Interpreter {
         // that batch, which is not the frame it would be batched over here.
         // (Such a closure never leaves its batch, so outside every batch
         // there is no environment to search.)
-        if self.batching > 0
-            && let Fun::Lambda { env, .. } = fun
-            && env.has_batched()
-        {
+        if self.batching > 0 && fun.reads_batch() {
             return None;
         }
         // Strip-mining: over a large frame, the body runs on runs of rows
@@ -322,6 +319,11 @@ impl<'p> Interpreter {
             TExprKind::App { .. } => self.spine_batched(e, env),
             TExprKind::Frame { shape, elems } if !elems.is_empty() => self.frame_batched(shape, elems, env),
             TExprKind::Record(fields) => self.record_batched(e, fields, env),
+            TExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } => self.if_batched(cond, then, otherwise, env),
             TExprKind::Field { record, field } => {
                 let r = self.eval_batched(record, env)?;
                 let Data::Records(rs) = &r.v.data else {
@@ -350,6 +352,89 @@ impl<'p> Interpreter {
                 r.ok().map(Batched::plain)
             }
         }
+    }
+
+    /// `if` inside the batch frame. A condition the same for every cell
+    /// picks one branch; otherwise each branch runs on just the positions
+    /// that take it (the batch restricted to them, as a mask would: each
+    /// cell evaluates only its own branch, so a recursion ends where the
+    /// cells' recursions end), and the two results are merged back in
+    /// position order.
+    fn if_batched(
+        &mut self,
+        cond: &'p TExpr,
+        then: &'p TExpr,
+        otherwise: &'p TExpr,
+        env: &Env<'p>,
+    ) -> Try<Batched<'p>> {
+        let c = self.eval_batched(cond, env)?;
+        if c.nb == 0 {
+            let Data::Bool(b) = &c.v.data else {
+                return None;
+            };
+            return self.eval_batched(if *b.first()? { then } else { otherwise }, env);
+        }
+        // The condition at every position of the whole batch.
+        let nb = self.batch.len();
+        let c = self.expand(&c, nb)?.densify()?;
+        let Data::Bool(go) = &c.v.data else {
+            return None;
+        };
+        let positions = atoms_in(&self.batch);
+        if go.len() != positions || positions == 0 {
+            return None;
+        }
+        let taken: Vec<usize> = (0..positions).filter(|&p| go[p]).collect();
+        let other: Vec<usize> = (0..positions).filter(|&p| !go[p]).collect();
+        if other.is_empty() {
+            return self.eval_batched(then, env);
+        }
+        if taken.is_empty() {
+            return self.eval_batched(otherwise, env);
+        }
+        let go = go.clone();
+        let yes = self.branch_at(then, env, &taken)?;
+        let no = self.branch_at(otherwise, env, &other)?;
+        if yes.v.shape.get(1..) != no.v.shape.get(1..) {
+            return None;
+        }
+        let own: Vec<usize> = yes.v.shape.get(1..)?.to_vec();
+        let data = merge_data(&go, &yes.v.data, &no.v.data, atoms_in(&own))?;
+        let mut shape = self.batch.clone();
+        shape.extend(own);
+        Some(Batched::dense(Array { shape, data }, nb))
+    }
+
+    /// `e` evaluated on some positions of the batch only (row-major
+    /// positions of the whole batch frame): every batched variable
+    /// restricted to them, the batch one axis of that many positions. The
+    /// result is dense over `[positions] ++ its own shape`.
+    fn branch_at(&mut self, e: &'p TExpr, env: &Env<'p>, at: &[usize]) -> Try<Batched<'p>> {
+        let batch = self.batch.clone();
+        let nb = batch.len();
+        let inner = env.map_batched(&mut |b| {
+            let full = self.expand(b, nb)?;
+            pick_positions(&full, &batch, at)
+        })?;
+        let saved = std::mem::replace(&mut self.batch, vec![at.len()]);
+        let r = self.eval_batched(e, &inner);
+        self.batch = saved;
+        let r = r?;
+        let mut shape = vec![at.len()];
+        shape.extend(r.own());
+        let r = if r.nb == 0 {
+            Batched {
+                strides: place(&r.strides, 0, 1, shape.len()),
+                v: Array {
+                    shape,
+                    data: r.v.data,
+                },
+                nb: 1,
+            }
+        } else {
+            r
+        };
+        r.densify()
     }
 
     /// A record literal inside the batch frame: each field laid out densely
@@ -694,25 +779,6 @@ impl<'p> Interpreter {
                 base -= steps[axis] * outer[axis];
                 odometer[axis] = 0;
             }
-        }
-        fn pick<T: Clone>(v: &[T], starts: &[usize], item: usize) -> Option<Vec<T>> {
-            let mut out = Vec::with_capacity(starts.len() * item);
-            for &s in starts {
-                out.extend_from_slice(v.get(s..s + item)?);
-            }
-            Some(out)
-        }
-        fn pick_data<'p>(d: &Data<Fun<'p>>, starts: &[usize], item: usize) -> Option<Data<Fun<'p>>> {
-            Some(match d {
-                Data::Int(v) => Data::Int(pick(v, starts, item)?.into()),
-                Data::Float(v) => Data::Float(pick(v, starts, item)?.into()),
-                Data::Bool(v) => Data::Bool(pick(v, starts, item)?.into()),
-                Data::Atoms(v) => Data::Atoms(pick(v, starts, item)?.into()),
-                Data::Records(r) => Data::records(r.map_fields(starts.len() * item, |d, size| {
-                    let scaled: Vec<usize> = starts.iter().map(|s| s * size).collect();
-                    pick_data(d, &scaled, item * size)
-                })?),
-            })
         }
         let data = pick_data(&xs.v.data, &starts, item)?;
         outer.extend(item_cell);
@@ -1139,6 +1205,110 @@ fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Ba
     ))
 }
 
+fn pick<T: Clone>(v: &[T], starts: &[usize], item: usize) -> Option<Vec<T>> {
+    let mut out = Vec::with_capacity(starts.len() * item);
+    for &s in starts {
+        out.extend_from_slice(v.get(s..s + item)?);
+    }
+    Some(out)
+}
+/// `item` atoms from each start, in order (records field by field).
+fn pick_data<'p>(d: &Data<Fun<'p>>, starts: &[usize], item: usize) -> Option<Data<Fun<'p>>> {
+    Some(match d {
+        Data::Int(v) => Data::Int(pick(v, starts, item)?.into()),
+        Data::Float(v) => Data::Float(pick(v, starts, item)?.into()),
+        Data::Bool(v) => Data::Bool(pick(v, starts, item)?.into()),
+        Data::Atoms(v) => Data::Atoms(pick(v, starts, item)?.into()),
+        Data::Records(r) => Data::records(r.map_fields(starts.len() * item, |d, size| {
+            let scaled: Vec<usize> = starts.iter().map(|s| s * size).collect();
+            pick_data(d, &scaled, item * size)
+        })?),
+    })
+}
+
+/// The position `at[i]` (row-major over `batch`) of a value with all the
+/// batch's axes, for each `i`: a value with one batch axis of `at.len()`
+/// positions.
+fn pick_positions<'p>(b: &Batched<'p>, batch: &[usize], at: &[usize]) -> Try<Batched<'p>> {
+    let nb = batch.len();
+    let steps = b.strides.get(..nb)?;
+    let own: Vec<usize> = b.own().to_vec();
+    let own_steps = b.strides.get(nb..)?.to_vec();
+    let row = atoms_in(&own);
+    // Each position's offset, then its own atoms gathered.
+    let mut offsets = Vec::with_capacity(at.len());
+    for &p in at {
+        let mut rest = p;
+        let mut offset = 0usize;
+        for (d, s) in batch.iter().zip(steps).rev() {
+            offset += (rest % d.max(&1)) * s;
+            rest /= d.max(&1);
+        }
+        offsets.push(offset);
+    }
+    if own_steps == row_major(&own) {
+        let mut shape = vec![at.len()];
+        shape.extend(own);
+        let data = pick_data(&b.v.data, &offsets, row)?;
+        return Some(Batched::dense(Array { shape, data }, 1));
+    }
+    let mut data = b.v.data.with_capacity_like(at.len().saturating_mul(row));
+    for offset in offsets {
+        let cell = gather_data(
+            &b.v.data,
+            &own,
+            &Layout {
+                offset,
+                strides: own_steps.clone(),
+            },
+        )?;
+        data.append(cell).ok()?;
+    }
+    let mut shape = vec![at.len()];
+    shape.extend(own);
+    Some(Batched::dense(Array { shape, data }, 1))
+}
+
+/// Rows of `yes` where `go` holds and rows of `no` where it does not, in
+/// order (`size` atoms a row; records field by field).
+fn merge_data<'p>(go: &[bool], yes: &Data<Fun<'p>>, no: &Data<Fun<'p>>, size: usize) -> Try<Data<Fun<'p>>> {
+    fn merge<T: Clone>(go: &[bool], yes: &[T], no: &[T], size: usize) -> Option<Vec<T>> {
+        let mut out = Vec::with_capacity(go.len() * size);
+        let (mut y, mut n) = (yes.chunks_exact(size.max(1)), no.chunks_exact(size.max(1)));
+        for g in go {
+            if size == 0 {
+                continue;
+            }
+            out.extend_from_slice(if *g { y.next()? } else { n.next()? });
+        }
+        Some(out)
+    }
+    Some(match (yes, no) {
+        (Data::Int(a), Data::Int(b)) => Data::Int(merge(go, a, b, size)?.into()),
+        (Data::Float(a), Data::Float(b)) => Data::Float(merge(go, a, b, size)?.into()),
+        (Data::Bool(a), Data::Bool(b)) => Data::Bool(merge(go, a, b, size)?.into()),
+        (Data::Atoms(a), Data::Atoms(b)) => Data::Atoms(merge(go, a, b, size)?.into()),
+        (Data::Records(a), Data::Records(b)) if a.fields.len() == b.fields.len() => {
+            let mut fields = Vec::with_capacity(a.fields.len());
+            for (fa, fb) in a.fields.iter().zip(&b.fields) {
+                if fa.name != fb.name || fa.cell != fb.cell {
+                    return None;
+                }
+                fields.push(remora_value::RecordField {
+                    name: fa.name.clone(),
+                    cell: fa.cell.clone(),
+                    data: merge_data(go, &fa.data, &fb.data, size * fa.size())?,
+                });
+            }
+            Data::records(remora_value::Records {
+                count: go.len() * size,
+                fields,
+            })
+        }
+        _ => return None,
+    })
+}
+
 /// `select`'s elementwise choice: for each condition, `size` atoms of `a`
 /// or of `b` (records field by field).
 fn choose_data<'p>(c: &[bool], a: &Data<Fun<'p>>, b: &Data<Fun<'p>>, size: usize) -> Try<Data<Fun<'p>>> {
@@ -1434,9 +1604,7 @@ fn lambda_params(body: &TExpr) -> usize {
 /// one value per batch position, so it runs only batched).
 fn captures_batch(f: &Batched<'_>) -> bool {
     match &f.v.data {
-        Data::Atoms(atoms) => atoms
-            .iter()
-            .any(|a| matches!(a, Atom::Fun(Fun::Lambda { env, .. }) if env.has_batched())),
+        Data::Atoms(atoms) => atoms.iter().any(|a| matches!(a, Atom::Fun(f) if f.reads_batch())),
         _ => false,
     }
 }
@@ -1481,6 +1649,12 @@ fn unbatchable(e: &TExpr) -> Option<&'static str> {
         TExprKind::Unbox { .. } => Some("`unbox`"),
         TExprKind::Record(fields) => fields.iter().find_map(|(_, x)| unbatchable(x)),
         TExprKind::Field { record, .. } => unbatchable(record),
-        TExprKind::If { .. } => Some("`if`"),
+        TExprKind::If {
+            cond,
+            then,
+            otherwise,
+        } => unbatchable(cond)
+            .or_else(|| unbatchable(then))
+            .or_else(|| unbatchable(otherwise)),
     }
 }

@@ -50,6 +50,59 @@ pub struct Prim<'p> {
     pub args: Vec<Value<'p>>,
 }
 
+impl<'p> Fun<'p> {
+    /// Whether this is a closure made inside a batch that reads one of
+    /// the batch's variables (it holds one value per batch position, so it
+    /// may only run batched, over that batch).
+    pub(crate) fn reads_batch(&self) -> bool {
+        match self {
+            Fun::Lambda { body, env, .. } | Fun::TLambda { body, env } | Fun::ILambda { body, env, .. } => {
+                env.has_batched() && mentions_batched(body, env)
+            }
+            Fun::Prim(p) => p.args.iter().any(|a| match &a.data {
+                Data::Atoms(atoms) => atoms.iter().any(|x| matches!(x, Atom::Fun(f) if f.reads_batch())),
+                _ => false,
+            }),
+        }
+    }
+}
+
+/// Whether `e` reads a variable that `env` binds to a batched value.
+fn mentions_batched(e: &TExpr, env: &Env<'_>) -> bool {
+    use remora_check::typed::TAtomKind;
+    let any = |es: &mut dyn Iterator<Item = &TExpr>| {
+        for x in es {
+            if mentions_batched(x, env) {
+                return true;
+            }
+        }
+        false
+    };
+    match &e.kind {
+        TExprKind::Var(v) => env.is_batched(*v),
+        TExprKind::Intrinsic(_) => false,
+        TExprKind::Array { atoms, .. } => atoms.iter().any(|a| match &a.kind {
+            TAtomKind::Lambda { body, .. }
+            | TAtomKind::TLambda { body, .. }
+            | TAtomKind::ILambda { body, .. }
+            | TAtomKind::Box { body, .. } => mentions_batched(body, env),
+            _ => false,
+        }),
+        TExprKind::Frame { elems, .. } => any(&mut elems.iter()),
+        TExprKind::App { func, arg, .. } => mentions_batched(func, env) || mentions_batched(arg, env),
+        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => mentions_batched(func, env),
+        TExprKind::Unbox { boxed, body, .. } => mentions_batched(boxed, env) || mentions_batched(body, env),
+        TExprKind::Let { value, body, .. } => mentions_batched(value, env) || mentions_batched(body, env),
+        TExprKind::Record(fields) => any(&mut fields.iter().map(|(_, x)| x)),
+        TExprKind::Field { record, .. } => mentions_batched(record, env),
+        TExprKind::If {
+            cond,
+            then,
+            otherwise,
+        } => any(&mut [&**cond, &**then, &**otherwise].into_iter()),
+    }
+}
+
 impl Callable for Fun<'_> {
     fn printed(&self) -> &'static str {
         match self {
@@ -100,6 +153,12 @@ pub(crate) enum Binding<'p> {
 }
 
 impl<'p> Env<'p> {
+    /// This scope with `var` bound to `value` (a definition kept by the
+    /// REPL, for one).
+    pub fn bind(&self, var: VarId, value: Value<'p>) -> Env<'p> {
+        self.with(Binding::Val(var, value))
+    }
+
     pub(crate) fn with(&self, binding: Binding<'p>) -> Env<'p> {
         Env(Some(Rc::new(EnvNode {
             binding,
@@ -116,6 +175,52 @@ impl<'p> Env<'p> {
             Binding::Val(w, val) if *w == v => Some(val),
             _ => None,
         })
+    }
+
+    /// The same scope with every batched variable's value replaced by
+    /// `f`'s (the variables of a batch restricted to some of its
+    /// positions); `None` when `f` gives up, or when a plain variable holds
+    /// a closure made inside the batch (its captured values could not be
+    /// restricted with it).
+    pub(crate) fn map_batched(
+        &self,
+        f: &mut dyn FnMut(&crate::batch::Batched<'p>) -> Option<crate::batch::Batched<'p>>,
+    ) -> Option<Env<'p>> {
+        let nodes: Vec<&EnvNode<'p>> = self.nodes().collect();
+        let closure_inside = |v: &Value<'p>| match &v.data {
+            Data::Atoms(atoms) => atoms.iter().any(|a| matches!(a, Atom::Fun(f) if f.reads_batch())),
+            _ => false,
+        };
+        // Below the deepest batched variable nothing changes.
+        let Some(deepest) = nodes
+            .iter()
+            .rposition(|n| matches!(n.binding, Binding::Batched(..)))
+        else {
+            return Some(self.clone());
+        };
+        let mut env = nodes.get(deepest)?.next.clone();
+        for n in nodes.get(..=deepest)?.iter().rev() {
+            let binding = match &n.binding {
+                Binding::Batched(v, b) => Binding::Batched(*v, f(b)?),
+                Binding::Val(_, val) if closure_inside(val) => return None,
+                Binding::Val(v, val) => Binding::Val(*v, val.clone()),
+                Binding::Dim(v, d) => Binding::Dim(*v, *d),
+                Binding::Shape(v, s) => Binding::Shape(*v, s.clone()),
+            };
+            env = env.with(binding);
+        }
+        Some(env)
+    }
+
+    /// Whether `v` is bound to a batched value.
+    fn is_batched(&self, v: VarId) -> bool {
+        self.nodes()
+            .find_map(|n| match &n.binding {
+                Binding::Val(w, _) if *w == v => Some(false),
+                Binding::Batched(w, _) if *w == v => Some(true),
+                _ => None,
+            })
+            .unwrap_or(false)
     }
 
     /// Whether a batched variable is in scope (a closure made inside a

@@ -154,7 +154,7 @@ impl<'p> Interpreter {
 fn single_lambda<'p>(f: &Value<'p>) -> Try<Fun<'p>> {
     match (&f.data, f.shape.is_empty()) {
         (Data::Atoms(a), true) => match a.as_slice() {
-            [Atom::Fun(fun @ Fun::Lambda { env, .. })] if !env.has_batched() => Some(fun.clone()),
+            [Atom::Fun(fun @ Fun::Lambda { .. })] if !fun.reads_batch() => Some(fun.clone()),
             _ => None,
         },
         _ => None,
