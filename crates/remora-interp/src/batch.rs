@@ -715,6 +715,8 @@ impl<'p> Interpreter {
             | "index" | "nth" => items_batched(p, &all),
             "rotate" => self.framed(&all, |args| intrinsics::rotate_framed(args, Span::default()).ok()),
             "transpose2d" | "windows" => view_batched(p, &all),
+            "length" | "reshape" | "flatten" | "replicate" => reshape_batched(p, &all),
+            "append" | "reverse" => self.framed(&all, |args| items_framed(p.name, args)),
             _ => None,
         };
         match batched {
@@ -1506,6 +1508,161 @@ fn view_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]
     }
     let v = gather(&xs.v, &shape, &Layout { offset: 0, strides })?;
     Some(Batched::dense(v, xs.nb))
+}
+
+/// `length`, `reshape`, `flatten` and `replicate` over the batch and the
+/// argument's frame, none of which moves an atom: `length` is the item
+/// count at every position (one atom, replicated), `reshape` and
+/// `flatten` the same atoms under another cell shape, `replicate` the
+/// cell repeated by zero steps.
+fn reshape_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+    let [(xs, cell)] = all else {
+        return None;
+    };
+    let axis = xs.nb + xs.own().len().checked_sub(cell.len())?;
+    let outer = xs.v.shape.get(..axis)?.to_vec();
+    let index = |k: usize| -> Try<Vec<usize>> {
+        p.indices
+            .get(k)?
+            .dims()
+            .into_iter()
+            .map(|d| usize::try_from(d).ok())
+            .collect()
+    };
+    match p.name {
+        "length" => Some(Batched {
+            strides: vec![0; outer.len()],
+            v: Array {
+                shape: outer,
+                data: Data::Int(vec![i64::try_from(*cell.first()?).ok()?].into()),
+            },
+            nb: xs.nb,
+        }),
+        "replicate" => {
+            let frame = index(0)?;
+            let mut shape = outer.clone();
+            shape.extend(&frame);
+            shape.extend(cell);
+            let mut strides = xs.strides.get(..axis)?.to_vec();
+            strides.extend(std::iter::repeat_n(0, frame.len()));
+            strides.extend(xs.strides.get(axis..)?);
+            Some(Batched {
+                v: Array {
+                    shape,
+                    data: xs.v.data.clone(),
+                },
+                nb: xs.nb,
+                strides,
+            })
+        }
+        _ => {
+            let new_cell = if p.name == "flatten" {
+                let (m, n) = (*index(0)?.first()?, *index(1)?.first()?);
+                std::iter::once(m.checked_mul(n)?).chain(index(2)?).collect()
+            } else {
+                index(1)?
+            };
+            if atoms_in(&new_cell) != atoms_in(cell) {
+                return None;
+            }
+            let dense = xs.densify()?;
+            let mut shape = outer;
+            shape.extend(new_cell);
+            Some(Batched::dense(
+                Array {
+                    shape,
+                    data: dense.v.data,
+                },
+                xs.nb,
+            ))
+        }
+    }
+}
+
+/// `append` and `reverse` on dense arguments over their frames (the
+/// batch axes included): for each position of the principal frame, the
+/// items of both cells one after the other, or the cell's items in
+/// reverse order. A shorter frame's cell serves a run of positions.
+fn items_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value<'p>> {
+    let frame_of = |(v, cell): &(Value<'p>, Vec<usize>)| -> Option<Vec<usize>> {
+        Some(v.shape.get(..v.rank().checked_sub(cell.len())?)?.to_vec())
+    };
+    match (name, args) {
+        ("reverse", [(xs, cell)]) => {
+            let frame = frame_of(&args[0])?;
+            let (&d, item) = cell.split_first()?;
+            let item = atoms_in(item);
+            let order: Vec<usize> = (0..atoms_in(&frame))
+                .flat_map(|p| (0..d).rev().map(move |i| (p * d + i) * item))
+                .collect();
+            let data = pick_data(&xs.data, &order, item)?;
+            Some(Array {
+                shape: xs.shape.clone(),
+                data,
+            })
+        }
+        ("append", [a, b]) => {
+            let (fa, fb) = (frame_of(a)?, frame_of(b)?);
+            let frame = if fa.len() >= fb.len() {
+                fa.clone()
+            } else {
+                fb.clone()
+            };
+            if !frame.starts_with(&fa) || !frame.starts_with(&fb) {
+                return None;
+            }
+            let n = atoms_in(&frame);
+            let (ba, bb) = (atoms_in(&a.1), atoms_in(&b.1));
+            let (ra, rb) = (n.checked_div(atoms_in(&fa))?, n.checked_div(atoms_in(&fb))?);
+            // Each position's cell of `a`, then of `b`, read as blocks.
+            let mut starts = Vec::with_capacity(2 * n);
+            let joined = a.0.data.clone();
+            let mut joined = joined;
+            joined.append(b.0.data.clone()).ok()?;
+            let b_at = a.0.data.len();
+            for p in 0..n {
+                starts.push((p / ra) * ba);
+                starts.push(b_at + (p / rb) * bb);
+            }
+            let data = pick_blocks(&joined, &starts, ba, bb)?;
+            let mut shape = frame;
+            shape.push(a.1.first()? + b.1.first()?);
+            shape.extend(a.1.get(1..)?);
+            Some(Array { shape, data })
+        }
+        _ => None,
+    }
+}
+
+/// Blocks alternately of `first` and `second` atoms from the starts, in
+/// order (records field by field).
+fn pick_blocks<'p>(
+    d: &Data<Fun<'p>>,
+    starts: &[usize],
+    first: usize,
+    second: usize,
+) -> Option<Data<Fun<'p>>> {
+    fn pick<T: Clone>(v: &[T], starts: &[usize], first: usize, second: usize) -> Option<Vec<T>> {
+        let mut out = Vec::with_capacity(starts.len().div_ceil(2) * (first + second));
+        for (k, &s) in starts.iter().enumerate() {
+            let len = if k % 2 == 0 { first } else { second };
+            out.extend_from_slice(v.get(s..s + len)?);
+        }
+        Some(out)
+    }
+    Some(match d {
+        Data::Int(v) => Data::Int(pick(v, starts, first, second)?.into()),
+        Data::Float(v) => Data::Float(pick(v, starts, first, second)?.into()),
+        Data::Bool(v) => Data::Bool(pick(v, starts, first, second)?.into()),
+        Data::Atoms(v) => Data::Atoms(pick(v, starts, first, second)?.into()),
+        Data::Records(r) => Data::records(r.map_fields(
+            starts.len().div_ceil(2) * (first + second),
+            |f, size| {
+                let scaled: Vec<usize> = starts.iter().map(|s| s * size).collect();
+                pick_blocks(f, &scaled, first * size, second * size)
+            },
+        )?),
+    })
 }
 
 /// Steps over a result of rank `rank` whose first `to_nb` axes are batch
