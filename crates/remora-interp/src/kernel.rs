@@ -248,6 +248,9 @@ pub fn fold_axis<T: Copy>(
     if need.is_none_or(|n| n > data.len()) || seed.is_some_and(|s| s.len() < outer * inner) {
         return Err(OUT_OF_BOUNDS);
     }
+    if inner == 0 {
+        return Ok(Vec::new());
+    }
     let mut out = Vec::with_capacity(outer * inner);
     for o in 0..outer {
         let block = &data[o * items * inner..(o + 1) * items * inner];
@@ -302,6 +305,10 @@ pub fn reduce_axis<T: Copy>(
     f: impl Fn(T, T) -> T,
 ) -> Result<Vec<T>, &'static str> {
     let [outer, items, inner] = dims;
+    if inner == 0 {
+        // Items of no atoms: nothing to combine, nothing to give.
+        return Ok(Vec::new());
+    }
     if order == Order::Left || (order == Order::Tree && items <= PAIRWISE_LEAF) {
         return fold_axis(data, dims, seed, f);
     }
