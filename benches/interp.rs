@@ -18,11 +18,13 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use remora_interp::{Interpreter, Value, program};
-use remora_syntax::{RealFs, SourceMap, load_program_text};
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{cells, fatal, float_array, floats, ints, mb, ms, peak_kib};
+use remora_interp::Value;
 use remora_value::{Array, Data};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Clone)]
 struct Row {
@@ -122,46 +124,8 @@ fn rows(quick: bool) -> Vec<Row> {
     ]
 }
 
-/// The generated data, the same as `numpy_rows.py`'s `floats`.
-fn floats(n: usize, seed: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i * 7919 + seed * 104_729) % 1000) as f32 / 1000.0)
-        .collect()
-}
-
-/// As `numpy_rows.py`'s `cells`: a board of 0s and 1s.
-fn cells(n: usize, seed: usize) -> Vec<i64> {
-    (0..n)
-        .map(|i| i64::from((i * 7919 + seed * 104_729) % 7 < 2))
-        .collect()
-}
-
-/// As `numpy_rows.py`'s `ints`: a 64-bit hash of the position, spread
-/// over the whole Int range.
-fn ints(n: usize, seed: u64) -> Vec<i64> {
-    (0..n as u64)
-        .map(|i| {
-            let mut x = i.wrapping_add(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (x ^ (x >> 31)) as i64
-        })
-        .collect()
-}
-
-fn float_array<'p>(shape: Vec<usize>, data: Vec<f32>) -> Value<'p> {
-    Array {
-        shape,
-        data: Data::Float(data.into()),
-    }
-}
-
 fn size(row: &Row, key: &str) -> usize {
-    row.sizes
-        .iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| *v)
-        .unwrap_or(0)
+    common::size(&row.sizes, key)
 }
 
 /// The entry's arguments for a row.
@@ -231,109 +195,35 @@ fn arguments<'p>(row: &Row) -> Vec<Value<'p>> {
     }
 }
 
-fn source(row: &Row) -> String {
-    let path = format!(
-        "{}/benches/interp/{}.remora",
-        env!("CARGO_MANIFEST_DIR"),
-        row.name
-    );
-    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|e| fatal(&format!("{path}: {e}")));
-    for (k, v) in &row.sizes {
-        text = text.replace(&format!("{{{k}-1}}"), &(v - 1).to_string());
-        text = text.replace(&format!("{{{k}}}"), &v.to_string());
-    }
-    text
-}
-
-fn fatal(m: &str) -> ! {
-    eprintln!("bench interp: {m}");
-    std::process::exit(1)
-}
-
-fn checksum(v: &Value<'_>) -> f64 {
-    match &v.data {
-        Data::Float(x) => x.iter().map(|a| f64::from(*a)).sum(),
-        Data::Int(x) => x.iter().map(|a| *a as f64).sum(),
-        _ => f64::NAN,
-    }
-}
-
 /// Runs the row's program `reps` times: the median time and the checksum.
 fn run_remora(row: &Row, reps: usize) -> (Duration, f64) {
-    let text = source(row);
-    let mut sources = SourceMap::new();
-    let loaded = load_program_text(&mut sources, &RealFs, row.name, None, &text);
-    if loaded.has_errors() {
-        fatal(&format!("{}: does not parse", row.name));
-    }
-    let checked = remora_check::check_program(&loaded.value);
-    if checked.has_errors() {
-        fatal(&format!("{}: does not type-check", row.name));
-    }
-    let decls = &checked.value;
-    let mut times = Vec::new();
-    let mut sum = f64::NAN;
-    for _ in 0..reps {
-        let args = arguments(row);
-        let mut interp = Interpreter::default();
-        let t0 = Instant::now();
-        let result = program::call_entry(&mut interp, decls, "main", args);
-        let t = t0.elapsed();
-        match result {
-            Ok(v) => sum = checksum(&v),
-            Err(e) => fatal(&format!("{}: {e:?}", row.name)),
-        }
-        times.push(t);
-    }
-    times.sort();
-    (times[times.len() / 2], sum)
-}
-
-fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+    let text = common::source(&format!("benches/interp/{}.remora", row.name), &row.sizes);
+    let (mut times, sum) = common::time_entry(row.name, &text, &|| arguments(row), reps, |_, _, _| true);
+    (common::median(&mut times), sum)
 }
 
 /// NumPy's median time, checksum and peak KiB, if Python and NumPy run.
 fn run_numpy(row: &Row, peak: bool) -> Option<(Duration, f64, u64)> {
-    let script = format!("{}/benches/interp/numpy_rows.py", env!("CARGO_MANIFEST_DIR"));
-    let mut cmd = Command::new(python());
-    cmd.arg(script).arg(row.name).arg(row.reps.to_string());
-    if peak {
-        cmd.arg("--peak");
-    }
-    for (k, v) in &row.sizes {
-        cmd.arg(format!("{k}={v}"));
-    }
-    let out = cmd.output().ok().filter(|o| o.status.success())?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut it = text.split_whitespace();
-    let secs: f64 = it.next()?.parse().ok()?;
-    let sum: f64 = it.next()?.parse().ok()?;
-    let kib: u64 = it.next()?.parse().ok()?;
-    Some((Duration::from_secs_f64(secs), sum, kib))
-}
-
-/// This process's peak resident memory in KiB (Linux).
-fn peak_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    common::run_numpy(
+        "benches/interp/numpy_rows.py",
+        row.name,
+        row.reps,
+        &row.sizes,
+        peak,
+    )
 }
 
 /// Remora's peak for a row, from a fresh process running it once.
 fn remora_peak(row: &Row, quick: bool) -> Option<u64> {
-    let exe = std::env::current_exe().ok()?;
-    let mut cmd = Command::new(exe);
-    cmd.env("REMORA_BENCH_PEAK", row.name);
-    if quick {
-        cmd.env("QUICK", "1");
+    let (lines, _, ok) = common::rerun_self(
+        &[("REMORA_BENCH_PEAK", row.name)],
+        quick,
+        Duration::from_secs(3600),
+    );
+    if !ok {
+        return None;
     }
-    let out = cmd.output().ok().filter(|o| o.status.success())?;
-    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    lines.last()?.trim().parse().ok()
 }
 
 fn main() {
@@ -377,19 +267,12 @@ fn main() {
             Target::Ratio(x) => (format!("≤{x}×"), ratio.is_some_and(|r| r <= x)),
             Target::Millis(x) => (format!("≤{x}ms"), ms(remora_t) <= x),
         };
-        let agree = numpy.map(|(_, s, _)| {
-            let scale = s.abs().max(remora_sum.abs()).max(1.0);
-            (s - remora_sum).abs() / scale < row.tolerance
-        });
+        let agree = numpy.map(|(_, s, _)| common::agree(s, remora_sum, row.tolerance));
         let memory_ok = match (peak, numpy_peak) {
             (Some(a), Some(b)) => a <= b,
             _ => false,
         };
         all_met &= met && memory_ok && agree == Some(true);
-        let mb = |k: Option<u64>| {
-            k.map(|k| format!("{:.0}", k as f64 / 1024.0))
-                .unwrap_or("-".into())
-        };
         println!(
             "{:<12} {:>22} {:>11.1} {:>11} {:>7} {:>8} {:>9} {:>9} {:>6}",
             row.name,

@@ -159,4 +159,5 @@ def main():
     print(f"{times[len(times) // 2]} {checksum} {kib}")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,573 @@
+//! Benchmark: the style matrix. Each workload is written several ways a
+//! user would plausibly write it in Remora (a lifted scalar function,
+//! whole-array operations, a function of arrays, a per-cell fold, a
+//! record state, gathers by computed indices, a scan, a `windows`
+//! stencil, a transposition, `reduce` by a lambda …), each formulation in
+//! `benches/styles/WORKLOAD/STYLE.remora`, and every formulation is
+//! compared with the same computation in NumPy (float32, the fastest
+//! natural NumPy: `benches/styles/numpy_styles.py`), on the same generated
+//! data, in the same invocation.
+//!
+//! Per row: Remora's median time, NumPy's, the ratio, each side's peak
+//! memory (a fresh process each), and whether the checksums agree. The
+//! target — ratio ≤ 3× and peak memory ≤ 2× NumPy's — is printed, not
+//! asserted: the slow rows are the interpreter's cliffs, which is what
+//! the matrix is for.
+//!
+//! Each Remora row runs in a fresh process (this binary again, with
+//! `REMORA_STYLES_ROW=WORKLOAD/STYLE`): the first run gives the peak
+//! memory; further runs (while a run takes at most 5 s, at most 20 s in
+//! all) give the median time. A row whose first run takes longer than
+//! 60 s is killed and printed as `timeout`.
+//!
+//! Run with `cargo bench --bench styles`; `PYTHON` names the Python with
+//! NumPy (default `python3`); `QUICK=1` uses small sizes; `ROWS=a,b/c`
+//! picks workloads (`a`) or single formulations (`b/c`); `CELLS=1` also
+//! lists, under each row, every application of its first run that ran
+//! cell by cell (`remora run -v`'s notes: line:column in the program,
+//! cells, times, reason; the logging costs a little in that run, which is
+//! timed only where it is the only run).
+
+/// The allocator of the `remora` binary (see src/main.rs).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{cells, fatal, float_array, floats, int_array, mb, ms, peak_kib, size};
+use remora_interp::Value;
+use std::io::Write;
+use std::time::Duration;
+
+struct Workload {
+    name: &'static str,
+    /// Sizes substituted for `{KEY}` (and `{KEY-1}`) in the programs.
+    sizes: Vec<(&'static str, usize)>,
+    reps: usize,
+    /// How far the checksums may differ, relatively.
+    tolerance: f64,
+    /// The formulations: the program's file name (without `.remora`) and
+    /// what it is.
+    styles: Vec<(&'static str, &'static str)>,
+}
+
+/// A single run longer than this is a timeout.
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// Further runs only while one takes at most this …
+const REPEAT_BELOW: Duration = Duration::from_secs(5);
+/// … and all of them at most this.
+const REPEAT_BUDGET: Duration = Duration::from_secs(20);
+
+fn workloads(quick: bool) -> Vec<Workload> {
+    let q = |big: usize, small: usize| if quick { small } else { big };
+    vec![
+        Workload {
+            name: "horner",
+            sizes: vec![("N", q(4_000_000, 40_000)), ("C", 9)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "scalar",
+                    "lifted scalar fun: Horner unrolled, coefficients by index",
+                ),
+                (
+                    "cellfold",
+                    "per-cell fold over the coefficients, lifted over the points",
+                ),
+                (
+                    "arrayfold",
+                    "fold over the coefficients of a whole-array step (fun of arrays)",
+                ),
+                (
+                    "powers",
+                    "reduce f.+ over the outer product coefficients × powers (f.^)",
+                ),
+            ],
+        },
+        Workload {
+            name: "matmul",
+            sizes: vec![("N", q(1024, 64))],
+            reps: 3,
+            tolerance: 1e-3,
+            styles: vec![
+                (
+                    "lifted-dot",
+                    "lifted dot (f.sum (f.* row col)) against transpose2d b",
+                ),
+                (
+                    "scale-rows",
+                    "scale rows and add: (reduce f.+ (f.* v b)) lifted over rows",
+                ),
+                (
+                    "outer-sum",
+                    "reduce f.+ over the outer products of columns and rows",
+                ),
+            ],
+        },
+        Workload {
+            name: "softmax",
+            sizes: vec![("R", q(10_000, 100)), ("C", 1000)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "rowfun",
+                    "fun of a row (reduce f.max, f.exp, f.sum) lifted over rows",
+                ),
+                (
+                    "transpose",
+                    "whole-array inline: row maxima and sums over transpose2d",
+                ),
+                (
+                    "lambda-reduce",
+                    "row fun with reduce by user lambdas for max and sum",
+                ),
+            ],
+        },
+        Workload {
+            name: "logsumexp",
+            sizes: vec![("R", q(10_000, 100)), ("C", 1000)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "rowfun",
+                    "fun of a row (max, then log of the sum of exp) lifted over rows",
+                ),
+                ("transpose", "whole-array inline: reductions over transpose2d"),
+                (
+                    "record-fold",
+                    "per-row online fold with a record state {(m Float) (s Float)}",
+                ),
+                ("vec2-fold", "per-row online fold with a [Float 2] state"),
+            ],
+        },
+        Workload {
+            name: "prefix",
+            sizes: vec![
+                ("N", q(10_000_000, 100_000)),
+                ("B", 1000),
+                ("NB", q(10_000_000, 100_000) / 1000),
+            ],
+            reps: 5,
+            tolerance: 1e-3,
+            styles: vec![
+                ("iscan", "iscan f.+"),
+                ("scan", "tail of the exclusive scan (scan f.+ 0.0)"),
+                ("lambda", "iscan by a user lambda (fn (a b) (f.+ a b))"),
+                (
+                    "blocked",
+                    "blocks of B: iscan lifted over rows, scan of the block totals",
+                ),
+            ],
+        },
+        Workload {
+            name: "compact",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 5,
+            tolerance: 1e-6,
+            styles: vec![
+                ("filter", "filter by the mask"),
+                ("scan-scatter", "scan of the flags, select, scatter, take*"),
+                (
+                    "grade-gather",
+                    "grade of the flags (kept first), nth gather, take*",
+                ),
+            ],
+        },
+        Workload {
+            name: "gather",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 5,
+            tolerance: 1e-6,
+            styles: vec![
+                ("index", "index with an index vector"),
+                ("nth", "nth with an index vector (cell written out)"),
+                ("lambda", "lifted scalar lambda (fn ((i Int)) (index xs i))"),
+                (
+                    "scatter",
+                    "inverse permutation by scatter, then scatter the values",
+                ),
+            ],
+        },
+        Workload {
+            name: "heat",
+            sizes: vec![("N", q(1_000_000, 10_000)), ("STEPS", 20)],
+            reps: 5,
+            tolerance: 1e-5,
+            styles: vec![
+                ("rotate", "iterate a whole-array step written inline with rotate"),
+                (
+                    "windows",
+                    "iterate: windows 3 stencil of the padded ring, lifted lambda",
+                ),
+                (
+                    "gather",
+                    "iterate: neighbours by index with computed index vectors",
+                ),
+                ("fold-fun", "fold over the steps of a user fun of arrays (rotate)"),
+            ],
+        },
+        Workload {
+            name: "correlate",
+            sizes: vec![
+                ("N", q(1_000_000, 10_000)),
+                ("K", 31),
+                ("M", q(1_000_000, 10_000) - 30),
+            ],
+            reps: 3,
+            tolerance: 1e-4,
+            styles: vec![
+                ("windows-dot", "windows K, lifted dot with the weights"),
+                (
+                    "shift-sum",
+                    "K shifted copies (lifted rotate, take), weighted, reduce f.+",
+                ),
+                (
+                    "cellfold",
+                    "per-output fold over the taps (index gathers), lifted",
+                ),
+            ],
+        },
+        Workload {
+            name: "nbody",
+            sizes: vec![("N", q(1024, 64))],
+            reps: 3,
+            tolerance: 1e-3,
+            styles: vec![
+                (
+                    "pair-fun",
+                    "fun of one pair lifted over all pairs, reduce/zero by lambda",
+                ),
+                (
+                    "pair-transpose",
+                    "fun of one pair lifted, sums over transpose2d by f.sum",
+                ),
+                (
+                    "coords",
+                    "whole-array over coordinate vectors (transpose2d), outer lambdas",
+                ),
+            ],
+        },
+        Workload {
+            name: "life",
+            sizes: vec![("N", q(1024, 64)), ("STEPS", 10)],
+            reps: 3,
+            tolerance: 1e-6,
+            styles: vec![
+                (
+                    "rotate",
+                    "rotations inline, a lifted scalar rule fun, fold over steps",
+                ),
+                (
+                    "windows",
+                    "3×3 windows of the padded torus, lifted lambda per cell",
+                ),
+                (
+                    "gather",
+                    "neighbour rows and columns by nth/index with index vectors",
+                ),
+            ],
+        },
+        Workload {
+            name: "mandelbrot",
+            sizes: vec![("N", q(256, 32)), ("ITERS", 100)],
+            reps: 3,
+            tolerance: 1e-6,
+            styles: vec![
+                (
+                    "vec5",
+                    "while over a frame of [Float 5] orbits (index for fields)",
+                ),
+                (
+                    "record",
+                    "while over a frame of records {(z [Float 2]) (c [Float 2]) (n Int)}",
+                ),
+                (
+                    "arrays",
+                    "iterate ITERS times over separate arrays, masked by select",
+                ),
+            ],
+        },
+        Workload {
+            name: "histogram",
+            sizes: vec![("N", q(10_000_000, 100_000)), ("B", 64)],
+            reps: 5,
+            tolerance: 1e-9,
+            styles: vec![
+                ("hist", "hist + over ones"),
+                ("hist-lambda", "hist by a user lambda"),
+                (
+                    "compare-count",
+                    "lifted over the bins: count of equal bin numbers",
+                ),
+            ],
+        },
+        Workload {
+            name: "blackscholes",
+            sizes: vec![("N", q(4_000_000, 40_000))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                ("scalar", "lifted scalar fun for one option"),
+                ("arrays", "fun of whole arrays [Float N], written inline"),
+                (
+                    "options-matrix",
+                    "fun of one option row [Float 3], lifted over an [N 3] matrix",
+                ),
+            ],
+        },
+    ]
+}
+
+/// The entry's arguments for a workload: the same data as
+/// `numpy_styles.py`'s `setup`.
+fn arguments<'p>(w: &Workload) -> Vec<Value<'p>> {
+    let n = size(&w.sizes, "N");
+    let add = |v: Vec<f32>, a: f32| v.into_iter().map(|x| x + a).collect::<Vec<_>>();
+    let affine = |v: Vec<f32>, m: f32, a: f32| v.into_iter().map(|x| x * m + a).collect::<Vec<_>>();
+    match w.name {
+        "horner" => {
+            let c = size(&w.sizes, "C");
+            vec![
+                float_array(vec![n], affine(floats(n, 1), 2.0, -1.0)),
+                float_array(vec![c], add(floats(c, 2), -0.5)),
+            ]
+        }
+        "matmul" => vec![
+            float_array(vec![n, n], add(floats(n * n, 1), -0.5)),
+            float_array(vec![n, n], add(floats(n * n, 2), -0.5)),
+        ],
+        "softmax" | "logsumexp" => {
+            let (r, c) = (size(&w.sizes, "R"), size(&w.sizes, "C"));
+            vec![float_array(vec![r, c], affine(floats(r * c, 1), 4.0, 0.0))]
+        }
+        "prefix" => vec![float_array(vec![n], add(floats(n, 1), -0.5))],
+        "compact" => vec![float_array(vec![n], floats(n, 1))],
+        "gather" => vec![
+            float_array(vec![n], floats(n, 1)),
+            int_array(vec![n], (0..n).map(|i| ((i * 7919 + 12345) % n) as i64).collect()),
+        ],
+        "heat" => vec![float_array(vec![n], floats(n, 1))],
+        "correlate" => {
+            let k = size(&w.sizes, "K");
+            vec![
+                float_array(vec![n], floats(n, 1)),
+                float_array(vec![k], floats(k, 2)),
+            ]
+        }
+        "nbody" => vec![
+            float_array(vec![n, 3], affine(floats(3 * n, 1), 10.0, 0.0)),
+            float_array(vec![n], add(floats(n, 2), 0.5)),
+        ],
+        "life" => vec![int_array(vec![n, n], cells(n * n, 1))],
+        "mandelbrot" => {
+            // The grid's real and imaginary parts, as np.linspace makes them.
+            let line = |lo: f64, hi: f64| {
+                let step = (hi - lo) / (n - 1) as f64;
+                (0..n).map(|i| (i as f64 * step + lo) as f32).collect::<Vec<_>>()
+            };
+            vec![
+                float_array(vec![n], line(-2.0, 1.0)),
+                float_array(vec![n], line(-1.5, 1.5)),
+            ]
+        }
+        "histogram" => vec![float_array(vec![n], floats(n, 1))],
+        "blackscholes" => vec![
+            float_array(vec![n], affine(floats(n, 1), 100.0, 50.0)),
+            float_array(vec![n], affine(floats(n, 2), 100.0, 50.0)),
+            float_array(vec![n], affine(floats(n, 3), 2.0, 0.25)),
+        ],
+        other => fatal(&format!("no arguments for {other}")),
+    }
+}
+
+/// In the fresh process of a row: runs it, printing `first PEAK_KIB SECS
+/// CHECKSUM` after the first run and `median SECS CHECKSUM` at the end.
+fn child(w: &Workload, style: &str) {
+    let text = common::source(&format!("benches/styles/{}/{style}.remora", w.name), &w.sizes);
+    let name = format!("{}/{style}", w.name);
+    let mut total = Duration::ZERO;
+    let log = std::env::var("CELLS").is_ok_and(|v| v == "1");
+    let ((mut times, sum), notes) =
+        common::time_entry_logged(&name, &text, &|| arguments(w), 1 + w.reps, log, |rep, t, sum| {
+            if rep == 0 {
+                println!("first {} {} {sum}", peak_kib().unwrap_or(0), t.as_secs_f64());
+                let _ = std::io::stdout().flush();
+                return t <= REPEAT_BELOW;
+            }
+            total += t;
+            total < REPEAT_BUDGET
+        });
+    for n in notes {
+        println!("cells {n}");
+    }
+    // The first run (cold) counts only when it is the only one.
+    if times.len() > 1 {
+        times.remove(0);
+    }
+    println!("median {} {sum}", common::median(&mut times).as_secs_f64());
+}
+
+/// What a row's fresh process reported.
+enum Outcome {
+    Ran {
+        secs: f64,
+        sum: f64,
+        peak_kib: u64,
+        cells: Vec<String>,
+    },
+    Timeout,
+    /// The last line the run wrote on standard error.
+    Failed(String),
+}
+
+fn run_row(w: &Workload, style: &str, quick: bool) -> Outcome {
+    let row = format!("{}/{style}", w.name);
+    let (lines, killed, ok, errors) =
+        common::rerun_self_stderr(&[("REMORA_STYLES_ROW", &row)], quick, TIMEOUT, true);
+    let field = |line: &String, i: usize| -> Option<f64> { line.split_whitespace().nth(i)?.parse().ok() };
+    let first = lines.iter().find(|l| l.starts_with("first "));
+    let median = lines.iter().find(|l| l.starts_with("median "));
+    let cells: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("cells "))
+        .map(str::to_string)
+        .collect();
+    match (first, median) {
+        (Some(f), Some(m)) if ok => Outcome::Ran {
+            secs: field(m, 1).unwrap_or(f64::NAN),
+            sum: field(m, 2).unwrap_or(f64::NAN),
+            peak_kib: field(f, 1).map_or(0, |k| k as u64),
+            cells: cells.clone(),
+        },
+        // The first run finished within the limit but a further one did
+        // not: report the first.
+        (Some(f), None) if killed => Outcome::Ran {
+            secs: field(f, 2).unwrap_or(f64::NAN),
+            sum: field(f, 3).unwrap_or(f64::NAN),
+            peak_kib: field(f, 1).map_or(0, |k| k as u64),
+            cells: cells.clone(),
+        },
+        (None, _) if killed => Outcome::Timeout,
+        _ => Outcome::Failed(errors.lines().last().unwrap_or("no output").to_string()),
+    }
+}
+
+fn main() {
+    let quick = std::env::var("QUICK").is_ok_and(|v| v == "1");
+    let all = workloads(quick);
+    if let Ok(row) = std::env::var("REMORA_STYLES_ROW") {
+        let (wname, style) = row
+            .split_once('/')
+            .unwrap_or_else(|| fatal("REMORA_STYLES_ROW is WORKLOAD/STYLE"));
+        let Some(w) = all.into_iter().find(|w| w.name == wname) else {
+            fatal(&format!("no workload {wname}"))
+        };
+        let style = style.to_string();
+        remora_syntax::stack::run_deep(move || child(&w, &style));
+        return;
+    }
+    let log_cells = std::env::var("CELLS").is_ok_and(|v| v == "1");
+    let only: Option<Vec<String>> = std::env::var("ROWS")
+        .ok()
+        .map(|s| s.split(',').map(str::to_string).collect());
+    let wanted = |w: &str, s: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.iter().any(|x| x == w || *x == format!("{w}/{s}")))
+    };
+    println!(
+        "{:<28} {:>10} {:>9} {:>8} {:>9} {:>8} {:>5} {:>5} {:>5}  formulation",
+        "workload/style", "Remora ms", "NumPy ms", "ratio", "Remora MB", "NumPy MB", "≤3×", "≤2×M", "agree"
+    );
+    let (mut rows, mut met, mut disagree, mut timeouts) = (0, 0, 0, 0);
+    for w in &all {
+        if !w.styles.iter().any(|(s, _)| wanted(w.name, s)) {
+            continue;
+        }
+        let script = "benches/styles/numpy_styles.py";
+        let numpy = common::run_numpy(script, w.name, w.reps, &w.sizes, false);
+        let numpy_peak = common::run_numpy(script, w.name, 1, &w.sizes, true).map(|(_, _, k)| k);
+        println!("── {} ({})", w.name, common::sizes_text(&w.sizes));
+        for (style, what) in &w.styles {
+            if !wanted(w.name, style) {
+                continue;
+            }
+            rows += 1;
+            let label = format!("{}/{style}", w.name);
+            let numpy_ms = numpy
+                .map(|(t, _, _)| format!("{:.1}", ms(t)))
+                .unwrap_or("-".into());
+            match run_row(w, style, quick) {
+                Outcome::Ran {
+                    secs,
+                    sum,
+                    peak_kib,
+                    cells,
+                } => {
+                    let ratio = numpy.map(|(t, _, _)| secs / t.as_secs_f64());
+                    let agree = numpy.map(|(_, s, _)| common::agree(s, sum, w.tolerance));
+                    let fast = ratio.is_some_and(|r| r <= 3.0);
+                    let small = numpy_peak.is_some_and(|n| peak_kib as f64 <= 2.0 * n as f64);
+                    met += usize::from(fast && small && agree == Some(true));
+                    disagree += usize::from(agree == Some(false));
+                    let mark = |b: bool| if b { "yes" } else { "no" };
+                    println!(
+                        "{:<28} {:>10.1} {:>9} {:>8} {:>9} {:>8} {:>5} {:>5} {:>5}  {what}",
+                        label,
+                        secs * 1000.0,
+                        numpy_ms,
+                        ratio.map(|r| format!("{r:.2}")).unwrap_or("-".into()),
+                        mb(Some(peak_kib)),
+                        mb(numpy_peak),
+                        mark(fast),
+                        mark(small),
+                        match agree {
+                            Some(true) => "yes",
+                            Some(false) => "NO",
+                            None => "-",
+                        },
+                    );
+                    if agree == Some(false) {
+                        let theirs = numpy.map(|(_, s, _)| s).unwrap_or(f64::NAN);
+                        println!("  checksums differ: Remora {sum}, NumPy {theirs}");
+                    }
+                    if log_cells {
+                        if cells.is_empty() {
+                            println!("  cell by cell: nothing");
+                        }
+                        for c in cells {
+                            println!("  cell by cell at {c}");
+                        }
+                    }
+                }
+                Outcome::Timeout => {
+                    timeouts += 1;
+                    println!(
+                        "{:<28} {:>10} {:>9} {:>8} {:>9} {:>8} {:>5} {:>5} {:>5}  {what}",
+                        label,
+                        "timeout",
+                        numpy_ms,
+                        "-",
+                        "-",
+                        mb(numpy_peak),
+                        "no",
+                        "-",
+                        "-"
+                    );
+                }
+                Outcome::Failed(error) => {
+                    println!("{label:<28} {:>10}  {what}", "failed");
+                    println!("  {error}");
+                }
+            }
+        }
+    }
+    println!(
+        "{met} of {rows} rows meet both targets (time ≤ 3× and peak memory ≤ 2× NumPy's) and agree; \
+         {timeouts} timed out (> {} s); {disagree} disagree",
+        TIMEOUT.as_secs()
+    );
+}

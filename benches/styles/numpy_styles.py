@@ -1,0 +1,133 @@
+"""The NumPy side of `cargo bench --bench styles`: each workload once,
+written the fastest natural NumPy way (float32 throughout), on the same
+generated data as the Rust side (`benches/styles.rs`'s `arguments`).
+Every Remora formulation of a workload is compared with this one.
+
+    python numpy_styles.py WORKLOAD REPS [--peak] KEY=VALUE...
+
+prints `SECONDS CHECKSUM PEAK_KIB`: the median time of REPS runs of the
+computation alone, the float64 sum of its result, and the process's peak
+resident memory (with --peak the computation runs once).
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interp"))
+from numpy_rows import floats, cells, peak_kib, mandelbrot, nbody_accel, life_step  # noqa: E402
+
+f32 = np.float32
+
+
+def setup(w, p):
+    n = p.get("N")
+    if w == "horner":
+        xs = floats(n, 1) * f32(2) - f32(1)
+        cs = floats(p["C"], 2) - f32(0.5)
+        return lambda: np.polyval(cs, xs)
+    if w == "matmul":
+        a = floats(n * n, 1).reshape(n, n) - f32(0.5)
+        b = floats(n * n, 2).reshape(n, n) - f32(0.5)
+        return lambda: a @ b
+    if w == "softmax":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"]) * f32(4)
+
+        def run():
+            e = np.exp(x - x.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+        return run
+    if w == "logsumexp":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"]) * f32(4)
+
+        def run():
+            m = x.max(axis=1)
+            return m + np.log(np.exp(x - m[:, None]).sum(axis=1))
+        return run
+    if w == "prefix":
+        xs = floats(n, 1) - f32(0.5)
+        return lambda: np.cumsum(xs)
+    if w == "compact":
+        xs = floats(n, 1)
+        return lambda: xs[xs > f32(0.5)]
+    if w == "gather":
+        xs = floats(n, 1)
+        idx = (np.arange(n, dtype=np.int64) * 7919 + 12345) % n
+        return lambda: xs[idx]
+    if w == "heat":
+        u0 = floats(n, 1)
+        r, two = f32(0.25), f32(2)
+
+        def run():
+            u = u0
+            for _ in range(p["STEPS"]):
+                u = u + r * ((np.roll(u, 1) + np.roll(u, -1)) - two * u)
+            return u
+        return run
+    if w == "correlate":
+        k = p["K"]
+        xs, ws = floats(n, 1), floats(k, 2)
+        return lambda: np.correlate(xs, ws, "valid")
+    if w == "nbody":
+        ps = (floats(3 * n, 1) * f32(10)).reshape(n, 3)
+        ms = floats(n, 2) + f32(0.5)
+        return lambda: nbody_accel(ps, ms)
+    if w == "life":
+        b0 = cells(n * n, 1).reshape(n, n)
+
+        def run():
+            b = b0
+            for _ in range(p["STEPS"]):
+                b = life_step(b)
+            return b
+        return run
+    if w == "mandelbrot":
+        re = np.linspace(-2, 1, n, dtype=np.float32)
+        im = np.linspace(-1.5, 1.5, n, dtype=np.float32)
+        return lambda: mandelbrot(re, im, p["ITERS"])
+    if w == "histogram":
+        xs = floats(n, 1)
+        b = p["B"]
+        return lambda: np.bincount((xs * f32(b)).astype(np.int64), minlength=b)
+    if w == "blackscholes":
+        s = floats(n, 1) * f32(100) + f32(50)
+        k = floats(n, 2) * f32(100) + f32(50)
+        t = floats(n, 3) * f32(2) + f32(0.25)
+        return lambda: black_scholes(s, k, t)
+    raise SystemExit(f"unknown workload {w}")
+
+
+def cnd(d):
+    # The cumulative normal distribution, Abramowitz and Stegun 26.2.17.
+    a1, a2, a3, a4, a5 = f32(0.31938153), f32(-0.356563782), f32(1.781477937), f32(-1.821255978), f32(1.330274429)
+    k = f32(1) / (f32(1) + f32(0.2316419) * np.abs(d))
+    poly = k * (a1 + k * (a2 + k * (a3 + k * (a4 + k * a5))))
+    w = f32(1) - f32(0.3989422804) * np.exp(f32(-0.5) * d * d) * poly
+    return np.where(d < 0, f32(1) - w, w)
+
+
+def black_scholes(s, k, t):
+    r, v = f32(0.02), f32(0.3)
+    sq = v * np.sqrt(t)
+    d1 = (np.log(s / k) + (r + f32(0.5) * v * v) * t) / sq
+    d2 = d1 - sq
+    return s * cnd(d1) - k * np.exp(-r * t) * cnd(d2)
+
+
+def main():
+    w, reps = sys.argv[1], int(sys.argv[2])
+    peak = "--peak" in sys.argv
+    p = {k: int(v) for k, v in (a.split("=") for a in sys.argv[3:] if "=" in a)}
+    run = setup(w, p)
+    times = []
+    for _ in range(1 if peak else reps):
+        t0 = time.perf_counter()
+        r = run()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    checksum = float(np.sum(np.asarray(r), dtype=np.float64))
+    print(f"{times[len(times) // 2]} {checksum} {peak_kib()}")
+
+
+main()
