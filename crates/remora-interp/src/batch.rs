@@ -384,6 +384,23 @@ impl<'p> Interpreter {
         if go.len() != positions || positions == 0 {
             return None;
         }
+        if total(then) && total(otherwise) {
+            // Branches that cannot fail or loop: both over every cell, then
+            // an elementwise choice (cheaper than restricting the batch).
+            let yes = self.eval_batched(then, env)?;
+            let no = self.eval_batched(otherwise, env)?;
+            let own: Vec<usize> = yes.own().to_vec();
+            if no.own() != own.as_slice() {
+                return None;
+            }
+            let mut shape = self.batch.clone();
+            shape.extend(&own);
+            let (yes, no) = (self.expand(&yes, nb)?, self.expand(&no, nb)?);
+            let yes = yes.laid_over(own.len(), nb, nb, &shape)?;
+            let no = no.laid_over(own.len(), nb, nb, &shape)?;
+            let data = choose_data(go, &yes.data, &no.data, atoms_in(&own))?;
+            return Some(Batched::dense(Array { shape, data }, nb));
+        }
         let taken: Vec<usize> = (0..positions).filter(|&p| go[p]).collect();
         let other: Vec<usize> = (0..positions).filter(|&p| !go[p]).collect();
         if other.is_empty() {
@@ -705,7 +722,7 @@ impl<'p> Interpreter {
         }
         let batched = match p.name {
             "reduce" | "reduce/zero" | "fold" | "scan" | "iscan" | "iterate" | "f.sum" | "f.product"
-            | "sum" | "product" | "any" | "all" => self.fold_batched(p.name, &all),
+            | "sum" | "product" | "any" | "all" | "count" => self.fold_batched(p.name, &all),
             "while" => self.while_batched(&all),
             "select" => self.select_batched(&all),
             "index" | "nth" if all.get(1).is_some_and(|(i, _)| i.nb > 0 || !i.v.shape.is_empty()) => {
@@ -769,7 +786,14 @@ impl<'p> Interpreter {
         let mut starts = Vec::with_capacity(n);
         let mut base = 0usize;
         let mut odometer = vec![0usize; outer.len()];
-        for &i in index.iter().take(n) {
+        if let [step] = steps.as_slice() {
+            // One outer axis: each position's item at its own step.
+            for (p, &i) in index.iter().take(n).enumerate() {
+                let i = usize::try_from(i).ok().filter(|i| *i < items)?;
+                starts.push(p * step + i * item);
+            }
+        }
+        for &i in index.iter().take(if steps.len() == 1 { 0 } else { n }) {
             let i = usize::try_from(i).ok().filter(|i| *i < items)?;
             starts.push(base + i * item);
             for axis in (0..outer.len()).rev() {
@@ -1002,7 +1026,10 @@ impl<'p> Interpreter {
     /// (`kernel::reduce_axis`), by any other function one application per
     /// item (or step), batched over all the cells.
     fn fold_batched(&mut self, name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
-        if matches!(name, "f.sum" | "f.product" | "sum" | "product" | "any" | "all") {
+        if matches!(
+            name,
+            "f.sum" | "f.product" | "sum" | "product" | "any" | "all" | "count"
+        ) {
             return whole_cell_fold(name, args);
         }
         let op = &args.first()?.0;
@@ -1194,6 +1221,26 @@ fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Ba
     let outer_shape: Vec<usize> = xs.v.shape.get(..nb + xframe)?.to_vec();
     let outer = atoms_in(&outer_shape);
     let items = atoms_in(xcell);
+    if name == "count" {
+        let Data::Bool(b) = &xs.v.data else {
+            return None;
+        };
+        let counts: Vec<i64> = if items == 0 {
+            vec![0; outer]
+        } else {
+            b.chunks_exact(items)
+                .take(outer)
+                .map(|c| c.iter().filter(|x| **x).count() as i64)
+                .collect()
+        };
+        return Some(Batched::dense(
+            Array {
+                shape: outer_shape,
+                data: Data::Int(counts.into()),
+            },
+            nb,
+        ));
+    }
     let (op, unit) = intrinsics::whole_fold(name, &xs.v.data)?;
     let seed = unit.repeated(outer)?;
     let order = intrinsics::fold_order(name, op);
@@ -1208,14 +1255,18 @@ fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Ba
 }
 
 fn pick<T: Clone>(v: &[T], starts: &[usize], item: usize) -> Option<Vec<T>> {
+    if item == 1 {
+        return starts.iter().map(|&s| v.get(s).cloned()).collect();
+    }
     let mut out = Vec::with_capacity(starts.len() * item);
     for &s in starts {
         out.extend_from_slice(v.get(s..s + item)?);
     }
     Some(out)
 }
+
 /// `item` atoms from each start, in order (records field by field).
-fn pick_data<'p>(d: &Data<Fun<'p>>, starts: &[usize], item: usize) -> Option<Data<Fun<'p>>> {
+pub(crate) fn pick_data<'p>(d: &Data<Fun<'p>>, starts: &[usize], item: usize) -> Option<Data<Fun<'p>>> {
     Some(match d {
         Data::Int(v) => Data::Int(pick(v, starts, item)?.into()),
         Data::Float(v) => Data::Float(pick(v, starts, item)?.into()),
@@ -1481,7 +1532,7 @@ fn items_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)
 /// `transpose2d` and `windows` over the batch and the argument's frame:
 /// each a strided view of the argument (the two axes' steps swapped; the
 /// item axis read as `[k+1 windows, w items]` with the same step twice),
-/// copied out in one pass.
+/// no atom copied.
 fn view_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
     let [(xs, cell)] = all else {
         return None;
@@ -1506,8 +1557,17 @@ fn view_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]
             strides.splice(axis..=axis, [step, step]);
         }
     }
-    let v = gather(&xs.v, &shape, &Layout { offset: 0, strides })?;
-    Some(Batched::dense(v, xs.nb))
+    // A view: the same atoms under other steps, copied only by what
+    // needs them dense.
+    check_size(atoms_in(&shape), Span::default()).ok()?;
+    Some(Batched {
+        v: Array {
+            shape,
+            data: xs.v.data.clone(),
+        },
+        nb: xs.nb,
+        strides,
+    })
 }
 
 /// `length`, `reshape`, `flatten` and `replicate` over the batch and the
@@ -1764,6 +1824,48 @@ fn captures_batch(f: &Batched<'_>) -> bool {
         Data::Atoms(atoms) => atoms.iter().any(|a| matches!(a, Atom::Fun(f) if f.reads_batch())),
         _ => false,
     }
+}
+
+/// Whether evaluating `e` can neither fail nor run long: variables,
+/// literals, `let`, records, frames, nested `if`, and the scalar
+/// primitives that are total (no division by zero, no negative power).
+/// Both branches of an `if` made of such expressions may run on every
+/// cell.
+fn total(e: &TExpr) -> bool {
+    match &e.kind {
+        TExprKind::Var(_) => true,
+        TExprKind::Array { atoms, .. } => atoms.iter().all(|a| {
+            matches!(
+                a.kind,
+                TAtomKind::Int(_) | TAtomKind::Float(_) | TAtomKind::Bool(_)
+            )
+        }),
+        TExprKind::Frame { elems, .. } => elems.iter().all(total),
+        TExprKind::Let { value, body, .. } => total(value) && total(body),
+        TExprKind::Record(fields) => fields.iter().all(|(_, x)| total(x)),
+        TExprKind::Field { record, .. } => total(record),
+        TExprKind::If {
+            cond,
+            then,
+            otherwise,
+        } => total(cond) && total(then) && total(otherwise),
+        TExprKind::App { .. } => {
+            let mut head = e;
+            let mut args = Vec::new();
+            while let TExprKind::App { func, arg, .. } = &head.kind {
+                args.push(&**arg);
+                head = func;
+            }
+            matches!(&head.kind, TExprKind::Intrinsic(name) if total_primitive(name))
+                && args.into_iter().all(total)
+        }
+        _ => false,
+    }
+}
+
+/// The scalar primitives that give a value for every argument.
+fn total_primitive(name: &str) -> bool {
+    scalar::is_scalar_primitive(name) && !matches!(name, "/" | "mod" | "^" | "shl" | "shr")
 }
 
 /// Whether values of this atom type hold only numbers and truth values

@@ -483,16 +483,16 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 return fail(span, "filter: the flags are not Bools");
             };
             let item: usize = shape(p, 1).iter().product();
-            let mut data = a.data.empty_like();
-            let mut k = 0usize;
-            for (i, f) in keep.iter().enumerate() {
-                if *f {
-                    data.append(a.data.slice(i * item, item))
-                        .or_else(|m| fail(span, m))?;
-                    k += 1;
-                }
-            }
-            Ok(boxed_items(k, &shape(p, 1), data))
+            let starts: Vec<usize> = keep
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| **f)
+                .map(|(i, _)| i * item)
+                .collect();
+            let Some(data) = crate::batch::pick_data(&a.data, &starts, item) else {
+                return fail(span, "internal error: filter's items do not fit");
+            };
+            Ok(boxed_items(starts.len(), &shape(p, 1), data))
         }
         "take-right" | "drop-right" => {
             let a = arg(0)?;
