@@ -40,16 +40,18 @@ fn a_program_that_runs_array_at_a_time_says_so() {
 fn an_application_run_cell_by_cell_is_named_with_its_reason() {
     let (ok, out, err) = run_verbose(
         "fallback",
-        "(def (val xs [1 2 3]))\n((fn ((x Int)) (if (> x 1) x 0)) xs)\n",
+        "(def (val xs [1 2 3]))\n((fn ((n Int)) (sum (iota [n]))) xs)\n",
     );
     assert!(ok, "{err}");
-    assert_eq!(out, "[0 2 3]\n");
+    assert_eq!(out, "[0 1 3]\n");
     assert!(
         err.contains("fallback.remora:2:1: note: ran cell by cell (3 cells)"),
         "{err}"
     );
     assert!(
-        err.contains("the function's body has `if`, which does not run batched"),
+        err.contains(
+            "the function's body has `unbox` (its cells' shapes may differ), which does not run batched"
+        ),
         "{err}"
     );
 }

@@ -1063,10 +1063,43 @@ impl<'p> Interpreter {
     ) -> Try<Batched<'p>> {
         let xframe = xs.own().len().checked_sub(xcell.len())?;
         let nb = xs.nb.max(seed.map_or(0, |(s, _)| s.nb));
-        let xs = self.expand(xs, nb)?.densify()?;
+        let xs = self.expand(xs, nb)?;
+        let outer_axes = nb + xframe;
+        // Items that lie next to each other with cells that do not (a
+        // reduction along a transposed view): laid out [outer, inner,
+        // items] instead, so every fold runs along memory, and folded as
+        // outer·inner folds of single atoms (the same result, in the same
+        // layout).
+        let along_memory = xs.strides.get(outer_axes) == Some(&1)
+            && xcell.len() > 1
+            && atoms_in(xcell.get(1..)?) > 1
+            && !matches!(name, "scan" | "iscan")
+            && xs.strides != row_major(&xs.v.shape);
+        let (xs, dims_override) = if along_memory {
+            let items = *xs.v.shape.get(outer_axes)?;
+            let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
+            let mut strides: Vec<usize> = xs.strides.get(..outer_axes)?.to_vec();
+            shape.extend(xs.v.shape.get(outer_axes + 1..)?);
+            strides.extend(xs.strides.get(outer_axes + 1..)?);
+            shape.push(items);
+            strides.push(1);
+            let data = gather_data(&xs.v.data, &shape, &Layout { offset: 0, strides })?;
+            let lines = atoms_in(shape.get(..shape.len() - 1)?);
+            (
+                Batched::dense(
+                    Array {
+                        shape: xs.v.shape.clone(),
+                        data,
+                    },
+                    nb,
+                ),
+                Some([lines, items, 1]),
+            )
+        } else {
+            (xs.densify()?, None)
+        };
         // [outer, items, inner]: the batch axes and the argument's frame,
         // the items, and each item's atoms.
-        let outer_axes = nb + xframe;
         let outer: usize = xs.v.shape.get(..outer_axes)?.iter().product();
         let items = *xs.v.shape.get(outer_axes)?;
         let item_shape = xs.v.shape.get(outer_axes + 1..)?.to_vec();
@@ -1087,9 +1120,8 @@ impl<'p> Interpreter {
             }
         };
         let order = intrinsics::fold_order(name, op);
-        let folded =
-            intrinsics::fold_primitive(op, seed_data.as_ref(), &xs.v.data, [outer, items, inner], order)?
-                .ok()?;
+        let dims = dims_override.unwrap_or([outer, items, inner]);
+        let folded = intrinsics::fold_primitive(op, seed_data.as_ref(), &xs.v.data, dims, order)?.ok()?;
         let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
         match (name, seed) {
             ("scan", _) => shape.push(items + 1),
@@ -1905,7 +1937,7 @@ fn unbatchable(e: &TExpr) -> Option<&'static str> {
         TExprKind::Let { value, body, .. } => unbatchable(value).or_else(|| unbatchable(body)),
         TExprKind::App { func, arg, .. } => unbatchable(func).or_else(|| unbatchable(arg)),
         TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => unbatchable(func),
-        TExprKind::Unbox { .. } => Some("`unbox`"),
+        TExprKind::Unbox { .. } => Some("`unbox` (its cells' shapes may differ)"),
         TExprKind::Record(fields) => fields.iter().find_map(|(_, x)| unbatchable(x)),
         TExprKind::Field { record, .. } => unbatchable(record),
         TExprKind::If {
