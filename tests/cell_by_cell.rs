@@ -63,3 +63,29 @@ fn nothing_is_reported_for_a_program_that_does_not_check() {
     assert!(err.contains("error:"), "{err}");
     assert!(!err.contains("note:"), "{err}");
 }
+
+/// A lifted lambda whose intermediates are too large for the whole frame at
+/// once (under a small atom limit) runs on smaller strips of it, still
+/// array-at-a-time, instead of giving up to cell by cell.
+#[test]
+fn intermediates_too_large_for_the_whole_frame_run_in_smaller_strips() {
+    let text = "((fn ((b Int)) (count (== (i-app iota/static [100]) b))) (i-app iota/static [64]))";
+    let mut sources = remora_syntax::SourceMap::new();
+    let parsed =
+        remora_syntax::parse_expression(&mut sources, "<test>", text, remora_syntax::Dialect::Source);
+    assert!(!parsed.has_errors());
+    let checked = remora_check::check_expression(&parsed.value);
+    assert!(!checked.has_errors());
+    let Some(typed) = checked.value.as_ref() else {
+        return;
+    };
+    // The [64 100] comparison is refused whole; strips of 8 rows fit.
+    remora_interp::Interpreter::limit_atoms(1000);
+    let mut interp = remora_interp::Interpreter::default();
+    interp.log_cell_by_cell();
+    let value = interp.eval(typed, &Default::default());
+    remora_interp::Interpreter::limit_atoms(remora_interp::eval::MAX_ATOMS);
+    let printed = value.map(|v| remora_value::print::to_string(&v));
+    assert_eq!(printed.ok(), Some(format!("[{}]", vec!["1"; 64].join(" "))));
+    assert!(interp.cell_by_cell().is_empty(), "{:?}", interp.cell_by_cell());
+}

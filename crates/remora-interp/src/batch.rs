@@ -130,16 +130,42 @@ impl<'p> Interpreter {
         let principal: &[usize] = frames.iter().copied().max_by_key(|f| f.len()).unwrap_or_default();
         let rows = principal.first().copied().unwrap_or(0);
         let per_row: usize = principal.get(1..).unwrap_or_default().iter().product();
-        if rows < 2 || rows.saturating_mul(per_row) <= STRIP_CELLS {
-            return self.apply_lambda_batched_whole(fun, args);
+        let mut strip = if rows < 2 || rows.saturating_mul(per_row) <= STRIP_CELLS {
+            rows
+        } else {
+            (STRIP_CELLS / per_row.max(1)).max(1)
+        };
+        // A strip whose intermediates are refused as too large is run again
+        // as strips an eighth as long, down to single rows.
+        crate::eval::take_refused();
+        loop {
+            let r = self.apply_in_strips(fun, &args, &frames, rows, strip);
+            if r.is_some() || strip <= 1 || !crate::eval::take_refused() {
+                return r;
+            }
+            strip = (strip / 8).max(1);
         }
-        let strip = (STRIP_CELLS / per_row.max(1)).max(1);
+    }
+
+    /// `apply_lambda_batched` on runs of `strip` rows of the principal
+    /// frame in turn (the whole frame at once when `strip` is all of it).
+    fn apply_in_strips(
+        &mut self,
+        fun: &Fun<'p>,
+        args: &[(Value<'p>, Vec<usize>)],
+        frames: &[&[usize]],
+        rows: usize,
+        strip: usize,
+    ) -> Try<Value<'p>> {
+        if strip >= rows {
+            return self.apply_lambda_batched_whole(fun, args.to_vec());
+        }
         let mut parts: Vec<Value<'p>> = Vec::with_capacity(rows.div_ceil(strip));
         for start in (0..rows).step_by(strip) {
             let len = strip.min(rows - start);
             let chunk = args
                 .iter()
-                .zip(&frames)
+                .zip(frames)
                 .map(|((a, cell), frame)| {
                     if frame.is_empty() {
                         return (a.clone(), cell.clone());

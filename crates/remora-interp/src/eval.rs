@@ -282,10 +282,24 @@ pub(crate) fn atoms_in(shape: &[usize]) -> usize {
         .unwrap_or(usize::MAX)
 }
 
+thread_local! {
+    /// Whether an array was refused as too large since this was last
+    /// cleared (a batched evaluation that gives up for that is retried on
+    /// smaller strips of its frame: see `batch`).
+    static REFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether an array was refused as too large since the last call; clears
+/// the flag.
+pub(crate) fn take_refused() -> bool {
+    REFUSED.with(|r| r.replace(false))
+}
+
 /// Refuses an array of `n` atoms beyond the limit in force.
 pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
     let limit = ATOM_LIMIT.with(|l| l.get());
     if n > limit {
+        REFUSED.with(|r| r.set(true));
         return fail(
             span,
             format!("an array of {n} atoms is too large (the limit is {limit})"),
