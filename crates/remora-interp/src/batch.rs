@@ -90,6 +90,10 @@ impl<'p> Batched<'p> {
         strides.extend_from_slice(cell_steps);
         let lacking = shape.len().checked_sub(strides.len())?;
         strides.extend(std::iter::repeat_n(0, lacking));
+        if shape == self.v.shape.as_slice() && strides == row_major(shape) {
+            // Already laid out so: shared, not copied.
+            return Some(self.v.clone());
+        }
         gather(&self.v, shape, &Layout { offset: 0, strides })
     }
 }
@@ -276,8 +280,15 @@ impl<'p> Interpreter {
                         args.push((a, cell));
                     }
                     self.at = e.span;
-                    if let Some(v) = self.apply_prim_framed(&p, args.clone()) {
-                        return Ok(Some(v));
+                    if has_batched_rule(p.name) {
+                        if let Some(v) = self.apply_prim_framed(&p, args.clone()) {
+                            return Ok(Some(v));
+                        }
+                    } else {
+                        // Once per position either way: the reference path,
+                        // which may reuse the arguments' buffers.
+                        let name = p.name;
+                        self.note_cell_by_cell(|| format!("`{name}` has no batched rule"));
                     }
                     // The reference path: one argument at a time.
                     let mut f = f;
@@ -1781,6 +1792,50 @@ fn pick_blocks<'p>(
             },
         )?),
     })
+}
+
+/// Whether `prim_batched` has a rule for the intrinsic (besides running it
+/// once per position): the scalar primitives and the names its rules
+/// match.
+fn has_batched_rule(name: &str) -> bool {
+    scalar::is_scalar_primitive(name)
+        || matches!(
+            name,
+            "reduce"
+                | "reduce/zero"
+                | "fold"
+                | "scan"
+                | "iscan"
+                | "iterate"
+                | "f.sum"
+                | "f.product"
+                | "sum"
+                | "product"
+                | "any"
+                | "all"
+                | "count"
+                | "while"
+                | "select"
+                | "index"
+                | "nth"
+                | "head"
+                | "last"
+                | "tail"
+                | "curtail"
+                | "take"
+                | "drop"
+                | "take-right"
+                | "drop-right"
+                | "rotate"
+                | "transpose2d"
+                | "windows"
+                | "length"
+                | "reshape"
+                | "flatten"
+                | "replicate"
+                | "append"
+                | "reverse"
+        )
 }
 
 /// Steps over a result of rank `rank` whose first `to_nb` axes are batch

@@ -149,14 +149,14 @@ fn contraction_form(e: &TExpr) -> Option<(Reducer<'_>, &TExpr, &remora_types::Li
 /// An operand copied densely over the axes it varies on, in the order
 /// `(outer …, items, lanes …)`, and its steps over them (zero on the axes
 /// it is replicated along).
-struct Relaid {
-    data: Vec<f32>,
+struct Relaid<'a> {
+    data: std::borrow::Cow<'a, [f32]>,
     outer: Vec<usize>,
     item: usize,
     lane: usize,
 }
 
-impl Relaid {
+impl Relaid<'_> {
     fn operand(&self) -> Operand<'_> {
         Operand {
             data: &self.data,
@@ -167,14 +167,14 @@ impl Relaid {
     }
 }
 
-fn relayout(
-    data: &[f32],
+fn relayout<'a>(
+    data: &'a [f32],
     steps: &[usize],
     shape: &[usize],
     outer_axes: &[usize],
     items_at: usize,
     lane_axes: &[usize],
-) -> Option<Relaid> {
+) -> Option<Relaid<'a>> {
     let order: Vec<usize> = outer_axes
         .iter()
         .copied()
@@ -187,16 +187,19 @@ fn relayout(
         .map(|&i| if steps[i] == 0 { 1 } else { shape[i] })
         .collect();
     let from: Vec<usize> = order.iter().map(|&i| steps[i]).collect();
-    let dense = crate::kernel::gather(
-        &extent,
-        data,
-        &Layout {
+    let packed = row_major(&extent);
+    // An operand already laid out so is read where it is.
+    let in_place =
+        (0..extent.len()).all(|k| extent[k] == 1 || from[k] == packed[k]) && data.len() >= atoms_in(&extent);
+    let dense = if in_place {
+        std::borrow::Cow::Borrowed(data)
+    } else {
+        let layout = Layout {
             offset: 0,
             strides: from,
-        },
-    )
-    .ok()?;
-    let packed = row_major(&extent);
+        };
+        std::borrow::Cow::Owned(crate::kernel::gather(&extent, data, &layout).ok()?)
+    };
     let step = |k: usize| if extent[k] == 1 { 0 } else { packed[k] };
     let lanes_from = outer_axes.len() + 1;
     // Lanes flattened: they must be all replicated or all dense.
