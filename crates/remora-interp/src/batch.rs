@@ -182,7 +182,18 @@ impl<'p> Interpreter {
                     (Array { shape, data }, cell.clone())
                 })
                 .collect();
-            parts.push(self.apply_lambda_batched_whole(fun, chunk)?);
+            let part = self.apply_lambda_batched_whole(fun, chunk)?;
+            if parts.is_empty() {
+                // The whole result must be allowed, however it is made: a
+                // result too large is the reference path's error to
+                // report, not something smaller strips would mend.
+                let cell: usize = part.shape.get(1..)?.iter().product();
+                if check_size(rows.saturating_mul(cell), Span::default()).is_err() {
+                    crate::eval::take_refused();
+                    return None;
+                }
+            }
+            parts.push(part);
         }
         let rest: Vec<usize> = parts.first()?.shape.get(1..)?.to_vec();
         let atoms = rows.saturating_mul(rest.iter().product());

@@ -250,7 +250,29 @@ fn contract(
         }
     }
     let rows = |out: &mut [f32], bases: &[(usize, usize)]| -> Option<()> {
-        for (row, &base) in out.chunks_exact_mut(lanes.max(1)).zip(bases) {
+        let mut rows = out.chunks_exact_mut(lanes.max(1)).zip(bases).peekable();
+        while let Some((row, &base)) = rows.next() {
+            // Rows that share `b` (a matrix product's rows) go GROUP at a
+            // time, each load of `b` serving them all.
+            if a.lane == 0 && b.lane == 1 && lanes > 0 {
+                let mut group: Vec<(&mut [f32], usize)> = vec![(row, base.0)];
+                while group.len() < GROUP
+                    && let Some((_, next)) = rows.peek()
+                    && next.1 == base.1
+                {
+                    if let Some((r, n)) = rows.next() {
+                        group.push((r, n.0));
+                    }
+                }
+                if group.len() == GROUP {
+                    group_sum(a, b, &mut group, base.1, items, seed)?;
+                    continue;
+                }
+                for (row, base_a) in group {
+                    row_sum(a, b, (base_a, base.1), items, seed, row)?;
+                }
+                continue;
+            }
             row_sum(a, b, base, items, seed, row)?;
         }
         Some(())
@@ -291,6 +313,138 @@ fn contract(
         helpers.into_iter().all(|h| h.join().unwrap_or(false)) && mine
     });
     ok.then_some(out)
+}
+
+/// How many rows [`group_sum`] computes together.
+const GROUP: usize = 4;
+
+/// [`row_sum`] for `GROUP` rows whose `b` is the same (each row's `a` one
+/// atom per item, `b` a lane vector per item): the same sums, in the same
+/// order, each load of `b` used by every row.
+fn group_sum(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    rows: &mut [(&mut [f32], usize)],
+    base_b: usize,
+    items: usize,
+    seed: Option<f32>,
+) -> Option<()> {
+    let lanes = rows.first()?.0.len();
+    let bases: Vec<usize> = rows.iter().map(|(_, base)| *base).collect();
+    match seed {
+        Some(s) if items <= PAIRWISE_LEAF => {
+            for (row, _) in rows.iter_mut() {
+                row.fill(s);
+            }
+            let mut accs: Vec<&mut [f32]> = rows.iter_mut().map(|(r, _)| &mut **r).collect();
+            group_leaf(a, b, &bases, base_b, 0, items, &mut accs)
+        }
+        _ => {
+            let sums = group_tree(a, b, &bases, base_b, 0, items, lanes)?;
+            for ((row, _), sum) in rows.iter_mut().zip(sums) {
+                match seed {
+                    Some(s) => {
+                        for (r, x) in row.iter_mut().zip(sum) {
+                            *r = s + x;
+                        }
+                    }
+                    None => row.copy_from_slice(&sum),
+                }
+            }
+            Some(())
+        }
+    }
+}
+
+/// [`tree`] for a group of rows sharing `b`.
+fn group_tree(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    bases: &[usize],
+    base_b: usize,
+    k0: usize,
+    n: usize,
+    lanes: usize,
+) -> Option<Vec<Vec<f32>>> {
+    if n <= PAIRWISE_LEAF {
+        let ob = base_b + k0 * b.item;
+        let first = b.data.get(ob..ob + lanes)?;
+        let mut accs = Vec::with_capacity(bases.len());
+        for &base_a in bases {
+            let x = *a.data.get(base_a + k0 * a.item)?;
+            accs.push(first.iter().map(|y| x * y).collect::<Vec<f32>>());
+        }
+        let mut refs: Vec<&mut [f32]> = accs.iter_mut().map(|v| v.as_mut_slice()).collect();
+        group_leaf(a, b, bases, base_b, k0 + 1, n.checked_sub(1)?, &mut refs)?;
+        return Some(accs);
+    }
+    let half = n / 2;
+    let mut left = group_tree(a, b, bases, base_b, k0, half, lanes)?;
+    let right = group_tree(a, b, bases, base_b, k0 + half, n - half, lanes)?;
+    for (l, r) in left.iter_mut().zip(right) {
+        for (x, y) in l.iter_mut().zip(r) {
+            *x += y;
+        }
+    }
+    Some(left)
+}
+
+/// `accs[g][l] += a[g, k] · b[k, l]` for items `k0 .. k0 + n` in order, for
+/// `GROUP` rows at once, the lanes in chunks held across the items.
+fn group_leaf(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    bases: &[usize],
+    base_b: usize,
+    k0: usize,
+    n: usize,
+    accs: &mut [&mut [f32]],
+) -> Option<()> {
+    const LANES: usize = 8;
+    let [b0, b1, b2, b3] = bases else {
+        return None;
+    };
+    let [r0, r1, r2, r3] = accs else {
+        return None;
+    };
+    let lanes = r0.len();
+    if n == 0 {
+        return Some(());
+    }
+    // Every index read below is in range.
+    let last = k0 + n - 1;
+    b.data.get(base_b + last * b.item + lanes.saturating_sub(1))?;
+    for base in [b0, b1, b2, b3] {
+        a.data.get(base + last * a.item)?;
+    }
+    let mut l0 = 0;
+    while l0 < lanes {
+        let len = LANES.min(lanes - l0);
+        let mut acc = [[0.0f32; LANES]; GROUP];
+        for (g, r) in [&*r0, &*r1, &*r2, &*r3].into_iter().enumerate() {
+            acc[g][..len].copy_from_slice(r.get(l0..l0 + len)?);
+        }
+        for k in k0..k0 + n {
+            let ob = base_b + k * b.item + l0;
+            let row = b.data.get(ob..ob + len)?;
+            let x = [
+                *a.data.get(b0 + k * a.item)?,
+                *a.data.get(b1 + k * a.item)?,
+                *a.data.get(b2 + k * a.item)?,
+                *a.data.get(b3 + k * a.item)?,
+            ];
+            for g in 0..GROUP {
+                for (s, y) in acc[g][..len].iter_mut().zip(row) {
+                    *s += x[g] * y;
+                }
+            }
+        }
+        for (g, r) in [&mut *r0, &mut *r1, &mut *r2, &mut *r3].into_iter().enumerate() {
+            r.get_mut(l0..l0 + len)?.copy_from_slice(&acc[g][..len]);
+        }
+        l0 += len;
+    }
+    Some(())
 }
 
 /// Rows of sums to compute, and where their operands start.

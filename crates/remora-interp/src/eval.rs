@@ -830,7 +830,13 @@ impl<'p> Interpreter {
                 shape: cell.to_vec(),
                 data: a.data.slice(ai * cell_size, cell_size),
             };
-            results.push(self.call(fun, arg, span)?);
+            let r = self.call(fun, arg, span)?;
+            if p == 0 {
+                // The whole result's size is known from the first cell's:
+                // refused now rather than after building every cell.
+                check_size(n.saturating_mul(r.data.len()), span)?;
+            }
+            results.push(r);
         }
         let result_cell = Type {
             atom: result_ty.atom.clone(),
