@@ -1406,6 +1406,13 @@ fn pick_positions<'p>(b: &Batched<'p>, batch: &[usize], at: &[usize]) -> Try<Bat
 /// order (`size` atoms a row; records field by field).
 fn merge_data<'p>(go: &[bool], yes: &Data<Fun<'p>>, no: &Data<Fun<'p>>, size: usize) -> Try<Data<Fun<'p>>> {
     fn merge<T: Clone>(go: &[bool], yes: &[T], no: &[T], size: usize) -> Option<Vec<T>> {
+        if size == 1 {
+            let (mut y, mut n) = (yes.iter(), no.iter());
+            return go
+                .iter()
+                .map(|g| if *g { y.next() } else { n.next() }.cloned())
+                .collect();
+        }
         let mut out = Vec::with_capacity(go.len() * size);
         let (mut y, mut n) = (yes.chunks_exact(size.max(1)), no.chunks_exact(size.max(1)));
         for g in go {
@@ -1446,6 +1453,13 @@ fn merge_data<'p>(go: &[bool], yes: &Data<Fun<'p>>, no: &Data<Fun<'p>>, size: us
 /// or of `b` (records field by field).
 fn choose_data<'p>(c: &[bool], a: &Data<Fun<'p>>, b: &Data<Fun<'p>>, size: usize) -> Try<Data<Fun<'p>>> {
     fn choose<T: Clone>(c: &[bool], a: &[T], b: &[T], size: usize) -> Vec<T> {
+        if size == 1 {
+            return c
+                .iter()
+                .zip(a.iter().zip(b))
+                .map(|(c, (a, b))| if *c { a.clone() } else { b.clone() })
+                .collect();
+        }
         let mut out = Vec::with_capacity(c.len() * size);
         for ((c, a), b) in c
             .iter()

@@ -176,6 +176,12 @@ pub(crate) fn put_rows<F: Clone>(
         rows: impl IntoIterator<Item = (usize, usize)>,
         size: usize,
     ) -> Try<()> {
+        if size == 1 {
+            for (r, to) in rows {
+                *out.get_mut(to)? = src.get(r)?.clone();
+            }
+            return Some(());
+        }
         for (r, to) in rows {
             out.get_mut(to * size..(to + 1) * size)?
                 .clone_from_slice(src.get(r * size..(r + 1) * size)?);
