@@ -236,13 +236,12 @@ impl<'p> Interpreter {
     pub(crate) fn apply_prim_framed(
         &mut self,
         p: &crate::eval::Prim<'p>,
-        args: Vec<(Value<'p>, Vec<usize>)>,
+        args: Vec<(Batched<'p>, Vec<usize>)>,
     ) -> Try<Value<'p>> {
         if self.reference_only {
             return None;
         }
         let saved = std::mem::take(&mut self.batch);
-        let args = args.into_iter().map(|(v, c)| (Batched::plain(v), c)).collect();
         let r = self.prim_batched(p, args);
         self.batch = saved;
         r.filter(|r| r.nb == 0).and_then(|r| r.densify()).map(|r| r.v)
@@ -284,14 +283,25 @@ impl<'p> Interpreter {
                     // An intrinsic applied in full: its rule over the
                     // arguments' frames, if it has one.
                     let p = p.clone();
+                    let ruled = has_batched_rule(p.name);
                     let mut args = Vec::with_capacity(spine.len());
                     for (arg, lifted, _) in &spine {
-                        let a = self.eval(arg, env)?;
                         let cell = self.shape_of(&lifted.arg_cell, env, arg.span)?;
-                        args.push((a, cell));
+                        // A view (a transpose, windows, a replication)
+                        // passed on as a view: the rule reads it in place.
+                        if ruled && makes_view(arg) {
+                            let saved = std::mem::take(&mut self.batch);
+                            let view = self.eval_batched(arg, env);
+                            self.batch = saved;
+                            if let Some(view) = view.filter(|v| v.nb == 0) {
+                                args.push((view, cell));
+                                continue;
+                            }
+                        }
+                        args.push((Batched::plain(self.eval(arg, env)?), cell));
                     }
                     self.at = e.span;
-                    if has_batched_rule(p.name) {
+                    if ruled {
                         if let Some(v) = self.apply_prim_framed(&p, args.clone()) {
                             return Ok(Some(v));
                         }
@@ -303,7 +313,13 @@ impl<'p> Interpreter {
                     }
                     // The reference path: one argument at a time.
                     let mut f = f;
-                    for ((a, cell), (_, _, app)) in args.into_iter().zip(&spine) {
+                    for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
+                        let a = match a.densify() {
+                            Some(a) => a.v,
+                            // A view too large to lay out: the argument as
+                            // the reference evaluates it (and fails it).
+                            None => self.eval(arg, env)?,
+                        };
                         f = self.apply(&f, a, &cell, &app.ty, env, app.span)?;
                     }
                     return Ok(Some(f));
@@ -1817,6 +1833,21 @@ fn pick_blocks<'p>(
             },
         )?),
     })
+}
+
+/// Whether `e` applies an intrinsic whose batched rule gives a view of its
+/// argument (no atom copied).
+fn makes_view(e: &TExpr) -> bool {
+    let mut head = e;
+    while let TExprKind::App { func, .. } | TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } =
+        &head.kind
+    {
+        head = func;
+    }
+    matches!(
+        head.kind,
+        TExprKind::Intrinsic("transpose2d" | "windows" | "replicate")
+    )
 }
 
 /// Whether `prim_batched` has a rule for the intrinsic (besides running it
