@@ -985,9 +985,15 @@ impl<'p> Interpreter {
                 .iter()
                 .map(|(v, cell)| {
                     let size: usize = cell.iter().product();
+                    // One position: the argument itself, shared, not a copy.
+                    let data = if positions == 1 {
+                        v.data.clone()
+                    } else {
+                        v.data.slice(pos * size, size)
+                    };
                     Array {
                         shape: cell.clone(),
-                        data: v.data.slice(pos * size, size),
+                        data,
                     }
                 })
                 .collect();
