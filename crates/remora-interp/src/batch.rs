@@ -798,6 +798,7 @@ impl<'p> Interpreter {
             "transpose2d" | "windows" => view_batched(p, &all),
             "length" | "reshape" | "flatten" | "replicate" => reshape_batched(p, &all),
             "append" | "reverse" => self.framed(&all, |args| items_framed(p.name, args)),
+            "sort" | "grade" | "f.sort" | "f.grade" => self.framed(&all, |args| sort_framed(p.name, args)),
             _ => None,
         };
         match batched {
@@ -1810,6 +1811,79 @@ fn items_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Valu
     }
 }
 
+/// `sort`, `grade` and their Float forms over every row of a frame (the
+/// batch axes included): each row ordered as the intrinsic orders one
+/// vector (ascending, stable, NaN last), one pass over the rows.
+fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value<'p>> {
+    let [(xs, cell)] = args else {
+        return None;
+    };
+    let d = *cell.first()?;
+    if cell.len() != 1 || d == 0 {
+        return None;
+    }
+    // The order of one row by its keys: a stable sort (the radix sort's
+    // order, for any length).
+    fn order(keys: &[u64]) -> Vec<usize> {
+        if keys.len() > 64 {
+            return crate::sort::grade(keys);
+        }
+        let mut idx: Vec<usize> = (0..keys.len()).collect();
+        idx.sort_by_key(|&i| keys[i]);
+        idx
+    }
+    let data = match (name, &xs.data) {
+        // One row: the radix sort's own result, not copied into another.
+        ("sort", Data::Int(v)) if v.len() == d => Data::Int(crate::sort::sort_ints(v).into()),
+        ("sort" | "grade", Data::Int(v)) => {
+            let mut sorted = Vec::with_capacity(v.len());
+            let mut graded = Vec::with_capacity(v.len());
+            for row in v.chunks_exact(d) {
+                if name == "sort" && d > 64 {
+                    // Long rows: the radix sort of the values themselves.
+                    sorted.extend(crate::sort::sort_ints(row));
+                    continue;
+                }
+                let keys: Vec<u64> = row.iter().map(|&x| crate::sort::int_key(x)).collect();
+                let o = order(&keys);
+                if name == "sort" {
+                    sorted.extend(o.iter().map(|&i| row[i]));
+                } else {
+                    graded.extend(o.iter().map(|&i| i as i64));
+                }
+            }
+            if name == "sort" {
+                Data::Int(sorted.into())
+            } else {
+                Data::Int(graded.into())
+            }
+        }
+        ("f.sort" | "f.grade", Data::Float(v)) => {
+            let mut sorted = Vec::with_capacity(v.len());
+            let mut graded = Vec::with_capacity(v.len());
+            for row in v.chunks_exact(d) {
+                let keys: Vec<u64> = row.iter().map(|&x| crate::sort::float_key(x)).collect();
+                let o = order(&keys);
+                if name == "f.sort" {
+                    sorted.extend(o.iter().map(|&i| row[i]));
+                } else {
+                    graded.extend(o.iter().map(|&i| i as i64));
+                }
+            }
+            if name == "f.sort" {
+                Data::Float(sorted.into())
+            } else {
+                Data::Int(graded.into())
+            }
+        }
+        _ => return None,
+    };
+    Some(Array {
+        shape: xs.shape.clone(),
+        data,
+    })
+}
+
 /// Blocks alternately of `first` and `second` atoms from the starts, in
 /// order (records field by field).
 fn pick_blocks<'p>(
@@ -1897,6 +1971,10 @@ fn has_batched_rule(name: &str) -> bool {
                 | "replicate"
                 | "append"
                 | "reverse"
+                | "sort"
+                | "grade"
+                | "f.sort"
+                | "f.grade"
         )
 }
 
