@@ -600,13 +600,7 @@ impl<'p> Interpreter {
         if let Some(r) = self.contraction(e, env) {
             return Some(r);
         }
-        let mut spine = Vec::new();
-        let mut head = e;
-        while let TExprKind::App { func, arg, lifted } = &head.kind {
-            spine.push((&**arg, lifted));
-            head = func;
-        }
-        spine.reverse();
+        let (head, spine) = spine_of(e);
         let f = self.eval_batched(head, env)?;
         let mut args = Vec::with_capacity(spine.len());
         for (arg, lifted) in &spine {
@@ -1451,25 +1445,37 @@ fn merge_data<'p>(go: &[bool], yes: &Data<Fun<'p>>, no: &Data<Fun<'p>>, size: us
         (Data::Float(a), Data::Float(b)) => Data::Float(merge(go, a, b, size)?.into()),
         (Data::Bool(a), Data::Bool(b)) => Data::Bool(merge(go, a, b, size)?.into()),
         (Data::Atoms(a), Data::Atoms(b)) => Data::Atoms(merge(go, a, b, size)?.into()),
-        (Data::Records(a), Data::Records(b)) if a.fields.len() == b.fields.len() => {
-            let mut fields = Vec::with_capacity(a.fields.len());
-            for (fa, fb) in a.fields.iter().zip(&b.fields) {
-                if fa.name != fb.name || fa.cell != fb.cell {
-                    return None;
-                }
-                fields.push(remora_value::RecordField {
-                    name: fa.name.clone(),
-                    cell: fa.cell.clone(),
-                    data: merge_data(go, &fa.data, &fb.data, size * fa.size())?,
-                });
-            }
-            Data::records(remora_value::Records {
-                count: go.len() * size,
-                fields,
-            })
-        }
+        (Data::Records(a), Data::Records(b)) => zip_records(a, b, go.len() * size, |x, y, atoms| {
+            merge_data(go, x, y, size * atoms)
+        })?,
         _ => return None,
     })
+}
+
+/// Two frames of the same records combined field by field by `f` (given
+/// both fields' buffers and the field's atoms per record) into `count`
+/// records; `None` when their fields differ.
+fn zip_records<'p>(
+    a: &remora_value::Records<Fun<'p>>,
+    b: &remora_value::Records<Fun<'p>>,
+    count: usize,
+    mut f: impl FnMut(&Data<Fun<'p>>, &Data<Fun<'p>>, usize) -> Try<Data<Fun<'p>>>,
+) -> Try<Data<Fun<'p>>> {
+    if a.fields.len() != b.fields.len() {
+        return None;
+    }
+    let mut fields = Vec::with_capacity(a.fields.len());
+    for (fa, fb) in a.fields.iter().zip(&b.fields) {
+        if fa.name != fb.name || fa.cell != fb.cell {
+            return None;
+        }
+        fields.push(remora_value::RecordField {
+            name: fa.name.clone(),
+            cell: fa.cell.clone(),
+            data: f(&fa.data, &fb.data, fa.size())?,
+        });
+    }
+    Some(Data::records(remora_value::Records { count, fields }))
 }
 
 /// `select`'s elementwise choice: for each condition, `size` atoms of `a`
@@ -1498,23 +1504,9 @@ fn choose_data<'p>(c: &[bool], a: &Data<Fun<'p>>, b: &Data<Fun<'p>>, size: usize
         (Data::Float(a), Data::Float(b)) => Data::Float(choose(c, a, b, size).into()),
         (Data::Bool(a), Data::Bool(b)) => Data::Bool(choose(c, a, b, size).into()),
         (Data::Atoms(a), Data::Atoms(b)) => Data::Atoms(choose(c, a, b, size).into()),
-        (Data::Records(a), Data::Records(b)) if a.fields.len() == b.fields.len() => {
-            let mut fields = Vec::with_capacity(a.fields.len());
-            for (fa, fb) in a.fields.iter().zip(&b.fields) {
-                if fa.name != fb.name || fa.cell != fb.cell {
-                    return None;
-                }
-                fields.push(remora_value::RecordField {
-                    name: fa.name.clone(),
-                    cell: fa.cell.clone(),
-                    data: choose_data(c, &fa.data, &fb.data, size * fa.size())?,
-                });
-            }
-            Data::records(remora_value::Records {
-                count: c.len() * size,
-                fields,
-            })
-        }
+        (Data::Records(a), Data::Records(b)) => zip_records(a, b, c.len() * size, |x, y, atoms| {
+            choose_data(c, x, y, size * atoms)
+        })?,
         _ => return None,
     })
 }
@@ -1915,6 +1907,19 @@ fn pick_blocks<'p>(
     })
 }
 
+/// An application spine `(((f a1) a2) … ak)`: its head `f` and its
+/// arguments, first first, each with its lifting.
+pub(crate) fn spine_of(e: &TExpr) -> (&TExpr, Vec<(&TExpr, &remora_types::Lifted)>) {
+    let mut spine = Vec::new();
+    let mut head = e;
+    while let TExprKind::App { func, arg, lifted } = &head.kind {
+        spine.push((&**arg, lifted));
+        head = func;
+    }
+    spine.reverse();
+    (head, spine)
+}
+
 /// Whether `e` applies an intrinsic whose batched rule gives a view of its
 /// argument (no atom copied).
 fn makes_view(e: &TExpr) -> bool {
@@ -2103,14 +2108,9 @@ fn total(e: &TExpr) -> bool {
             otherwise,
         } => total(cond) && total(then) && total(otherwise),
         TExprKind::App { .. } => {
-            let mut head = e;
-            let mut args = Vec::new();
-            while let TExprKind::App { func, arg, .. } = &head.kind {
-                args.push(&**arg);
-                head = func;
-            }
+            let (head, args) = spine_of(e);
             matches!(&head.kind, TExprKind::Intrinsic(name) if total_primitive(name))
-                && args.into_iter().all(total)
+                && args.into_iter().all(|(a, _)| total(a))
         }
         _ => false,
     }

@@ -118,13 +118,7 @@ enum Reducer<'p> {
 /// `(f.sum P)` or `(reduce op P)` with `P` an application of `f.*` to two
 /// arguments: the reducer, `P`, and the lifting of the reducer's argument.
 fn contraction_form(e: &TExpr) -> Option<(Reducer<'_>, &TExpr, &remora_types::Lifted)> {
-    let mut spine = Vec::new();
-    let mut head = e;
-    while let TExprKind::App { func, arg, lifted } = &head.kind {
-        spine.push((&**arg, lifted));
-        head = func;
-    }
-    spine.reverse();
+    let (head, spine) = crate::batch::spine_of(e);
     let mut name = head;
     while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &name.kind {
         name = func;
