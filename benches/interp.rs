@@ -21,7 +21,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{cells, fatal, float_array, floats, ints, mb, ms, peak_kib};
+use common::{cells, fatal, float_array, floats, ints, mandelbrot_grid, mb, ms, peak_kib};
 use remora_interp::Value;
 use remora_value::{Array, Data};
 use std::time::Duration;
@@ -165,17 +165,7 @@ fn arguments<'p>(row: &Row) -> Vec<Value<'p>> {
             shape: vec![n, n],
             data: Data::Int(cells(n * n, 1).into()),
         }],
-        "mandelbrot" => {
-            // The grid's real and imaginary parts, as np.linspace makes them.
-            let line = |lo: f64, hi: f64| {
-                let step = (hi - lo) / (n - 1) as f64;
-                (0..n).map(|i| (i as f64 * step + lo) as f32).collect::<Vec<_>>()
-            };
-            vec![
-                float_array(vec![n], line(-2.0, 1.0)),
-                float_array(vec![n], line(-1.5, 1.5)),
-            ]
-        }
+        "mandelbrot" => mandelbrot_grid(n),
         "kmeans" => {
             let (d, k) = (size(row, "D"), size(row, "K"));
             vec![

@@ -35,7 +35,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{cells, fatal, float_array, floats, int_array, mb, ms, peak_kib, size};
+use common::{cells, fatal, float_array, floats, int_array, mandelbrot_grid, mb, ms, peak_kib, size};
 use remora_interp::Value;
 use std::io::Write;
 use std::time::Duration;
@@ -363,17 +363,7 @@ fn arguments<'p>(w: &Workload) -> Vec<Value<'p>> {
             float_array(vec![n], add(floats(n, 2), 0.5)),
         ],
         "life" => vec![int_array(vec![n, n], cells(n * n, 1))],
-        "mandelbrot" => {
-            // The grid's real and imaginary parts, as np.linspace makes them.
-            let line = |lo: f64, hi: f64| {
-                let step = (hi - lo) / (n - 1) as f64;
-                (0..n).map(|i| (i as f64 * step + lo) as f32).collect::<Vec<_>>()
-            };
-            vec![
-                float_array(vec![n], line(-2.0, 1.0)),
-                float_array(vec![n], line(-1.5, 1.5)),
-            ]
-        }
+        "mandelbrot" => mandelbrot_grid(n),
         "histogram" => vec![float_array(vec![n], floats(n, 1))],
         "blackscholes" => vec![
             float_array(vec![n], affine(floats(n, 1), 100.0, 50.0)),

@@ -48,6 +48,19 @@ pub fn float_array<'p>(shape: Vec<usize>, data: Vec<f32>) -> Value<'p> {
     }
 }
 
+/// The Mandelbrot grid's real and imaginary parts, `n` points each over
+/// [-2, 1] and [-1.5, 1.5], as `np.linspace` makes them.
+pub fn mandelbrot_grid<'p>(n: usize) -> Vec<Value<'p>> {
+    let line = |lo: f64, hi: f64| {
+        let step = (hi - lo) / (n - 1) as f64;
+        (0..n).map(|i| (i as f64 * step + lo) as f32).collect::<Vec<_>>()
+    };
+    vec![
+        float_array(vec![n], line(-2.0, 1.0)),
+        float_array(vec![n], line(-1.5, 1.5)),
+    ]
+}
+
 pub fn int_array<'p>(shape: Vec<usize>, data: Vec<i64>) -> Value<'p> {
     Array {
         shape,

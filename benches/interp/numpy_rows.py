@@ -33,6 +33,25 @@ def ints(n, seed):
     return (x ^ (x >> np.uint64(31))).view(np.int64)
 
 
+def life_run(n, steps):
+    """STEPS generations of Life from the generated n×n board."""
+    b0 = cells(n * n, 1).reshape(n, n)
+
+    def run():
+        b = b0
+        for _ in range(steps):
+            b = life_step(b)
+        return b
+    return run
+
+
+def mandelbrot_run(n, iters):
+    """Mandelbrot escape counts on the n×n grid over [-2, 1]×[-1.5, 1.5]."""
+    re = np.linspace(-2, 1, n, dtype=np.float32)
+    im = np.linspace(-1.5, 1.5, n, dtype=np.float32)
+    return lambda: mandelbrot(re, im, iters)
+
+
 def mandelbrot(re, im, iters):
     # The masked formulation: every step updates the points still inside.
     cr = np.broadcast_to(re[None, :], (len(im), len(re))).copy()
@@ -99,18 +118,9 @@ def setup(row, p):
         v, m = floats(n, 1), floats(8 * n, 2).reshape(8, n)
         return lambda: m + v[None, :]
     if row == "life":
-        b0 = cells(n * n, 1).reshape(n, n)
-
-        def run():
-            b = b0
-            for _ in range(p["STEPS"]):
-                b = life_step(b)
-            return b
-        return run
+        return life_run(n, p["STEPS"])
     if row == "mandelbrot":
-        re = np.linspace(-2, 1, n, dtype=np.float32)
-        im = np.linspace(-1.5, 1.5, n, dtype=np.float32)
-        return lambda: mandelbrot(re, im, p["ITERS"])
+        return mandelbrot_run(n, p["ITERS"])
     if row == "kmeans":
         d, k = p["D"], p["K"]
         points = floats(n * d, 1).reshape(n, d)

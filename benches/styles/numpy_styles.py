@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interp"))
-from numpy_rows import floats, cells, peak_kib, mandelbrot, nbody_accel, life_step  # noqa: E402
+from numpy_rows import floats, peak_kib, nbody_accel, life_run, mandelbrot_run  # noqa: E402
 
 f32 = np.float32
 
@@ -74,18 +74,9 @@ def setup(w, p):
         ms = floats(n, 2) + f32(0.5)
         return lambda: nbody_accel(ps, ms)
     if w == "life":
-        b0 = cells(n * n, 1).reshape(n, n)
-
-        def run():
-            b = b0
-            for _ in range(p["STEPS"]):
-                b = life_step(b)
-            return b
-        return run
+        return life_run(n, p["STEPS"])
     if w == "mandelbrot":
-        re = np.linspace(-2, 1, n, dtype=np.float32)
-        im = np.linspace(-1.5, 1.5, n, dtype=np.float32)
-        return lambda: mandelbrot(re, im, p["ITERS"])
+        return mandelbrot_run(n, p["ITERS"])
     if w == "histogram":
         xs = floats(n, 1)
         b = p["B"]
