@@ -263,6 +263,12 @@ impl<'p> Interpreter {
         if spine.is_empty() || !pure_head || self.reference_only {
             return Ok(None);
         }
+        // One argument: only an intrinsic takes this path (a lambda of one
+        // argument is batched by `apply`; evaluating its head here would
+        // be done again by the caller).
+        if spine.len() == 1 && !names_intrinsic(head) {
+            return Ok(None);
+        }
         spine.reverse();
         let f = self.eval(head, env)?;
         let fun = match &f.data {
@@ -1918,6 +1924,15 @@ pub(crate) fn spine_of(e: &TExpr) -> (&TExpr, Vec<(&TExpr, &remora_types::Lifted
     }
     spine.reverse();
     (head, spine)
+}
+
+/// Whether `e` is an intrinsic, instantiated or not.
+fn names_intrinsic(e: &TExpr) -> bool {
+    let mut head = e;
+    while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &head.kind {
+        head = func;
+    }
+    matches!(head.kind, TExprKind::Intrinsic(_))
 }
 
 /// Whether `e` applies an intrinsic whose batched rule gives a view of its
