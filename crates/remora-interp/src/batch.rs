@@ -33,12 +33,15 @@ use remora_value::{Array, Atom, Data};
 
 /// A value in a batched evaluation: `v`'s first `nb` axes are the batch
 /// frame's first `nb`; the rest of `v`'s shape is the value's own. Its
-/// atoms lie in `v`'s buffer at `strides` (row-major when dense; a zero
-/// step where it is replicated, so replication copies nothing).
+/// atoms lie in `v`'s buffer from `offset` at `strides` (row-major from 0
+/// when dense; a zero step where it is replicated, so replication copies
+/// nothing; an offset where it is an item or a slice of a larger array,
+/// so selection copies nothing either).
 #[derive(Clone, Debug)]
 pub(crate) struct Batched<'p> {
     pub v: Value<'p>,
     pub nb: usize,
+    pub offset: usize,
     pub strides: Vec<usize>,
 }
 
@@ -49,24 +52,37 @@ impl<'p> Batched<'p> {
 
     pub(crate) fn dense(v: Value<'p>, nb: usize) -> Batched<'p> {
         let strides = row_major(&v.shape);
-        Batched { v, nb, strides }
+        Batched {
+            v,
+            nb,
+            offset: 0,
+            strides,
+        }
     }
 
     /// The same value with its atoms in row-major order (copied out only
     /// when it was replicated).
     pub(crate) fn densify(&self) -> Try<Batched<'p>> {
-        if self.strides == row_major(&self.v.shape) {
+        if self.is_dense() {
             return Some(self.clone());
         }
-        let v = gather(
-            &self.v,
-            &self.v.shape,
-            &Layout {
-                offset: 0,
-                strides: self.strides.clone(),
-            },
-        )?;
+        let v = gather(&self.v, &self.v.shape, &self.layout())?;
         Some(Batched::dense(v, self.nb))
+    }
+
+    /// Whether its atoms are its whole buffer, in row-major order.
+    pub(crate) fn is_dense(&self) -> bool {
+        self.offset == 0
+            && self.strides == row_major(&self.v.shape)
+            && self.v.data.len() == atoms_in(&self.v.shape)
+    }
+
+    /// Where its atoms lie in its buffer.
+    pub(crate) fn layout(&self) -> Layout {
+        Layout {
+            offset: self.offset,
+            strides: self.strides.clone(),
+        }
     }
 
     fn own(&self) -> &[usize] {
@@ -90,11 +106,18 @@ impl<'p> Batched<'p> {
         strides.extend_from_slice(cell_steps);
         let lacking = shape.len().checked_sub(strides.len())?;
         strides.extend(std::iter::repeat_n(0, lacking));
-        if shape == self.v.shape.as_slice() && strides == row_major(shape) {
+        if shape == self.v.shape.as_slice() && self.is_dense() {
             // Already laid out so: shared, not copied.
             return Some(self.v.clone());
         }
-        gather(&self.v, shape, &Layout { offset: 0, strides })
+        gather(
+            &self.v,
+            shape,
+            &Layout {
+                offset: self.offset,
+                strides,
+            },
+        )
     }
 }
 
@@ -114,6 +137,17 @@ impl<'p> Interpreter {
         fun: &Fun<'p>,
         args: Vec<(Value<'p>, Vec<usize>)>,
     ) -> Try<Value<'p>> {
+        let args = args.into_iter().map(|(v, c)| (Batched::plain(v), c)).collect();
+        self.apply_lambda_to_views(fun, args)
+    }
+
+    /// `apply_lambda_batched` on arguments that may be views (a `windows`
+    /// or `transpose2d` passed straight to the lambda, read in place).
+    pub(crate) fn apply_lambda_to_views(
+        &mut self,
+        fun: &Fun<'p>,
+        args: Vec<(Batched<'p>, Vec<usize>)>,
+    ) -> Try<Value<'p>> {
         if self.reference_only {
             return None;
         }
@@ -129,7 +163,7 @@ impl<'p> Interpreter {
         // far larger than the cell) stay the size of a run.
         let frames: Vec<&[usize]> = args
             .iter()
-            .map(|(a, cell)| a.shape.get(..a.shape.len().checked_sub(cell.len())?))
+            .map(|(a, cell)| a.v.shape.get(..a.v.shape.len().checked_sub(cell.len())?))
             .collect::<Option<_>>()?;
         let principal: &[usize] = frames.iter().copied().max_by_key(|f| f.len()).unwrap_or_default();
         let rows = principal.first().copied().unwrap_or(0);
@@ -156,7 +190,7 @@ impl<'p> Interpreter {
     fn apply_in_strips(
         &mut self,
         fun: &Fun<'p>,
-        args: &[(Value<'p>, Vec<usize>)],
+        args: &[(Batched<'p>, Vec<usize>)],
         frames: &[&[usize]],
         rows: usize,
         strip: usize,
@@ -174,12 +208,14 @@ impl<'p> Interpreter {
                     if frame.is_empty() {
                         return (a.clone(), cell.clone());
                     }
-                    let row: usize = a.shape.get(1..).unwrap_or_default().iter().product();
-                    let shape = std::iter::once(len)
-                        .chain(a.shape.iter().skip(1).copied())
-                        .collect();
-                    let data = a.data.slice(start * row, len * row);
-                    (Array { shape, data }, cell.clone())
+                    // The strip's rows: a view of the argument.
+                    let mut strip = a.clone();
+                    let step = strip.strides.first().copied().unwrap_or(0);
+                    strip.offset += start * step;
+                    if let Some(rows) = strip.v.shape.first_mut() {
+                        *rows = len;
+                    }
+                    (strip, cell.clone())
                 })
                 .collect();
             let part = self.apply_lambda_batched_whole(fun, chunk)?;
@@ -214,11 +250,10 @@ impl<'p> Interpreter {
     fn apply_lambda_batched_whole(
         &mut self,
         fun: &Fun<'p>,
-        args: Vec<(Value<'p>, Vec<usize>)>,
+        args: Vec<(Batched<'p>, Vec<usize>)>,
     ) -> Try<Value<'p>> {
         let saved = std::mem::take(&mut self.batch);
         self.batching += 1;
-        let args = args.into_iter().map(|(v, c)| (Batched::plain(v), c)).collect();
         let r = self.lambda_batched(fun, args);
         self.batching -= 1;
         self.batch = saved;
@@ -293,18 +328,12 @@ impl<'p> Interpreter {
                     let mut args = Vec::with_capacity(spine.len());
                     for (arg, lifted, _) in &spine {
                         let cell = self.shape_of(&lifted.arg_cell, env, arg.span)?;
-                        // A view (a transpose, windows, a replication)
-                        // passed on as a view: the rule reads it in place.
-                        if ruled && makes_view(arg) {
-                            let saved = std::mem::take(&mut self.batch);
-                            let view = self.eval_batched(arg, env);
-                            self.batch = saved;
-                            if let Some(view) = view.filter(|v| v.nb == 0) {
-                                args.push((view, cell));
-                                continue;
-                            }
-                        }
-                        args.push((Batched::plain(self.eval(arg, env)?), cell));
+                        let a = if ruled {
+                            self.eval_view(arg, env)?
+                        } else {
+                            Batched::plain(self.eval(arg, env)?)
+                        };
+                        args.push((a, cell));
                     }
                     self.at = e.span;
                     if ruled {
@@ -320,12 +349,7 @@ impl<'p> Interpreter {
                     // The reference path: one argument at a time.
                     let mut f = f;
                     for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
-                        let a = match a.densify() {
-                            Some(a) => a.v,
-                            // A view too large to lay out: the argument as
-                            // the reference evaluates it (and fails it).
-                            None => self.eval(arg, env)?,
-                        };
+                        let a = self.dense_or_eval(a, arg, env)?;
                         f = self.apply(&f, a, &cell, &app.ty, env, app.span)?;
                     }
                     return Ok(Some(f));
@@ -336,19 +360,50 @@ impl<'p> Interpreter {
         };
         let mut args = Vec::with_capacity(spine.len());
         for (arg, lifted, _) in &spine {
-            let a = self.eval(arg, env)?;
+            let a = self.eval_view(arg, env)?;
             let cell = self.shape_of(&lifted.arg_cell, env, arg.span)?;
             args.push((a, cell));
         }
-        if let Some(v) = self.apply_lambda_batched(&fun, args.clone()) {
+        if let Some(v) = self.apply_lambda_to_views(&fun, args.clone()) {
             return Ok(Some(v));
         }
         // The reference path: one argument at a time.
         let mut f = f;
-        for ((a, cell), (_, _, app)) in args.into_iter().zip(&spine) {
+        for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
+            let a = self.dense_or_eval(a, arg, env)?;
             f = self.apply(&f, a, &cell, &app.ty, env, app.span)?;
         }
         Ok(Some(f))
+    }
+
+    /// An argument as it is evaluated outside any batch, except that a view
+    /// (a transpose, windows, a replication) stays a view, for a batched
+    /// rule or a lifted lambda to read in place.
+    pub(crate) fn eval_view(&mut self, arg: &'p TExpr, env: &Env<'p>) -> crate::eval::Run<Batched<'p>> {
+        if makes_view(arg) {
+            let saved = std::mem::take(&mut self.batch);
+            let view = self.eval_batched(arg, env);
+            self.batch = saved;
+            if let Some(view) = view.filter(|v| v.nb == 0) {
+                return Ok(view);
+            }
+        }
+        Ok(Batched::plain(self.eval(arg, env)?))
+    }
+
+    /// An argument from `eval_view` laid out as an ordinary value (a view
+    /// too large to lay out: the argument as the reference path evaluates
+    /// it, and fails it).
+    pub(crate) fn dense_or_eval(
+        &mut self,
+        a: Batched<'p>,
+        arg: &'p TExpr,
+        env: &Env<'p>,
+    ) -> crate::eval::Run<Value<'p>> {
+        match a.densify() {
+            Some(a) => Ok(a.v),
+            None => self.eval(arg, env),
+        }
     }
 
     /// Whether a lambda body can run batched: built only of variables,
@@ -409,6 +464,7 @@ impl<'p> Interpreter {
                         data: f.data.clone(),
                     },
                     nb: r.nb,
+                    offset: r.offset * size,
                     strides,
                 })
             }
@@ -442,7 +498,7 @@ impl<'p> Interpreter {
             let Data::Bool(b) = &c.v.data else {
                 return None;
             };
-            return self.eval_batched(if *b.first()? { then } else { otherwise }, env);
+            return self.eval_batched(if *b.get(c.offset)? { then } else { otherwise }, env);
         }
         // The condition at every position of the whole batch.
         let nb = self.batch.len();
@@ -517,6 +573,7 @@ impl<'p> Interpreter {
                     data: r.v.data,
                 },
                 nb: 1,
+                offset: r.offset,
             }
         } else {
             r
@@ -631,7 +688,7 @@ impl<'p> Interpreter {
         let Data::Atoms(atoms) = &f.v.data else {
             return None;
         };
-        match atoms.first()? {
+        match atoms.get(f.offset)? {
             Atom::Fun(Fun::Prim(p)) => self.prim_batched(p, args),
             Atom::Fun(fun @ Fun::Lambda { .. }) => self.lambda_batched(fun, args),
             _ => None,
@@ -713,6 +770,7 @@ impl<'p> Interpreter {
                         data: full.v.data,
                     },
                     nb: depth,
+                    offset: full.offset,
                     strides,
                 }
             };
@@ -750,6 +808,7 @@ impl<'p> Interpreter {
                 data: b.v.data.clone(),
             },
             nb,
+            offset: b.offset,
             strides,
         })
     }
@@ -847,31 +906,30 @@ impl<'p> Interpreter {
         };
         let n = atoms_in(&outer);
         check_size(n.checked_mul(item)?, Span::default()).ok()?;
-        // The first atom of each position's item.
-        let mut starts = Vec::with_capacity(n);
-        let mut base = 0usize;
-        let mut odometer = vec![0usize; outer.len()];
-        if let [step] = steps.as_slice() {
-            // One outer axis: each position's item at its own step.
-            for (p, &i) in index.iter().take(n).enumerate() {
-                let i = usize::try_from(i).ok().filter(|i| *i < items)?;
-                starts.push(p * step + i * item);
+        let index = index.get(..n)?;
+        let data = match (steps.as_slice(), &xs.v.data) {
+            // One axis and plain atoms: one tight loop.
+            ([step], Data::Float(v)) => {
+                Data::Float(gather_line(v.get(xs.offset..)?, index, *step, items, item)?.into())
             }
-        }
-        for &i in index.iter().take(if steps.len() == 1 { 0 } else { n }) {
-            let i = usize::try_from(i).ok().filter(|i| *i < items)?;
-            starts.push(base + i * item);
-            for axis in (0..outer.len()).rev() {
-                odometer[axis] += 1;
-                base += steps[axis];
-                if odometer[axis] < outer[axis] {
-                    break;
+            ([step], Data::Int(v)) => {
+                Data::Int(gather_line(v.get(xs.offset..)?, index, *step, items, item)?.into())
+            }
+            _ => {
+                if index.iter().any(|&i| !(0..items as i64).contains(&i)) {
+                    return None;
                 }
-                base -= steps[axis] * outer[axis];
-                odometer[axis] = 0;
+                let starts = GatherStarts {
+                    outer: &outer,
+                    steps: &steps,
+                    index: index.iter(),
+                    item,
+                    odometer: vec![0; outer.len()],
+                    base: xs.offset,
+                };
+                pick_from(&xs.v.data, starts, n, item)?
             }
-        }
-        let data = pick_data(&xs.v.data, &starts, item)?;
+        };
         outer.extend(item_cell);
         Some(Batched::dense(Array { shape: outer, data }, nb))
     }
@@ -905,6 +963,7 @@ impl<'p> Interpreter {
         if test.nb != 0 || step.nb != 0 || !test.v.shape.is_empty() || !step.v.shape.is_empty() {
             return None;
         }
+        let (test, step) = (test.densify()?, step.densify()?);
         let nb = xs.nb;
         let frame = xs.own().len().checked_sub(cell.len())?;
         let xs = xs.densify()?;
@@ -1061,7 +1120,7 @@ impl<'p> Interpreter {
         let layouts: Vec<Layout> = args
             .iter()
             .map(|(a, _)| Layout {
-                offset: 0,
+                offset: a.offset,
                 strides: place(&a.strides, a.nb, nb, shape.len()),
             })
             .collect();
@@ -1075,7 +1134,7 @@ impl<'p> Interpreter {
                 } else {
                     (&mut *y, (&*x, &layouts[0]))
                 };
-                if t.nb == nb && t.v.shape == shape && t.strides == row_major(&shape) {
+                if t.nb == nb && t.v.shape == shape && t.is_dense() {
                     match scalar::apply_in_place(name, &mut t.v.data, (&o.v.data, lo), target_first, &shape) {
                         Some(Ok(())) => return Some(t.clone()),
                         Some(Err(_)) => return None,
@@ -1114,7 +1173,7 @@ impl<'p> Interpreter {
             "reduce" | "iscan" => (None, args.get(1)?),
             _ => (Some(args.get(1)?), args.get(2)?),
         };
-        let primitive = intrinsics::scalar_operator(&op.v);
+        let primitive = intrinsics::scalar_operator(&op.densify()?.v);
         if let Some(prim) = primitive
             && let Some(r) = self.fold_by_primitive(name, prim, seed, xs, xcell)
         {
@@ -1145,7 +1204,7 @@ impl<'p> Interpreter {
             && xcell.len() > 1
             && atoms_in(xcell.get(1..)?) > 1
             && !matches!(name, "scan" | "iscan")
-            && xs.strides != row_major(&xs.v.shape);
+            && !xs.is_dense();
         let (xs, dims_override) = if along_memory {
             let items = *xs.v.shape.get(outer_axes)?;
             let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
@@ -1154,7 +1213,14 @@ impl<'p> Interpreter {
             strides.extend(xs.strides.get(outer_axes + 1..)?);
             shape.push(items);
             strides.push(1);
-            let data = gather_data(&xs.v.data, &shape, &Layout { offset: 0, strides })?;
+            let data = gather_data(
+                &xs.v.data,
+                &shape,
+                &Layout {
+                    offset: xs.offset,
+                    strides,
+                },
+            )?;
             let lines = atoms_in(shape.get(..shape.len() - 1)?);
             (
                 Batched::dense(
@@ -1231,12 +1297,17 @@ impl<'p> Interpreter {
         item_shape.remove(axis);
         let mut item_strides = xs.strides.clone();
         item_strides.remove(axis);
+        // Each item a view of the argument (nothing copied).
         let item = |i: usize| -> Try<Batched<'p>> {
-            let layout = Layout {
-                offset: i.checked_mul(step)?,
+            Some(Batched {
+                v: Array {
+                    shape: item_shape.clone(),
+                    data: xs.v.data.clone(),
+                },
+                nb,
+                offset: xs.offset.checked_add(i.checked_mul(step)?)?,
                 strides: item_strides.clone(),
-            };
-            Some(Batched::dense(gather(&xs.v, &item_shape, &layout)?, nb))
+            })
         };
         let (mut acc, acell, first) = match seed {
             Some((s, scell)) => (s.clone(), scell.clone(), 0),
@@ -1296,7 +1367,7 @@ impl<'p> Interpreter {
             return None;
         };
         let times = match &n.v.data {
-            Data::Int(v) if n.nb == 0 && n.v.shape.is_empty() => usize::try_from(*v.first()?).ok()?,
+            Data::Int(v) if n.nb == 0 && n.v.shape.is_empty() => usize::try_from(*v.get(n.offset)?).ok()?,
             _ => return None,
         };
         if x.nb == 0 && x.own().len() == xcell.len() && !captures_batch(f) {
@@ -1357,29 +1428,103 @@ fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Ba
     ))
 }
 
-fn pick<T: Clone>(v: &[T], starts: &[usize], item: usize) -> Option<Vec<T>> {
-    if item == 1 {
-        return starts.iter().map(|&s| v.get(s).cloned()).collect();
+/// A gather along one axis: the item at `p * step + index[p] * item`
+/// for each position `p`; `None` where an index is not below `items`.
+fn gather_line<T: Copy>(v: &[T], index: &[i64], step: usize, items: usize, item: usize) -> Option<Vec<T>> {
+    let mut out = Vec::with_capacity(index.len().checked_mul(item)?);
+    let checked = |i: i64| usize::try_from(i).ok().filter(|&i| i < items);
+    if item == 1 && step == 0 {
+        // By chunks: a chunk's indices checked (a vectorised pass over
+        // what is then in cache), then gathered in a loop without checks
+        // that can fail.
+        let v = v.get(..items)?;
+        for chunk in index.chunks(1024) {
+            if chunk.iter().fold(0u64, |m, &i| m.max(i as u64)) >= items as u64 {
+                return None;
+            }
+            out.extend(chunk.iter().map(|&i| v[i as usize]));
+        }
+        return Some(out);
     }
-    let mut out = Vec::with_capacity(starts.len() * item);
-    for &s in starts {
+    for (p, &i) in index.iter().enumerate() {
+        let s = p * step + checked(i)? * item;
         out.extend_from_slice(v.get(s..s + item)?);
+    }
+    Some(out)
+}
+
+fn pick<T: Clone>(v: &[T], starts: impl Iterator<Item = usize>, n: usize, item: usize) -> Option<Vec<T>> {
+    let mut out = Vec::with_capacity(n.checked_mul(item)?);
+    if item == 1 {
+        // (Not `collect` into an `Option<Vec<_>>`: that cannot reserve
+        // ahead and grows the vector by doubling.)
+        for s in starts {
+            out.push(v.get(s)?.clone());
+        }
+        return Some(out);
+    }
+    for s in starts {
+        out.extend_from_slice(v.get(s..s.checked_add(item)?)?);
     }
     Some(out)
 }
 
 /// `item` atoms from each start, in order (records field by field).
 pub(crate) fn pick_data<'p>(d: &Data<Fun<'p>>, starts: &[usize], item: usize) -> Option<Data<Fun<'p>>> {
+    pick_from(d, starts.iter().copied(), starts.len(), item)
+}
+
+/// `item` atoms from each of the `n` starts the iterator gives.
+fn pick_from<'p, I>(d: &Data<Fun<'p>>, starts: I, n: usize, item: usize) -> Option<Data<Fun<'p>>>
+where
+    I: Iterator<Item = usize>,
+{
     Some(match d {
-        Data::Int(v) => Data::Int(pick(v, starts, item)?.into()),
-        Data::Float(v) => Data::Float(pick(v, starts, item)?.into()),
-        Data::Bool(v) => Data::Bool(pick(v, starts, item)?.into()),
-        Data::Atoms(v) => Data::Atoms(pick(v, starts, item)?.into()),
-        Data::Records(r) => Data::records(r.map_fields(starts.len() * item, |d, size| {
-            let scaled: Vec<usize> = starts.iter().map(|s| s * size).collect();
-            pick_data(d, &scaled, item * size)
-        })?),
+        Data::Int(v) => Data::Int(pick(v, starts, n, item)?.into()),
+        Data::Float(v) => Data::Float(pick(v, starts, n, item)?.into()),
+        Data::Bool(v) => Data::Bool(pick(v, starts, n, item)?.into()),
+        Data::Atoms(v) => Data::Atoms(pick(v, starts, n, item)?.into()),
+        Data::Records(r) => {
+            let starts: Vec<usize> = starts.collect();
+            Data::records(r.map_fields(n * item, |d, size| {
+                let scaled: Vec<usize> = starts.iter().map(|s| s * size).collect();
+                pick_data(d, &scaled, item * size)
+            })?)
+        }
     })
+}
+
+/// The first atom of each position's item in a gather: row-major over the
+/// positions' axes `outer`, `steps[a]` atoms apart along axis `a`, plus
+/// the position's index (already checked to be in bounds) times `item`.
+/// The innermost axis runs as a plain loop, the outer ones by an odometer.
+#[derive(Clone)]
+struct GatherStarts<'a> {
+    outer: &'a [usize],
+    steps: &'a [usize],
+    index: std::slice::Iter<'a, i64>,
+    item: usize,
+    odometer: Vec<usize>,
+    base: usize,
+}
+
+impl Iterator for GatherStarts<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let i = *self.index.next()? as usize;
+        let start = self.base + i * self.item;
+        for axis in (0..self.outer.len()).rev() {
+            self.odometer[axis] += 1;
+            self.base += self.steps[axis];
+            if self.odometer[axis] < self.outer[axis] {
+                break;
+            }
+            self.base -= self.steps[axis] * self.outer[axis];
+            self.odometer[axis] = 0;
+        }
+        Some(start)
+    }
 }
 
 /// The position `at[i]` (row-major over `batch`) of a value with all the
@@ -1395,7 +1540,7 @@ fn pick_positions<'p>(b: &Batched<'p>, batch: &[usize], at: &[usize]) -> Try<Bat
     let mut offsets = Vec::with_capacity(at.len());
     for &p in at {
         let mut rest = p;
-        let mut offset = 0usize;
+        let mut offset = b.offset;
         for (d, s) in batch.iter().zip(steps).rev() {
             offset += (rest % d.max(&1)) * s;
             rest /= d.max(&1);
@@ -1589,8 +1734,8 @@ fn weave_into<'p>(
 
 /// Leading-axis item selection inside a batch (`head`, `last`, `index`,
 /// `nth` at an index the same for every cell; `tail`, `curtail`, `take`,
-/// `drop` and the `-right`s): a strided gather along the cells' first axis,
-/// one pass for the whole batch.
+/// `drop` and the `-right`s): a view of the argument along the cells'
+/// first axis (an offset and the same steps), nothing copied.
 fn items_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
     let dim = |k: usize| -> Try<usize> { usize::try_from(*p.indices.get(k)?.dims().first()?).ok() };
     let ((xs, cell), rest) = all.split_first()?;
@@ -1600,9 +1745,9 @@ fn items_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)
     // One index for every cell: a scalar of its own (an index array lifts
     // `nth`/`index` over a frame of its own, which is not this rule).
     let at = || -> Try<usize> {
-        let index = &rest.first()?.0.v;
-        match &index.data {
-            Data::Int(i) if index.shape.is_empty() && i.len() == 1 => usize::try_from(i[0]).ok(),
+        let index = &rest.first()?.0;
+        match &index.v.data {
+            Data::Int(i) if index.v.shape.is_empty() => usize::try_from(*i.get(index.offset)?).ok(),
             _ => None,
         }
     };
@@ -1633,15 +1778,15 @@ fn items_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)
         shape.remove(axis);
         strides.remove(axis);
     }
-    let v = gather(
-        &xs.v,
-        &shape,
-        &Layout {
-            offset: start * step,
-            strides,
+    Some(Batched {
+        v: Array {
+            shape,
+            data: xs.v.data.clone(),
         },
-    )?;
-    Some(Batched::dense(v, xs.nb))
+        nb: xs.nb,
+        offset: xs.offset.checked_add(start.checked_mul(step)?)?,
+        strides,
+    })
 }
 
 /// `transpose2d` and `windows` over the batch and the argument's frame:
@@ -1681,6 +1826,7 @@ fn view_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]
             data: xs.v.data.clone(),
         },
         nb: xs.nb,
+        offset: xs.offset,
         strides,
     })
 }
@@ -1712,6 +1858,7 @@ fn reshape_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize
                 data: Data::Int(vec![i64::try_from(*cell.first()?).ok()?].into()),
             },
             nb: xs.nb,
+            offset: 0,
         }),
         "replicate" => {
             let frame = index(0)?;
@@ -1727,6 +1874,7 @@ fn reshape_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize
                     data: xs.v.data.clone(),
                 },
                 nb: xs.nb,
+                offset: xs.offset,
                 strides,
             })
         }
@@ -1937,7 +2085,7 @@ fn names_intrinsic(e: &TExpr) -> bool {
 
 /// Whether `e` applies an intrinsic whose batched rule gives a view of its
 /// argument (no atom copied).
-fn makes_view(e: &TExpr) -> bool {
+pub(crate) fn makes_view(e: &TExpr) -> bool {
     let mut head = e;
     while let TExprKind::App { func, .. } | TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } =
         &head.kind

@@ -40,7 +40,7 @@ impl<'p> Interpreter {
         let (reducer, product, lifted) = contraction_form(e)?;
         if let Reducer::Reduce(op) = reducer {
             let op = self.eval_batched(op, env)?;
-            if op.nb != 0 || crate::intrinsics::scalar_operator(&op.v) != Some("f.+") {
+            if op.nb != 0 || crate::intrinsics::scalar_operator(&op.densify()?.v) != Some("f.+") {
                 return None;
             }
         }
@@ -76,6 +76,8 @@ impl<'p> Interpreter {
         let (Data::Float(da), Data::Float(db)) = (&a.v.data, &b.v.data) else {
             return None;
         };
+        // (A view's atoms start at its offset.)
+        let (da, db) = (da.get(a.offset..)?, db.get(b.offset..)?);
         // The lanes: the inner axes (one axis, flattened, when both
         // operands step through them alike), else the last outer axis.
         let (lane_axes, outer_axes): (Vec<usize>, Vec<usize>) = if items_at + 1 < shape.len() {

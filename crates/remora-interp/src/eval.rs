@@ -511,8 +511,24 @@ impl<'p> Interpreter {
                     return Ok(v);
                 }
                 let f = self.eval(func, env)?;
-                let a = self.eval(arg, env)?;
                 let cell = self.shape_of(&lifted.arg_cell, env, span)?;
+                let a = match &f.data {
+                    // A lambda given a view (`(f ((i-app windows 3) xs))`):
+                    // its body reads the view in place.
+                    Data::Atoms(funs) if f.shape.is_empty() && crate::batch::makes_view(arg) => {
+                        let view = self.eval_view(arg, env)?;
+                        if let Some(fun @ Fun::Lambda { .. }) = funs.first().and_then(|a| match a {
+                            Atom::Fun(fun) => Some(fun),
+                            _ => None,
+                        }) && let Some(r) =
+                            self.apply_lambda_to_views(fun, vec![(view.clone(), cell.clone())])
+                        {
+                            return Ok(r);
+                        }
+                        self.dense_or_eval(view, arg, env)?
+                    }
+                    _ => self.eval(arg, env)?,
+                };
                 self.apply(&f, a, &cell, &e.ty, env, span)
             }
             TExprKind::TApp { func, arg } => {
