@@ -401,7 +401,16 @@ fn run_parsed(
             };
             *ran = true;
             match interp.eval(typed, &Default::default()) {
-                Ok(v) => write_stdout(&format!("{}\n", remora_value::print::to_string(&v))),
+                Ok(v) => match remora_value::print::to_string_checked(&v) {
+                    Ok(shown) => write_stdout(&format!("{shown}\n")),
+                    Err(m) => runtime(
+                        sources,
+                        remora_interp::RunError {
+                            span: typed.span,
+                            message: m,
+                        },
+                    ),
+                },
                 Err(e) => runtime(sources, e),
             }
         }
@@ -528,7 +537,9 @@ fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCod
             _ => payload(v),
         };
         let written = match format {
-            Format::Remora => Ok(format!("{}\n", remora_value::print::to_string(v)).into_bytes()),
+            Format::Remora => {
+                remora_value::print::to_string_checked(v).map(|t| format!("{t}\n").into_bytes())
+            }
             Format::Futhark => remora_value::futhark::write_text(v).map(|t| format!("{t}\n").into_bytes()),
             Format::FutharkBinary => remora_value::futhark::write_binary(v),
             Format::Npy if values.len() > 1 => Err(format!(

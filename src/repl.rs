@@ -123,10 +123,16 @@ fn evaluate<'p>(
             },
             TDecl::Expr(_) if k < shown_from => {}
             TDecl::Expr(e) => match interp.eval(e, &env) {
-                Ok(v) => {
-                    out.push_str(&remora_value::print::to_string(&v));
-                    out.push('\n');
-                }
+                Ok(v) => match remora_value::print::to_string_checked(&v) {
+                    Ok(shown) => {
+                        out.push_str(&shown);
+                        out.push('\n');
+                    }
+                    Err(m) => {
+                        out.push_str(&Diagnostic::error(e.span, m).render(sources));
+                        return (None, out);
+                    }
+                },
                 Err(e) => {
                     out.push_str(&Diagnostic::error(e.span, e.message).render(sources));
                     return (None, out);

@@ -304,7 +304,14 @@ impl Checker {
     pub(crate) fn dim(&mut self, d: &ast::Dim) -> Option<Dim> {
         use ast::DimKind as K;
         match &d.kind {
-            K::Nat(n) => Some(Dim::nat(*n)),
+            K::Nat(n) => match i64::try_from(*n) {
+                Ok(n) => Some(Dim::int(n)),
+                Err(_) => {
+                    let e = self.error(d.span, format!("the dimension {n} does not fit 63 bits"));
+                    self.report(e);
+                    None
+                }
+            },
             K::Var(v) => match self.dims.get(&v.name) {
                 Some(x) => Some(x.clone()),
                 None => {
@@ -315,6 +322,23 @@ impl Checker {
             },
             K::Add(xs) | K::Mul(xs) | K::Sub(xs) => {
                 let xs: Vec<Dim> = xs.iter().map(|x| self.dim(x)).collect::<Option<_>>()?;
+                // Constant dimensions are computed here, and must not
+                // overflow (a wrapped size would be a wrong size).
+                if let Some(values) = xs.iter().map(Dim::as_const).collect::<Option<Vec<i64>>>() {
+                    let value = match (&d.kind, values.as_slice()) {
+                        (K::Add(_), _) => values.iter().try_fold(0i64, |a, x| a.checked_add(*x)),
+                        (K::Mul(_), _) => values.iter().try_fold(1i64, |a, x| a.checked_mul(*x)),
+                        (_, []) => Some(0),
+                        (_, [only]) => only.checked_neg(),
+                        (_, [first, rest @ ..]) => rest.iter().try_fold(*first, |a, x| a.checked_sub(*x)),
+                    };
+                    let Some(value) = value else {
+                        let e = self.error(d.span, "this dimension's arithmetic overflows 64 bits");
+                        self.report(e);
+                        return None;
+                    };
+                    return Some(Dim::int(value));
+                }
                 Some(match &d.kind {
                     K::Add(_) => Dim::sum(&xs),
                     K::Mul(_) => Dim::product(&xs),

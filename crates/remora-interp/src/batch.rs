@@ -347,6 +347,7 @@ impl<'p> Interpreter {
                         self.note_cell_by_cell(|| format!("`{name}` has no batched rule"));
                     }
                     // The reference path: one argument at a time.
+                    crate::eval::check_starved(e.span)?;
                     let mut f = f;
                     for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
                         let a = self.dense_or_eval(a, arg, env)?;
@@ -368,6 +369,7 @@ impl<'p> Interpreter {
             return Ok(Some(v));
         }
         // The reference path: one argument at a time.
+        crate::eval::check_starved(e.span)?;
         let mut f = f;
         for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
             let a = self.dense_or_eval(a, arg, env)?;
@@ -862,6 +864,8 @@ impl<'p> Interpreter {
         };
         match batched {
             Some(b) => Some(b),
+            // Out of memory: not again cell by cell (the caller reports it).
+            None if crate::eval::starved() => None,
             None => {
                 let name = p.name;
                 self.note_cell_by_cell(|| {

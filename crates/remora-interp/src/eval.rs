@@ -262,15 +262,27 @@ impl<'p> Env<'p> {
     }
 }
 
-/// The most atoms one array may hold by default (2^28: 2 GiB of Int). A
-/// program that asks for more is refused with a message instead of
+/// The most atoms one array may ever hold (2^28: 2 GiB of Int). A program
+/// that asks for more — or for more than the memory available allows (see
+/// `remora_value::limits`) — is refused with a message instead of
 /// exhausting memory.
-pub const MAX_ATOMS: usize = 1 << 28;
+pub use remora_value::limits::MAX_ATOMS;
 
 thread_local! {
     /// The array size limit in force on this thread (see
-    /// [`Interpreter::limit_atoms`]).
-    static ATOM_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_ATOMS) };
+    /// [`Interpreter::limit_atoms`]); 0 until first asked: then the limit
+    /// the memory available allows.
+    static ATOM_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The array size limit in force on this thread.
+pub(crate) fn atom_limit() -> usize {
+    ATOM_LIMIT.with(|l| {
+        if l.get() == 0 {
+            l.set(remora_value::limits::atom_limit());
+        }
+        l.get()
+    })
 }
 
 /// The number of atoms a shape calls for; `usize::MAX` when that overflows
@@ -289,6 +301,34 @@ thread_local! {
     static REFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+thread_local! {
+    /// Whether an allocation failed (the memory was not there) since this
+    /// was last cleared: the batched evaluation that met it gives up, and
+    /// the reference path must then report it rather than try again cell
+    /// by cell (which needs more memory, not less).
+    static STARVED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Records that an allocation failed (see `STARVED`).
+pub(crate) fn note_starved() {
+    STARVED.with(|s| s.set(true));
+}
+
+/// Whether an allocation failed since `STARVED` was last cleared.
+pub(crate) fn starved() -> bool {
+    STARVED.with(|s| s.get())
+}
+
+/// An error at `span` if an allocation failed since the last call (and
+/// clears the flag): what the reference path reports instead of retrying
+/// a computation the memory could not hold.
+pub(crate) fn check_starved(span: Span) -> Run<()> {
+    if STARVED.with(|s| s.replace(false)) {
+        return fail(span, "not enough memory for this computation's arrays");
+    }
+    Ok(())
+}
+
 /// Whether an array was refused as too large since the last call; clears
 /// the flag.
 pub(crate) fn take_refused() -> bool {
@@ -297,7 +337,7 @@ pub(crate) fn take_refused() -> bool {
 
 /// Refuses an array of `n` atoms beyond the limit in force.
 pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
-    let limit = ATOM_LIMIT.with(|l| l.get());
+    let limit = atom_limit();
     if n > limit {
         REFUSED.with(|r| r.set(true));
         return fail(
@@ -397,10 +437,11 @@ impl<'p> Interpreter {
                     let v = self.eval(e, &env)?;
                     if echo {
                         use std::io::Write;
+                        let shown =
+                            remora_value::print::to_string_checked(&v).or_else(|m| fail(e.span, m))?;
                         let mut out = std::io::stdout().lock();
                         // A closed stdout only loses the printing.
-                        let _ = writeln!(out, "{}", remora_value::print::to_string(&v))
-                            .and_then(|()| out.flush());
+                        let _ = writeln!(out, "{shown}").and_then(|()| out.flush());
                     }
                     shown.push(v);
                 }
@@ -805,9 +846,11 @@ impl<'p> Interpreter {
         // One lambda over a non-empty frame: its body once, batched.
         if let ([Atom::Fun(fun @ Fun::Lambda { .. })], false) = (funs.as_slice(), principal.is_empty())
             && frame_f.is_empty()
-            && let Some(r) = self.apply_lambda_batched(fun, vec![(a.clone(), cell.to_vec())])
         {
-            return Ok(r);
+            if let Some(r) = self.apply_lambda_batched(fun, vec![(a.clone(), cell.to_vec())]) {
+                return Ok(r);
+            }
+            check_starved(span)?;
         }
         // An empty principal frame: one call, on the argument itself.
         if let ([Atom::Fun(fun)], true) = (funs.as_slice(), principal.is_empty()) {
@@ -872,7 +915,7 @@ impl<'p> Interpreter {
     /// the result's cell when there are none.
     fn collect(
         &mut self,
-        results: Vec<Value<'p>>,
+        mut results: Vec<Value<'p>>,
         frame: &[usize],
         cell_ty: &Type,
         env: &Env<'p>,
@@ -884,6 +927,13 @@ impl<'p> Interpreter {
                 shape: frame.iter().copied().chain(cell).collect(),
                 data: empty_data(&cell_ty.atom),
             });
+        }
+        if frame.is_empty()
+            && let [_] = results.as_slice()
+            && let Some(only) = results.pop()
+        {
+            // One result over the empty frame: itself, not a copy.
+            return Ok(only);
         }
         let inner = results[0].shape.clone();
         let mut v = stack(results, span)?;

@@ -173,6 +173,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         ))),
         "append" => {
             let (a, b) = (arg(0)?, arg(1)?);
+            check_size(a.data.len().saturating_add(b.data.len()), span)?;
             let mut data = a.data.clone();
             data.append(b.data.clone()).or_else(|m| fail(span, m))?;
             Ok(Array {
@@ -291,7 +292,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             check_size(size, span)?;
             Ok(Array {
                 shape: s,
-                data: Data::Int((0..size as i64).collect()),
+                data: Data::Int(counting(size, span)?.into()),
             })
         }
         "iota" => {
@@ -309,7 +310,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             check_size(size, span)?;
             let payload = Array {
                 shape: dims.iter().map(|d| *d as usize).collect(),
-                data: Data::Int((0..size as i64).collect()),
+                data: Data::Int(counting(size, span)?.into()),
             };
             Ok(scalar_value(Data::Atoms(
                 vec![Atom::Box(Boxed {
@@ -1123,4 +1124,13 @@ fn read_file<'p>(p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
         shape: value.shape,
         data: value.data.base_atoms(),
     })
+}
+
+/// `0, 1, … n-1`, or an error where the memory cannot be had.
+fn counting(n: usize, span: Span) -> Run<Vec<i64>> {
+    let Some(mut v) = remora_value::limits::try_vec(n) else {
+        return fail(span, format!("not enough memory for an array of {n} atoms"));
+    };
+    v.extend(0..n as i64);
+    Ok(v)
 }

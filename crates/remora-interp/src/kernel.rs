@@ -145,6 +145,18 @@ fn for_each_run<const K: usize>(
 /// buffer (an interpreter bug, reported rather than panicking).
 pub const OUT_OF_BOUNDS: &str = "internal error: an operand's layout leaves its buffer";
 
+/// Why a kernel could not run: its result does not fit in the memory left.
+pub const OUT_OF_MEMORY: &str = "not enough memory for the result";
+
+/// An empty buffer with room for `n` atoms, or [`OUT_OF_MEMORY`] (never an
+/// abort of the process).
+pub fn buffer<T>(n: usize) -> Result<Vec<T>, &'static str> {
+    remora_value::limits::try_vec(n).ok_or_else(|| {
+        crate::eval::note_starved();
+        OUT_OF_MEMORY
+    })
+}
+
 /// `f` at every position of `shape`, on one operand.
 pub fn map1<A: Copy, R>(
     shape: &[usize],
@@ -155,7 +167,7 @@ pub fn map1<A: Copy, R>(
     if !la.fits(shape, a.len()) {
         return Err(OUT_OF_BOUNDS);
     }
-    let mut out = Vec::with_capacity(shape.iter().product());
+    let mut out = buffer(shape.iter().product())?;
     for_each_run(shape, [la], |[oa], n, [sa]| match sa {
         1 => out.extend(a[oa..oa + n].iter().map(|x| f(*x))),
         _ => out.extend((0..n).map(|i| f(a[oa + i * sa]))),
@@ -173,7 +185,7 @@ pub fn map2<A: Copy, B: Copy, R>(
     if !la.fits(shape, a.len()) || !lb.fits(shape, b.len()) {
         return Err(OUT_OF_BOUNDS);
     }
-    let mut out = Vec::with_capacity(shape.iter().product());
+    let mut out = buffer(shape.iter().product())?;
     for_each_run(shape, [la, lb], |[oa, ob], n, [sa, sb]| match (sa, sb) {
         (1, 1) => out.extend(a[oa..oa + n].iter().zip(&b[ob..ob + n]).map(|(x, y)| f(*x, *y))),
         (1, 0) => {
@@ -225,7 +237,7 @@ pub fn gather<A: Clone>(shape: &[usize], a: &[A], la: &Layout) -> Result<Vec<A>,
     if !la.fits(shape, a.len()) {
         return Err(OUT_OF_BOUNDS);
     }
-    let mut out = Vec::with_capacity(shape.iter().product());
+    let mut out = buffer(shape.iter().product())?;
     for_each_run(shape, [la], |[oa], n, [sa]| match sa {
         1 => out.extend_from_slice(&a[oa..oa + n]),
         _ => out.extend((0..n).map(|i| a[oa + i * sa].clone())),
@@ -251,7 +263,7 @@ pub fn fold_axis<T: Copy>(
     if inner == 0 {
         return Ok(Vec::new());
     }
-    let mut out = Vec::with_capacity(outer * inner);
+    let mut out = buffer(outer * inner)?;
     for o in 0..outer {
         let block = &data[o * items * inner..(o + 1) * items * inner];
         let (start, rest) = match seed {
@@ -318,7 +330,7 @@ pub fn reduce_axis<T: Copy>(
     }
     if order == Order::Scan {
         let rows = items + usize::from(seed.is_some());
-        let mut out = Vec::with_capacity(outer * rows * inner);
+        let mut out = buffer(outer * rows * inner)?;
         for o in 0..outer {
             let block = &data[o * items * inner..(o + 1) * items * inner];
             let rest = match seed {
@@ -342,7 +354,7 @@ pub fn reduce_axis<T: Copy>(
         }
         return Ok(out);
     }
-    let mut out = Vec::with_capacity(outer * inner);
+    let mut out = buffer(outer * inner)?;
     for o in 0..outer {
         let block = &data[o * items * inner..(o + 1) * items * inner];
         let mut acc = tree(block, items, inner, &f);

@@ -8,6 +8,7 @@
 //! uses [`NoFun`], which has no values.
 
 pub mod futhark;
+pub mod limits;
 pub mod npy;
 pub mod print;
 pub mod read;
@@ -346,11 +347,16 @@ impl<F: Clone> Data<F> {
     /// An empty buffer of the same kind with room for `n` atoms (appending
     /// up to `n` then never moves it).
     pub fn with_capacity_like(&self, n: usize) -> Data<F> {
+        // Room that cannot be had is not reserved: the `append`s that fill
+        // the buffer then report it.
+        fn room<T>(n: usize) -> Vec<T> {
+            limits::try_vec(n).unwrap_or_default()
+        }
         match self {
-            Data::Int(_) => Data::Int(Vec::with_capacity(n).into()),
-            Data::Float(_) => Data::Float(Vec::with_capacity(n).into()),
-            Data::Bool(_) => Data::Bool(Vec::with_capacity(n).into()),
-            Data::Atoms(_) => Data::Atoms(Vec::with_capacity(n).into()),
+            Data::Int(_) => Data::Int(room(n).into()),
+            Data::Float(_) => Data::Float(room(n).into()),
+            Data::Bool(_) => Data::Bool(room(n).into()),
+            Data::Atoms(_) => Data::Atoms(room(n).into()),
             Data::Records(r) => r
                 .map_fields(0, |d, size| Some(d.with_capacity_like(n.saturating_mul(size))))
                 .map_or_else(|| Data::Atoms(Vec::new().into()), |r| Data::Records(Arc::new(r))),
@@ -369,11 +375,22 @@ impl<F: Clone> Data<F> {
 
     /// Appends another buffer of the same kind.
     pub fn append(&mut self, other: Data<F>) -> Result<(), String> {
+        fn extend<T: Clone>(a: &mut Buf<T>, b: &[T]) -> Result<(), String> {
+            let a: &mut Vec<T> = a;
+            a.try_reserve(b.len()).map_err(|_| {
+                format!(
+                    "not enough memory for an array of {} atoms",
+                    a.len().saturating_add(b.len())
+                )
+            })?;
+            a.extend_from_slice(b);
+            Ok(())
+        }
         match (self, other) {
-            (Data::Int(a), Data::Int(b)) => a.extend_from_slice(&b),
-            (Data::Float(a), Data::Float(b)) => a.extend_from_slice(&b),
-            (Data::Bool(a), Data::Bool(b)) => a.extend_from_slice(&b),
-            (Data::Atoms(a), Data::Atoms(b)) => a.extend_from_slice(&b),
+            (Data::Int(a), Data::Int(b)) => extend(a, &b)?,
+            (Data::Float(a), Data::Float(b)) => extend(a, &b)?,
+            (Data::Bool(a), Data::Bool(b)) => extend(a, &b)?,
+            (Data::Atoms(a), Data::Atoms(b)) => extend(a, &b)?,
             (Data::Records(a), Data::Records(b)) => {
                 let a = Arc::make_mut(a);
                 if a.fields.len() != b.fields.len() {

@@ -10,32 +10,70 @@ use std::fmt::Write;
 
 pub fn to_string<F: Callable + Clone>(a: &Array<F>) -> String {
     let mut out = String::new();
-    write_array(&mut out, a);
+    write_array(&mut out, a, usize::MAX);
     out
 }
 
-pub fn write_array<F: Callable + Clone>(out: &mut String, a: &Array<F>) {
-    write_cells(out, &a.shape, &a.data, 0);
+/// The printed form, unless it would be longer than `cap` bytes (an array
+/// with no atoms but 2^63 rows prints 2^63 `[]`s): then an error saying
+/// so, after work proportional to `cap`, not to the array's dimensions.
+pub fn to_string_within<F: Callable + Clone>(a: &Array<F>, cap: usize) -> Result<String, String> {
+    let mut out = String::new();
+    write_array(&mut out, a, cap);
+    if out.len() > cap {
+        let dims: Vec<String> = a.shape.iter().map(|d| d.to_string()).collect();
+        return Err(format!(
+            "the printed form of this array of shape [{}] is too long (over {cap} bytes)",
+            dims.join(" ")
+        ));
+    }
+    Ok(out)
+}
+
+/// The printed form within the text limit the memory available allows
+/// (`limits::text_limit`).
+pub fn to_string_checked<F: Callable + Clone>(a: &Array<F>) -> Result<String, String> {
+    to_string_within(a, crate::limits::text_limit())
+}
+
+/// Writes `a`, stopping once `out` is longer than `cap`.
+fn write_array<F: Callable + Clone>(out: &mut String, a: &Array<F>, cap: usize) {
+    write_cells(out, &a.shape, &a.data, 0, cap);
 }
 
 /// The cell of shape `shape` that starts at atom `offset`.
-fn write_cells<F: Callable + Clone>(out: &mut String, shape: &[usize], data: &Data<F>, offset: usize) {
+fn write_cells<F: Callable + Clone>(
+    out: &mut String,
+    shape: &[usize],
+    data: &Data<F>,
+    offset: usize,
+    cap: usize,
+) {
     let Some((&n, rest)) = shape.split_first() else {
-        write_atom(out, data, offset);
+        write_atom(out, data, offset, cap);
         return;
     };
     let stride: usize = rest.iter().product();
     out.push('[');
     for i in 0..n {
+        if out.len() > cap {
+            return;
+        }
         if i > 0 {
             out.push(' ');
         }
-        write_cells(out, rest, data, offset + i * stride);
+        write_cells(
+            out,
+            rest,
+            data,
+            offset.saturating_add(i.saturating_mul(stride)),
+            cap,
+        );
     }
     out.push(']');
 }
 
-fn write_atom<F: Callable + Clone>(out: &mut String, data: &Data<F>, i: usize) {
+fn write_atom<F: Callable + Clone>(out: &mut String, data: &Data<F>, i: usize, cap: usize) {
     match data {
         Data::Int(v) => match v.get(i) {
             Some(n) => {
@@ -68,25 +106,25 @@ fn write_atom<F: Callable + Clone>(out: &mut String, data: &Data<F>, i: usize) {
                     }
                 }
                 out.push(' ');
-                write_array(out, &b.payload);
+                write_array(out, &b.payload, cap);
                 out.push(')');
             }
-            Some(Atom::Record(fields)) => write_record(out, fields),
+            Some(Atom::Record(fields)) => write_record(out, fields, cap),
             None => out.push('?'),
         },
-        Data::Records(r) if i < r.count => write_record(out, &r.record(i)),
+        Data::Records(r) if i < r.count => write_record(out, &r.record(i), cap),
         Data::Records(_) => out.push('?'),
     }
 }
 
-fn write_record<F: Callable + Clone>(out: &mut String, fields: &[(String, Array<F>)]) {
+fn write_record<F: Callable + Clone>(out: &mut String, fields: &[(String, Array<F>)], cap: usize) {
     out.push('{');
     for (k, (name, value)) in fields.iter().enumerate() {
         if k > 0 {
             out.push_str(", ");
         }
         let _ = write!(out, "{name}  =  ");
-        write_array(out, value);
+        write_array(out, value, cap);
     }
     out.push('}');
 }
@@ -128,6 +166,16 @@ mod tests {
             data: Data::Bool(vec![true, false].into()),
         };
         assert_eq!(to_string(&bools), "[#t #f]");
+    }
+
+    #[test]
+    fn a_printed_form_past_its_cap_is_refused_quickly() {
+        let huge = ints(&[usize::MAX / 2, 0], &[]);
+        assert!(to_string_within(&huge, 1000).is_err());
+        assert_eq!(
+            to_string_within(&ints(&[2, 0], &[]), 1000),
+            Ok("[[] []]".to_string())
+        );
     }
 
     #[test]
