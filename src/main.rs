@@ -12,7 +12,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Args, Parser, Subcommand};
 use remora_syntax::{Dialect, RealFs, SourceMap, print, render_all};
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -135,7 +135,13 @@ struct Source {
     path: Option<PathBuf>,
 }
 
+/// Set when a write went past the file-size limit (`ulimit -f`).
+static FILE_TOO_LARGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn main() -> ExitCode {
+    // A write past the file-size limit then fails (EFBIG), and is reported,
+    // instead of the signal killing the process (SIGXFSZ's default).
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, &FILE_TOO_LARGE);
     let cli = Cli::parse_from(hoist_run_options(std::env::args_os().collect()));
     remora_syntax::stack::run_deep(move || match cli.command {
         Command::Parse(source) => parse(source),
@@ -174,12 +180,13 @@ fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         return args;
     }
     let with_value = ["--input", "--output", "--format", "--entry"];
-    let (mut options, mut rest) = (Vec::new(), Vec::new());
+    let (mut options, mut rest, mut after) = (Vec::new(), Vec::new(), Vec::new());
     let mut tail = args.into_iter().skip(run + 1);
     while let Some(a) = tail.next() {
         let text = a.to_string_lossy();
         if text == "--" {
-            rest.extend(tail.by_ref());
+            // Everything after `--` is an argument, never an option.
+            after.extend(tail.by_ref());
             break;
         }
         if with_value.contains(&text.as_ref()) {
@@ -198,7 +205,13 @@ fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     }
     let mut out: Vec<std::ffi::OsString> = vec!["remora".into(), "run".into()];
     out.extend(options);
+    if !after.is_empty() {
+        // The file and every argument after clap's `--`, so that none is
+        // taken for an option.
+        out.push("--".into());
+    }
     out.extend(rest);
+    out.extend(after);
     out
 }
 
@@ -218,16 +231,18 @@ fn read_source(source: Source, sources: &mut SourceMap) -> Result<Parsed, ExitCo
         let loaded = remora_syntax::load_program_file(sources, &RealFs, &path);
         (Parsed::Program(loaded.value), loaded.diagnostics)
     } else {
-        let mut stdin = std::io::stdin();
+        let stdin = std::io::stdin();
         if stdin.is_terminal() {
             eprintln!("usage: remora COMMAND (-e EXPR | -f FILE | FILE | < FILE)");
             return Err(ExitCode::FAILURE);
         }
-        let mut text = String::new();
-        if let Err(e) = stdin.read_to_string(&mut text) {
-            eprintln!("remora: error: cannot read standard input: {e}");
-            return Err(ExitCode::FAILURE);
-        }
+        let text = match read_stdin_text() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("remora: error: standard input {e}");
+                return Err(ExitCode::FAILURE);
+            }
+        };
         let loaded = remora_syntax::load_program_text(sources, &RealFs, "<cli>", None, &text);
         (Parsed::Program(loaded.value), loaded.diagnostics)
     };
@@ -455,7 +470,7 @@ fn run_parsed(
                         })
                     })),
                     Err(m) => {
-                        eprintln!("remora: error: {}: {m}", path.display());
+                        eprintln!("remora: error: {}: {m}", remora_syntax::files::shown(path));
                         return ExitCode::FAILURE;
                     }
                 }
@@ -485,17 +500,26 @@ fn run_parsed(
     }
 }
 
+/// A program from standard input (bounded as a source file is).
+fn read_stdin_text() -> Result<String, String> {
+    let bytes =
+        remora_syntax::files::read_at_most(std::io::stdin().lock(), remora_syntax::files::MAX_SOURCE_BYTES)?;
+    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".into())
+}
+
+/// The most bytes a data file may have: a quarter of the memory budget.
+fn max_data_bytes() -> u64 {
+    u64::try_from(remora_value::limits::memory_budget() / 4).unwrap_or(u64::MAX)
+}
+
 /// The values of a data file (`-`: standard input): one array from an
 /// `.npy` file, any number from Futhark data.
 fn read_data_file(path: &std::path::Path) -> Result<Vec<remora_value::Array>, String> {
     let bytes = if path == std::path::Path::new("-") {
-        let mut b = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut b)
-            .map_err(|e| format!("cannot read: {e}"))?;
-        b
+        remora_syntax::files::read_at_most(std::io::stdin().lock(), max_data_bytes())
+            .map_err(|e| format!("cannot read: {e}"))?
     } else {
-        std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?
+        remora_syntax::files::read_bounded(path, max_data_bytes()).map_err(|e| format!("cannot read: {e}"))?
     };
     if bytes.starts_with(b"\x93NUMPY") {
         remora_value::npy::read_npy(&bytes).map(|a| vec![a])
@@ -568,10 +592,13 @@ fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCod
                 }
             }
         }
-        Some(path) => match std::fs::write(path, &bytes) {
+        Some(path) => match remora_syntax::files::write_atomic(path, &bytes) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("remora: error: cannot write {}: {e}", path.display());
+                eprintln!(
+                    "remora: error: cannot write {}: {e}",
+                    remora_syntax::files::shown(path)
+                );
                 ExitCode::FAILURE
             }
         },
@@ -593,11 +620,11 @@ fn test(paths: &[PathBuf]) -> ExitCode {
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut out = String::new();
     for file in &files {
-        let rel = file.display().to_string();
-        let text = match std::fs::read_to_string(file) {
+        let rel = remora_syntax::files::shown(file);
+        let text = match remora_syntax::files::read_text(file, remora_syntax::files::MAX_SOURCE_BYTES) {
             Ok(t) => t,
             Err(e) => {
-                out.push_str(&format!("{rel}: cannot read: {e}\n"));
+                eprintln!("remora: error: {}: {e}", remora_syntax::files::shown(file));
                 failed += 1;
                 continue;
             }
@@ -638,16 +665,18 @@ fn parse(source: Source) -> ExitCode {
         let loaded = remora_syntax::load_program_file(&mut sources, &RealFs, &path);
         (print::program(&loaded.value), loaded.diagnostics)
     } else {
-        let mut stdin = std::io::stdin();
+        let stdin = std::io::stdin();
         if stdin.is_terminal() {
             eprintln!("usage: remora parse (-e EXPR | -f FILE | FILE | < FILE)");
             return ExitCode::FAILURE;
         }
-        let mut text = String::new();
-        if let Err(e) = stdin.read_to_string(&mut text) {
-            eprintln!("remora: error: cannot read standard input: {e}");
-            return ExitCode::FAILURE;
-        }
+        let text = match read_stdin_text() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("remora: error: standard input {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         let loaded = remora_syntax::load_program_text(&mut sources, &RealFs, "<cli>", None, &text);
         (print::program(&loaded.value), loaded.diagnostics)
     };

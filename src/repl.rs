@@ -31,8 +31,66 @@ fn complete(text: &str) -> bool {
         .any(|d| d.message.starts_with("unexpected end of input") || d.message.starts_with("unterminated"))
 }
 
+/// One line of input, as the REPL reads it.
+enum Line {
+    Text(String),
+    /// A line that is not UTF-8 text (reported, and the session goes on).
+    NotText,
+    Interrupted,
+    End,
+}
+
+/// Where the lines come from: the line editor on a terminal, standard
+/// input read line by line otherwise (where a line that is not UTF-8 is
+/// one bad line, not the end of the session).
+enum Lines {
+    Editor(Box<DefaultEditor>),
+    Piped(std::io::StdinLock<'static>),
+}
+
+impl Lines {
+    fn open() -> Option<Lines> {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() {
+            DefaultEditor::new().ok().map(|e| Lines::Editor(Box::new(e)))
+        } else {
+            Some(Lines::Piped(std::io::stdin().lock()))
+        }
+    }
+
+    fn next(&mut self, prompt: &str) -> Line {
+        match self {
+            Lines::Editor(editor) => match editor.readline(prompt) {
+                Ok(line) => Line::Text(line),
+                Err(ReadlineError::Interrupted) => Line::Interrupted,
+                Err(ReadlineError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => Line::NotText,
+                Err(_) => Line::End,
+            },
+            Lines::Piped(input) => {
+                use std::io::BufRead;
+                let mut bytes = Vec::new();
+                match input.read_until(b'\n', &mut bytes) {
+                    Ok(0) | Err(_) => Line::End,
+                    Ok(_) => {
+                        if bytes.last() == Some(&b'\n') {
+                            bytes.pop();
+                        }
+                        String::from_utf8(bytes).map_or(Line::NotText, Line::Text)
+                    }
+                }
+            }
+        }
+    }
+
+    fn remember(&mut self, input: &str) {
+        if let Lines::Editor(editor) = self {
+            let _ = editor.add_history_entry(input);
+        }
+    }
+}
+
 pub fn run() -> std::process::ExitCode {
-    let Ok(mut editor) = DefaultEditor::new() else {
+    let Some(mut lines) = Lines::open() else {
         eprintln!("remora: error: cannot start the line editor");
         return std::process::ExitCode::FAILURE;
     };
@@ -40,8 +98,8 @@ pub fn run() -> std::process::ExitCode {
     let mut pending = String::new();
     loop {
         let prompt = if pending.is_empty() { ">> " } else { ".. " };
-        match editor.readline(prompt) {
-            Ok(line) => {
+        match lines.next(prompt) {
+            Line::Text(line) => {
                 pending.push_str(&line);
                 pending.push('\n');
                 if !complete(&pending) {
@@ -51,14 +109,18 @@ pub fn run() -> std::process::ExitCode {
                 if input.trim().is_empty() {
                     continue;
                 }
-                let _ = editor.add_history_entry(input.trim_end());
+                lines.remember(input.trim_end());
                 if input.trim() == ":quit" || input.trim() == ":q" {
                     break;
                 }
                 print!("{}", session.input(&input));
             }
-            Err(ReadlineError::Interrupted) => pending.clear(),
-            Err(_) => break, // end of input
+            Line::NotText => {
+                eprintln!("remora: error: a line of input is not UTF-8 text (it is skipped)");
+                pending.clear();
+            }
+            Line::Interrupted => pending.clear(),
+            Line::End => break,
         }
     }
     std::process::ExitCode::SUCCESS

@@ -21,7 +21,8 @@ pub fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.is_dir() {
+        // A link to a directory is not followed (it may lead back here).
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
             collect(&path, out);
         } else if path.extension().is_some_and(|e| e == "remora") {
             out.push(path);
@@ -342,8 +343,11 @@ fn split_values(text: &str) -> Result<Vec<String>, Failed> {
 
 fn data_file(file: &Path, rel: &str) -> Result<Vec<remora_value::Array>, Failed> {
     let path = file.parent().unwrap_or(Path::new(".")).join(rel);
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    remora_value::futhark::read_data(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    let limit = u64::try_from(remora_value::limits::memory_budget() / 4).unwrap_or(u64::MAX);
+    let bytes = remora_syntax::files::read_bounded(&path, limit)
+        .map_err(|e| format!("{}: {e}", remora_syntax::files::shown(&path)))?;
+    remora_value::futhark::read_data(&bytes)
+        .map_err(|e| format!("{}: {e}", remora_syntax::files::shown(&path)))
 }
 
 /// Data-file values as Remora expressions, to pass as entry arguments.

@@ -680,8 +680,10 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             let s = shape(p, 1);
             let n = atoms_in(&s);
             check_size(n, span)?;
+            // Only the floats asked for are read.
             let bytes =
-                std::fs::read(&path).or_else(|e| fail(span, format!("read-file-f32bin: {path}: {e}")))?;
+                remora_syntax::files::read_prefix(std::path::Path::new(&path), (n as u64).saturating_mul(4))
+                    .or_else(|e| fail(span, format!("read-file-f32bin: {path}: {e}")))?;
             if bytes.len() < n * 4 {
                 return fail(
                     span,
@@ -1071,7 +1073,11 @@ fn read_file<'p>(p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
         Some(v) => string_of(v).or_else(|m| fail(span, m))?,
         None => return fail(span, "internal error: read-file without its argument"),
     };
-    let text = std::fs::read_to_string(&path).or_else(|e| fail(span, format!("read-file: {path}: {e}")))?;
+    let text = remora_syntax::files::read_text(
+        std::path::Path::new(&path),
+        remora_syntax::files::MAX_SOURCE_BYTES,
+    )
+    .or_else(|e| fail(span, format!("read-file: {path}: {e}")))?;
     let mut sources = SourceMap::new();
     let parsed = remora_syntax::parse_expression(&mut sources, &path, &text, remora_syntax::Dialect::Source);
     if parsed.has_errors() {

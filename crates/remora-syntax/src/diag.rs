@@ -87,16 +87,25 @@ impl Diagnostic {
             Severity::Note => "note",
         };
         let mut out = String::new();
+        let message = printable(&self.message, MAX_MESSAGE);
+        let notes = || {
+            self.expected
+                .iter()
+                .map(expected_line)
+                .chain(self.notes.clone())
+                .map(|n| printable(&n, MAX_MESSAGE))
+        };
         let located = self.span.and_then(|s| sources.get(s.file).map(|f| (s, f)));
         let Some((span, file)) = located else {
-            let _ = writeln!(out, "remora: {level}: {}", self.message);
-            for note in self.expected.iter().map(expected_line).chain(self.notes.clone()) {
+            let _ = writeln!(out, "remora: {level}: {message}");
+            for note in notes() {
                 let _ = writeln!(out, "  = {note}");
             }
             return out;
         };
         let (line, col) = file.line_col(span.start as usize);
-        let _ = writeln!(out, "{}:{line}:{col}: {level}: {}", file.name, self.message);
+        let name = printable_name(&file.name, MAX_PATH);
+        let _ = writeln!(out, "{name}:{line}:{col}: {level}: {message}");
         let text = file.line_text(line);
         let (end_line, end_col) = file.line_col(span.end as usize);
         let line_len = text.chars().count();
@@ -111,11 +120,49 @@ impl Diagnostic {
         let _ = writeln!(out, "{gutter} |");
         let _ = writeln!(out, "{line} | {shown}");
         let _ = writeln!(out, "{gutter} | {}{}", " ".repeat(caret_col), "^".repeat(width));
-        for note in self.expected.iter().map(expected_line).chain(self.notes.clone()) {
+        for note in notes() {
             let _ = writeln!(out, "{gutter} = {note}");
         }
         out
     }
+}
+
+/// The longest message (or note) shown whole: one that quotes a huge token
+/// is cut, so that an error stays a few lines whatever the input.
+const MAX_MESSAGE: usize = 1000;
+
+/// The longest file name shown whole.
+const MAX_PATH: usize = 200;
+
+/// `text` as a terminal may safely show it: control characters (which a
+/// file name or a token may hold) escaped as Rust escapes them, newlines
+/// only where `lines` allows them, and at most `max` characters, the rest
+/// cut to `…`.
+fn escaped(text: &str, max: usize, lines: bool) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if n >= max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() && !(lines && c == '\n') {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A message as it is shown (see `escaped`; its lines kept).
+pub fn printable(text: &str, max: usize) -> String {
+    escaped(text, max, true)
+}
+
+/// A name (a path) as it is shown: on one line, control characters
+/// escaped, at most `max` characters.
+pub fn printable_name(text: &str, max: usize) -> String {
+    escaped(text, max, false)
 }
 
 /// Longest source line shown whole; a longer one is cut to a window around
@@ -125,7 +172,13 @@ const MAX_LINE: usize = 120;
 /// The part of `text` to show (tabs as spaces), the caret's column in it
 /// and the caret's width.
 fn window(text: &str, len: usize, col: usize, width: usize) -> (String, usize, usize) {
-    let clean = |c: char| if c == '\t' { ' ' } else { c };
+    // One column per character: a tab as a space, another control
+    // character (raw bytes a terminal would act on) as U+FFFD.
+    let clean = |c: char| match c {
+        '\t' => ' ',
+        c if c.is_control() => '\u{FFFD}',
+        c => c,
+    };
     if len <= MAX_LINE {
         return (text.chars().map(clean).collect(), col, width);
     }

@@ -8,6 +8,7 @@
 
 pub mod ast;
 pub mod diag;
+pub mod files;
 pub mod float;
 pub mod load;
 pub mod parser;

@@ -27,7 +27,7 @@ impl FileLoader for RealFs {
         std::fs::canonicalize(path)
     }
     fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
+        crate::files::read_text(path, crate::files::MAX_SOURCE_BYTES).map_err(std::io::Error::other)
     }
 }
 

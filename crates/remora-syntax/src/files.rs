@@ -1,0 +1,116 @@
+//! Reading the files a program names (its source, its imports, data files,
+//! `read-file`) without hanging or exhausting memory, whatever they are:
+//! only regular files are read (a FIFO would block, `/dev/zero` never
+//! ends), and never more than a bound. Standard input, which may be either,
+//! is read with the same bound.
+
+use std::io::Read;
+use std::path::Path;
+
+/// The most bytes a source file (a program or an import) may have.
+pub const MAX_SOURCE_BYTES: u64 = 256 << 20;
+
+/// The bytes of the regular file at `path`, at most `max` of them; an error
+/// in words for anything else.
+pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(if meta.is_dir() {
+            "is a directory, not a file".into()
+        } else {
+            "is not a regular file (a device, a pipe or a socket is not read)".into()
+        });
+    }
+    if meta.len() > max {
+        return Err(too_large(max));
+    }
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    read_at_most(file, max)
+}
+
+/// The first `n` bytes of the regular file at `path` (fewer where it is
+/// shorter).
+pub fn read_prefix(path: &Path, n: u64) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("is not a regular file (a device, a pipe or a socket is not read)".into());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(|e| e.to_string())?
+        .take(n)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+/// The text of the regular file at `path` (UTF-8), at most `max` bytes.
+pub fn read_text(path: &Path, max: u64) -> Result<String, String> {
+    String::from_utf8(read_bounded(path, max)?).map_err(|_| "is not UTF-8 text".into())
+}
+
+/// Everything `r` gives, up to `max` bytes; an error past that (a stream
+/// that does not end is refused once it has given `max`).
+pub fn read_at_most(r: impl Read, max: u64) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    r.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(max));
+    }
+    Ok(bytes)
+}
+
+fn too_large(max: u64) -> String {
+    format!("is larger than the {max} bytes that may be read")
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a new file beside it,
+/// then renamed over it, so that a write that fails midway (a full disk, a
+/// file-size limit) leaves the old file as it was and no partial one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(".{name}.{}.partial", std::process::id()));
+    let written = std::fs::File::create(&temp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    let renamed = written.and_then(|()| std::fs::rename(&temp, path));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    renamed
+}
+
+/// A path as an error message shows it: control characters escaped (a file
+/// name may hold any byte but `/` and NUL), and at most 200 characters.
+pub fn shown(path: &Path) -> String {
+    crate::diag::printable_name(&path.to_string_lossy(), 200)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_and_directories_are_refused_without_reading() {
+        assert!(read_bounded(Path::new("/dev/zero"), 10).is_err());
+        assert!(read_bounded(Path::new("/"), 10).is_err());
+    }
+
+    #[test]
+    fn an_endless_stream_stops_at_the_bound() {
+        let endless = std::io::repeat(0);
+        assert!(read_at_most(endless, 1000).is_err());
+        assert_eq!(read_at_most(&b"abc"[..], 3), Ok(b"abc".to_vec()));
+    }
+}
