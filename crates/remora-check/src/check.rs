@@ -108,6 +108,11 @@ pub struct Checker {
     shapes: Scoped<Shape>,
     /// Whether missing instantiations are inferred (see `instantiate`).
     pub(crate) inference: bool,
+    /// Set while checking the function part of an application whose spine
+    /// infers no instantiation: its inner applications share the head and
+    /// would not either, so they are not walked again (which made an
+    /// application of n arguments cost n² steps).
+    plain_spine: bool,
     /// Element types of rank parameters, solved or not yet (see `elements`).
     element_unknowns: HashMap<TVar, Option<Atom>>,
     /// Dimensions of rank parameters: generalised unless the body equates
@@ -124,6 +129,7 @@ impl Checker {
     pub fn new() -> Checker {
         let mut c = Checker {
             inference: true,
+            plain_spine: false,
             element_unknowns: HashMap::new(),
             rank_dims: HashMap::new(),
             pending: Vec::new(),
@@ -487,7 +493,9 @@ impl Checker {
                     return None;
                 }
                 let first = typed.first().map(|(_, a)| a.clone())?;
-                if typed.iter().any(|(_, a)| !a.equals(&first).is_yes()) {
+                // (The first is not compared with itself: comparing deeply
+                // nested box types is not free.)
+                if typed.iter().skip(1).any(|(_, a)| !a.equals(&first).is_yes()) {
                     return self.reject(span, "Atoms in array have different types:", e);
                 }
                 let ty = Type::array(first, dims(shape));
@@ -531,7 +539,7 @@ impl Checker {
                     self.unify_rank_dims(&first.shape, &t.ty.shape, false);
                 }
                 let first = self.resolve(&first).into_owned();
-                if typed.iter().any(|t| !self.resolve(&t.ty).equals(&first).is_yes()) {
+                if typed.iter().skip(1).any(|t| !self.resolve(&t.ty).equals(&first).is_yes()) {
                     return self.reject(span, "Expressions in frame have different types:", e);
                 }
                 done(
@@ -566,10 +574,15 @@ impl Checker {
                 }
             },
             ExprKind::App { func, arg } => {
-                if let Some(inferred) = self.inference.then(|| self.infer_application(e)).flatten() {
+                let inner_of_plain_spine = std::mem::take(&mut self.plain_spine);
+                if !inner_of_plain_spine
+                    && let Some(inferred) = self.inference.then(|| self.infer_application(e)).flatten()
+                {
                     return inferred;
                 }
+                self.plain_spine = matches!(func.kind, ExprKind::App { .. });
                 let f = self.expr(func);
+                self.plain_spine = false;
                 let a = self.expr(arg);
                 let (f, mut a) = (f?, a?);
                 // A polymorphic function where a function is wanted: the
