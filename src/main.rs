@@ -462,6 +462,24 @@ fn run_parsed(
                 data.input.clone()
             };
             for path in &inputs {
+                // A `.npy` file's type is known from its header: checked
+                // before its body is read.
+                if path != std::path::Path::new("-")
+                    && let Ok(head) = remora_syntax::files::read_prefix(path, 1 << 16)
+                    && let Ok(header) = remora_value::npy::read_header(&head)
+                    && let Some(atom) = header.atom()
+                    && let Err(m) = remora_interp::program::check_data_argument(
+                        &checked.value,
+                        entry,
+                        args.len(),
+                        atom,
+                        &header.shape,
+                        &|t| checked.show(t),
+                    )
+                {
+                    eprintln!("remora: error: {}: {m}", remora_syntax::files::shown(path));
+                    return ExitCode::FAILURE;
+                }
                 match read_data_file(path) {
                     Ok(values) => args.extend(values.into_iter().map(|v| {
                         remora_interp::program::EntryArg::Data(remora_value::Array {

@@ -539,7 +539,11 @@ impl Checker {
                     self.unify_rank_dims(&first.shape, &t.ty.shape, false);
                 }
                 let first = self.resolve(&first).into_owned();
-                if typed.iter().skip(1).any(|t| !self.resolve(&t.ty).equals(&first).is_yes()) {
+                if typed
+                    .iter()
+                    .skip(1)
+                    .any(|t| !self.resolve(&t.ty).equals(&first).is_yes())
+                {
                     return self.reject(span, "Expressions in frame have different types:", e);
                 }
                 done(

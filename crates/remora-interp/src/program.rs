@@ -49,6 +49,47 @@ fn data_type(v: &Value<'_>) -> Option<Type> {
     })
 }
 
+/// The type of the `k`th parameter (from 0) of the named entry, if there
+/// is one.
+pub fn entry_parameter(decls: &[TDecl], entry: &str, k: usize) -> Option<Type> {
+    find_entry(decls, entry).and_then(|(_, value)| parameters(&value.ty).get(k).cloned())
+}
+
+/// Whether data of `atom` (`"Int"`, `"Float"` or `"Bool"`) and `shape` can
+/// be the `k`th argument of the entry: `Err` with the message an argument
+/// of the wrong type gets, so that a data file's header is checked before
+/// its body is read.
+pub fn check_data_argument(
+    decls: &[TDecl],
+    entry: &str,
+    k: usize,
+    atom: &str,
+    shape: &[usize],
+    show: &dyn Fn(&Type) -> String,
+) -> Result<(), String> {
+    let Some(param) = entry_parameter(decls, entry, k) else {
+        return Ok(());
+    };
+    let atom = match atom {
+        "Int" => Atom::Int,
+        "Float" => Atom::Float,
+        _ => Atom::Bool,
+    };
+    let ty = Type {
+        atom,
+        shape: remora_types::Shape::from_dims(shape.iter().map(|d| remora_types::Dim::nat(*d as u64))),
+    };
+    if ty.equals(&param) == Truth::Yes {
+        return Ok(());
+    }
+    Err(format!(
+        "argument {} of {entry} has type {}, but the parameter has type {}",
+        k + 1,
+        show(&ty),
+        show(&param)
+    ))
+}
+
 /// The number of parameters of the named entry, if there is one.
 pub fn entry_arity(decls: &[TDecl], entry: &str) -> Option<usize> {
     find_entry(decls, entry).map(|(_, value)| parameters(&value.ty).len())

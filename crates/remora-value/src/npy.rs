@@ -12,7 +12,32 @@ use crate::{Array, Data};
 const MAGIC: &[u8] = b"\x93NUMPY";
 
 /// The array an `.npy` file holds.
-pub fn read_npy(bytes: &[u8]) -> Result<Array, String> {
+/// What an `.npy` header says: the element type (NumPy's `descr`), the
+/// shape, whether the data are in Fortran (column-major) order, and where
+/// the data start.
+pub struct Header {
+    pub descr: String,
+    pub shape: Vec<usize>,
+    pub fortran: bool,
+    pub data_at: usize,
+}
+
+impl Header {
+    /// The kind of atom the data become: `Some("Int" | "Float" | "Bool")`,
+    /// `None` for an element type that is not read.
+    pub fn atom(&self) -> Option<&'static str> {
+        match self.descr.as_str() {
+            "<f4" | "<f8" => Some("Float"),
+            "|b1" => Some("Bool"),
+            "<i8" | "<i4" | "<i2" | "|i1" | "<u8" | "<u4" | "<u2" | "|u1" => Some("Int"),
+            _ => None,
+        }
+    }
+}
+
+/// The header of an `.npy` file, from its first bytes (the data need not
+/// be there: a type mismatch is found before the body is read).
+pub fn read_header(bytes: &[u8]) -> Result<Header, String> {
     let rest = bytes
         .strip_prefix(MAGIC)
         .ok_or("not a NumPy .npy file (no \\x93NUMPY magic)")?;
@@ -32,10 +57,33 @@ pub fn read_npy(bytes: &[u8]) -> Result<Array, String> {
     let (header, data) = rest.split_at_checked(len).ok_or("truncated header")?;
     let header = std::str::from_utf8(header).map_err(|_| "the header is not text")?;
     let descr = field(header, "descr").ok_or("the header has no descr")?;
-    let descr = descr.trim_matches(|c| c == '\'' || c == '"');
+    let descr = descr.trim_matches(|c| c == '\'' || c == '"').to_string();
     let fortran = field(header, "fortran_order").ok_or("the header has no fortran_order")? == "True";
     let shape = shape_of(field(header, "shape").ok_or("the header has no shape")?)?;
+    Ok(Header {
+        descr,
+        shape,
+        fortran,
+        data_at: bytes.len() - data.len(),
+    })
+}
+
+pub fn read_npy(bytes: &[u8]) -> Result<Array, String> {
+    let Header {
+        descr,
+        shape,
+        fortran,
+        data_at,
+    } = read_header(bytes)?;
+    let data = bytes.get(data_at..).unwrap_or_default();
+    let descr = descr.as_str();
     let n = crate::data_atoms(&shape)?;
+    let limit = crate::limits::atom_limit();
+    if n > limit {
+        return Err(format!(
+            "an array of {n} elements is too large (the memory available allows {limit})"
+        ));
+    }
     let elems = |width: usize| -> Result<std::slice::ChunksExact<'_, u8>, String> {
         let bytes = n.checked_mul(width).ok_or("array too large")?;
         let d = data
@@ -137,29 +185,53 @@ fn shape_of(text: &str) -> Result<Vec<usize>, String> {
         .collect()
 }
 
-/// Column-major atoms put in row-major order.
+/// Column-major atoms put in row-major order: one pass over the positions
+/// in row-major order, reading each from its column-major place (the
+/// innermost axis a plain strided loop, the others an odometer).
 fn row_major(flat: &Data, shape: &[usize]) -> Data {
-    let n: usize = shape.iter().product();
-    // The column-major position of each row-major position.
-    let order: Vec<usize> = (0..n)
-        .map(|mut pos| {
-            let (mut at, mut step) = (0, 1);
-            let mut idx = vec![0; shape.len()];
-            for (k, d) in shape.iter().enumerate().rev() {
-                idx[k] = pos % d.max(&1);
-                pos /= d.max(&1);
+    fn reorder<T: Copy>(v: &[T], shape: &[usize]) -> Vec<T> {
+        let n: usize = shape.iter().product();
+        let mut out = Vec::with_capacity(n);
+        let Some((&inner, outer)) = shape.split_last() else {
+            return v.to_vec();
+        };
+        if n == 0 {
+            return out;
+        }
+        // Column-major steps: axis k moves by the product of the axes
+        // before it.
+        let mut steps = Vec::with_capacity(shape.len());
+        let mut step = 1usize;
+        for d in shape {
+            steps.push(step);
+            step *= d;
+        }
+        let inner_step = steps[shape.len() - 1];
+        let mut index = vec![0usize; outer.len()];
+        let mut base = 0usize;
+        loop {
+            out.extend((0..inner).map(|i| v[base + i * inner_step]));
+            // The next row: the odometer over the outer axes.
+            let mut axis = outer.len();
+            loop {
+                if axis == 0 {
+                    return out;
+                }
+                axis -= 1;
+                index[axis] += 1;
+                base += steps[axis];
+                if index[axis] < outer[axis] {
+                    break;
+                }
+                base -= steps[axis] * outer[axis];
+                index[axis] = 0;
             }
-            for (i, d) in idx.iter().zip(shape) {
-                at += i * step;
-                step *= d;
-            }
-            at
-        })
-        .collect();
+        }
+    }
     match flat {
-        Data::Int(v) => Data::Int(order.iter().map(|&i| v[i]).collect()),
-        Data::Float(v) => Data::Float(order.iter().map(|&i| v[i]).collect()),
-        Data::Bool(v) => Data::Bool(order.iter().map(|&i| v[i]).collect()),
+        Data::Int(v) => Data::Int(reorder(v, shape).into()),
+        Data::Float(v) => Data::Float(reorder(v, shape).into()),
+        Data::Bool(v) => Data::Bool(reorder(v, shape).into()),
         Data::Atoms(v) => Data::Atoms(v.clone()),
         Data::Records(r) => Data::Records(r.clone()),
     }
