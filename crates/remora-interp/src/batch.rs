@@ -1021,6 +1021,34 @@ impl<'p> Interpreter {
         if positions == 0 {
             return None;
         }
+        if positions > 1 && all.iter().all(|(_, cell)| atoms_in(cell) == 0) {
+            // Every cell is empty, so every cell is the same: the intrinsic
+            // once, its result replicated over the frame by zero steps
+            // (work in proportion to the atoms made, not to the frame:
+            // `(sort (iota [2^62 0]))` is immediate).
+            let mut prim = p.clone();
+            prim.args = all
+                .iter()
+                .map(|(a, cell)| Array {
+                    shape: cell.clone(),
+                    data: a.v.data.empty_like(),
+                })
+                .collect();
+            let saved = std::mem::take(&mut self.batch);
+            let r = intrinsics::run(self, &prim, remora_syntax::Span::default());
+            self.batch = saved;
+            let r = r.ok()?;
+            check_size(positions.checked_mul(r.data.len())?, remora_syntax::Span::default()).ok()?;
+            let mut strides = vec![0; outer.len()];
+            strides.extend(row_major(&r.shape));
+            let shape = outer.into_iter().chain(r.shape.iter().copied()).collect();
+            return Some(Batched {
+                v: Array { shape, data: r.data },
+                nb,
+                offset: 0,
+                strides,
+            });
+        }
         check_size(positions, remora_syntax::Span::default()).ok()?;
         if all.iter().any(|(a, _)| captures_batch(a)) {
             // It could only fail: such a closure runs only batched.
@@ -1915,6 +1943,9 @@ fn items_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Valu
         Some(v.shape.get(..v.rank().checked_sub(cell.len())?)?.to_vec())
     };
     match (name, args) {
+        // No atoms: nothing moves (work in proportion to the atoms, not to
+        // the dimensions).
+        ("reverse", [(xs, _)]) if xs.data.is_empty() => Some(xs.clone()),
         ("reverse", [(xs, cell)]) => {
             let frame = frame_of(&args[0])?;
             let (&d, item) = cell.split_first()?;
@@ -1938,6 +1969,15 @@ fn items_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Valu
             if !frame.starts_with(&fa) || !frame.starts_with(&fb) {
                 return None;
             }
+            let mut shape = frame.clone();
+            shape.push(a.1.first()?.checked_add(*b.1.first()?)?);
+            shape.extend(a.1.get(1..)?);
+            if a.0.data.is_empty() && b.0.data.is_empty() {
+                return Some(Array {
+                    shape,
+                    data: a.0.data.clone(),
+                });
+            }
             let n = atoms_in(&frame);
             let (ba, bb) = (atoms_in(&a.1), atoms_in(&b.1));
             let (ra, rb) = (n.checked_div(atoms_in(&fa))?, n.checked_div(atoms_in(&fb))?);
@@ -1952,9 +1992,6 @@ fn items_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Valu
                 starts.push(b_at + (p / rb) * bb);
             }
             let data = pick_blocks(&joined, &starts, ba, bb)?;
-            let mut shape = frame;
-            shape.push(a.1.first()? + b.1.first()?);
-            shape.extend(a.1.get(1..)?);
             Some(Array { shape, data })
         }
         _ => None,
