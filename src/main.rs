@@ -102,6 +102,12 @@ struct DataArgs {
     /// output, `.npy` or Futhark text for --output).
     #[arg(long, value_enum)]
     format: Option<Format>,
+    /// Run a program you did not write: it may import only files in its
+    /// own directory (and below), and may not read or write any file
+    /// (`read-file`, `read-file-f32bin`, `trace-file`); only the --input and
+    /// --output files named here are read and written.
+    #[arg(long)]
+    sandbox: bool,
     /// Whether an entry needing arguments reads data from standard input
     /// when none is given (`run`; remora-lang's `interpret` does not).
     #[arg(skip)]
@@ -197,6 +203,7 @@ fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
             || text == "--help"
             || text == "-v"
             || text == "--verbose"
+            || text == "--sandbox"
         {
             options.push(a);
         } else {
@@ -223,12 +230,32 @@ enum Parsed {
 
 /// Reads and parses the source; on parse errors prints them and gives the
 /// exit code.
-fn read_source(source: Source, sources: &mut SourceMap) -> Result<Parsed, ExitCode> {
+fn read_source(source: Source, sources: &mut SourceMap, sandbox: bool) -> Result<Parsed, ExitCode> {
+    // In a sandbox, imports are confined to the program's directory (the
+    // working directory for a program from standard input).
+    let confined = |path: Option<&std::path::Path>| -> Option<remora_syntax::Confined> {
+        let dir = match path.and_then(|p| p.parent()) {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let root = std::fs::canonicalize(dir).ok()?;
+        Some(remora_syntax::Confined { root })
+    };
     let (parsed, diags) = if let Some(text) = source.expr {
         let loaded = remora_syntax::parse_expression(sources, "<cli>", &text, Dialect::Source);
         (Parsed::Expr(loaded.value), loaded.diagnostics)
     } else if let Some(path) = source.file.or(source.path) {
-        let loaded = remora_syntax::load_program_file(sources, &RealFs, &path);
+        let loaded = match sandbox.then(|| confined(Some(&path))) {
+            None => remora_syntax::load_program_file(sources, &RealFs, &path),
+            Some(Some(loader)) => remora_syntax::load_program_file(sources, &loader, &path),
+            Some(None) => {
+                eprintln!(
+                    "remora: error: cannot find the directory of {}",
+                    remora_syntax::files::shown(&path)
+                );
+                return Err(ExitCode::FAILURE);
+            }
+        };
         (Parsed::Program(loaded.value), loaded.diagnostics)
     } else {
         let stdin = std::io::stdin();
@@ -243,7 +270,14 @@ fn read_source(source: Source, sources: &mut SourceMap) -> Result<Parsed, ExitCo
                 return Err(ExitCode::FAILURE);
             }
         };
-        let loaded = remora_syntax::load_program_text(sources, &RealFs, "<cli>", None, &text);
+        let loaded = match sandbox.then(|| confined(None)) {
+            None => remora_syntax::load_program_text(sources, &RealFs, "<cli>", None, &text),
+            Some(Some(loader)) => remora_syntax::load_program_text(sources, &loader, "<cli>", None, &text),
+            Some(None) => {
+                eprintln!("remora: error: cannot find the working directory");
+                return Err(ExitCode::FAILURE);
+            }
+        };
         (Parsed::Program(loaded.value), loaded.diagnostics)
     };
     if !diags.is_empty() {
@@ -320,7 +354,7 @@ fn checked_output(
     program: impl Fn(&remora_check::Checked<Vec<remora_check::typed::TDecl>>) -> String,
 ) -> ExitCode {
     let mut sources = SourceMap::new();
-    let parsed = match read_source(source, &mut sources) {
+    let parsed = match read_source(source, &mut sources, false) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -343,11 +377,12 @@ fn checked_output(
 
 fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs, verbose: bool) -> ExitCode {
     let mut sources = SourceMap::new();
-    let parsed = match read_source(source, &mut sources) {
+    let parsed = match read_source(source, &mut sources, data.sandbox) {
         Ok(p) => p,
         Err(code) => return code,
     };
     let mut interp = remora_interp::Interpreter::default();
+    interp.sandbox = data.sandbox;
     if verbose {
         interp.log_cell_by_cell();
     }

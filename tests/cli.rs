@@ -467,3 +467,113 @@ fn repl_load_adds_a_files_declarations_evaluated_once() {
     assert_eq!(text(&out.stdout), "11\n12\n");
     assert_eq!(text(&out.stderr), "7\n");
 }
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("remora-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::create_dir_all(dir.join("sub"));
+    dir
+}
+
+#[test]
+fn a_sandbox_confines_imports_and_refuses_files() {
+    let dir = scratch("sandbox");
+    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let _ = std::fs::write(dir.join("sub/lib.remora"), "(def (val k 40))\n");
+    let _ = std::fs::write(dir.join("ok.remora"), "(import \"sub/lib.remora\")\n(+ k 2)\n");
+    let _ = std::fs::write(dir.join("out.remora"), "(import \"/etc/passwd\")\n(+ 1 2)\n");
+    let _ = std::fs::write(dir.join("up.remora"), "(import \"../x.remora\")\n");
+    let _ = std::fs::write(
+        dir.join("rf.remora"),
+        "(@read-file (Int) (_ []) \"sub/lib.remora\")\n",
+    );
+    let out = remora(&["run", "--sandbox", &path("ok.remora")], None);
+    assert_eq!(text(&out.stdout), "42\n", "{}", text(&out.stderr));
+    for (file, says) in [
+        ("out.remora", "outside the program's directory"),
+        ("up.remora", "outside the program's directory"),
+        ("rf.remora", "`read-file` is not allowed in a sandbox"),
+    ] {
+        let out = remora(&["run", "--sandbox", &path(file)], None);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{file}: {err}");
+        assert!(err.contains(says), "{file}: {err}");
+        // Nothing of the file outside is quoted.
+        assert!(!err.contains("root:"), "{file}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn everything_after_a_double_dash_is_an_argument() {
+    let dir = scratch("dashes");
+    let program = dir.join("e.remora");
+    let _ = std::fs::write(&program, "(entry (main (x Int) : Int) (- 0 x))\n");
+    let program = program.to_string_lossy().into_owned();
+    let out = remora(&["run", &program, "--", "-5"], None);
+    assert_eq!(text(&out.stdout), "5\n", "{}", text(&out.stderr));
+    // `--output x` after `--` is an argument (which does not parse as
+    // an expression), not an option: no file `x` is written.
+    let x = dir.join("x");
+    let out = remora(&["run", &program, "--", "--output", &x.to_string_lossy()], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!x.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_repl_line_that_is_not_utf8_is_reported_and_the_session_goes_on() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_remora"));
+    cmd.arg("repl")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let Ok(mut child) = cmd.spawn() else {
+        return;
+    };
+    if let Some(mut pipe) = child.stdin.take() {
+        let _ = pipe.write_all(b"(+ 1 2)\n\xff\xfe\n(+ 3 4)\n");
+    }
+    let Ok(out) = child.wait_with_output() else {
+        return;
+    };
+    assert_eq!(text(&out.stdout), "3\n7\n");
+    assert!(text(&out.stderr).contains("not UTF-8"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn an_output_that_cannot_be_written_leaves_the_old_file() {
+    let dir = scratch("output");
+    let program = dir.join("big.remora");
+    let _ = std::fs::write(
+        &program,
+        "(entry (main : [Int 100000]) (i-app iota/static [100000]))\n",
+    );
+    let target = dir.join("out.txt");
+    let _ = std::fs::write(&target, "old contents\n");
+    // A file-size limit of 100 blocks (the result is larger).
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 100 && exec \"$0\" run \"$1\" --output \"$2\"")
+        .arg(env!("CARGO_BIN_EXE_remora"))
+        .arg(&program)
+        .arg(&target)
+        .output();
+    let Ok(out) = out else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("cannot write"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).ok().as_deref(),
+        Some("old contents\n")
+    );
+    let leftovers = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(leftovers, 3, "no partial file is left beside it");
+    let _ = std::fs::remove_dir_all(&dir);
+}

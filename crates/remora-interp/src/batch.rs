@@ -1038,7 +1038,11 @@ impl<'p> Interpreter {
             let r = intrinsics::run(self, &prim, remora_syntax::Span::default());
             self.batch = saved;
             let r = r.ok()?;
-            check_size(positions.checked_mul(r.data.len())?, remora_syntax::Span::default()).ok()?;
+            check_size(
+                positions.checked_mul(r.data.len())?,
+                remora_syntax::Span::default(),
+            )
+            .ok()?;
             let mut strides = vec![0; outer.len()];
             strides.extend(row_major(&r.shape));
             let shape = outer.into_iter().chain(r.shape.iter().copied()).collect();

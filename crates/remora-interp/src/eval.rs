@@ -389,6 +389,10 @@ pub fn empty_data<'p>(atom: &TyAtom) -> Data<Fun<'p>> {
 pub struct Interpreter {
     /// Where `trace` writes (stderr when `None`).
     pub trace: Option<Vec<String>>,
+    /// A program one did not write (`remora run --sandbox`): it may not
+    /// read or write files (`read-file`, `read-file-f32bin`,
+    /// `trace-file` are errors).
+    pub sandbox: bool,
     /// Evaluation steps left, when limited (a fuzzer's budget).
     pub fuel: Option<u64>,
     /// Only the reference path: every application cell by cell, no batched

@@ -661,6 +661,12 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             }
             Ok(arg(1)?.clone())
         }
+        "trace-file" | "read-file-f32bin" | "read-file" if it.sandbox => fail(
+            span,
+            format!(
+                "`{name}` is not allowed in a sandbox (remora run --sandbox): a program there touches no file"
+            ),
+        ),
         "trace-file" => {
             let path = string_of(arg(0)?).or_else(|m| fail(span, m))?;
             let shown = remora_value::print::to_string(arg(1)?);

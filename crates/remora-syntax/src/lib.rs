@@ -21,7 +21,7 @@ pub mod testblock;
 
 pub use diag::{Diagnostic, Severity, render_all};
 pub use load::{
-    FileLoader, Loaded, RealFs, load_program_file, load_program_text, parse_expression, parse_type,
+    Confined, FileLoader, Loaded, RealFs, load_program_file, load_program_text, parse_expression, parse_type,
 };
 pub use parser::Dialect;
 pub use source::{SourceFile, SourceMap};

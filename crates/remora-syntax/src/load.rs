@@ -31,6 +31,43 @@ impl FileLoader for RealFs {
     }
 }
 
+/// The real file system, confined to one directory and what lies under it
+/// (`remora run --sandbox`): an import from anywhere else is refused before
+/// it is read, so an error can never quote another file's line.
+pub struct Confined {
+    /// The directory, canonical.
+    pub root: PathBuf,
+}
+
+impl Confined {
+    fn outside() -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "it is outside the program's directory, and --sandbox allows nothing else",
+        )
+    }
+}
+
+impl FileLoader for Confined {
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        std::fs::canonicalize(path).or_else(|e| {
+            // A missing file outside is refused as outside (whether it
+            // exists is not told).
+            match path.parent().map(std::fs::canonicalize) {
+                Some(Ok(dir)) if !dir.starts_with(&self.root) => Err(Confined::outside()),
+                Some(Err(_)) if !path.starts_with(&self.root) => Err(Confined::outside()),
+                _ => Err(e),
+            }
+        })
+    }
+    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
+        if !path.starts_with(&self.root) {
+            return Err(Confined::outside());
+        }
+        RealFs.read_to_string(path)
+    }
+}
+
 /// A parsed program and everything reported while loading it.
 #[derive(Debug)]
 pub struct Loaded<T> {
