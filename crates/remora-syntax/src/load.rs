@@ -50,13 +50,13 @@ impl Confined {
 
 impl FileLoader for Confined {
     fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
-        std::fs::canonicalize(path).or_else(|e| {
+        std::fs::canonicalize(path).map_err(|e| {
             // A missing file outside is refused as outside (whether it
             // exists is not told).
             match path.parent().map(std::fs::canonicalize) {
-                Some(Ok(dir)) if !dir.starts_with(&self.root) => Err(Confined::outside()),
-                Some(Err(_)) if !path.starts_with(&self.root) => Err(Confined::outside()),
-                _ => Err(e),
+                Some(Ok(dir)) if !dir.starts_with(&self.root) => Confined::outside(),
+                Some(Err(_)) if !path.starts_with(&self.root) => Confined::outside(),
+                _ => e,
             }
         })
     }
