@@ -29,6 +29,12 @@ const CURRENT_THREAD_STACK: usize = 1 << 20;
 /// `run_deep` says otherwise).
 static GRANTED: AtomicUsize = AtomicUsize::new(PIPELINE_STACK);
 
+/// The stack reserved for the pipeline thread, in bytes: address space the
+/// heap cannot have under `ulimit -v` (see `remora_value::limits`).
+pub fn reserved() -> usize {
+    GRANTED.load(Ordering::Relaxed)
+}
+
 /// The deepest bracket nesting the reader accepts with the stack granted:
 /// [`crate::reader::MAX_NESTING`] with the whole [`PIPELINE_STACK`], in
 /// proportion with less.

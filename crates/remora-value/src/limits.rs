@@ -43,7 +43,9 @@ pub fn atom_limit() -> usize {
 }
 
 /// The soft limit on the address space (`ulimit -v`), from
-/// `/proc/self/limits`.
+/// `/proc/self/limits`, less what the pipeline's stack has reserved of it
+/// (`remora_syntax::stack`, at most half of it) and a little for the
+/// program itself.
 fn address_space_limit() -> Option<usize> {
     let text = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = text.lines().find(|l| l.starts_with("Max address space"))?;
@@ -51,7 +53,9 @@ fn address_space_limit() -> Option<usize> {
         .trim_start_matches("Max address space")
         .split_whitespace()
         .next()?;
-    soft.parse().ok()
+    let limit: usize = soft.parse().ok()?;
+    let stack = remora_syntax::stack::reserved().min(limit / 2);
+    Some(limit.saturating_sub(stack).saturating_sub(64 << 20))
 }
 
 /// The memory limit of this process's control group (v2, else v1).
