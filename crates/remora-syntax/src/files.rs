@@ -69,22 +69,39 @@ fn too_large(max: u64) -> String {
 /// Writes `bytes` to `path` whole or not at all: into a new file beside it,
 /// then renamed over it, so that a write that fails midway (a full disk, a
 /// file-size limit) leaves the old file as it was and no partial one.
+///
+/// Only a regular file (or a path with nothing there yet) is replaced so;
+/// a link is followed, and the file it names replaced. Anything else — a
+/// device (`/dev/null`, `/dev/full`), a pipe, a terminal — is written to as
+/// it is, never replaced by a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let dir = match path.parent() {
+    let target = match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+            return f.write_all(bytes).and_then(|()| f.flush());
+        }
+        // A regular file, perhaps through links: the file itself.
+        Ok(_) => std::fs::canonicalize(path)?,
+        // Nothing there (or a dangling link, which is left alone: the new
+        // file is made where the link is).
+        Err(_) => path.to_path_buf(),
+    };
+    let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temp = dir.join(format!(".{name}.{}.partial", std::process::id()));
-    let written = std::fs::File::create(&temp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    let renamed = written.and_then(|()| std::fs::rename(&temp, path));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        });
+    let renamed = written.and_then(|()| std::fs::rename(&temp, &target));
     if renamed.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
