@@ -12,7 +12,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Args, Parser, Subcommand};
 use remora_syntax::{Dialect, RealFs, SourceMap, print, render_all};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -289,12 +289,19 @@ fn read_source(source: Source, sources: &mut SourceMap, sandbox: bool) -> Result
     Ok(parsed)
 }
 
+/// Writes `text` on standard output; a failure is reported.
 fn write_stdout(text: &str) -> ExitCode {
-    let mut out = std::io::stdout().lock();
-    if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
-        return ExitCode::FAILURE;
+    write_stdout_bytes(text.as_bytes())
+}
+
+fn write_stdout_bytes(bytes: &[u8]) -> ExitCode {
+    match remora_syntax::files::write_stdout(bytes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("remora: error: cannot write standard output: {e}");
+            ExitCode::FAILURE
+        }
     }
-    ExitCode::SUCCESS
 }
 
 fn check(source: Source) -> ExitCode {
@@ -634,17 +641,7 @@ fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCod
         }
     }
     match &data.output {
-        None => {
-            let mut out = std::io::stdout().lock();
-            match out.write_all(&bytes).and_then(|()| out.flush()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("remora: error: cannot write standard output: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        None => write_stdout_bytes(&bytes),
         Some(path) => match remora_syntax::files::write_atomic(path, &bytes) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -739,13 +736,5 @@ fn parse(source: Source) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(printed.as_bytes())
-        .and_then(|_| out.flush())
-        .is_err()
-    {
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
+    write_stdout(&printed)
 }

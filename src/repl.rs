@@ -113,7 +113,10 @@ pub fn run() -> std::process::ExitCode {
                 if input.trim() == ":quit" || input.trim() == ":q" {
                     break;
                 }
-                print!("{}", session.input(&input));
+                if let Err(e) = remora_syntax::files::write_stdout(session.input(&input).as_bytes()) {
+                    eprintln!("remora: error: cannot write standard output: {e}");
+                    return std::process::ExitCode::FAILURE;
+                }
             }
             Line::NotText => {
                 eprintln!("remora: error: a line of input is not UTF-8 text (it is skipped)");

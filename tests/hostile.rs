@@ -1399,20 +1399,8 @@ const GENERATED_PENDING: &[(&str, &str)] = &[
     ("small/huge-entry-name", "the message repeats the 100 KB name"),
     ("small/huge-npy-descr", "the message repeats the 60 KB descr"),
     (
-        "stack/add-100k-run-memory-200m-stack-256k",
-        "aborts at once: memory allocation of 6 bytes failed (any program, under -v 200000)",
-    ),
-    (
         "stack/field-projections-10k-run",
         "times out (alone: aborts after 7 s, memory allocation of 72 bytes failed)",
-    ),
-    (
-        "stack/frame-10k-check",
-        "times out (alone: aborts after 10 s, memory allocation of 311744 bytes failed)",
-    ),
-    (
-        "stack/frame-10k-run",
-        "times out (alone: aborts after 10 s, memory allocation of 311744 bytes failed; 3000 levels work)",
     ),
     (
         "stack/lambda-nest-10k-run",

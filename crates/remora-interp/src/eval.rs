@@ -440,12 +440,10 @@ impl<'p> Interpreter {
                 TDecl::Expr(e) => {
                     let v = self.eval(e, &env)?;
                     if echo {
-                        use std::io::Write;
                         let shown =
                             remora_value::print::to_string_checked(&v).or_else(|m| fail(e.span, m))?;
-                        let mut out = std::io::stdout().lock();
-                        // A closed stdout only loses the printing.
-                        let _ = writeln!(out, "{shown}").and_then(|()| out.flush());
+                        remora_syntax::files::write_stdout(format!("{shown}\n").as_bytes())
+                            .or_else(|err| fail(e.span, format!("cannot write standard output: {err}")))?;
                     }
                     shown.push(v);
                 }

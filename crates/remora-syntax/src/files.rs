@@ -111,6 +111,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     renamed
 }
 
+/// Writes `bytes` to standard output and flushes it. A reader that has
+/// gone (`remora run … | head -1`) is not an error; anything else — a full
+/// disk, a file-size limit, `/dev/full` — is, and must be reported.
+pub fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
 /// A path as an error message shows it: control characters escaped (a file
 /// name may hold any byte but `/` and NUL), and at most 200 characters.
 pub fn shown(path: &Path) -> String {

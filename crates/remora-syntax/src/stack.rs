@@ -29,6 +29,31 @@ const CURRENT_THREAD_STACK: usize = 1 << 20;
 /// `run_deep` says otherwise).
 static GRANTED: AtomicUsize = AtomicUsize::new(PIPELINE_STACK);
 
+/// The soft limit on this process's address space (`ulimit -v`), from
+/// `/proc/self/limits` (Linux); `None` when unlimited or unknown.
+pub fn address_space_limit() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max address space"))?;
+    let soft = line
+        .trim_start_matches("Max address space")
+        .split_whitespace()
+        .next()?;
+    soft.parse().ok()
+}
+
+/// The largest stack worth asking for: [`PIPELINE_STACK`], but under an
+/// address-space limit no more than half of what is left once the heap has
+/// 256 MiB (a quarter of the limit when it is smaller than that), so that
+/// the heap keeps enough.
+fn first_stack() -> usize {
+    const HEAP: usize = 256 << 20;
+    match address_space_limit() {
+        Some(limit) if limit > 2 * HEAP => PIPELINE_STACK.min((limit - HEAP) / 2),
+        Some(limit) => (limit / 4).max(SMALLEST_STACK),
+        None => PIPELINE_STACK,
+    }
+}
+
 /// The stack reserved for the pipeline thread, in bytes: address space the
 /// heap cannot have under `ulimit -v` (see `remora_value::limits`).
 pub fn reserved() -> usize {
@@ -36,16 +61,18 @@ pub fn reserved() -> usize {
 }
 
 /// The deepest bracket nesting the reader accepts with the stack granted:
-/// [`crate::reader::MAX_NESTING`] with the whole [`PIPELINE_STACK`], in
-/// proportion with less.
+/// [`crate::reader::MAX_NESTING`] with half of [`PIPELINE_STACK`] or more,
+/// in proportion with less.
 pub fn nesting_limit() -> usize {
     let granted = GRANTED.load(Ordering::Relaxed);
-    if granted >= PIPELINE_STACK {
+    if granted >= PIPELINE_STACK / 2 {
         return crate::reader::MAX_NESTING;
     }
-    // An unoptimised build's frames are several times larger.
+    // Half of PIPELINE_STACK holds MAX_NESTING levels (about 10 KiB a
+    // level; the deepest phases measured use less); an unoptimised build's
+    // frames are several times larger.
     let frames = if cfg!(debug_assertions) { 8 } else { 1 };
-    let limit = crate::reader::MAX_NESTING as u128 * granted as u128 / PIPELINE_STACK as u128 / frames;
+    let limit = crate::reader::MAX_NESTING as u128 * granted as u128 * 2 / PIPELINE_STACK as u128 / frames;
     usize::try_from(limit).unwrap_or(0).max(64)
 }
 
@@ -55,7 +82,7 @@ pub fn nesting_limit() -> usize {
 pub fn run_deep<R: Send, F: FnOnce() -> R + Send>(f: F) -> R {
     let slot = Mutex::new(Some(f));
     let take = || slot.lock().ok().and_then(|mut g| g.take());
-    let mut size = PIPELINE_STACK;
+    let mut size = first_stack();
     while size >= SMALLEST_STACK {
         GRANTED.store(size, Ordering::Relaxed);
         let from_thread = std::thread::scope(|scope| {

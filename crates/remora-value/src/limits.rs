@@ -42,18 +42,11 @@ pub fn atom_limit() -> usize {
     (memory_budget() / ATOM_BYTES / SHARE).clamp(1 << 16, MAX_ATOMS)
 }
 
-/// The soft limit on the address space (`ulimit -v`), from
-/// `/proc/self/limits`, less what the pipeline's stack has reserved of it
-/// (`remora_syntax::stack`, at most half of it) and a little for the
-/// program itself.
+/// The soft limit on the address space (`ulimit -v`), less what the
+/// pipeline's stack has reserved of it (`remora_syntax::stack`) and a
+/// little for the program itself.
 fn address_space_limit() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = text.lines().find(|l| l.starts_with("Max address space"))?;
-    let soft = line
-        .trim_start_matches("Max address space")
-        .split_whitespace()
-        .next()?;
-    let limit: usize = soft.parse().ok()?;
+    let limit = remora_syntax::stack::address_space_limit()?;
     let stack = remora_syntax::stack::reserved().min(limit / 2);
     Some(limit.saturating_sub(stack).saturating_sub(64 << 20))
 }
