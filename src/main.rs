@@ -266,7 +266,7 @@ fn read_source(source: Source, sources: &mut SourceMap, sandbox: bool) -> Result
         let text = match read_stdin_text() {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("remora: error: standard input {e}");
+                report(format!("standard input {e}"));
                 return Err(ExitCode::FAILURE);
             }
         };
@@ -274,7 +274,7 @@ fn read_source(source: Source, sources: &mut SourceMap, sandbox: bool) -> Result
             None => remora_syntax::load_program_text(sources, &RealFs, "<cli>", None, &text),
             Some(Some(loader)) => remora_syntax::load_program_text(sources, &loader, "<cli>", None, &text),
             Some(None) => {
-                eprintln!("remora: error: cannot find the working directory");
+                report("cannot find the working directory".into());
                 return Err(ExitCode::FAILURE);
             }
         };
@@ -289,6 +289,15 @@ fn read_source(source: Source, sources: &mut SourceMap, sandbox: bool) -> Result
     Ok(parsed)
 }
 
+/// An error not tied to a position, on standard error: escaped and cut
+/// to a length, like every message (it may quote a file name or a token).
+fn report(message: String) {
+    eprintln!(
+        "remora: error: {}",
+        remora_syntax::diag::printable_name(&message, 1000)
+    );
+}
+
 /// Writes `text` on standard output; a failure is reported.
 fn write_stdout(text: &str) -> ExitCode {
     write_stdout_bytes(text.as_bytes())
@@ -298,7 +307,7 @@ fn write_stdout_bytes(bytes: &[u8]) -> ExitCode {
     match remora_syntax::files::write_stdout(bytes) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("remora: error: cannot write standard output: {e}");
+            report(format!("cannot write standard output: {e}"));
             ExitCode::FAILURE
         }
     }
@@ -519,7 +528,7 @@ fn run_parsed(
                         &|t| checked.show(t),
                     )
                 {
-                    eprintln!("remora: error: {}: {m}", remora_syntax::files::shown(path));
+                    report(format!("{}: {m}", remora_syntax::files::shown(path)));
                     return ExitCode::FAILURE;
                 }
                 match read_data_file(path) {
@@ -530,7 +539,7 @@ fn run_parsed(
                         })
                     })),
                     Err(m) => {
-                        eprintln!("remora: error: {}: {m}", remora_syntax::files::shown(path));
+                        report(format!("{}: {m}", remora_syntax::files::shown(path)));
                         return ExitCode::FAILURE;
                     }
                 }
@@ -551,7 +560,7 @@ fn run_parsed(
                 Ok(remora_interp::program::Outcome::Script(vs)) => vs,
                 Err(remora_interp::program::Failure::Run(e)) => return runtime(sources, e),
                 Err(remora_interp::program::Failure::Plain(m)) => {
-                    eprintln!("remora: error: {m}");
+                    report(m.to_string());
                     return ExitCode::FAILURE;
                 }
             };
@@ -635,7 +644,7 @@ fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCod
         match written {
             Ok(b) => bytes.extend(b),
             Err(m) => {
-                eprintln!("remora: error: {m}");
+                report(m.to_string());
                 return ExitCode::FAILURE;
             }
         }
@@ -674,7 +683,7 @@ fn test(paths: &[PathBuf]) -> ExitCode {
         let text = match remora_syntax::files::read_text(file, remora_syntax::files::MAX_SOURCE_BYTES) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("remora: error: {}: {e}", remora_syntax::files::shown(file));
+                report(format!("{}: {e}", remora_syntax::files::shown(file)));
                 failed += 1;
                 continue;
             }
@@ -723,7 +732,7 @@ fn parse(source: Source) -> ExitCode {
         let text = match read_stdin_text() {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("remora: error: standard input {e}");
+                report(format!("standard input {e}"));
                 return ExitCode::FAILURE;
             }
         };

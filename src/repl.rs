@@ -123,7 +123,14 @@ pub fn run() -> std::process::ExitCode {
                 pending.clear();
             }
             Line::Interrupted => pending.clear(),
-            Line::End => break,
+            Line::End => {
+                // Input left open at the end (an unclosed bracket): read as
+                // it is, so that its error is reported, not dropped.
+                if !pending.trim().is_empty() {
+                    let _ = remora_syntax::files::write_stdout(session.input(&pending).as_bytes());
+                }
+                break;
+            }
         }
     }
     std::process::ExitCode::SUCCESS

@@ -1389,16 +1389,6 @@ const GENERATED_PENDING: &[(&str, &str)] = &[
         "aborts: memory allocation of 168 bytes failed",
     ),
     (
-        "small/huge-bad-token-in-data",
-        "the message repeats the 2 MB token",
-    ),
-    (
-        "small/huge-bad-token-on-stdin-data",
-        "the message repeats the 2 MB token",
-    ),
-    ("small/huge-entry-name", "the message repeats the 100 KB name"),
-    ("small/huge-npy-descr", "the message repeats the 60 KB descr"),
-    (
         "stack/field-projections-10k-run",
         "times out (alone: aborts after 7 s, memory allocation of 72 bytes failed)",
     ),

@@ -166,6 +166,15 @@ impl<'p> Interpreter {
             .map(|(a, cell)| a.v.shape.get(..a.v.shape.len().checked_sub(cell.len())?))
             .collect::<Option<_>>()?;
         let principal: &[usize] = frames.iter().copied().max_by_key(|f| f.len()).unwrap_or_default();
+        let positions = atoms_in(principal);
+        if positions > 1
+            && args
+                .iter()
+                .zip(&frames)
+                .all(|((a, cell), frame)| frame.is_empty() || (atoms_in(cell) == 0 && a.v.data.is_empty()))
+        {
+            return self.apply_once_replicated(fun, &args, &frames, principal);
+        }
         let rows = principal.first().copied().unwrap_or(0);
         let per_row: usize = principal.get(1..).unwrap_or_default().iter().product();
         let mut strip = if rows < 2 || rows.saturating_mul(per_row) <= STRIP_CELLS {
@@ -183,6 +192,46 @@ impl<'p> Interpreter {
             }
             strip = (strip / 8).max(1);
         }
+    }
+
+    /// A lambda over a frame whose cells are all empty (or not lifted at
+    /// all): every cell is the same, so — a function being pure — the body
+    /// runs once, on one cell, and its result is replicated over the frame
+    /// (work in proportion to the atoms made, not to the frame's size).
+    fn apply_once_replicated(
+        &mut self,
+        fun: &Fun<'p>,
+        args: &[(Batched<'p>, Vec<usize>)],
+        frames: &[&[usize]],
+        principal: &[usize],
+    ) -> Try<Value<'p>> {
+        let one: Vec<(Batched<'p>, Vec<usize>)> = args
+            .iter()
+            .zip(frames)
+            .map(|((a, cell), frame)| {
+                if frame.is_empty() {
+                    return (a.clone(), cell.clone());
+                }
+                let empty = Array {
+                    shape: cell.clone(),
+                    data: a.v.data.empty_like(),
+                };
+                (Batched::plain(empty), cell.clone())
+            })
+            .collect();
+        let r = self.apply_lambda_batched_whole(fun, one)?;
+        let positions = atoms_in(principal);
+        check_size(positions.checked_mul(r.data.len())?, Span::default()).ok()?;
+        let mut data = r.data.empty_like();
+        if !r.data.is_empty() {
+            for _ in 0..positions {
+                data.append(r.data.clone()).ok()?;
+            }
+        }
+        Some(Array {
+            shape: principal.iter().chain(&r.shape).copied().collect(),
+            data,
+        })
     }
 
     /// `apply_lambda_batched` on runs of `strip` rows of the principal
@@ -1921,7 +1970,7 @@ fn reshape_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize
             } else {
                 index(1)?
             };
-            if atoms_in(&new_cell) != atoms_in(cell) {
+            if atoms_in(&new_cell) != atoms_in(cell) || atoms_in(cell) == usize::MAX {
                 return None;
             }
             let dense = xs.densify()?;

@@ -223,17 +223,24 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         "fold-right" => general_fold(it, p, name, span),
         "flatten" => {
             let a = arg(0)?;
+            let Some(rows) = dim(p, 0).checked_mul(dim(p, 1)) else {
+                return fail(span, "flatten: the dimension overflows");
+            };
             Ok(Array {
-                shape: std::iter::once(dim(p, 0) * dim(p, 1))
-                    .chain(shape(p, 2))
-                    .collect(),
+                shape: std::iter::once(rows).chain(shape(p, 2)).collect(),
                 data: a.data.clone(),
             })
         }
         "reshape" => {
             let a = arg(0)?;
             let to = shape(p, 1);
-            if to.iter().product::<usize>() != a.data.len() {
+            // (Counted without wrapping: [274177 67280421310721] is not 1.)
+            let count = if to.contains(&0) {
+                Some(0)
+            } else {
+                to.iter().try_fold(1usize, |n, d| n.checked_mul(*d))
+            };
+            if count != Some(a.data.len()) {
                 return fail(span, "reshape: two shapes contain diff # of elements");
             }
             Ok(Array {
@@ -654,7 +661,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         }
         "undefined" => fail(span, "Prelude.undefined"),
         "trace" => {
-            let shown = remora_value::print::to_string(arg(0)?);
+            let shown = remora_value::print::to_string_checked(arg(0)?).or_else(|m| fail(span, m))?;
             match &mut it.trace {
                 Some(log) => log.push(shown),
                 None => eprintln!("{shown}"),
@@ -669,7 +676,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         ),
         "trace-file" => {
             let path = string_of(arg(0)?).or_else(|m| fail(span, m))?;
-            let shown = remora_value::print::to_string(arg(1)?);
+            let shown = remora_value::print::to_string_checked(arg(1)?).or_else(|m| fail(span, m))?;
             use std::io::Write;
             let written = std::fs::OpenOptions::new()
                 .create(true)

@@ -173,7 +173,7 @@ pub fn load_program_file(sources: &mut SourceMap, loader: &dyn FileLoader, path:
         Err(e) => {
             diags.push(Diagnostic::error_unpositioned(format!(
                 "cannot read {}: {e}",
-                path.display()
+                crate::files::shown(path)
             )));
             Loaded {
                 value: Program { decls: Vec::new() },
