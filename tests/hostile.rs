@@ -1373,10 +1373,6 @@ const GENERATED_PENDING: &[(&str, &str)] = &[
         "times out: each line re-reads all the input so far (3000 lines take 1.5 s)",
     ),
     (
-        "checking/sum-over-rank-3000",
-        "times out (sum over a rank-1000 array takes 2 s: cubic in the rank)",
-    ),
-    (
         "checking/vector-100k-deep",
         "takes 4.5 s (quadratic in the depth)",
     ),
@@ -1395,14 +1391,6 @@ const GENERATED_PENDING: &[(&str, &str)] = &[
     (
         "stack/lambda-nest-10k-run",
         "times out (alone: aborts after 7.6 s, memory allocation of 48 bytes failed)",
-    ),
-    (
-        "stack/rank-50k-value-futhark",
-        "times out (a rank-50000 shape takes about 12 s: quadratic in the rank)",
-    ),
-    (
-        "stack/rank-50k-value-printed",
-        "times out (quadratic in the rank)",
     ),
     (
         "stack/records-10k-run",

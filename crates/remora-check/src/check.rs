@@ -372,15 +372,16 @@ impl Checker {
                 }
             },
             ast::ShapeKind::Splice(items) => {
-                let mut out = Shape::scalar();
+                // The parts' segments gathered once (not a copy of the
+                // shape so far per part: a rank-50,000 shape is linear).
+                let mut segs = Vec::with_capacity(items.len());
                 for i in items {
-                    let part = match self.index(i)? {
-                        Index::Dim(d) => Shape::from_dims([d]),
-                        Index::Shape(s) => s,
-                    };
-                    out = out.concat(&part);
+                    match self.index(i)? {
+                        Index::Dim(d) => segs.push(remora_types::Seg::Dim(d)),
+                        Index::Shape(s) => segs.extend(s.segs().iter().cloned()),
+                    }
                 }
-                Some(out)
+                Some(Shape::from_segs(segs))
             }
             ast::ShapeKind::Error => None,
         }

@@ -218,7 +218,21 @@ impl Unknowns {
                         self.match_segs(rest, a_rest, sol, out);
                         return;
                     }
-                    for k in 0..=a.len() {
+                    // With no other unknown shape on either side, each
+                    // remaining segment takes one of the argument's: the
+                    // unknown takes all but the last `rest.len()` (one
+                    // split tried, not every one: a rank-3000 argument is
+                    // not cubic work).
+                    let unknown = |s: &Seg| matches!(s, Seg::Var(w) if self.shapes.contains(w));
+                    let splits = if rest.iter().any(unknown) || a.iter().any(unknown) {
+                        0..=a.len()
+                    } else {
+                        let Some(k) = a.len().checked_sub(rest.len()) else {
+                            return;
+                        };
+                        k..=k
+                    };
+                    for k in splits {
                         if a[..k].contains(&Seg::Var(*v)) {
                             break;
                         }

@@ -38,22 +38,29 @@ pub fn to_string_checked<F: Callable + Clone>(a: &Array<F>) -> Result<String, St
 
 /// Writes `a`, stopping once `out` is longer than `cap`.
 fn write_array<F: Callable + Clone>(out: &mut String, a: &Array<F>, cap: usize) {
-    write_cells(out, &a.shape, &a.data, 0, cap);
+    // Each axis's step, computed once (not once per cell: a value of rank
+    // 50,000 prints in time proportional to its size).
+    let mut steps = vec![1usize; a.shape.len()];
+    for k in (1..a.shape.len()).rev() {
+        steps[k - 1] = steps[k].saturating_mul(a.shape[k]);
+    }
+    write_cells(out, &a.shape, &steps, &a.data, 0, cap);
 }
 
-/// The cell of shape `shape` that starts at atom `offset`.
+/// The cell of shape `shape` (with steps `steps`) that starts at atom
+/// `offset`.
 fn write_cells<F: Callable + Clone>(
     out: &mut String,
     shape: &[usize],
+    steps: &[usize],
     data: &Data<F>,
     offset: usize,
     cap: usize,
 ) {
-    let Some((&n, rest)) = shape.split_first() else {
+    let (Some((&n, rest)), Some((&stride, rest_steps))) = (shape.split_first(), steps.split_first()) else {
         write_atom(out, data, offset, cap);
         return;
     };
-    let stride: usize = rest.iter().product();
     out.push('[');
     for i in 0..n {
         if out.len() > cap {
@@ -65,6 +72,7 @@ fn write_cells<F: Callable + Clone>(
         write_cells(
             out,
             rest,
+            rest_steps,
             data,
             offset.saturating_add(i.saturating_mul(stride)),
             cap,
