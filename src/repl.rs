@@ -22,6 +22,44 @@ use remora_syntax::{Diagnostic, FileId, Loaded, RealFs, SourceFile, SourceMap, r
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
+/// Brackets and strings left open by the input read so far, counted line
+/// by line as lines arrive (so that an input of many lines is scanned once,
+/// not once per line).
+#[derive(Default)]
+struct Openness {
+    depth: i64,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Openness {
+    fn feed(&mut self, line: &str) {
+        for c in line.chars() {
+            if self.in_string {
+                match c {
+                    _ if self.escaped => self.escaped = false,
+                    '\\' => self.escaped = true,
+                    '"' => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match c {
+                ';' => break,
+                '"' => self.in_string = true,
+                '(' | '[' | '{' => self.depth += 1,
+                ')' | ']' | '}' => self.depth -= 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether everything opened may be closed: then the reader decides.
+    fn closed(&self) -> bool {
+        !self.in_string && self.depth <= 0
+    }
+}
+
 /// Whether the text's brackets (and strings) are all closed.
 fn complete(text: &str) -> bool {
     let mut diags = Vec::new();
@@ -96,15 +134,18 @@ pub fn run() -> std::process::ExitCode {
     };
     let mut session = Session::default();
     let mut pending = String::new();
+    let mut open = Openness::default();
     loop {
         let prompt = if pending.is_empty() { ">> " } else { ".. " };
         match lines.next(prompt) {
             Line::Text(line) => {
                 pending.push_str(&line);
                 pending.push('\n');
-                if !complete(&pending) {
+                open.feed(&line);
+                if !open.closed() || !complete(&pending) {
                     continue;
                 }
+                open = Openness::default();
                 let input = std::mem::take(&mut pending);
                 if input.trim().is_empty() {
                     continue;
@@ -121,8 +162,12 @@ pub fn run() -> std::process::ExitCode {
             Line::NotText => {
                 eprintln!("remora: error: a line of input is not UTF-8 text (it is skipped)");
                 pending.clear();
+                open = Openness::default();
             }
-            Line::Interrupted => pending.clear(),
+            Line::Interrupted => {
+                pending.clear();
+                open = Openness::default();
+            }
             Line::End => {
                 // Input left open at the end (an unclosed bracket): read as
                 // it is, so that its error is reported, not dropped.

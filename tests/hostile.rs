@@ -1369,10 +1369,6 @@ const GENERATED_PENDING: &[(&str, &str)] = &[
         "times out (alone: aborts after 14 s, memory allocation of 48 bytes failed)",
     ),
     (
-        "checking/repl-20000-continuation-lines",
-        "times out: each line re-reads all the input so far (3000 lines take 1.5 s)",
-    ),
-    (
         "checking/vector-100k-deep",
         "takes 4.5 s (quadratic in the depth)",
     ),
