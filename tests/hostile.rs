@@ -1369,14 +1369,6 @@ const GENERATED_PENDING: &[(&str, &str)] = &[
         "times out (alone: aborts after 14 s, memory allocation of 48 bytes failed)",
     ),
     (
-        "checking/vector-100k-deep",
-        "takes 4.5 s (quadratic in the depth)",
-    ),
-    (
-        "checking/vector-200k-deep",
-        "times out (about 19 s: quadratic in the depth)",
-    ),
-    (
         "memory/one-line-10mb-program-1gb",
         "aborts: memory allocation of 168 bytes failed",
     ),
