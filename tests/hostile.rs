@@ -1369,10 +1369,6 @@ const GENERATED_PENDING: &[(&str, &str)] = &[
         "times out (alone: aborts after 14 s, memory allocation of 48 bytes failed)",
     ),
     (
-        "memory/one-line-10mb-program-1gb",
-        "aborts: memory allocation of 168 bytes failed",
-    ),
-    (
         "stack/field-projections-10k-run",
         "times out (alone: aborts after 7 s, memory allocation of 72 bytes failed)",
     ),

@@ -934,7 +934,13 @@ impl Checker {
                 self.reset(m);
                 let (var, pty, body) = result?;
                 let ty = Atom::Arrow(Box::new(pty), Box::new(body.ty.clone()));
-                done(TAtomKind::Lambda { param: var, body }, ty)
+                done(
+                    TAtomKind::Lambda {
+                        param: var,
+                        body: Box::new(body),
+                    },
+                    ty,
+                )
             }
             AtomKind::TLambda { param, body } => {
                 let m = self.mark();
@@ -943,7 +949,13 @@ impl Checker {
                 self.reset(m);
                 let body = body?;
                 let ty = Atom::Forall(v, Box::new(body.ty.clone()));
-                done(TAtomKind::TLambda { param: v, body }, ty)
+                done(
+                    TAtomKind::TLambda {
+                        param: v,
+                        body: Box::new(body),
+                    },
+                    ty,
+                )
             }
             AtomKind::ILambda { param, body } => {
                 let m = self.mark();
@@ -952,10 +964,16 @@ impl Checker {
                 self.reset(m);
                 let body = body?;
                 let ty = Atom::Pi(v, Box::new(body.ty.clone()));
-                done(TAtomKind::ILambda { param: v, body }, ty)
+                done(
+                    TAtomKind::ILambda {
+                        param: v,
+                        body: Box::new(body),
+                    },
+                    ty,
+                )
             }
             AtomKind::Box { witness, body, ty } => {
-                self.box_atom(a, witness.as_ref(), body, ty.as_ref(), expected)
+                self.box_atom(a, witness.as_deref(), body, ty.as_deref(), expected)
             }
             AtomKind::Error => None,
         }
@@ -1042,7 +1060,7 @@ impl Checker {
             let boxed = TAtom {
                 kind: TAtomKind::Box {
                     witness: witnesses[j].clone(),
-                    body: inner,
+                    body: Box::new(inner),
                 },
                 span,
             };
@@ -1152,7 +1170,7 @@ impl Checker {
             TAtom {
                 kind: TAtomKind::Box {
                     witness: w,
-                    body: tbody,
+                    body: Box::new(tbody),
                 },
                 span,
             },
@@ -1563,7 +1581,7 @@ pub(crate) fn ranked_fn(e: &ast::Expr) -> Option<(Vec<ast::Param>, &ast::Expr)> 
             },
         ] = atoms.as_slice()
     {
-        params.push(param.clone());
+        params.push((**param).clone());
         body = inner;
     }
     params
@@ -1594,11 +1612,17 @@ fn wrap_binders(binders: Vec<Binder>, value: TExpr, span: Span) -> Option<TExpr>
             let (atom, kind) = match binder {
                 Binder::Type(v) => (
                     Atom::Forall(v, Box::new(body.ty.clone())),
-                    TAtomKind::TLambda { param: v, body },
+                    TAtomKind::TLambda {
+                        param: v,
+                        body: Box::new(body),
+                    },
                 ),
                 Binder::Index(v) => (
                     Atom::Pi(v, Box::new(body.ty.clone())),
-                    TAtomKind::ILambda { param: v, body },
+                    TAtomKind::ILambda {
+                        param: v,
+                        body: Box::new(body),
+                    },
                 ),
             };
             Some(scalar_atom(kind, Type::scalar(atom), span))
@@ -1641,7 +1665,14 @@ impl Checker {
         self.reset(m);
         bound.into_iter().rev().try_fold(body?, |body, (v, t)| {
             let ty = Type::arrow(t, body.ty.clone());
-            Some(scalar_atom(TAtomKind::Lambda { param: v, body }, ty, span))
+            Some(scalar_atom(
+                TAtomKind::Lambda {
+                    param: v,
+                    body: Box::new(body),
+                },
+                ty,
+                span,
+            ))
         })
     }
 

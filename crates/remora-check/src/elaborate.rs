@@ -253,28 +253,28 @@ impl Writer<'_> {
                     _ => ty_node(TypeKind::Error),
                 };
                 AtomKind::Lambda {
-                    param: ast::Param {
+                    param: Box::new(ast::Param {
                         name: self.var(*param),
                         ann: ast::ParamAnn::Type(pty),
                         span: sp(),
-                    },
+                    }),
                     body: Box::new(self.expr(body)),
                 }
             }
             TAtomKind::TLambda { param, body } => AtomKind::TLambda {
-                param: ast::TParam {
+                param: Box::new(ast::TParam {
                     name: self.tvar(*param),
-                },
+                }),
                 body: Box::new(self.expr(body)),
             },
             TAtomKind::ILambda { param, body } => AtomKind::ILambda {
-                param: self.iparam(*param),
+                param: Box::new(self.iparam(*param)),
                 body: Box::new(self.expr(body)),
             },
             TAtomKind::Box { witness, body } => AtomKind::Box {
-                witness: Some(self.index(witness)),
+                witness: Some(Box::new(self.index(witness))),
                 body: Box::new(self.expr(body)),
-                ty: Some(self.ty(&Type::scalar(atom.clone()))),
+                ty: Some(Box::new(self.ty(&Type::scalar(atom.clone())))),
             },
         };
         ast::Atom { kind, span: sp() }

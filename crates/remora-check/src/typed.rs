@@ -88,22 +88,24 @@ pub enum TAtomKind {
     Bool(bool),
     Int(i64),
     Float(f32),
+    // (The bodies are boxed: an atom is then a few words, and a literal of
+    // millions of numbers is millions of small atoms.)
     Lambda {
         param: VarId,
-        body: TExpr,
+        body: Box<TExpr>,
     },
     TLambda {
         param: TVar,
-        body: TExpr,
+        body: Box<TExpr>,
     },
     ILambda {
         param: IVar,
-        body: TExpr,
+        body: Box<TExpr>,
     },
     /// A box with its witness and payload.
     Box {
         witness: Index,
-        body: TExpr,
+        body: Box<TExpr>,
     },
 }
 

@@ -166,28 +166,30 @@ pub enum AtomKind {
     Bool(bool),
     Int(i64),
     Float(f32),
+    // (What a number does not need is boxed: an atom is then a few words,
+    // and a literal of millions of numbers is millions of small atoms.)
     /// `(λ (param) body)`.
     Lambda {
-        param: Param,
+        param: Box<Param>,
         body: Box<Expr>,
     },
     /// `(tλ (&t) body)`.
     TLambda {
-        param: TParam,
+        param: Box<TParam>,
         body: Box<Expr>,
     },
     /// `(iλ ($n) body)`.
     ILambda {
-        param: IParam,
+        param: Box<IParam>,
         body: Box<Expr>,
     },
     /// `(box (w) body T)`. `witness: None` is `(box e)`, whose witnesses are
     /// every dimension of `e` (extensions §1.5); `ty: None` is a box whose
     /// `Σ` type comes from its context (an inner layer of a nested box).
     Box {
-        witness: Option<Ispace>,
+        witness: Option<Box<Ispace>>,
         body: Box<Expr>,
-        ty: Option<Type>,
+        ty: Option<Box<Type>>,
     },
     Error,
 }

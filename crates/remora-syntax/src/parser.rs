@@ -428,6 +428,28 @@ impl<'d> Parser<'d> {
             );
             return error_expr(span);
         }
+        // A vector of literal numbers (or truth values), the commonest large
+        // literal: its atoms made directly, with no expression per element
+        // (a literal of millions of numbers stays a few words a number).
+        let literal = |i: &SExp| match &i.kind {
+            SExpKind::Int { value, .. } => Some(AtomKind::Int(*value)),
+            SExpKind::Float(f) => Some(AtomKind::Float(*f)),
+            SExpKind::Bool(b) => Some(AtomKind::Bool(*b)),
+            _ => None,
+        };
+        if items.iter().all(|i| literal(i).is_some()) {
+            let atoms = items
+                .iter()
+                .filter_map(|i| literal(i).map(|kind| Atom { kind, span: i.span }))
+                .collect();
+            return mk_expr(
+                ExprKind::Array {
+                    shape: vec![items.len() as u64],
+                    atoms,
+                },
+                span,
+            );
+        }
         let elems: Vec<Expr> = items
             .iter()
             .map(|i| match &i.kind {
@@ -834,7 +856,7 @@ impl<'d> Parser<'d> {
             result = match p {
                 TypeParamSyntax::Atom(t) => scalar_kind(
                     AtomKind::TLambda {
-                        param: t,
+                        param: Box::new(t),
                         body: Box::new(result),
                     },
                     form.span,
@@ -842,14 +864,14 @@ impl<'d> Parser<'d> {
                 TypeParamSyntax::Array(t, i) => {
                     let inner = scalar_kind(
                         AtomKind::ILambda {
-                            param: i,
+                            param: Box::new(i),
                             body: Box::new(result),
                         },
                         form.span,
                     );
                     scalar_kind(
                         AtomKind::TLambda {
-                            param: t,
+                            param: Box::new(t),
                             body: Box::new(inner),
                         },
                         form.span,
@@ -872,7 +894,7 @@ impl<'d> Parser<'d> {
         for p in params.into_iter().rev() {
             result = scalar_kind(
                 AtomKind::ILambda {
-                    param: p,
+                    param: Box::new(p),
                     body: Box::new(result),
                 },
                 form.span,
@@ -910,19 +932,19 @@ impl<'d> Parser<'d> {
                     return AtomKind::Error;
                 };
                 let mut kind = AtomKind::Box {
-                    witness: Some(innermost),
+                    witness: Some(Box::new(innermost)),
                     body: Box::new(body),
                     ty: None,
                 };
                 for w in layers {
                     kind = AtomKind::Box {
-                        witness: Some(w),
+                        witness: Some(Box::new(w)),
                         body: Box::new(scalar(Atom { kind, span })),
                         ty: None,
                     };
                 }
                 if let AtomKind::Box { ty: slot, .. } = &mut kind {
-                    *slot = ty;
+                    *slot = ty.map(Box::new);
                 }
                 kind
             }
@@ -1853,7 +1875,7 @@ fn nest_lambdas(params: Vec<Param>, body: Expr, span: Span) -> AtomKind {
     for param in params.into_iter().rev() {
         result = scalar_kind(
             AtomKind::Lambda {
-                param,
+                param: Box::new(param),
                 body: Box::new(result),
             },
             span,

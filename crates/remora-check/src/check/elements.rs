@@ -336,19 +336,19 @@ impl Checker {
                         kind: match a.kind {
                             TAtomKind::Lambda { param, body } => TAtomKind::Lambda {
                                 param,
-                                body: self.resolve_texpr(body),
+                                body: Box::new(self.resolve_texpr(*body)),
                             },
                             TAtomKind::TLambda { param, body } => TAtomKind::TLambda {
                                 param,
-                                body: self.resolve_texpr(body),
+                                body: Box::new(self.resolve_texpr(*body)),
                             },
                             TAtomKind::ILambda { param, body } => TAtomKind::ILambda {
                                 param,
-                                body: self.resolve_texpr(body),
+                                body: Box::new(self.resolve_texpr(*body)),
                             },
                             TAtomKind::Box { witness, body } => TAtomKind::Box {
                                 witness,
-                                body: self.resolve_texpr(body),
+                                body: Box::new(self.resolve_texpr(*body)),
                             },
                             k => k,
                         },

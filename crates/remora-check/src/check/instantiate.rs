@@ -628,7 +628,10 @@ impl Checker {
                 kind: TExprKind::Array {
                     shape: Vec::new(),
                     atoms: vec![TAtom {
-                        kind: TAtomKind::Lambda { param: v, body },
+                        kind: TAtomKind::Lambda {
+                            param: v,
+                            body: Box::new(body),
+                        },
                         span,
                     }],
                 },
@@ -670,7 +673,10 @@ impl Checker {
             kind: TExprKind::Array {
                 shape: Vec::new(),
                 atoms: vec![TAtom {
-                    kind: TAtomKind::Lambda { param: var, body },
+                    kind: TAtomKind::Lambda {
+                        param: var,
+                        body: Box::new(body),
+                    },
                     span: e.span,
                 }],
             },
