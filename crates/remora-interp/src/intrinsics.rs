@@ -984,14 +984,14 @@ pub(crate) fn scalar_operator(op: &Value<'_>) -> Option<&'static str> {
                 return None;
             };
             match (&prim.kind, &first.kind, &arg.kind) {
-                // Both parameters scalars: `(fn ((acc 1) (x 0)) (+ acc x))`
-                // adds a vector and a number, which is not `+` on numbers.
+                // Both parameters of one shape (the primitive then works
+                // atom by atom): `(fn ((acc 1) (x 0)) (+ acc x))` adds a
+                // number to every atom of a vector, which is not that.
                 (TExprKind::Intrinsic(name), TExprKind::Var(a), TExprKind::Var(b))
                     if a == x
                         && b == y
                         && scalar::arity(name) == Some(2)
-                        && first.ty.shape.is_scalar()
-                        && arg.ty.shape.is_scalar() =>
+                        && first.ty.shape == arg.ty.shape =>
                 {
                     Some(name)
                 }
