@@ -158,6 +158,7 @@ impl<'p> Interpreter {
         if self.batching > 0 && fun.reads_batch() {
             return None;
         }
+        crate::eval::clear_starved();
         // Strip-mining: over a large frame, the body runs on runs of rows
         // of it in turn, so that its intermediate arrays (a cell's can be
         // far larger than the cell) stay the size of a run.
@@ -325,6 +326,9 @@ impl<'p> Interpreter {
         if self.reference_only {
             return None;
         }
+        // (An allocation that failed in an earlier attempt, since
+        // recovered from, is not this one's.)
+        crate::eval::clear_starved();
         let saved = std::mem::take(&mut self.batch);
         let r = self.prim_batched(p, args);
         self.batch = saved;

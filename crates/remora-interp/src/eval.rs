@@ -314,6 +314,12 @@ pub(crate) fn note_starved() {
     STARVED.with(|s| s.set(true));
 }
 
+/// Forgets an allocation that failed before (a batched attempt starting
+/// afresh).
+pub(crate) fn clear_starved() {
+    STARVED.with(|s| s.set(false));
+}
+
 /// Whether an allocation failed since `STARVED` was last cleared.
 pub(crate) fn starved() -> bool {
     STARVED.with(|s| s.get())
