@@ -275,14 +275,14 @@ impl Checker {
                 let v = self.bind_tparam(param);
                 let body = self.ty(body);
                 self.reset(m);
-                atom(Atom::Forall(v, Box::new(body?)))
+                atom(Atom::Forall(v, std::sync::Arc::new(body?)))
             }
             K::Pi { param, body } | K::Sigma { param, body } => {
                 let m = self.mark();
                 let v = self.bind_iparam(param);
                 let body = self.ty(body);
                 self.reset(m);
-                let body = Box::new(body?);
+                let body = std::sync::Arc::new(body?);
                 atom(if matches!(t.kind, K::Pi { .. }) {
                     Atom::Pi(v, body)
                 } else {
@@ -933,7 +933,7 @@ impl Checker {
                 let result = self.lambda(param, body);
                 self.reset(m);
                 let (var, pty, body) = result?;
-                let ty = Atom::Arrow(Box::new(pty), Box::new(body.ty.clone()));
+                let ty = Atom::Arrow(std::sync::Arc::new(pty), std::sync::Arc::new(body.ty.clone()));
                 done(
                     TAtomKind::Lambda {
                         param: var,
@@ -948,7 +948,7 @@ impl Checker {
                 let body = self.expr_scoped(body);
                 self.reset(m);
                 let body = body?;
-                let ty = Atom::Forall(v, Box::new(body.ty.clone()));
+                let ty = Atom::Forall(v, std::sync::Arc::new(body.ty.clone()));
                 done(
                     TAtomKind::TLambda {
                         param: v,
@@ -963,7 +963,7 @@ impl Checker {
                 let body = self.expr_scoped(body);
                 self.reset(m);
                 let body = body?;
-                let ty = Atom::Pi(v, Box::new(body.ty.clone()));
+                let ty = Atom::Pi(v, std::sync::Arc::new(body.ty.clone()));
                 done(
                     TAtomKind::ILambda {
                         param: v,
@@ -1046,7 +1046,7 @@ impl Checker {
         let sigma = |j: usize| -> Type {
             let mut t = payload.clone();
             for v in binders[j..].iter().rev() {
-                t = Type::scalar(Atom::Sigma(*v, Box::new(t)));
+                t = Type::scalar(Atom::Sigma(*v, std::sync::Arc::new(t)));
             }
             for (v, w) in binders[..j].iter().zip(&witnesses) {
                 t = t.subst_index(*v, w);
@@ -1611,14 +1611,14 @@ fn wrap_binders(binders: Vec<Binder>, value: TExpr, span: Span) -> Option<TExpr>
         binders.into_iter().rev().try_fold(value, |body, binder| {
             let (atom, kind) = match binder {
                 Binder::Type(v) => (
-                    Atom::Forall(v, Box::new(body.ty.clone())),
+                    Atom::Forall(v, std::sync::Arc::new(body.ty.clone())),
                     TAtomKind::TLambda {
                         param: v,
                         body: Box::new(body),
                     },
                 ),
                 Binder::Index(v) => (
-                    Atom::Pi(v, Box::new(body.ty.clone())),
+                    Atom::Pi(v, std::sync::Arc::new(body.ty.clone())),
                     TAtomKind::ILambda {
                         param: v,
                         body: Box::new(body),

@@ -10,6 +10,7 @@
 use crate::Truth;
 use crate::dim::{DVar, Dim};
 use crate::shape::{SVar, Seg, Shape};
+use std::sync::Arc;
 
 /// An atom type variable (`&t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,10 +30,10 @@ pub enum Atom {
     Float,
     Var(TVar),
     /// `(-> P R)`: one parameter, both array types.
-    Arrow(Box<Type>, Box<Type>),
-    Forall(TVar, Box<Type>),
-    Pi(IVar, Box<Type>),
-    Sigma(IVar, Box<Type>),
+    Arrow(Arc<Type>, Arc<Type>),
+    Forall(TVar, Arc<Type>),
+    Pi(IVar, Arc<Type>),
+    Sigma(IVar, Arc<Type>),
     /// `{(x T) …}`, fields in written order.
     Record(Vec<(String, Type)>),
 }
@@ -95,7 +96,10 @@ impl Type {
     }
 
     pub fn arrow(param: Type, result: Type) -> Type {
-        Type::scalar(Atom::Arrow(Box::new(param), Box::new(result)))
+        Type::scalar(Atom::Arrow(
+            std::sync::Arc::new(param),
+            std::sync::Arc::new(result),
+        ))
     }
 
     /// Substitutes an atom type for a type variable (`t-app`). An atom type
@@ -175,10 +179,10 @@ impl Atom {
     pub fn map_types(&self, f: &dyn Fn(&Type) -> Type) -> Atom {
         match self {
             Atom::Int | Atom::Bool | Atom::Float | Atom::Var(_) => self.clone(),
-            Atom::Arrow(p, r) => Atom::Arrow(Box::new(f(p)), Box::new(f(r))),
-            Atom::Forall(v, b) => Atom::Forall(*v, Box::new(f(b))),
-            Atom::Pi(v, b) => Atom::Pi(*v, Box::new(f(b))),
-            Atom::Sigma(v, b) => Atom::Sigma(*v, Box::new(f(b))),
+            Atom::Arrow(p, r) => Atom::Arrow(std::sync::Arc::new(f(p)), std::sync::Arc::new(f(r))),
+            Atom::Forall(v, b) => Atom::Forall(*v, std::sync::Arc::new(f(b))),
+            Atom::Pi(v, b) => Atom::Pi(*v, std::sync::Arc::new(f(b))),
+            Atom::Sigma(v, b) => Atom::Sigma(*v, std::sync::Arc::new(f(b))),
             Atom::Record(fields) => Atom::Record(fields.iter().map(|(n, t)| (n.clone(), f(t))).collect()),
         }
     }
@@ -278,10 +282,13 @@ mod tests {
             Shape::from_segs(vec![Seg::Dim(Dim::nat(1).add(&Dim::var(d))), Seg::Var(s)]),
         );
         let res = Type::array(Atom::Var(t), Shape::var(s));
-        let body = Type::scalar(Atom::Pi(IVar::Shape(s), Box::new(Type::arrow(arg, res))));
+        let body = Type::scalar(Atom::Pi(
+            IVar::Shape(s),
+            std::sync::Arc::new(Type::arrow(arg, res)),
+        ));
         Type::scalar(Atom::Forall(
             t,
-            Box::new(Type::scalar(Atom::Pi(IVar::Dim(d), Box::new(body)))),
+            std::sync::Arc::new(Type::scalar(Atom::Pi(IVar::Dim(d), std::sync::Arc::new(body)))),
         ))
     }
 
@@ -314,16 +321,22 @@ mod tests {
     fn binders_are_equal_up_to_renaming() {
         let a = Type::scalar(Atom::Forall(
             TVar(0),
-            Box::new(Type::array(Atom::Var(TVar(0)), Shape::from_dims([Dim::nat(3)]))),
+            std::sync::Arc::new(Type::array(Atom::Var(TVar(0)), Shape::from_dims([Dim::nat(3)]))),
         ));
         let b = Type::scalar(Atom::Forall(
             TVar(7),
-            Box::new(Type::array(Atom::Var(TVar(7)), Shape::from_dims([Dim::nat(3)]))),
+            std::sync::Arc::new(Type::array(Atom::Var(TVar(7)), Shape::from_dims([Dim::nat(3)]))),
         ));
         assert_eq!(a.equals(&b), Truth::Yes);
         assert_eq!(head_type().equals(&head_type()), Truth::Yes);
-        let pi_d = Type::scalar(Atom::Pi(IVar::Dim(DVar(0)), Box::new(Type::scalar(Atom::Int))));
-        let pi_s = Type::scalar(Atom::Pi(IVar::Shape(SVar(0)), Box::new(Type::scalar(Atom::Int))));
+        let pi_d = Type::scalar(Atom::Pi(
+            IVar::Dim(DVar(0)),
+            std::sync::Arc::new(Type::scalar(Atom::Int)),
+        ));
+        let pi_s = Type::scalar(Atom::Pi(
+            IVar::Shape(SVar(0)),
+            std::sync::Arc::new(Type::scalar(Atom::Int)),
+        ));
         assert_eq!(pi_d.equals(&pi_s), Truth::No);
         assert_eq!(
             Type::scalar(Atom::Int).equals(&Type::scalar(Atom::Float)),
