@@ -294,7 +294,7 @@ impl Checker {
                 for (name, ft) in fields {
                     out.push((name.name.clone(), self.ty(ft)?));
                 }
-                atom(Atom::Record(out))
+                atom(Atom::Record(std::sync::Arc::new(out)))
             }
             K::Hole => {
                 let d = self
@@ -1290,7 +1290,7 @@ impl Checker {
         }
         Some(TExpr {
             kind: TExprKind::Record(typed),
-            ty: Type::array(Atom::Record(cells), principal),
+            ty: Type::array(Atom::Record(std::sync::Arc::new(cells)), principal),
             span: e.span,
         })
     }

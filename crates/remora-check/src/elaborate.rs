@@ -204,7 +204,7 @@ impl Writer<'_> {
             }),
             TExprKind::Record(fields) => {
                 let cells = match &e.ty.atom {
-                    Atom::Record(fs) => fs.clone(),
+                    Atom::Record(fs) => fs.to_vec(),
                     _ => Vec::new(),
                 };
                 node(ExprKind::Record(

@@ -293,7 +293,7 @@ impl Unknowns {
             Atom::Record(pf) => match a {
                 Atom::Record(af) if af.len() == pf.len() => {
                     let mut sols = vec![sol];
-                    for ((pn, pt), (an, at)) in pf.iter().zip(af) {
+                    for ((pn, pt), (an, at)) in pf.iter().zip(af.iter()) {
                         if pn != an {
                             return Vec::new();
                         }

@@ -649,7 +649,7 @@ impl<'p> Interpreter {
         };
         let frame = self.shape_of(&e.ty.shape, env, e.span).ok()?;
         let mut parts = Vec::with_capacity(fields.len());
-        for ((name, x), (_, cty)) in fields.iter().zip(cell_tys) {
+        for ((name, x), (_, cty)) in fields.iter().zip(cell_tys.iter()) {
             let cell = self.shape_of(&cty.shape, env, e.span).ok()?;
             parts.push((name, self.eval_batched(x, env)?, cell));
         }

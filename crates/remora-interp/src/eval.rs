@@ -1039,7 +1039,7 @@ impl<'p> Interpreter {
         let n = atoms_in(&principal);
         check_size(n, span)?;
         let mut columns = Vec::with_capacity(fields.len());
-        for ((name, x), (_, cty)) in fields.iter().zip(cell_tys) {
+        for ((name, x), (_, cty)) in fields.iter().zip(cell_tys.iter()) {
             let v = self.eval(x, env)?;
             let cell = self.shape_of(&cty.shape, env, span)?;
             let size = atoms_in(&cell);

@@ -35,7 +35,7 @@ pub enum Atom {
     Pi(IVar, Arc<Type>),
     Sigma(IVar, Arc<Type>),
     /// `{(x T) …}`, fields in written order.
-    Record(Vec<(String, Type)>),
+    Record(Arc<Vec<(String, Type)>>),
 }
 
 /// An array type: atoms of one atom type, in a shape.
@@ -183,7 +183,9 @@ impl Atom {
             Atom::Forall(v, b) => Atom::Forall(*v, std::sync::Arc::new(f(b))),
             Atom::Pi(v, b) => Atom::Pi(*v, std::sync::Arc::new(f(b))),
             Atom::Sigma(v, b) => Atom::Sigma(*v, std::sync::Arc::new(f(b))),
-            Atom::Record(fields) => Atom::Record(fields.iter().map(|(n, t)| (n.clone(), f(t))).collect()),
+            Atom::Record(fields) => {
+                Atom::Record(Arc::new(fields.iter().map(|(n, t)| (n.clone(), f(t))).collect()))
+            }
         }
     }
 
@@ -200,9 +202,11 @@ impl Atom {
                 }
             }
             (Atom::Record(f1), Atom::Record(f2)) if f1.len() == f2.len() => {
-                f1.iter().zip(f2).fold(Truth::Yes, |t, ((n1, t1), (n2, t2))| {
-                    if n1 != n2 { Truth::No } else { t.and(t1.equals(t2)) }
-                })
+                f1.iter()
+                    .zip(f2.iter())
+                    .fold(Truth::Yes, |t, ((n1, t1), (n2, t2))| {
+                        if n1 != n2 { Truth::No } else { t.and(t1.equals(t2)) }
+                    })
             }
             // Two different variables may be instantiated alike.
             (Atom::Var(_), _) | (_, Atom::Var(_)) => Truth::Unknown,
