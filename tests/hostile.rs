@@ -1373,10 +1373,6 @@ const GENERATED_PENDING: &[(&str, &str)] = &[
         "aborts: memory allocation of 168 bytes failed",
     ),
     (
-        "checking/lambda-of-20000-parameters-applied",
-        "times out (alone: aborts after 14 s, memory allocation of 48 bytes failed)",
-    ),
-    (
         "stack/records-10k-run",
         "aborts after 4 s: memory allocation of 72 bytes failed (3000 levels take 2 s)",
     ),

@@ -113,6 +113,12 @@ pub struct Checker {
     /// would not either, so they are not walked again (which made an
     /// application of n arguments cost n² steps).
     plain_spine: bool,
+    /// Set while checking the body of a lambda whose chain of nested
+    /// lambdas has no rank parameter: the chain inside it has none either,
+    /// and is not walked again (n nested lambdas were n² steps).
+    plain_lambda_chain: bool,
+    /// Set for the one lambda atom of such a chain, for its body.
+    plain_lambda_next: bool,
     /// Element types of rank parameters, solved or not yet (see `elements`).
     element_unknowns: HashMap<TVar, Option<Atom>>,
     /// Dimensions of rank parameters: generalised unless the body equates
@@ -130,6 +136,8 @@ impl Checker {
         let mut c = Checker {
             inference: true,
             plain_spine: false,
+            plain_lambda_chain: false,
+            plain_lambda_next: false,
             element_unknowns: HashMap::new(),
             rank_dims: HashMap::new(),
             pending: Vec::new(),
@@ -474,13 +482,26 @@ impl Checker {
     fn expr_node(&mut self, e: &ast::Expr) -> Option<TExpr> {
         let span = e.span;
         let done = |kind, ty| Some(TExpr { kind, ty, span });
+        let in_plain_chain = std::mem::take(&mut self.plain_lambda_chain);
         match &e.kind {
-            ExprKind::Array { .. } if self.inference && ranked_fn(e).is_some() => {
+            ExprKind::Array { .. } if self.inference && !in_plain_chain && ranked_fn(e).is_some() => {
                 let (params, body) = ranked_fn(e)?;
                 self.generalised(span, &params, None, body)
             }
             ExprKind::Array { shape, atoms } => {
+                // One lambda, in a chain found to have no rank parameter:
+                // its body need not look for one.
+                self.plain_lambda_next = self.inference
+                    && shape.is_empty()
+                    && matches!(
+                        atoms.as_slice(),
+                        [ast::Atom {
+                            kind: AtomKind::Lambda { .. },
+                            ..
+                        }]
+                    );
                 let typed: Vec<Option<(TAtom, Atom)>> = atoms.iter().map(|a| self.atom(a, None)).collect();
+                self.plain_lambda_next = false;
                 let typed: Vec<(TAtom, Atom)> = typed.into_iter().collect::<Option<_>>()?;
                 if product(shape) != typed.len() as u64 {
                     let d = self
@@ -985,8 +1006,10 @@ impl Checker {
         let pty = self.param_type(param)?;
         let var = self.fresh_var(&param.name.name);
         self.values.bind(&param.name.name, Value::Var(var, pty.clone()));
-        let body = self.expr_scoped(body)?;
-        Some((var, pty, body))
+        self.plain_lambda_chain = std::mem::take(&mut self.plain_lambda_next);
+        let body = self.expr_scoped(body);
+        self.plain_lambda_chain = false;
+        Some((var, pty, body?))
     }
 
     fn param_type(&mut self, param: &ast::Param) -> Option<Type> {
