@@ -1372,10 +1372,6 @@ const GENERATED_PENDING: &[(&str, &str)] = &[
         "checking/application-5m-arguments",
         "aborts: memory allocation of 168 bytes failed",
     ),
-    (
-        "stack/records-10k-run",
-        "aborts after 4 s: memory allocation of 72 bytes failed (3000 levels take 2 s)",
-    ),
 ];
 
 fn generated() -> Vec<Make> {

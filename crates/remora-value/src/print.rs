@@ -38,13 +38,25 @@ pub fn to_string_checked<F: Callable + Clone>(a: &Array<F>) -> Result<String, St
 
 /// Writes `a`, stopping once `out` is longer than `cap`.
 fn write_array<F: Callable + Clone>(out: &mut String, a: &Array<F>, cap: usize) {
+    write_array_at(out, &a.shape, &a.data, 0, cap);
+}
+
+/// Writes the array of shape `shape` whose atoms start at `offset` in
+/// `data`.
+fn write_array_at<F: Callable + Clone>(
+    out: &mut String,
+    shape: &[usize],
+    data: &Data<F>,
+    offset: usize,
+    cap: usize,
+) {
     // Each axis's step, computed once (not once per cell: a value of rank
     // 50,000 prints in time proportional to its size).
-    let mut steps = vec![1usize; a.shape.len()];
-    for k in (1..a.shape.len()).rev() {
-        steps[k - 1] = steps[k].saturating_mul(a.shape[k]);
+    let mut steps = vec![1usize; shape.len()];
+    for k in (1..shape.len()).rev() {
+        steps[k - 1] = steps[k].saturating_mul(shape[k]);
     }
-    write_cells(out, &a.shape, &steps, &a.data, 0, cap);
+    write_cells(out, shape, &steps, data, offset, cap);
 }
 
 /// The cell of shape `shape` (with steps `steps`) that starts at atom
@@ -120,7 +132,20 @@ fn write_atom<F: Callable + Clone>(out: &mut String, data: &Data<F>, i: usize, c
             Some(Atom::Record(fields)) => write_record(out, fields, cap),
             None => out.push('?'),
         },
-        Data::Records(r) if i < r.count => write_record(out, &r.record(i), cap),
+        // Each field's cell read where it lies (not sliced out: records
+        // nested n deep print in time proportional to their size).
+        Data::Records(r) if i < r.count => {
+            out.push('{');
+            for (k, f) in r.fields.iter().enumerate() {
+                if k > 0 {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "{}  =  ", f.name);
+                let size: usize = f.cell.iter().product();
+                write_array_at(out, &f.cell, &f.data, i.saturating_mul(size), cap);
+            }
+            out.push('}');
+        }
         Data::Records(_) => out.push('?'),
     }
 }
