@@ -110,12 +110,17 @@ fn classes() -> Vec<Class> {
             },
         },
         Class {
-            name: "n nested lambdas (run; still quadratic)",
+            name: "n nested lambdas (run)",
             size: 1_000,
             make: |n, dir| program(dir, "run", nested(n, "(fn ((x Int)) ", "x", ")")),
         },
         Class {
-            name: "n nested records (run; still quadratic)",
+            name: "n nested frames (check)",
+            size: 2_000,
+            make: |n, dir| program(dir, "check", nested(n, "(frame [1] ", "1", ")")),
+        },
+        Class {
+            name: "n nested records (run)",
             size: 1_000,
             make: |n, dir| program(dir, "run", nested(n, "{(a [] ", "1", ")}")),
         },
