@@ -13,28 +13,30 @@ pub const MAX_SOURCE_BYTES: u64 = 256 << 20;
 /// The bytes of the regular file at `path`, at most `max` of them; an error
 /// in words for anything else.
 pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err(if meta.is_dir() {
-            "is a directory, not a file".into()
-        } else {
-            "is not a regular file (a device, a pipe or a socket is not read)".into()
-        });
-    }
-    if meta.len() > max {
+    if regular(path)?.len() > max {
         return Err(too_large(max));
     }
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     read_at_most(file, max)
 }
 
+/// The metadata of `path` if it is a regular file (looked at without
+/// opening it: opening a FIFO blocks); an error in words otherwise.
+fn regular(path: &Path) -> Result<std::fs::Metadata, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if meta.is_file() {
+        Ok(meta)
+    } else if meta.is_dir() {
+        Err("is a directory, not a file".into())
+    } else {
+        Err("is not a regular file (a device, a pipe or a socket is not read)".into())
+    }
+}
+
 /// The first `n` bytes of the regular file at `path` (fewer where it is
 /// shorter).
 pub fn read_prefix(path: &Path, n: u64) -> Result<Vec<u8>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("is not a regular file (a device, a pipe or a socket is not read)".into());
-    }
+    regular(path)?;
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .map_err(|e| e.to_string())?
