@@ -2055,6 +2055,9 @@ fn items_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Valu
     }
 }
 
+/// A sort of one row by its values (the radix sort of Ints).
+type RowSort<T> = fn(&[T]) -> Vec<T>;
+
 /// `sort`, `grade` and their Float forms over every row of a frame (the
 /// batch axes included): each row ordered as the intrinsic orders one
 /// vector (ascending, stable, NaN last), one pass over the rows.
@@ -2076,48 +2079,47 @@ fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value
         idx.sort_by_key(|&i| keys[i]);
         idx
     }
+    // Every row of `d` atoms of `v` sorted (`sort`) or graded, by `key`;
+    // `long` sorts a long row by another way where there is one.
+    fn by_rows<T: Copy>(
+        v: &[T],
+        d: usize,
+        key: impl Fn(T) -> u64,
+        sort: bool,
+        long: Option<RowSort<T>>,
+    ) -> (Vec<T>, Vec<i64>) {
+        let mut sorted = Vec::with_capacity(if sort { v.len() } else { 0 });
+        let mut graded = Vec::with_capacity(if sort { 0 } else { v.len() });
+        for row in v.chunks_exact(d) {
+            if let Some(long) = long.filter(|_| sort && d > 64) {
+                sorted.extend(long(row));
+                continue;
+            }
+            let keys: Vec<u64> = row.iter().map(|&x| key(x)).collect();
+            let o = order(&keys);
+            if sort {
+                sorted.extend(o.iter().map(|&i| row[i]));
+            } else {
+                graded.extend(o.iter().map(|&i| i as i64));
+            }
+        }
+        (sorted, graded)
+    }
     let data = match (name, &xs.data) {
         // One row: the radix sort's own result, not copied into another.
         ("sort", Data::Int(v)) if v.len() == d => Data::Int(crate::sort::sort_ints(v).into()),
         ("sort" | "grade", Data::Int(v)) => {
-            let mut sorted = Vec::with_capacity(v.len());
-            let mut graded = Vec::with_capacity(v.len());
-            for row in v.chunks_exact(d) {
-                if name == "sort" && d > 64 {
-                    // Long rows: the radix sort of the values themselves.
-                    sorted.extend(crate::sort::sort_ints(row));
-                    continue;
-                }
-                let keys: Vec<u64> = row.iter().map(|&x| crate::sort::int_key(x)).collect();
-                let o = order(&keys);
-                if name == "sort" {
-                    sorted.extend(o.iter().map(|&i| row[i]));
-                } else {
-                    graded.extend(o.iter().map(|&i| i as i64));
-                }
-            }
-            if name == "sort" {
-                Data::Int(sorted.into())
-            } else {
-                Data::Int(graded.into())
+            // Long rows: the radix sort of the values themselves.
+            let long: RowSort<i64> = crate::sort::sort_ints;
+            match by_rows(v, d, crate::sort::int_key, name == "sort", Some(long)) {
+                (sorted, _) if name == "sort" => Data::Int(sorted.into()),
+                (_, graded) => Data::Int(graded.into()),
             }
         }
         ("f.sort" | "f.grade", Data::Float(v)) => {
-            let mut sorted = Vec::with_capacity(v.len());
-            let mut graded = Vec::with_capacity(v.len());
-            for row in v.chunks_exact(d) {
-                let keys: Vec<u64> = row.iter().map(|&x| crate::sort::float_key(x)).collect();
-                let o = order(&keys);
-                if name == "f.sort" {
-                    sorted.extend(o.iter().map(|&i| row[i]));
-                } else {
-                    graded.extend(o.iter().map(|&i| i as i64));
-                }
-            }
-            if name == "f.sort" {
-                Data::Float(sorted.into())
-            } else {
-                Data::Int(graded.into())
+            match by_rows(v, d, crate::sort::float_key, name == "f.sort", None) {
+                (sorted, _) if name == "f.sort" => Data::Float(sorted.into()),
+                (_, graded) => Data::Int(graded.into()),
             }
         }
         _ => return None,
