@@ -275,16 +275,9 @@ fn main() {
             target,
             mb(peak),
             mb(numpy_peak),
-            match agree {
-                Some(true) => "yes",
-                Some(false) => "NO",
-                None => "-",
-            },
+            common::agreement(agree),
         );
-        if agree == Some(false) {
-            let theirs = numpy.map(|(_, s, _)| s).unwrap_or(f64::NAN);
-            println!("  checksums differ: Remora {remora_sum}, NumPy {theirs}");
-        }
+        common::report_disagreement(agree, remora_sum, numpy.map(|(_, s, _)| s));
     }
     println!(
         "{}",

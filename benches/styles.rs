@@ -514,16 +514,9 @@ fn main() {
                         mb(numpy_peak),
                         mark(fast),
                         mark(small),
-                        match agree {
-                            Some(true) => "yes",
-                            Some(false) => "NO",
-                            None => "-",
-                        },
+                        common::agreement(agree),
                     );
-                    if agree == Some(false) {
-                        let theirs = numpy.map(|(_, s, _)| s).unwrap_or(f64::NAN);
-                        println!("  checksums differ: Remora {sum}, NumPy {theirs}");
-                    }
+                    common::report_disagreement(agree, sum, numpy.map(|(_, s, _)| s));
                     if log_cells {
                         if cells.is_empty() {
                             println!("  cell by cell: nothing");

@@ -347,6 +347,23 @@ pub fn mb(k: Option<u64>) -> String {
 }
 
 /// Whether two checksums agree within a relative tolerance.
+/// The agreement column of a table row: `yes`, `NO`, or `-` without NumPy.
+pub fn agreement(agree: Option<bool>) -> &'static str {
+    match agree {
+        Some(true) => "yes",
+        Some(false) => "NO",
+        None => "-",
+    }
+}
+
+/// Under a row whose checksums disagree, both checksums.
+pub fn report_disagreement(agree: Option<bool>, ours: f64, numpy: Option<f64>) {
+    if agree == Some(false) {
+        let theirs = numpy.unwrap_or(f64::NAN);
+        println!("  checksums differ: Remora {ours}, NumPy {theirs}");
+    }
+}
+
 pub fn agree(a: f64, b: f64, tolerance: f64) -> bool {
     let scale = a.abs().max(b.abs()).max(1.0);
     (a - b).abs() / scale < tolerance

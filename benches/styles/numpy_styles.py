@@ -11,12 +11,11 @@ resident memory (with --peak the computation runs once).
 """
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interp"))
-from numpy_rows import floats, peak_kib, nbody_accel, life_run, mandelbrot_run  # noqa: E402
+from numpy_rows import floats, main, nbody_accel, life_run, mandelbrot_run  # noqa: E402
 
 f32 = np.float32
 
@@ -106,19 +105,4 @@ def black_scholes(s, k, t):
     return s * cnd(d1) - k * np.exp(-r * t) * cnd(d2)
 
 
-def main():
-    w, reps = sys.argv[1], int(sys.argv[2])
-    peak = "--peak" in sys.argv
-    p = {k: int(v) for k, v in (a.split("=") for a in sys.argv[3:] if "=" in a)}
-    run = setup(w, p)
-    times = []
-    for _ in range(1 if peak else reps):
-        t0 = time.perf_counter()
-        r = run()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    checksum = float(np.sum(np.asarray(r), dtype=np.float64))
-    print(f"{times[len(times) // 2]} {checksum} {peak_kib()}")
-
-
-main()
+main(setup)
