@@ -66,8 +66,8 @@ fn classes() -> Vec<Class> {
             make: |n, dir| program(dir, "run", format!("(reduce + [{}])\n", vec!["1"; n].join(" "))),
         },
         Class {
-            name: "sum over an array of rank n (run)",
-            size: 1_000,
+            name: "a shape of n axes written out (run)",
+            size: 50_000,
             make: |n, dir| {
                 program(
                     dir,
@@ -75,6 +75,11 @@ fn classes() -> Vec<Class> {
                     format!("(sum (i-app iota/static [{}]))\n", vec!["1"; n].join(" ")),
                 )
             },
+        },
+        Class {
+            name: "sum over a value of n axes (run)",
+            size: 50_000,
+            make: |n, dir| program(dir, "run", format!("(sum (iota (+ 1 (* 0 (range {n})))))\n")),
         },
         Class {
             name: "an .npy of n MiB of the wrong type (run)",
@@ -116,7 +121,7 @@ fn classes() -> Vec<Class> {
         },
         Class {
             name: "n nested frames (check)",
-            size: 2_000,
+            size: 50_000,
             make: |n, dir| program(dir, "check", nested(n, "(frame [1] ", "1", ")")),
         },
         Class {

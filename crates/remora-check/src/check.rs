@@ -14,7 +14,9 @@ use crate::intrinsics;
 use crate::typed::*;
 use remora_syntax::ast::{self, AtomKind, BindKind, DeclKind, ExprKind, ParamAnn, Sort};
 use remora_syntax::{Diagnostic, SourceMap, Span, print};
-use remora_types::{AppError, Atom, DVar, Dim, IVar, Index, Names, SVar, Shape, TVar, Truth, Type, apply};
+use remora_types::{
+    AppError, Atom, DVar, Dim, IVar, Index, MAX_RANK, Names, SVar, Shape, TVar, Truth, Type, apply,
+};
 use std::collections::HashMap;
 
 /// A table of names with nested scopes: `bind` shadows, `reset` undoes
@@ -129,6 +131,12 @@ pub struct Checker {
     pending: Vec<instantiate::Unboxed>,
     /// How many witnesses automatic unboxing has made (for their names).
     witnesses: usize,
+    /// How deep `expr` is now, and whether the depth limit has been
+    /// reported: an expression can nest deeper than its brackets (an
+    /// application of n arguments is n applications, one inside the other),
+    /// and every later phase recurses as deep as this one.
+    depth: usize,
+    too_deep: bool,
 }
 
 impl Checker {
@@ -142,6 +150,8 @@ impl Checker {
             rank_dims: HashMap::new(),
             pending: Vec::new(),
             witnesses: 0,
+            depth: 0,
+            too_deep: false,
             diags: Vec::new(),
             names: NameTable::default(),
             values: Scoped::new(),
@@ -271,7 +281,8 @@ impl Checker {
             K::Array { elem, shape } => {
                 let elem = self.ty(elem)?;
                 let shape = self.shape(shape)?;
-                Some(elem.lift(&shape))
+                let ty = elem.lift(&shape);
+                self.within_max_rank(t.span, &ty.shape).then_some(ty)
             }
             K::Arrow { param, result } => {
                 let p = self.ty(param)?;
@@ -389,7 +400,8 @@ impl Checker {
                         Index::Shape(s) => segs.extend(s.segs().iter().cloned()),
                     }
                 }
-                Some(Shape::from_segs(segs))
+                let shape = Shape::from_segs(segs);
+                self.within_max_rank(s.span, &shape).then_some(shape)
             }
             ast::ShapeKind::Error => None,
         }
@@ -416,6 +428,38 @@ impl Checker {
     /// (extensions.md §1.6) are wrapped around it here when its type does
     /// not mention their witnesses (so around the smallest such expression).
     pub fn expr(&mut self, e: &ast::Expr) -> Option<TExpr> {
+        let limit = remora_syntax::stack::nesting_limit();
+        if self.depth >= limit {
+            if !std::mem::replace(&mut self.too_deep, true) {
+                let d = self
+                    .error(e.span, format!("expression nested deeper than {limit} levels"))
+                    .note("each argument of an application, like each pair of brackets, nests one level");
+                self.report(d);
+            }
+            return None;
+        }
+        self.depth += 1;
+        let t = self.expr_at_depth(e);
+        self.depth -= 1;
+        let t = t?;
+        self.within_max_rank(e.span, &t.ty.shape).then_some(t)
+    }
+
+    /// Whether `shape` has at most [`MAX_RANK`] axes; if not, says so at
+    /// `span`.
+    fn within_max_rank(&mut self, span: Span, shape: &Shape) -> bool {
+        let rank = shape.min_rank();
+        if rank <= MAX_RANK {
+            return true;
+        }
+        let d = self
+            .error(span, format!("an array type of rank {rank}"))
+            .note(format!("arrays have at most {MAX_RANK} axes"));
+        self.report(d);
+        false
+    }
+
+    fn expr_at_depth(&mut self, e: &ast::Expr) -> Option<TExpr> {
         let mark = self.pending.len();
         let Some(mut t) = self.expr_node(e) else {
             self.pending.truncate(mark);

@@ -635,6 +635,18 @@ impl<'d> Parser<'d> {
             );
             return error_expr(span);
         }
+        // The applications nest one inside the other, one for each
+        // argument: past the nesting limit no later phase could walk them.
+        let limit = crate::stack::nesting_limit();
+        if items.len() - 1 > limit {
+            self.diags.push(
+                Diagnostic::error(span, format!("an application of {} arguments", items.len() - 1))
+                    .note(format!(
+                        "each argument nests one application inside the last, and expressions nest at most {limit} levels"
+                    )),
+            );
+            return error_expr(span);
+        }
         let mut e = self.expr(head);
         for arg in &items[1..] {
             let arg = self.expr(arg);

@@ -25,6 +25,14 @@ pub use frame::{AppError, Lifted, apply, principal_frame};
 pub use shape::{SVar, Seg, Shape};
 pub use ty::{Atom, IVar, Index, Names, TVar, Type};
 
+/// The most axes an array type may have, as in NumPy. Types carry their
+/// shapes written out, and inference tries each split of an argument's
+/// shape into frame and cell, so the checker's work and memory per
+/// expression grow with the square of the rank; this bound keeps them
+/// small on any input. (A value built at run time, inside a box, may have
+/// more.)
+pub const MAX_RANK: usize = 64;
+
 /// The answer to a question about indices with variables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Truth {
