@@ -282,7 +282,7 @@ impl Checker {
                 let elem = self.ty(elem)?;
                 let shape = self.shape(shape)?;
                 let ty = elem.lift(&shape);
-                self.within_max_rank(t.span, &ty.shape).then_some(ty)
+                self.shape_in_bounds(t.span, &ty.shape).then_some(ty)
             }
             K::Arrow { param, result } => {
                 let p = self.ty(param)?;
@@ -401,7 +401,7 @@ impl Checker {
                     }
                 }
                 let shape = Shape::from_segs(segs);
-                self.within_max_rank(s.span, &shape).then_some(shape)
+                self.shape_in_bounds(s.span, &shape).then_some(shape)
             }
             ast::ShapeKind::Error => None,
         }
@@ -442,19 +442,23 @@ impl Checker {
         let t = self.expr_at_depth(e);
         self.depth -= 1;
         let t = t?;
-        self.within_max_rank(e.span, &t.ty.shape).then_some(t)
+        self.shape_in_bounds(e.span, &t.ty.shape).then_some(t)
     }
 
-    /// Whether `shape` has at most [`MAX_RANK`] axes; if not, says so at
-    /// `span`.
-    fn within_max_rank(&mut self, span: Span, shape: &Shape) -> bool {
+    /// Whether `shape` is one an array may have: at most [`MAX_RANK`] axes,
+    /// and no dimension whose arithmetic overflowed (instantiating
+    /// `(* $n $n)` at 2^32); if not, says so at `span`.
+    fn shape_in_bounds(&mut self, span: Span, shape: &Shape) -> bool {
         let rank = shape.min_rank();
-        if rank <= MAX_RANK {
+        let d = if rank > MAX_RANK {
+            self.error(span, format!("an array type of rank {rank}"))
+                .note(format!("arrays have at most {MAX_RANK} axes"))
+        } else if shape.overflowed() {
+            self.error(span, "this dimension's arithmetic overflows 64 bits")
+                .note(format!("in the shape {}", self.show_shape(shape)))
+        } else {
             return true;
-        }
-        let d = self
-            .error(span, format!("an array type of rank {rank}"))
-            .note(format!("arrays have at most {MAX_RANK} axes"));
+        };
         self.report(d);
         false
     }

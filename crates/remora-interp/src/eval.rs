@@ -463,22 +463,13 @@ impl<'p> Interpreter {
     }
 
     pub(crate) fn shape_of(&self, s: &remora_types::Shape, env: &Env<'p>, span: Span) -> Run<Vec<usize>> {
-        let mut missing = false;
-        let dims = s.eval(
-            &|v| {
-                // An escaped witness is unknown here.
-                env.dim(v).unwrap_or(i64::MIN)
-            },
-            &|v| env.shape(v).unwrap_or_else(|| vec![i64::MIN]),
-        );
+        let dims = s
+            .checked_eval(&|v| env.dim(v), &|v| env.shape(v))
+            .or_else(|e| dimension_error(e, span))?;
         let mut out = Vec::with_capacity(dims.len());
         for d in dims {
-            if d == i64::MIN {
-                missing = true;
-            }
             match usize::try_from(d) {
                 Ok(n) => out.push(n),
-                Err(_) if missing => return fail(span, "a shape depends on a witness outside its unbox"),
                 Err(_) => return fail(span, format!("negative dimension: {d}")),
             }
         }
@@ -488,7 +479,9 @@ impl<'p> Interpreter {
     fn index_val(&self, i: &Index, env: &Env<'p>, span: Span) -> Run<IndexVal> {
         match i {
             Index::Dim(d) => {
-                let n = d.eval(&|v| env.dim(v).unwrap_or(i64::MIN));
+                let n = d
+                    .checked_eval(&|v| env.dim(v))
+                    .or_else(|e| dimension_error(e, span))?;
                 if n < 0 {
                     let hint = if d.constant() < 0 {
                         " (an empty array where an item is needed, as by head or reduce?)"
@@ -1102,4 +1095,13 @@ pub(crate) fn stack<'p>(cells: Vec<Value<'p>>, span: Span) -> Run<Value<'p>> {
         span,
     )?;
     Array::stack(cells).or_else(|m| fail(span, format!("cannot form an array: {m}")))
+}
+
+/// The error for a dimension [`remora_types::Dim::checked_eval`] gave no
+/// value.
+fn dimension_error<T>(e: remora_types::EvalError, span: Span) -> Run<T> {
+    match e {
+        remora_types::EvalError::Unbound => fail(span, "a shape depends on a witness outside its unbox"),
+        remora_types::EvalError::Overflow => fail(span, "this dimension's arithmetic overflows 64 bits"),
+    }
 }

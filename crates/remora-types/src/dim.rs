@@ -4,8 +4,11 @@
 //! product of variables. Sums are linear forms; a product of variables is
 //! one opaque term (`(* $m $n)`), as the checker needs no more.
 //!
-//! Arithmetic wraps at 64 bits, like evaluation does, so that normalising is
-//! exact with respect to [`Dim::eval`].
+//! Arithmetic wraps at 64 bits, like [`Dim::eval`] does, so that
+//! normalising is exact with respect to it; a result that wrapped is marked
+//! ([`Dim::overflowed`]), so that a size computed from sizes too large is an
+//! error, never a wrong size. [`Dim::checked_eval`] is the evaluation that
+//! says so.
 
 use crate::Truth;
 use std::fmt;
@@ -23,6 +26,26 @@ pub struct Dim {
     constant: i64,
     /// Sorted by monomial; every coefficient nonzero; no empty monomial.
     terms: Vec<(Monomial, i64)>,
+    /// Whether some arithmetic that made this dimension wrapped.
+    overflowed: bool,
+}
+
+/// Why [`Dim::checked_eval`] or [`crate::Shape::checked_eval`] has no
+/// value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvalError {
+    /// A variable has no value.
+    Unbound,
+    /// A dimension does not fit 64 bits.
+    Overflow,
+}
+
+/// `a op b`, wrapping, noting in `flag` when it wrapped.
+fn noting(flag: &mut bool, checked: Option<i64>, wrapped: i64) -> i64 {
+    if checked.is_none() {
+        *flag = true;
+    }
+    wrapped
 }
 
 impl Dim {
@@ -34,6 +57,7 @@ impl Dim {
         Dim {
             constant: n,
             terms: Vec::new(),
+            overflowed: false,
         }
     }
 
@@ -41,7 +65,14 @@ impl Dim {
         Dim {
             constant: 0,
             terms: vec![(vec![v], 1)],
+            overflowed: false,
         }
+    }
+
+    /// Whether arithmetic that made this dimension overflowed 64 bits (its
+    /// value is then wrapped, and no size).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
     }
 
     /// The value, when the dimension has no variables.
@@ -65,12 +96,14 @@ impl Dim {
         vs
     }
 
-    fn from_terms(constant: i64, mut terms: Vec<(Monomial, i64)>) -> Dim {
+    fn from_terms(constant: i64, mut terms: Vec<(Monomial, i64)>, mut overflowed: bool) -> Dim {
         terms.sort_by(|a, b| a.0.cmp(&b.0));
         let mut merged: Vec<(Monomial, i64)> = Vec::with_capacity(terms.len());
         for (m, c) in terms {
             match merged.last_mut() {
-                Some((last, lc)) if *last == m => *lc = lc.wrapping_add(c),
+                Some((last, lc)) if *last == m => {
+                    *lc = noting(&mut overflowed, lc.checked_add(c), lc.wrapping_add(c))
+                }
                 _ => merged.push((m, c)),
             }
         }
@@ -78,23 +111,20 @@ impl Dim {
         Dim {
             constant,
             terms: merged,
+            overflowed,
         }
     }
 
     pub fn add(&self, other: &Dim) -> Dim {
+        let mut overflowed = self.overflowed || other.overflowed;
+        let (a, b) = (self.constant, other.constant);
+        let constant = noting(&mut overflowed, a.checked_add(b), a.wrapping_add(b));
         let terms = self.terms.iter().chain(&other.terms).cloned().collect();
-        Dim::from_terms(self.constant.wrapping_add(other.constant), terms)
+        Dim::from_terms(constant, terms, overflowed)
     }
 
     pub fn neg(&self) -> Dim {
-        Dim {
-            constant: self.constant.wrapping_neg(),
-            terms: self
-                .terms
-                .iter()
-                .map(|(m, c)| (m.clone(), c.wrapping_neg()))
-                .collect(),
-        }
+        self.scale(-1)
     }
 
     pub fn sub(&self, other: &Dim) -> Dim {
@@ -102,29 +132,30 @@ impl Dim {
     }
 
     pub fn scale(&self, k: i64) -> Dim {
-        Dim::from_terms(
-            self.constant.wrapping_mul(k),
-            self.terms
-                .iter()
-                .map(|(m, c)| (m.clone(), c.wrapping_mul(k)))
-                .collect(),
-        )
+        let mut overflowed = self.overflowed;
+        let mut times = |c: i64| noting(&mut overflowed, c.checked_mul(k), c.wrapping_mul(k));
+        let constant = times(self.constant);
+        let terms = self.terms.iter().map(|(m, c)| (m.clone(), times(*c))).collect();
+        Dim::from_terms(constant, terms, overflowed)
     }
 
     pub fn mul(&self, other: &Dim) -> Dim {
+        let mut overflowed = self.overflowed || other.overflowed;
+        let mut times = |a: i64, b: i64| noting(&mut overflowed, a.checked_mul(b), a.wrapping_mul(b));
         let mut terms = Vec::new();
         for (m1, c1) in &self.terms {
             for (m2, c2) in &other.terms {
                 let mut m: Monomial = m1.iter().chain(m2).copied().collect();
                 m.sort();
-                terms.push((m, c1.wrapping_mul(*c2)));
+                terms.push((m, times(*c1, *c2)));
             }
-            terms.push((m1.clone(), c1.wrapping_mul(other.constant)));
+            terms.push((m1.clone(), times(*c1, other.constant)));
         }
         for (m2, c2) in &other.terms {
-            terms.push((m2.clone(), c2.wrapping_mul(self.constant)));
+            terms.push((m2.clone(), times(*c2, self.constant)));
         }
-        Dim::from_terms(self.constant.wrapping_mul(other.constant), terms)
+        let constant = times(self.constant, other.constant);
+        Dim::from_terms(constant, terms, overflowed)
     }
 
     /// The sum of several dims (`(+ …)`, 0 for none).
@@ -140,6 +171,7 @@ impl Dim {
     /// Replaces variables; `None` keeps a variable as it is.
     pub fn subst(&self, f: &dyn Fn(DVar) -> Option<Dim>) -> Dim {
         let mut result = Dim::int(self.constant);
+        result.overflowed = self.overflowed;
         for (m, c) in &self.terms {
             let mut term = Dim::int(*c);
             for v in m {
@@ -162,6 +194,25 @@ impl Dim {
             total = total.wrapping_add(term);
         }
         total
+    }
+
+    /// The value under a valuation of the variables, unless a variable has
+    /// none or the value does not fit 64 bits. Terms are summed in 128 bits,
+    /// so that terms too large that cancel still give their sum.
+    pub fn checked_eval(&self, env: &dyn Fn(DVar) -> Option<i64>) -> Result<i64, EvalError> {
+        if self.overflowed {
+            return Err(EvalError::Overflow);
+        }
+        let mut total = i128::from(self.constant);
+        for (m, c) in &self.terms {
+            let mut term = i128::from(*c);
+            for v in m {
+                let x = env(*v).ok_or(EvalError::Unbound)?;
+                term = term.checked_mul(i128::from(x)).ok_or(EvalError::Overflow)?;
+            }
+            total = total.checked_add(term).ok_or(EvalError::Overflow)?;
+        }
+        i64::try_from(total).map_err(|_| EvalError::Overflow)
     }
 
     /// Is `self = other` for every valuation (of naturals)?
@@ -247,6 +298,22 @@ mod tests {
         assert_eq!(v(0).add(&Dim::nat(1)).equals(&Dim::nat(0)), Truth::No);
         assert_eq!(v(0).equals(&v(1)), Truth::Unknown);
         assert_eq!(Dim::nat(3).equals(&Dim::nat(4)), Truth::No);
+    }
+
+    #[test]
+    fn overflow_is_marked_and_checked() {
+        let big = Dim::int(1 << 32);
+        assert!(big.mul(&big).overflowed());
+        assert!(!big.mul(&Dim::int(2)).overflowed());
+        // Substituting a value into `$n * $n` marks it.
+        let square = v(0).mul(&v(0));
+        assert!(square.subst(&|_| Some(big.clone())).overflowed());
+        assert!(Dim::int(i64::MIN).neg().overflowed());
+        // Evaluation: too large is an error; terms that cancel are not.
+        let env = |_: DVar| Some(1i64 << 32);
+        assert_eq!(square.checked_eval(&env), Err(EvalError::Overflow));
+        assert_eq!(square.sub(&v(0).mul(&v(1))).checked_eval(&env), Ok(0));
+        assert_eq!(v(0).checked_eval(&|_| None), Err(EvalError::Unbound));
     }
 
     #[test]

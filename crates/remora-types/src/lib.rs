@@ -20,7 +20,7 @@ pub mod frame;
 pub mod shape;
 pub mod ty;
 
-pub use dim::{DVar, Dim};
+pub use dim::{DVar, Dim, EvalError};
 pub use frame::{AppError, Lifted, apply, principal_frame};
 pub use shape::{SVar, Seg, Shape};
 pub use ty::{Atom, IVar, Index, Names, TVar, Type};

@@ -9,7 +9,7 @@
 //! or `Unknown`.
 
 use crate::Truth;
-use crate::dim::{DVar, Dim};
+use crate::dim::{DVar, Dim, EvalError};
 use std::fmt;
 
 /// A shape variable (`@s`).
@@ -119,6 +119,30 @@ impl Shape {
             }
         }
         out
+    }
+
+    /// The axes under a valuation of the variables, unless a variable has
+    /// no value or a dimension does not fit 64 bits.
+    pub fn checked_eval(
+        &self,
+        fd: &dyn Fn(DVar) -> Option<i64>,
+        fs: &dyn Fn(SVar) -> Option<Vec<i64>>,
+    ) -> Result<Vec<i64>, EvalError> {
+        let mut out = Vec::with_capacity(self.segs.len());
+        for s in &self.segs {
+            match s {
+                Seg::Dim(d) => out.push(d.checked_eval(fd)?),
+                Seg::Var(v) => out.extend(fs(*v).ok_or(EvalError::Unbound)?),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether some dimension overflowed 64 bits ([`Dim::overflowed`]).
+    pub fn overflowed(&self) -> bool {
+        self.segs
+            .iter()
+            .any(|s| matches!(s, Seg::Dim(d) if d.overflowed()))
     }
 
     /// Is `self = other` for every valuation?
