@@ -2056,7 +2056,7 @@ fn items_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Valu
 }
 
 /// A sort of one row by its values (the radix sort of Ints).
-type RowSort<T> = fn(&[T]) -> Vec<T>;
+type RowSort<T> = fn(&[T]) -> Result<Vec<T>, &'static str>;
 
 /// `sort`, `grade` and their Float forms over every row of a frame (the
 /// batch axes included): each row ordered as the intrinsic orders one
@@ -2071,13 +2071,13 @@ fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value
     }
     // The order of one row by its keys: a stable sort (the radix sort's
     // order, for any length).
-    fn order(keys: &[u64]) -> Vec<usize> {
+    fn order(keys: &[u64]) -> Result<Vec<usize>, &'static str> {
         if keys.len() > 64 {
             return crate::sort::grade(keys);
         }
         let mut idx: Vec<usize> = (0..keys.len()).collect();
         idx.sort_by_key(|&i| keys[i]);
-        idx
+        Ok(idx)
     }
     // Every row of `d` atoms of `v` sorted (`sort`) or graded, by `key`;
     // `long` sorts a long row by another way where there is one.
@@ -2087,37 +2087,41 @@ fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value
         key: impl Fn(T) -> u64,
         sort: bool,
         long: Option<RowSort<T>>,
-    ) -> (Vec<T>, Vec<i64>) {
-        let mut sorted = Vec::with_capacity(if sort { v.len() } else { 0 });
-        let mut graded = Vec::with_capacity(if sort { 0 } else { v.len() });
+    ) -> Result<(Vec<T>, Vec<i64>), &'static str> {
+        let mut sorted = crate::kernel::buffer(if sort { v.len() } else { 0 })?;
+        let mut graded = crate::kernel::buffer(if sort { 0 } else { v.len() })?;
+        let mut keys = crate::kernel::buffer(d)?;
         for row in v.chunks_exact(d) {
             if let Some(long) = long.filter(|_| sort && d > 64) {
-                sorted.extend(long(row));
+                sorted.extend(long(row)?);
                 continue;
             }
-            let keys: Vec<u64> = row.iter().map(|&x| key(x)).collect();
-            let o = order(&keys);
+            keys.clear();
+            keys.extend(row.iter().map(|&x| key(x)));
+            let o = order(&keys)?;
             if sort {
                 sorted.extend(o.iter().map(|&i| row[i]));
             } else {
                 graded.extend(o.iter().map(|&i| i as i64));
             }
         }
-        (sorted, graded)
+        Ok((sorted, graded))
     }
     let data = match (name, &xs.data) {
         // One row: the radix sort's own result, not copied into another.
-        ("sort", Data::Int(v)) if v.len() == d => Data::Int(crate::sort::sort_ints(v).into()),
+        // (Out of memory: `None`, with the shortage noted, so that nothing
+        // tries it again cell by cell.)
+        ("sort", Data::Int(v)) if v.len() == d => Data::Int(crate::sort::sort_ints(v).ok()?.into()),
         ("sort" | "grade", Data::Int(v)) => {
             // Long rows: the radix sort of the values themselves.
             let long: RowSort<i64> = crate::sort::sort_ints;
-            match by_rows(v, d, crate::sort::int_key, name == "sort", Some(long)) {
+            match by_rows(v, d, crate::sort::int_key, name == "sort", Some(long)).ok()? {
                 (sorted, _) if name == "sort" => Data::Int(sorted.into()),
                 (_, graded) => Data::Int(graded.into()),
             }
         }
         ("f.sort" | "f.grade", Data::Float(v)) => {
-            match by_rows(v, d, crate::sort::float_key, name == "f.sort", None) {
+            match by_rows(v, d, crate::sort::float_key, name == "f.sort", None).ok()? {
                 (sorted, _) if name == "f.sort" => Data::Float(sorted.into()),
                 (_, graded) => Data::Int(graded.into()),
             }

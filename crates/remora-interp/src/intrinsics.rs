@@ -466,17 +466,26 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         "sort" | "grade" | "f.sort" | "f.grade" => {
             // Ascending and stable; NaN sorts last (crate::sort).
             let a = arg(0)?;
+            let keys = |n: usize, key: &dyn Fn(usize) -> u64| -> Run<Vec<u64>> {
+                let mut keys = crate::kernel::buffer(n).or_else(|m| fail(span, m))?;
+                keys.extend((0..n).map(key));
+                Ok(keys)
+            };
             let data = match (name, &a.data) {
-                ("sort", Data::Int(v)) => Data::Int(crate::sort::sort_ints(v).into()),
+                ("sort", Data::Int(v)) => {
+                    Data::Int(crate::sort::sort_ints(v).or_else(|m| fail(span, m))?.into())
+                }
                 ("grade", Data::Int(v)) => {
-                    grade_data(&v.iter().map(|&x| crate::sort::int_key(x)).collect::<Vec<_>>())
+                    grade_data(&keys(v.len(), &|i| crate::sort::int_key(v[i]))?).or_else(|m| fail(span, m))?
                 }
-                ("f.grade", Data::Float(v)) => {
-                    grade_data(&v.iter().map(|&x| crate::sort::float_key(x)).collect::<Vec<_>>())
-                }
+                ("f.grade", Data::Float(v)) => grade_data(&keys(v.len(), &|i| crate::sort::float_key(v[i]))?)
+                    .or_else(|m| fail(span, m))?,
                 ("f.sort", Data::Float(v)) => {
-                    let keys: Vec<u64> = v.iter().map(|&x| crate::sort::float_key(x)).collect();
-                    Data::Float(crate::sort::grade(&keys).into_iter().map(|i| v[i]).collect())
+                    let order = crate::sort::grade(&keys(v.len(), &|i| crate::sort::float_key(v[i]))?)
+                        .or_else(|m| fail(span, m))?;
+                    let mut sorted = crate::kernel::buffer(v.len()).or_else(|m| fail(span, m))?;
+                    sorted.extend(order.into_iter().map(|i| v[i]));
+                    Data::Float(sorted.into())
                 }
                 _ => return fail(span, format!("{name}: not a vector of numbers")),
             };
@@ -830,8 +839,11 @@ fn boxed_items<'p>(k: usize, cell: &[usize], data: Data<Fun<'p>>) -> Value<'p> {
 }
 
 /// A grade as Int data.
-fn grade_data<'p>(keys: &[u64]) -> Data<Fun<'p>> {
-    Data::Int(crate::sort::grade(keys).into_iter().map(|i| i as i64).collect())
+fn grade_data<'p>(keys: &[u64]) -> Result<Data<Fun<'p>>, &'static str> {
+    let order = crate::sort::grade(keys)?;
+    let mut out = crate::kernel::buffer(order.len())?;
+    out.extend(order.into_iter().map(|i| i as i64));
+    Ok(Data::Int(out.into()))
 }
 
 /// A stable merge sort of `0..n` by a fallible less-than (a user's

@@ -6,6 +6,8 @@
 //! skipping the bytes on which the bucket's keys agree. Large inputs sort
 //! their buckets on every core.
 
+use crate::kernel::buffer;
+
 /// An Int as a key: the sign bit flipped.
 pub fn int_key(x: i64) -> u64 {
     (x as u64) ^ (1 << 63)
@@ -30,8 +32,12 @@ pub fn float_key(x: f32) -> u64 {
     u64::from(ordered) << 32
 }
 
-/// Items sorted stably by a 64-bit key (see the module comment).
-fn radix_sort<T: Copy + Default + Send>(v: &[T], key: &(impl Fn(T) -> u64 + Sync)) -> Vec<T> {
+/// Items sorted stably by a 64-bit key (see the module comment), or an
+/// error when the memory for the result and the scratch cannot be had.
+fn radix_sort<T: Copy + Default + Send>(
+    v: &[T],
+    key: &(impl Fn(T) -> u64 + Sync),
+) -> Result<Vec<T>, &'static str> {
     let n = v.len();
     // The highest byte on which the keys differ.
     let (and, or) = v
@@ -39,7 +45,9 @@ fn radix_sort<T: Copy + Default + Send>(v: &[T], key: &(impl Fn(T) -> u64 + Sync
         .fold((u64::MAX, 0u64), |(a, o), &x| (a & key(x), o | key(x)));
     let differ = and ^ or;
     if differ == 0 {
-        return v.to_vec();
+        let mut out = buffer(n)?;
+        out.extend_from_slice(v);
+        return Ok(out);
     }
     let top = (63 - differ.leading_zeros()) / 8;
     let digit = |x: T| ((key(x) >> (8 * top)) & 0xff) as usize;
@@ -52,7 +60,8 @@ fn radix_sort<T: Copy + Default + Send>(v: &[T], key: &(impl Fn(T) -> u64 + Sync
     }
     let starts = count;
     let mut next = count;
-    let mut out = vec![T::default(); n];
+    let mut out = buffer(n)?;
+    out.resize(n, T::default());
     for &x in v {
         let d = digit(x);
         out[next[d]] = x;
@@ -75,7 +84,13 @@ fn radix_sort<T: Copy + Default + Send>(v: &[T], key: &(impl Fn(T) -> u64 + Sync
     let bytes = top as usize;
     let queue = std::sync::Mutex::new(buckets);
     let work = || {
-        let mut tmp = vec![T::default(); big];
+        // A worker that cannot have its scratch leaves the buckets to the
+        // others.
+        // (Not `buffer`: one worker refused is no shortage.)
+        let Some(mut tmp) = remora_value::limits::try_vec::<T>(big) else {
+            return;
+        };
+        tmp.resize(big, T::default());
         loop {
             let next = queue
                 .lock()
@@ -93,7 +108,16 @@ fn radix_sort<T: Copy + Default + Send>(v: &[T], key: &(impl Fn(T) -> u64 + Sync
         }
         work();
     });
-    out
+    // Buckets left over: no worker could have its scratch.
+    if !queue
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .is_empty()
+    {
+        crate::eval::note_starved();
+        return Err(crate::kernel::OUT_OF_MEMORY);
+    }
+    Ok(out)
 }
 
 /// A stable LSD radix sort of `a` on its keys' low `bytes` bytes (`tmp`
@@ -133,18 +157,20 @@ fn lsd_low_bytes<T: Copy>(a: &mut [T], tmp: &mut [T], bytes: usize, key: &impl F
 }
 
 /// Ints in ascending order.
-pub fn sort_ints(v: &[i64]) -> Vec<i64> {
+pub fn sort_ints(v: &[i64]) -> Result<Vec<i64>, &'static str> {
     radix_sort(v, &|x: i64| int_key(x))
 }
 
 /// The stable permutation that orders the keys: position i of the result
 /// is the index of the i-th smallest key.
-pub fn grade(keys: &[u64]) -> Vec<usize> {
-    let pairs: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
-    radix_sort(&pairs, &|p: (u64, usize)| p.0)
-        .into_iter()
-        .map(|(_, i)| i)
-        .collect()
+pub fn grade(keys: &[u64]) -> Result<Vec<usize>, &'static str> {
+    let mut pairs = buffer(keys.len())?;
+    pairs.extend(keys.iter().copied().zip(0usize..));
+    let sorted = radix_sort(&pairs, &|p: (u64, usize)| p.0)?;
+    drop(pairs);
+    let mut order = buffer(keys.len())?;
+    order.extend(sorted.into_iter().map(|(_, i)| i));
+    Ok(order)
 }
 
 #[cfg(test)]
@@ -165,8 +191,8 @@ mod tests {
         v.extend([i64::MIN, i64::MAX, 0, -1, 1]);
         let mut want = v.clone();
         want.sort();
-        assert_eq!(sort_ints(&v), want);
-        assert_eq!(sort_ints(&[]), Vec::<i64>::new());
+        assert_eq!(sort_ints(&v).ok(), Some(want));
+        assert_eq!(sort_ints(&[]).ok(), Some(Vec::<i64>::new()));
     }
 
     #[test]
@@ -182,9 +208,9 @@ mod tests {
             f32::INFINITY,
         ];
         let keys: Vec<u64> = xs.iter().map(|&x| float_key(x)).collect();
-        assert_eq!(grade(&keys), vec![5, 2, 4, 3, 0, 6, 7, 1]);
+        assert_eq!(grade(&keys).ok(), Some(vec![5, 2, 4, 3, 0, 6, 7, 1]));
         let ints: Vec<u64> = [3i64, -1, 3, -7].iter().map(|&x| int_key(x)).collect();
-        assert_eq!(grade(&ints), vec![3, 1, 0, 2]);
+        assert_eq!(grade(&ints).ok(), Some(vec![3, 1, 0, 2]));
     }
 
     #[test]
@@ -200,11 +226,11 @@ mod tests {
             .collect();
         let mut want = v.clone();
         want.sort();
-        assert_eq!(sort_ints(&v), want);
+        assert_eq!(sort_ints(&v).ok(), Some(want));
         let keys: Vec<u64> = v.iter().map(|&x| int_key(x)).collect();
         let mut stable: Vec<usize> = (0..v.len()).collect();
         stable.sort_by_key(|&i| v[i]);
-        assert_eq!(grade(&keys), stable);
+        assert_eq!(grade(&keys).ok(), Some(stable));
     }
 
     #[test]
@@ -231,6 +257,6 @@ mod tests {
             (false, true) => std::cmp::Ordering::Less,
             _ => xs[i].partial_cmp(&xs[j]).unwrap_or(std::cmp::Ordering::Equal),
         });
-        assert_eq!(grade(&keys), want);
+        assert_eq!(grade(&keys).ok(), Some(want));
     }
 }
