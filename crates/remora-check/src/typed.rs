@@ -19,6 +19,22 @@ pub struct TExpr {
     pub span: Span,
 }
 
+impl TExpr {
+    /// An application spine `(((f a1) a2) … ak)`: its head `f` and its
+    /// arguments, first first, each with its lifting (`f` itself, with no
+    /// arguments, when `self` is no application).
+    pub fn spine(&self) -> (&TExpr, Vec<(&TExpr, &Lifted)>) {
+        let mut spine = Vec::new();
+        let mut head = self;
+        while let TExprKind::App { func, arg, lifted } = &head.kind {
+            spine.push((&**arg, lifted));
+            head = func;
+        }
+        spine.reverse();
+        (head, spine)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum TExprKind {
     /// An array literal; no atoms for an empty array.

@@ -329,6 +329,10 @@ impl<'p> Interpreter {
         // (An allocation that failed in an earlier attempt, since
         // recovered from, is not this one's.)
         crate::eval::clear_starved();
+        crate::eval::take_fault();
+        if !crate::eval::admitted(args.iter().map(|(a, _)| a.v.data.len()).sum()) {
+            return None;
+        }
         let saved = std::mem::take(&mut self.batch);
         let r = self.prim_batched(p, args);
         self.batch = saved;
@@ -392,6 +396,10 @@ impl<'p> Interpreter {
                     if ruled {
                         if let Some(v) = self.apply_prim_framed(&p, args.clone()) {
                             return Ok(Some(v));
+                        }
+                        if let Some(message) = crate::eval::take_fault() {
+                            let span = spine.last().map_or(e.span, |(_, _, app)| app.span);
+                            return crate::eval::fail(span, message);
                         }
                     } else {
                         // Once per position either way: the reference path,
@@ -718,7 +726,7 @@ impl<'p> Interpreter {
         if let Some(r) = self.contraction(e, env) {
             return Some(r);
         }
-        let (head, spine) = spine_of(e);
+        let (head, spine) = e.spine();
         let f = self.eval_batched(head, env)?;
         let mut args = Vec::with_capacity(spine.len());
         for (arg, lifted) in &spine {
@@ -904,7 +912,7 @@ impl<'p> Interpreter {
             "while" => self.while_batched(&all),
             "select" => self.select_batched(&all),
             "index" | "nth" if all.get(1).is_some_and(|(i, _)| i.nb > 0 || !i.v.shape.is_empty()) => {
-                self.gather_batched(&all)
+                self.gather_batched(p.name, &all)
             }
             "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
             | "index" | "nth" => items_batched(p, &all),
@@ -917,8 +925,9 @@ impl<'p> Interpreter {
         };
         match batched {
             Some(b) => Some(b),
-            // Out of memory: not again cell by cell (the caller reports it).
-            None if crate::eval::starved() => None,
+            // Out of memory, or an error found: not again cell by cell
+            // (the caller reports it).
+            None if crate::eval::starved() || crate::eval::faulted() => None,
             None => {
                 let name = p.name;
                 self.note_cell_by_cell(|| {
@@ -933,7 +942,7 @@ impl<'p> Interpreter {
     /// for every position of the batch and the principal frame, the item
     /// its index names, read in place from the array (which is never
     /// replicated in memory, however many indices share it).
-    fn gather_batched(&mut self, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+    fn gather_batched(&mut self, name: &str, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
         let [(xs, xcell), (is, icell)] = all else {
             return None;
         };
@@ -964,6 +973,16 @@ impl<'p> Interpreter {
         let n = atoms_in(&outer);
         check_size(n.checked_mul(item)?, Span::default()).ok()?;
         let index = index.get(..n)?;
+        if let Some(&i) = index.iter().find(|&&i| !(0..items as i64).contains(&i)) {
+            // At the top level the reference path meets this index first.
+            if self.batch.is_empty() {
+                crate::eval::note_fault(match name {
+                    "nth" => format!("nth: index {i} out of range for {items} items"),
+                    _ => format!("index {i} out of range for a vector of length {items}"),
+                });
+            }
+            return None;
+        }
         let data = match (steps.as_slice(), &xs.v.data) {
             // One axis and plain atoms: one tight loop.
             ([step], Data::Float(v)) => {
@@ -973,9 +992,6 @@ impl<'p> Interpreter {
                 Data::Int(gather_line(v.get(xs.offset..)?, index, *step, items, item)?.into())
             }
             _ => {
-                if index.iter().any(|&i| !(0..items as i64).contains(&i)) {
-                    return None;
-                }
                 let starts = GatherStarts {
                     outer: &outer,
                     steps: &steps,
@@ -2165,19 +2181,6 @@ fn pick_blocks<'p>(
     })
 }
 
-/// An application spine `(((f a1) a2) … ak)`: its head `f` and its
-/// arguments, first first, each with its lifting.
-pub(crate) fn spine_of(e: &TExpr) -> (&TExpr, Vec<(&TExpr, &remora_types::Lifted)>) {
-    let mut spine = Vec::new();
-    let mut head = e;
-    while let TExprKind::App { func, arg, lifted } = &head.kind {
-        spine.push((&**arg, lifted));
-        head = func;
-    }
-    spine.reverse();
-    (head, spine)
-}
-
 /// Whether `e` is an intrinsic, instantiated or not.
 fn names_intrinsic(e: &TExpr) -> bool {
     let mut head = e;
@@ -2375,7 +2378,7 @@ fn total(e: &TExpr) -> bool {
             otherwise,
         } => total(cond) && total(then) && total(otherwise),
         TExprKind::App { .. } => {
-            let (head, args) = spine_of(e);
+            let (head, args) = e.spine();
             matches!(&head.kind, TExprKind::Intrinsic(name) if total_primitive(name))
                 && args.into_iter().all(|(a, _)| total(a))
         }

@@ -120,7 +120,7 @@ enum Reducer<'p> {
 /// `(f.sum P)` or `(reduce op P)` with `P` an application of `f.*` to two
 /// arguments: the reducer, `P`, and the lifting of the reducer's argument.
 fn contraction_form(e: &TExpr) -> Option<(Reducer<'_>, &TExpr, &remora_types::Lifted)> {
-    let (head, spine) = crate::batch::spine_of(e);
+    let (head, spine) = e.spine();
     let mut name = head;
     while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &name.kind {
         name = func;

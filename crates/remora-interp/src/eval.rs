@@ -309,6 +309,29 @@ thread_local! {
     static STARVED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+thread_local! {
+    /// An error a batched rule found at the top level (no batch around
+    /// it), where the reference path would find the same one first (the
+    /// first index out of range of a gather, in order): the caller reports
+    /// it instead of running the reference path cell by cell to find it.
+    static FAULT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Records an error a batched rule found (see `FAULT`).
+pub(crate) fn note_fault(message: String) {
+    FAULT.with(|f| *f.borrow_mut() = Some(message));
+}
+
+/// The error a batched rule found since the last call, if any (cleared).
+pub(crate) fn take_fault() -> Option<String> {
+    FAULT.with(|f| f.borrow_mut().take())
+}
+
+/// Whether a batched rule found an error (see `FAULT`).
+pub(crate) fn faulted() -> bool {
+    FAULT.with(|f| f.borrow().is_some())
+}
+
 /// Records that an allocation failed (see `STARVED`).
 pub(crate) fn note_starved() {
     STARVED.with(|s| s.set(true));
@@ -341,7 +364,46 @@ pub(crate) fn take_refused() -> bool {
     REFUSED.with(|r| r.replace(false))
 }
 
-/// Refuses an array of `n` atoms beyond the limit in force.
+/// Operations on fewer atoms than this are not weighed against the memory
+/// left (reading it costs a few `/proc` reads).
+const WEIGHED: usize = 1 << 20;
+
+/// The bytes an atom is counted as when an operation is weighed: an Int,
+/// and as much again for an index or a scratch atom beside it.
+const WEIGHT: usize = 16;
+
+/// Refuses, at `span`, an operation on `atoms` atoms (its operands'; its
+/// result and scratch are reckoned from them) when the memory left now
+/// (`limits::available`: the address space not yet in use, the control
+/// group's room, the system's) cannot hold it: the check that sees the
+/// arrays already live, as the limit on one array (`check_size`) cannot,
+/// so that the allocation that would fail is never tried.
+pub(crate) fn admit(atoms: usize, span: Span) -> Run<()> {
+    if atoms < WEIGHED || remora_value::limits::can_have(atoms.saturating_mul(WEIGHT)) {
+        return Ok(());
+    }
+    fail(span, "not enough memory for this computation's arrays")
+}
+
+/// `admit` for the batched paths: `false` (with the shortage noted, so
+/// that nothing retries it cell by cell) where `admit` refuses.
+pub(crate) fn admitted(atoms: usize) -> bool {
+    let ok = atoms < WEIGHED || remora_value::limits::can_have(atoms.saturating_mul(WEIGHT));
+    if !ok {
+        note_starved();
+    }
+    ok
+}
+
+thread_local! {
+    /// Atoms of the arrays `check_size` allowed since the memory left was
+    /// last weighed: many small arrays (a box per cell) add up too.
+    static UNWEIGHED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Refuses an array of `n` atoms beyond the limit in force, or beyond the
+/// memory left now: weighed (`admit`) for a large array, and once every
+/// [`WEIGHED`] atoms for small ones.
 pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
     let limit = atom_limit();
     if n > limit {
@@ -351,7 +413,13 @@ pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
             format!("an array of {n} atoms is too large (the limit is {limit})"),
         );
     }
-    Ok(())
+    let total = UNWEIGHED.with(|u| u.get()).saturating_add(n);
+    if total < WEIGHED {
+        UNWEIGHED.with(|u| u.set(total));
+        return Ok(());
+    }
+    UNWEIGHED.with(|u| u.set(0));
+    admit(total, span)
 }
 
 /// A run-time failure, at the application (or form) that failed.
@@ -859,6 +927,9 @@ impl<'p> Interpreter {
         }
         let n = atoms_in(&principal);
         check_size(n, span)?;
+        // A result cell per position, each a function or an array: weighed
+        // as several atoms each.
+        admit(n.saturating_mul(4).saturating_add(a.data.len()), span)?;
         // `while` over a frame: every cell stepped together (masked.rs).
         if let [Atom::Fun(looping @ Fun::Prim(p))] = funs.as_slice()
             && let ("while", [test, step]) = (p.name, p.args.as_slice())
@@ -986,6 +1057,7 @@ impl<'p> Interpreter {
     /// An intrinsic runs once it has all its arguments.
     fn saturate(&mut self, p: Prim<'p>, span: Span) -> Run<Value<'p>> {
         if p.types.len() >= p.sig.types && p.indices.len() >= p.sig.indices && p.args.len() >= p.sig.values {
+            admit(p.args.iter().map(|a| a.data.len()).sum(), span)?;
             intrinsics::run(self, &p, span)
         } else {
             Ok(fun_value(Fun::Prim(Rc::new(p))))

@@ -53,36 +53,71 @@ fn address_space_limit() -> Option<usize> {
 
 /// The memory limit of this process's control group (v2, else v1).
 fn cgroup_limit() -> Option<usize> {
+    cgroup_file("memory.max", "memory.limit_in_bytes")
+}
+
+/// A number from a file of this process's memory control group: `v2` in
+/// a v2 hierarchy, `v1` in a v1 one.
+fn cgroup_file(v2: &str, v1: &str) -> Option<usize> {
     let group = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     for line in group.lines() {
         // v2: "0::/path"; v1: "N:memory:/path".
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let candidates = if controllers.is_empty() {
-            vec![format!("/sys/fs/cgroup{path}/memory.max")]
+        let file = if controllers.is_empty() {
+            format!("/sys/fs/cgroup{path}/{v2}")
         } else if controllers.split(',').any(|c| c == "memory") {
-            vec![format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")]
+            format!("/sys/fs/cgroup/memory{path}/{v1}")
         } else {
             continue;
         };
-        for file in candidates {
-            if let Some(n) = std::fs::read_to_string(file)
-                .ok()
-                .and_then(|t| t.trim().parse::<usize>().ok())
-            {
-                return Some(n);
-            }
+        if let Some(n) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse::<usize>().ok())
+        {
+            return Some(n);
         }
     }
     None
 }
 
-/// Physical memory, from `/proc/meminfo`.
-fn physical_memory() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+/// A `Name: N kB` line of a `/proc` file, in bytes.
+fn proc_kib(file: &str, name: &str) -> Option<usize> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let line = text.lines().find(|l| l.starts_with(name))?;
     let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
+}
+
+/// The bytes that can still be had now, as far as can be read: under an
+/// address-space limit, what it leaves beyond the address space in use;
+/// under a control group's limit, what it leaves beyond the group's use;
+/// and the memory the system reports available. `None` when none can be
+/// read. (A few `/proc` reads: for large allocations, not every one.)
+pub fn available() -> Option<usize> {
+    let address_space = remora_syntax::stack::address_space_limit()
+        .and_then(|limit| Some(limit.saturating_sub(proc_kib("/proc/self/status", "VmSize:")?)));
+    let group = cgroup_limit().and_then(|limit| {
+        Some(limit.saturating_sub(cgroup_file("memory.current", "memory.usage_in_bytes")?))
+    });
+    let system = proc_kib("/proc/meminfo", "MemAvailable:");
+    [address_space, group, system].into_iter().flatten().min()
+}
+
+/// What [`can_have`] keeps free beyond what is asked: the allocator takes
+/// address space in large segments, and the program's own small
+/// allocations, past any check, need room too.
+const SLACK: usize = 128 << 20;
+
+/// Whether `bytes` more can be had now, with [`SLACK`] to spare
+/// ([`available`]; yes when nothing can be read).
+pub fn can_have(bytes: usize) -> bool {
+    available().is_none_or(|a| bytes.saturating_add(SLACK) <= a)
+}
+
+/// Physical memory, from `/proc/meminfo`.
+fn physical_memory() -> Option<usize> {
+    proc_kib("/proc/meminfo", "MemTotal:")
 }
 
 /// The longest text a value may print as: a sixteenth of the memory
