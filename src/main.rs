@@ -37,6 +37,9 @@ enum Command {
     /// Run a program: its `main` entry with the arguments, or each bare
     /// expression (script mode).
     Run(RunArgs),
+    /// Type-check a program and print it lowered to one of the compiler's
+    /// levels (`--dump maps`: every lift an explicit map).
+    Compile(CompileArgs),
     /// remora-lang's `interpret`: `-e EXPR`, or `-f FILE` (or stdin) with
     /// the entry's arguments.
     Interpret(InterpretArgs),
@@ -68,6 +71,22 @@ struct RunArgs {
     /// error (also with REMORA_VERBOSE=1).
     #[arg(short, long)]
     verbose: bool,
+}
+
+#[derive(Args)]
+struct CompileArgs {
+    /// The level to print.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    dump: DumpLevel,
+    #[command(flatten)]
+    source: Source,
+}
+
+/// The compiler's levels `remora compile --dump` prints.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DumpLevel {
+    /// Explicit maps: every implicit lift a `map` over its frame.
+    Maps,
 }
 
 /// The format of values written by `remora run`.
@@ -153,6 +172,7 @@ fn main() -> ExitCode {
         Command::Parse(source) => parse(source),
         Command::Check(source) => check(source),
         Command::Elaborate(source) => elaborate(source),
+        Command::Compile(args) => compile(args),
         Command::Run(mut args) => run(
             Source {
                 expr: None,
@@ -360,6 +380,46 @@ fn elaborate(source: Source) -> ExitCode {
             })
         },
     )
+}
+
+fn compile(args: CompileArgs) -> ExitCode {
+    let level = match args.dump {
+        DumpLevel::Maps => remora_compile::Level::Maps,
+    };
+    let mut sources = SourceMap::new();
+    let parsed = match read_source(args.source, &mut sources, false) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let checked = match parsed {
+        Parsed::Expr(e) => {
+            let c = remora_check::check_expression(&e);
+            remora_check::Checked {
+                value: c
+                    .value
+                    .into_iter()
+                    .map(remora_check::typed::TDecl::Expr)
+                    .collect(),
+                names: c.names,
+                diagnostics: c.diagnostics,
+            }
+        }
+        Parsed::Program(p) => remora_check::check_program(&p),
+    };
+    if !checked.diagnostics.is_empty() {
+        eprint!("{}", render_all(&checked.diagnostics, &sources));
+        if checked.has_errors() {
+            return ExitCode::FAILURE;
+        }
+    }
+    match remora_compile::dump(&checked.value, &checked.names, level) {
+        Ok(text) => write_stdout(&text),
+        Err(u) => {
+            let d = remora_syntax::Diagnostic::error(u.span, format!("cannot compile this yet: {}", u.what));
+            eprint!("{}", render_all(&[d], &sources));
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Reads and checks a program or an expression, then prints what `expr`

@@ -135,9 +135,30 @@ fn parse(name: &str, path: Option<PathBuf>, text: &str) -> Parsed {
 }
 
 /// What a passing case leaves to check: for a case that expects errors,
-/// the diagnostics as rendered (the cargo harness snapshots them).
+/// the diagnostics as rendered; for a `dump:`, the level as printed (the
+/// cargo harness snapshots them).
 pub struct CaseResult {
     pub snapshot: Option<String>,
+}
+
+/// The case's program (which must check) lowered by the compiler to
+/// `level` and verified there, as printed.
+fn lowered(
+    parsed: &Parsed,
+    options: remora_check::Options,
+    level: remora_compile::Level,
+) -> Result<String, Failed> {
+    let checked = remora_check::check_program_with(&parsed.program, options);
+    if checked.has_errors() {
+        return Err(format!(
+            "unexpected type errors:\n{}",
+            render_all(&checked.diagnostics, &parsed.sources)
+        ));
+    }
+    remora_compile::dump(&checked.value, &checked.names, level).map_err(|u| {
+        let d = remora_syntax::Diagnostic::error(u.span, format!("cannot compile: {}", u.what));
+        render_all(&[d], &parsed.sources)
+    })
 }
 
 /// Runs one case: its checks, its runs, and the `remora parse` round trip.
@@ -151,6 +172,7 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
     let mut expects_error = false;
     let mut checked = false;
     let mut snapshot = parsed.rendered.clone();
+    let mut dumped = None;
     for block in &case.blocks {
         for run in &block.runs {
             checked = true;
@@ -256,6 +278,14 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
                     }
                     snapshot = checked.rendered;
                 }
+                Check::Dump(level) => {
+                    no_errors(&parsed)?;
+                    let level = match level.as_str() {
+                        "maps" => remora_compile::Level::Maps,
+                        other => return Err(format!("no compiler level `{other}` (maps)")),
+                    };
+                    dumped = Some(lowered(&parsed, options(block), level)?);
+                }
                 Check::ParseError(pattern) => {
                     expects_error = true;
                     let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
@@ -281,8 +311,18 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
     if !parsed.has_errors {
         round_trip(&parsed.program)?;
     }
+    // Every program that runs (and checks: an expected `error:` may be a
+    // type error) also lowers to explicit maps that verify.
+    if LOWER_EVERY_RUN.load(std::sync::atomic::Ordering::Relaxed)
+        && !parsed.has_errors
+        && dumped.is_none()
+        && let Some(block) = case.blocks.iter().find(|b| !b.runs.is_empty())
+        && !typecheck(&parsed, options(block)).has_errors
+    {
+        lowered(&parsed, options(block), remora_compile::Level::Maps)?;
+    }
     Ok(CaseResult {
-        snapshot: expects_error.then_some(snapshot),
+        snapshot: dumped.or(expects_error.then_some(snapshot)),
     })
 }
 
@@ -383,6 +423,10 @@ fn as_expression(v: &remora_value::Array) -> String {
 /// application off) and must print the same value or the same error. The
 /// test suite turns it on; `remora test` leaves it off (so a `trace` prints
 /// once).
+/// Set by the cargo harness: every case with runs is also lowered by the
+/// compiler to explicit maps, which must verify.
+pub static LOWER_EVERY_RUN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 pub static COMPARE_WITH_REFERENCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Checks and runs the program; `Ok((value as data, printed))` or the

@@ -577,3 +577,20 @@ fn an_output_that_cannot_be_written_leaves_the_old_file() {
     assert_eq!(leftovers, 3, "no partial file is left beside it");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn compile_dumps_explicit_maps() {
+    let out = remora(&["compile", "--dump", "maps", "-e", "(+ 1 [1 2 3])"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "(map [3] ((x.0 Int (array [3] 1 2 3)))\n  (+ 1 x.0))\n"
+    );
+    // A program that does not check: its diagnostics, status 1.
+    let out = remora(&["compile", "--dump", "maps", "-e", "(+ 1 #t)"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("error:"));
+    // An unknown level is command-line misuse.
+    let out = remora(&["compile", "--dump", "loops", "-e", "1"], None);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -2,7 +2,8 @@
 //! `examples/`), each case a test, run by `remora::testing` (the same
 //! harness as `remora test`). Every case with a `parse-error:` or
 //! `type-error:` check also has its rendered diagnostics snapshot-tested
-//! (tests/snapshots).
+//! (tests/snapshots), and so has every `dump:` its compiler level; every
+//! case with runs must also lower to the compiler's explicit maps.
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use remora::testing::{collect, run_case};
@@ -12,6 +13,8 @@ use std::path::{Path, PathBuf};
 fn main() {
     // Every run case also runs without batched application and must agree.
     remora::testing::COMPARE_WITH_REFERENCE.store(true, std::sync::atomic::Ordering::Relaxed);
+    // And lowers to the compiler's explicit maps, which verify.
+    remora::testing::LOWER_EVERY_RUN.store(true, std::sync::atomic::Ordering::Relaxed);
     let args = Arguments::from_args();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
@@ -87,7 +90,7 @@ fn snapshot(case: &str, rendered: String) -> Result<(), Failed> {
         settings.bind(|| insta::assert_snapshot!(name, rendered));
     }));
     if outcome.is_err() {
-        return Err("diagnostic snapshot differs (cargo insta review)".into());
+        return Err("snapshot differs (cargo insta review)".into());
     }
     Ok(())
 }

@@ -71,6 +71,9 @@ pub enum Check {
     Type(String),
     /// `type-error: REGEX`: the checker reports a matching error.
     TypeError(String),
+    /// `dump: LEVEL`: the program lowered to the compiler's level `LEVEL`
+    /// (`maps`), its print snapshot-tested.
+    Dump(String),
 }
 
 fn is_comment(line: &str) -> bool {
@@ -302,6 +305,10 @@ fn parse_directives(text: &str) -> Result<Block, String> {
             "type-error" => {
                 s.colon(word)?;
                 block.checks.push(Check::TypeError(s.line().to_string()));
+            }
+            "dump" => {
+                s.colon(word)?;
+                block.checks.push(Check::Dump(s.line().trim().to_string()));
             }
             "" => return Err(format!("unexpected `{}`", s.rest().chars().next().unwrap_or(' '))),
             other => return Err(format!("unknown directive `{other}`")),

@@ -1,0 +1,52 @@
+//! The compiler: the checker's typed tree lowered, one level at a time,
+//! towards fused loops (issue 14; ARCHITECTURE.md "Engines").
+//!
+//! Each level is a Rust type with a printer and a verifier, and each pass a
+//! function from one level to the next:
+//!
+//! 1. [`maps`] — *explicit maps*: every implicit lift of the typed tree is
+//!    a `map` over a frame, binding the cells of the arrays it iterates; an
+//!    argument with a shorter frame is bound by an outer map and *captured*
+//!    by the inner ones (never replicated); `let` is a map over the empty
+//!    frame; every application is of one function cell to argument cells
+//!    of exactly its parameters' shapes. [`lower`] makes it from the typed
+//!    tree.
+//!
+//! The levels below (monomorphic first-order code with sizes computed
+//! first, combinators with fusion, parallel loops with memory, C) come
+//! next.
+
+pub mod lower;
+pub mod maps;
+
+pub use lower::{Unsupported, lower_program};
+
+use remora_check::NameTable;
+use remora_check::typed::TDecl;
+
+/// The levels `remora compile --dump` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// [`maps`]: every lift a map.
+    Maps,
+}
+
+/// The program lowered to `level`, verified, and printed; or what stopped
+/// it (a construct not handled yet, or a level that breaks its rules: a
+/// compiler bug, said so).
+pub fn dump(decls: &[TDecl], names: &NameTable, level: Level) -> Result<String, Unsupported> {
+    match level {
+        Level::Maps => {
+            let program = lower_program(decls, names)?;
+            maps::verify(&program).map_err(|broken| Unsupported {
+                span: remora_syntax::Span::default(),
+                what: format!("internal error: the explicit-maps level breaks its rules: {broken}"),
+            })?;
+            let printer = maps::Printer {
+                names,
+                vars: &program.var_names,
+            };
+            Ok(printer.program(&program))
+        }
+    }
+}
