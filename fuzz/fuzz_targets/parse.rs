@@ -2,7 +2,8 @@
 //! input may panic or hang, whatever parses cleanly must print and read back
 //! to the same tree, the checker runs on whatever parses, and the
 //! interpreter (with a step and memory budget) on whatever checks, twice:
-//! batched application must give what the reference path gives.
+//! batched application must give what the reference path gives; and the
+//! compiler lowers whatever checks to explicit maps that verify.
 //!
 //! Inputs run on one long-lived worker thread with the pipeline's deep stack
 //! (as `remora` runs them), fed through a channel: a thread per input would
@@ -45,6 +46,13 @@ fn check(text: &str) {
             if let remora_check::typed::TDecl::Def { value, .. } = d {
                 let _ = checked.show(&value.ty);
             }
+        }
+        // Whatever checks lowers to the compiler's explicit maps, which
+        // verify (a construct not handled yet is no bug; a broken level is).
+        if !checked.has_errors()
+            && let Err(u) = remora_compile::dump(&checked.value, &checked.names, remora_compile::Level::Maps)
+        {
+            assert!(!u.what.starts_with("internal error"), "{}: {text}", u.what);
         }
         // Programs that touch files are not run.
         if !checked.has_errors() && !text.contains("-file") {

@@ -365,45 +365,59 @@ pub(crate) fn take_refused() -> bool {
 }
 
 /// Operations on fewer atoms than this are not weighed against the memory
-/// left (reading it costs a few `/proc` reads).
-const WEIGHED: usize = 1 << 20;
+/// left (reading it costs a few `/proc` reads, some 50 µs; the 128 MB that
+/// `limits::can_have` keeps to spare covers what is made between weighings).
+const WEIGHED: usize = 1 << 22;
 
 /// The bytes an atom is counted as when an operation is weighed: an Int,
 /// and as much again for an index or a scratch atom beside it.
 const WEIGHT: usize = 16;
 
-/// Refuses, at `span`, an operation on `atoms` atoms (its operands'; its
-/// result and scratch are reckoned from them) when the memory left now
+thread_local! {
+    /// Atoms of the operations and arrays let through unweighed since the
+    /// memory left was last weighed: many small ones (a box per cell, an
+    /// array per step) add up too.
+    static UNWEIGHED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether an operation on `atoms` atoms (its operands'; its result and
+/// scratch reckoned from them) fits the memory left now
 /// (`limits::available`: the address space not yet in use, the control
-/// group's room, the system's) cannot hold it: the check that sees the
-/// arrays already live, as the limit on one array (`check_size`) cannot,
-/// so that the allocation that would fail is never tried.
+/// group's room, the system's): weighed at once when it is large, and with
+/// the others since the last weighing once they add up to [`WEIGHED`]. The
+/// check that sees the arrays already live, as the limit on one array
+/// (`check_size`) cannot, so that the allocation that would fail is never
+/// tried.
+fn weigh(atoms: usize) -> bool {
+    let total = UNWEIGHED.with(|u| u.get()).saturating_add(atoms);
+    if total < WEIGHED {
+        UNWEIGHED.with(|u| u.set(total));
+        return true;
+    }
+    UNWEIGHED.with(|u| u.set(0));
+    remora_value::limits::can_have(total.saturating_mul(WEIGHT))
+}
+
+/// [`weigh`], refused at `span`.
 pub(crate) fn admit(atoms: usize, span: Span) -> Run<()> {
-    if atoms < WEIGHED || remora_value::limits::can_have(atoms.saturating_mul(WEIGHT)) {
+    if weigh(atoms) {
         return Ok(());
     }
     fail(span, "not enough memory for this computation's arrays")
 }
 
-/// `admit` for the batched paths: `false` (with the shortage noted, so
-/// that nothing retries it cell by cell) where `admit` refuses.
+/// [`weigh`] for the batched paths: `false` (with the shortage noted, so
+/// that nothing retries it cell by cell) where it refuses.
 pub(crate) fn admitted(atoms: usize) -> bool {
-    let ok = atoms < WEIGHED || remora_value::limits::can_have(atoms.saturating_mul(WEIGHT));
+    let ok = weigh(atoms);
     if !ok {
         note_starved();
     }
     ok
 }
 
-thread_local! {
-    /// Atoms of the arrays `check_size` allowed since the memory left was
-    /// last weighed: many small arrays (a box per cell) add up too.
-    static UNWEIGHED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
 /// Refuses an array of `n` atoms beyond the limit in force, or beyond the
-/// memory left now: weighed (`admit`) for a large array, and once every
-/// [`WEIGHED`] atoms for small ones.
+/// memory left now ([`admit`]).
 pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
     let limit = atom_limit();
     if n > limit {
@@ -413,13 +427,7 @@ pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
             format!("an array of {n} atoms is too large (the limit is {limit})"),
         );
     }
-    let total = UNWEIGHED.with(|u| u.get()).saturating_add(n);
-    if total < WEIGHED {
-        UNWEIGHED.with(|u| u.set(total));
-        return Ok(());
-    }
-    UNWEIGHED.with(|u| u.set(0));
-    admit(total, span)
+    admit(n, span)
 }
 
 /// A run-time failure, at the application (or form) that failed.

@@ -95,9 +95,14 @@ fn proc_kib(file: &str, name: &str) -> Option<usize> {
 /// and the memory the system reports available. `None` when none can be
 /// read. (A few `/proc` reads: for large allocations, not every one.)
 pub fn available() -> Option<usize> {
-    let address_space = remora_syntax::stack::address_space_limit()
+    // The limits stay; only the use is read each time, and only where
+    // there is a limit.
+    static LIMITS: OnceLock<(Option<usize>, Option<usize>)> = OnceLock::new();
+    let (address_space_limit, group_limit) =
+        *LIMITS.get_or_init(|| (remora_syntax::stack::address_space_limit(), cgroup_limit()));
+    let address_space = address_space_limit
         .and_then(|limit| Some(limit.saturating_sub(proc_kib("/proc/self/status", "VmSize:")?)));
-    let group = cgroup_limit().and_then(|limit| {
+    let group = group_limit.and_then(|limit| {
         Some(limit.saturating_sub(cgroup_file("memory.current", "memory.usage_in_bytes")?))
     });
     let system = proc_kib("/proc/meminfo", "MemAvailable:");
