@@ -455,8 +455,42 @@ fn execute(
             ));
         }
         elaboration_agrees(parsed, entry, inputs, options, &fast)?;
+        lowering_agrees(parsed, entry, inputs, options, &fast)?;
     }
     Ok(fast)
+}
+
+/// The program lowered by the compiler to explicit maps and raised back
+/// to the typed tree must print what the program printed (or fail too,
+/// when it failed at run time: the raised tree has no positions).
+fn lowering_agrees(
+    parsed: &Parsed,
+    entry: &str,
+    inputs: &[String],
+    options: remora_check::Options,
+    original: &Result<(Option<remora_value::Array>, String), String>,
+) -> Result<(), String> {
+    let checked = remora_check::check_program_with(&parsed.program, options);
+    if checked.has_errors() {
+        return Ok(());
+    }
+    let lowered = remora_compile::lower_program(&checked.value, &checked.names)
+        .map_err(|u| format!("cannot lower: {}", u.what))?;
+    let raised = remora_compile::raise_program(&lowered)?;
+    let names = remora_check::NameTable {
+        vars: lowered.var_names.clone(),
+        ..checked.names.clone()
+    };
+    let again = run_decls(&raised, &names, &parsed.sources, entry, inputs, false);
+    match (original, &again) {
+        (Ok((_, a)), Ok((_, b))) if a == b => Ok(()),
+        (Err(_), Err(_)) => Ok(()),
+        _ => Err(format!(
+            "lowered to explicit maps and raised back, the program differs:\noriginal: {:?}\nlowered: {:?}",
+            original.as_ref().map(|r| &r.1),
+            again.as_ref().map(|r| &r.1)
+        )),
+    }
 }
 
 /// The program elaborated (`remora elaborate`), read back, checked with
@@ -513,6 +547,26 @@ fn execute_with(
     if checked.has_errors() {
         return Err(render_all(&checked.diagnostics, &parsed.sources));
     }
+    run_decls(
+        &checked.value,
+        &checked.names,
+        &parsed.sources,
+        entry,
+        inputs,
+        reference_only,
+    )
+}
+
+/// A checked program run: its entry with the inputs, or its last bare
+/// expression; the value and its print.
+fn run_decls(
+    decls: &[remora_check::typed::TDecl],
+    names: &remora_check::NameTable,
+    program_sources: &SourceMap,
+    entry: &str,
+    inputs: &[String],
+    reference_only: bool,
+) -> Result<(Option<remora_value::Array>, String), String> {
     let mut sources = SourceMap::new();
     let mut args = Vec::new();
     for text in inputs {
@@ -528,14 +582,14 @@ fn execute_with(
     }
     let mut interp = remora_interp::Interpreter::default();
     interp.reference_only = reference_only;
-    let show = |t: &remora_types::Type| checked.show(t);
+    let show = |t: &remora_types::Type| t.show(names);
     let value = match remora_interp::program::run(
         &mut interp,
-        &checked.value,
+        decls,
         entry,
         args.iter().map(remora_interp::program::EntryArg::Expr).collect(),
         &show,
-        &|v| checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default(),
+        &|v| names.vars.get(v.0 as usize).cloned().unwrap_or_default(),
     ) {
         Ok(remora_interp::program::Outcome::Entry(v)) => v,
         Ok(remora_interp::program::Outcome::Script(mut vs)) => match vs.pop() {
@@ -544,7 +598,7 @@ fn execute_with(
         },
         Err(remora_interp::program::Failure::Run(e)) => {
             let d = remora_syntax::Diagnostic::error(e.span, e.message);
-            return Err(d.render(&parsed.sources));
+            return Err(d.render(program_sources));
         }
         Err(remora_interp::program::Failure::Plain(m)) => return Err(format!("remora: error: {m}")),
     };

@@ -12,14 +12,20 @@
 //!    of exactly its parameters' shapes. [`lower`] makes it from the typed
 //!    tree.
 //!
+//! [`raise`] turns explicit maps back into the typed tree, so that the
+//! interpreter can run a lowered program: the suite checks that it prints
+//! what the original prints.
+//!
 //! The levels below (monomorphic first-order code with sizes computed
 //! first, combinators with fusion, parallel loops with memory, C) come
 //! next.
 
 pub mod lower;
 pub mod maps;
+pub mod raise;
 
 pub use lower::{Unsupported, lower_program};
+pub use raise::raise_program;
 
 use remora_check::NameTable;
 use remora_check::typed::TDecl;

@@ -346,7 +346,7 @@ impl Lower {
         let mut lets = Vec::new();
         let mut current = Vec::with_capacity(parts.len());
         for p in parts {
-            let simple = matches!(p.value.kind, Kind::Var(_) | Kind::Prim(_) | Kind::Array { .. });
+            let simple = is_simple(&p.value);
             if simple {
                 current.push(p.value);
             } else {
@@ -421,6 +421,21 @@ impl Lower {
             };
         }
         Ok(e)
+    }
+}
+
+/// Whether `e` costs nothing to repeat: a variable, an intrinsic, a
+/// literal, or the instantiation of one of them that is a function (not
+/// `(i-app iota/static [n])`, an array made each time).
+fn is_simple(e: &Expr) -> bool {
+    match &e.kind {
+        Kind::Var(_) | Kind::Prim(_) | Kind::Array { .. } => true,
+        Kind::TApp { func, .. } | Kind::IApp { func, .. } => {
+            e.ty.shape.is_scalar()
+                && matches!(e.ty.atom, TyAtom::Arrow(..) | TyAtom::Forall(..) | TyAtom::Pi(..))
+                && is_simple(func)
+        }
+        _ => false,
     }
 }
 
