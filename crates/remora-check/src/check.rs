@@ -428,15 +428,8 @@ impl Checker {
     /// (extensions.md §1.6) are wrapped around it here when its type does
     /// not mention their witnesses (so around the smallest such expression).
     pub fn expr(&mut self, e: &ast::Expr) -> Option<TExpr> {
-        let limit = remora_syntax::stack::nesting_limit();
-        if self.depth >= limit {
-            if !std::mem::replace(&mut self.too_deep, true) {
-                let d = self
-                    .error(e.span, format!("expression nested deeper than {limit} levels"))
-                    .note("each argument of an application, like each pair of brackets, nests one level");
-                self.report(d);
-            }
-            return None;
+        if self.depth >= remora_syntax::stack::nesting_limit() {
+            return self.too_deep(e.span);
         }
         self.depth += 1;
         let t = self.expr_at_depth(e);
@@ -445,10 +438,36 @@ impl Checker {
         self.shape_in_bounds(e.span, &t.ty.shape).then_some(t)
     }
 
+    /// The error for an expression past the nesting limit, once. (Apart
+    /// from `expr`, whose frame is on the stack once per level.)
+    #[cold]
+    #[inline(never)]
+    fn too_deep(&mut self, span: Span) -> Option<TExpr> {
+        if !std::mem::replace(&mut self.too_deep, true) {
+            let limit = remora_syntax::stack::nesting_limit();
+            let d = self
+                .error(span, format!("expression nested deeper than {limit} levels"))
+                .note("each argument of an application, like each pair of brackets, nests one level");
+            self.report(d);
+        }
+        None
+    }
+
     /// Whether `shape` is one an array may have: at most [`MAX_RANK`] axes,
     /// and no dimension whose arithmetic overflowed (instantiating
     /// `(* $n $n)` at 2^32); if not, says so at `span`.
     fn shape_in_bounds(&mut self, span: Span, shape: &Shape) -> bool {
+        if shape.min_rank() <= MAX_RANK && !shape.overflowed() {
+            return true;
+        }
+        self.out_of_bounds(span, shape)
+    }
+
+    /// The error `shape_in_bounds` reports (out of line: `expr` calls it at
+    /// every level).
+    #[cold]
+    #[inline(never)]
+    fn out_of_bounds(&mut self, span: Span, shape: &Shape) -> bool {
         let rank = shape.min_rank();
         let d = if rank > MAX_RANK {
             self.error(span, format!("an array type of rank {rank}"))
@@ -463,6 +482,7 @@ impl Checker {
         false
     }
 
+    #[inline(always)]
     fn expr_at_depth(&mut self, e: &ast::Expr) -> Option<TExpr> {
         let mark = self.pending.len();
         let Some(mut t) = self.expr_node(e) else {
