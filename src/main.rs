@@ -38,7 +38,8 @@ enum Command {
     /// expression (script mode).
     Run(RunArgs),
     /// Type-check a program and print it lowered to one of the compiler's
-    /// levels (`--dump maps`: every lift an explicit map).
+    /// levels (`--dump maps`: every lift an explicit map; `--dump mono`:
+    /// and monomorphic).
     Compile(CompileArgs),
     /// remora-lang's `interpret`: `-e EXPR`, or `-f FILE` (or stdin) with
     /// the entry's arguments.
@@ -87,6 +88,9 @@ struct CompileArgs {
 enum DumpLevel {
     /// Explicit maps: every implicit lift a `map` over its frame.
     Maps,
+    /// Explicit maps, monomorphic: every polymorphic definition replaced by
+    /// its instances.
+    Mono,
 }
 
 /// The format of values written by `remora run`.
@@ -167,6 +171,18 @@ fn main() -> ExitCode {
     // A write past the file-size limit then fails (EFBIG), and is reported,
     // instead of the signal killing the process (SIGXFSZ's default).
     let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, &FILE_TOO_LARGE);
+    // An address-space limit (`ulimit -v`) too small to start in: said so,
+    // rather than an allocation failing and aborting the process.
+    if let Some(left) =
+        remora_value::limits::address_space_in_use().and_then(remora_syntax::stack::too_little_address_space)
+    {
+        report(format!(
+            "the address-space limit (ulimit -v) leaves {} MiB; remora needs at least {} MiB more than it has mapped",
+            left >> 20,
+            remora_syntax::stack::LEAST_ADDRESS_SPACE >> 20
+        ));
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse_from(hoist_run_options(std::env::args_os().collect()));
     remora_syntax::stack::run_deep(move || match cli.command {
         Command::Parse(source) => parse(source),
@@ -385,6 +401,7 @@ fn elaborate(source: Source) -> ExitCode {
 fn compile(args: CompileArgs) -> ExitCode {
     let level = match args.dump {
         DumpLevel::Maps => remora_compile::Level::Maps,
+        DumpLevel::Mono => remora_compile::Level::Mono,
     };
     let mut sources = SourceMap::new();
     let parsed = match read_source(args.source, &mut sources, false) {

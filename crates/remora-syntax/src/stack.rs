@@ -43,15 +43,32 @@ pub fn address_space_limit() -> Option<usize> {
 
 /// The largest stack worth asking for: [`PIPELINE_STACK`], but under an
 /// address-space limit no more than half of what is left once the heap has
-/// 256 MiB (a quarter of the limit when it is smaller than that), so that
-/// the heap keeps enough.
+/// 256 MiB (an eighth of the limit when it is smaller than that: the
+/// allocator takes 32 MiB a thread before anything else), so that the heap
+/// keeps enough.
 fn first_stack() -> usize {
     const HEAP: usize = 256 << 20;
     match address_space_limit() {
         Some(limit) if limit > 2 * HEAP => PIPELINE_STACK.min((limit - HEAP) / 2),
-        Some(limit) => (limit / 4).max(SMALLEST_STACK),
+        Some(limit) => (limit / 8).max(SMALLEST_STACK),
         None => PIPELINE_STACK,
     }
+}
+
+/// The least address space a run needs besides what the process has
+/// mapped when it starts (the main thread's stack and first heap segment
+/// among it): the pipeline's stack, and two of the allocator's 32 MiB
+/// segments (its thread's first, and one more as its heap grows), so that
+/// a small program never meets an allocation that fails.
+pub const LEAST_ADDRESS_SPACE: usize = SMALLEST_STACK + (64 << 20);
+
+/// Under an address-space limit too small for a run (less than
+/// [`LEAST_ADDRESS_SPACE`] left beyond `in_use` bytes already mapped), the
+/// bytes that are left; `None` when a run fits.
+pub fn too_little_address_space(in_use: usize) -> Option<usize> {
+    let limit = address_space_limit()?;
+    let left = limit.saturating_sub(in_use);
+    (left < LEAST_ADDRESS_SPACE + first_stack().saturating_sub(SMALLEST_STACK)).then_some(left)
 }
 
 /// The stack reserved for the pipeline thread, in bytes: address space the

@@ -114,6 +114,11 @@ pub fn available() -> Option<usize> {
 /// allocations, past any check, need room too.
 const SLACK: usize = 128 << 20;
 
+/// The address space this process has mapped now (`VmSize`).
+pub fn address_space_in_use() -> Option<usize> {
+    proc_kib("/proc/self/status", "VmSize:")
+}
+
 /// Whether `bytes` more can be had now, with [`SLACK`] to spare
 /// ([`available`]; yes when nothing can be read).
 pub fn can_have(bytes: usize) -> bool {
