@@ -282,7 +282,8 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
                     no_errors(&parsed)?;
                     let level = match level.as_str() {
                         "maps" => remora_compile::Level::Maps,
-                        other => return Err(format!("no compiler level `{other}` (maps)")),
+                        "mono" => remora_compile::Level::Mono,
+                        other => return Err(format!("no compiler level `{other}` (maps, mono)")),
                     };
                     dumped = Some(lowered(&parsed, options(block), level)?);
                 }
@@ -319,7 +320,7 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
         && let Some(block) = case.blocks.iter().find(|b| !b.runs.is_empty())
         && !typecheck(&parsed, options(block)).has_errors
     {
-        lowered(&parsed, options(block), remora_compile::Level::Maps)?;
+        lowered(&parsed, options(block), remora_compile::Level::Mono)?;
     }
     Ok(CaseResult {
         snapshot: dumped.or(expects_error.then_some(snapshot)),
@@ -460,9 +461,10 @@ fn execute(
     Ok(fast)
 }
 
-/// The program lowered by the compiler to explicit maps and raised back
-/// to the typed tree must print what the program printed (or fail too,
-/// when it failed at run time: the raised tree has no positions).
+/// The program lowered by the compiler to explicit maps, made
+/// monomorphic, and raised back to the typed tree must print what the
+/// program printed (or fail too, when it failed at run time: the raised
+/// tree has no positions).
 fn lowering_agrees(
     parsed: &Parsed,
     entry: &str,
@@ -474,7 +476,7 @@ fn lowering_agrees(
     if checked.has_errors() {
         return Ok(());
     }
-    let lowered = remora_compile::lower_program(&checked.value, &checked.names)
+    let lowered = remora_compile::lowered(&checked.value, remora_compile::Level::Mono, &checked.names)
         .map_err(|u| format!("cannot lower: {}", u.what))?;
     let raised = remora_compile::raise_program(&lowered)?;
     let names = remora_check::NameTable {

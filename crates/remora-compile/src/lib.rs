@@ -12,6 +12,9 @@
 //!    of exactly its parameters' shapes. [`lower`] makes it from the typed
 //!    tree.
 //!
+//! 2. [`mono`] — *monomorphic* (begun): every polymorphic definition
+//!    replaced by one instance per instantiation the program uses.
+//!
 //! [`raise`] turns explicit maps back into the typed tree, so that the
 //! interpreter can run a lowered program: the suite checks that it prints
 //! what the original prints.
@@ -22,6 +25,7 @@
 
 pub mod lower;
 pub mod maps;
+pub mod mono;
 pub mod raise;
 
 pub use lower::{Unsupported, lower_program};
@@ -35,24 +39,37 @@ use remora_check::typed::TDecl;
 pub enum Level {
     /// [`maps`]: every lift a map.
     Maps,
+    /// [`mono`]: explicit maps with every polymorphic definition replaced
+    /// by its instances.
+    Mono,
 }
 
 /// The program lowered to `level`, verified, and printed; or what stopped
 /// it (a construct not handled yet, or a level that breaks its rules: a
 /// compiler bug, said so).
 pub fn dump(decls: &[TDecl], names: &NameTable, level: Level) -> Result<String, Unsupported> {
-    match level {
-        Level::Maps => {
-            let program = lower_program(decls, names)?;
-            maps::verify(&program).map_err(|broken| Unsupported {
-                span: remora_syntax::Span::default(),
-                what: format!("internal error: the explicit-maps level breaks its rules: {broken}"),
-            })?;
-            let printer = maps::Printer {
-                names,
-                vars: &program.var_names,
-            };
-            Ok(printer.program(&program))
+    let program = lowered(decls, level, names)?;
+    let printer = maps::Printer {
+        names,
+        vars: &program.var_names,
+    };
+    Ok(printer.program(&program))
+}
+
+/// The program lowered to `level` and verified there.
+pub fn lowered(decls: &[TDecl], level: Level, names: &NameTable) -> Result<maps::Program, Unsupported> {
+    let broken = |level: &'static str| {
+        move |rules: String| Unsupported {
+            span: remora_syntax::Span::default(),
+            what: format!("internal error: the {level} level breaks its rules: {rules}"),
         }
+    };
+    let program = lower_program(decls, names)?;
+    maps::verify(&program).map_err(broken("explicit-maps"))?;
+    if level == Level::Maps {
+        return Ok(program);
     }
+    let program = mono::monomorphise(&program)?;
+    mono::verify_monomorphic(&program).map_err(broken("monomorphic"))?;
+    Ok(program)
 }

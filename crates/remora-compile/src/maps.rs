@@ -388,6 +388,59 @@ impl Printer<'_> {
     }
 }
 
+impl Expr {
+    /// Every node of the tree, this one first (depth first, in order),
+    /// given to `f`; iterative, so that deep trees cost no stack.
+    pub fn each(&self, f: &mut dyn FnMut(&Expr)) {
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            f(e);
+            let mark = stack.len();
+            match &e.kind {
+                Kind::Array { atoms, .. } => {
+                    for a in atoms {
+                        match a {
+                            Atom::Lambda { body, .. }
+                            | Atom::TLambda { body, .. }
+                            | Atom::ILambda { body, .. }
+                            | Atom::Box { body, .. } => stack.push(body),
+                            Atom::Bool(_) | Atom::Int(_) | Atom::Float(_) => {}
+                        }
+                    }
+                }
+                Kind::Frame { elems, .. } => stack.extend(elems),
+                Kind::Var(_) | Kind::Prim(_) => {}
+                Kind::App { func, args } => {
+                    stack.push(func);
+                    stack.extend(args);
+                }
+                Kind::TApp { func, .. } | Kind::IApp { func, .. } => stack.push(func),
+                Kind::Map { binds, body, .. } => {
+                    stack.extend(binds.iter().map(|b| &b.value));
+                    stack.push(body);
+                }
+                Kind::Unbox { boxed, body, .. } => {
+                    stack.push(boxed);
+                    stack.push(body);
+                }
+                Kind::Record(fields) => stack.extend(fields.iter().map(|(_, x)| x)),
+                Kind::Field { record, .. } => stack.push(record),
+                Kind::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => {
+                    stack.push(cond);
+                    stack.push(then);
+                    stack.push(otherwise);
+                }
+            }
+            // Children in order: the first pushed is taken first.
+            stack[mark..].reverse();
+        }
+    }
+}
+
 /// A literal's shape as written: `[2 3]`.
 fn dims(shape: &[u64]) -> String {
     let inner: Vec<String> = shape.iter().map(u64::to_string).collect();
