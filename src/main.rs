@@ -83,6 +83,16 @@ struct CompileArgs {
     source: Source,
 }
 
+/// What runs a program.
+#[derive(Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+enum Engine {
+    /// The interpreter on the typed tree.
+    #[default]
+    Interp,
+    /// The compiler's fused maps, raised back and run by the interpreter.
+    Fused,
+}
+
 /// The compiler's levels `remora compile --dump` prints.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum DumpLevel {
@@ -91,6 +101,8 @@ enum DumpLevel {
     /// Explicit maps, monomorphic: every polymorphic definition replaced by
     /// its instances.
     Mono,
+    /// Monomorphic maps with chains over one frame fused into one map.
+    Fused,
 }
 
 /// The format of values written by `remora run`.
@@ -131,6 +143,13 @@ struct DataArgs {
     /// --output files named here are read and written.
     #[arg(long)]
     sandbox: bool,
+    /// How a program runs: `interp`, the interpreter on the typed tree; or
+    /// `fused`, the compiler's levels so far (explicit maps, monomorphic,
+    /// chains of elementwise steps fused into one map) raised back and run
+    /// by the interpreter, a fused chain in strips of cells instead of an
+    /// array per step.
+    #[arg(long, value_enum, env = "REMORA_ENGINE", default_value_t = Engine::Interp)]
+    engine: Engine,
     /// Whether an entry needing arguments reads data from standard input
     /// when none is given (`run`; remora-lang's `interpret` does not).
     #[arg(skip)]
@@ -402,6 +421,7 @@ fn compile(args: CompileArgs) -> ExitCode {
     let level = match args.dump {
         DumpLevel::Maps => remora_compile::Level::Maps,
         DumpLevel::Mono => remora_compile::Level::Mono,
+        DumpLevel::Fused => remora_compile::Level::Fused,
     };
     let mut sources = SourceMap::new();
     let parsed = match read_source(args.source, &mut sources, false) {
@@ -623,10 +643,32 @@ fn run_parsed(
             }
             let show = |t: &remora_types::Type| checked.show(t);
             // Script mode printed as it goes (Remora's printing on stdout).
-            interp.echo = args.is_empty()
+            let echo = args.is_empty()
                 && data.output.is_none()
                 && matches!(data.format, None | Some(Format::Remora));
+            interp.echo = echo;
             *ran = true;
+            // The fused engine: the program lowered by the compiler and
+            // raised back (what it cannot lower runs as it is). It prints
+            // at the end; a run-time error is then found again on the
+            // typed tree, for its position.
+            let fused = (data.engine == Engine::Fused)
+                .then(|| {
+                    remora_compile::lowered(&checked.value, remora_compile::Level::Fused, &checked.names).ok()
+                })
+                .flatten()
+                .and_then(|p| Some((remora_compile::raise_program(&p).ok()?, p.var_names)));
+            if let Some((decls, names)) = &fused {
+                interp.echo = false;
+                let outcome = remora_interp::program::run(interp, decls, entry, args.clone(), &show, &|v| {
+                    names.get(v.0 as usize).cloned().unwrap_or_default()
+                });
+                match outcome {
+                    Ok(remora_interp::program::Outcome::Entry(v)) => return write_values(&[v], data),
+                    Ok(remora_interp::program::Outcome::Script(vs)) => return write_values(&vs, data),
+                    Err(_) => interp.echo = echo,
+                }
+            }
             let values = match remora_interp::program::run(interp, &checked.value, entry, args, &show, &|v| {
                 checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
             }) {

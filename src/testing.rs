@@ -283,7 +283,8 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
                     let level = match level.as_str() {
                         "maps" => remora_compile::Level::Maps,
                         "mono" => remora_compile::Level::Mono,
-                        other => return Err(format!("no compiler level `{other}` (maps, mono)")),
+                        "fused" => remora_compile::Level::Fused,
+                        other => return Err(format!("no compiler level `{other}` (maps, mono, fused)")),
                     };
                     dumped = Some(lowered(&parsed, options(block), level)?);
                 }
@@ -320,7 +321,7 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
         && let Some(block) = case.blocks.iter().find(|b| !b.runs.is_empty())
         && !typecheck(&parsed, options(block)).has_errors
     {
-        lowered(&parsed, options(block), remora_compile::Level::Mono)?;
+        lowered(&parsed, options(block), remora_compile::Level::Fused)?;
     }
     Ok(CaseResult {
         snapshot: dumped.or(expects_error.then_some(snapshot)),
@@ -462,7 +463,7 @@ fn execute(
 }
 
 /// The program lowered by the compiler to explicit maps, made
-/// monomorphic, and raised back to the typed tree must print what the
+/// monomorphic and fused, and raised back to the typed tree must print what the
 /// program printed (or fail too, when it failed at run time: the raised
 /// tree has no positions).
 fn lowering_agrees(
@@ -476,7 +477,7 @@ fn lowering_agrees(
     if checked.has_errors() {
         return Ok(());
     }
-    let lowered = remora_compile::lowered(&checked.value, remora_compile::Level::Mono, &checked.names)
+    let lowered = remora_compile::lowered(&checked.value, remora_compile::Level::Fused, &checked.names)
         .map_err(|u| format!("cannot lower: {}", u.what))?;
     let raised = remora_compile::raise_program(&lowered)?;
     let names = remora_check::NameTable {

@@ -159,7 +159,13 @@ pub fn time_entry_logged<'a>(
         }
         fatal(&format!("{name}: does not type-check"));
     }
-    let decls = &checked.value;
+    // `REMORA_ENGINE=fused`: the program as `remora run --engine fused`
+    // runs it (lowered, fused and raised back by the compiler).
+    let fused = (std::env::var("REMORA_ENGINE").as_deref() == Ok("fused"))
+        .then(|| remora_compile::lowered(&checked.value, remora_compile::Level::Fused, &checked.names).ok())
+        .flatten()
+        .and_then(|p| remora_compile::raise_program(&p).ok());
+    let decls = fused.as_deref().unwrap_or(&checked.value);
     let mut times = Vec::new();
     let mut sum = f64::NAN;
     let mut notes = Vec::new();

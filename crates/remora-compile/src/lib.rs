@@ -15,6 +15,9 @@
 //! 2. [`mono`] — *monomorphic* (begun): every polymorphic definition
 //!    replaced by one instance per instantiation the program uses.
 //!
+//! 3. [`fuse`] — the first rule of the combinator level: a chain of maps
+//!    over one frame fused into one map (vertical fusion).
+//!
 //! [`raise`] turns explicit maps back into the typed tree, so that the
 //! interpreter can run a lowered program: the suite checks that it prints
 //! what the original prints.
@@ -23,6 +26,7 @@
 //! first, combinators with fusion, parallel loops with memory, C) come
 //! next.
 
+pub mod fuse;
 pub mod lower;
 pub mod maps;
 pub mod mono;
@@ -42,6 +46,8 @@ pub enum Level {
     /// [`mono`]: explicit maps with every polymorphic definition replaced
     /// by its instances.
     Mono,
+    /// [`fuse`]: and chains of maps over one frame fused into one.
+    Fused,
 }
 
 /// The program lowered to `level`, verified, and printed; or what stopped
@@ -71,5 +77,10 @@ pub fn lowered(decls: &[TDecl], level: Level, names: &NameTable) -> Result<maps:
     }
     let program = mono::monomorphise(&program)?;
     mono::verify_monomorphic(&program).map_err(broken("monomorphic"))?;
+    if level == Level::Mono {
+        return Ok(program);
+    }
+    let program = fuse::fuse_program(&program);
+    mono::verify_monomorphic(&program).map_err(broken("fused"))?;
     Ok(program)
 }

@@ -25,6 +25,7 @@ pub enum Failure {
 }
 
 /// An argument for an entry's parameter.
+#[derive(Clone)]
 pub enum EntryArg<'p> {
     /// A checked expression (a command-line argument), with its type.
     Expr(&'p TExpr),

@@ -1,0 +1,266 @@
+//! Vertical fusion of maps (the first rule of the combinator level):
+//! a map whose result is bound by a `let` and used once, as an array that
+//! another map over the same frame iterates, is computed inside that map,
+//! cell by cell, instead of into an array of its own.
+//!
+//! ```text
+//! (let ((t (map [n] ((x a)) (f.* x 2.0))))        (map [n] ((x a) (y b))
+//!   (map [n] ((p t) (y b)) (f.+ p y)))        ⟹    (let ((p (f.* x 2.0))) (f.+ p y)))
+//! ```
+//!
+//! Each fused map's variables join the consumer's, its body is bound (by
+//! a `let` inside the consumer) to the variable that iterated its result;
+//! nothing else moves, so what is computed, and in what order for each
+//! cell, is unchanged. Chains fuse to one map: a whole-array expression of
+//! elementwise steps becomes one map whose body is the steps for one cell.
+
+use crate::maps::{Bind, Decl, Expr, Kind, Program};
+use remora_check::typed::VarId;
+use remora_types::Shape;
+
+/// The program with its map chains fused.
+pub fn fuse_program(p: &Program) -> Program {
+    Program {
+        decls: p
+            .decls
+            .iter()
+            .map(|d| match d {
+                Decl::Def {
+                    var,
+                    name,
+                    entry,
+                    value,
+                } => Decl::Def {
+                    var: *var,
+                    name: name.clone(),
+                    entry: *entry,
+                    value: fuse(value),
+                },
+                Decl::Expr(e) => Decl::Expr(fuse(e)),
+            })
+            .collect(),
+        var_names: p.var_names.clone(),
+    }
+}
+
+/// `e` with its map chains fused, innermost first.
+fn fuse(e: &Expr) -> Expr {
+    let kind = match &e.kind {
+        Kind::Array { shape, atoms } => Kind::Array {
+            shape: shape.clone(),
+            atoms: atoms.iter().map(fuse_atom).collect(),
+        },
+        Kind::Frame { shape, elems } => Kind::Frame {
+            shape: shape.clone(),
+            elems: elems.iter().map(fuse).collect(),
+        },
+        Kind::Var(_) | Kind::Prim(_) => e.kind.clone(),
+        Kind::App { func, args } => Kind::App {
+            func: Box::new(fuse(func)),
+            args: args.iter().map(fuse).collect(),
+        },
+        Kind::TApp { func, arg } => Kind::TApp {
+            func: Box::new(fuse(func)),
+            arg: arg.clone(),
+        },
+        Kind::IApp { func, arg } => Kind::IApp {
+            func: Box::new(fuse(func)),
+            arg: arg.clone(),
+        },
+        Kind::Map { frame, binds, body } => {
+            let binds: Vec<Bind> = binds
+                .iter()
+                .map(|b| Bind {
+                    var: b.var,
+                    ty: b.ty.clone(),
+                    value: fuse(&b.value),
+                })
+                .collect();
+            let body = fuse(body);
+            if frame.is_scalar() {
+                return fuse_let(binds, body, e.ty.clone());
+            }
+            Kind::Map {
+                frame: frame.clone(),
+                binds,
+                body: Box::new(body),
+            }
+        }
+        Kind::Unbox {
+            witness,
+            binder,
+            var,
+            var_ty,
+            boxed,
+            body,
+        } => Kind::Unbox {
+            witness: *witness,
+            binder: *binder,
+            var: *var,
+            var_ty: var_ty.clone(),
+            boxed: Box::new(fuse(boxed)),
+            body: Box::new(fuse(body)),
+        },
+        Kind::Record(fields) => Kind::Record(fields.iter().map(|(n, x)| (n.clone(), fuse(x))).collect()),
+        Kind::Field { record, field } => Kind::Field {
+            record: Box::new(fuse(record)),
+            field: field.clone(),
+        },
+        Kind::If {
+            cond,
+            then,
+            otherwise,
+        } => Kind::If {
+            cond: Box::new(fuse(cond)),
+            then: Box::new(fuse(then)),
+            otherwise: Box::new(fuse(otherwise)),
+        },
+    };
+    Expr {
+        kind,
+        ty: e.ty.clone(),
+    }
+}
+
+fn fuse_atom(a: &crate::maps::Atom) -> crate::maps::Atom {
+    use crate::maps::Atom;
+    match a {
+        Atom::Bool(_) | Atom::Int(_) | Atom::Float(_) => a.clone(),
+        Atom::Lambda {
+            param,
+            param_ty,
+            body,
+        } => Atom::Lambda {
+            param: *param,
+            param_ty: param_ty.clone(),
+            body: Box::new(fuse(body)),
+        },
+        Atom::TLambda { param, body } => Atom::TLambda {
+            param: *param,
+            body: Box::new(fuse(body)),
+        },
+        Atom::ILambda { param, body } => Atom::ILambda {
+            param: *param,
+            body: Box::new(fuse(body)),
+        },
+        Atom::Box { witness, body } => Atom::Box {
+            witness: witness.clone(),
+            body: Box::new(fuse(body)),
+        },
+    }
+}
+
+/// How many times `v` occurs in `e`.
+fn uses(e: &Expr, v: VarId) -> usize {
+    let mut n = 0;
+    e.each(&mut |x| {
+        if matches!(x.kind, Kind::Var(w) if w == v) {
+            n += 1;
+        }
+    });
+    n
+}
+
+/// `(let (binds) body)`, with each bound map that the body (a map over
+/// the same frame) iterates, and nothing else uses, fused into it.
+fn fuse_let(mut binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type) -> Expr {
+    let mut k = binds.len();
+    while k > 0 {
+        k -= 1;
+        let fusable = {
+            let b = &binds[k];
+            let Kind::Map { frame, .. } = &b.value.kind else {
+                continue;
+            };
+            let elsewhere: usize = binds[k + 1..].iter().map(|later| uses(&later.value, b.var)).sum();
+            elsewhere == 0 && uses(&body, b.var) == 1 && consumer_slot(&body, frame, b.var).is_some()
+        };
+        if !fusable {
+            continue;
+        }
+        let producer = binds.remove(k);
+        body = fuse_into(body, producer);
+    }
+    if binds.is_empty() {
+        return body;
+    }
+    Expr {
+        kind: Kind::Map {
+            frame: Shape::scalar(),
+            binds,
+            body: Box::new(body),
+        },
+        ty,
+    }
+}
+
+/// Where the map `body` (over `frame`) binds a variable to `v` itself.
+fn consumer_slot(body: &Expr, frame: &Shape, v: VarId) -> Option<usize> {
+    let Kind::Map {
+        frame: consumer,
+        binds,
+        ..
+    } = &body.kind
+    else {
+        return None;
+    };
+    if !consumer.equals(frame).is_yes() {
+        return None;
+    }
+    binds
+        .iter()
+        .position(|b| matches!(b.value.kind, Kind::Var(w) if w == v))
+}
+
+/// The consumer map `body` with the producer's map fused in at the slot
+/// that iterated the producer's result.
+fn fuse_into(body: Expr, producer: Bind) -> Expr {
+    let Kind::Map {
+        frame: pframe,
+        binds: pbinds,
+        body: pbody,
+    } = producer.value.kind
+    else {
+        return body;
+    };
+    let Some(slot) = consumer_slot(&body, &pframe, producer.var) else {
+        return body;
+    };
+    let ty = body.ty;
+    let Kind::Map {
+        frame,
+        binds,
+        body: cbody,
+    } = body.kind
+    else {
+        return Expr { kind: body.kind, ty };
+    };
+    let mut binds = binds;
+    let cell = binds.remove(slot);
+    // The producer's arrays are iterated by the consumer now, its cells'
+    // variables bound where the slot's was.
+    for (i, b) in pbinds.into_iter().enumerate() {
+        binds.insert(slot + i, b);
+    }
+    let inner_ty = cbody.ty.clone();
+    let cbody = Expr {
+        kind: Kind::Map {
+            frame: Shape::scalar(),
+            binds: vec![Bind {
+                var: cell.var,
+                ty: cell.ty,
+                value: *pbody,
+            }],
+            body: cbody,
+        },
+        ty: inner_ty,
+    };
+    Expr {
+        kind: Kind::Map {
+            frame,
+            binds,
+            body: Box::new(cbody),
+        },
+        ty,
+    }
+}
