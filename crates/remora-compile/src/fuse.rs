@@ -150,6 +150,30 @@ fn fuse_atom(a: &crate::maps::Atom) -> crate::maps::Atom {
     }
 }
 
+/// `b` appended to `out`, the bindings of a `let` it is bound to first.
+fn flatten_into(out: &mut Vec<Bind>, b: Bind) {
+    match b.value.kind {
+        Kind::Map { frame, binds, body } if frame.is_scalar() => {
+            for inner in binds {
+                flatten_into(out, inner);
+            }
+            flatten_into(
+                out,
+                Bind {
+                    var: b.var,
+                    ty: b.ty,
+                    value: *body,
+                },
+            );
+        }
+        kind => out.push(Bind {
+            var: b.var,
+            ty: b.ty,
+            value: Expr { kind, ty: b.value.ty },
+        }),
+    }
+}
+
 /// How many times `v` occurs in `e`.
 fn uses(e: &Expr, v: VarId) -> usize {
     let mut n = 0;
@@ -162,8 +186,16 @@ fn uses(e: &Expr, v: VarId) -> usize {
 }
 
 /// `(let (binds) body)`, with each bound map that the body (a map over
-/// the same frame) iterates, and nothing else uses, fused into it.
-fn fuse_let(mut binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type) -> Expr {
+/// the same frame) iterates, and nothing else uses, fused into it. A bound
+/// `let` is flattened into this one first (`(let ((x (let ((y e)) b)))
+/// …)` is `(let ((y e) (x b)) …)`: variables are unique), so that the
+/// maps of nested arguments meet their consumer.
+fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type) -> Expr {
+    let mut flat = Vec::with_capacity(binds.len());
+    for b in binds {
+        flatten_into(&mut flat, b);
+    }
+    let mut binds = flat;
     let mut k = binds.len();
     while k > 0 {
         k -= 1;

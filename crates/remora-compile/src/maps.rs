@@ -15,7 +15,9 @@
 //!   body's shape. A variable bound outside is the same at every position:
 //!   an argument with a shorter frame is bound by an outer map and captured
 //!   by the inner ones, so replication is never an operation.
-//! * `(let ((v T e)) body)` is a map over the empty frame.
+//! * `(let ((v T e) …) body)` is a map over the empty frame; its bindings
+//!   are in sequence, each seen by the ones after it (a map's arrays are
+//!   all outside its scope).
 //! * `(f a …)` applies one function (a scalar) to argument cells of exactly
 //!   its parameters' types: nothing is lifted, and fewer arguments than
 //!   parameters leave a function.
@@ -535,6 +537,11 @@ impl Verifier {
             Kind::Map { frame, binds, body } => {
                 for b in binds {
                     self.expr(&b.value)?;
+                    // A `let`'s bindings are in sequence: each is seen by
+                    // the ones after it.
+                    if frame.is_scalar() {
+                        self.bind(b.var, &b.ty);
+                    }
                     match b.value.ty.shape.strip_prefix(frame) {
                         Ok(cell) if same(&Type::array(b.value.ty.atom.clone(), cell.clone()), &b.ty) => {}
                         _ => {

@@ -646,18 +646,29 @@ impl Freshen {
                 arg: arg.clone(),
             },
             Kind::Map { frame, binds, body } => {
-                // The arrays are outside the map's scope; its variables
-                // inside.
-                let values: Vec<Expr> = binds.iter().map(|b| self.expr(&b.value, m)).collect();
-                let binds = binds
-                    .iter()
-                    .zip(values)
-                    .map(|(b, value)| Bind {
-                        var: self.bind(b.var, m),
-                        ty: b.ty.clone(),
-                        value,
-                    })
-                    .collect();
+                // A map's arrays are outside its scope, its variables
+                // inside; a `let`'s bindings are in sequence.
+                let mut renamed = Vec::with_capacity(binds.len());
+                if frame.is_scalar() {
+                    for b in binds {
+                        let value = self.expr(&b.value, m);
+                        renamed.push(Bind {
+                            var: self.bind(b.var, m),
+                            ty: b.ty.clone(),
+                            value,
+                        });
+                    }
+                } else {
+                    let values: Vec<Expr> = binds.iter().map(|b| self.expr(&b.value, m)).collect();
+                    for (b, value) in binds.iter().zip(values) {
+                        renamed.push(Bind {
+                            var: self.bind(b.var, m),
+                            ty: b.ty.clone(),
+                            value,
+                        });
+                    }
+                }
+                let binds = renamed;
                 Kind::Map {
                     frame: frame.clone(),
                     binds,
