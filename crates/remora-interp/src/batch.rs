@@ -927,7 +927,7 @@ impl<'p> Interpreter {
             Some(b) => Some(b),
             // Out of memory, or an error found: not again cell by cell
             // (the caller reports it).
-            None if crate::eval::starved() || crate::eval::faulted() => None,
+            None if crate::eval::starved() || crate::eval::faulted() || crate::eval::take_doomed() => None,
             None => {
                 let name = p.name;
                 self.note_cell_by_cell(|| {
@@ -974,12 +974,15 @@ impl<'p> Interpreter {
         check_size(n.checked_mul(item)?, Span::default()).ok()?;
         let index = index.get(..n)?;
         if let Some(&i) = index.iter().find(|&&i| !(0..items as i64).contains(&i)) {
-            // At the top level the reference path meets this index first.
+            // At the top level the reference path meets this index first;
+            // inside a batch, some cell fails.
             if self.batch.is_empty() {
                 crate::eval::note_fault(match name {
                     "nth" => format!("nth: index {i} out of range for {items} items"),
                     _ => format!("index {i} out of range for a vector of length {items}"),
                 });
+            } else {
+                crate::eval::note_doomed();
             }
             return None;
         }

@@ -317,6 +317,24 @@ thread_local! {
     static FAULT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
+thread_local! {
+    /// Set when a batched rule inside a batch met what fails some cell (a
+    /// gather index out of range): the batch gives up at once rather than
+    /// running that primitive cell by cell to meet the error again. Only
+    /// ever makes a batch give up sooner, so it is safe to leave set.
+    static DOOMED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Records that the batch running now fails (see `DOOMED`).
+pub(crate) fn note_doomed() {
+    DOOMED.with(|d| d.set(true));
+}
+
+/// Whether the batch running now fails (see `DOOMED`); clears it.
+pub(crate) fn take_doomed() -> bool {
+    DOOMED.with(|d| d.replace(false))
+}
+
 /// Records an error a batched rule found (see `FAULT`).
 pub(crate) fn note_fault(message: String) {
     FAULT.with(|f| *f.borrow_mut() = Some(message));
@@ -368,6 +386,10 @@ pub(crate) fn take_refused() -> bool {
 /// left (reading it costs a few `/proc` reads, some 50 µs; the 128 MB that
 /// `limits::can_have` keeps to spare covers what is made between weighings).
 const WEIGHED: usize = 1 << 22;
+
+/// A lambda over at least this many cells that fails batched has its
+/// first failing cell found by halving, not by running every cell.
+const BISECT_FROM: usize = 1024;
 
 /// The bytes an atom is counted as when an operation is weighed: an Int,
 /// and as much again for an index or a scratch atom beside it.
@@ -928,6 +950,26 @@ impl<'p> Interpreter {
                 return Ok(r);
             }
             check_starved(span)?;
+            // Many cells, one of them failing: the first failing cell
+            // found by running halves batched, and its error reported, as
+            // the cell-by-cell loop would after running every cell before
+            // it (minutes, for millions of cells).
+            let cells = atoms_in(&frame_a);
+            if cells >= BISECT_FROM
+                && let Some(k) = self.first_failing_cell(fun, &a, cell, cells)
+            {
+                let cell_size: usize = cell.iter().product();
+                let at = |k: usize| Array {
+                    shape: cell.to_vec(),
+                    data: a.data.slice(k * cell_size, cell_size),
+                };
+                // (The loop below refuses a result too large at its first
+                // cell, before any other cell's error.)
+                let first = self.call(fun, at(0), span)?;
+                check_size(cells.saturating_mul(first.data.len()), span)?;
+                self.call(fun, at(k), span)?;
+            }
+            check_starved(span)?;
         }
         // An empty principal frame: one call, on the argument itself.
         if let ([Atom::Fun(fun)], true) = (funs.as_slice(), principal.is_empty()) {
@@ -989,6 +1031,39 @@ impl<'p> Interpreter {
             ),
         };
         self.collect(results, &principal, &result_cell, env, span)
+    }
+
+    /// The first of the `cells` cells of `a` (each of shape `cell`) on
+    /// which the lambda `fun` fails when applied batched, found by halving
+    /// (about `cells` cells run in all); `None` when memory ran short.
+    fn first_failing_cell(
+        &mut self,
+        fun: &Fun<'p>,
+        a: &Value<'p>,
+        cell: &[usize],
+        cells: usize,
+    ) -> Option<usize> {
+        let cell_size: usize = cell.iter().product();
+        let (mut lo, mut hi) = (0, cells);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let part = Array {
+                shape: std::iter::once(mid - lo).chain(cell.iter().copied()).collect(),
+                data: a.data.slice(lo * cell_size, (mid - lo) * cell_size),
+            };
+            let ran = self
+                .apply_lambda_batched(fun, vec![(part, cell.to_vec())])
+                .is_some();
+            if starved() {
+                return None;
+            }
+            if ran {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(lo)
     }
 
     /// Results for each position of `frame`, as one array; `cell_ty` gives
