@@ -3,7 +3,9 @@
 //! to the same tree, the checker runs on whatever parses, and the
 //! interpreter (with a step and memory budget) on whatever checks, twice:
 //! batched application must give what the reference path gives; and the
-//! compiler lowers whatever checks to explicit maps that verify.
+//! compiler lowers whatever checks through its levels (explicit maps,
+//! monomorphic, fused), which verify and, raised back and run, print the
+//! same.
 //!
 //! Inputs run on one long-lived worker thread with the pipeline's deep stack
 //! (as `remora` runs them), fed through a channel: a thread per input would
@@ -47,13 +49,20 @@ fn check(text: &str) {
                 let _ = checked.show(&value.ty);
             }
         }
-        // Whatever checks lowers to the compiler's explicit maps, which
-        // verify (a construct not handled yet is no bug; a broken level is).
-        if !checked.has_errors()
-            && let Err(u) = remora_compile::dump(&checked.value, &checked.names, remora_compile::Level::Maps)
-        {
-            assert!(!u.what.starts_with("internal error"), "{}: {text}", u.what);
-        }
+        // Whatever checks lowers through the compiler's levels, which
+        // verify (a construct not handled yet is no bug; a broken level
+        // is), and raised back and run prints what the program prints.
+        let lowered = if checked.has_errors() {
+            None
+        } else {
+            match remora_compile::lowered(&checked.value, remora_compile::Level::Fused, &checked.names) {
+                Ok(p) => Some(p),
+                Err(u) => {
+                    assert!(!u.what.starts_with("internal error"), "{}: {text}", u.what);
+                    None
+                }
+            }
+        };
         // Programs that touch files are not run.
         if !checked.has_errors() && !text.contains("-file") {
             let run = |reference_only: bool| {
@@ -62,7 +71,21 @@ fn check(text: &str) {
                     values.iter().map(remora_value::print::to_string).collect::<Vec<_>>()
                 })
             };
-            agree(run(false), run(true), text);
+            let batched = run(false);
+            if let (Some(p), Ok(values)) = (&lowered, &batched) {
+                let raised = remora_compile::raise_program(p);
+                assert!(raised.is_ok(), "cannot raise: {raised:?}: {text}");
+                if let Ok(decls) = raised {
+                    let again = budgeted(false).program(&decls).map(|(_, values)| {
+                        values.iter().map(remora_value::print::to_string).collect::<Vec<_>>()
+                    });
+                    // (A budget spent differently is no disagreement.)
+                    if let Ok(again) = again {
+                        assert!(&again == values, "lowered and raised: {again:?} against {values:?}: {text}");
+                    }
+                }
+            }
+            agree(batched, run(true), text);
         }
     }
     let expr = remora_syntax::parse_expression(&mut sources, "<cli>", text, Dialect::Source);
