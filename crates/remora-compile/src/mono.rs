@@ -61,6 +61,9 @@ pub fn monomorphise(p: &Program) -> Result<Program, Unsupported> {
                 value,
             } => {
                 let value = m.expr(value)?;
+                if is_alias(&value.ty, &value) {
+                    m.aliases.insert(*var, value.clone());
+                }
                 m.declare_pending(&mut decls);
                 decls.push(Decl::Def {
                     var: *var,
@@ -103,6 +106,26 @@ pub fn monomorphise(p: &Program) -> Result<Program, Unsupported> {
         decls,
         var_names: m.var_names,
     })
+}
+
+/// Whether a binding of type `ty` to `value` names another polymorphic
+/// function: an intrinsic or a variable, instantiated in part or not.
+fn is_alias(ty: &Type, value: &Expr) -> bool {
+    let polymorphic = ty.shape.is_scalar() && matches!(ty.atom, TyAtom::Forall(..) | TyAtom::Pi(..));
+    let mut head = value;
+    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &head.kind {
+        head = func;
+    }
+    polymorphic && matches!(head.kind, Kind::Prim(_) | Kind::Var(_))
+}
+
+/// The type of a polymorphic function of type `ty` instantiated by `arg`.
+fn instantiated(ty: &Type, arg: &Inst) -> Option<Type> {
+    match (&ty.atom, arg) {
+        (TyAtom::Forall(v, body), Inst::Type(t)) => Some(body.subst_type(*v, t).lift(&ty.shape)),
+        (TyAtom::Pi(v, body), Inst::Index(i)) => Some(body.subst_index(*v, i).lift(&ty.shape)),
+        _ => None,
+    }
 }
 
 /// Whether a value is a polymorphic function (a `tλ` or `iλ`).
@@ -194,12 +217,7 @@ impl Mono {
                 let mut kept = Vec::with_capacity(binds.len());
                 let mut local = Vec::new();
                 for b in binds {
-                    let polymorphic =
-                        matches!(b.ty.atom, TyAtom::Forall(..) | TyAtom::Pi(..)) && b.ty.shape.is_scalar();
-                    if frame.is_scalar()
-                        && polymorphic
-                        && matches!(b.value.kind, Kind::Prim(_) | Kind::Var(_))
-                    {
+                    if frame.is_scalar() && is_alias(&b.ty, &b.value) {
                         let target = self.expr(&b.value)?;
                         self.aliases.insert(b.var, target);
                     }
@@ -342,13 +360,31 @@ impl Mono {
             }
         }
         args.reverse();
-        let mut head_var = match &head.kind {
+        // An alias at the head: its target there instead (with its own
+        // instantiation arguments first).
+        if let Kind::Var(v) = &head.kind
+            && let Some(target) = self.aliases.get(v).cloned()
+        {
+            let mut rebuilt = target;
+            for a in &args {
+                let Some(ty) = instantiated(&rebuilt.ty, a) else {
+                    return unsupported("an instantiation of an alias of the wrong sort");
+                };
+                let func = Box::new(rebuilt);
+                rebuilt = Expr {
+                    kind: match a {
+                        Inst::Type(t) => Kind::TApp { func, arg: t.clone() },
+                        Inst::Index(i) => Kind::IApp { func, arg: i.clone() },
+                    },
+                    ty,
+                };
+            }
+            return self.instantiation(&rebuilt);
+        }
+        let head_var = match &head.kind {
             Kind::Var(v) => Some(*v),
             _ => None,
         };
-        while let Some(Kind::Var(target)) = head_var.and_then(|v| self.aliases.get(&v)).map(|t| &t.kind) {
-            head_var = Some(*target);
-        }
         let generic = head_var.and_then(|v| self.generic.get(&v).cloned().map(|g| (v, g)));
         let closed = args.iter().all(|a| match a {
             Inst::Type(t) => closed_atom(t),
@@ -749,14 +785,17 @@ impl Freshen {
 }
 
 /// This level's rules besides [`crate::maps::verify`]'s: no user
-/// definition is instantiated at closed types (it has an instance for
-/// them); what instantiations are left are of intrinsics, or at sizes known
-/// only at run time.
+/// definition is instantiated completely at closed types (it has an
+/// instance for them); what instantiations are left are of intrinsics, at
+/// sizes known only at run time, or partial.
 pub fn verify_monomorphic(p: &Program) -> Result<(), String> {
     crate::maps::verify(p)?;
     let mut left = None;
     let mut look = |e: &Expr| {
-        if left.is_some() || !matches!(e.kind, Kind::TApp { .. } | Kind::IApp { .. }) {
+        // A complete instantiation (of a type no longer polymorphic; one
+        // left partial is a polymorphic value, kept as such).
+        let complete = !matches!(e.ty.atom, TyAtom::Forall(..) | TyAtom::Pi(..));
+        if left.is_some() || !complete || !matches!(e.kind, Kind::TApp { .. } | Kind::IApp { .. }) {
             return;
         }
         let mut head = e;
