@@ -652,22 +652,34 @@ fn run_parsed(
             // raised back (what it cannot lower runs as it is). It prints
             // at the end; a run-time error is then found again on the
             // typed tree, for its position.
+            // (A program that writes a file with `trace-file` runs once,
+            // as it is; `trace`'s lines are held until the run succeeds.)
             let fused = (data.engine == Engine::Fused)
                 .then(|| {
                     remora_compile::lowered(&checked.value, remora_compile::Level::Fused, &checked.names).ok()
                 })
                 .flatten()
+                .filter(|p| !uses_intrinsic(p, "trace-file"))
                 .and_then(|p| Some((remora_compile::raise_program(&p).ok()?, p.var_names)));
             if let Some((decls, names)) = &fused {
                 interp.echo = false;
+                let traced = interp.trace.replace(Vec::new());
                 let outcome = remora_interp::program::run(interp, decls, entry, args.clone(), &show, &|v| {
                     names.get(v.0 as usize).cloned().unwrap_or_default()
                 });
-                match outcome {
-                    Ok(remora_interp::program::Outcome::Entry(v)) => return write_values(&[v], data),
-                    Ok(remora_interp::program::Outcome::Script(vs)) => return write_values(&vs, data),
-                    Err(_) => interp.echo = echo,
+                let held = std::mem::replace(&mut interp.trace, traced).unwrap_or_default();
+                let values = match outcome {
+                    Ok(remora_interp::program::Outcome::Entry(v)) => Some(vec![v]),
+                    Ok(remora_interp::program::Outcome::Script(vs)) => Some(vs),
+                    Err(_) => None,
+                };
+                if let Some(values) = values {
+                    for line in held {
+                        eprintln!("{line}");
+                    }
+                    return write_values(&values, data);
                 }
+                interp.echo = echo;
             }
             let values = match remora_interp::program::run(interp, &checked.value, entry, args, &show, &|v| {
                 checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
@@ -686,6 +698,19 @@ fn run_parsed(
             write_values(&values, data)
         }
     }
+}
+
+/// Whether a lowered program applies the intrinsic `name` anywhere.
+fn uses_intrinsic(p: &remora_compile::maps::Program, name: &str) -> bool {
+    let mut found = false;
+    for d in &p.decls {
+        let e = match d {
+            remora_compile::maps::Decl::Def { value, .. } => value,
+            remora_compile::maps::Decl::Expr(e) => e,
+        };
+        e.each(&mut |x| found |= matches!(x.kind, remora_compile::maps::Kind::Prim(n) if n == name));
+    }
+    found
 }
 
 /// A program from standard input (bounded as a source file is).

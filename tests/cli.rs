@@ -600,18 +600,27 @@ fn the_fused_engine_prints_what_the_interpreter_prints() {
     let dir = std::env::temp_dir().join(format!("remora-cli-fused-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let file = dir.join("chain.remora");
-    let program = "(def (val a [1.0 2.0 3.0]))\n(f.+ (f.* a a) (f.- a 1.0))\n(/ 1 (- 3 (length a)))\n";
+    let program =
+        "(def (val a [1.0 2.0 3.0]))\n(trace 7 (f.+ (f.* a a) (f.- a 1.0)))\n(/ 1 (- 3 (length a)))\n";
     let _ = std::fs::write(&file, program);
     let path = file.to_string_lossy().into_owned();
     let interp = remora(&["run", &path], None);
     let fused = remora(&["run", "--engine", "fused", &path], None);
-    // Two values, then a positioned division by zero: the same on both.
+    // A traced value, then a positioned division by zero: the same on
+    // both.
     assert_eq!(interp.status.code(), Some(1));
     assert_eq!(fused.status.code(), Some(1));
     assert_eq!(text(&interp.stdout), text(&fused.stdout));
     assert_eq!(text(&interp.stderr), text(&fused.stderr));
     assert!(
         text(&fused.stderr).contains(":3:1: error:"),
+        "{}",
+        text(&fused.stderr)
+    );
+    // `trace` wrote its line once, though the fused run was given up.
+    assert_eq!(
+        text(&fused.stderr).matches("7\n").count(),
+        1,
         "{}",
         text(&fused.stderr)
     );
