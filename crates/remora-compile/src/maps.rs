@@ -391,6 +391,124 @@ impl Printer<'_> {
 }
 
 impl Expr {
+    /// This node with every expression directly inside it (atoms' bodies,
+    /// a map's arrays and body included) replaced by `f` of it, and nothing
+    /// else changed: the one walk every pass that rebuilds a tree builds
+    /// on.
+    pub fn try_map_children<E>(&self, f: &mut dyn FnMut(&Expr) -> Result<Expr, E>) -> Result<Expr, E> {
+        let kind = match &self.kind {
+            Kind::Array { shape, atoms } => Kind::Array {
+                shape: shape.clone(),
+                atoms: atoms
+                    .iter()
+                    .map(|a| {
+                        Ok(match a {
+                            Atom::Bool(_) | Atom::Int(_) | Atom::Float(_) => a.clone(),
+                            Atom::Lambda {
+                                param,
+                                param_ty,
+                                body,
+                            } => Atom::Lambda {
+                                param: *param,
+                                param_ty: param_ty.clone(),
+                                body: Box::new(f(body)?),
+                            },
+                            Atom::TLambda { param, body } => Atom::TLambda {
+                                param: *param,
+                                body: Box::new(f(body)?),
+                            },
+                            Atom::ILambda { param, body } => Atom::ILambda {
+                                param: *param,
+                                body: Box::new(f(body)?),
+                            },
+                            Atom::Box { witness, body } => Atom::Box {
+                                witness: witness.clone(),
+                                body: Box::new(f(body)?),
+                            },
+                        })
+                    })
+                    .collect::<Result<_, E>>()?,
+            },
+            Kind::Frame { shape, elems } => Kind::Frame {
+                shape: shape.clone(),
+                elems: elems.iter().map(&mut *f).collect::<Result<_, E>>()?,
+            },
+            Kind::Var(_) | Kind::Prim(_) => self.kind.clone(),
+            Kind::App { func, args } => Kind::App {
+                func: Box::new(f(func)?),
+                args: args.iter().map(&mut *f).collect::<Result<_, E>>()?,
+            },
+            Kind::TApp { func, arg } => Kind::TApp {
+                func: Box::new(f(func)?),
+                arg: arg.clone(),
+            },
+            Kind::IApp { func, arg } => Kind::IApp {
+                func: Box::new(f(func)?),
+                arg: arg.clone(),
+            },
+            Kind::Map { frame, binds, body } => Kind::Map {
+                frame: frame.clone(),
+                binds: binds
+                    .iter()
+                    .map(|b| {
+                        Ok(Bind {
+                            var: b.var,
+                            ty: b.ty.clone(),
+                            value: f(&b.value)?,
+                        })
+                    })
+                    .collect::<Result<_, E>>()?,
+                body: Box::new(f(body)?),
+            },
+            Kind::Unbox {
+                witness,
+                binder,
+                var,
+                var_ty,
+                boxed: b,
+                body,
+            } => Kind::Unbox {
+                witness: *witness,
+                binder: *binder,
+                var: *var,
+                var_ty: var_ty.clone(),
+                boxed: Box::new(f(b)?),
+                body: Box::new(f(body)?),
+            },
+            Kind::Record(fields) => Kind::Record(
+                fields
+                    .iter()
+                    .map(|(n, x)| Ok((n.clone(), f(x)?)))
+                    .collect::<Result<_, E>>()?,
+            ),
+            Kind::Field { record, field } => Kind::Field {
+                record: Box::new(f(record)?),
+                field: field.clone(),
+            },
+            Kind::If {
+                cond,
+                then,
+                otherwise,
+            } => Kind::If {
+                cond: Box::new(f(cond)?),
+                then: Box::new(f(then)?),
+                otherwise: Box::new(f(otherwise)?),
+            },
+        };
+        Ok(Expr {
+            kind,
+            ty: self.ty.clone(),
+        })
+    }
+
+    /// [`Expr::try_map_children`] with a function that cannot fail.
+    pub fn map_children(&self, f: &mut dyn FnMut(&Expr) -> Expr) -> Expr {
+        match self.try_map_children::<std::convert::Infallible>(&mut |x| Ok(f(x))) {
+            Ok(e) => e,
+            Err(never) => match never {},
+        }
+    }
+
     /// Every node of the tree, this one first (depth first, in order),
     /// given to `f`; iterative, so that deep trees cost no stack.
     pub fn each(&self, f: &mut dyn FnMut(&Expr)) {

@@ -188,14 +188,6 @@ impl Mono {
     fn expr(&mut self, e: &Expr) -> Result<Expr, Unsupported> {
         let ty = e.ty.clone();
         let kind = match &e.kind {
-            Kind::Array { shape, atoms } => Kind::Array {
-                shape: shape.clone(),
-                atoms: atoms.iter().map(|a| self.atom(a)).collect::<Result<_, _>>()?,
-            },
-            Kind::Frame { shape, elems } => Kind::Frame {
-                shape: shape.clone(),
-                elems: elems.iter().map(|x| self.expr(x)).collect::<Result<_, _>>()?,
-            },
             Kind::Var(v) => {
                 if let Some(target) = self.aliases.get(v).cloned() {
                     return self.expr(&target);
@@ -205,23 +197,18 @@ impl Mono {
                 }
                 e.kind.clone()
             }
-            Kind::Prim(_) => e.kind.clone(),
-            Kind::App { func, args } => Kind::App {
-                func: Box::new(self.expr(func)?),
-                args: args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?,
-            },
             Kind::TApp { .. } | Kind::IApp { .. } => return self.instantiation(e),
-            Kind::Map { frame, binds, body } => {
+            Kind::Map { frame, binds, body } if frame.is_scalar() => {
                 // `let`-bound polymorphic functions: kept aside, their
                 // instances bound in their place.
                 let mut kept = Vec::with_capacity(binds.len());
                 let mut local = Vec::new();
                 for b in binds {
-                    if frame.is_scalar() && is_alias(&b.ty, &b.value) {
+                    if is_alias(&b.ty, &b.value) {
                         let target = self.expr(&b.value)?;
                         self.aliases.insert(b.var, target);
                     }
-                    if frame.is_scalar() && is_generic(&b.value) {
+                    if is_generic(&b.value) {
                         self.generic.insert(b.var, b.value.clone());
                         local.push((kept.len(), b));
                     } else {
@@ -263,7 +250,7 @@ impl Mono {
                         k += 1;
                     }
                 }
-                if kept.is_empty() && frame.is_scalar() {
+                if kept.is_empty() {
                     return Ok(body);
                 }
                 Kind::Map {
@@ -272,72 +259,12 @@ impl Mono {
                     body: Box::new(body),
                 }
             }
-            Kind::Unbox {
-                witness,
-                binder,
-                var,
-                var_ty,
-                boxed,
-                body,
-            } => Kind::Unbox {
-                witness: *witness,
-                binder: *binder,
-                var: *var,
-                var_ty: var_ty.clone(),
-                boxed: Box::new(self.expr(boxed)?),
-                body: Box::new(self.expr(body)?),
-            },
-            Kind::Record(fields) => Kind::Record(
-                fields
-                    .iter()
-                    .map(|(n, x)| Ok((n.clone(), self.expr(x)?)))
-                    .collect::<Result<_, Unsupported>>()?,
-            ),
-            Kind::Field { record, field } => Kind::Field {
-                record: Box::new(self.expr(record)?),
-                field: field.clone(),
-            },
-            Kind::If {
-                cond,
-                then,
-                otherwise,
-            } => Kind::If {
-                cond: Box::new(self.expr(cond)?),
-                then: Box::new(self.expr(then)?),
-                otherwise: Box::new(self.expr(otherwise)?),
-            },
+            // (A polymorphic function that is not a definition, passed
+            // along before being instantiated, is kept, its body
+            // monomorphised as far as it goes.)
+            _ => return e.try_map_children(&mut |x| self.expr(x)),
         };
         Ok(Expr { kind, ty })
-    }
-
-    fn atom(&mut self, a: &Atom) -> Result<Atom, Unsupported> {
-        Ok(match a {
-            Atom::Bool(_) | Atom::Int(_) | Atom::Float(_) => a.clone(),
-            Atom::Lambda {
-                param,
-                param_ty,
-                body,
-            } => Atom::Lambda {
-                param: *param,
-                param_ty: param_ty.clone(),
-                body: Box::new(self.expr(body)?),
-            },
-            // A polymorphic function that is not a definition (passed
-            // along before being instantiated): kept, its body
-            // monomorphised as far as it goes.
-            Atom::TLambda { param, body } => Atom::TLambda {
-                param: *param,
-                body: Box::new(self.expr(body)?),
-            },
-            Atom::ILambda { param, body } => Atom::ILambda {
-                param: *param,
-                body: Box::new(self.expr(body)?),
-            },
-            Atom::Box { witness, body } => Atom::Box {
-                witness: witness.clone(),
-                body: Box::new(self.expr(body)?),
-            },
-        })
     }
 
     /// A chain of `t-app`/`i-app` on a polymorphic definition, given all
@@ -397,23 +324,7 @@ impl Mono {
                 self.needed.insert(v);
             }
             // An intrinsic's instantiation, or one left partial.
-            return Ok(match &e.kind {
-                Kind::TApp { func, arg } => Expr {
-                    kind: Kind::TApp {
-                        func: Box::new(self.expr(func)?),
-                        arg: arg.clone(),
-                    },
-                    ty: e.ty.clone(),
-                },
-                Kind::IApp { func, arg } => Expr {
-                    kind: Kind::IApp {
-                        func: Box::new(self.expr(func)?),
-                        arg: arg.clone(),
-                    },
-                    ty: e.ty.clone(),
-                },
-                _ => self.expr(e)?,
-            });
+            return e.try_map_children(&mut |x| self.expr(x));
         };
         let key = (v, format!("{args:?}"));
         if let Some(&made) = self.instances.get(&key) {
@@ -546,101 +457,30 @@ impl Sub<'_> {
 
 /// `e` with the substitution made in every type, shape and index in it.
 fn subst(e: &Expr, s: &Sub<'_>) -> Expr {
-    let kind = match &e.kind {
-        Kind::Array { shape, atoms } => Kind::Array {
-            shape: shape.clone(),
-            atoms: atoms.iter().map(|a| subst_atom(a, s)).collect(),
-        },
-        Kind::Frame { shape, elems } => Kind::Frame {
-            shape: shape.clone(),
-            elems: elems.iter().map(|x| subst(x, s)).collect(),
-        },
-        Kind::Var(_) | Kind::Prim(_) => e.kind.clone(),
-        Kind::App { func, args } => Kind::App {
-            func: Box::new(subst(func, s)),
-            args: args.iter().map(|a| subst(a, s)).collect(),
-        },
-        Kind::TApp { func, arg } => Kind::TApp {
-            func: Box::new(subst(func, s)),
-            arg: s.atom(arg),
-        },
-        Kind::IApp { func, arg } => Kind::IApp {
-            func: Box::new(subst(func, s)),
-            arg: s.index(arg),
-        },
-        Kind::Map { frame, binds, body } => Kind::Map {
-            frame: s.shape(frame),
-            binds: binds
-                .iter()
-                .map(|b| Bind {
-                    var: b.var,
-                    ty: s.ty(&b.ty),
-                    value: subst(&b.value, s),
-                })
-                .collect(),
-            body: Box::new(subst(body, s)),
-        },
-        Kind::Unbox {
-            witness,
-            binder,
-            var,
-            var_ty,
-            boxed,
-            body,
-        } => Kind::Unbox {
-            witness: *witness,
-            binder: *binder,
-            var: *var,
-            var_ty: s.ty(var_ty),
-            boxed: Box::new(subst(boxed, s)),
-            body: Box::new(subst(body, s)),
-        },
-        Kind::Record(fields) => Kind::Record(fields.iter().map(|(n, x)| (n.clone(), subst(x, s))).collect()),
-        Kind::Field { record, field } => Kind::Field {
-            record: Box::new(subst(record, s)),
-            field: field.clone(),
-        },
-        Kind::If {
-            cond,
-            then,
-            otherwise,
-        } => Kind::If {
-            cond: Box::new(subst(cond, s)),
-            then: Box::new(subst(then, s)),
-            otherwise: Box::new(subst(otherwise, s)),
-        },
-    };
-    Expr {
-        kind,
-        ty: s.ty(&e.ty),
+    let mut out = e.map_children(&mut |x| subst(x, s));
+    out.ty = s.ty(&out.ty);
+    match &mut out.kind {
+        Kind::Array { atoms, .. } => {
+            for a in atoms {
+                match a {
+                    Atom::Lambda { param_ty, .. } => *param_ty = s.ty(param_ty),
+                    Atom::Box { witness, .. } => *witness = s.index(witness),
+                    _ => {}
+                }
+            }
+        }
+        Kind::TApp { arg, .. } => *arg = s.atom(arg),
+        Kind::IApp { arg, .. } => *arg = s.index(arg),
+        Kind::Map { frame, binds, .. } => {
+            *frame = s.shape(frame);
+            for b in binds {
+                b.ty = s.ty(&b.ty);
+            }
+        }
+        Kind::Unbox { var_ty, .. } => *var_ty = s.ty(var_ty),
+        _ => {}
     }
-}
-
-fn subst_atom(a: &Atom, s: &Sub<'_>) -> Atom {
-    match a {
-        Atom::Bool(_) | Atom::Int(_) | Atom::Float(_) => a.clone(),
-        Atom::Lambda {
-            param,
-            param_ty,
-            body,
-        } => Atom::Lambda {
-            param: *param,
-            param_ty: s.ty(param_ty),
-            body: Box::new(subst(body, s)),
-        },
-        Atom::TLambda { param, body } => Atom::TLambda {
-            param: *param,
-            body: Box::new(subst(body, s)),
-        },
-        Atom::ILambda { param, body } => Atom::ILambda {
-            param: *param,
-            body: Box::new(subst(body, s)),
-        },
-        Atom::Box { witness, body } => Atom::Box {
-            witness: s.index(witness),
-            body: Box::new(subst(body, s)),
-        },
-    }
+    out
 }
 
 /// Renames every variable a copy binds, so that two instances of one
