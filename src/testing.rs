@@ -313,16 +313,6 @@ pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Faile
     if !parsed.has_errors {
         round_trip(&parsed.program)?;
     }
-    // Every program that runs (and checks: an expected `error:` may be a
-    // type error) also lowers to explicit maps that verify.
-    if LOWER_EVERY_RUN.load(std::sync::atomic::Ordering::Relaxed)
-        && !parsed.has_errors
-        && dumped.is_none()
-        && let Some(block) = case.blocks.iter().find(|b| !b.runs.is_empty())
-        && !typecheck(&parsed, options(block)).has_errors
-    {
-        lowered(&parsed, options(block), remora_compile::Level::Fused)?;
-    }
     Ok(CaseResult {
         snapshot: dumped.or(expects_error.then_some(snapshot)),
     })
@@ -422,13 +412,10 @@ fn as_expression(v: &remora_value::Array) -> String {
 }
 
 /// Whether every run case also runs on the reference path alone (batched
-/// application off) and must print the same value or the same error. The
+/// application off), elaborated, and lowered by the compiler (fused and
+/// raised back), and must print the same value or the same error. The
 /// test suite turns it on; `remora test` leaves it off (so a `trace` prints
 /// once).
-/// Set by the cargo harness: every case with runs is also lowered by the
-/// compiler to explicit maps, which must verify.
-pub static LOWER_EVERY_RUN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 pub static COMPARE_WITH_REFERENCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Checks and runs the program; `Ok((value as data, printed))` or the

@@ -11,10 +11,9 @@ use remora_syntax::testblock::parse_cases;
 use std::path::{Path, PathBuf};
 
 fn main() {
-    // Every run case also runs without batched application and must agree.
+    // Every run case also runs without batched application, elaborated
+    // and lowered by the compiler, and must agree.
     remora::testing::COMPARE_WITH_REFERENCE.store(true, std::sync::atomic::Ordering::Relaxed);
-    // And lowers to the compiler's explicit maps, which verify.
-    remora::testing::LOWER_EVERY_RUN.store(true, std::sync::atomic::Ordering::Relaxed);
     let args = Arguments::from_args();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
