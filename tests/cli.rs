@@ -293,12 +293,15 @@ fn an_expression_is_a_scope_for_automatic_unboxes() {
     // The unbox closes inside the expression…
     let out = remora(&["interpret", "-e", "(reduce + (range 5))"], None);
     assert_eq!(text(&out.stdout), "10\n", "{}", text(&out.stderr));
-    // …or, where the result's type holds the witness, it is an error, as
-    // in a program.
+    // …or, where the result's type holds the witness, the result is boxed
+    // again, as at the top of a program…
     let out = remora(&["interpret", "-e", "(reverse (range 3))"], None);
+    assert_eq!(text(&out.stdout), "(box 3 [2 1 0])\n", "{}", text(&out.stderr));
+    // …but a function's body must close its own unboxes.
+    let out = remora(&["interpret", "-e", "(fn ((n Int)) (reverse (range n)))"], None);
     assert!(!out.status.success());
     assert!(
-        text(&out.stderr).starts_with("<cli>:1:10: error: a box's witness would escape its automatic unbox"),
+        text(&out.stderr).starts_with("<cli>:1:24: error: a box's witness would escape its automatic unbox"),
         "{}",
         text(&out.stderr)
     );
@@ -625,4 +628,54 @@ fn the_fused_engine_prints_what_the_interpreter_prints() {
         text(&fused.stderr)
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `.npy` file (format 1.0) of a float32 vector.
+fn npy_f32(values: &[f32]) -> Vec<u8> {
+    let mut header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
+        values.len()
+    );
+    // Magic, version and length take 10 bytes; the header ends in a newline
+    // and pads the whole to a multiple of 64.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+#[test]
+fn an_entry_of_any_size_runs_on_inputs_of_any_length() {
+    let program = scratch_file(
+        "sized",
+        "mean.remora",
+        b"(entry (main (xs [Float $n])) (f./ (f.sum xs) (i->f (i-app reify-dim $n))))\n",
+    );
+    let p = program.to_string_lossy();
+    for (values, mean) in [
+        (vec![1.0f32, 2.0, 3.0], "2.0"),
+        (vec![10.0; 7], "10.0"),
+        ((0..1000).map(|i| i as f32).collect(), "499.5"),
+    ] {
+        let data = scratch_file("sized", &format!("xs{}.npy", values.len()), &npy_f32(&values));
+        let out = remora(&["run", &p, "--input", &data.to_string_lossy()], None);
+        assert_eq!(text(&out.stdout), format!("{mean}\n"), "{}", text(&out.stderr));
+    }
+    // A shape the parameter cannot take is refused from the header.
+    let matrix = scratch_file("sized", "m.data", b"[[1.0f32, 2.0f32]]");
+    let out = remora(&["run", &p, "--input", &matrix.to_string_lossy()], None);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr)
+            .contains("argument 1 of main has type [Float 1 2], but the parameter `xs` has type [Float $n]"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -137,6 +137,10 @@ pub struct Checker {
     /// and every later phase recurses as deep as this one.
     depth: usize,
     too_deep: bool,
+    /// Set while a top-level declaration's value is checked (a bare
+    /// expression, an entry, a `def` of a value): its scope, the first
+    /// `expr_scoped` under it, is the program's top (see `expr_top`).
+    at_top: bool,
 }
 
 impl Checker {
@@ -152,6 +156,7 @@ impl Checker {
             witnesses: 0,
             depth: 0,
             too_deep: false,
+            at_top: false,
             diags: Vec::new(),
             names: NameTable::default(),
             values: Scoped::new(),
@@ -536,9 +541,77 @@ impl Checker {
         None
     }
 
+    /// `expr` at the top of a program (a bare expression, an entry's
+    /// result, a definition of a value): an automatic unbox whose witness
+    /// the result's type mentions has nowhere else to close, so the result
+    /// is boxed again there, `(i->f (range 5))` printing as `(box 5 [0. 1.
+    /// 2. 3. 4.])` as `(range 5)` does. (Core Remora, without inference,
+    /// has no automatic unboxes.)
+    pub(crate) fn expr_top(&mut self, e: &ast::Expr) -> Option<TExpr> {
+        if !self.inference {
+            return self.expr_scoped(e);
+        }
+        let mark = self.pending.len();
+        let Some(mut t) = self.expr(e) else {
+            self.pending.truncate(mark);
+            return None;
+        };
+        // The last pending unbox is the innermost: its box may have been
+        // found inside an earlier one's scope.
+        while self.pending.len() > mark {
+            let u = self.pending.pop()?;
+            if u.witness_in(&t.ty) {
+                t = self.rebox(u.witness, t);
+            }
+            let ty = t.ty.lift(&u.boxed.ty.shape);
+            let span = t.span;
+            t = TExpr {
+                kind: TExprKind::Unbox {
+                    witness: u.witness,
+                    binder: u.witness,
+                    var: u.var,
+                    boxed: Box::new(u.boxed),
+                    body: Box::new(t),
+                },
+                ty,
+                span,
+            };
+        }
+        Some(t)
+    }
+
+    /// `t` in a box whose witness is the index variable `w`: of type
+    /// `(Σ (w') T)`, with `w'` fresh for `w` in `t`'s type `T`.
+    fn rebox(&mut self, w: IVar, t: TExpr) -> TExpr {
+        let (bound, index) = self.fresh_index_like(w, "");
+        let payload = t.ty.subst_index(w, &index);
+        let witness = match w {
+            IVar::Dim(d) => Index::Dim(Dim::var(d)),
+            IVar::Shape(s) => Index::Shape(Shape::var(s)),
+        };
+        let span = t.span;
+        TExpr {
+            kind: TExprKind::Array {
+                shape: Vec::new(),
+                atoms: vec![TAtom {
+                    kind: TAtomKind::Box {
+                        witness,
+                        body: Box::new(t),
+                    },
+                    span,
+                }],
+            },
+            ty: Type::scalar(Atom::Sigma(bound, std::sync::Arc::new(payload))),
+            span,
+        }
+    }
+
     /// `expr`, inside a scope a pending unbox must not leave (a function
     /// body, a declaration).
     pub(crate) fn expr_scoped(&mut self, e: &ast::Expr) -> Option<TExpr> {
+        if std::mem::take(&mut self.at_top) {
+            return self.expr_top(e);
+        }
         let mark = self.pending.len();
         let t = self.expr(e);
         if self.pending.len() > mark {
@@ -1802,6 +1875,18 @@ impl Checker {
     pub fn program(&mut self, p: &ast::Program) -> Vec<TDecl> {
         let mut out = Vec::new();
         for d in &p.decls {
+            self.at_top = match &d.kind {
+                DeclKind::Def(b) => matches!(b.kind, BindKind::Val { ty: None, .. }),
+                DeclKind::Entry { .. } | DeclKind::Expr(_) => true,
+            };
+            self.program_decl(d, &mut out);
+            self.at_top = false;
+        }
+        out
+    }
+
+    fn program_decl(&mut self, d: &ast::Decl, out: &mut Vec<TDecl>) {
+        {
             match &d.kind {
                 DeclKind::Def(b) => {
                     if let Some(Some((var, value))) = self.bind(b) {
@@ -1822,7 +1907,10 @@ impl Checker {
                     let value = if params.is_empty() {
                         self.annotated_body(d.span, ret.as_ref(), body)
                     } else {
-                        self.function(d.span, params, &[], ret.as_ref(), body)
+                        // Its parameters' free dimension, shape and type
+                        // variables are bound by its arguments when it
+                        // runs (as a `fun`'s are by inference).
+                        self.generalised(d.span, params, ret.as_ref(), body)
                     };
                     match value {
                         None => self.values.bind(&name.name, Value::Poisoned),
@@ -1844,7 +1932,6 @@ impl Checker {
                 }
             }
         }
-        out
     }
 }
 

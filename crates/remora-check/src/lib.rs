@@ -72,8 +72,9 @@ pub fn check_program_with(program: &Program, options: Options) -> Checked<Vec<TD
 /// Checks one expression (`remora check -e`).
 pub fn check_expression(e: &Expr) -> Checked<Option<TExpr>> {
     let mut c = check::Checker::new();
-    // An expression is a scope of its own: its automatic unboxes close in it.
-    let value = c.expr_scoped(e);
+    // An expression is a scope of its own: its automatic unboxes close in
+    // it, boxed again where its result's type needs their witnesses.
+    let value = c.expr_top(e);
     Checked {
         value,
         names: c.names,

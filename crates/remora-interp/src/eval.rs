@@ -673,37 +673,12 @@ impl<'p> Interpreter {
             }
             TExprKind::TApp { func, arg } => {
                 let f = self.eval(func, env)?;
-                self.map_funs(&f, &e.ty, env, span, &mut |this, fun| match fun {
-                    Fun::TLambda { body, env } => this.eval(body, env),
-                    Fun::Prim(p) => {
-                        let mut p = (**p).clone();
-                        p.types.push(arg.clone());
-                        this.saturate(p, span)
-                    }
-                    _ => fail(
-                        span,
-                        "internal error: t-app of a value that is not a type function",
-                    ),
-                })
+                self.type_apply(&f, arg, &e.ty, env, span)
             }
             TExprKind::IApp { func, arg } => {
                 let f = self.eval(func, env)?;
                 let i = self.index_val(arg, env, span)?;
-                self.map_funs(&f, &e.ty, env, span, &mut |this, fun| match fun {
-                    Fun::ILambda { param, body, env } => {
-                        let env = env.bind_index(*param, &i);
-                        this.eval(body, &env)
-                    }
-                    Fun::Prim(p) => {
-                        let mut p = (**p).clone();
-                        p.indices.push(i.clone());
-                        this.saturate(p, span)
-                    }
-                    _ => fail(
-                        span,
-                        "internal error: i-app of a value that is not an index function",
-                    ),
-                })
+                self.index_apply(&f, &i, &e.ty, env, span)
             }
             TExprKind::Let { var, value, body } => {
                 let v = self.eval(value, env)?;
@@ -911,6 +886,57 @@ impl<'p> Interpreter {
 
     /// Applies every function atom of `f` (lifting as core.md §3 says) to the
     /// cells of shape `cell` of `a`.
+    /// `(t-app f arg)` of the value `f` (an array of type functions),
+    /// whose result has type `ty`.
+    pub fn type_apply(
+        &mut self,
+        f: &Value<'p>,
+        arg: &TyAtom,
+        ty: &Type,
+        env: &Env<'p>,
+        span: Span,
+    ) -> Run<Value<'p>> {
+        self.map_funs(f, ty, env, span, &mut |this, fun| match fun {
+            Fun::TLambda { body, env } => this.eval(body, env),
+            Fun::Prim(p) => {
+                let mut p = (**p).clone();
+                p.types.push(arg.clone());
+                this.saturate(p, span)
+            }
+            _ => fail(
+                span,
+                "internal error: t-app of a value that is not a type function",
+            ),
+        })
+    }
+
+    /// `(i-app f i)` of the value `f` (an array of index functions), whose
+    /// result has type `ty`.
+    pub fn index_apply(
+        &mut self,
+        f: &Value<'p>,
+        i: &IndexVal,
+        ty: &Type,
+        env: &Env<'p>,
+        span: Span,
+    ) -> Run<Value<'p>> {
+        self.map_funs(f, ty, env, span, &mut |this, fun| match fun {
+            Fun::ILambda { param, body, env } => {
+                let env = env.bind_index(*param, i);
+                this.eval(body, &env)
+            }
+            Fun::Prim(p) => {
+                let mut p = (**p).clone();
+                p.indices.push(i.clone());
+                this.saturate(p, span)
+            }
+            _ => fail(
+                span,
+                "internal error: i-app of a value that is not an index function",
+            ),
+        })
+    }
+
     pub fn apply(
         &mut self,
         f: &Value<'p>,

@@ -2,10 +2,11 @@
 //! to the command-line arguments, or, without entries, each bare top-level
 //! expression in order (script mode, extensions.md §2).
 
-use crate::eval::{Env, Interpreter, RunError, Value};
+use crate::eval::{Env, IndexVal, Interpreter, RunError, Value};
+use remora_check::infer::{Solution, Unknowns};
 use remora_check::typed::{TAtomKind, TDecl, TExpr, TExprKind, VarId};
 use remora_syntax::Span;
-use remora_types::{Atom, Truth, Type};
+use remora_types::{Atom, IVar, TVar, Type};
 
 /// What a program produced.
 pub enum Outcome<'p> {
@@ -51,15 +52,16 @@ fn data_type(v: &Value<'_>) -> Option<Type> {
 }
 
 /// The type of the `k`th parameter (from 0) of the named entry, if there
-/// is one.
+/// is one (with the variables its arguments bind, if any).
 pub fn entry_parameter(decls: &[TDecl], entry: &str, k: usize) -> Option<Type> {
-    find_entry(decls, entry).and_then(|(_, value)| parameters(&value.ty).get(k).cloned())
+    find_entry(decls, entry).and_then(|(_, value)| parameters(Signature::of(&value.ty).fun).get(k).cloned())
 }
 
 /// Whether data of `atom` (`"Int"`, `"Float"` or `"Bool"`) and `shape` can
 /// be the `k`th argument of the entry: `Err` with the message an argument
 /// of the wrong type gets, so that a data file's header is checked before
-/// its body is read.
+/// its body is read. (A parameter with variables is checked alone here;
+/// whether the arguments agree on them is checked when the entry runs.)
 pub fn check_data_argument(
     decls: &[TDecl],
     entry: &str,
@@ -68,7 +70,11 @@ pub fn check_data_argument(
     shape: &[usize],
     show: &dyn Fn(&Type) -> String,
 ) -> Result<(), String> {
-    let Some(param) = entry_parameter(decls, entry, k) else {
+    let Some((_, value)) = find_entry(decls, entry) else {
+        return Ok(());
+    };
+    let signature = Signature::of(&value.ty);
+    let Some(param) = parameters(signature.fun).get(k).cloned() else {
         return Ok(());
     };
     let atom = match atom {
@@ -80,7 +86,7 @@ pub fn check_data_argument(
         atom,
         shape: remora_types::Shape::from_dims(shape.iter().map(|d| remora_types::Dim::nat(*d as u64))),
     };
-    if ty.equals(&param) == Truth::Yes {
+    if !signature.fits(&param, &ty, Solution::default()).is_empty() {
         return Ok(());
     }
     Err(format!(
@@ -91,9 +97,115 @@ pub fn check_data_argument(
     ))
 }
 
+/// An entry's type: the type and index variables its parameters leave
+/// free (`(entry (main (xs [Float $n])) …)` is generalised over `$n`, as a
+/// `fun` is), which its arguments bind when it runs, and the function
+/// type under them.
+struct Signature<'t> {
+    binders: Vec<Binder>,
+    fun: &'t Type,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Binder {
+    Type(TVar),
+    Index(IVar),
+}
+
+impl<'t> Signature<'t> {
+    /// The binders around a function type (none around anything else: an
+    /// entry of no parameters is its value).
+    fn of(ty: &'t Type) -> Signature<'t> {
+        let mut binders = Vec::new();
+        let mut t = ty;
+        loop {
+            let (binder, body) = match &t.atom {
+                Atom::Forall(v, body) if t.shape.is_scalar() => (Binder::Type(*v), body),
+                Atom::Pi(v, body) if t.shape.is_scalar() => (Binder::Index(*v), body),
+                _ => break,
+            };
+            binders.push(binder);
+            t = body;
+        }
+        if binders.is_empty() || !matches!(t.atom, Atom::Arrow(..)) {
+            return Signature {
+                binders: Vec::new(),
+                fun: ty,
+            };
+        }
+        Signature { binders, fun: t }
+    }
+
+    fn unknowns(&self) -> Unknowns {
+        let mut u = Unknowns::default();
+        for b in &self.binders {
+            match b {
+                Binder::Type(v) => u.types.insert(*v),
+                Binder::Index(IVar::Dim(v)) => u.dims.insert(*v),
+                Binder::Index(IVar::Shape(v)) => u.shapes.insert(*v),
+            };
+        }
+        u
+    }
+
+    /// Every way an argument of type `arg` is the parameter `param` exactly
+    /// (entries do not lift), given what earlier arguments bound.
+    fn fits(&self, param: &Type, arg: &Type, sol: Solution) -> Vec<Solution> {
+        let mut found = self.unknowns().match_type(param, arg, sol);
+        found.dedup();
+        found
+    }
+}
+
+/// Whether `sol` gives binder `b` a value.
+fn solves(sol: &Solution, b: Binder) -> bool {
+    match b {
+        Binder::Type(v) => sol.types.contains_key(&v),
+        Binder::Index(IVar::Dim(v)) => sol.dims.contains_key(&v),
+        Binder::Index(IVar::Shape(v)) => sol.shapes.contains_key(&v),
+    }
+}
+
+/// Binder `b`'s value under `sol`, as a type (its shape, for an index) for
+/// showing.
+fn value_of(sol: &Solution, b: Binder) -> Option<Type> {
+    match b {
+        Binder::Type(v) => sol.types.get(&v).map(|a| Type::scalar(a.clone())),
+        Binder::Index(IVar::Dim(v)) => sol
+            .dims
+            .get(&v)
+            .map(|d| Type::array(Atom::Int, remora_types::Shape::from_dims([d.clone()]))),
+        Binder::Index(IVar::Shape(v)) => sol.shapes.get(&v).map(|s| Type::array(Atom::Int, s.clone())),
+    }
+}
+
+/// A binder as written (`$n`, `@s`, `&t`), or its value shown (`5`,
+/// `[2 3]`, `Float`), by way of the program's type printer.
+fn show_binder(b: Binder, value: Option<Type>, show: &dyn Fn(&Type) -> String) -> String {
+    let as_type = value.unwrap_or_else(|| match b {
+        Binder::Type(v) => Type::scalar(Atom::Var(v)),
+        Binder::Index(IVar::Dim(v)) => Type::array(
+            Atom::Int,
+            remora_types::Shape::from_dims([remora_types::Dim::var(v)]),
+        ),
+        Binder::Index(IVar::Shape(v)) => Type::array(Atom::Int, remora_types::Shape::var(v)),
+    });
+    let shown = show(&as_type);
+    let inner = match (b, shown.strip_prefix("[Int ").and_then(|x| x.strip_suffix(']'))) {
+        (Binder::Index(IVar::Dim(_)), Some(inner)) => inner.to_string(),
+        (Binder::Index(IVar::Shape(_)), Some(inner)) => format!("[{inner}]"),
+        _ => shown.clone(),
+    };
+    match (b, as_type.shape.is_scalar()) {
+        // The empty shape.
+        (Binder::Index(IVar::Shape(_)), true) => "[]".into(),
+        _ => inner,
+    }
+}
+
 /// The number of parameters of the named entry, if there is one.
 pub fn entry_arity(decls: &[TDecl], entry: &str) -> Option<usize> {
-    find_entry(decls, entry).map(|(_, value)| parameters(&value.ty).len())
+    find_entry(decls, entry).map(|(_, value)| parameters(Signature::of(&value.ty).fun).len())
 }
 
 /// The (first) entry named `entry`: its variable and its definition.
@@ -133,7 +245,8 @@ pub fn run<'p>(
         _ => return Err(Failure::Plain(format!("multiple {entry} entries"))),
     };
     let (var, value) = target;
-    let params = parameters(&value.ty);
+    let signature = Signature::of(&value.ty);
+    let params = parameters(signature.fun);
     let names = parameter_vars(value);
     if params.len() != args.len() {
         return Err(Failure::Plain(format!(
@@ -142,24 +255,84 @@ pub fn run<'p>(
             args.len()
         )));
     }
+    let param_name = |k: usize| {
+        names
+            .get(k)
+            .map(|v| format!(" `{}`", var_name(*v)))
+            .unwrap_or_default()
+    };
+    // core.md §6 (2): arguments are checked against the parameter types;
+    // the variables those mention are bound by the first argument that
+    // shows them, and every later one must agree.
+    let mut sol = Solution::default();
+    let mut bound_by: Vec<(Binder, usize)> = Vec::new();
+    let mut arg_types: Vec<Option<Type>> = Vec::new();
     let mut values = Vec::with_capacity(args.len());
     for (k, (arg, param)) in args.into_iter().zip(&params).enumerate() {
         let (ty, span) = match &arg {
             EntryArg::Expr(e) => (Some(e.ty.clone()), e.span),
             EntryArg::Data(v) => (data_type(v), value.span),
         };
-        // core.md §6 (2): arguments are checked against the parameter types.
-        if ty.as_ref().map(|t| t.equals(param)) != Some(Truth::Yes) {
-            let param_name = names
-                .get(k)
-                .map(|v| format!(" `{}`", var_name(*v)))
-                .unwrap_or_default();
-            return Err(Failure::Plain(format!(
-                "argument {} of {entry} has type {}, but the parameter{param_name} has type {}",
-                k + 1,
-                ty.as_ref().map_or("a box".into(), show),
-                show(param)
-            )));
+        let fits = match &ty {
+            Some(ty) => signature.fits(param, ty, sol.clone()),
+            None => Vec::new(),
+        };
+        let shown = ty.as_ref().map_or("a box".into(), show);
+        arg_types.push(ty.clone());
+        match fits.as_slice() {
+            [fit] => {
+                for b in &signature.binders {
+                    if !solves(&sol, *b) && solves(fit, *b) {
+                        bound_by.push((*b, k));
+                    }
+                }
+                sol = fit.clone();
+            }
+            [] => {
+                // Alone it would fit: an earlier argument gave one of its
+                // variables another value.
+                let alone = ty
+                    .as_ref()
+                    .map(|t| signature.fits(param, t, Solution::default()))
+                    .unwrap_or_default();
+                let disagreement = alone.first().and_then(|a| {
+                    bound_by
+                        .iter()
+                        .find(|(b, _)| value_of(a, *b).is_some() && value_of(a, *b) != value_of(&sol, *b))
+                        .map(|(b, j)| (*b, *j, value_of(a, *b)))
+                });
+                if let Some((b, j, here)) = disagreement {
+                    return Err(Failure::Plain(format!(
+                        "arguments {} and {} of {entry} disagree on {}: argument {}{} (of type {}) makes it {}, argument {}{} (of type {shown}) makes it {}",
+                        j + 1,
+                        k + 1,
+                        show_binder(b, None, show),
+                        j + 1,
+                        param_name(j),
+                        arg_types.get(j).map_or("a box".into(), |t: &Option<Type>| t
+                            .as_ref()
+                            .map_or("a box".into(), show)),
+                        show_binder(b, value_of(&sol, b), show),
+                        k + 1,
+                        param_name(k),
+                        show_binder(b, here, show),
+                    )));
+                }
+                return Err(Failure::Plain(format!(
+                    "argument {} of {entry} has type {shown}, but the parameter{} has type {}",
+                    k + 1,
+                    param_name(k),
+                    show(param)
+                )));
+            }
+            _ => {
+                return Err(Failure::Plain(format!(
+                    "argument {} of {entry} has type {shown}, which fits the parameter{}'s type {} in more than one way: write the parameter's axes out",
+                    k + 1,
+                    param_name(k),
+                    show(param)
+                )));
+            }
         }
         let v = match arg {
             EntryArg::Expr(e) => interp.eval(e, &env).map_err(Failure::Run)?,
@@ -167,21 +340,77 @@ pub fn run<'p>(
         };
         values.push((v, span));
     }
-    apply_entry(interp, &env, *var, value, values).map(Outcome::Entry)
+    if let Some(b) = signature.binders.iter().find(|b| !solves(&sol, **b)) {
+        return Err(Failure::Plain(format!(
+            "{entry}'s {} is not given by the type of any argument: mention it in a parameter's type",
+            show_binder(*b, None, show)
+        )));
+    }
+    let f = instantiate(interp, &env, *var, &signature, &sol, value.span)?;
+    apply_entry(interp, &env, f, &sol.ty(signature.fun), values).map(Outcome::Entry)
 }
 
-/// The entry bound to `var` (defined by `value`) applied to argument values
+/// The entry bound to `var` with its binders instantiated by `sol`.
+fn instantiate<'p>(
+    interp: &mut Interpreter,
+    env: &Env<'p>,
+    var: VarId,
+    signature: &Signature<'_>,
+    sol: &Solution,
+    span: Span,
+) -> Result<Value<'p>, Failure> {
+    let mut f = Interpreter::lookup(env, var)
+        .ok_or_else(|| Failure::Plain("internal error: no entry value".into()))?;
+    for (k, b) in signature.binders.iter().enumerate() {
+        // The type of the value once this binder is given.
+        let mut rest = (*signature.fun).clone();
+        for inner in signature.binders[k + 1..].iter().rev() {
+            let body = std::sync::Arc::new(rest);
+            rest = Type::scalar(match inner {
+                Binder::Type(v) => Atom::Forall(*v, body),
+                Binder::Index(v) => Atom::Pi(*v, body),
+            });
+        }
+        let ty = sol.ty(&rest);
+        let unknown = || Failure::Plain("internal error: an entry's variable has no value".into());
+        f = match b {
+            Binder::Type(v) => {
+                let atom = sol.types.get(v).ok_or_else(unknown)?;
+                interp.type_apply(&f, atom, &ty, env, span)
+            }
+            Binder::Index(IVar::Dim(v)) => {
+                let n = sol.dims.get(v).and_then(|d| d.as_const()).ok_or_else(unknown)?;
+                interp.index_apply(&f, &IndexVal::Dim(n), &ty, env, span)
+            }
+            Binder::Index(IVar::Shape(v)) => {
+                let dims = sol
+                    .shapes
+                    .get(v)
+                    .and_then(|s| {
+                        s.dims()?
+                            .iter()
+                            .map(|d| d.as_const())
+                            .collect::<Option<Vec<i64>>>()
+                    })
+                    .ok_or_else(unknown)?;
+                interp.index_apply(&f, &IndexVal::Shape(dims), &ty, env, span)
+            }
+        }
+        .map_err(Failure::Run)?;
+    }
+    Ok(f)
+}
+
+/// An entry's function value `f`, of type `ty`, applied to argument values
 /// already checked against its parameters, each with the position to blame.
 pub fn apply_entry<'p>(
     interp: &mut Interpreter,
     env: &Env<'p>,
-    var: VarId,
-    value: &'p TExpr,
+    mut f: Value<'p>,
+    ty: &Type,
     args: Vec<(Value<'p>, Span)>,
 ) -> Result<Value<'p>, Failure> {
-    let mut f = Interpreter::lookup(env, var)
-        .ok_or_else(|| Failure::Plain("internal error: no entry value".into()))?;
-    let mut ty = value.ty.clone();
+    let mut ty = ty.clone();
     for (a, span) in args {
         let result = match &ty.atom {
             Atom::Arrow(_, r) => (**r).clone(),
@@ -209,8 +438,19 @@ pub fn call_entry<'p>(
     let Some((var, value)) = find_entry(decls, entry) else {
         return Err(Failure::Plain(format!("program has no {entry} entry")));
     };
+    let signature = Signature::of(&value.ty);
+    let params = parameters(signature.fun);
+    let mut sol = Solution::default();
+    for (param, a) in params.iter().zip(&args) {
+        if let Some(ty) = data_type(a)
+            && let Some(fit) = signature.fits(param, &ty, sol.clone()).into_iter().next()
+        {
+            sol = fit;
+        }
+    }
+    let f = instantiate(interp, &env, var, &signature, &sol, value.span)?;
     let args = args.into_iter().map(|a| (a, value.span)).collect();
-    apply_entry(interp, &env, var, value, args)
+    apply_entry(interp, &env, f, &sol.ty(signature.fun), args)
 }
 
 /// The parameter types of a curried function type.
@@ -234,6 +474,10 @@ fn parameter_vars(value: &TExpr) -> Vec<VarId> {
                 TAtomKind::Lambda { param, body } => {
                     out.push(*param);
                     e = body;
+                }
+                // The binders of an entry's free variables.
+                TAtomKind::TLambda { body, .. } | TAtomKind::ILambda { body, .. } if out.is_empty() => {
+                    e = body
                 }
                 _ => break,
             },

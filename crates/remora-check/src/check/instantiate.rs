@@ -708,7 +708,7 @@ impl Checker {
 
     /// A fresh index variable of `v`'s sort, named after it (plus
     /// `suffix`), and the index that is that variable.
-    fn fresh_index_like(&mut self, v: IVar, suffix: &str) -> (IVar, Index) {
+    pub(super) fn fresh_index_like(&mut self, v: IVar, suffix: &str) -> (IVar, Index) {
         match v {
             IVar::Dim(d) => {
                 let name = self
