@@ -1017,10 +1017,25 @@ impl Checker {
             }
         };
         match err {
-            AppError::NotAFunction => self
-                .error(e.span, "Expected an array of functions in application: ")
+            AppError::NotAFunction => {
+                let head = match &e.kind {
+                    ExprKind::App { func, .. } => print::expr_to_string(func),
+                    _ => shown.clone(),
+                };
+                let why = if instantiate::polymorphic_function(fun_ty)
+                    || matches!(&fun_ty.atom, Atom::Forall(..) | Atom::Pi(..))
+                {
+                    format!("`{head}` is polymorphic and must be instantiated first")
+                } else {
+                    format!("`{head}` is not a function")
+                };
+                self.error(
+                    e.span,
+                    format!("Expected an array of functions in application: {why}"),
+                )
                 .note(shown)
-                .note(format!("the function position has type {}", self.show(fun_ty))),
+                .note(format!("the function position has type {}", self.show(fun_ty)))
+            }
             AppError::AtomMismatch { param, arg, why } => {
                 let boxed = matches!(arg, Atom::Sigma(..)) && !matches!(param, Atom::Sigma(..));
                 let d = self

@@ -33,6 +33,11 @@ pub struct Solution {
     pub types: HashMap<TVar, Atom>,
     pub dims: HashMap<DVar, Dim>,
     pub shapes: HashMap<SVar, Shape>,
+    /// Dimension equations `p = a` met with more than one unknown in `p`
+    /// (`(+ $w $k) = 5`): solved once the other arguments have given all
+    /// but one of them a value, so that the order of the parameters does
+    /// not matter (see [`Unknowns::settle`]).
+    pub deferred: Vec<(Dim, Dim)>,
 }
 
 /// How many rounds of substitution resolve a solution whose values mention
@@ -153,7 +158,30 @@ impl Unknowns {
                 s.dims.insert(*v, value);
                 Some(s)
             }
-            _ => None,
+            _ => {
+                let mut s = sol.clone();
+                s.deferred.push((p, a.clone()));
+                Some(s)
+            }
+        }
+    }
+
+    /// `sol` with its deferred equations solved, as far as its values now
+    /// allow: `None` when one is false, or, for a `complete` spine, when one
+    /// is left with more than one unknown (one length cannot solve it).
+    pub fn settle(&self, mut sol: Solution, complete: bool) -> Option<Solution> {
+        loop {
+            let pending = std::mem::take(&mut sol.deferred);
+            let before = pending.len();
+            if before == 0 {
+                return Some(sol);
+            }
+            for (p, a) in pending {
+                sol = self.match_dim(&p, &a, &sol)?;
+            }
+            if sol.deferred.len() >= before {
+                return (!complete).then_some(sol);
+            }
         }
     }
 
@@ -364,6 +392,29 @@ impl Unknowns {
         extensions: &[Option<SVar>],
         sol: Solution,
     ) -> Vec<Candidate> {
+        self.spine_with(fun, args, extensions, sol, true)
+    }
+
+    /// `spine` of the first arguments of a longer spine: an equation the
+    /// later arguments may solve is left unsolved.
+    pub fn spine_prefix(
+        &self,
+        fun: &Type,
+        args: &[Option<Type>],
+        extensions: &[Option<SVar>],
+        sol: Solution,
+    ) -> Vec<Candidate> {
+        self.spine_with(fun, args, extensions, sol, false)
+    }
+
+    fn spine_with(
+        &self,
+        fun: &Type,
+        args: &[Option<Type>],
+        extensions: &[Option<SVar>],
+        sol: Solution,
+        complete: bool,
+    ) -> Vec<Candidate> {
         let mut variants = Vec::with_capacity(args.len());
         for (k, a) in args.iter().enumerate() {
             let Some(a) = a else {
@@ -380,7 +431,7 @@ impl Unknowns {
             variants.push(v);
         }
         let mut out = Vec::new();
-        self.spine_from(fun, &variants, sol, Vec::new(), &mut out);
+        self.spine_from(fun, &variants, sol, Vec::new(), complete, &mut out);
         out
     }
 
@@ -390,9 +441,13 @@ impl Unknowns {
         args: &[Vec<Type>],
         sol: Solution,
         frames: Vec<Shape>,
+        complete: bool,
         out: &mut Vec<Candidate>,
     ) {
         let Some((variants, rest)) = args.split_first() else {
+            let Some(sol) = self.settle(sol, complete) else {
+                return;
+            };
             let mut principal = Shape::scalar();
             for f in &frames {
                 match principal_frame(&principal, f) {
@@ -416,14 +471,14 @@ impl Unknowns {
         if variants.is_empty() {
             let mut frames = frames;
             frames.push(Shape::scalar());
-            self.spine_from(result, rest, sol, frames, out);
+            self.spine_from(result, rest, sol, frames, complete, out);
             return;
         }
         for arg in variants {
             for (s, frame) in self.match_arg(param, arg, sol.clone()) {
                 let mut frames = frames.clone();
                 frames.push(frame);
-                self.spine_from(result, rest, s, frames, out);
+                self.spine_from(result, rest, s, frames, complete, out);
             }
         }
     }

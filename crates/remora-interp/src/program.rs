@@ -340,6 +340,12 @@ pub fn run<'p>(
         };
         values.push((v, span));
     }
+    let Some(sol) = signature.unknowns().settle(sol, true) else {
+        return Err(Failure::Plain(format!(
+            "the arguments of {entry} do not fit its parameters' types together: {}",
+            params.iter().map(show).collect::<Vec<_>>().join(", ")
+        )));
+    };
     if let Some(b) = signature.binders.iter().find(|b| !solves(&sol, **b)) {
         return Err(Failure::Plain(format!(
             "{entry}'s {} is not given by the type of any argument: mention it in a parameter's type",
@@ -448,6 +454,7 @@ pub fn call_entry<'p>(
             sol = fit;
         }
     }
+    let sol = signature.unknowns().settle(sol.clone(), true).unwrap_or(sol);
     let f = instantiate(interp, &env, var, &signature, &sol, value.span)?;
     let args = args.into_iter().map(|a| (a, value.span)).collect();
     apply_entry(interp, &env, f, &sol.ty(signature.fun), args)

@@ -78,6 +78,17 @@ impl Checker {
             };
             return Some(self.instantiate_spine(e, base, f.kind, f.ty, &written, &spine));
         }
+        if written.is_empty()
+            && let ExprKind::Frame { shape, elems } = &base.kind
+            && !elems.is_empty()
+            && elems.iter().all(|f| self.polymorphic_name(f).is_some())
+            && elems.iter().any(|f| {
+                self.polymorphic_name(f)
+                    .is_some_and(|(_, t)| count_binders(&t).0 > 0)
+            })
+        {
+            return Some(self.function_frame_spine(e, base.span, shape, elems, &spine));
+        }
         let ExprKind::Var(name) = &base.kind else {
             return None;
         };
@@ -99,6 +110,92 @@ impl Checker {
             return None;
         }
         Some(self.instantiate_spine(e, base, base_kind, base_ty, &written, &spine))
+    }
+
+    /// A name bound to a function, polymorphic or not: its typed form and
+    /// type.
+    fn polymorphic_name(&self, f: &ast::Expr) -> Option<(TExprKind, Type)> {
+        let ExprKind::Var(name) = &f.kind else {
+            return None;
+        };
+        let (kind, ty) = match self.values.get(&name.name)? {
+            Value::Var(id, ty) => (TExprKind::Var(*id), ty.clone()),
+            Value::Intrinsic(n, ty) => (TExprKind::Intrinsic(n), ty.clone()),
+            Value::Poisoned => return None,
+        };
+        (ty.shape.is_scalar() && matches!(count_binders(&ty).1.atom, Atom::Arrow(..))).then_some((kind, ty))
+    }
+
+    /// `([sum length] [8 9 6])`: a frame of polymorphic functions applied
+    /// as one array of functions, each instantiated at one common type.
+    /// The first is instantiated from the arguments as if applied alone;
+    /// the others against its instantiated type; the applications are
+    /// then those of the frame of them.
+    fn function_frame_spine(
+        &mut self,
+        e: &ast::Expr,
+        frame_span: Span,
+        shape: &[u64],
+        elems: &[ast::Expr],
+        spine: &[(&ast::Expr, Span)],
+    ) -> Option<TExpr> {
+        let (first, rest) = elems.split_first()?;
+        let (kind, ty) = self.polymorphic_name(first)?;
+        let alone = self.instantiate_spine(e, first, kind, ty, &[], spine)?;
+        // The first function instantiated, and its arguments as typed.
+        let (head, args) = alone.spine();
+        let head = head.clone();
+        let args: Vec<TExpr> = args.into_iter().map(|(a, _)| a.clone()).collect();
+        let mut funs = vec![head];
+        for f in rest {
+            let g = self.instantiate_against(f, &funs[0].ty)?;
+            if !self.resolve(&g.ty).equals(&self.resolve(&funs[0].ty)).is_yes() {
+                let d = self
+                    .error(f.span, "the functions of this frame have no one type")
+                    .note(format!(
+                        "`{}` is instantiated as {}, `{}` has type {}",
+                        print::expr_to_string(first),
+                        self.show(&funs[0].ty),
+                        print::expr_to_string(f),
+                        self.show(&g.ty)
+                    ));
+                self.report(d);
+                return None;
+            }
+            funs.push(g);
+        }
+        let frame_ty = funs[0]
+            .ty
+            .lift(&Shape::from_dims(shape.iter().map(|d| Dim::nat(*d))));
+        let mut f = TExpr {
+            kind: TExprKind::Frame {
+                shape: shape.to_vec(),
+                elems: funs,
+            },
+            ty: frame_ty,
+            span: frame_span,
+        };
+        for (a, (_, app_span)) in args.into_iter().zip(spine) {
+            let lifted = match apply(&self.resolve(&f.ty), &self.resolve(&a.ty)) {
+                Ok(l) => l,
+                Err(err) => {
+                    let d = self.application_error(e, &f.ty, err);
+                    self.report(d);
+                    return None;
+                }
+            };
+            let ty = lifted.result.clone();
+            f = TExpr {
+                kind: TExprKind::App {
+                    func: Box::new(f),
+                    arg: Box::new(a),
+                    lifted,
+                },
+                ty,
+                span: *app_span,
+            };
+        }
+        Some(f)
     }
 
     fn instantiate_spine(
@@ -500,7 +597,7 @@ impl Checker {
         }
         let own = rank.removed_from(&unknowns);
         let mut found: Vec<(Solution, String)> = Vec::new();
-        for sol in sols {
+        for sol in sols.into_iter().filter_map(|s| unknowns.settle(s, true)) {
             if insts.iter().any(|i| unsolved(i, &sol, &own)) {
                 continue;
             }
@@ -794,9 +891,12 @@ impl Checker {
     fn first_misfit(&self, head: &Head<'_>, args: &[Option<Type>]) -> Option<String> {
         let mut solution = Solution::default();
         for k in 0..args.len() {
-            let fits =
-                head.unknowns
-                    .spine(&head.ty, &args[..=k], &head.extensions[..=k], Solution::default());
+            let fits = head.unknowns.spine_prefix(
+                &head.ty,
+                &args[..=k],
+                &head.extensions[..=k],
+                Solution::default(),
+            );
             let Some(best) = fits.into_iter().min_by_key(|c| c.principal.min_rank()) else {
                 let param = nth_param(&head.ty, k)?;
                 let param = solution.ty(&param);
@@ -850,7 +950,15 @@ impl Checker {
             };
             solution = best.solution;
         }
-        None
+        // Every argument fit, but an equation of two unknowns is left.
+        let (d, _) = solution.deferred.first()?;
+        Some(format!(
+            "the parameter's dimension {} has more than one unknown, which the arguments do not \
+             determine: give the first, as in ((i-app {} 2) …)",
+            self.show_shape(&Shape::from_dims([d.clone()]))
+                .trim_matches(|c| c == '[' || c == ']'),
+            print::expr_to_string(head.base)
+        ))
     }
 
     /// `(@f (T …) (i …))` for an instantiation.
