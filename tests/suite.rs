@@ -170,10 +170,10 @@ fn link_targets(line: &str) -> Vec<&str> {
         rest = &rest[end..];
     }
     let trimmed = line.trim_start();
-    if trimmed.starts_with('[') {
-        if let Some(at) = trimmed.find("]: ") {
-            targets.push(trimmed[at + 3..].split_whitespace().next().unwrap_or(""));
-        }
+    if trimmed.starts_with('[')
+        && let Some(at) = trimmed.find("]: ")
+    {
+        targets.push(trimmed[at + 3..].split_whitespace().next().unwrap_or(""));
     }
     targets
 }
