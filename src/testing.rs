@@ -30,16 +30,19 @@ pub fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The runnable examples of a Markdown document (docs/prelude.md) as a
-/// case file. In each fenced `remora` block, an example is the source lines
-/// since the previous expectation, then its expectation: `;; ⇒ VALUE` (it
-/// prints VALUE) or `;; error: TEXT` (it fails with a message containing
-/// TEXT). Each case is named after the expectation's line. Source left
+/// The runnable examples of a Markdown document (docs/prelude.md,
+/// docs/guide.md) as a case file. In each fenced `remora` block, an example
+/// is the source lines since the previous expectation, then its
+/// expectation: `;; ⇒ VALUE` (it prints VALUE) or `;; error: TEXT` (it
+/// fails with a message containing TEXT). A line `;; input { V … }` before
+/// the expectation gives the `main` entry its arguments (a test block's
+/// `input`). Each case is named after the expectation's line. Source left
 /// without an expectation at the end of a block is an error, so that no
 /// example goes untested.
 pub fn markdown_cases(markdown: &str) -> Result<String, String> {
     let mut out = String::new();
     let mut block: Option<Vec<&str>> = None;
+    let mut input: Option<&str> = None;
     for (n, line) in markdown.lines().enumerate() {
         let trimmed = line.trim();
         let Some(source) = &mut block else {
@@ -49,9 +52,10 @@ pub fn markdown_cases(markdown: &str) -> Result<String, String> {
             continue;
         };
         if trimmed.starts_with("```") {
-            if source
-                .iter()
-                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with(';'))
+            if input.is_some()
+                || source
+                    .iter()
+                    .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with(';'))
             {
                 return Err(format!(
                     "line {}: an example without `;; ⇒` or `;; error:`",
@@ -59,6 +63,10 @@ pub fn markdown_cases(markdown: &str) -> Result<String, String> {
                 ));
             }
             block = None;
+            continue;
+        }
+        if trimmed.starts_with(";; input {") {
+            input = trimmed.strip_prefix(";; ");
             continue;
         }
         let expected = trimmed
@@ -72,7 +80,13 @@ pub fn markdown_cases(markdown: &str) -> Result<String, String> {
         match expected {
             None => source.push(line),
             Some(expected) => {
-                out.push_str(&format!(";;; case line-{}\n;; ==\n{expected}\n", n + 1));
+                out.push_str(&format!(";;; case line-{}\n;; ==\n", n + 1));
+                if let Some(input) = input.take() {
+                    out.push_str(&format!(";; {input}\n"));
+                }
+                // A blank line ends the test block: a comment that opens
+                // the example is the example's, not a directive.
+                out.push_str(&format!("{expected}\n\n"));
                 for l in source.drain(..) {
                     out.push_str(l);
                     out.push('\n');

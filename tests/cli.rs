@@ -69,7 +69,7 @@ fn parse_file_and_positional_file() {
     let b = remora(&["parse", path], None);
     assert!(a.status.success(), "{}", text(&a.stderr));
     assert_eq!(a.stdout, b.stdout);
-    assert!(text(&a.stdout).starts_with("(def (i-fun (dot ($n))"));
+    assert!(text(&a.stdout).starts_with("(def (fun (dot (xs (A Float [$n]))"));
 }
 
 #[test]

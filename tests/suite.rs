@@ -4,6 +4,8 @@
 //! `type-error:` check also has its rendered diagnostics snapshot-tested
 //! (tests/snapshots), and so has every `dump:` its compiler level; every
 //! case with runs must also lower to the compiler's explicit maps.
+//! The project's Markdown documents are checked to stand alone: every
+//! relative link names a file of the repository.
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use remora::testing::{collect, run_case};
@@ -21,12 +23,22 @@ fn main() {
         collect(&root.join(dir), &mut files);
     }
     files.sort();
-    // The examples of the prelude reference, as a case file of their own.
-    let docs = root.join("docs/prelude.md");
-    if docs.exists() {
-        files.push(docs);
+    // The examples of the language guide and the prelude reference, each
+    // document a case file of its own.
+    for doc in ["docs/guide.md", "docs/prelude.md"] {
+        let doc = root.join(doc);
+        if doc.exists() {
+            files.push(doc);
+        }
     }
     let mut trials = Vec::new();
+    for doc in documents(&root) {
+        let rel = doc.strip_prefix(&root).unwrap_or(&doc).display().to_string();
+        let root = root.clone();
+        trials.push(Trial::test(format!("{rel}::links"), move || {
+            links_stay_inside(&root, &doc).map_err(Failed::from)
+        }));
+    }
     for file in files {
         let rel = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
         let text = match std::fs::read_to_string(&file) {
@@ -92,4 +104,95 @@ fn snapshot(case: &str, rendered: String) -> Result<(), Failed> {
         return Err("snapshot differs (cargo insta review)".into());
     }
     Ok(())
+}
+
+/// The Markdown documents a reader of a fresh clone meets: those at the
+/// root, in docs/ and in fuzz/.
+fn documents(root: &Path) -> Vec<PathBuf> {
+    let mut docs = Vec::new();
+    for dir in [root.to_path_buf(), root.join("docs"), root.join("fuzz")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "md") && path.is_file() {
+                docs.push(path);
+            }
+        }
+    }
+    docs.sort();
+    docs
+}
+
+/// Every relative link of the document (`[text](target)` or
+/// `[label]: target`) names a file or folder inside the repository, and
+/// nothing points into `../shared`, which a clone does not have. Links with
+/// a scheme (`https:`) and anchors (`#…`) are left alone.
+fn links_stay_inside(root: &Path, doc: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(doc).map_err(|e| format!("cannot read: {e}"))?;
+    let dir = doc.parent().unwrap_or(root);
+    let mut wrong = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.contains("../shared") {
+            wrong.push(format!("line {}: points into ../shared", n + 1));
+        }
+        for target in link_targets(line) {
+            let target = target.split('#').next().unwrap_or("");
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            match inside(root, &dir.join(target)) {
+                None => wrong.push(format!("line {}: `{target}` leaves the repository", n + 1)),
+                Some(path) if !path.exists() => {
+                    wrong.push(format!("line {}: `{target}` does not exist", n + 1))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("\n"))
+    }
+}
+
+/// The targets of the links on one line: `](target)` and a reference
+/// definition `[label]: target`.
+fn link_targets(line: &str) -> Vec<&str> {
+    let mut targets = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("](") {
+        rest = &rest[at + 2..];
+        let end = rest.find(')').unwrap_or(rest.len());
+        targets.push(rest[..end].split_whitespace().next().unwrap_or(""));
+        rest = &rest[end..];
+    }
+    let trimmed = line.trim_start();
+    if trimmed.starts_with('[')
+        && let Some(at) = trimmed.find("]: ")
+    {
+        targets.push(trimmed[at + 3..].split_whitespace().next().unwrap_or(""));
+    }
+    targets
+}
+
+/// `path` with `.` and `..` resolved by its components, if it stays under
+/// `root`.
+fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut resolved = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                if !resolved.pop() {
+                    return None;
+                }
+            }
+            Component::CurDir => {}
+            other => resolved.push(other),
+        }
+    }
+    resolved.starts_with(root).then_some(resolved)
 }
