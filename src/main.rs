@@ -45,7 +45,7 @@ enum Command {
     /// the entry's arguments.
     Interpret(InterpretArgs),
     /// An interactive session: expressions and declarations, `:type e`,
-    /// `:load FILE`, `:quit`.
+    /// `:load FILE`, `:help`, `:quit`.
     Repl,
     /// Run the test blocks of `.remora` files (directories: recursively).
     Test {

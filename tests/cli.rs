@@ -626,3 +626,197 @@ fn the_fused_engine_prints_what_the_interpreter_prints() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_repl_session_with_help_types_definitions_and_an_error_then_recovery() {
+    let input = ":help\n\
+                 :t [1 2]\n\
+                 (def (val xs [1 2 3]))\n\
+                 (def (fun (double (x Int) : Int)\n  (* 2 x)))\n\
+                 :t (double xs)\n\
+                 (double #t)\n\
+                 (+ xs nope)\n\
+                 :nope\n\
+                 (double xs)\n\
+                 :q\n\
+                 (+ 1 1)\n";
+    let out = remora(&["repl"], Some(input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // :help lists every command, with its short form, and how to write things.
+    for line in [
+        ":type EXPR, :t EXPR",
+        ":elab EXPR",
+        ":load FILE",
+        ":help, :h",
+        ":quit, :q",
+    ] {
+        assert!(stdout.contains(line), "{line} not in:\n{stdout}");
+    }
+    assert!(stdout.contains("(def (val xs [1 2 3]))"), "{stdout}");
+    let after_help = stdout
+        .split_once("kept between sessions.\n")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
+    let mut rest = after_help.lines();
+    assert_eq!(rest.next(), Some("[Int 2]"), "{stdout}");
+    assert_eq!(rest.next(), Some("[Int 3]"), "{stdout}");
+    assert_eq!(
+        rest.next(),
+        Some("<repl>:1:1: error: Ill-typed application:"),
+        "{stdout}"
+    );
+    assert!(
+        after_help.contains("<repl>:1:7: error: unbound variable `nope`\n"),
+        "{stdout}"
+    );
+    assert!(
+        after_help.contains("remora: error: no command `:nope` (:help lists the commands)\n"),
+        "{stdout}"
+    );
+    // After the errors the session goes on with what it had; `:q` leaves
+    // (the input after it is not read).
+    assert!(after_help.ends_with("[2 4 6]\n"), "{stdout}");
+}
+
+#[test]
+fn repl_completion_offers_commands_and_names() {
+    let names: Vec<String> = ["reduce", "reverse", "rotate", "my-sum"]
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    let (start, found) = remora::repl::completions("(re", 3, &names);
+    assert_eq!(
+        (start, found),
+        (1, vec!["reduce".to_string(), "reverse".to_string()])
+    );
+    let (start, found) = remora::repl::completions("(+ 1 [my", 8, &names);
+    assert_eq!((start, found), (6, vec!["my-sum".to_string()]));
+    let (start, found) = remora::repl::completions("  :t", 4, &names);
+    assert_eq!((start, found), (2, vec![":type".to_string()]));
+    // A command only at the start of the input; nothing for an empty word.
+    assert!(remora::repl::completions("(f :t", 5, &names).1.is_empty());
+    assert!(remora::repl::completions("(f ", 3, &names).1.is_empty());
+}
+
+#[test]
+fn repl_history_lives_in_the_state_directory() {
+    use remora::repl::history_path;
+    use std::path::PathBuf;
+    assert_eq!(
+        history_path(Some("/s".into()), Some("/h".into())),
+        Some(PathBuf::from("/s/remora/history"))
+    );
+    assert_eq!(
+        history_path(None, Some("/h".into())),
+        Some(PathBuf::from("/h/.local/state/remora/history"))
+    );
+    // A relative XDG_STATE_HOME is ignored (the XDG specification).
+    assert_eq!(
+        history_path(Some("rel".into()), Some("/h".into())),
+        Some(PathBuf::from("/h/.local/state/remora/history"))
+    );
+    assert_eq!(history_path(None, None), None);
+}
+
+/// `remora repl` on a pseudo-terminal, as a person at a terminal meets it
+/// (the line editor: Tab completion, the history file). All the keys are
+/// queued before the REPL starts, so that no reply to the line editor's
+/// cursor query can arrive late and be read as a key. What the terminal
+/// showed, and whether the REPL exited in time.
+#[cfg(unix)]
+fn repl_on_a_terminal(keys: &str, state: &std::path::Path) -> (String, bool) {
+    use std::io::Read;
+    let size = nix::pty::Winsize {
+        ws_row: 24,
+        ws_col: 100,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = match nix::pty::openpty(Some(&size), None) {
+        Ok(p) => p,
+        Err(e) => return (format!("no pseudo-terminal: {e}"), false),
+    };
+    let mut master = std::fs::File::from(pty.master);
+    let queued = master.write_all(keys.as_bytes());
+    assert!(queued.is_ok(), "{queued:?}");
+    let slave = std::fs::File::from(pty.slave);
+    let (Ok(i), Ok(o), Ok(e)) = (slave.try_clone(), slave.try_clone(), slave.try_clone()) else {
+        return ("cannot share the terminal".into(), false);
+    };
+    let child = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .arg("repl")
+        .env("TERM", "xterm")
+        .env("XDG_STATE_HOME", state)
+        .stdin(i)
+        .stdout(o)
+        .stderr(e)
+        .spawn();
+    drop(slave);
+    let Ok(mut child) = child else {
+        return ("could not start remora".into(), false);
+    };
+    // The terminal's output, read as it comes (a full terminal would stop
+    // the REPL); the read ends when the REPL has closed the terminal.
+    let reader = master.try_clone();
+    let (sender, shown) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Ok(mut r) = reader {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = r.read(&mut buf) {
+                out.extend_from_slice(&buf[..n]);
+            }
+        }
+        let _ = sender.send(out);
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut exited = false;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            exited = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    drop(master);
+    let out = shown
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap_or_default();
+    (text(&out), exited)
+}
+
+#[cfg(unix)]
+#[test]
+fn repl_on_a_terminal_completes_names_and_keeps_its_history() {
+    let state = scratch("repl-terminal");
+    // A defined name and a command completed by Tab.
+    let (shown, exited) = repl_on_a_terminal(
+        "(def (val a-long-name 20))\n(+ a-long\t 1)\n:he\t\n(rever\t [1 2 3])\n:q\n",
+        &state,
+    );
+    assert!(exited, "the REPL did not leave on :q:\n{shown}");
+    // (The terminal ends each line with a carriage return and a newline.)
+    assert!(shown.contains("\n21\r\n"), "{shown}");
+    assert!(shown.contains(":type EXPR, :t EXPR"), "{shown}");
+    assert!(shown.contains("\n[3 2 1]\r\n"), "{shown}");
+    let history = std::fs::read_to_string(state.join("remora/history")).unwrap_or_default();
+    assert!(history.contains("(def (val a-long-name 20))"), "{history}");
+    assert!(history.contains("(+ a-long-name 1)"), "{history}");
+    // A later session finds the inputs again: five times Up recalls the
+    // definition (before `(+ a-long-name 1)`, `:help`, `(reverse …)`, `:q`).
+    let (shown, exited) =
+        repl_on_a_terminal("\x1b[A\x1b[A\x1b[A\x1b[A\x1b[A\n(+ a-long-name 2)\n:q\n", &state);
+    assert!(exited, "{shown}");
+    assert!(shown.contains("\n22\r\n"), "{shown}");
+    // A history that cannot be written is done without.
+    let blocked = state.join("file");
+    let _ = std::fs::write(&blocked, "not a directory");
+    let (shown, exited) = repl_on_a_terminal("(+ 1 2)\n:q\n", &blocked);
+    assert!(exited, "{shown}");
+    assert!(shown.contains("\n3\r\n"), "{shown}");
+}
