@@ -808,8 +808,12 @@ fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCod
     }
 }
 
-/// `remora test PATH …`: every case of every file; failures reported as
-/// `PATH::CASE:` and the reason; closing with `N passed, M failed`.
+/// `remora test PATH …`: every test (each run of each block, each check)
+/// of every case of every file. A failure names the file and line of its
+/// block, the case's program, the input, and the expected and actual values
+/// with where they first differ; the last line is `N passed, M failed`,
+/// counting tests (a file that cannot be read or whose blocks do not parse
+/// counts as one failure).
 fn test(paths: &[PathBuf]) -> ExitCode {
     let mut files = Vec::new();
     for p in paths {
@@ -839,17 +843,29 @@ fn test(paths: &[PathBuf]) -> ExitCode {
         let cases = match remora_syntax::testblock::parse_cases(&text, &stem) {
             Ok(c) => c,
             Err(e) => {
-                out.push_str(&format!("{rel}: {e}\n"));
+                out.push_str(&format!("FAIL {rel}: {e}\n\n"));
                 failed += 1;
                 continue;
             }
         };
         for case in &cases {
-            match remora::testing::run_case(&rel, file, case) {
-                Ok(_) => passed += 1,
-                Err(why) => {
-                    failed += 1;
-                    out.push_str(&format!("{rel}::{}:\n{why}\n\n", case.name));
+            for t in remora::testing::case_tests(&rel, file, case).tests {
+                match t.result {
+                    Ok(()) => passed += 1,
+                    Err(why) => {
+                        failed += 1;
+                        let what = if t.what.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {}", t.what)
+                        };
+                        out.push_str(&format!("FAIL {rel}:{}: case `{}`{what}\n", t.line, case.name));
+                        for line in why.trim_end().lines() {
+                            out.push_str(&format!("  {line}\n"));
+                        }
+                        out.push_str(&program_lines(&case.source));
+                        out.push('\n');
+                    }
                 }
             }
         }
@@ -857,6 +873,34 @@ fn test(paths: &[PathBuf]) -> ExitCode {
     out.push_str(&format!("{passed} passed, {failed} failed\n"));
     let code = write_stdout(&out);
     if failed > 0 { ExitCode::FAILURE } else { code }
+}
+
+/// The program of a case (its lines that are neither blank nor comments),
+/// each with its line number, as `remora test` shows it under a failure;
+/// at most a dozen lines of at most 120 characters.
+fn program_lines(source: &str) -> String {
+    const MOST: usize = 12;
+    let lines: Vec<(usize, &str)> = source
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with(';'))
+        .map(|(i, l)| (i + 1, l))
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let width = lines.iter().map(|(n, _)| n.to_string().len()).max().unwrap_or(1);
+    let mut out = String::from("  program:\n");
+    for (n, l) in lines.iter().take(MOST) {
+        // A long line is cut (the file has it whole).
+        let cut: String = l.chars().take(120).collect();
+        let more = if cut.len() < l.len() { "…" } else { "" };
+        out.push_str(&format!("    {n:>width$} | {cut}{more}\n"));
+    }
+    if lines.len() > MOST {
+        out.push_str(&format!("    … ({} more lines)\n", lines.len() - MOST));
+    }
+    out
 }
 
 fn parse(source: Source) -> ExitCode {

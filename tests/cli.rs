@@ -820,3 +820,58 @@ fn repl_on_a_terminal_completes_names_and_keeps_its_history() {
     assert!(exited, "{shown}");
     assert!(shown.contains("\n3\r\n"), "{shown}");
 }
+
+#[test]
+fn a_failing_test_names_its_block_input_values_and_first_difference() {
+    let dir = scratch("test-failing");
+    let file = dir.join("failing.remora");
+    let cases = ";;; case add\n\
+                 ;; ==\n\
+                 ;; input { 2 3 }\n\
+                 ;; output { 5 }\n\
+                 ;; input { 1 1 }\n\
+                 ;; output { 3 }\n\
+                 (entry (main (x Int) (y Int)) (+ x y))\n\
+                 \n\
+                 ;;; case matrix\n\
+                 ;; ==\n\
+                 ;; output { [[1 2] [3 5]] }\n\
+                 (+ [[0 1] [2 3]] 1)\n\
+                 \n\
+                 ;;; case shapes\n\
+                 ;; ==\n\
+                 ;; output { [1 2 3] }\n\
+                 [1 2]\n\
+                 \n\
+                 ;;; case error\n\
+                 ;; ==\n\
+                 ;; error: nope\n\
+                 (/ 1 0)\n";
+    let written = std::fs::write(&file, cases);
+    assert!(written.is_ok(), "{written:?}");
+    let out = remora(&["test", &file.to_string_lossy()], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let shown = file.to_string_lossy();
+    // The second run of `add`: the block's line, the program, the input,
+    // the values, a caret under the first difference.
+    let add = format!(
+        "FAIL {shown}:2: case `add`, run 2 of 2\n  input:    1 1\n  expected: 3\n  actual:   2\n            ^ first difference\n  program:\n    7 | (entry (main (x Int) (y Int)) (+ x y))\n"
+    );
+    assert!(stdout.contains(&add), "{stdout}");
+    let matrix = format!(
+        "FAIL {shown}:10: case `matrix`\n  expected: [[1 2] [3 5]]\n  actual:   [[1 2] [3 4]]\n                      ^ first difference (at index [1 1])\n  program:\n    12 | (+ [[0 1] [2 3]] 1)\n"
+    );
+    assert!(stdout.contains(&matrix), "{stdout}");
+    assert!(
+        stdout.contains("^ first difference (the shapes differ: expected [3], got [2])\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  expected: an error matching /nope/\n  actual error:\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("error: divide by zero"), "{stdout}");
+    // Runs are counted, not files or cases: `add`'s first run passed.
+    assert!(stdout.ends_with("\n1 passed, 4 failed\n"), "{stdout}");
+}
