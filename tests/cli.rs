@@ -719,13 +719,13 @@ fn repl_history_lives_in_the_state_directory() {
     assert_eq!(history_path(None, None), None);
 }
 
-/// `remora repl` on a pseudo-terminal, as a person at a terminal meets it
-/// (the line editor: Tab completion, the history file). All the keys are
-/// queued before the REPL starts, so that no reply to the line editor's
-/// cursor query can arrive late and be read as a key. What the terminal
-/// showed, and whether the REPL exited in time.
+/// `remora ARGS` on a pseudo-terminal, as a person at a terminal meets it
+/// (for the REPL, the line editor: Tab completion, the history file). All
+/// the keys are queued before remora starts, so that no reply to the line
+/// editor's cursor query can arrive late and be read as a key. What the
+/// terminal showed, and whether remora exited in time.
 #[cfg(unix)]
-fn repl_on_a_terminal(keys: &str, state: &std::path::Path) -> (String, bool) {
+fn on_a_terminal(args: &[&str], keys: &str, state: &std::path::Path) -> (String, bool) {
     use std::io::Read;
     let size = nix::pty::Winsize {
         ws_row: 24,
@@ -745,7 +745,7 @@ fn repl_on_a_terminal(keys: &str, state: &std::path::Path) -> (String, bool) {
         return ("cannot share the terminal".into(), false);
     };
     let child = Command::new(env!("CARGO_BIN_EXE_remora"))
-        .arg("repl")
+        .args(args)
         .env("TERM", "xterm")
         .env("XDG_STATE_HOME", state)
         .stdin(i)
@@ -795,7 +795,8 @@ fn repl_on_a_terminal(keys: &str, state: &std::path::Path) -> (String, bool) {
 fn repl_on_a_terminal_completes_names_and_keeps_its_history() {
     let state = scratch("repl-terminal");
     // A defined name and a command completed by Tab.
-    let (shown, exited) = repl_on_a_terminal(
+    let (shown, exited) = on_a_terminal(
+        &["repl"],
         "(def (val a-long-name 20))\n(+ a-long\t 1)\n:he\t\n(rever\t [1 2 3])\n:q\n",
         &state,
     );
@@ -809,14 +810,17 @@ fn repl_on_a_terminal_completes_names_and_keeps_its_history() {
     assert!(history.contains("(+ a-long-name 1)"), "{history}");
     // A later session finds the inputs again: five times Up recalls the
     // definition (before `(+ a-long-name 1)`, `:help`, `(reverse …)`, `:q`).
-    let (shown, exited) =
-        repl_on_a_terminal("\x1b[A\x1b[A\x1b[A\x1b[A\x1b[A\n(+ a-long-name 2)\n:q\n", &state);
+    let (shown, exited) = on_a_terminal(
+        &["repl"],
+        "\x1b[A\x1b[A\x1b[A\x1b[A\x1b[A\n(+ a-long-name 2)\n:q\n",
+        &state,
+    );
     assert!(exited, "{shown}");
     assert!(shown.contains("\n22\r\n"), "{shown}");
     // A history that cannot be written is done without.
     let blocked = state.join("file");
     let _ = std::fs::write(&blocked, "not a directory");
-    let (shown, exited) = repl_on_a_terminal("(+ 1 2)\n:q\n", &blocked);
+    let (shown, exited) = on_a_terminal(&["repl"], "(+ 1 2)\n:q\n", &blocked);
     assert!(exited, "{shown}");
     assert!(shown.contains("\n3\r\n"), "{shown}");
 }
@@ -874,4 +878,64 @@ fn a_failing_test_names_its_block_input_values_and_first_difference() {
     assert!(stdout.contains("error: divide by zero"), "{stdout}");
     // Runs are counted, not files or cases: `add`'s first run passed.
     assert!(stdout.ends_with("\n1 passed, 4 failed\n"), "{stdout}");
+}
+
+#[test]
+fn run_takes_the_program_text_with_e_or_from_standard_input_with_a_dash() {
+    // An expression, a script of several, and a program whose entry takes
+    // the ARGs (the first positional is an ARG: there is no FILE).
+    let out = remora(&["run", "-e", "(+ 1 [10 20])"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[11 21]\n");
+    let out = remora(&["run", "-e", "(def (val x 4)) (* x x) [x]"], None);
+    assert_eq!(text(&out.stdout), "16\n[4]\n", "{}", text(&out.stderr));
+    let entry = "(entry (main (x Int) (y Int)) (- x y))";
+    let out = remora(&["run", "-e", entry, "10", "-3"], None);
+    assert_eq!(text(&out.stdout), "13\n", "{}", text(&out.stderr));
+    let out = remora(
+        &["run", "10", "--format", "futhark", "-e", entry, "--", "-3"],
+        None,
+    );
+    assert_eq!(text(&out.stdout), "13i64\n", "{}", text(&out.stderr));
+    // An error in the text is positioned in `<cli>`.
+    let out = remora(&["run", "-e", "(+ 1 nope)"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("<cli>:1:6: error: unbound variable `nope`"),
+        "{}",
+        text(&out.stderr)
+    );
+    // `-` as FILE: the program on standard input.
+    let out = remora(&["run", "-", "5"], Some(entry));
+    assert_eq!(text(&out.stdout), "", "{}", text(&out.stderr));
+    let out = remora(&["run", "-", "5", "2"], Some(entry));
+    assert_eq!(text(&out.stdout), "3\n", "{}", text(&out.stderr));
+    let out = remora(&["run", "-"], Some("[1 2] #t"));
+    assert_eq!(text(&out.stdout), "[1 2]\n#t\n", "{}", text(&out.stderr));
+    // With the program on standard input, arguments cannot come from there.
+    let out = remora(&["run", "-"], Some(entry));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "remora: error: the entry `main` needs arguments for its parameters (x Int) (y Int), and none were given: give them as ARGs after the program (Remora expressions), with --input FILE (.npy or Futhark data)\n"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn an_entry_without_arguments_on_a_terminal_says_how_to_give_them() {
+    let dir = scratch("run-terminal");
+    let file = dir.join("two.remora");
+    let written = std::fs::write(&file, "(entry (main (xs [Float 3]) (k Int)) (f.* (i->f k) xs))\n");
+    assert!(written.is_ok(), "{written:?}");
+    let start = std::time::Instant::now();
+    let (shown, exited) = on_a_terminal(&["run", &file.to_string_lossy()], "", &dir);
+    assert!(exited, "remora waited for input:\n{shown}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+    assert!(
+        shown.contains(
+            "remora: error: the entry `main` needs arguments for its parameters (xs [Float 3]) (k Int), and none were given: give them as ARGs after the program (Remora expressions), with --input FILE (.npy or Futhark data), or Futhark data piped on standard input"
+        ),
+        "{shown}"
+    );
 }
