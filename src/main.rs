@@ -695,8 +695,10 @@ fn run_parsed(
             // at the end; a run-time error is then found again on the
             // typed tree, for its position.
             // (A program that writes a file with `trace-file` runs once,
-            // as it is; `trace`'s lines are held until the run succeeds.)
-            let fused = (data.engine == Engine::Fused)
+            // as it is; `trace`'s lines are held until the run succeeds. A
+            // program that traces a string label runs as it is too: the
+            // raised tree cannot tell a string literal.)
+            let fused = (data.engine == Engine::Fused && !remora_interp::eval::traces_text(&checked.value))
                 .then(|| {
                     remora_compile::lowered(&checked.value, remora_compile::Level::Fused, &checked.names).ok()
                 })

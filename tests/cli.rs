@@ -939,3 +939,23 @@ fn an_entry_without_arguments_on_a_terminal_says_how_to_give_them() {
         "{shown}"
     );
 }
+
+#[test]
+fn trace_prints_a_string_label_as_text() {
+    let program = "(trace \"start\" 0)\n\
+                   (trace [104 105] 1)\n\
+                   (def (fun (f (x Int) : Int) (trace \"in f\" (* x 2))))\n\
+                   (f [1 2])\n\
+                   (trace \"héllo\\tthere\" (trace [1 2] 3))\n";
+    for engine in ["interp", "fused"] {
+        let out = remora(&["run", "--engine", engine, "-e", program], None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "0\n1\n[2 4]\n3\n");
+        // A string literal is its text; `[104 105]` stays an array.
+        assert_eq!(
+            text(&out.stderr),
+            "start\n[104 105]\nin f\nin f\n[1 2]\nhéllo\tthere\n",
+            "--engine {engine}"
+        );
+    }
+}
