@@ -45,7 +45,7 @@ enum Command {
     /// the entry's arguments.
     Interpret(InterpretArgs),
     /// An interactive session: expressions and declarations, `:type e`,
-    /// `:load FILE`, `:quit`.
+    /// `:load FILE`, `:help`, `:quit`.
     Repl,
     /// Run the test blocks of `.remora` files (directories: recursively).
     Test {
@@ -56,9 +56,12 @@ enum Command {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The program.
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
+    /// The program (`-`: standard input).
+    #[arg(value_name = "FILE", required_unless_present = "expr")]
+    file: Option<PathBuf>,
+    /// The program's text, instead of a FILE (the ARGs follow it).
+    #[arg(short = 'e', long = "expr", value_name = "TEXT", allow_hyphen_values = true)]
+    expr: Option<String>,
     /// The entry to run.
     #[arg(long, default_value = "main")]
     entry: String,
@@ -154,6 +157,10 @@ struct DataArgs {
     /// when none is given (`run`; remora-lang's `interpret` does not).
     #[arg(skip)]
     stdin_data: bool,
+    /// Whether standard input holds the program (`remora run -`), so
+    /// entry arguments cannot come from there.
+    #[arg(skip)]
+    program_on_stdin: bool,
 }
 
 #[derive(Args)]
@@ -181,6 +188,14 @@ struct Source {
     /// A program file (the same as -f).
     #[arg(value_name = "FILE")]
     path: Option<PathBuf>,
+    /// A program's text (`remora run -e`; `-e` elsewhere is one
+    /// expression).
+    #[arg(skip)]
+    text: Option<String>,
+    /// The program is on standard input, even when that is a terminal
+    /// (`remora run -`).
+    #[arg(skip)]
+    stdin: bool,
 }
 
 /// Set when a write went past the file-size limit (`ulimit -f`).
@@ -208,20 +223,37 @@ fn main() -> ExitCode {
         Command::Check(source) => check(source),
         Command::Elaborate(source) => elaborate(source),
         Command::Compile(args) => compile(args),
-        Command::Run(mut args) => run(
-            Source {
+        Command::Run(mut args) => {
+            let mut source = Source {
                 expr: None,
-                file: Some(args.file),
+                file: None,
                 path: None,
-            },
-            &args.entry,
-            &args.args,
-            &{
-                args.data.stdin_data = true;
-                args.data
-            },
-            args.verbose || std::env::var_os("REMORA_VERBOSE").is_some_and(|v| v != "0"),
-        ),
+                text: None,
+                stdin: false,
+            };
+            match (args.expr, args.file) {
+                (Some(text), file) => {
+                    // No FILE with the program's text: a first positional is an ARG.
+                    source.text = Some(text);
+                    if let Some(first) = file {
+                        args.args.insert(0, first.to_string_lossy().into_owned());
+                    }
+                }
+                (None, Some(file)) if file == std::path::Path::new("-") => {
+                    source.stdin = true;
+                    args.data.program_on_stdin = true;
+                }
+                (None, file) => source.file = file,
+            }
+            args.data.stdin_data = true;
+            run(
+                source,
+                &args.entry,
+                &args.args,
+                &args.data,
+                args.verbose || std::env::var_os("REMORA_VERBOSE").is_some_and(|v| v != "0"),
+            )
+        }
         Command::Interpret(args) => run(args.source, &args.entry, &args.args, &DataArgs::default(), false),
         Command::Test { paths } => test(&paths),
         Command::Repl => remora::repl::run(),
@@ -240,7 +272,7 @@ fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         // `run` is not the subcommand (it is an option's value).
         return args;
     }
-    let with_value = ["--input", "--output", "--format", "--entry"];
+    let with_value = ["--input", "--output", "--format", "--entry", "-e", "--expr"];
     let (mut options, mut rest, mut after) = (Vec::new(), Vec::new(), Vec::new());
     let mut tail = args.into_iter().skip(run + 1);
     while let Some(a) = tail.next() {
@@ -313,16 +345,20 @@ fn read_source(source: Source, sources: &mut SourceMap, sandbox: bool) -> Result
         };
         (Parsed::Program(loaded.value), loaded.diagnostics)
     } else {
-        let stdin = std::io::stdin();
-        if stdin.is_terminal() {
-            eprintln!("usage: remora COMMAND (-e EXPR | -f FILE | FILE | < FILE)");
-            return Err(ExitCode::FAILURE);
-        }
-        let text = match read_stdin_text() {
-            Ok(t) => t,
-            Err(e) => {
-                report(format!("standard input {e}"));
-                return Err(ExitCode::FAILURE);
+        let text = match source.text {
+            Some(text) => text,
+            None => {
+                if std::io::stdin().is_terminal() && !source.stdin {
+                    eprintln!("usage: remora COMMAND (-e EXPR | -f FILE | FILE | < FILE)");
+                    return Err(ExitCode::FAILURE);
+                }
+                match read_stdin_text() {
+                    Ok(t) => t,
+                    Err(e) => {
+                        report(format!("standard input {e}"));
+                        return Err(ExitCode::FAILURE);
+                    }
+                }
             }
         };
         let loaded = match sandbox.then(|| confined(None)) {
@@ -599,11 +635,17 @@ fn run_parsed(
                 .iter()
                 .map(remora_interp::program::EntryArg::Expr)
                 .collect();
-            let from_stdin = data.stdin_data
+            let wants_data = data.stdin_data
                 && data.input.is_empty()
                 && arg_texts.is_empty()
-                && remora_interp::program::entry_arity(&checked.value, entry).is_some_and(|n| n > 0)
-                && !std::io::stdin().is_terminal();
+                && remora_interp::program::entry_arity(&checked.value, entry).is_some_and(|n| n > 0);
+            if wants_data && (data.program_on_stdin || std::io::stdin().is_terminal()) {
+                // Nothing to read the arguments from (rather than waiting on
+                // the terminal for data no one was asked for).
+                report(missing_arguments(&checked, entry, data.program_on_stdin));
+                return ExitCode::FAILURE;
+            }
+            let from_stdin = wants_data;
             let inputs = if from_stdin {
                 vec![PathBuf::from("-")]
             } else {
@@ -653,8 +695,10 @@ fn run_parsed(
             // at the end; a run-time error is then found again on the
             // typed tree, for its position.
             // (A program that writes a file with `trace-file` runs once,
-            // as it is; `trace`'s lines are held until the run succeeds.)
-            let fused = (data.engine == Engine::Fused)
+            // as it is; `trace`'s lines are held until the run succeeds. A
+            // program that traces a string label runs as it is too: the
+            // raised tree cannot tell a string literal.)
+            let fused = (data.engine == Engine::Fused && !remora_interp::eval::traces_text(&checked.value))
                 .then(|| {
                     remora_compile::lowered(&checked.value, remora_compile::Level::Fused, &checked.names).ok()
                 })
@@ -698,6 +742,29 @@ fn run_parsed(
             write_values(&values, data)
         }
     }
+}
+
+/// What `remora run` says when the entry takes arguments and none are given
+/// (and standard input is a terminal, or holds the program).
+fn missing_arguments(
+    checked: &remora_check::Checked<Vec<remora_check::typed::TDecl>>,
+    entry: &str,
+    program_on_stdin: bool,
+) -> String {
+    let params =
+        remora_interp::program::entry_parameters(&checked.value, entry, &|t| checked.show(t), &|v| {
+            checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
+        })
+        .unwrap_or_default();
+    let piped = if program_on_stdin {
+        ""
+    } else {
+        ", or Futhark data piped on standard input"
+    };
+    format!(
+        "the entry `{entry}` needs arguments for its parameters {}, and none were given: give them as ARGs after the program (Remora expressions), with --input FILE (.npy or Futhark data){piped}",
+        params.join(" ")
+    )
 }
 
 /// Whether a lowered program applies the intrinsic `name` anywhere.
@@ -808,8 +875,12 @@ fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCod
     }
 }
 
-/// `remora test PATH …`: every case of every file; failures reported as
-/// `PATH::CASE:` and the reason; closing with `N passed, M failed`.
+/// `remora test PATH …`: every test (each run of each block, each check)
+/// of every case of every file. A failure names the file and line of its
+/// block, the case's program, the input, and the expected and actual values
+/// with where they first differ; the last line is `N passed, M failed`,
+/// counting tests (a file that cannot be read or whose blocks do not parse
+/// counts as one failure).
 fn test(paths: &[PathBuf]) -> ExitCode {
     let mut files = Vec::new();
     for p in paths {
@@ -839,17 +910,29 @@ fn test(paths: &[PathBuf]) -> ExitCode {
         let cases = match remora_syntax::testblock::parse_cases(&text, &stem) {
             Ok(c) => c,
             Err(e) => {
-                out.push_str(&format!("{rel}: {e}\n"));
+                out.push_str(&format!("FAIL {rel}: {e}\n\n"));
                 failed += 1;
                 continue;
             }
         };
         for case in &cases {
-            match remora::testing::run_case(&rel, file, case) {
-                Ok(_) => passed += 1,
-                Err(why) => {
-                    failed += 1;
-                    out.push_str(&format!("{rel}::{}:\n{why}\n\n", case.name));
+            for t in remora::testing::case_tests(&rel, file, case).tests {
+                match t.result {
+                    Ok(()) => passed += 1,
+                    Err(why) => {
+                        failed += 1;
+                        let what = if t.what.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {}", t.what)
+                        };
+                        out.push_str(&format!("FAIL {rel}:{}: case `{}`{what}\n", t.line, case.name));
+                        for line in why.trim_end().lines() {
+                            out.push_str(&format!("  {line}\n"));
+                        }
+                        out.push_str(&program_lines(&case.source));
+                        out.push('\n');
+                    }
                 }
             }
         }
@@ -857,6 +940,34 @@ fn test(paths: &[PathBuf]) -> ExitCode {
     out.push_str(&format!("{passed} passed, {failed} failed\n"));
     let code = write_stdout(&out);
     if failed > 0 { ExitCode::FAILURE } else { code }
+}
+
+/// The program of a case (its lines that are neither blank nor comments),
+/// each with its line number, as `remora test` shows it under a failure;
+/// at most a dozen lines of at most 120 characters.
+fn program_lines(source: &str) -> String {
+    const MOST: usize = 12;
+    let lines: Vec<(usize, &str)> = source
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with(';'))
+        .map(|(i, l)| (i + 1, l))
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let width = lines.iter().map(|(n, _)| n.to_string().len()).max().unwrap_or(1);
+    let mut out = String::from("  program:\n");
+    for (n, l) in lines.iter().take(MOST) {
+        // A long line is cut (the file has it whole).
+        let cut: String = l.chars().take(120).collect();
+        let more = if cut.len() < l.len() { "…" } else { "" };
+        out.push_str(&format!("    {n:>width$} | {cut}{more}\n"));
+    }
+    if lines.len() > MOST {
+        out.push_str(&format!("    … ({} more lines)\n", lines.len() - MOST));
+    }
+    out
 }
 
 fn parse(source: Source) -> ExitCode {

@@ -1,9 +1,12 @@
 //! `remora repl`: read an expression or a declaration, check it in the
 //! scope of the session's declarations, run it, print the value. Input
-//! continues over lines until its brackets balance; `:type e` prints a
-//! type, `:elab e` the expression with everything inferred written out,
-//! `:load FILE` adds a file's declarations, `:quit` or end of input
-//! leaves.
+//! continues over lines until its brackets balance; `:type e` (`:t e`)
+//! prints a type, `:elab e` the expression with everything inferred written
+//! out, `:load FILE` adds a file's declarations, `:help` lists the
+//! commands, `:quit` or end of input leaves. On a terminal, Tab completes
+//! names (the prelude's and the session's) and commands, and the history is
+//! kept between sessions in the user's state directory
+//! ([`history_path`]).
 //!
 //! The session keeps *values*: a definition is evaluated once, when it is
 //! entered, and its value is kept for the inputs after it. Each input is
@@ -19,8 +22,144 @@ use remora_check::typed::{TDecl, TExpr};
 use remora_interp::{Env, Interpreter};
 use remora_syntax::ast::{DeclKind, Program};
 use remora_syntax::{Diagnostic, FileId, Loaded, RealFs, SourceFile, SourceMap, render_all};
-use rustyline::DefaultEditor;
+use rustyline::completion::{Completer, FilenameCompleter, Pair};
 use rustyline::error::ReadlineError;
+use rustyline::history::DefaultHistory;
+use rustyline::{Context, Editor, Helper, highlight::Highlighter, hint::Hinter, validate::Validator};
+use std::path::{Path, PathBuf};
+
+/// The REPL's commands: the name, its short form, what it takes, and what
+/// it does (`:help` prints this table).
+const COMMANDS: &[(&str, &str, &str, &str)] = &[
+    (":type", ":t", "EXPR", "the type of an expression"),
+    (
+        ":elab",
+        "",
+        "EXPR",
+        "the expression with everything inference decided written out",
+    ),
+    (":load", ":l", "FILE", "add a file's declarations to the session"),
+    (":help", ":h", "", "this list"),
+    (":quit", ":q", "", "leave (so does end of input, Ctrl-D)"),
+];
+
+/// What `:help` prints.
+fn help() -> String {
+    let mut out = String::from("Commands:\n");
+    for (name, short, takes, what) in COMMANDS {
+        let mut names = format!("{name} {takes}");
+        if !short.is_empty() {
+            names = format!("{}, {short} {takes}", names.trim_end());
+        }
+        out.push_str(&format!("  {:<24}{what}\n", names.trim_end()));
+    }
+    out.push_str(
+        "Anything else is Remora. An expression is evaluated and its value printed:
+  (+ 1 [10 20])
+A declaration is kept for the inputs after it:
+  (def (val xs [1 2 3]))
+  (def (fun (double (x Int) : Int) (* 2 x)))
+An input goes on over lines until its brackets close; an input that fails
+is reported and forgotten. Tab completes names and commands; Ctrl-C drops
+the input being typed; the history is kept between sessions.
+",
+    );
+    out
+}
+
+/// The word before `pos` in `line` that completion would replace: its start
+/// and its text. A word ends at white space, a bracket or a quote.
+fn word_before(line: &str, pos: usize) -> (usize, &str) {
+    let before = line.get(..pos).unwrap_or(line);
+    let start = before
+        .char_indices()
+        .rev()
+        .find(|(_, c)| c.is_whitespace() || "()[]{}\";".contains(*c))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    (start, before.get(start..).unwrap_or(""))
+}
+
+/// Completions of the word before `pos` in `line`: a `:command` at the start
+/// of the input, otherwise one of `names`. The start of the word and the
+/// candidates, sorted, each once.
+pub fn completions(line: &str, pos: usize, names: &[String]) -> (usize, Vec<String>) {
+    let (start, word) = word_before(line, pos);
+    let mut found: Vec<String> =
+        if word.starts_with(':') && line.get(..start).is_some_and(|b| b.trim().is_empty()) {
+            COMMANDS
+                .iter()
+                .map(|(name, ..)| name.to_string())
+                .filter(|c| c.starts_with(word))
+                .collect()
+        } else if word.is_empty() {
+            Vec::new()
+        } else {
+            names.iter().filter(|n| n.starts_with(word)).cloned().collect()
+        };
+    found.sort();
+    found.dedup();
+    (start, found)
+}
+
+/// Every name an input can use without defining it: the intrinsics, the
+/// prelude, and the reserved words.
+fn prelude_names() -> Vec<String> {
+    remora_check::intrinsics::names()
+        .map(|(n, _)| n.to_string())
+        .chain(remora_syntax::parser::RESERVED.iter().map(|w| w.to_string()))
+        .collect()
+}
+
+/// The line editor's helper: Tab completion of names and commands, and of
+/// file names after `:load`.
+struct Completion {
+    /// The prelude's names and the session's definitions.
+    names: Vec<String>,
+    files: FilenameCompleter,
+}
+
+impl Completer for Completion {
+    type Candidate = Pair;
+
+    fn complete(&self, line: &str, pos: usize, ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let command = line.split_whitespace().next().unwrap_or("");
+        if (command == ":load" || command == ":l") && line.trim_start().len() > command.len() {
+            return self.files.complete(line, pos, ctx);
+        }
+        let (start, found) = completions(line, pos, &self.names);
+        let pairs = found
+            .into_iter()
+            .map(|n| Pair {
+                display: n.clone(),
+                replacement: n,
+            })
+            .collect();
+        Ok((start, pairs))
+    }
+}
+
+impl Hinter for Completion {
+    type Hint = String;
+}
+
+impl Highlighter for Completion {}
+
+impl Validator for Completion {}
+
+impl Helper for Completion {}
+
+/// Where the history is kept: `$XDG_STATE_HOME/remora/history`, else
+/// `~/.local/state/remora/history` (`state` and `home` are those two
+/// variables' values); `None` without either.
+pub fn history_path(state: Option<std::ffi::OsString>, home: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    // The XDG base directory specification: a relative path is ignored.
+    let state = state.map(PathBuf::from).filter(|p| p.is_absolute()).or_else(|| {
+        home.map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .map(|h| h.join(".local").join("state"))
+    })?;
+    Some(state.join("remora").join("history"))
+}
 
 /// Brackets and strings left open by the input read so far, counted line
 /// by line as lines arrive (so that an input of many lines is scanned once,
@@ -82,23 +221,39 @@ enum Line {
 /// input read line by line otherwise (where a line that is not UTF-8 is
 /// one bad line, not the end of the session).
 enum Lines {
-    Editor(Box<DefaultEditor>),
+    Editor {
+        editor: Box<Editor<Completion, DefaultHistory>>,
+        /// The history file, if there is one to write.
+        history: Option<PathBuf>,
+    },
     Piped(std::io::StdinLock<'static>),
 }
 
 impl Lines {
     fn open() -> Option<Lines> {
         use std::io::IsTerminal;
-        if std::io::stdin().is_terminal() {
-            DefaultEditor::new().ok().map(|e| Lines::Editor(Box::new(e)))
-        } else {
-            Some(Lines::Piped(std::io::stdin().lock()))
+        if !std::io::stdin().is_terminal() {
+            return Some(Lines::Piped(std::io::stdin().lock()));
         }
+        let mut editor = Editor::<Completion, DefaultHistory>::new().ok()?;
+        editor.set_helper(Some(Completion {
+            names: prelude_names(),
+            files: FilenameCompleter::new(),
+        }));
+        // A history that cannot be read or written is done without.
+        let history = history_path(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"));
+        if let Some(path) = &history {
+            let _ = editor.load_history(path);
+        }
+        Some(Lines::Editor {
+            editor: Box::new(editor),
+            history,
+        })
     }
 
     fn next(&mut self, prompt: &str) -> Line {
         match self {
-            Lines::Editor(editor) => match editor.readline(prompt) {
+            Lines::Editor { editor, .. } => match editor.readline(prompt) {
                 Ok(line) => Line::Text(line),
                 Err(ReadlineError::Interrupted) => Line::Interrupted,
                 Err(ReadlineError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => Line::NotText,
@@ -120,9 +275,31 @@ impl Lines {
         }
     }
 
+    /// Adds an input to the history, and to the history file (appended at
+    /// once, so that a session that is killed keeps its inputs too).
     fn remember(&mut self, input: &str) {
-        if let Lines::Editor(editor) = self {
+        if let Lines::Editor { editor, history } = self {
             let _ = editor.add_history_entry(input);
+            if let Some(path) = history {
+                let written = path
+                    .parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| editor.append_history(path).map_err(std::io::Error::other));
+                if written.is_err() {
+                    // Not writable: the session goes on without a history file.
+                    *history = None;
+                }
+            }
+        }
+    }
+
+    /// The names Tab completes: the prelude's and `defined`.
+    fn complete_names(&mut self, defined: Vec<String>) {
+        if let Lines::Editor { editor, .. } = self
+            && let Some(helper) = editor.helper_mut()
+        {
+            helper.names = prelude_names();
+            helper.names.extend(defined);
         }
     }
 }
@@ -151,13 +328,14 @@ pub fn run() -> std::process::ExitCode {
                     continue;
                 }
                 lines.remember(input.trim_end());
-                if input.trim() == ":quit" || input.trim() == ":q" {
+                if matches!(command_of(&input), Some((":quit" | ":q", _))) {
                     break;
                 }
                 if let Err(e) = remora_syntax::files::write_stdout(session.input(&input).as_bytes()) {
                     eprintln!("remora: error: cannot write standard output: {e}");
                     return std::process::ExitCode::FAILURE;
                 }
+                lines.complete_names(session.names());
             }
             Line::NotText => {
                 eprintln!("remora: error: a line of input is not UTF-8 text (it is skipped)");
@@ -267,6 +445,16 @@ fn file_count(sources: &SourceMap) -> usize {
         .count()
 }
 
+/// The input's leading `:command`, as typed, and the rest of it.
+fn command_of(input: &str) -> Option<(&str, &str)> {
+    let trimmed = input.trim_start();
+    if !trimmed.starts_with(':') {
+        return None;
+    }
+    let end = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
+    Some((trimmed.get(..end)?, trimmed.get(end..)?))
+}
+
 /// `input` with its leading command (`:type`, of `len` bytes after any
 /// leading white space) blanked out, so positions in the rest stay where
 /// they were typed.
@@ -279,25 +467,41 @@ fn after_command(input: &str, len: usize) -> String {
 impl Session {
     /// What one complete input prints.
     pub fn input(&mut self, input: &str) -> String {
-        let trimmed = input.trim();
-        if trimmed.starts_with(":type") {
-            return self.type_of(&after_command(input, ":type".len()));
-        }
-        if trimmed.starts_with(":elab") {
-            return self.elaborate(&after_command(input, ":elab".len()));
-        }
-        if let Some(path) = trimmed.strip_prefix(":load") {
-            let before = file_count(&self.sources);
-            let loaded = remora_syntax::load_program_file(
-                &mut self.sources,
-                &RealFs,
-                std::path::Path::new(path.trim()),
-            );
-            return self.declare(loaded, before);
+        if let Some((command, rest)) = command_of(input) {
+            return match command {
+                ":type" | ":t" => self.type_of(&after_command(input, command.len())),
+                ":elab" => self.elaborate(&after_command(input, command.len())),
+                ":load" | ":l" if rest.trim().is_empty() => "remora: error: :load takes a file name\n".into(),
+                ":load" | ":l" => {
+                    let before = file_count(&self.sources);
+                    let loaded =
+                        remora_syntax::load_program_file(&mut self.sources, &RealFs, Path::new(rest.trim()));
+                    self.declare(loaded, before)
+                }
+                ":help" | ":h" | ":?" => help(),
+                ":quit" | ":q" => String::new(),
+                _ => format!(
+                    "remora: error: no command `{}` (:help lists the commands)\n",
+                    remora_syntax::diag::printable_name(command, 100)
+                ),
+            };
         }
         let before = file_count(&self.sources);
         let loaded = remora_syntax::load_program_text(&mut self.sources, &RealFs, "<repl>", None, input);
         self.declare(loaded, before)
+    }
+
+    /// The names the session's declarations define, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.program
+            .decls
+            .iter()
+            .filter_map(|d| match &d.kind {
+                DeclKind::Def(b) => Some(b.name().name.clone()),
+                DeclKind::Entry { name, .. } => Some(name.name.clone()),
+                DeclKind::Expr(_) => None,
+            })
+            .collect()
     }
 
     /// Drops the files added since the first `files` unless none of them

@@ -175,161 +175,377 @@ fn lowered(
     })
 }
 
-/// Runs one case: its checks, its runs, and the `remora parse` round trip.
-/// `rel` is the file's name as shown in diagnostics.
+/// One test of a case, as `remora test` counts them: a run of a block (its
+/// input, if any, and what it should give), a check, or a block with
+/// neither (whose program must merely parse).
+pub struct Test {
+    /// The 1-based line of the block's `==` (of the case's first line for a
+    /// failure of the case as a whole).
+    pub line: usize,
+    /// Which test it is: `run 2 of 3`, `the type check`, …; empty for the
+    /// one run of a block.
+    pub what: String,
+    pub result: Result<(), Failed>,
+}
+
+/// Every test of a case, each run whatever became of the others, and what
+/// a passing case leaves to check ([`CaseResult::snapshot`]).
+pub struct CaseTests {
+    pub tests: Vec<Test>,
+    pub snapshot: Option<String>,
+}
+
+/// Runs one case: its checks, its runs, and the `remora parse` round trip;
+/// the first failure, if any, as `line N, WHAT: why`.
 pub fn run_case(rel: &str, file: &Path, case: &Case) -> Result<CaseResult, Failed> {
+    let done = case_tests(rel, file, case);
+    for t in done.tests {
+        if let Err(why) = t.result {
+            let what = if t.what.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", t.what)
+            };
+            return Err(format!("line {}{what}: {why}", t.line));
+        }
+    }
+    Ok(CaseResult {
+        snapshot: done.snapshot,
+    })
+}
+
+/// Runs every test of one case (its checks, its runs, and the `remora
+/// parse` round trip, a test only when it fails). `rel` is the file's name
+/// as shown in diagnostics.
+pub fn case_tests(rel: &str, file: &Path, case: &Case) -> CaseTests {
+    let mut tests = Vec::new();
     if case.blocks.is_empty() {
-        return Err("no test block (a comment run with `==`) in this case".into());
+        tests.push(Test {
+            line: case.line,
+            what: "the case".into(),
+            result: Err("no test block (a comment run with `==`) in this case".into()),
+        });
+        return CaseTests {
+            tests,
+            snapshot: None,
+        };
     }
     let canonical = std::fs::canonicalize(file).ok();
     let parsed = parse(rel, canonical, &case.source);
     let mut expects_error = false;
-    let mut checked = false;
     let mut snapshot = parsed.rendered.clone();
     let mut dumped = None;
     for block in &case.blocks {
-        for run in &block.runs {
-            checked = true;
-            no_errors(&parsed)?;
-            let entry = block.entry.as_deref().unwrap_or("main");
-            let inputs = match &run.input {
-                None => Vec::new(),
-                Some(Values::Inline(text)) => split_values(text)?,
-                Some(Values::File(path)) => data_file_inputs(file, path)?,
-            };
-            let result = execute(&parsed, entry, &inputs, options(block))?;
-            match (&run.outcome, result) {
-                (None, Ok(_)) => {}
-                (Some(Outcome::Output(want)), Ok(got)) => {
-                    let want = match want {
-                        Values::Inline(text) => remora_value::read::read_value(text)
-                            .map_err(|e| format!("bad expected value: {e}"))?,
-                        Values::File(path) => {
-                            let mut vs = data_file(file, path)?;
-                            if vs.len() != 1 {
-                                return Err(format!("{path}: expected one value"));
-                            }
-                            vs.remove(0)
-                        }
-                    };
-                    if got.0.as_ref() != Some(&want) {
-                        return Err(format!(
-                            "expected {}, but got:\n{}",
-                            remora_value::print::to_string(&want),
-                            got.1
-                        ));
-                    }
-                }
-                (Some(Outcome::Error(pattern)), Err(rendered)) => {
-                    let pattern = if pattern.is_empty() { ".*" } else { pattern };
-                    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
-                    if !re.is_match(&rendered) {
-                        return Err(format!("the error does not match /{pattern}/:\n{rendered}"));
-                    }
-                }
-                (Some(Outcome::Error(pattern)), Ok(got)) => {
-                    return Err(format!(
-                        "expected an error matching /{pattern}/, but got:\n{}",
-                        got.1
-                    ));
-                }
-                (_, Err(rendered)) => return Err(format!("the run failed:\n{rendered}")),
-            }
+        let count = block.runs.len();
+        for (k, run) in block.runs.iter().enumerate() {
+            tests.push(Test {
+                line: block.line,
+                what: if count == 1 {
+                    String::new()
+                } else {
+                    format!("run {} of {count}", k + 1)
+                },
+                result: run_one(&parsed, file, block, run),
+            });
         }
         for check in &block.checks {
-            checked = true;
-            match check {
-                Check::Parse(expected) => {
-                    no_errors(&parsed)?;
-                    let got = normalize(&print::program(&parsed.program));
-                    if got != normalize(expected) {
-                        return Err(format!(
-                            "parse printed\n  {got}\nexpected\n  {}",
-                            normalize(expected)
-                        ));
-                    }
-                }
-                Check::ParsesLike(other) => {
-                    no_errors(&parsed)?;
-                    let like = parse("<parses-like>", None, other);
-                    if like.has_errors {
-                        return Err(format!("the parses-like text does not parse:\n{}", like.rendered));
-                    }
-                    if like.program != parsed.program {
-                        return Err(format!(
-                            "trees differ:\n  case:        {}\n  parses-like: {}",
-                            normalize(&print::program(&parsed.program)),
-                            normalize(&print::program(&like.program))
-                        ));
-                    }
-                }
-                Check::Type(expected) => {
-                    no_errors(&parsed)?;
-                    let checked = typecheck(&parsed, options(block));
-                    if checked.has_errors {
-                        return Err(format!("unexpected type errors:\n{}", checked.rendered));
-                    }
-                    let got = checked.last_type.unwrap_or_default();
-                    if normalize(&got) != normalize(expected) {
-                        return Err(format!("type\n  {got}\nexpected\n  {}", normalize(expected)));
-                    }
-                }
+            let (what, result) = match check {
+                Check::Parse(expected) => (
+                    "the parse check",
+                    no_errors(&parsed).and_then(|()| {
+                        let got = normalize(&print::program(&parsed.program));
+                        if got != normalize(expected) {
+                            return Err(format!(
+                                "parse printed\n  {got}\nexpected\n  {}",
+                                normalize(expected)
+                            ));
+                        }
+                        Ok(())
+                    }),
+                ),
+                Check::ParsesLike(other) => (
+                    "the parses-like check",
+                    no_errors(&parsed).and_then(|()| {
+                        let like = parse("<parses-like>", None, other);
+                        if like.has_errors {
+                            return Err(format!("the parses-like text does not parse:\n{}", like.rendered));
+                        }
+                        if like.program != parsed.program {
+                            return Err(format!(
+                                "trees differ:\n  case:        {}\n  parses-like: {}",
+                                normalize(&print::program(&parsed.program)),
+                                normalize(&print::program(&like.program))
+                            ));
+                        }
+                        Ok(())
+                    }),
+                ),
+                Check::Type(expected) => (
+                    "the type check",
+                    no_errors(&parsed).and_then(|()| {
+                        let checked = typecheck(&parsed, options(block));
+                        if checked.has_errors {
+                            return Err(format!("unexpected type errors:\n{}", checked.rendered));
+                        }
+                        let got = checked.last_type.unwrap_or_default();
+                        if normalize(&got) != normalize(expected) {
+                            return Err(format!("type\n  {got}\nexpected\n  {}", normalize(expected)));
+                        }
+                        Ok(())
+                    }),
+                ),
                 Check::TypeError(pattern) => {
-                    no_errors(&parsed)?;
                     expects_error = true;
-                    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
-                    let checked = typecheck(&parsed, options(block));
-                    if !checked.has_errors {
-                        return Err(format!(
-                            "expected a type error matching /{pattern}/, but it checked"
-                        ));
-                    }
-                    if !re.is_match(&checked.rendered) {
-                        return Err(format!(
-                            "no type error matches /{pattern}/; got:\n{}",
-                            checked.rendered
-                        ));
-                    }
-                    snapshot = checked.rendered;
+                    let result = no_errors(&parsed).and_then(|()| {
+                        let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
+                        let checked = typecheck(&parsed, options(block));
+                        if !checked.has_errors {
+                            return Err(format!(
+                                "expected a type error matching /{pattern}/, but it checked"
+                            ));
+                        }
+                        if !re.is_match(&checked.rendered) {
+                            return Err(format!(
+                                "no type error matches /{pattern}/; got:\n{}",
+                                checked.rendered
+                            ));
+                        }
+                        snapshot = checked.rendered;
+                        Ok(())
+                    });
+                    ("the type-error check", result)
                 }
                 Check::Dump(level) => {
-                    no_errors(&parsed)?;
-                    let level = match level.as_str() {
-                        "maps" => remora_compile::Level::Maps,
-                        "mono" => remora_compile::Level::Mono,
-                        "fused" => remora_compile::Level::Fused,
-                        other => return Err(format!("no compiler level `{other}` (maps, mono, fused)")),
-                    };
-                    dumped = Some(lowered(&parsed, options(block), level)?);
+                    let result = no_errors(&parsed).and_then(|()| {
+                        let level = match level.as_str() {
+                            "maps" => remora_compile::Level::Maps,
+                            "mono" => remora_compile::Level::Mono,
+                            "fused" => remora_compile::Level::Fused,
+                            other => return Err(format!("no compiler level `{other}` (maps, mono, fused)")),
+                        };
+                        dumped = Some(lowered(&parsed, options(block), level)?);
+                        Ok(())
+                    });
+                    ("the dump", result)
                 }
                 Check::ParseError(pattern) => {
                     expects_error = true;
-                    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
-                    if !parsed.has_errors {
-                        return Err(format!(
-                            "expected a parse error matching /{pattern}/, but it parsed"
-                        ));
-                    }
-                    if !re.is_match(&parsed.rendered) {
-                        return Err(format!(
-                            "no diagnostic matches /{pattern}/; got:\n{}",
-                            parsed.rendered
-                        ));
-                    }
+                    let result = Regex::new(pattern)
+                        .map_err(|e| format!("bad regex: {e}"))
+                        .and_then(|re| {
+                            if !parsed.has_errors {
+                                return Err(format!(
+                                    "expected a parse error matching /{pattern}/, but it parsed"
+                                ));
+                            }
+                            if !re.is_match(&parsed.rendered) {
+                                return Err(format!(
+                                    "no diagnostic matches /{pattern}/; got:\n{}",
+                                    parsed.rendered
+                                ));
+                            }
+                            Ok(())
+                        });
+                    ("the parse-error check", result)
                 }
-            }
+            };
+            tests.push(Test {
+                line: block.line,
+                what: what.into(),
+                result,
+            });
+        }
+        if block.runs.is_empty() && block.checks.is_empty() {
+            // A block with no runs and no checks: the program must merely parse.
+            tests.push(Test {
+                line: block.line,
+                what: "the parse".into(),
+                result: no_errors(&parsed),
+            });
         }
     }
-    if !checked {
-        // A block with no runs and no checks: the program must merely parse.
-        no_errors(&parsed)?;
+    if !parsed.has_errors
+        && let Err(why) = round_trip(&parsed.program)
+    {
+        tests.push(Test {
+            line: case.line,
+            what: "the parse round trip".into(),
+            result: Err(why),
+        });
     }
-    if !parsed.has_errors {
-        round_trip(&parsed.program)?;
-    }
-    Ok(CaseResult {
+    CaseTests {
+        tests,
         snapshot: dumped.or(expects_error.then_some(snapshot)),
-    })
+    }
+}
+
+/// One run of a block: the entry (or the last expression) given the run's
+/// input must give its output, or fail with its error, or merely succeed.
+fn run_one(
+    parsed: &Parsed,
+    file: &Path,
+    block: &remora_syntax::testblock::Block,
+    run: &remora_syntax::testblock::Run,
+) -> Result<(), Failed> {
+    no_errors(parsed)?;
+    let entry = block.entry.as_deref().unwrap_or("main");
+    let inputs = match &run.input {
+        None => Vec::new(),
+        Some(Values::Inline(text)) => split_values(text)?,
+        Some(Values::File(path)) => data_file_inputs(file, path)?,
+    };
+    let given = if inputs.is_empty() {
+        String::new()
+    } else {
+        format!("input:    {}\n", shorten(&inputs.join(" "), 0).0)
+    };
+    let result = execute(parsed, entry, &inputs, options(block))?;
+    match (&run.outcome, result) {
+        (None, Ok(_)) => Ok(()),
+        (Some(Outcome::Output(want)), Ok(got)) => {
+            let want = match want {
+                Values::Inline(text) => {
+                    remora_value::read::read_value(text).map_err(|e| format!("bad expected value: {e}"))?
+                }
+                Values::File(path) => {
+                    let mut vs = data_file(file, path)?;
+                    if vs.len() != 1 {
+                        return Err(format!("{path}: expected one value"));
+                    }
+                    vs.remove(0)
+                }
+            };
+            if got.0.as_ref() == Some(&want) {
+                return Ok(());
+            }
+            Err(format!(
+                "{given}{}",
+                difference(
+                    &remora_value::print::to_string(&want),
+                    &got.1,
+                    &want,
+                    got.0.as_ref()
+                )
+            ))
+        }
+        (Some(Outcome::Error(pattern)), Err(rendered)) => {
+            let pattern = if pattern.is_empty() { ".*" } else { pattern };
+            let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
+            if !re.is_match(&rendered) {
+                return Err(format!(
+                    "{given}expected: an error matching /{pattern}/\nactual error:\n{rendered}"
+                ));
+            }
+            Ok(())
+        }
+        (Some(Outcome::Error(pattern)), Ok(got)) => Err(format!(
+            "{given}expected: an error matching /{pattern}/\nactual:   {}",
+            shorten(&got.1, 0).0
+        )),
+        (Some(Outcome::Output(want)), Err(rendered)) => {
+            let want = match want {
+                Values::Inline(text) => text.trim().to_string(),
+                Values::File(path) => format!("the value in {path}"),
+            };
+            Err(format!("{given}expected: {want}\nactual error:\n{rendered}"))
+        }
+        (None, Err(rendered)) => Err(format!("{given}the run failed:\n{rendered}")),
+    }
+}
+
+/// How much of a long printed value is shown around its first difference.
+const SHOWN: usize = 100;
+
+/// `text` cut to about [`SHOWN`] characters around character `at`, with `…`
+/// where it is cut; and where `at` falls in what is shown.
+fn shorten(text: &str, at: usize) -> (String, usize) {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= SHOWN {
+        return (text.to_string(), at);
+    }
+    let from = at
+        .saturating_sub(SHOWN / 2)
+        .min(chars.len().saturating_sub(SHOWN));
+    let to = (from + SHOWN).min(chars.len());
+    let mut shown = String::new();
+    let mut caret = at - from;
+    if from > 0 {
+        shown.push('…');
+        caret += 1;
+    }
+    shown.extend(&chars[from..to]);
+    if to < chars.len() {
+        shown.push('…');
+    }
+    (shown, caret)
+}
+
+/// The expected and the actual value, printed one above the other, with a
+/// caret under the first character where they differ, and the index of the
+/// first item that differs (or the shapes, when they differ).
+fn difference(
+    expected: &str,
+    actual: &str,
+    want: &remora_value::Array,
+    got: Option<&remora_value::Array>,
+) -> String {
+    let at = expected
+        .chars()
+        .zip(actual.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let (expected, caret) = shorten(expected, at);
+    let (actual, _) = shorten(actual, at);
+    let mut out = format!("expected: {expected}\nactual:   {actual}\n");
+    out.push_str(&" ".repeat("actual:   ".len() + caret));
+    out.push_str("^ first difference");
+    match got.map(|got| first_different_item(want, got)) {
+        Some(Item::Shapes(w, g)) => {
+            out.push_str(&format!(" (the shapes differ: expected [{w}], got [{g}])"));
+        }
+        Some(Item::At(index)) if !want.shape.is_empty() => {
+            let index: Vec<String> = index.iter().map(|i| i.to_string()).collect();
+            out.push_str(&format!(" (at index [{}])", index.join(" ")));
+        }
+        _ => {}
+    }
+    out.push('\n');
+    out
+}
+
+/// Where two arrays first differ.
+enum Item {
+    /// The shapes, written out, when they differ.
+    Shapes(String, String),
+    /// The index of the first atom that differs.
+    At(Vec<usize>),
+    /// Atoms of other kinds (boxes, records, different types).
+    Unknown,
+}
+
+fn first_different_item(want: &remora_value::Array, got: &remora_value::Array) -> Item {
+    use remora_value::Data;
+    if want.shape != got.shape {
+        let show = |s: &[usize]| s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" ");
+        return Item::Shapes(show(&want.shape), show(&got.shape));
+    }
+    let flat = match (&want.data, &got.data) {
+        (Data::Int(a), Data::Int(b)) => a.iter().zip(b.iter()).position(|(x, y)| x != y),
+        (Data::Float(a), Data::Float(b)) => a.iter().zip(b.iter()).position(|(x, y)| x != y),
+        (Data::Bool(a), Data::Bool(b)) => a.iter().zip(b.iter()).position(|(x, y)| x != y),
+        _ => None,
+    };
+    let Some(mut flat) = flat else {
+        return Item::Unknown;
+    };
+    let mut index = vec![0; want.shape.len()];
+    for (k, d) in want.shape.iter().enumerate().rev() {
+        if *d > 0 {
+            index[k] = flat % d;
+            flat /= d;
+        }
+    }
+    Item::At(index)
 }
 
 fn no_errors(parsed: &Parsed) -> Result<(), Failed> {

@@ -679,3 +679,336 @@ fn an_entry_of_any_size_runs_on_inputs_of_any_length() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_repl_session_with_help_types_definitions_and_an_error_then_recovery() {
+    let input = ":help\n\
+                 :t [1 2]\n\
+                 (def (val xs [1 2 3]))\n\
+                 (def (fun (double (x Int) : Int)\n  (* 2 x)))\n\
+                 :t (double xs)\n\
+                 (double #t)\n\
+                 (+ xs nope)\n\
+                 :nope\n\
+                 (double xs)\n\
+                 :q\n\
+                 (+ 1 1)\n";
+    let out = remora(&["repl"], Some(input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // :help lists every command, with its short form, and how to write things.
+    for line in [
+        ":type EXPR, :t EXPR",
+        ":elab EXPR",
+        ":load FILE",
+        ":help, :h",
+        ":quit, :q",
+    ] {
+        assert!(stdout.contains(line), "{line} not in:\n{stdout}");
+    }
+    assert!(stdout.contains("(def (val xs [1 2 3]))"), "{stdout}");
+    let after_help = stdout
+        .split_once("kept between sessions.\n")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
+    let mut rest = after_help.lines();
+    assert_eq!(rest.next(), Some("[Int 2]"), "{stdout}");
+    assert_eq!(rest.next(), Some("[Int 3]"), "{stdout}");
+    assert_eq!(
+        rest.next(),
+        Some("<repl>:1:1: error: Ill-typed application:"),
+        "{stdout}"
+    );
+    assert!(
+        after_help.contains("<repl>:1:7: error: unbound variable `nope`\n"),
+        "{stdout}"
+    );
+    assert!(
+        after_help.contains("remora: error: no command `:nope` (:help lists the commands)\n"),
+        "{stdout}"
+    );
+    // After the errors the session goes on with what it had; `:q` leaves
+    // (the input after it is not read).
+    assert!(after_help.ends_with("[2 4 6]\n"), "{stdout}");
+}
+
+#[test]
+fn repl_completion_offers_commands_and_names() {
+    let names: Vec<String> = ["reduce", "reverse", "rotate", "my-sum"]
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    let (start, found) = remora::repl::completions("(re", 3, &names);
+    assert_eq!(
+        (start, found),
+        (1, vec!["reduce".to_string(), "reverse".to_string()])
+    );
+    let (start, found) = remora::repl::completions("(+ 1 [my", 8, &names);
+    assert_eq!((start, found), (6, vec!["my-sum".to_string()]));
+    let (start, found) = remora::repl::completions("  :t", 4, &names);
+    assert_eq!((start, found), (2, vec![":type".to_string()]));
+    // A command only at the start of the input; nothing for an empty word.
+    assert!(remora::repl::completions("(f :t", 5, &names).1.is_empty());
+    assert!(remora::repl::completions("(f ", 3, &names).1.is_empty());
+}
+
+#[test]
+fn repl_history_lives_in_the_state_directory() {
+    use remora::repl::history_path;
+    use std::path::PathBuf;
+    assert_eq!(
+        history_path(Some("/s".into()), Some("/h".into())),
+        Some(PathBuf::from("/s/remora/history"))
+    );
+    assert_eq!(
+        history_path(None, Some("/h".into())),
+        Some(PathBuf::from("/h/.local/state/remora/history"))
+    );
+    // A relative XDG_STATE_HOME is ignored (the XDG specification).
+    assert_eq!(
+        history_path(Some("rel".into()), Some("/h".into())),
+        Some(PathBuf::from("/h/.local/state/remora/history"))
+    );
+    assert_eq!(history_path(None, None), None);
+}
+
+/// `remora ARGS` on a pseudo-terminal, as a person at a terminal meets it
+/// (for the REPL, the line editor: Tab completion, the history file). All
+/// the keys are queued before remora starts, so that no reply to the line
+/// editor's cursor query can arrive late and be read as a key. What the
+/// terminal showed, and whether remora exited in time.
+#[cfg(unix)]
+fn on_a_terminal(args: &[&str], keys: &str, state: &std::path::Path) -> (String, bool) {
+    use std::io::Read;
+    let size = nix::pty::Winsize {
+        ws_row: 24,
+        ws_col: 100,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = match nix::pty::openpty(Some(&size), None) {
+        Ok(p) => p,
+        Err(e) => return (format!("no pseudo-terminal: {e}"), false),
+    };
+    let mut master = std::fs::File::from(pty.master);
+    let queued = master.write_all(keys.as_bytes());
+    assert!(queued.is_ok(), "{queued:?}");
+    let slave = std::fs::File::from(pty.slave);
+    let (Ok(i), Ok(o), Ok(e)) = (slave.try_clone(), slave.try_clone(), slave.try_clone()) else {
+        return ("cannot share the terminal".into(), false);
+    };
+    let child = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .args(args)
+        .env("TERM", "xterm")
+        .env("XDG_STATE_HOME", state)
+        .stdin(i)
+        .stdout(o)
+        .stderr(e)
+        .spawn();
+    drop(slave);
+    let Ok(mut child) = child else {
+        return ("could not start remora".into(), false);
+    };
+    // The terminal's output, read as it comes (a full terminal would stop
+    // the REPL); the read ends when the REPL has closed the terminal.
+    let reader = master.try_clone();
+    let (sender, shown) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Ok(mut r) = reader {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = r.read(&mut buf) {
+                out.extend_from_slice(&buf[..n]);
+            }
+        }
+        let _ = sender.send(out);
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut exited = false;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            exited = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    drop(master);
+    let out = shown
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap_or_default();
+    (text(&out), exited)
+}
+
+#[cfg(unix)]
+#[test]
+fn repl_on_a_terminal_completes_names_and_keeps_its_history() {
+    let state = scratch("repl-terminal");
+    // A defined name and a command completed by Tab.
+    let (shown, exited) = on_a_terminal(
+        &["repl"],
+        "(def (val a-long-name 20))\n(+ a-long\t 1)\n:he\t\n(rever\t [1 2 3])\n:q\n",
+        &state,
+    );
+    assert!(exited, "the REPL did not leave on :q:\n{shown}");
+    // (The terminal ends each line with a carriage return and a newline.)
+    assert!(shown.contains("\n21\r\n"), "{shown}");
+    assert!(shown.contains(":type EXPR, :t EXPR"), "{shown}");
+    assert!(shown.contains("\n[3 2 1]\r\n"), "{shown}");
+    let history = std::fs::read_to_string(state.join("remora/history")).unwrap_or_default();
+    assert!(history.contains("(def (val a-long-name 20))"), "{history}");
+    assert!(history.contains("(+ a-long-name 1)"), "{history}");
+    // A later session finds the inputs again: five times Up recalls the
+    // definition (before `(+ a-long-name 1)`, `:help`, `(reverse …)`, `:q`).
+    let (shown, exited) = on_a_terminal(
+        &["repl"],
+        "\x1b[A\x1b[A\x1b[A\x1b[A\x1b[A\n(+ a-long-name 2)\n:q\n",
+        &state,
+    );
+    assert!(exited, "{shown}");
+    assert!(shown.contains("\n22\r\n"), "{shown}");
+    // A history that cannot be written is done without.
+    let blocked = state.join("file");
+    let _ = std::fs::write(&blocked, "not a directory");
+    let (shown, exited) = on_a_terminal(&["repl"], "(+ 1 2)\n:q\n", &blocked);
+    assert!(exited, "{shown}");
+    assert!(shown.contains("\n3\r\n"), "{shown}");
+}
+
+#[test]
+fn a_failing_test_names_its_block_input_values_and_first_difference() {
+    let dir = scratch("test-failing");
+    let file = dir.join("failing.remora");
+    let cases = ";;; case add\n\
+                 ;; ==\n\
+                 ;; input { 2 3 }\n\
+                 ;; output { 5 }\n\
+                 ;; input { 1 1 }\n\
+                 ;; output { 3 }\n\
+                 (entry (main (x Int) (y Int)) (+ x y))\n\
+                 \n\
+                 ;;; case matrix\n\
+                 ;; ==\n\
+                 ;; output { [[1 2] [3 5]] }\n\
+                 (+ [[0 1] [2 3]] 1)\n\
+                 \n\
+                 ;;; case shapes\n\
+                 ;; ==\n\
+                 ;; output { [1 2 3] }\n\
+                 [1 2]\n\
+                 \n\
+                 ;;; case error\n\
+                 ;; ==\n\
+                 ;; error: nope\n\
+                 (/ 1 0)\n";
+    let written = std::fs::write(&file, cases);
+    assert!(written.is_ok(), "{written:?}");
+    let out = remora(&["test", &file.to_string_lossy()], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let shown = file.to_string_lossy();
+    // The second run of `add`: the block's line, the program, the input,
+    // the values, a caret under the first difference.
+    let add = format!(
+        "FAIL {shown}:2: case `add`, run 2 of 2\n  input:    1 1\n  expected: 3\n  actual:   2\n            ^ first difference\n  program:\n    7 | (entry (main (x Int) (y Int)) (+ x y))\n"
+    );
+    assert!(stdout.contains(&add), "{stdout}");
+    let matrix = format!(
+        "FAIL {shown}:10: case `matrix`\n  expected: [[1 2] [3 5]]\n  actual:   [[1 2] [3 4]]\n                      ^ first difference (at index [1 1])\n  program:\n    12 | (+ [[0 1] [2 3]] 1)\n"
+    );
+    assert!(stdout.contains(&matrix), "{stdout}");
+    assert!(
+        stdout.contains("^ first difference (the shapes differ: expected [3], got [2])\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  expected: an error matching /nope/\n  actual error:\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("error: divide by zero"), "{stdout}");
+    // Runs are counted, not files or cases: `add`'s first run passed.
+    assert!(stdout.ends_with("\n1 passed, 4 failed\n"), "{stdout}");
+}
+
+#[test]
+fn run_takes_the_program_text_with_e_or_from_standard_input_with_a_dash() {
+    // An expression, a script of several, and a program whose entry takes
+    // the ARGs (the first positional is an ARG: there is no FILE).
+    let out = remora(&["run", "-e", "(+ 1 [10 20])"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[11 21]\n");
+    let out = remora(&["run", "-e", "(def (val x 4)) (* x x) [x]"], None);
+    assert_eq!(text(&out.stdout), "16\n[4]\n", "{}", text(&out.stderr));
+    let entry = "(entry (main (x Int) (y Int)) (- x y))";
+    let out = remora(&["run", "-e", entry, "10", "-3"], None);
+    assert_eq!(text(&out.stdout), "13\n", "{}", text(&out.stderr));
+    let out = remora(
+        &["run", "10", "--format", "futhark", "-e", entry, "--", "-3"],
+        None,
+    );
+    assert_eq!(text(&out.stdout), "13i64\n", "{}", text(&out.stderr));
+    // An error in the text is positioned in `<cli>`.
+    let out = remora(&["run", "-e", "(+ 1 nope)"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("<cli>:1:6: error: unbound variable `nope`"),
+        "{}",
+        text(&out.stderr)
+    );
+    // `-` as FILE: the program on standard input.
+    let out = remora(&["run", "-", "5"], Some(entry));
+    assert_eq!(text(&out.stdout), "", "{}", text(&out.stderr));
+    let out = remora(&["run", "-", "5", "2"], Some(entry));
+    assert_eq!(text(&out.stdout), "3\n", "{}", text(&out.stderr));
+    let out = remora(&["run", "-"], Some("[1 2] #t"));
+    assert_eq!(text(&out.stdout), "[1 2]\n#t\n", "{}", text(&out.stderr));
+    // With the program on standard input, arguments cannot come from there.
+    let out = remora(&["run", "-"], Some(entry));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "remora: error: the entry `main` needs arguments for its parameters (x Int) (y Int), and none were given: give them as ARGs after the program (Remora expressions), with --input FILE (.npy or Futhark data)\n"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn an_entry_without_arguments_on_a_terminal_says_how_to_give_them() {
+    let dir = scratch("run-terminal");
+    let file = dir.join("two.remora");
+    let written = std::fs::write(&file, "(entry (main (xs [Float 3]) (k Int)) (f.* (i->f k) xs))\n");
+    assert!(written.is_ok(), "{written:?}");
+    let start = std::time::Instant::now();
+    let (shown, exited) = on_a_terminal(&["run", &file.to_string_lossy()], "", &dir);
+    assert!(exited, "remora waited for input:\n{shown}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+    assert!(
+        shown.contains(
+            "remora: error: the entry `main` needs arguments for its parameters (xs [Float 3]) (k Int), and none were given: give them as ARGs after the program (Remora expressions), with --input FILE (.npy or Futhark data), or Futhark data piped on standard input"
+        ),
+        "{shown}"
+    );
+}
+
+#[test]
+fn trace_prints_a_string_label_as_text() {
+    let program = "(trace \"start\" 0)\n\
+                   (trace [104 105] 1)\n\
+                   (def (fun (f (x Int) : Int) (trace \"in f\" (* x 2))))\n\
+                   (f [1 2])\n\
+                   (trace \"héllo\\tthere\" (trace [1 2] 3))\n";
+    for engine in ["interp", "fused"] {
+        let out = remora(&["run", "--engine", engine, "-e", program], None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "0\n1\n[2 4]\n3\n");
+        // A string literal is its text; `[104 105]` stays an array.
+        assert_eq!(
+            text(&out.stderr),
+            "start\n[104 105]\nin f\nin f\n[1 2]\nhéllo\tthere\n",
+            "--engine {engine}"
+        );
+    }
+}

@@ -517,8 +517,96 @@ pub struct Interpreter {
     pub(crate) cell_log: Option<Vec<crate::cell_log::CellByCell>>,
     /// Why batching last gave up, for the log.
     pub(crate) gave_up: Option<String>,
+    /// The applications of `trace` whose label is a string literal, by
+    /// position ([`position`]): their label is printed as its text (see
+    /// [`text_label`]).
+    pub(crate) text_labels: std::collections::HashSet<(u32, u32, u32)>,
     /// The application a batched evaluation is at (for the log).
     pub(crate) at: Span,
+}
+
+/// A span's file and place (spans compare equal whatever their positions,
+/// so that trees compare by their contents).
+pub(crate) fn position(span: Span) -> (u32, u32, u32) {
+    (span.file.0, span.start, span.end)
+}
+
+/// Whether `e` is a string literal as the parser makes it: a vector of Int
+/// atoms that all carry the literal's own position (the atoms of `[104 105]`
+/// or `(array [2] 104 105)` each have their own; a tree raised from the
+/// compiler has no positions, and no string literals then).
+fn is_string_literal(e: &TExpr) -> bool {
+    match &e.kind {
+        TExprKind::Array { shape, atoms } => {
+            shape.len() == 1
+                && !atoms.is_empty()
+                && e.span.start < e.span.end
+                && atoms
+                    .iter()
+                    .all(|a| position(a.span) == position(e.span) && matches!(a.kind, TAtomKind::Int(_)))
+        }
+        _ => false,
+    }
+}
+
+/// Whether a program has a `(trace "label" x)` anywhere (the compiler's
+/// raised trees keep no positions, and so no string literals: such a
+/// program runs as it is).
+pub fn traces_text(decls: &[TDecl]) -> bool {
+    decls.iter().any(|d| match d {
+        TDecl::Def { value, .. } => has_text_label(value),
+        TDecl::Expr(e) => has_text_label(e),
+    })
+}
+
+fn has_text_label(e: &TExpr) -> bool {
+    if text_label(e) {
+        return true;
+    }
+    match &e.kind {
+        TExprKind::Array { atoms, .. } => atoms.iter().any(|a| match &a.kind {
+            TAtomKind::Lambda { body, .. }
+            | TAtomKind::TLambda { body, .. }
+            | TAtomKind::ILambda { body, .. }
+            | TAtomKind::Box { body, .. } => has_text_label(body),
+            TAtomKind::Bool(_) | TAtomKind::Int(_) | TAtomKind::Float(_) => false,
+        }),
+        TExprKind::Frame { elems, .. } => elems.iter().any(has_text_label),
+        TExprKind::Var(_) | TExprKind::Intrinsic(_) => false,
+        TExprKind::App { func, arg, .. } => has_text_label(func) || has_text_label(arg),
+        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => has_text_label(func),
+        TExprKind::Unbox { boxed, body, .. } => has_text_label(boxed) || has_text_label(body),
+        TExprKind::Let { value, body, .. } => has_text_label(value) || has_text_label(body),
+        TExprKind::Record(fields) => fields.iter().any(|(_, f)| has_text_label(f)),
+        TExprKind::Field { record, .. } => has_text_label(record),
+        TExprKind::If {
+            cond,
+            then,
+            otherwise,
+        } => has_text_label(cond) || has_text_label(then) || has_text_label(otherwise),
+    }
+}
+
+/// Whether `e` is `(trace "label" x)` (its type and index arguments
+/// anywhere): an application of `trace` whose label is a string literal,
+/// which `trace` prints as text, not as the vector of code points it is.
+pub(crate) fn text_label(e: &TExpr) -> bool {
+    let TExprKind::App { func, .. } = &e.kind else {
+        return false;
+    };
+    let TExprKind::App {
+        func: head,
+        arg: label,
+        ..
+    } = &func.kind
+    else {
+        return false;
+    };
+    let mut head = &**head;
+    while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &head.kind {
+        head = func;
+    }
+    matches!(head.kind, TExprKind::Intrinsic("trace")) && is_string_literal(label)
 }
 
 impl Interpreter {
@@ -644,6 +732,9 @@ impl<'p> Interpreter {
                 args: Vec::new(),
             })))),
             TExprKind::App { func, arg, lifted } => {
+                if text_label(e) && !self.text_labels.contains(&position(span)) {
+                    self.text_labels.insert(position(span));
+                }
                 if let Some(v) = self.scalar_fast_path(func, arg, env, span)? {
                     return Ok(v);
                 }

@@ -670,7 +670,17 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         }
         "undefined" => fail(span, "Prelude.undefined"),
         "trace" => {
-            let shown = remora_value::print::to_string_checked(arg(0)?).or_else(|m| fail(span, m))?;
+            // A string literal as the label is printed as its text.
+            let label = arg(0)?;
+            let text = it
+                .text_labels
+                .contains(&crate::eval::position(span))
+                .then(|| string_of(label).ok())
+                .flatten();
+            let shown = match text {
+                Some(text) => text,
+                None => remora_value::print::to_string_checked(label).or_else(|m| fail(span, m))?,
+            };
             match &mut it.trace {
                 Some(log) => log.push(shown),
                 None => eprintln!("{shown}"),

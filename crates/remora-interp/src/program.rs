@@ -208,6 +208,28 @@ pub fn entry_arity(decls: &[TDecl], entry: &str) -> Option<usize> {
     find_entry(decls, entry).map(|(_, value)| parameters(Signature::of(&value.ty).fun).len())
 }
 
+/// The parameters of the entry named `entry`, each written `(name TYPE)`
+/// with the names and types as `var_name` and `show` give them.
+pub fn entry_parameters(
+    decls: &[TDecl],
+    entry: &str,
+    show: &dyn Fn(&Type) -> String,
+    var_name: &dyn Fn(VarId) -> String,
+) -> Option<Vec<String>> {
+    let (_, value) = find_entry(decls, entry)?;
+    let vars = parameter_vars(value);
+    Some(
+        parameters(&value.ty)
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let name = vars.get(k).map(|v| var_name(*v)).unwrap_or_else(|| "_".into());
+                format!("({name} {})", show(t))
+            })
+            .collect(),
+    )
+}
+
 /// The (first) entry named `entry`: its variable and its definition.
 fn find_entry<'p>(decls: &'p [TDecl], entry: &str) -> Option<(VarId, &'p TExpr)> {
     decls.iter().find_map(|d| match d {
