@@ -108,6 +108,9 @@ fn search_and_random_names_run_array_at_a_time() {
     let (ok, out, err) = run_verbose("search", program);
     assert!(ok, "{err}");
     assert_eq!(out.lines().count(), 8, "{out}");
-    assert!(out.starts_with("[(box 2 [1 3]) (box 1 [2]) (box 3 [4 5 6])]\n"), "{out}");
+    assert!(
+        out.starts_with("[(box 2 [1 3]) (box 1 [2]) (box 3 [4 5 6])]\n"),
+        "{out}"
+    );
     assert_eq!(err, "remora: note: every application ran array-at-a-time\n");
 }
