@@ -73,7 +73,34 @@ pub fn unique_rows<F>(data: &Data<F>, d: usize) -> Result<Vec<Distinct<Data<F>>>
         }
         Ok(out)
     }
+    // Equal Ints (and Bools) are the same atom: the values themselves
+    // sorted (the radix sort of `sort`), then runs counted.
+    fn sorted_runs<T: Copy + PartialEq>(sorted: &[T]) -> Distinct<Vec<T>> {
+        let mut values: Vec<T> = Vec::new();
+        let mut counts: Vec<i64> = Vec::new();
+        for &x in sorted {
+            match (values.last(), counts.last_mut()) {
+                (Some(&last), Some(c)) if last == x => *c += 1,
+                _ => {
+                    values.push(x);
+                    counts.push(1);
+                }
+            }
+        }
+        Distinct { values, counts }
+    }
     Ok(match data {
+        Data::Int(v) if d > 64 => {
+            let mut out = Vec::new();
+            for row in v.chunks_exact(d) {
+                let r = sorted_runs(&crate::sort::sort_ints(row)?);
+                out.push(Distinct {
+                    values: Data::Int(r.values.into()),
+                    counts: r.counts,
+                });
+            }
+            out
+        }
         Data::Int(v) => rows(v, d, int_key)?
             .into_iter()
             .map(|r| Distinct {
