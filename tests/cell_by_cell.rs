@@ -89,3 +89,28 @@ fn intermediates_too_large_for_the_whole_frame_run_in_smaller_strips() {
     assert_eq!(printed.ok(), Some(format!("[{}]", vec!["1"; 64].join(" "))));
     assert!(interp.cell_by_cell().is_empty(), "{:?}", interp.cell_by_cell());
 }
+
+/// `unique`, `unique-counts`, `searchsorted` and the random numbers lifted
+/// over frames, at the top level and inside a lifted lambda, run
+/// array-at-a-time: none is reported as run cell by cell.
+#[test]
+fn search_and_random_names_run_array_at_a_time() {
+    let program = "\
+(unique [[3 1 3] [2 2 2] [6 5 4]])
+(unique-counts [[1.5 1.5] [2.0 -1.0]])
+(searchsorted [0.0 1.0 2.0] [[-1.0 0.5] [1.5 2.5]])
+(searchsorted/right [[1 2] [10 20]] [[0 1 2 3] [15 25 5 10]])
+((fn ((x Int)) (+ 1 (searchsorted [10 20 30] x))) [5 15 25 35])
+((fn ((row [Int 3]) (v [Int 2])) (searchsorted row v)) [[1 2 3] [5 6 7]] [[0 3] [6 6]])
+(random.int 42 (i-app iota/static [4]) 0 [1 2 3 4])
+((fn ((i Int)) (searchsorted [0.25 0.5 0.75] (f.* (random.uniform 9 i) (f.abs (random.normal 9 i))))) (i-app iota/static [8]))
+";
+    let (ok, out, err) = run_verbose("search", program);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), 8, "{out}");
+    assert!(
+        out.starts_with("[(box 2 [1 3]) (box 1 [2]) (box 3 [4 5 6])]\n"),
+        "{out}"
+    );
+    assert_eq!(err, "remora: note: every application ran array-at-a-time\n");
+}

@@ -156,11 +156,35 @@ pub const PRELUDE: &[(&str, &str)] = &[
     ),
 ];
 
+/// Distinct atoms and insertion indices: ordered as `sort` and `f.sort`
+/// order (Int, Float and Bool atoms; any other is an error at run time).
+pub const SEARCH: &[(&str, &str)] = &[
+    ("unique", "(∀ (&t) (Π ($d) (-> [&t $d] (Σ ($k) [&t $k]))))"),
+    (
+        "unique-counts",
+        "(∀ (&t) (Π ($d) (-> [&t $d] (Σ ($k) [Int $k]))))",
+    ),
+    (
+        "searchsorted searchsorted/right",
+        "(∀ (&t) (Π ($d) (-> ([&t $d] &t) Int)))",
+    ),
+];
+
+/// Reproducible random numbers: scalar functions of a seed and a counter
+/// (Philox4x32-10, `remora_interp::random`), lifted like any scalar
+/// primitive.
+pub const RANDOM: &[(&str, &str)] = &[
+    ("random.uniform random.normal", "(-> (Int Int) Float)"),
+    ("random.int", "(-> (Int Int Int Int) Int)"),
+];
+
 /// Every intrinsic and prelude name, in table order.
 pub fn names() -> impl Iterator<Item = (&'static str, &'static str)> {
     INTRINSICS
         .iter()
         .chain(PRELUDE)
+        .chain(SEARCH)
+        .chain(RANDOM)
         .flat_map(|(names, ty)| names.split_whitespace().map(move |n| (n, *ty)))
 }
 

@@ -921,6 +921,11 @@ impl<'p> Interpreter {
             "length" | "reshape" | "flatten" | "replicate" => reshape_batched(p, &all),
             "append" | "reverse" => self.framed(&all, |args| items_framed(p.name, args)),
             "sort" | "grade" | "f.sort" | "f.grade" => self.framed(&all, |args| sort_framed(p.name, args)),
+            "unique" | "unique-counts" => self.framed(&all, |args| match args {
+                [(xs, _)] => crate::search::unique_framed(p.name, xs).ok(),
+                _ => None,
+            }),
+            "searchsorted" | "searchsorted/right" => self.search_batched(p.name, &all),
             _ => None,
         };
         match batched {
@@ -1008,6 +1013,73 @@ impl<'p> Interpreter {
         };
         outer.extend(item_cell);
         Some(Batched::dense(Array { shape: outer, data }, nb))
+    }
+
+    /// `searchsorted` and `searchsorted/right` over the batch and the
+    /// principal frame: for every position, one binary search of its value
+    /// in its row of breakpoints, read in place (a vector of breakpoints
+    /// shared by every value is neither copied nor checked more than once).
+    fn search_batched(&mut self, name: &str, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let [(rows, rcell), (values, vcell)] = all else {
+            return None;
+        };
+        let [d] = rcell.as_slice() else {
+            return None;
+        };
+        if !vcell.is_empty() {
+            return None;
+        }
+        let frame = Self::principal(all)?;
+        let nb = rows.nb.max(values.nb);
+        let mut outer: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        outer.extend(&frame);
+        let n = atoms_in(&outer);
+        check_size(n, Span::default()).ok()?;
+        let values = values.laid_over(0, nb, outer.len(), &outer)?;
+        // The rows in place: a step per outer axis (zero where they lack
+        // it), each row's atoms one apart.
+        let rows = self.expand(rows, nb)?;
+        let rframe = rows.own().len().checked_sub(1)?;
+        let rows = if *d <= 1 || rows.strides.last() == Some(&1) {
+            rows
+        } else {
+            rows.densify()?
+        };
+        let mut steps: Vec<usize> = rows.strides.get(..nb + rframe)?.to_vec();
+        steps.resize(outer.len(), 0);
+        let starts = Odometer {
+            outer: &outer,
+            steps: &steps,
+            at: vec![0; outer.len()],
+            base: rows.offset,
+        };
+        let found = crate::search::search(
+            &rows.v.data,
+            &values.data,
+            starts.take(n),
+            *d,
+            name == "searchsorted/right",
+        );
+        match found {
+            Ok(at) => Some(Batched::dense(
+                Array {
+                    shape: outer,
+                    data: Data::Int(at.into()),
+                },
+                nb,
+            )),
+            Err(crate::kernel::OUT_OF_MEMORY) | Err(crate::search::UNORDERED) => None,
+            Err(message) => {
+                // At the top level the reference path meets this row
+                // first; inside a batch, some cell fails.
+                if self.batch.is_empty() {
+                    crate::eval::note_fault(format!("{name}: {message}"));
+                } else {
+                    crate::eval::note_doomed();
+                }
+                None
+            }
+        }
     }
 
     /// An intrinsic's rule over frames (what it does at the top level,
@@ -1635,6 +1707,34 @@ impl Iterator for GatherStarts<'_> {
     }
 }
 
+/// The offset of each position of `outer` in row-major order, `steps[a]`
+/// atoms apart along axis `a`, from `base` (without end: take as many as
+/// there are positions).
+struct Odometer<'a> {
+    outer: &'a [usize],
+    steps: &'a [usize],
+    at: Vec<usize>,
+    base: usize,
+}
+
+impl Iterator for Odometer<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let start = self.base;
+        for axis in (0..self.outer.len()).rev() {
+            self.at[axis] += 1;
+            self.base += self.steps[axis];
+            if self.at[axis] < self.outer[axis] {
+                break;
+            }
+            self.base -= self.steps[axis] * self.outer[axis];
+            self.at[axis] = 0;
+        }
+        Some(start)
+    }
+}
+
 /// The position `at[i]` (row-major over `batch`) of a value with all the
 /// batch's axes, for each `i`: a value with one batch axis of `at.len()`
 /// positions.
@@ -2253,6 +2353,10 @@ fn has_batched_rule(name: &str) -> bool {
                 | "grade"
                 | "f.sort"
                 | "f.grade"
+                | "unique"
+                | "unique-counts"
+                | "searchsorted"
+                | "searchsorted/right"
         )
 }
 
@@ -2391,7 +2495,7 @@ fn total(e: &TExpr) -> bool {
 
 /// The scalar primitives that give a value for every argument.
 fn total_primitive(name: &str) -> bool {
-    scalar::is_scalar_primitive(name) && !matches!(name, "/" | "mod" | "^" | "shl" | "shr")
+    scalar::is_scalar_primitive(name) && !matches!(name, "/" | "mod" | "^" | "shl" | "shr" | "random.int")
 }
 
 /// Whether values of this atom type hold only numbers and truth values

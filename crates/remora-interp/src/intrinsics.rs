@@ -511,6 +511,26 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             };
             Ok(boxed_items(starts.len(), &shape(p, 1), data))
         }
+        "unique" | "unique-counts" => {
+            let xs = arg(0)?;
+            let d = dim(p, 0);
+            let boxes = crate::search::unique_boxes(&xs.data, 1, d, name == "unique-counts")
+                .or_else(|m| fail(span, format!("{name}: {m}")))?;
+            Ok(scalar_value(Data::Atoms(boxes.into())))
+        }
+        "searchsorted" | "searchsorted/right" => {
+            let (row, v) = (arg(0)?, arg(1)?);
+            let d = dim(p, 0);
+            let at = crate::search::search(
+                &row.data,
+                &v.data,
+                std::iter::once(0),
+                d,
+                name == "searchsorted/right",
+            )
+            .or_else(|m| fail(span, format!("{name}: {m}")))?;
+            Ok(scalar_value(Data::Int(at.into())))
+        }
         "take-right" | "drop-right" => {
             let a = arg(0)?;
             let (k, d) = (dim(p, 0), dim(p, 1));

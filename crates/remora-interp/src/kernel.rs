@@ -201,6 +201,23 @@ pub fn map2<A: Copy, B: Copy, R>(
     Ok(out)
 }
 
+/// `f` at every position of `shape`, on four operands of one type.
+pub fn map4<A: Copy, R>(
+    shape: &[usize],
+    operands: [(&[A], &Layout); 4],
+    f: impl Fn([A; 4]) -> R,
+) -> Result<Vec<R>, &'static str> {
+    if operands.iter().any(|(v, l)| !l.fits(shape, v.len())) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    let mut out = buffer(shape.iter().product())?;
+    let layouts = operands.map(|(_, l)| l);
+    for_each_run(shape, layouts, |offsets, n, steps| {
+        out.extend((0..n).map(|i| f(std::array::from_fn(|k| operands[k].0[offsets[k] + i * steps[k]]))));
+    });
+    Ok(out)
+}
+
 /// `a[i] = f(a[i], b[i])` at every position of `shape`, where `a` is a
 /// contiguous buffer of that shape (a temporary no other value holds,
 /// reused for the result as NumPy reuses its temporaries).

@@ -15,7 +15,9 @@ pub mod intrinsics;
 pub mod kernel;
 mod masked;
 pub mod program;
+pub mod random;
 pub mod scalar;
+pub mod search;
 pub mod sort;
 
 pub use eval::{Env, Fun, Interpreter, RunError, Value};

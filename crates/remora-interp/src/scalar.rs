@@ -21,7 +21,8 @@ pub fn arity(name: &str) -> Option<usize> {
         "+" | "-" | "*" | "/" | "mod" | "^" | "max" | "min" | "bit-and" | "bit-or" | "bit-xor" | "shl"
         | "shr" | "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.max" | "f.min" | "==" | "!=" | "<" | ">"
         | "<=" | ">=" | "f.==" | "f.!=" | "f.<" | "f.>" | "f.<=" | "f.>=" | "and" | "or" | "bool.=="
-        | "bool.!=" | "f.atan2" | "f.mod" => 2,
+        | "bool.!=" | "f.atan2" | "f.mod" | "random.uniform" | "random.normal" => 2,
+        "random.int" => 4,
         "not" | "bit-not" | "popc" | "sqrt" | "f.sqrt" | "f.ln" | "f.exp" | "f.tanh" | "i->f" | "i->bool"
         | "bool->i" | "bool->f" | "truncate" | "round" | "floor" | "ceiling" | "neg" | "abs" | "signum"
         | "f.neg" | "f.abs" | "f.signum" | "f.sin" | "f.cos" | "f.tan" | "f.asin" | "f.acos" | "f.atan"
@@ -234,6 +235,32 @@ pub fn apply<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -
         "or" => binary!(Bool, Bool, |a: bool, b: bool| a || b),
         "bool.==" => binary!(Bool, Bool, |a: bool, b: bool| a == b),
         "bool.!=" => binary!(Bool, Bool, |a: bool, b: bool| a != b),
+        "random.uniform" => binary!(Int, Float, crate::random::uniform),
+        "random.normal" => binary!(Int, Float, crate::random::normal),
+        "random.int" => {
+            let [
+                (Data::Int(s), ls),
+                (Data::Int(i), li),
+                (Data::Int(lo), llo),
+                (Data::Int(hi), lhi),
+            ] = operands
+            else {
+                return Err(format!("{name}: wrong operand types"));
+            };
+            let operands = [
+                (s.as_slice(), *ls),
+                (i.as_slice(), *li),
+                (lo.as_slice(), *llo),
+                (hi.as_slice(), *lhi),
+            ];
+            Data::Int(
+                kernel::map4(shape, operands, |[s, i, lo, hi]| {
+                    faults.catch(crate::random::int_in(s, i, lo, hi))
+                })
+                .map_err(internal)?
+                .into(),
+            )
+        }
         _ => match operands {
             [(a, la)] => unary(name, a, la, shape)?,
             _ => return Err(format!("{name}: wrong number of operands")),
