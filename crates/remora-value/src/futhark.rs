@@ -244,23 +244,30 @@ pub fn write_text<F>(a: &Array<F>) -> Result<String, String> {
         let dims: String = a.shape.iter().map(|d| format!("[{d}]")).collect();
         return Ok(format!("empty({dims}{elem})"));
     }
+    // The number of atoms in a cell of each rank, computed once (a value
+    // of many axes would otherwise cost rank² here).
+    let mut cells = vec![1usize; a.shape.len() + 1];
+    for k in (0..a.shape.len()).rev() {
+        cells[k] = cells[k + 1].saturating_mul(a.shape[k]);
+    }
     let mut out = String::new();
-    nest(&mut out, &a.shape, &atoms);
+    nest(&mut out, &a.shape, &cells[1..], &atoms);
     Ok(out)
 }
 
-fn nest(out: &mut String, shape: &[usize], atoms: &[String]) {
-    let Some((&n, rest)) = shape.split_first() else {
+/// `atoms` laid out in `shape`; `cells[k]` is the size of a cell below
+/// axis `k`.
+fn nest(out: &mut String, shape: &[usize], cells: &[usize], atoms: &[String]) {
+    let (Some((&n, rest)), Some((&size, inner))) = (shape.split_first(), cells.split_first()) else {
         out.push_str(atoms.first().map_or("", |s| s));
         return;
     };
-    let size: usize = rest.iter().product();
     out.push('[');
     for i in 0..n {
         if i > 0 {
             out.push_str(", ");
         }
-        nest(out, rest, &atoms[i * size..(i + 1) * size]);
+        nest(out, rest, inner, &atoms[i * size..(i + 1) * size]);
     }
     out.push(']');
 }
