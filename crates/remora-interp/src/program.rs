@@ -219,7 +219,7 @@ pub fn entry_parameters(
     let (_, value) = find_entry(decls, entry)?;
     let vars = parameter_vars(value);
     Some(
-        parameters(&value.ty)
+        parameters(Signature::of(&value.ty).fun)
             .iter()
             .enumerate()
             .map(|(k, t)| {
