@@ -10,6 +10,7 @@
 pub mod futhark;
 pub mod limits;
 pub mod npy;
+pub mod pretty;
 pub mod print;
 pub mod read;
 
