@@ -8,6 +8,7 @@
 //! uses [`NoFun`], which has no values.
 
 pub mod futhark;
+pub mod image;
 pub mod limits;
 pub mod npy;
 pub mod pretty;
