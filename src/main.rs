@@ -111,14 +111,31 @@ enum DumpLevel {
 /// The format of values written by `remora run`.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Format {
-    /// Remora's printing (core.md §4.1).
+    /// Remora's printing (core.md §4.1): one line, exactly as remora-lang
+    /// prints (the default).
     Remora,
+    /// For people: matrices as grids of right-aligned columns, higher ranks
+    /// as blocks of grids separated by blank lines, floats in their
+    /// shortest form (`0.09003057`); past 1,000 items, each longer axis
+    /// shows its first and last 3 with `…` between.
+    Pretty,
+    /// As `pretty`, every item shown.
+    PrettyFull,
     /// Futhark's textual data format.
     Futhark,
     /// Futhark's binary data format.
     FutharkBinary,
     /// NumPy's `.npy` (one array).
     Npy,
+}
+
+/// The colormaps of pictures (`--colormap`).
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ColormapName {
+    /// Black to white.
+    Gray,
+    /// Matplotlib's perceptually uniform purple, blue, green, yellow.
+    Viridis,
 }
 
 /// Where entry arguments come from and where results go (extensions.md §5).
@@ -132,14 +149,28 @@ struct DataArgs {
     #[arg(long, value_name = "FILE")]
     input: Vec<PathBuf>,
     /// Write the result to FILE instead of printing it: `.npy` by the
-    /// extension, otherwise Futhark data (textual, or binary with
-    /// `--format futhark-binary`).
+    /// extension; a picture for `.png`, `.pgm` (binary P5, grayscale) or
+    /// `.ppm` (binary P6, RGB); otherwise Futhark data (textual, or binary
+    /// with `--format futhark-binary`). A picture is a [h w] array of Int,
+    /// Float or Bool, in gray scaled linearly from its smallest value
+    /// (black) to its largest (white; one value throughout: all black; NaN:
+    /// black; Bool: #f black, #t white), or a [h w 3] array, RGB: Float
+    /// channels in [0, 1], Int in [0, 255], each clamped.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// The format of the result (default: Remora's printing on standard
     /// output, `.npy` or Futhark text for --output).
     #[arg(long, value_enum)]
     format: Option<Format>,
+    /// For a picture --output: the values shown black and white (or at the
+    /// ends of the colormap, or of each RGB channel) instead of the
+    /// picture's own range; values outside clamp.
+    #[arg(long, num_args = 2, value_names = ["LO", "HI"], allow_negative_numbers = true)]
+    range: Option<Vec<f64>>,
+    /// For a picture --output of a [h w] array: colours instead of gray, an
+    /// RGB picture (`.png` or `.ppm`).
+    #[arg(long, value_enum, value_name = "NAME")]
+    colormap: Option<ColormapName>,
     /// Run a program you did not write: it may import only files in its
     /// own directory (and below), and may not read or write any file
     /// (`read-file`, `read-file-f32bin`, `trace-file`); only the --input and
@@ -272,7 +303,15 @@ fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         // `run` is not the subcommand (it is an option's value).
         return args;
     }
-    let with_value = ["--input", "--output", "--format", "--entry", "-e", "--expr"];
+    let with_value = [
+        "--input",
+        "--output",
+        "--format",
+        "--entry",
+        "-e",
+        "--expr",
+        "--colormap",
+    ];
     let (mut options, mut rest, mut after) = (Vec::new(), Vec::new(), Vec::new());
     let mut tail = args.into_iter().skip(run + 1);
     while let Some(a) = tail.next() {
@@ -284,6 +323,10 @@ fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         }
         if with_value.contains(&text.as_ref()) {
             options.push(a);
+            options.extend(tail.next());
+        } else if text == "--range" {
+            options.push(a);
+            options.extend(tail.next());
             options.extend(tail.next());
         } else if with_value.iter().any(|o| text.starts_with(&format!("{o}=")))
             || text == "-h"
@@ -687,8 +730,12 @@ fn run_parsed(
             // Script mode printed as it goes (Remora's printing on stdout).
             let echo = args.is_empty()
                 && data.output.is_none()
-                && matches!(data.format, None | Some(Format::Remora));
+                && matches!(
+                    data.format,
+                    None | Some(Format::Remora | Format::Pretty | Format::PrettyFull)
+                );
             interp.echo = echo;
+            interp.echo_pretty = pretty_options(data.format);
             *ran = true;
             // The fused engine: the program lowered by the compiler and
             // raised back (what it cannot lower runs as it is). It prints
@@ -819,9 +866,65 @@ fn payload<'a, 'p>(v: &'a remora_interp::Value<'p>) -> &'a remora_interp::Value<
     }
 }
 
+/// How much `--format pretty` (or `pretty-full`) shows; `None` for the
+/// other formats.
+fn pretty_options(format: Option<Format>) -> Option<remora_value::pretty::Options> {
+    match format {
+        Some(Format::Pretty) => Some(remora_value::pretty::Options::ELIDED),
+        Some(Format::PrettyFull) => Some(remora_value::pretty::Options::FULL),
+        _ => None,
+    }
+}
+
+/// The bytes of a picture `--output` (`.png`, `.pgm`, `.ppm`) of the
+/// result, or why there is none.
+fn picture(
+    values: &[remora_interp::Value<'_>],
+    format: remora_value::image::Format,
+    data: &DataArgs,
+) -> Result<Vec<u8>, String> {
+    if data.format.is_some() {
+        return Err("--format does not apply to a picture --output (.png, .pgm, .ppm)".into());
+    }
+    let [v] = values else {
+        return Err(format!(
+            "{} results cannot go in one picture (it shows one array)",
+            values.len()
+        ));
+    };
+    let options = remora_value::image::Options {
+        range: match data.range.as_deref() {
+            Some(&[lo, hi]) => Some((lo, hi)),
+            _ => None,
+        },
+        colormap: data.colormap.map(|c| match c {
+            ColormapName::Gray => remora_value::image::Colormap::Gray,
+            ColormapName::Viridis => remora_value::image::Colormap::Viridis,
+        }),
+    };
+    remora_value::image::write(payload(v), format, &options)
+}
+
 /// The results of `remora run`, printed or written as `--output` and
 /// `--format` ask.
 fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCode {
+    let image = data
+        .output
+        .as_deref()
+        .and_then(remora_value::image::Format::of_path);
+    if image.is_none() && (data.range.is_some() || data.colormap.is_some()) {
+        report("--range and --colormap apply to a picture --output (.png, .pgm or .ppm)".into());
+        return ExitCode::FAILURE;
+    }
+    if let (Some(format), Some(path)) = (image, &data.output) {
+        return match picture(values, format, data) {
+            Ok(bytes) => write_output(path, &bytes),
+            Err(m) => {
+                report(m);
+                ExitCode::FAILURE
+            }
+        };
+    }
     let npy_file = data
         .output
         .as_ref()
@@ -837,12 +940,16 @@ fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCod
         // A data format holds arrays: a box (a `filter` or `range` result)
         // is written as its contents, whose shape carries the witness.
         let v = match format {
-            Format::Remora => v,
+            Format::Remora | Format::Pretty | Format::PrettyFull => v,
             _ => payload(v),
         };
         let written = match format {
             Format::Remora => {
                 remora_value::print::to_string_checked(v).map(|t| format!("{t}\n").into_bytes())
+            }
+            Format::Pretty | Format::PrettyFull => {
+                let options = pretty_options(Some(format)).unwrap_or_default();
+                remora_value::pretty::to_string_checked(v, &options).map(|t| format!("{t}\n").into_bytes())
             }
             Format::Futhark => remora_value::futhark::write_text(v).map(|t| format!("{t}\n").into_bytes()),
             Format::FutharkBinary => remora_value::futhark::write_binary(v),
@@ -862,16 +969,21 @@ fn write_values(values: &[remora_interp::Value<'_>], data: &DataArgs) -> ExitCod
     }
     match &data.output {
         None => write_stdout_bytes(&bytes),
-        Some(path) => match remora_syntax::files::write_atomic(path, &bytes) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!(
-                    "remora: error: cannot write {}: {e}",
-                    remora_syntax::files::shown(path)
-                );
-                ExitCode::FAILURE
-            }
-        },
+        Some(path) => write_output(path, &bytes),
+    }
+}
+
+/// The `--output` file, written whole or not at all.
+fn write_output(path: &std::path::Path, bytes: &[u8]) -> ExitCode {
+    match remora_syntax::files::write_atomic(path, bytes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "remora: error: cannot write {}: {e}",
+                remora_syntax::files::shown(path)
+            );
+            ExitCode::FAILURE
+        }
     }
 }
 

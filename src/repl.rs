@@ -418,7 +418,7 @@ fn evaluate<'p>(
             },
             TDecl::Expr(_) if k < shown_from => {}
             TDecl::Expr(e) => match interp.eval(e, &env) {
-                Ok(v) => match remora_value::print::to_string_checked(&v) {
+                Ok(v) => match remora_value::pretty::to_string_checked(&v, &Default::default()) {
                     Ok(shown) => {
                         out.push_str(&shown);
                         out.push('\n');

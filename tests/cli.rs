@@ -1012,3 +1012,95 @@ fn trace_prints_a_string_label_as_text() {
         );
     }
 }
+
+#[test]
+fn run_format_pretty_prints_grids_for_people() {
+    let program = scratch_file(
+        "pretty",
+        "grid.remora",
+        b"(entry (main) [[[1 20 3] [400 5 -6]] [[7 8 9] [10 11 12]]])\n",
+    );
+    let p = program.to_string_lossy();
+    let out = remora(&["run", &p, "--format", "pretty"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "[[[  1 20  3]\n  [400  5 -6]]\n\n [[  7  8  9]\n  [ 10 11 12]]]\n"
+    );
+    // The default stays the exact one-line printing.
+    let out = remora(&["run", &p], None);
+    assert_eq!(
+        text(&out.stdout),
+        "[[[1 20 3] [400 5 -6]] [[7 8 9] [10 11 12]]]\n"
+    );
+    // Floats in their shortest form.
+    let floats = scratch_file(
+        "pretty",
+        "floats.remora",
+        b"(entry (main) [0.09003057 1.0 2.5e10])\n",
+    );
+    let out = remora(&["run", &floats.to_string_lossy(), "--format=pretty"], None);
+    assert_eq!(text(&out.stdout), "[0.09003057 1.0 2.5e10]\n");
+}
+
+#[test]
+fn run_format_pretty_elides_long_arrays_and_pretty_full_does_not() {
+    let program = scratch_file(
+        "pretty-long",
+        "long.remora",
+        b"(entry (main) (i-app iota/static [2000]))\n",
+    );
+    let p = program.to_string_lossy();
+    let out = remora(&["run", &p, "--format", "pretty"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "[0 1 2 … 1997 1998 1999]\n");
+    let out = remora(&["run", &p, "--format", "pretty-full"], None);
+    let full = text(&out.stdout);
+    assert!(full.starts_with("[0 1 2 3 4 5 6 "), "{full}");
+    assert!(full.ends_with(" 1998 1999]\n"), "{full}");
+    assert_eq!(full.split(' ').count(), 2000);
+    let help = text(&remora(&["run", "--help"], None).stdout);
+    assert!(help.contains("pretty-full"), "{help}");
+}
+
+#[test]
+fn run_format_pretty_in_script_mode_prints_each_value_as_it_goes() {
+    let program = scratch_file(
+        "pretty-script",
+        "script.remora",
+        b"[[1 2] [30 4]]\n(range 2)\n(/ 1 0)\n",
+    );
+    let out = remora(&["run", &program.to_string_lossy(), "--format", "pretty"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stdout), "[[ 1 2]\n [30 4]]\n(box 2 [0 1])\n");
+    assert!(
+        text(&out.stderr).contains(":3:1: error: divide by zero"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn repl_prints_values_for_people() {
+    let out = remora(&["repl"], Some("[[1 2 3] [40 50 60]]\n(f./ 1.0 [3.0 8.0])\n"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "[[ 1  2  3]\n [40 50 60]]\n[0.33333334 0.125]\n"
+    );
+}
+
+#[test]
+fn mandelbrot_for_people() {
+    let out = remora(
+        &[
+            "run",
+            &format!("{}/examples/mandelbrot.remora", env!("CARGO_MANIFEST_DIR")),
+            "--format",
+            "pretty",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    insta::assert_snapshot!(text(&out.stdout));
+}

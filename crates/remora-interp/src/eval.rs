@@ -512,6 +512,9 @@ pub struct Interpreter {
     /// prints each bare expression's value on stdout as soon as it has
     /// it, so a later failure does not hide the earlier values.
     pub echo: bool,
+    /// Script mode printing for people (`--format pretty`): how much of
+    /// each value it shows; `None`, the exact printing.
+    pub echo_pretty: Option<remora_value::pretty::Options>,
     /// What ran cell by cell, when asked for (`remora run -v`; see
     /// `cell_log`).
     pub(crate) cell_log: Option<Vec<crate::cell_log::CellByCell>>,
@@ -632,8 +635,11 @@ impl<'p> Interpreter {
                 TDecl::Expr(e) => {
                     let v = self.eval(e, &env)?;
                     if echo {
-                        let shown =
-                            remora_value::print::to_string_checked(&v).or_else(|m| fail(e.span, m))?;
+                        let shown = match &self.echo_pretty {
+                            None => remora_value::print::to_string_checked(&v),
+                            Some(options) => remora_value::pretty::to_string_checked(&v, options),
+                        }
+                        .or_else(|m| fail(e.span, m))?;
                         remora_syntax::files::write_stdout(format!("{shown}\n").as_bytes())
                             .or_else(|err| fail(e.span, format!("cannot write standard output: {err}")))?;
                     }

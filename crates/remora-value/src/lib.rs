@@ -8,8 +8,10 @@
 //! uses [`NoFun`], which has no values.
 
 pub mod futhark;
+pub mod image;
 pub mod limits;
 pub mod npy;
+pub mod pretty;
 pub mod print;
 pub mod read;
 
