@@ -501,19 +501,7 @@ impl Checker {
                 continue;
             }
             let u = self.pending.remove(k);
-            let ty = t.ty.lift(&u.boxed.ty.shape);
-            let span = t.span;
-            t = TExpr {
-                kind: TExprKind::Unbox {
-                    witness: u.witness,
-                    binder: u.witness,
-                    var: u.var,
-                    boxed: Box::new(u.boxed),
-                    body: Box::new(t),
-                },
-                ty,
-                span,
-            };
+            t = close_unbox(u, t);
         }
         // A box unboxed inside a binder's scope must not leave it.
         if k < self.pending.len() && binds_names(e) {
@@ -563,19 +551,7 @@ impl Checker {
             if u.witness_in(&t.ty) {
                 t = self.rebox(u.witness, t);
             }
-            let ty = t.ty.lift(&u.boxed.ty.shape);
-            let span = t.span;
-            t = TExpr {
-                kind: TExprKind::Unbox {
-                    witness: u.witness,
-                    binder: u.witness,
-                    var: u.var,
-                    boxed: Box::new(u.boxed),
-                    body: Box::new(t),
-                },
-                ty,
-                span,
-            };
+            t = close_unbox(u, t);
         }
         Some(t)
     }
@@ -1741,6 +1717,23 @@ impl Free {
             }
             ast::DimKind::Nat(_) | ast::DimKind::Error => {}
         }
+    }
+}
+
+/// The automatic unbox `u` closed around `t`, over the frame of boxes.
+fn close_unbox(u: instantiate::Unboxed, t: TExpr) -> TExpr {
+    let ty = t.ty.lift(&u.boxed.ty.shape);
+    let span = t.span;
+    TExpr {
+        kind: TExprKind::Unbox {
+            witness: u.witness,
+            binder: u.witness,
+            var: u.var,
+            boxed: Box::new(u.boxed),
+            body: Box::new(t),
+        },
+        ty,
+        span,
     }
 }
 

@@ -89,20 +89,10 @@ impl Checker {
         {
             return Some(self.function_frame_spine(e, base.span, shape, elems, &spine));
         }
-        let ExprKind::Var(name) = &base.kind else {
-            return None;
-        };
-        let (base_kind, base_ty) = match self.values.get(&name.name)? {
-            Value::Var(id, ty) => (TExprKind::Var(*id), ty.clone()),
-            Value::Intrinsic(n, ty) => (TExprKind::Intrinsic(n), ty.clone()),
-            Value::Poisoned => return None,
-        };
-        if !base_ty.shape.is_scalar() || !matches!(base_ty.atom, Atom::Forall(..) | Atom::Pi(..)) {
-            return None;
-        }
-        let (binders, body) = count_binders(&base_ty);
-        if !matches!(body.atom, Atom::Arrow(..)) {
-            // A Π-family of arrays (`iota/static`), not a function.
+        // (Not a Π-family of arrays, `iota/static`: a function.)
+        let (base_kind, base_ty) = self.polymorphic_name(base)?;
+        let (binders, _) = count_binders(&base_ty);
+        if binders == 0 {
             return None;
         }
         let holes = written.iter().any(Written::is_hole);
@@ -176,26 +166,32 @@ impl Checker {
             span: frame_span,
         };
         for (a, (_, app_span)) in args.into_iter().zip(spine) {
-            let lifted = match apply(&self.resolve(&f.ty), &self.resolve(&a.ty)) {
-                Ok(l) => l,
-                Err(err) => {
-                    let d = self.application_error(e, &f.ty, err);
-                    self.report(d);
-                    return None;
-                }
-            };
-            let ty = lifted.result.clone();
-            f = TExpr {
-                kind: TExprKind::App {
-                    func: Box::new(f),
-                    arg: Box::new(a),
-                    lifted,
-                },
-                ty,
-                span: *app_span,
-            };
+            f = self.apply_core(e, f, a, *app_span)?;
         }
         Some(f)
+    }
+
+    /// `(f a)` by the core application rule (its lifting decided by the
+    /// types), or the error `e`, the whole application, gets.
+    fn apply_core(&mut self, e: &ast::Expr, f: TExpr, a: TExpr, span: Span) -> Option<TExpr> {
+        let lifted = match apply(&self.resolve(&f.ty), &self.resolve(&a.ty)) {
+            Ok(l) => l,
+            Err(err) => {
+                let d = self.application_error(e, &f.ty, err);
+                self.report(d);
+                return None;
+            }
+        };
+        let ty = lifted.result.clone();
+        Some(TExpr {
+            kind: TExprKind::App {
+                func: Box::new(f),
+                arg: Box::new(a),
+                lifted,
+            },
+            ty,
+            span,
+        })
     }
 
     fn instantiate_spine(
@@ -529,24 +525,7 @@ impl Checker {
                 }
                 _ => a,
             };
-            let lifted = match apply(&self.resolve(&f.ty), &self.resolve(&a.ty)) {
-                Ok(l) => l,
-                Err(err) => {
-                    let d = self.application_error(head.e, &f.ty, err);
-                    self.report(d);
-                    return None;
-                }
-            };
-            let ty = lifted.result.clone();
-            f = TExpr {
-                kind: TExprKind::App {
-                    func: Box::new(f),
-                    arg: Box::new(a),
-                    lifted,
-                },
-                ty,
-                span: *app_span,
-            };
+            f = self.apply_core(head.e, f, a, *app_span)?;
         }
         Some(f)
     }
