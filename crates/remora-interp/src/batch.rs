@@ -85,7 +85,7 @@ impl<'p> Batched<'p> {
         }
     }
 
-    fn own(&self) -> &[usize] {
+    pub(crate) fn own(&self) -> &[usize] {
         self.v.shape.get(self.nb..).unwrap_or_default()
     }
 
@@ -921,6 +921,7 @@ impl<'p> Interpreter {
             "length" | "reshape" | "flatten" | "replicate" => reshape_batched(p, &all),
             "append" | "reverse" => self.framed(&all, |args| items_framed(p.name, args)),
             "sort" | "grade" | "f.sort" | "f.grade" => self.framed(&all, |args| sort_framed(p.name, args)),
+            name if crate::vocab::is_vocab(name) => self.vocab_batched(p, &all),
             _ => None,
         };
         match batched {
@@ -2204,7 +2205,7 @@ pub(crate) fn makes_view(e: &TExpr) -> bool {
     }
     matches!(
         head.kind,
-        TExprKind::Intrinsic("transpose2d" | "windows" | "replicate")
+        TExprKind::Intrinsic("transpose2d" | "windows" | "replicate" | "transpose")
     )
 }
 
@@ -2213,6 +2214,7 @@ pub(crate) fn makes_view(e: &TExpr) -> bool {
 /// match.
 fn has_batched_rule(name: &str) -> bool {
     scalar::is_scalar_primitive(name)
+        || crate::vocab::is_vocab(name)
         || matches!(
             name,
             "reduce"

@@ -14,9 +14,11 @@ pub mod eval;
 pub mod intrinsics;
 pub mod kernel;
 mod masked;
+mod matmul;
 pub mod program;
 pub mod scalar;
 pub mod sort;
+mod vocab;
 
 pub use eval::{Env, Fun, Interpreter, RunError, Value};
 

@@ -81,11 +81,41 @@ impl Checker {
         let ExprKind::Var(name) = &base.kind else {
             return None;
         };
-        let (base_kind, base_ty) = match self.values.get(&name.name)? {
+        let (mut base_kind, mut base_ty) = match self.values.get(&name.name)? {
             Value::Var(id, ty) => (TExprKind::Var(*id), ty.clone()),
             Value::Intrinsic(n, ty) => (TExprKind::Intrinsic(n), ty.clone()),
             Value::Poisoned => return None,
         };
+        if matches!(base_kind, TExprKind::Intrinsic("transpose")) {
+            // Its permutation is typed by a rule of its own; the rest of
+            // the spine is inferred as for any polymorphic function.
+            let perm = match written.first() {
+                Some(Written::Index(i)) if !matches!(i, ast::Ispace::Hole(_)) => *i,
+                _ => {
+                    self.bare_transpose(&base_kind, e.span);
+                    for (a, _) in &spine {
+                        self.expr(a);
+                    }
+                    return Some(None);
+                }
+            };
+            let Some(index) = self.index(perm) else {
+                return Some(None);
+            };
+            let Some(ty) = self.transpose_type(perm.span(), &index) else {
+                return Some(None);
+            };
+            base_kind = TExprKind::IApp {
+                func: Box::new(TExpr {
+                    kind: base_kind,
+                    ty: base_ty,
+                    span: base.span,
+                }),
+                arg: index,
+            };
+            base_ty = ty;
+            written.remove(0);
+        }
         if !base_ty.shape.is_scalar() || !matches!(base_ty.atom, Atom::Forall(..) | Atom::Pi(..)) {
             return None;
         }
@@ -459,6 +489,9 @@ impl Checker {
     /// 3]` is `(@reverse (Int) (3 []))`).
     pub(super) fn instantiate_against(&mut self, e: &ast::Expr, want: &Type) -> Option<TExpr> {
         let f = self.expr(e)?;
+        if self.bare_transpose(&f.kind, e.span) {
+            return None;
+        }
         if !polymorphic_function(&f.ty) || matches!(want.atom, Atom::Forall(..) | Atom::Pi(..)) {
             return Some(f);
         }
