@@ -1908,7 +1908,14 @@ impl Checker {
                 Some(a) if !seen[a] => seen[a] = true,
                 _ => {
                     let d = self
-                        .error(span, format!("transpose: {} is not a permutation of the axes 0 … {}", self.show_shape(&shape), r.saturating_sub(1)))
+                        .error(
+                            span,
+                            format!(
+                                "transpose: {} is not a permutation of the axes 0 … {}",
+                                self.show_shape(&shape),
+                                r.saturating_sub(1)
+                            ),
+                        )
                         .note("each axis number from 0 to the rank less 1 must appear exactly once");
                     self.report(d);
                     return None;

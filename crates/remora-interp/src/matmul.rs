@@ -52,7 +52,13 @@ const KC: usize = 256;
 const MC: usize = 64;
 
 /// `c = a·b` for row-major `a` `[m k]` and `b` `[k n]`.
-pub(crate) fn matmul<T: Ring>(a: &[T], b: &[T], m: usize, k: usize, n: usize) -> Result<Vec<T>, &'static str> {
+pub(crate) fn matmul<T: Ring>(
+    a: &[T],
+    b: &[T],
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<Vec<T>, &'static str> {
     const OUT_OF_BOUNDS: &str = "internal error: a matrix smaller than its shape";
     let size = m.checked_mul(n).ok_or(OUT_OF_BOUNDS)?;
     if a.len() < m.saturating_mul(k) || b.len() < k.saturating_mul(n) {
@@ -65,7 +71,11 @@ pub(crate) fn matmul<T: Ring>(a: &[T], b: &[T], m: usize, k: usize, n: usize) ->
     }
     let packed = pack_b(b, k, n)?;
     let work = m.saturating_mul(n).saturating_mul(k);
-    let bands: Vec<(usize, &mut [T])> = c.chunks_mut(MC * n).enumerate().map(|(i, rows)| (i * MC, rows)).collect();
+    let bands: Vec<(usize, &mut [T])> = c
+        .chunks_mut(MC * n)
+        .enumerate()
+        .map(|(i, rows)| (i * MC, rows))
+        .collect();
     let threads = crate::threads().min(bands.len());
     if threads < 2 || work < 1 << 21 {
         for (row, rows) in bands {
@@ -99,7 +109,11 @@ pub(crate) fn matmul<T: Ring>(a: &[T], b: &[T], m: usize, k: usize, n: usize) ->
         let mine = worker();
         helpers.into_iter().all(|h| h.join().unwrap_or(false)) && mine
     });
-    if ok { Ok(c) } else { Err("internal error: a matrix product's thread failed") }
+    if ok {
+        Ok(c)
+    } else {
+        Err("internal error: a matrix product's thread failed")
+    }
 }
 
 /// `b` as panels: for each block of `KC` items, for each panel of `NR`
@@ -124,7 +138,14 @@ fn pack_b<T: Ring>(b: &[T], k: usize, n: usize) -> Result<Vec<T>, &'static str> 
 
 /// The rows `row ..` of `c` (as many as `rows` holds) from `a` and the
 /// packed `b`.
-fn band<T: Ring>(a: &[T], packed: &[T], row: usize, rows: &mut [T], k: usize, n: usize) -> Result<(), &'static str> {
+fn band<T: Ring>(
+    a: &[T],
+    packed: &[T],
+    row: usize,
+    rows: &mut [T],
+    k: usize,
+    n: usize,
+) -> Result<(), &'static str> {
     let mc = rows.len() / n;
     let strips = mc.div_ceil(MR);
     let panels = n.div_ceil(NR);
@@ -197,7 +218,14 @@ mod tests {
 
     #[test]
     fn every_edge_of_the_blocking() {
-        for &(m, k, n) in &[(1, 1, 1), (5, 3, 9), (70, 300, 17), (4, 256, 8), (130, 513, 33), (3, 0, 2)] {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (5, 3, 9),
+            (70, 300, 17),
+            (4, 256, 8),
+            (130, 513, 33),
+            (3, 0, 2),
+        ] {
             let a: Vec<i64> = (0..m * k).map(|x| (x as i64 * 7919) % 23 - 11).collect();
             let b: Vec<i64> = (0..k * n).map(|x| (x as i64 * 104729) % 19 - 9).collect();
             assert_eq!(matmul(&a, &b, m, k, n), Ok(naive(&a, &b, m, k, n)), "{m}×{k}×{n}");

@@ -303,15 +303,21 @@ fn clip<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -> Res
     let flat = Layout::contiguous(shape);
     Ok(match operands {
         [(Data::Int(lo), llo), (Data::Int(hi), lhi), (Data::Int(x), lx)] => {
-            let low = kernel::map2(shape, (x.as_slice(), *lx), (lo.as_slice(), *llo), i64::max).map_err(internal)?;
+            let low = kernel::map2(shape, (x.as_slice(), *lx), (lo.as_slice(), *llo), i64::max)
+                .map_err(internal)?;
             Data::Int(
                 kernel::map2(shape, (low.as_slice(), &flat), (hi.as_slice(), *lhi), i64::min)
                     .map_err(internal)?
                     .into(),
             )
         }
-        [(Data::Float(lo), llo), (Data::Float(hi), lhi), (Data::Float(x), lx)] => {
-            let low = kernel::map2(shape, (x.as_slice(), *lx), (lo.as_slice(), *llo), fmax).map_err(internal)?;
+        [
+            (Data::Float(lo), llo),
+            (Data::Float(hi), lhi),
+            (Data::Float(x), lx),
+        ] => {
+            let low =
+                kernel::map2(shape, (x.as_slice(), *lx), (lo.as_slice(), *llo), fmax).map_err(internal)?;
             Data::Float(
                 kernel::map2(shape, (low.as_slice(), &flat), (hi.as_slice(), *lhi), fmin)
                     .map_err(internal)?

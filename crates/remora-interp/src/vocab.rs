@@ -167,7 +167,10 @@ fn outer_cells<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<
             .map(|i| i.dims().into_iter().map(|d| d as usize).collect())
             .unwrap_or_default()
     };
-    let (m, n) = (a.shape.first().copied().unwrap_or(0), b.shape.first().copied().unwrap_or(0));
+    let (m, n) = (
+        a.shape.first().copied().unwrap_or(0),
+        b.shape.first().copied().unwrap_or(0),
+    );
     let (s1, s2, s3) = (index(2), index(3), index(4));
     let (i1, i2) = (atoms_in(&s1), atoms_in(&s2));
     check_size(m.saturating_mul(n), span)?;
@@ -254,7 +257,12 @@ fn principal(args: &[(Value<'_>, Vec<usize>)]) -> Result<(Vec<usize>, Vec<usize>
             .ok_or("internal error: an argument smaller than its cell")?;
         frames.push(frame);
     }
-    let frame = frames.iter().max_by_key(|f| f.len()).copied().unwrap_or_default().to_vec();
+    let frame = frames
+        .iter()
+        .max_by_key(|f| f.len())
+        .copied()
+        .unwrap_or_default()
+        .to_vec();
     if !frames.iter().all(|f| frame.starts_with(f)) {
         return Err("internal error: frames not prefix-related".into());
     }
@@ -307,7 +315,11 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
         "argmax" | "argmin" | "f.argmax" | "f.argmin" => {
             let d = cell(0).first().copied().unwrap_or(0);
             if d == 0 && positions > 0 {
-                let what = if name.ends_with("max") { "greatest" } else { "least" };
+                let what = if name.ends_with("max") {
+                    "greatest"
+                } else {
+                    "least"
+                };
                 return Err(format!("{name}: an empty vector has no {what} item"));
             }
             let greatest = name.ends_with("max");
@@ -353,7 +365,13 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
             };
             let seed = vec![0.0f32; positions];
             let order = crate::intrinsics::fold_order("f.sum", "f.+");
-            let sums = kernel::reduce_axis(rows.get(..positions * d).unwrap_or_default(), [positions, d, 1], Some(&seed), order, |a, b| a + b)?;
+            let sums = kernel::reduce_axis(
+                rows.get(..positions * d).unwrap_or_default(),
+                [positions, d, 1],
+                Some(&seed),
+                order,
+                |a, b| a + b,
+            )?;
             let out: Vec<f32> = sums.into_iter().map(|s| s / d as f32).collect();
             Ok(result(&[], Data::Float(out.into())))
         }
@@ -392,7 +410,10 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
                 (Data::Float(x), Data::Float(y)) => {
                     let mut out = kernel::buffer(positions)?;
                     for pos in 0..positions {
-                        out.push(dot_tree(cell_at(x, d, share(0), pos)?, cell_at(y, d, share(1), pos)?));
+                        out.push(dot_tree(
+                            cell_at(x, d, share(0), pos)?,
+                            cell_at(y, d, share(1), pos)?,
+                        ));
                     }
                     Ok(result(&[], Data::Float(out.into())))
                 }
@@ -411,7 +432,10 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
                 (Data::Int(x), Data::Int(y)) => {
                     let mut out = kernel::buffer(positions * size)?;
                     for pos in 0..positions {
-                        let (a, b) = (cell_at(x, m * k, share(0), pos)?, cell_at(y, k * n, share(1), pos)?);
+                        let (a, b) = (
+                            cell_at(x, m * k, share(0), pos)?,
+                            cell_at(y, k * n, share(1), pos)?,
+                        );
                         out.extend(crate::matmul::matmul(a, b, m, k, n)?);
                     }
                     Ok(result(&[m, n], Data::Int(out.into())))
@@ -419,7 +443,10 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
                 (Data::Float(x), Data::Float(y)) => {
                     let mut out = kernel::buffer(positions * size)?;
                     for pos in 0..positions {
-                        let (a, b) = (cell_at(x, m * k, share(0), pos)?, cell_at(y, k * n, share(1), pos)?);
+                        let (a, b) = (
+                            cell_at(x, m * k, share(0), pos)?,
+                            cell_at(y, k * n, share(1), pos)?,
+                        );
                         out.extend(crate::matmul::matmul(a, b, m, k, n)?);
                     }
                     Ok(result(&[m, n], Data::Float(out.into())))
