@@ -787,14 +787,7 @@ impl Checker {
                 let f = self.expr(func)?;
                 let i = self.index(arg)?;
                 if matches!(f.kind, TExprKind::Intrinsic("transpose")) {
-                    let ty = self.transpose_type(arg.span(), &i)?;
-                    return done(
-                        TExprKind::IApp {
-                            func: Box::new(f),
-                            arg: i,
-                        },
-                        ty,
-                    );
+                    return self.transpose_app(f, i, arg.span(), span);
                 }
                 let Atom::Pi(v, body) = &f.ty.atom else {
                     let d = self
@@ -1936,6 +1929,21 @@ impl Checker {
         let ty = self.ty(&parsed.value);
         self.diags.truncate(mark);
         ty
+    }
+
+    /// `(i-app transpose P)` in the core rule (out of line: `expr`
+    /// recurses as deep as a program nests, and its frame must stay small).
+    #[inline(never)]
+    fn transpose_app(&mut self, f: TExpr, i: Index, at: Span, span: Span) -> Option<TExpr> {
+        let ty = self.transpose_type(at, &i)?;
+        Some(TExpr {
+            kind: TExprKind::IApp {
+                func: Box::new(f),
+                arg: i,
+            },
+            ty,
+            span,
+        })
     }
 
     /// `transpose` used without its permutation (it has no type of its

@@ -89,31 +89,10 @@ impl Checker {
         if matches!(base_kind, TExprKind::Intrinsic("transpose")) {
             // Its permutation is typed by a rule of its own; the rest of
             // the spine is inferred as for any polymorphic function.
-            let perm = match written.first() {
-                Some(Written::Index(i)) if !matches!(i, ast::Ispace::Hole(_)) => *i,
-                _ => {
-                    self.bare_transpose(&base_kind, e.span);
-                    for (a, _) in &spine {
-                        self.expr(a);
-                    }
-                    return Some(None);
-                }
-            };
-            let Some(index) = self.index(perm) else {
+            let Some((kind, ty)) = self.transpose_head(e, base, base_ty, &written, &spine) else {
                 return Some(None);
             };
-            let Some(ty) = self.transpose_type(perm.span(), &index) else {
-                return Some(None);
-            };
-            base_kind = TExprKind::IApp {
-                func: Box::new(TExpr {
-                    kind: base_kind,
-                    ty: base_ty,
-                    span: base.span,
-                }),
-                arg: index,
-            };
-            base_ty = ty;
+            (base_kind, base_ty) = (kind, ty);
             written.remove(0);
         }
         if !base_ty.shape.is_scalar() || !matches!(base_ty.atom, Atom::Forall(..) | Atom::Pi(..)) {
@@ -129,6 +108,42 @@ impl Checker {
             return None;
         }
         Some(self.instantiate_spine(e, base, base_kind, base_ty, &written, &spine))
+    }
+
+    /// The head `(i-app transpose P)` typed by its rule (in a function of
+    /// its own: `infer_application` recurses as deep as a program nests,
+    /// and its frame must stay small); `None` once an error is reported.
+    #[inline(never)]
+    fn transpose_head(
+        &mut self,
+        e: &ast::Expr,
+        base: &ast::Expr,
+        base_ty: Type,
+        written: &[Written<'_>],
+        spine: &[(&ast::Expr, Span)],
+    ) -> Option<(TExprKind, Type)> {
+        let intrinsic = TExprKind::Intrinsic("transpose");
+        let perm = match written.first() {
+            Some(Written::Index(i)) if !matches!(i, ast::Ispace::Hole(_)) => *i,
+            _ => {
+                self.bare_transpose(&intrinsic, e.span);
+                for (a, _) in spine {
+                    self.expr(a);
+                }
+                return None;
+            }
+        };
+        let index = self.index(perm)?;
+        let ty = self.transpose_type(perm.span(), &index)?;
+        let kind = TExprKind::IApp {
+            func: Box::new(TExpr {
+                kind: intrinsic,
+                ty: base_ty,
+                span: base.span,
+            }),
+            arg: index,
+        };
+        Some((kind, ty))
     }
 
     fn instantiate_spine(
