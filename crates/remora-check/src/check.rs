@@ -783,12 +783,10 @@ impl Checker {
                     ty,
                 )
             }
+            ExprKind::IApp { func, arg } if self.names_transpose(func) => self.transpose_app(func, arg, span),
             ExprKind::IApp { func, arg } => {
                 let f = self.expr(func)?;
                 let i = self.index(arg)?;
-                if matches!(f.kind, TExprKind::Intrinsic("transpose")) {
-                    return self.transpose_app(f, i, arg.span(), span);
-                }
                 let Atom::Pi(v, body) = &f.ty.atom else {
                     let d = self
                         .error(span, "Expected a pi expression in ispace application:")
@@ -1934,8 +1932,10 @@ impl Checker {
     /// `(i-app transpose P)` in the core rule (out of line: `expr`
     /// recurses as deep as a program nests, and its frame must stay small).
     #[inline(never)]
-    fn transpose_app(&mut self, f: TExpr, i: Index, at: Span, span: Span) -> Option<TExpr> {
-        let ty = self.transpose_type(at, &i)?;
+    fn transpose_app(&mut self, func: &ast::Expr, arg: &ast::Ispace, span: Span) -> Option<TExpr> {
+        let f = self.expr(func)?;
+        let i = self.index(arg)?;
+        let ty = self.transpose_type(arg.span(), &i)?;
         Some(TExpr {
             kind: TExprKind::IApp {
                 func: Box::new(f),
@@ -1944,6 +1944,13 @@ impl Checker {
             ty,
             span,
         })
+    }
+
+    /// Whether `func` is the intrinsic `transpose` (not shadowed).
+    #[inline(never)]
+    fn names_transpose(&self, func: &ast::Expr) -> bool {
+        matches!(&func.kind, ExprKind::Var(v)
+            if matches!(self.values.get(&v.name), Some(Value::Intrinsic("transpose", _))))
     }
 
     /// `transpose` used without its permutation (it has no type of its

@@ -81,19 +81,13 @@ impl Checker {
         let ExprKind::Var(name) = &base.kind else {
             return None;
         };
-        let (mut base_kind, mut base_ty) = match self.values.get(&name.name)? {
+        let (base_kind, base_ty) = match self.values.get(&name.name)? {
             Value::Var(id, ty) => (TExprKind::Var(*id), ty.clone()),
             Value::Intrinsic(n, ty) => (TExprKind::Intrinsic(n), ty.clone()),
             Value::Poisoned => return None,
         };
         if matches!(base_kind, TExprKind::Intrinsic("transpose")) {
-            // Its permutation is typed by a rule of its own; the rest of
-            // the spine is inferred as for any polymorphic function.
-            let Some((kind, ty)) = self.transpose_head(e, base, base_ty, &written, &spine) else {
-                return Some(None);
-            };
-            (base_kind, base_ty) = (kind, ty);
-            written.remove(0);
+            return self.infer_transpose(e, base, &base_ty, &written, &spine);
         }
         if !base_ty.shape.is_scalar() || !matches!(base_ty.atom, Atom::Forall(..) | Atom::Pi(..)) {
             return None;
@@ -110,40 +104,72 @@ impl Checker {
         Some(self.instantiate_spine(e, base, base_kind, base_ty, &written, &spine))
     }
 
+    /// A spine whose head is `transpose`: its permutation typed by a rule
+    /// of its own, the rest inferred as for any polymorphic function. (Out
+    /// of line, taking references: `infer_application` recurses as deep as
+    /// a program nests, and its frame must stay small.)
+    #[inline(never)]
+    fn infer_transpose(
+        &mut self,
+        e: &ast::Expr,
+        base: &ast::Expr,
+        base_ty: &Type,
+        written: &[Written<'_>],
+        spine: &[(&ast::Expr, Span)],
+    ) -> Option<Option<TExpr>> {
+        let mut kind = TExprKind::Intrinsic("transpose");
+        let mut ty = base_ty.clone();
+        if !self.transpose_head(e, base, (&mut kind, &mut ty), written, spine) {
+            return Some(None);
+        }
+        let written = written.get(1..).unwrap_or_default();
+        let (binders, _) = count_binders(&ty);
+        if !written.iter().any(Written::is_hole) && written.len() >= binders {
+            // Every instantiation written: the core rule's.
+            return None;
+        }
+        Some(self.instantiate_spine(e, base, kind, ty, written, spine))
+    }
+
     /// The head `(i-app transpose P)` typed by its rule (in a function of
     /// its own: `infer_application` recurses as deep as a program nests,
-    /// and its frame must stay small); `None` once an error is reported.
+    /// and its frame must stay small), written over the head; false once an
+    /// error is reported.
     #[inline(never)]
     fn transpose_head(
         &mut self,
         e: &ast::Expr,
         base: &ast::Expr,
-        base_ty: Type,
+        (head_kind, head_ty): (&mut TExprKind, &mut Type),
         written: &[Written<'_>],
         spine: &[(&ast::Expr, Span)],
-    ) -> Option<(TExprKind, Type)> {
-        let intrinsic = TExprKind::Intrinsic("transpose");
+    ) -> bool {
         let perm = match written.first() {
             Some(Written::Index(i)) if !matches!(i, ast::Ispace::Hole(_)) => *i,
             _ => {
-                self.bare_transpose(&intrinsic, e.span);
+                self.bare_transpose(head_kind, e.span);
                 for (a, _) in spine {
                     self.expr(a);
                 }
-                return None;
+                return false;
             }
         };
-        let index = self.index(perm)?;
-        let ty = self.transpose_type(perm.span(), &index)?;
-        let kind = TExprKind::IApp {
+        let Some(index) = self.index(perm) else {
+            return false;
+        };
+        let Some(ty) = self.transpose_type(perm.span(), &index) else {
+            return false;
+        };
+        let intrinsic = std::mem::replace(head_kind, TExprKind::Intrinsic("transpose"));
+        *head_kind = TExprKind::IApp {
             func: Box::new(TExpr {
                 kind: intrinsic,
-                ty: base_ty,
+                ty: std::mem::replace(head_ty, ty),
                 span: base.span,
             }),
             arg: index,
         };
-        Some((kind, ty))
+        true
     }
 
     fn instantiate_spine(
