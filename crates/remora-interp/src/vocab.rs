@@ -109,6 +109,11 @@ impl Interpreter {
         }
         let (&m, s1) = acell.split_first()?;
         let (&n, s2) = bcell.split_first()?;
+        if m == 0 || n == 0 {
+            // No pair to apply `f` to: the result's shape is the type's
+            // (the cells' rule, which knows `@s3`).
+            return None;
+        }
         // Each laid over `batch ++ frame ++ [m n] ++ its item`.
         let lay = |x: &Batched<'p>, own_frame: usize, at_m: bool, item: &[usize]| -> Try<Batched<'p>> {
             let mut shape: Vec<usize> = x.v.shape.get(..nb)?.to_vec();
