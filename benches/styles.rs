@@ -104,6 +104,7 @@ fn workloads(quick: bool) -> Vec<Workload> {
                     "outer-sum",
                     "reduce f.+ over the outer products of columns and rows",
                 ),
+                ("builtin", "the prelude's f.matmul (a blocked loop)"),
             ],
         },
         Workload {

@@ -114,3 +114,34 @@ fn search_and_random_names_run_array_at_a_time() {
     );
     assert_eq!(err, "remora: note: every application ran array-at-a-time\n");
 }
+
+#[test]
+fn the_vocabulary_a_names_run_array_at_a_time_over_a_frame() {
+    // Each lifted over a frame (inside a lambda, and at the top level).
+    let program = "\
+(def (fun (g (v [Float 3]) : Int) (+ (f.argmax v) (argmin (round v)))))
+(g [[1.0 5.0 2.0] [7.0 0.0 1.0]])
+(def (fun (h (m [Int 2 2]) : [Int 2 2]) (matmul m ((i-app transpose [1 0]) m))))
+(h [[[1 2] [3 4]] [[0 1] [1 0]]])
+(f.matmul [[[1.0 0.0] [0.0 1.0]] [[0.0 1.0] [1.0 0.0]]] [[1.0 2.0] [3.0 4.0]])
+(def (fun (o (v [Int 2]) : [Int 2 2]) (outer + v v)))
+(o [[1 2] [3 4]])
+(def (fun (q (x Float) : [Float 3]) ((i-app linspace 3) x (f.* 2.0 x))))
+(q [1.0 2.0])
+(def (fun (r (v [Float 4]) : Float) (f.+ (f.mean v) (f.dot v v))))
+(r [[1.0 2.0 3.0 4.0] [0.0 0.0 0.0 1.0]])
+(def (fun (c (v [Int 3]) : Float) (mean (clip 0 5 (* (dot v v) v)))))
+(c [[1 2 3] [4 5 6]])
+(f.clip 0.0 1.0 [[-1.0 0.5] [2.0 0.25]])
+((i-app transpose [2 0 1]) [[[[1 2] [3 4]] [[5 6] [7 8]]]])
+";
+    let (ok, out, err) = run_verbose("vocab-a", program);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        "[1 1]\n[[[5 11] [11 25]] [[1 0] [0 1]]]\n[[[1.0 2.0] [3.0 4.0]] [[3.0 4.0] [1.0 2.0]]]\n\
+         [[[2 3] [3 4]] [[6 7] [7 8]]]\n[[1.0 1.5 2.0] [2.0 3.0 4.0]]\n[32.5 1.25]\n[5.0 5.0]\n\
+         [[0.0 0.5] [1.0 0.25]]\n[[[[1 3] [5 7]] [[2 4] [6 8]]]]\n"
+    );
+    assert_eq!(err, "remora: note: every application ran array-at-a-time\n");
+}

@@ -832,6 +832,7 @@ impl Checker {
                     ty,
                 )
             }
+            ExprKind::IApp { func, arg } if self.names_transpose(func) => self.transpose_app(func, arg, span),
             ExprKind::IApp { func, arg } => {
                 let f = self.expr(func)?;
                 let i = self.index(arg)?;
@@ -1965,6 +1966,102 @@ fn scalar_atom(kind: TAtomKind, ty: Type, span: Span) -> TExpr {
 /// An index argument for a parameter of sort `v`: a shape parameter takes a
 /// dimension as a one-axis shape, a dimension parameter a one-axis shape
 /// (core.md §3).
+impl Checker {
+    /// The type of `(i-app transpose P)`: for a permutation `P` of
+    /// `0 … r-1` (constants), a function of a cell of rank `r` whose result
+    /// has axis `k` of length the argument's axis `P[k]` (NumPy's
+    /// `transpose(x, axes)`); anything else is a type error at `P`.
+    pub(super) fn transpose_type(&mut self, span: Span, perm: &Index) -> Option<Type> {
+        let shape = match perm {
+            Index::Dim(d) => Shape::from_dims([d.clone()]),
+            Index::Shape(s) => s.clone(),
+        };
+        let axes: Option<Vec<i64>> = shape
+            .dims()
+            .and_then(|dims| dims.iter().map(|d| d.as_const()).collect());
+        let Some(axes) = axes else {
+            let d = self
+                .error(span, "transpose: the permutation must be written out as numbers")
+                .note(format!("got {}", self.show_shape(&shape)))
+                .note("write it as a shape of axis numbers: (i-app transpose [1 0])");
+            self.report(d);
+            return None;
+        };
+        let r = axes.len();
+        let mut seen = vec![false; r];
+        for &a in &axes {
+            match usize::try_from(a).ok().filter(|&a| a < r) {
+                Some(a) if !seen[a] => seen[a] = true,
+                _ => {
+                    let d = self
+                        .error(
+                            span,
+                            format!(
+                                "transpose: {} is not a permutation of the axes 0 … {}",
+                                self.show_shape(&shape),
+                                r.saturating_sub(1)
+                            ),
+                        )
+                        .note("each axis number from 0 to the rank less 1 must appear exactly once");
+                    self.report(d);
+                    return None;
+                }
+            }
+        }
+        let dims: Vec<String> = (0..r).map(|k| format!("$d{k}")).collect();
+        let permuted: Vec<String> = axes.iter().map(|&a| format!("$d{a}")).collect();
+        let arrow = format!("(-> [&t {}] [&t {}])", dims.join(" "), permuted.join(" "));
+        let text = if r == 0 {
+            format!("(∀ (&t) {arrow})")
+        } else {
+            format!("(∀ (&t) (Π ({}) {arrow}))", dims.join(" "))
+        };
+        let mut scratch = SourceMap::new();
+        let parsed = remora_syntax::parse_type(&mut scratch, "<transpose>", &text);
+        let mark = self.diags.len();
+        let ty = self.ty(&parsed.value);
+        self.diags.truncate(mark);
+        ty
+    }
+
+    /// `(i-app transpose P)` in the core rule (out of line: `expr`
+    /// recurses as deep as a program nests, and its frame must stay small).
+    #[inline(never)]
+    fn transpose_app(&mut self, func: &ast::Expr, arg: &ast::Ispace, span: Span) -> Option<TExpr> {
+        let f = self.expr(func)?;
+        let i = self.index(arg)?;
+        let ty = self.transpose_type(arg.span(), &i)?;
+        Some(TExpr {
+            kind: TExprKind::IApp {
+                func: Box::new(f),
+                arg: i,
+            },
+            ty,
+            span,
+        })
+    }
+
+    /// Whether `func` is the intrinsic `transpose` (not shadowed).
+    #[inline(never)]
+    fn names_transpose(&self, func: &ast::Expr) -> bool {
+        matches!(&func.kind, ExprKind::Var(v)
+            if matches!(self.values.get(&v.name), Some(Value::Intrinsic("transpose", _))))
+    }
+
+    /// `transpose` used without its permutation (it has no type of its
+    /// own to instantiate): reported, true.
+    pub(super) fn bare_transpose(&mut self, f: &TExprKind, span: Span) -> bool {
+        if !matches!(f, TExprKind::Intrinsic("transpose")) {
+            return false;
+        }
+        let d = self
+            .error(span, "transpose needs its permutation before anything else")
+            .note("write ((i-app transpose [1 0]) m), the result's axis k being the argument's axis P[k]");
+        self.report(d);
+        true
+    }
+}
+
 fn coerce_index(v: IVar, i: Index) -> Option<Index> {
     match (v, i) {
         (IVar::Dim(_), Index::Dim(d)) => Some(Index::Dim(d)),

@@ -154,6 +154,33 @@ pub const PRELUDE: &[(&str, &str)] = &[
         "drop",
         "(∀ (&t) (Π ($k $d @s) (-> [&t (+ $k $d) @s] [&t $d @s])))",
     ),
+    // Vocabulary A: numeric vocabulary after NumPy (docs/prelude.md,
+    // "Linear algebra and statistics").
+    ("argmax argmin", "(Π ($d) (-> [Int $d] Int))"),
+    ("f.argmax f.argmin", "(Π ($d) (-> [Float $d] Int))"),
+    ("mean", "(Π ($d) (-> [Int $d] Float))"),
+    ("f.mean", "(Π ($d) (-> [Float $d] Float))"),
+    ("clip", "(-> (Int Int Int) Int)"),
+    ("f.clip", "(-> (Float Float Float) Float)"),
+    ("linspace", "(Π ($n) (-> (Float Float) [Float $n]))"),
+    (
+        "outer",
+        "(∀ (&a &b &c) (Π ($m $n @s1 @s2 @s3) (-> ((-> ([&a @s1] [&b @s2]) [&c @s3]) [&a $m @s1] [&b $n @s2]) [&c $m $n @s3])))",
+    ),
+    ("dot", "(Π ($d) (-> ([Int $d] [Int $d]) Int))"),
+    ("f.dot", "(Π ($d) (-> ([Float $d] [Float $d]) Float))"),
+    (
+        "matmul",
+        "(Π ($m $k $n) (-> ([Int $m $k] [Int $k $n]) [Int $m $n]))",
+    ),
+    (
+        "f.matmul",
+        "(Π ($m $k $n) (-> ([Float $m $k] [Float $k $n]) [Float $m $n]))",
+    ),
+    // Only the outline: `(i-app transpose PERMUTATION)` is typed by a rule
+    // of its own (`transpose_type` in check.rs), as a function of a cell
+    // of the permutation's rank.
+    ("transpose", "(Π (@p) (∀ (&t) (-> [&t @p] [&t @p])))"),
 ];
 
 /// Distinct atoms and insertion indices: ordered as `sort` and `f.sort`

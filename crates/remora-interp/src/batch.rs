@@ -85,7 +85,7 @@ impl<'p> Batched<'p> {
         }
     }
 
-    fn own(&self) -> &[usize] {
+    pub(crate) fn own(&self) -> &[usize] {
         self.v.shape.get(self.nb..).unwrap_or_default()
     }
 
@@ -926,6 +926,7 @@ impl<'p> Interpreter {
                 _ => None,
             }),
             "searchsorted" | "searchsorted/right" => self.search_batched(p.name, &all),
+            name if crate::vocab::is_vocab(name) => self.vocab_batched(p, &all),
             _ => None,
         };
         match batched {
@@ -2304,7 +2305,7 @@ pub(crate) fn makes_view(e: &TExpr) -> bool {
     }
     matches!(
         head.kind,
-        TExprKind::Intrinsic("transpose2d" | "windows" | "replicate")
+        TExprKind::Intrinsic("transpose2d" | "windows" | "replicate" | "transpose")
     )
 }
 
@@ -2313,6 +2314,7 @@ pub(crate) fn makes_view(e: &TExpr) -> bool {
 /// match.
 fn has_batched_rule(name: &str) -> bool {
     scalar::is_scalar_primitive(name)
+        || crate::vocab::is_vocab(name)
         || matches!(
             name,
             "reduce"

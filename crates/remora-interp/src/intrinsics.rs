@@ -150,6 +150,9 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         // meets one gives up and the cells run one by one.
         return fail(span, "trace inside a batched evaluation");
     }
+    if crate::vocab::is_vocab(name) {
+        return crate::vocab::run(it, p, span);
+    }
     match name {
         "head" => {
             let a = arg(0)?;

@@ -14,11 +14,13 @@ pub mod eval;
 pub mod intrinsics;
 pub mod kernel;
 mod masked;
+mod matmul;
 pub mod program;
 pub mod random;
 pub mod scalar;
 pub mod search;
 pub mod sort;
+mod vocab;
 
 pub use eval::{Env, Fun, Interpreter, RunError, Value};
 

@@ -27,6 +27,8 @@ pub fn arity(name: &str) -> Option<usize> {
         | "bool->i" | "bool->f" | "truncate" | "round" | "floor" | "ceiling" | "neg" | "abs" | "signum"
         | "f.neg" | "f.abs" | "f.signum" | "f.sin" | "f.cos" | "f.tan" | "f.asin" | "f.acos" | "f.atan"
         | "f.sinh" | "f.cosh" | "f.log2" | "f.log10" | "f.floor" | "f.ceiling" | "f.round" | "f.isnan" => 1,
+        // Vocabulary A: (clip lo hi x).
+        "clip" | "f.clip" => 3,
         _ => return None,
     })
 }
@@ -261,6 +263,7 @@ pub fn apply<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -
                 .into(),
             )
         }
+        "clip" | "f.clip" => clip(name, operands, shape)?,
         _ => match operands {
             [(a, la)] => unary(name, a, la, shape)?,
             _ => return Err(format!("{name}: wrong number of operands")),
@@ -318,6 +321,38 @@ pub fn apply_in_place<F>(
         "bool.!=" => zip!(Bool, |a: bool, b: bool| a != b),
         _ => None,
     }
+}
+
+/// `(clip lo hi x)`: `(min (max x lo) hi)` (NumPy's `clip`: `hi` when
+/// `lo > hi`; `f.clip` is NaN where any operand is). Two passes.
+fn clip<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -> Result<Data<F>, Fault> {
+    let internal = |m: &'static str| -> Fault { m.to_string() };
+    let flat = Layout::contiguous(shape);
+    Ok(match operands {
+        [(Data::Int(lo), llo), (Data::Int(hi), lhi), (Data::Int(x), lx)] => {
+            let low = kernel::map2(shape, (x.as_slice(), *lx), (lo.as_slice(), *llo), i64::max)
+                .map_err(internal)?;
+            Data::Int(
+                kernel::map2(shape, (low.as_slice(), &flat), (hi.as_slice(), *lhi), i64::min)
+                    .map_err(internal)?
+                    .into(),
+            )
+        }
+        [
+            (Data::Float(lo), llo),
+            (Data::Float(hi), lhi),
+            (Data::Float(x), lx),
+        ] => {
+            let low =
+                kernel::map2(shape, (x.as_slice(), *lx), (lo.as_slice(), *llo), fmax).map_err(internal)?;
+            Data::Float(
+                kernel::map2(shape, (low.as_slice(), &flat), (hi.as_slice(), *lhi), fmin)
+                    .map_err(internal)?
+                    .into(),
+            )
+        }
+        _ => return Err(format!("{name}: wrong operand types")),
+    })
 }
 
 fn unary<F>(name: &str, a: &Data<F>, la: &Layout, shape: &[usize]) -> Result<Data<F>, Fault> {

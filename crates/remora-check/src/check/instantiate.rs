@@ -89,6 +89,12 @@ impl Checker {
         {
             return Some(self.function_frame_spine(e, base.span, shape, elems, &spine));
         }
+        if let ExprKind::Var(name) = &base.kind
+            && let Some(Value::Intrinsic("transpose", ty)) = self.values.get(&name.name)
+        {
+            let ty = ty.clone();
+            return self.infer_transpose(e, base, &ty, &written, &spine);
+        }
         // (Not a Π-family of arrays, `iota/static`: a function.)
         let (base_kind, base_ty) = self.polymorphic_name(base)?;
         let (binders, _) = count_binders(&base_ty);
@@ -192,6 +198,74 @@ impl Checker {
             ty,
             span,
         })
+    }
+
+    /// A spine whose head is `transpose`: its permutation typed by a rule
+    /// of its own, the rest inferred as for any polymorphic function. (Out
+    /// of line, taking references: `infer_application` recurses as deep as
+    /// a program nests, and its frame must stay small.)
+    #[inline(never)]
+    fn infer_transpose(
+        &mut self,
+        e: &ast::Expr,
+        base: &ast::Expr,
+        base_ty: &Type,
+        written: &[Written<'_>],
+        spine: &[(&ast::Expr, Span)],
+    ) -> Option<Option<TExpr>> {
+        let mut kind = TExprKind::Intrinsic("transpose");
+        let mut ty = base_ty.clone();
+        if !self.transpose_head(e, base, (&mut kind, &mut ty), written, spine) {
+            return Some(None);
+        }
+        let written = written.get(1..).unwrap_or_default();
+        let (binders, _) = count_binders(&ty);
+        if !written.iter().any(Written::is_hole) && written.len() >= binders {
+            // Every instantiation written: the core rule's.
+            return None;
+        }
+        Some(self.instantiate_spine(e, base, kind, ty, written, spine))
+    }
+
+    /// The head `(i-app transpose P)` typed by its rule (in a function of
+    /// its own: `infer_application` recurses as deep as a program nests,
+    /// and its frame must stay small), written over the head; false once an
+    /// error is reported.
+    #[inline(never)]
+    fn transpose_head(
+        &mut self,
+        e: &ast::Expr,
+        base: &ast::Expr,
+        (head_kind, head_ty): (&mut TExprKind, &mut Type),
+        written: &[Written<'_>],
+        spine: &[(&ast::Expr, Span)],
+    ) -> bool {
+        let perm = match written.first() {
+            Some(Written::Index(i)) if !matches!(i, ast::Ispace::Hole(_)) => *i,
+            _ => {
+                self.bare_transpose(head_kind, e.span);
+                for (a, _) in spine {
+                    self.expr(a);
+                }
+                return false;
+            }
+        };
+        let Some(index) = self.index(perm) else {
+            return false;
+        };
+        let Some(ty) = self.transpose_type(perm.span(), &index) else {
+            return false;
+        };
+        let intrinsic = std::mem::replace(head_kind, TExprKind::Intrinsic("transpose"));
+        *head_kind = TExprKind::IApp {
+            func: Box::new(TExpr {
+                kind: intrinsic,
+                ty: std::mem::replace(head_ty, ty),
+                span: base.span,
+            }),
+            arg: index,
+        };
+        true
     }
 
     fn instantiate_spine(
@@ -535,6 +609,9 @@ impl Checker {
     /// 3]` is `(@reverse (Int) (3 []))`).
     pub(super) fn instantiate_against(&mut self, e: &ast::Expr, want: &Type) -> Option<TExpr> {
         let f = self.expr(e)?;
+        if self.bare_transpose(&f.kind, e.span) {
+            return None;
+        }
         if !polymorphic_function(&f.ty) || matches!(want.atom, Atom::Forall(..) | Atom::Pi(..)) {
             return Some(f);
         }

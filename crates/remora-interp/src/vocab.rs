@@ -1,0 +1,568 @@
+//! Vocabulary A of the prelude (docs/prelude.md, "Linear algebra and
+//! statistics"): `argmax` `argmin` `f.argmax` `f.argmin` `mean` `f.mean`
+//! `linspace` `outer` `dot` `f.dot` `matmul` `f.matmul` `transpose`
+//! (`clip` and `f.clip` are scalar primitives, in scalar.rs).
+//!
+//! Each is written once, over a frame of cells: the rule the batched
+//! evaluation runs over `batch ++ frame` (array-at-a-time: one loop over
+//! every cell, never the interpreter once per cell) is the same code the
+//! reference path runs on a single cell (an empty frame), so both give the
+//! same bits. `outer` applies its function once, over the frame `[m n]`
+//! its arguments are replicated along by zero steps; `transpose` is a
+//! view (its steps permuted).
+
+use crate::batch::{Batched, Try};
+use crate::eval::{Interpreter, Prim, Run, Value, atoms_in, check_size, empty_data, fail};
+use crate::kernel;
+use remora_syntax::Span;
+use remora_value::{Array, Data};
+
+/// The names whose rules are here.
+pub(crate) fn is_vocab(name: &str) -> bool {
+    matches!(
+        name,
+        "argmax"
+            | "argmin"
+            | "f.argmax"
+            | "f.argmin"
+            | "mean"
+            | "f.mean"
+            | "linspace"
+            | "outer"
+            | "dot"
+            | "f.dot"
+            | "matmul"
+            | "f.matmul"
+            | "transpose"
+    )
+}
+
+/// One cell of each argument (the reference path): the framed rule over
+/// an empty frame, and `outer` by calling its function on every pair.
+pub(crate) fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
+    if p.name == "outer" {
+        return outer_cells(it, p, span);
+    }
+    if p.name == "transpose" {
+        let [a] = p.args.as_slice() else {
+            return fail(span, "internal error: transpose without its argument");
+        };
+        let view = transpose_view(p, &Batched::plain(a.clone()), 0);
+        return match view.and_then(|v| v.densify()) {
+            Some(v) => Ok(v.v),
+            None => fail(span, "transpose: the permutation does not fit the argument"),
+        };
+    }
+    let args: Vec<(Value<'p>, Vec<usize>)> = p.args.iter().map(|a| (a.clone(), a.shape.clone())).collect();
+    framed(p, &args).or_else(|m| fail(span, m))
+}
+
+impl Interpreter {
+    /// The batched rule of a vocabulary name; `None` gives up (the caller
+    /// then runs the cells one by one, which reports any error).
+    pub(crate) fn vocab_batched<'p>(
+        &mut self,
+        p: &Prim<'p>,
+        all: &[(Batched<'p>, Vec<usize>)],
+    ) -> Try<Batched<'p>> {
+        match p.name {
+            "transpose" => {
+                let [(xs, cell)] = all else {
+                    return None;
+                };
+                let axis = xs.nb + xs.own().len().checked_sub(cell.len())?;
+                transpose_view(p, xs, axis)
+            }
+            "outer" => self.outer_batched(all),
+            _ => {
+                let nb = all.iter().map(|(a, _)| a.nb).max()?;
+                let mut dense = Vec::with_capacity(all.len());
+                for (a, cell) in all {
+                    dense.push((self.expand_to(a, nb)?.densify()?.v, cell.clone()));
+                }
+                Some(Batched::dense(framed(p, &dense).ok()?, nb))
+            }
+        }
+    }
+
+    /// `outer f a b` over the batch and the arguments' frame: `f` applied
+    /// once to `a` and `b` laid over the frame `[m n]` (`a` replicated
+    /// along `n`, `b` along `m`, by zero steps: nothing copied).
+    fn outer_batched<'p>(&mut self, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let [(f, _), (a, acell), (b, bcell)] = all else {
+            return None;
+        };
+        if f.nb != 0 || !f.v.shape.is_empty() {
+            return None;
+        }
+        let nb = a.nb.max(b.nb);
+        let (a, b) = (self.expand_to(a, nb)?, self.expand_to(b, nb)?);
+        let (fa, fb) = (
+            a.own().len().checked_sub(acell.len())?,
+            b.own().len().checked_sub(bcell.len())?,
+        );
+        let frame: Vec<usize> = if fa >= fb { a.own() } else { b.own() }
+            .get(..fa.max(fb))?
+            .to_vec();
+        if !frame.starts_with(a.own().get(..fa)?) || !frame.starts_with(b.own().get(..fb)?) {
+            return None;
+        }
+        let (&m, s1) = acell.split_first()?;
+        let (&n, s2) = bcell.split_first()?;
+        if m == 0 || n == 0 {
+            // No pair to apply `f` to: the result's shape is the type's
+            // (the cells' rule, which knows `@s3`).
+            return None;
+        }
+        // Each laid over `batch ++ frame ++ [m n] ++ its item`.
+        let lay = |x: &Batched<'p>, own_frame: usize, at_m: bool, item: &[usize]| -> Try<Batched<'p>> {
+            let mut shape: Vec<usize> = x.v.shape.get(..nb)?.to_vec();
+            shape.extend(&frame);
+            shape.extend([m, n]);
+            shape.extend(item);
+            let mut strides: Vec<usize> = x.strides.get(..nb + own_frame)?.to_vec();
+            strides.resize(nb + frame.len(), 0);
+            let step = *x.strides.get(nb + own_frame)?;
+            strides.extend(if at_m { [step, 0] } else { [0, step] });
+            strides.extend(x.strides.get(nb + own_frame + 1..)?);
+            Some(Batched {
+                v: Array {
+                    shape,
+                    data: x.v.data.clone(),
+                },
+                nb,
+                offset: x.offset,
+                strides,
+            })
+        };
+        let a = lay(&a, fa, true, s1)?;
+        let b = lay(&b, fb, false, s2)?;
+        self.apply_batched(f, vec![(a, s1.to_vec()), (b, s2.to_vec())])
+    }
+
+    /// `b` with `nb` batch axes (the batch axes it lacks replicated).
+    fn expand_to<'p>(&self, b: &Batched<'p>, nb: usize) -> Try<Batched<'p>> {
+        if b.nb >= nb {
+            return Some(b.clone());
+        }
+        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        shape.extend(b.own());
+        let strides = crate::batch::place(&b.strides, b.nb, nb, shape.len());
+        Some(Batched {
+            v: Array {
+                shape,
+                data: b.v.data.clone(),
+            },
+            nb,
+            offset: b.offset,
+            strides,
+        })
+    }
+}
+
+/// `outer` on one cell of each argument: the function called on every
+/// pair of items, row-major.
+fn outer_cells<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
+    let [f, a, b] = p.args.as_slice() else {
+        return fail(span, "internal error: outer without its arguments");
+    };
+    let index = |k: usize| -> Vec<usize> {
+        p.indices
+            .get(k)
+            .map(|i| i.dims().into_iter().map(|d| d as usize).collect())
+            .unwrap_or_default()
+    };
+    let (m, n) = (
+        a.shape.first().copied().unwrap_or(0),
+        b.shape.first().copied().unwrap_or(0),
+    );
+    let (s1, s2, s3) = (index(2), index(3), index(4));
+    let (i1, i2) = (atoms_in(&s1), atoms_in(&s2));
+    check_size(m.saturating_mul(n), span)?;
+    let mut cells = Vec::with_capacity(m.saturating_mul(n));
+    for i in 0..m {
+        for j in 0..n {
+            let x = Array {
+                shape: s1.clone(),
+                data: a.data.slice(i * i1, i1),
+            };
+            let y = Array {
+                shape: s2.clone(),
+                data: b.data.slice(j * i2, i2),
+            };
+            let r = it.call2(f, x, y, span)?;
+            if cells.is_empty() {
+                check_size(m.saturating_mul(n).saturating_mul(r.data.len()), span)?;
+            }
+            cells.push(r);
+        }
+    }
+    let shape: Vec<usize> = [m, n].into_iter().chain(s3).collect();
+    if cells.is_empty() {
+        let atom = p.types.get(2).cloned().unwrap_or(remora_types::Atom::Int);
+        return Ok(Array {
+            shape,
+            data: empty_data(&atom),
+        });
+    }
+    let mut v = crate::eval::stack(cells, span)?;
+    v.shape = shape;
+    Ok(v)
+}
+
+/// `transpose` as a view of `xs` whose cell starts at axis `axis`: the
+/// cell's axes and steps permuted (result axis k is the argument's axis
+/// `P[k]`).
+fn transpose_view<'p>(p: &Prim<'p>, xs: &Batched<'p>, axis: usize) -> Try<Batched<'p>> {
+    let perm: Vec<usize> = p
+        .indices
+        .first()?
+        .dims()
+        .into_iter()
+        .map(|d| usize::try_from(d).ok())
+        .collect::<Option<_>>()?;
+    let rank = perm.len();
+    if xs.v.shape.len() != axis.checked_add(rank)? {
+        return None;
+    }
+    let mut seen = vec![false; rank];
+    for &k in &perm {
+        if std::mem::replace(seen.get_mut(k)?, true) {
+            return None;
+        }
+    }
+    let mut shape = xs.v.shape.clone();
+    let mut strides = xs.strides.clone();
+    for (k, &from) in perm.iter().enumerate() {
+        shape[axis + k] = xs.v.shape[axis + from];
+        strides[axis + k] = xs.strides[axis + from];
+    }
+    Some(Batched {
+        v: Array {
+            shape,
+            data: xs.v.data.clone(),
+        },
+        nb: xs.nb,
+        offset: xs.offset,
+        strides,
+    })
+}
+
+/// The principal frame of dense arguments, and for each argument how many
+/// consecutive positions of it share one of its cells (its frame is a
+/// prefix of the principal one).
+fn principal(args: &[(Value<'_>, Vec<usize>)]) -> Result<(Vec<usize>, Vec<usize>), String> {
+    let mut frames = Vec::with_capacity(args.len());
+    for (v, cell) in args {
+        let frame = v
+            .shape
+            .len()
+            .checked_sub(cell.len())
+            .and_then(|k| v.shape.get(..k))
+            .ok_or("internal error: an argument smaller than its cell")?;
+        frames.push(frame);
+    }
+    let frame = frames
+        .iter()
+        .max_by_key(|f| f.len())
+        .copied()
+        .unwrap_or_default()
+        .to_vec();
+    if !frames.iter().all(|f| frame.starts_with(f)) {
+        return Err("internal error: frames not prefix-related".into());
+    }
+    let shares = frames.iter().map(|f| atoms_in(&frame[f.len()..])).collect();
+    Ok((frame, shares))
+}
+
+fn floats<'a>(v: &'a Value<'_>) -> Result<&'a [f32], String> {
+    match &v.data {
+        Data::Float(x) => Ok(x.as_slice()),
+        _ => Err("internal error: not a Float array".into()),
+    }
+}
+
+fn ints<'a>(v: &'a Value<'_>) -> Result<&'a [i64], String> {
+    match &v.data {
+        Data::Int(x) => Ok(x.as_slice()),
+        _ => Err("internal error: not an Int array".into()),
+    }
+}
+
+/// The cell of argument `k` at position `pos` of the principal frame.
+fn cell_at<T>(data: &[T], size: usize, share: usize, pos: usize) -> Result<&[T], String> {
+    let start = pos.checked_div(share).unwrap_or(0) * size;
+    data.get(start..start + size)
+        .ok_or_else(|| "internal error: a cell out of its buffer".into())
+}
+
+/// Every name of this module but `outer` and `transpose`, over the frame
+/// of dense arguments (each with its cell shape).
+fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p>, String> {
+    let (frame, shares) = principal(args)?;
+    let positions = atoms_in(&frame);
+    check_size(positions, Span::default()).map_err(|e| e.message)?;
+    let cell = |k: usize| -> &[usize] { args.get(k).map_or(&[], |(_, c)| c.as_slice()) };
+    let share = |k: usize| shares.get(k).copied().unwrap_or(1);
+    let value = |k: usize| -> Result<&Value<'p>, String> {
+        args.get(k)
+            .map(|(v, _)| v)
+            .ok_or_else(|| format!("internal error: {} without its argument", p.name))
+    };
+    let name = p.name;
+    let result = |extra: &[usize], data: Data<crate::eval::Fun<'p>>| -> Value<'p> {
+        Array {
+            shape: frame.iter().chain(extra).copied().collect(),
+            data,
+        }
+    };
+    match name {
+        "argmax" | "argmin" | "f.argmax" | "f.argmin" => {
+            let d = cell(0).first().copied().unwrap_or(0);
+            if d == 0 && positions > 0 {
+                let what = if name.ends_with("max") {
+                    "greatest"
+                } else {
+                    "least"
+                };
+                return Err(format!("{name}: an empty vector has no {what} item"));
+            }
+            let greatest = name.ends_with("max");
+            let mut out = kernel::buffer(positions)?;
+            match value(0)?.data {
+                Data::Int(ref x) => {
+                    for pos in 0..positions {
+                        out.push(arg_extreme_int(cell_at(x, d, share(0), pos)?, greatest) as i64);
+                    }
+                }
+                Data::Float(ref x) => {
+                    for pos in 0..positions {
+                        out.push(arg_extreme_float(cell_at(x, d, share(0), pos)?, greatest) as i64);
+                    }
+                }
+                _ => return Err(format!("{name}: not a vector of numbers")),
+            }
+            Ok(result(&[], Data::Int(out.into())))
+        }
+        "mean" => {
+            let d = cell(0).first().copied().unwrap_or(0);
+            let x = ints(value(0)?)?;
+            let mut out = kernel::buffer(positions)?;
+            for pos in 0..positions {
+                let row = cell_at(x, d, share(0), pos)?;
+                let sum: i128 = row.iter().map(|&v| i128::from(v)).sum();
+                out.push((sum as f64 / d as f64) as f32);
+            }
+            Ok(result(&[], Data::Float(out.into())))
+        }
+        "f.mean" => {
+            // The sum as `f.sum` adds (the same bits), then one division.
+            let d = cell(0).first().copied().unwrap_or(0);
+            let x = floats(value(0)?)?;
+            let rows = if share(0) == 1 {
+                std::borrow::Cow::Borrowed(x)
+            } else {
+                let mut all = kernel::buffer(positions.saturating_mul(d))?;
+                for pos in 0..positions {
+                    all.extend_from_slice(cell_at(x, d, share(0), pos)?);
+                }
+                std::borrow::Cow::Owned(all)
+            };
+            let seed = vec![0.0f32; positions];
+            let order = crate::intrinsics::fold_order("f.sum", "f.+");
+            let sums = kernel::reduce_axis(
+                rows.get(..positions * d).unwrap_or_default(),
+                [positions, d, 1],
+                Some(&seed),
+                order,
+                |a, b| a + b,
+            )?;
+            let out: Vec<f32> = sums.into_iter().map(|s| s / d as f32).collect();
+            Ok(result(&[], Data::Float(out.into())))
+        }
+        "linspace" => {
+            let n = p
+                .indices
+                .first()
+                .and_then(|i| i.dims().first().copied())
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(0);
+            let (start, stop) = (floats(value(0)?)?, floats(value(1)?)?);
+            check_size(positions.saturating_mul(n), Span::default()).map_err(|e| e.message)?;
+            let mut out = kernel::buffer(positions * n)?;
+            for pos in 0..positions {
+                let a = cell_at(start, 1, share(0), pos)?[0];
+                let b = cell_at(stop, 1, share(1), pos)?[0];
+                linspace_into(f64::from(a), f64::from(b), n, &mut out);
+            }
+            Ok(result(&[n], Data::Float(out.into())))
+        }
+        "dot" | "f.dot" => {
+            let d = cell(0).first().copied().unwrap_or(0);
+            match (&value(0)?.data, &value(1)?.data) {
+                (Data::Int(x), Data::Int(y)) => {
+                    let mut out = kernel::buffer(positions)?;
+                    for pos in 0..positions {
+                        let (u, v) = (cell_at(x, d, share(0), pos)?, cell_at(y, d, share(1), pos)?);
+                        out.push(
+                            u.iter()
+                                .zip(v)
+                                .fold(0i64, |s, (a, b)| s.wrapping_add(a.wrapping_mul(*b))),
+                        );
+                    }
+                    Ok(result(&[], Data::Int(out.into())))
+                }
+                (Data::Float(x), Data::Float(y)) => {
+                    let mut out = kernel::buffer(positions)?;
+                    for pos in 0..positions {
+                        out.push(dot_tree(
+                            cell_at(x, d, share(0), pos)?,
+                            cell_at(y, d, share(1), pos)?,
+                        ));
+                    }
+                    Ok(result(&[], Data::Float(out.into())))
+                }
+                _ => Err(format!("{name}: not two vectors of numbers")),
+            }
+        }
+        "matmul" | "f.matmul" => {
+            let (&m, &k) = match cell(0) {
+                [m, k] => (m, k),
+                _ => return Err(format!("internal error: {name} of a non-matrix")),
+            };
+            let n = cell(1).get(1).copied().unwrap_or(0);
+            let size = m.saturating_mul(n);
+            check_size(positions.saturating_mul(size), Span::default()).map_err(|e| e.message)?;
+            match (&value(0)?.data, &value(1)?.data) {
+                (Data::Int(x), Data::Int(y)) => {
+                    let mut out = kernel::buffer(positions * size)?;
+                    for pos in 0..positions {
+                        let (a, b) = (
+                            cell_at(x, m * k, share(0), pos)?,
+                            cell_at(y, k * n, share(1), pos)?,
+                        );
+                        out.extend(crate::matmul::matmul(a, b, m, k, n)?);
+                    }
+                    Ok(result(&[m, n], Data::Int(out.into())))
+                }
+                (Data::Float(x), Data::Float(y)) => {
+                    let mut out = kernel::buffer(positions * size)?;
+                    for pos in 0..positions {
+                        let (a, b) = (
+                            cell_at(x, m * k, share(0), pos)?,
+                            cell_at(y, k * n, share(1), pos)?,
+                        );
+                        out.extend(crate::matmul::matmul(a, b, m, k, n)?);
+                    }
+                    Ok(result(&[m, n], Data::Float(out.into())))
+                }
+                _ => Err(format!("{name}: not two matrices of numbers")),
+            }
+        }
+        _ => Err(format!("internal error: {name} is not in the vocabulary")),
+    }
+}
+
+/// The position of the greatest (or least) Int, the first of equals.
+fn arg_extreme_int(row: &[i64], greatest: bool) -> usize {
+    let mut best = 0;
+    for (i, &x) in row.iter().enumerate().skip(1) {
+        let better = if greatest { x > row[best] } else { x < row[best] };
+        if better {
+            best = i;
+        }
+    }
+    best
+}
+
+/// The position of the greatest (or least) Float, the first of equals;
+/// the first NaN, if there is one (as NumPy).
+fn arg_extreme_float(row: &[f32], greatest: bool) -> usize {
+    let Some(first) = row.first() else {
+        return 0;
+    };
+    if first.is_nan() {
+        return 0;
+    }
+    let mut best = 0;
+    let mut value = *first;
+    for (i, &x) in row.iter().enumerate().skip(1) {
+        if x.is_nan() {
+            return i;
+        }
+        let better = if greatest { x > value } else { x < value };
+        if better {
+            best = i;
+            value = x;
+        }
+    }
+    best
+}
+
+/// `n` points from `a` to `b`, both included (NumPy's `linspace` with
+/// its endpoint rule: computed in f64, the last point exactly `b`).
+fn linspace_into(a: f64, b: f64, n: usize, out: &mut Vec<f32>) {
+    if n == 0 {
+        return;
+    }
+    if n == 1 {
+        out.push(a as f32);
+        return;
+    }
+    let div = (n - 1) as f64;
+    let delta = b - a;
+    let step = delta / div;
+    for i in 0..n - 1 {
+        let y = if step == 0.0 {
+            i as f64 / div * delta
+        } else {
+            i as f64 * step
+        };
+        out.push((y + a) as f32);
+    }
+    out.push(b as f32);
+}
+
+/// `Σ x_i·y_i` as `(f.sum (f.* x y))` computes it: each product rounded,
+/// added left to right from 0.0 up to `PAIRWISE_LEAF` items, else 0.0
+/// plus a fixed tree of left-to-right leaves (`kernel::Order::Tree`).
+fn dot_tree(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    if n <= kernel::PAIRWISE_LEAF {
+        return x.iter().zip(y).fold(0.0f32, |s, (a, b)| s + a * b);
+    }
+    0.0 + tree(&x[..n], &y[..n])
+}
+
+fn tree(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len();
+    if n <= kernel::PAIRWISE_LEAF {
+        let first = x.first().zip(y.first()).map_or(0.0, |(a, b)| a * b);
+        return x.iter().zip(y).skip(1).fold(first, |s, (a, b)| s + a * b);
+    }
+    let half = n / 2;
+    tree(&x[..half], &y[..half]) + tree(&x[half..], &y[half..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linspace_ends_exactly() {
+        let mut v = Vec::new();
+        linspace_into(0.0, 1.0, 5, &mut v);
+        assert_eq!(v, [0.0, 0.25, 0.5, 0.75, 1.0]);
+        v.clear();
+        linspace_into(0.1, 0.7, 7, &mut v);
+        assert_eq!(v.last(), Some(&0.7f32));
+    }
+
+    #[test]
+    fn argmax_takes_the_first_nan() {
+        assert_eq!(arg_extreme_float(&[1.0, f32::NAN, 3.0, f32::NAN], true), 1);
+        assert_eq!(arg_extreme_float(&[1.0, 3.0, 3.0], true), 1);
+        assert_eq!(arg_extreme_float(&[2.0, 1.0, 1.0], false), 1);
+        assert_eq!(arg_extreme_int(&[5, 7, 7, 1], true), 1);
+    }
+}
