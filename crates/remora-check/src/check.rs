@@ -249,6 +249,34 @@ impl Checker {
         out
     }
 
+    /// What to use instead of `fname` when its parameter needs elements of
+    /// type `param` and the argument's are `arg`: its twin for the other
+    /// number type (`sum` and `f.sum`, `+` and `f.+`), or a conversion.
+    pub(crate) fn element_advice(&self, fname: &str, param: &Atom, arg: &Atom) -> String {
+        let bound = |name: &str| self.values.get(name).is_some();
+        match (param, arg) {
+            (Atom::Int, Atom::Float) => {
+                let twin = format!("f.{fname}");
+                if bound(&twin) {
+                    format!("`{fname}` is for Int elements; for Float ones use `{twin}`: ({twin} …)")
+                } else {
+                    "convert the Float elements to Int with (round …) or (truncate …)".to_string()
+                }
+            }
+            (Atom::Float, Atom::Int) => match fname.strip_prefix("f.") {
+                Some(twin) if bound(twin) => format!(
+                    "`{fname}` is for Float elements; for Int ones use `{twin}`: ({twin} …), \
+                     or convert them with (i->f …)"
+                ),
+                _ => "convert the Int elements to Float with (i->f …)".to_string(),
+            },
+            (param, _) => format!(
+                "`{fname}` needs {} elements here, and no instantiation changes that",
+                Type::scalar(param.clone()).show(&self.names)
+            ),
+        }
+    }
+
     fn error(&self, span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic::error(span, message)
     }
@@ -741,6 +769,21 @@ impl Checker {
                 }
             },
             ExprKind::App { func, arg } => {
+                if let Some(name) = spine_head(e)
+                    && let Some(advice) = foreign_form(name)
+                    && self.values.get(name).is_none()
+                {
+                    // Another Lisp's form, not a Remora function: one
+                    // error, not one for each name in it.
+                    let d = self
+                        .error(
+                            e.span,
+                            format!("unbound variable `{name}`: Remora has no `{name}`"),
+                        )
+                        .note(advice);
+                    self.report(d);
+                    return None;
+                }
                 let inner_of_plain_spine = std::mem::take(&mut self.plain_spine);
                 if !inner_of_plain_spine
                     && let Some(inferred) = self.inference.then(|| self.infer_application(e)).flatten()
@@ -1042,13 +1085,26 @@ impl Checker {
                     .error(e.span, "Ill-typed application:")
                     .note(format!(
                         "Param elem type: {}",
-                        Type::scalar(param).show(&self.names)
+                        Type::scalar(param.clone()).show(&self.names)
                     ))
                     .note(format!(
                         "Argument elem type: {}",
-                        Type::scalar(arg).show(&self.names)
+                        Type::scalar(arg.clone()).show(&self.names)
                     ))
                     .note(format!("in {shown}"));
+                let d = match spine_head(e) {
+                    Some(name)
+                        if !boxed
+                            && matches!(
+                                (&param, &arg),
+                                (Atom::Int, Atom::Float) | (Atom::Float, Atom::Int)
+                            ) =>
+                    {
+                        let advice = self.element_advice(name, &param, &arg);
+                        d.note(advice)
+                    }
+                    _ => d,
+                };
                 let d = if boxed {
                     d.note(
                         "the argument is a box that was not unboxed for you (each automatic unbox has a \
@@ -1171,13 +1227,37 @@ impl Checker {
     fn param_type(&mut self, param: &ast::Param) -> Option<Type> {
         match &param.ann {
             ParamAnn::Type(t) => self.ty(t),
-            ParamAnn::Rank(_) | ParamAnn::Infer => {
+            ParamAnn::Infer => {
                 let d = self
                     .error(
                         param.span,
                         format!("parameter `{}` needs a type", param.name.name),
                     )
                     .note("only a lambda passed to a polymorphic function gets its parameter types inferred: write (x T)");
+                self.report(d);
+                None
+            }
+            ParamAnn::Rank(rank) => {
+                let name = &param.name.name;
+                let (written, cell) = match rank {
+                    ast::Rank::Nat(0) => ("0".to_string(), "T".to_string()),
+                    ast::Rank::Nat(1) => ("1".to_string(), "[T $n]".to_string()),
+                    ast::Rank::Nat(2) => ("2".to_string(), "[T $m $n]".to_string()),
+                    ast::Rank::Nat(r) => (r.to_string(), format!("[T $n1 … $n{r}]")),
+                    ast::Rank::All => ("all".to_string(), "[T @s]".to_string()),
+                };
+                let why = if self.inference {
+                    "a rank parameter's element type (and dimensions) are inferred only where its `fn` is \
+                     applied directly or passed to a polymorphic function"
+                } else {
+                    "a rank parameter needs type inference, which is off here"
+                };
+                let d = self
+                    .error(param.span, format!("parameter `{name}` needs a type"))
+                    .note(format!(
+                        "({name} {written}) gives the rank of `{name}`, not its type: {why}"
+                    ))
+                    .note(format!("write its type: ({name} {cell})"));
                 self.report(d);
                 None
             }
@@ -1741,6 +1821,32 @@ impl Free {
             }
             ast::DimKind::Nat(_) | ast::DimKind::Error => {}
         }
+    }
+}
+
+/// The name at the head of an application spine (`+` in `(+ 1.0 2.0)`).
+fn spine_head(e: &ast::Expr) -> Option<&str> {
+    let mut head = e;
+    while let ExprKind::App { func, .. } = &head.kind {
+        head = func;
+    }
+    match &head.kind {
+        ExprKind::Var(name) => Some(&name.name),
+        _ => None,
+    }
+}
+
+/// How Remora writes what another Lisp writes with `name` at the head of
+/// a form.
+fn foreign_form(name: &str) -> Option<&'static str> {
+    match name {
+        "lambda" => Some(
+            "a function is written with `fn`: (fn ((x T) …) body), each parameter with its type T (or its rank)",
+        ),
+        "define" | "defun" | "defn" => Some(
+            "a definition is written with `def` at the top level: (def (val x e)), or (def (fun (f (x T) …) body)) for a function",
+        ),
+        _ => None,
     }
 }
 
