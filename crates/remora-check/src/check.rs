@@ -1139,17 +1139,89 @@ impl Checker {
                 fun_frame,
                 arg_frame,
                 why,
-            } => unknown(
-                why,
-                self.error(e.span, "Ill-shaped application:")
+            } => {
+                let d = self
+                    .error(e.span, "Ill-shaped application:")
                     .note(shown)
                     .note(format!(
                         "the function's frame {} and the argument's frame {} are not prefix-related",
                         self.show_shape(&fun_frame),
                         self.show_shape(&arg_frame)
-                    )),
-            ),
+                    ));
+                let d = match self.trailing_rerank(e, &fun_frame, &arg_frame) {
+                    Some(rerank) => d
+                        .note(
+                            "frames agree from the leading axis: Remora lifts a function over the leading \
+                             axes of its arguments, where NumPy broadcasts from the trailing ones",
+                        )
+                        .note(format!(
+                            "to pair the trailing axes as NumPy does, rerank: {rerank}"
+                        )),
+                    None => d,
+                };
+                unknown(why, d)
+            }
         }
+    }
+
+    /// For `(f a b)` whose argument frames are not prefix-related but one
+    /// is a suffix of the other (`(+ m v)`, `m : [Int 2 3]`, `v : [Int
+    /// 3]`, NumPy's trailing-axis broadcast): the rerank that makes the
+    /// shared trailing axes part of both cells, `((rerank (1 1) +) m v)`,
+    /// after which the frames are `[2]` and `[]`. `fun_frame` is the frame
+    /// of `(f a)`, which for a function name `f` is `a`'s.
+    fn trailing_rerank(&self, e: &ast::Expr, fun_frame: &Shape, arg_frame: &Shape) -> Option<String> {
+        let ExprKind::App { func, arg: second } = &e.kind else {
+            return None;
+        };
+        let ExprKind::App {
+            func: head,
+            arg: first,
+        } = &func.kind
+        else {
+            return None;
+        };
+        let ExprKind::Var(name) = &head.kind else {
+            return None;
+        };
+        let ty = match self.values.get(&name.name)? {
+            Value::Var(_, t) | Value::Intrinsic(_, t) => t,
+            Value::Poisoned => return None,
+        };
+        if !ty.shape.is_scalar() {
+            return None;
+        }
+        let Atom::Arrow(p1, rest) = &ty.atom else {
+            return None;
+        };
+        let Atom::Arrow(p2, _) = &rest.atom else {
+            return None;
+        };
+        let (r1, r2) = (p1.shape.rank()?, p2.shape.rank()?);
+        let (f1, f2) = (fun_frame.rank()?, arg_frame.rank()?);
+        let shared = if f2 < f1 && arg_frame.is_suffix_of(fun_frame).is_yes() {
+            f2
+        } else if f1 < f2 && fun_frame.is_suffix_of(arg_frame).is_yes() {
+            f1
+        } else {
+            return None;
+        };
+        let shown = |a: &ast::Expr| {
+            let text = print::expr_to_string(a);
+            if text.chars().count() <= 40 {
+                text
+            } else {
+                "…".to_string()
+            }
+        };
+        Some(format!(
+            "((rerank ({} {}) {}) {} {})",
+            r1 + shared,
+            r2 + shared,
+            name.name,
+            shown(first),
+            shown(second)
+        ))
     }
 
     /// An atom of an array literal, with its atom type. `expected` is the
