@@ -679,7 +679,8 @@ impl Checker {
                             "{} (shape {shape:?}, {} elements)",
                             print::expr_to_string(e),
                             typed.len()
-                        ));
+                        ))
+                        .at_ragged_literal();
                     self.report(d);
                     return None;
                 }
@@ -720,7 +721,12 @@ impl Checker {
                 let typed: Vec<Option<TExpr>> = elems.iter().map(|x| self.expr(x)).collect();
                 let typed: Vec<TExpr> = typed.into_iter().collect::<Option<_>>()?;
                 if product(shape) != typed.len() as u64 {
-                    return self.reject(span, "Frame shape doesn't match number of elements:", e);
+                    let d = self
+                        .error(span, "Frame shape doesn't match number of elements:")
+                        .note(print::expr_to_string(e))
+                        .at_ragged_literal();
+                    self.report(d);
+                    return None;
                 }
                 let first = typed.first().map(|t| t.ty.clone())?;
                 // An element unknown (a rank parameter's) is solved by the
