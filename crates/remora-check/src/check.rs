@@ -238,8 +238,9 @@ impl Checker {
         v
     }
 
+    /// A type in an error message, as the documentation writes types.
     pub(crate) fn show(&self, t: &Type) -> String {
-        t.show(&self.names)
+        t.show_grouped(&self.names)
     }
 
     fn show_shape(&self, s: &Shape) -> String {
