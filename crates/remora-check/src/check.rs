@@ -278,6 +278,50 @@ impl Checker {
         }
     }
 
+    /// An `array` or `frame` literal (`what`) whose shape does not hold
+    /// its `count` elements; a ragged bracket literal is shown at its row
+    /// that differs (see `Diagnostic::ragged_literal`). (Apart from
+    /// `expr_node`, whose frame every level of nesting pays for.)
+    #[inline(never)]
+    fn count_mismatch<T>(&mut self, e: &ast::Expr, what: &str, count: usize) -> Option<T> {
+        let shown = print::expr_to_string(e);
+        let note = match &e.kind {
+            ExprKind::Array { shape, .. } => format!("{shown} (shape {shape:?}, {count} elements)"),
+            _ => shown,
+        };
+        let d = self
+            .error(e.span, format!("{what} shape doesn't match number of elements:"))
+            .note(note)
+            .at_ragged_literal();
+        self.report(d);
+        None
+    }
+
+    /// Whether the application `e` is another Lisp's form (`(lambda (x
+    /// y) …)`, `(define …)`) with its head unbound; if so, one error says
+    /// how Remora writes it, instead of one for each name in it. (Apart
+    /// from `expr_node`, whose frame every level of nesting pays for.)
+    #[inline(never)]
+    fn foreign_form(&mut self, e: &ast::Expr) -> bool {
+        let Some(name) = spine_head(e) else {
+            return false;
+        };
+        let Some(advice) = foreign_form(name) else {
+            return false;
+        };
+        if self.values.get(name).is_some() {
+            return false;
+        }
+        let d = self
+            .error(
+                e.span,
+                format!("unbound variable `{name}`: Remora has no `{name}`"),
+            )
+            .note(advice);
+        self.report(d);
+        true
+    }
+
     fn error(&self, span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic::error(span, message)
     }
@@ -674,16 +718,7 @@ impl Checker {
                 self.plain_lambda_next = false;
                 let typed: Vec<(TAtom, Atom)> = typed.into_iter().collect::<Option<_>>()?;
                 if product(shape) != typed.len() as u64 {
-                    let d = self
-                        .error(span, "Array shape doesn't match number of elements:")
-                        .note(format!(
-                            "{} (shape {shape:?}, {} elements)",
-                            print::expr_to_string(e),
-                            typed.len()
-                        ))
-                        .at_ragged_literal();
-                    self.report(d);
-                    return None;
+                    return self.count_mismatch(e, "Array", typed.len());
                 }
                 let first = typed.first().map(|(_, a)| a.clone())?;
                 // (The first is not compared with itself: comparing deeply
@@ -722,12 +757,7 @@ impl Checker {
                 let typed: Vec<Option<TExpr>> = elems.iter().map(|x| self.expr(x)).collect();
                 let typed: Vec<TExpr> = typed.into_iter().collect::<Option<_>>()?;
                 if product(shape) != typed.len() as u64 {
-                    let d = self
-                        .error(span, "Frame shape doesn't match number of elements:")
-                        .note(print::expr_to_string(e))
-                        .at_ragged_literal();
-                    self.report(d);
-                    return None;
+                    return self.count_mismatch(e, "Frame", typed.len());
                 }
                 let first = typed.first().map(|t| t.ty.clone())?;
                 // An element unknown (a rank parameter's) is solved by the
@@ -776,19 +806,7 @@ impl Checker {
                 }
             },
             ExprKind::App { func, arg } => {
-                if let Some(name) = spine_head(e)
-                    && let Some(advice) = foreign_form(name)
-                    && self.values.get(name).is_none()
-                {
-                    // Another Lisp's form, not a Remora function: one
-                    // error, not one for each name in it.
-                    let d = self
-                        .error(
-                            e.span,
-                            format!("unbound variable `{name}`: Remora has no `{name}`"),
-                        )
-                        .note(advice);
-                    self.report(d);
+                if self.foreign_form(e) {
                     return None;
                 }
                 let inner_of_plain_spine = std::mem::take(&mut self.plain_spine);

@@ -575,8 +575,7 @@ impl<'d> Parser<'d> {
                 }
                 _ => {}
             }
-            if let Some(d) = self.foreign_function_form(kw, form, items) {
-                self.diags.push(d);
+            if self.foreign_function_form(kw, form, items) {
                 return error_expr(span);
             }
             if let Some(k) = COMMITTING.iter().find(|k| {
@@ -670,7 +669,21 @@ impl<'d> Parser<'d> {
     /// says how Remora writes it. (`lambda` and `defun` are not reserved:
     /// where the list is an expression, this is an application, and the
     /// checker says the same of an unbound `lambda`.)
-    fn foreign_function_form(&mut self, kw: &str, form: &SExp, items: &[SExp]) -> Option<Diagnostic> {
+    ///
+    /// Whether it reported one. (Apart from `paren_expr`, whose frame
+    /// every level of nesting pays for.)
+    #[inline(never)]
+    fn foreign_function_form(&mut self, kw: &str, form: &SExp, items: &[SExp]) -> bool {
+        match self.foreign_function_error(kw, form, items) {
+            Some(d) => {
+                self.diags.push(d);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn foreign_function_error(&mut self, kw: &str, form: &SExp, items: &[SExp]) -> Option<Diagnostic> {
         let (params, name) = match (kw, items) {
             ("lambda", [_, params, _]) => (params, None),
             ("defun", [_, name, params, _]) => (params, Some(name.symbol()?)),
