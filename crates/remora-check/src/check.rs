@@ -806,10 +806,11 @@ impl Checker {
                 }
             },
             ExprKind::App { func, arg } => {
-                if self.foreign_form(e) {
+                let inner_of_plain_spine = std::mem::take(&mut self.plain_spine);
+                // (Once a spine, at its outermost application.)
+                if !inner_of_plain_spine && self.foreign_form(e) {
                     return None;
                 }
-                let inner_of_plain_spine = std::mem::take(&mut self.plain_spine);
                 if !inner_of_plain_spine
                     && let Some(inferred) = self.inference.then(|| self.infer_application(e)).flatten()
                 {
