@@ -707,7 +707,7 @@ fn run_parsed(
                         args.len(),
                         atom,
                         &header.shape,
-                        &|t| checked.show(t),
+                        &|t| checked.show_grouped(t),
                     )
                 {
                     report(format!("{}: {m}", remora_syntax::files::shown(path)));
@@ -726,7 +726,7 @@ fn run_parsed(
                     }
                 }
             }
-            let show = |t: &remora_types::Type| checked.show(t);
+            let show = |t: &remora_types::Type| checked.show_grouped(t);
             // Script mode printed as it goes (Remora's printing on stdout).
             let echo = args.is_empty()
                 && data.output.is_none()
@@ -799,7 +799,7 @@ fn missing_arguments(
     program_on_stdin: bool,
 ) -> String {
     let params =
-        remora_interp::program::entry_parameters(&checked.value, entry, &|t| checked.show(t), &|v| {
+        remora_interp::program::entry_parameters(&checked.value, entry, &|t| checked.show_grouped(t), &|v| {
             checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default()
         })
         .unwrap_or_default();

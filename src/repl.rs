@@ -651,7 +651,7 @@ impl Session {
     /// `:type e`: the expression's type.
     fn type_of(&mut self, e: &str) -> String {
         match self.check_expression(e, ":type") {
-            Ok((t, names)) => format!("{}\n", t.ty.show(&names)),
+            Ok((t, names)) => format!("{}\n", t.ty.show_grouped(&names)),
             Err(e) => e,
         }
     }

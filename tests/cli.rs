@@ -1104,3 +1104,22 @@ fn mandelbrot_for_people() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     insta::assert_snapshot!(text(&out.stdout));
 }
+
+#[test]
+fn repl_types_are_written_as_the_documentation_writes_them_and_check_keeps_remora_lang_s() {
+    // The REPL's :type groups binders and parameters (docs/prelude.md,
+    // "Reading the types").
+    let out = remora(&["repl"], Some(":t append\n:t (fn ((x Int) (y Int)) (+ x y))\n"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("(∀ (&t) (Π ($m $n @s) (-> ([&t $m @s] [&t $n @s]) [&t (+ $m $n) @s])))\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(-> (Int Int) Int)\n"), "{stdout}");
+    // `remora check` prints remora-lang's form, one binder and one
+    // parameter at a time.
+    let out = remora(&["check", "-e", "(fn ((x Int) (y Int)) (+ x y))"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "(-> Int (-> Int Int))\n");
+}

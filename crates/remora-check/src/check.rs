@@ -238,8 +238,9 @@ impl Checker {
         v
     }
 
+    /// A type in an error message, as the documentation writes types.
     pub(crate) fn show(&self, t: &Type) -> String {
-        t.show(&self.names)
+        t.show_grouped(&self.names)
     }
 
     fn show_shape(&self, s: &Shape) -> String {
@@ -247,6 +248,78 @@ impl Checker {
         s.write_segs(&mut out, &|v| self.names.dvar(v), &|v| self.names.svar(v));
         out.push(']');
         out
+    }
+
+    /// What to use instead of `fname` when its parameter needs elements of
+    /// type `param` and the argument's are `arg`: its twin for the other
+    /// number type (`sum` and `f.sum`, `+` and `f.+`), or a conversion.
+    pub(crate) fn element_advice(&self, fname: &str, param: &Atom, arg: &Atom) -> String {
+        let bound = |name: &str| self.values.get(name).is_some();
+        match (param, arg) {
+            (Atom::Int, Atom::Float) => {
+                let twin = format!("f.{fname}");
+                if bound(&twin) {
+                    format!("`{fname}` is for Int elements; for Float ones use `{twin}`: ({twin} …)")
+                } else {
+                    "convert the Float elements to Int with (round …) or (truncate …)".to_string()
+                }
+            }
+            (Atom::Float, Atom::Int) => match fname.strip_prefix("f.") {
+                Some(twin) if bound(twin) => format!(
+                    "`{fname}` is for Float elements; for Int ones use `{twin}`: ({twin} …), \
+                     or convert them with (i->f …)"
+                ),
+                _ => "convert the Int elements to Float with (i->f …)".to_string(),
+            },
+            (param, _) => format!(
+                "`{fname}` needs {} elements here, and no instantiation changes that",
+                Type::scalar(param.clone()).show(&self.names)
+            ),
+        }
+    }
+
+    /// An `array` or `frame` literal (`what`) whose shape does not hold
+    /// its `count` elements; a ragged bracket literal is shown at its row
+    /// that differs (see `Diagnostic::ragged_literal`). (Apart from
+    /// `expr_node`, whose frame every level of nesting pays for.)
+    #[inline(never)]
+    fn count_mismatch<T>(&mut self, e: &ast::Expr, what: &str, count: usize) -> Option<T> {
+        let shown = print::expr_to_string(e);
+        let note = match &e.kind {
+            ExprKind::Array { shape, .. } => format!("{shown} (shape {shape:?}, {count} elements)"),
+            _ => shown,
+        };
+        let d = self
+            .error(e.span, format!("{what} shape doesn't match number of elements:"))
+            .note(note)
+            .at_ragged_literal();
+        self.report(d);
+        None
+    }
+
+    /// Whether the application `e` is another Lisp's form (`(lambda (x
+    /// y) …)`, `(define …)`) with its head unbound; if so, one error says
+    /// how Remora writes it, instead of one for each name in it. (Apart
+    /// from `expr_node`, whose frame every level of nesting pays for.)
+    #[inline(never)]
+    fn foreign_form(&mut self, e: &ast::Expr) -> bool {
+        let Some(name) = spine_head(e) else {
+            return false;
+        };
+        let Some(advice) = foreign_form(name) else {
+            return false;
+        };
+        if self.values.get(name).is_some() {
+            return false;
+        }
+        let d = self
+            .error(
+                e.span,
+                format!("unbound variable `{name}`: Remora has no `{name}`"),
+            )
+            .note(advice);
+        self.report(d);
+        true
     }
 
     fn error(&self, span: Span, message: impl Into<String>) -> Diagnostic {
@@ -621,15 +694,7 @@ impl Checker {
                 self.plain_lambda_next = false;
                 let typed: Vec<(TAtom, Atom)> = typed.into_iter().collect::<Option<_>>()?;
                 if product(shape) != typed.len() as u64 {
-                    let d = self
-                        .error(span, "Array shape doesn't match number of elements:")
-                        .note(format!(
-                            "{} (shape {shape:?}, {} elements)",
-                            print::expr_to_string(e),
-                            typed.len()
-                        ));
-                    self.report(d);
-                    return None;
+                    return self.count_mismatch(e, "Array", typed.len());
                 }
                 let first = typed.first().map(|(_, a)| a.clone())?;
                 // (The first is not compared with itself: comparing deeply
@@ -668,7 +733,7 @@ impl Checker {
                 let typed: Vec<Option<TExpr>> = elems.iter().map(|x| self.expr(x)).collect();
                 let typed: Vec<TExpr> = typed.into_iter().collect::<Option<_>>()?;
                 if product(shape) != typed.len() as u64 {
-                    return self.reject(span, "Frame shape doesn't match number of elements:", e);
+                    return self.count_mismatch(e, "Frame", typed.len());
                 }
                 let first = typed.first().map(|t| t.ty.clone())?;
                 // An element unknown (a rank parameter's) is solved by the
@@ -718,6 +783,10 @@ impl Checker {
             },
             ExprKind::App { func, arg } => {
                 let inner_of_plain_spine = std::mem::take(&mut self.plain_spine);
+                // (Once a spine, at its outermost application.)
+                if !inner_of_plain_spine && self.foreign_form(e) {
+                    return None;
+                }
                 if !inner_of_plain_spine
                     && let Some(inferred) = self.inference.then(|| self.infer_application(e)).flatten()
                 {
@@ -1019,13 +1088,26 @@ impl Checker {
                     .error(e.span, "Ill-typed application:")
                     .note(format!(
                         "Param elem type: {}",
-                        Type::scalar(param).show(&self.names)
+                        Type::scalar(param.clone()).show(&self.names)
                     ))
                     .note(format!(
                         "Argument elem type: {}",
-                        Type::scalar(arg).show(&self.names)
+                        Type::scalar(arg.clone()).show(&self.names)
                     ))
                     .note(format!("in {shown}"));
+                let d = match spine_head(e) {
+                    Some(name)
+                        if !boxed
+                            && matches!(
+                                (&param, &arg),
+                                (Atom::Int, Atom::Float) | (Atom::Float, Atom::Int)
+                            ) =>
+                    {
+                        let advice = self.element_advice(name, &param, &arg);
+                        d.note(advice)
+                    }
+                    _ => d,
+                };
                 let d = if boxed {
                     d.note(
                         "the argument is a box that was not unboxed for you (each automatic unbox has a \
@@ -1060,17 +1142,89 @@ impl Checker {
                 fun_frame,
                 arg_frame,
                 why,
-            } => unknown(
-                why,
-                self.error(e.span, "Ill-shaped application:")
+            } => {
+                let d = self
+                    .error(e.span, "Ill-shaped application:")
                     .note(shown)
                     .note(format!(
                         "the function's frame {} and the argument's frame {} are not prefix-related",
                         self.show_shape(&fun_frame),
                         self.show_shape(&arg_frame)
-                    )),
-            ),
+                    ));
+                let d = match self.trailing_rerank(e, &fun_frame, &arg_frame) {
+                    Some(rerank) => d
+                        .note(
+                            "frames agree from the leading axis: Remora lifts a function over the leading \
+                             axes of its arguments, where NumPy broadcasts from the trailing ones",
+                        )
+                        .note(format!(
+                            "to pair the trailing axes as NumPy does, rerank: {rerank}"
+                        )),
+                    None => d,
+                };
+                unknown(why, d)
+            }
         }
+    }
+
+    /// For `(f a b)` whose argument frames are not prefix-related but one
+    /// is a suffix of the other (`(+ m v)`, `m : [Int 2 3]`, `v : [Int
+    /// 3]`, NumPy's trailing-axis broadcast): the rerank that makes the
+    /// shared trailing axes part of both cells, `((rerank (1 1) +) m v)`,
+    /// after which the frames are `[2]` and `[]`. `fun_frame` is the frame
+    /// of `(f a)`, which for a function name `f` is `a`'s.
+    fn trailing_rerank(&self, e: &ast::Expr, fun_frame: &Shape, arg_frame: &Shape) -> Option<String> {
+        let ExprKind::App { func, arg: second } = &e.kind else {
+            return None;
+        };
+        let ExprKind::App {
+            func: head,
+            arg: first,
+        } = &func.kind
+        else {
+            return None;
+        };
+        let ExprKind::Var(name) = &head.kind else {
+            return None;
+        };
+        let ty = match self.values.get(&name.name)? {
+            Value::Var(_, t) | Value::Intrinsic(_, t) => t,
+            Value::Poisoned => return None,
+        };
+        if !ty.shape.is_scalar() {
+            return None;
+        }
+        let Atom::Arrow(p1, rest) = &ty.atom else {
+            return None;
+        };
+        let Atom::Arrow(p2, _) = &rest.atom else {
+            return None;
+        };
+        let (r1, r2) = (p1.shape.rank()?, p2.shape.rank()?);
+        let (f1, f2) = (fun_frame.rank()?, arg_frame.rank()?);
+        let shared = if f2 < f1 && arg_frame.is_suffix_of(fun_frame).is_yes() {
+            f2
+        } else if f1 < f2 && fun_frame.is_suffix_of(arg_frame).is_yes() {
+            f1
+        } else {
+            return None;
+        };
+        let shown = |a: &ast::Expr| {
+            let text = print::expr_to_string(a);
+            if text.chars().count() <= 40 {
+                text
+            } else {
+                "…".to_string()
+            }
+        };
+        Some(format!(
+            "((rerank ({} {}) {}) {} {})",
+            r1 + shared,
+            r2 + shared,
+            name.name,
+            shown(first),
+            shown(second)
+        ))
     }
 
     /// An atom of an array literal, with its atom type. `expected` is the
@@ -1148,13 +1302,37 @@ impl Checker {
     fn param_type(&mut self, param: &ast::Param) -> Option<Type> {
         match &param.ann {
             ParamAnn::Type(t) => self.ty(t),
-            ParamAnn::Rank(_) | ParamAnn::Infer => {
+            ParamAnn::Infer => {
                 let d = self
                     .error(
                         param.span,
                         format!("parameter `{}` needs a type", param.name.name),
                     )
                     .note("only a lambda passed to a polymorphic function gets its parameter types inferred: write (x T)");
+                self.report(d);
+                None
+            }
+            ParamAnn::Rank(rank) => {
+                let name = &param.name.name;
+                let (written, cell) = match rank {
+                    ast::Rank::Nat(0) => ("0".to_string(), "T".to_string()),
+                    ast::Rank::Nat(1) => ("1".to_string(), "[T $n]".to_string()),
+                    ast::Rank::Nat(2) => ("2".to_string(), "[T $m $n]".to_string()),
+                    ast::Rank::Nat(r) => (r.to_string(), format!("[T $n1 … $n{r}]")),
+                    ast::Rank::All => ("all".to_string(), "[T @s]".to_string()),
+                };
+                let why = if self.inference {
+                    "a rank parameter's element type (and dimensions) are inferred only where its `fn` is \
+                     applied directly or passed to a polymorphic function"
+                } else {
+                    "a rank parameter needs type inference, which is off here"
+                };
+                let d = self
+                    .error(param.span, format!("parameter `{name}` needs a type"))
+                    .note(format!(
+                        "({name} {written}) gives the rank of `{name}`, not its type: {why}"
+                    ))
+                    .note(format!("write its type: ({name} {cell})"));
                 self.report(d);
                 None
             }
@@ -1735,6 +1913,32 @@ fn close_unbox(u: instantiate::Unboxed, t: TExpr) -> TExpr {
         },
         ty,
         span,
+    }
+}
+
+/// The name at the head of an application spine (`+` in `(+ 1.0 2.0)`).
+fn spine_head(e: &ast::Expr) -> Option<&str> {
+    let mut head = e;
+    while let ExprKind::App { func, .. } = &head.kind {
+        head = func;
+    }
+    match &head.kind {
+        ExprKind::Var(name) => Some(&name.name),
+        _ => None,
+    }
+}
+
+/// How Remora writes what another Lisp writes with `name` at the head of
+/// a form.
+fn foreign_form(name: &str) -> Option<&'static str> {
+    match name {
+        "lambda" => Some(
+            "a function is written with `fn`: (fn ((x T) …) body), each parameter with its type T (or its rank)",
+        ),
+        "define" | "defun" | "defn" => Some(
+            "a definition is written with `def` at the top level: (def (val x e)), or (def (fun (f (x T) …) body)) for a function",
+        ),
+        _ => None,
     }
 }
 

@@ -32,9 +32,16 @@ impl<T> Checked<T> {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
 
-    /// A type in remora-lang's bracket notation, with source names.
+    /// A type in remora-lang's bracket notation, with source names (what
+    /// `remora check` prints).
     pub fn show(&self, t: &remora_types::Type) -> String {
         t.show(&self.names)
+    }
+
+    /// A type as the documentation writes it, with source names (what
+    /// messages show).
+    pub fn show_grouped(&self, t: &remora_types::Type) -> String {
+        t.show_grouped(&self.names)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Diagnostics: positioned messages, rendered as
 //! `FILE:LINE:COL: error: message`, the source line and a caret.
 
+use crate::reader::{Bracket, SExp, SExpKind};
 use crate::source::SourceMap;
 use crate::span::Span;
 use std::fmt::Write;
@@ -25,6 +26,12 @@ pub struct Diagnostic {
     pub expected: Option<String>,
     /// Further lines: hints, detail.
     pub notes: Vec<String>,
+    /// The span is a bracket literal the parser merged into one array
+    /// or frame although its rows differ in length (core.md §1.2: only
+    /// the first row's shape counts, the checker rejects the count).
+    /// Rendering reads the literal's text again, where the rows are
+    /// still visible, points at the first row that differs and says how.
+    pub ragged_literal: bool,
 }
 
 impl Diagnostic {
@@ -35,6 +42,7 @@ impl Diagnostic {
             span: Some(span),
             expected: None,
             notes: Vec::new(),
+            ragged_literal: false,
         }
     }
 
@@ -54,6 +62,7 @@ impl Diagnostic {
             span: None,
             expected: None,
             notes: Vec::new(),
+            ragged_literal: false,
         }
     }
 
@@ -65,6 +74,36 @@ impl Diagnostic {
     pub fn note(mut self, note: impl Into<String>) -> Diagnostic {
         self.notes.push(note.into());
         self
+    }
+
+    /// Marks the span as a bracket literal whose rows may differ in
+    /// length (see `ragged_literal`).
+    pub fn at_ragged_literal(mut self) -> Diagnostic {
+        self.ragged_literal = true;
+        self
+    }
+
+    /// For a ragged bracket literal: the diagnostic at its first row that
+    /// differs from the first row beside it, with a note that says how.
+    fn at_ragged_row(&self, sources: &SourceMap) -> Option<Diagnostic> {
+        let span = self.span?;
+        let text = sources.snippet(span);
+        let mut ignored = Vec::new();
+        let items = crate::reader::read(text, span.file, &mut ignored);
+        let [literal] = items.as_slice() else {
+            return None;
+        };
+        let rows = literal.list(Bracket::Square)?;
+        let (row, note) = ragged_row(rows)?;
+        let mut d = self.clone();
+        d.ragged_literal = false;
+        d.span = Some(Span {
+            file: span.file,
+            start: span.start.saturating_add(row.start),
+            end: span.start.saturating_add(row.end),
+        });
+        d.notes.insert(0, note);
+        Some(d)
     }
 
     pub fn is_error(&self) -> bool {
@@ -81,6 +120,11 @@ impl Diagnostic {
     ///   = expected an expression or `)`
     /// ```
     pub fn render(&self, sources: &SourceMap) -> String {
+        if self.ragged_literal
+            && let Some(d) = self.at_ragged_row(sources)
+        {
+            return d.render(sources);
+        }
         let level = match self.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
@@ -125,6 +169,44 @@ impl Diagnostic {
         }
         out
     }
+}
+
+/// The first item of a bracket literal (outer rows first, then inside
+/// each) whose number of elements differs from the first item beside it:
+/// its span, and a note saying so.
+fn ragged_row(items: &[SExp]) -> Option<(Span, String)> {
+    let count = |s: &SExp| match &s.kind {
+        SExpKind::List(Bracket::Square, inner) => Some(inner.len()),
+        SExpKind::Str(points) => Some(points.len()),
+        _ => None,
+    };
+    let elements = |n: usize| {
+        if n == 1 {
+            "1 element".to_string()
+        } else {
+            format!("{n} elements")
+        }
+    };
+    if let Some(first) = items.first().and_then(count) {
+        for (k, item) in items.iter().enumerate().skip(1) {
+            if let Some(n) = count(item)
+                && n != first
+            {
+                return Some((
+                    item.span,
+                    format!(
+                        "item {} has {} where item 1 has {}",
+                        k + 1,
+                        elements(n),
+                        elements(first)
+                    ),
+                ));
+            }
+        }
+    }
+    items
+        .iter()
+        .find_map(|item| ragged_row(item.list(Bracket::Square)?))
 }
 
 /// The longest message (or note) shown whole: one that quotes a huge token

@@ -575,6 +575,9 @@ impl<'d> Parser<'d> {
                 }
                 _ => {}
             }
+            if self.foreign_function_form(kw, form, items) {
+                return error_expr(span);
+            }
             if let Some(k) = COMMITTING.iter().find(|k| {
                 kw.strip_prefix(**k)
                     .and_then(|rest| rest.chars().next())
@@ -659,6 +662,65 @@ impl<'d> Parser<'d> {
             );
         }
         e
+    }
+
+    /// `(lambda (x …) body)` or `(defun f (x …) body)`, another Lisp's
+    /// function, whose parameter list is no Remora expression: the error
+    /// says how Remora writes it. (`lambda` and `defun` are not reserved:
+    /// where the list is an expression, this is an application, and the
+    /// checker says the same of an unbound `lambda`.)
+    ///
+    /// Whether it reported one. (Apart from `paren_expr`, whose frame
+    /// every level of nesting pays for.)
+    #[inline(never)]
+    fn foreign_function_form(&mut self, kw: &str, form: &SExp, items: &[SExp]) -> bool {
+        match self.foreign_function_error(kw, form, items) {
+            Some(d) => {
+                self.diags.push(d);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn foreign_function_error(&mut self, kw: &str, form: &SExp, items: &[SExp]) -> Option<Diagnostic> {
+        let (params, name) = match (kw, items) {
+            ("lambda", [_, params, _]) => (params, None),
+            ("defun", [_, name, params, _]) => (params, Some(name.symbol()?)),
+            _ => return None,
+        };
+        let list = params.list(Bracket::Paren)?;
+        if self.attempt(|p| p.expr(params)).is_some() {
+            return None;
+        }
+        let typed: Vec<String> = list
+            .iter()
+            .map(|p| match &p.kind {
+                SExpKind::Symbol(x) => Some(format!("({x} T)")),
+                SExpKind::List(Bracket::Paren, pair) => match pair.as_slice() {
+                    [x, ann] => {
+                        let ann = match &ann.kind {
+                            SExpKind::Symbol(t) => t.clone(),
+                            SExpKind::Int { value, .. } => value.to_string(),
+                            _ => "T".to_string(),
+                        };
+                        x.symbol().map(|x| format!("({x} {ann})"))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect::<Option<_>>()
+            .unwrap_or_else(|| vec!["(x T)".to_string(), "…".to_string()]);
+        let typed = typed.join(" ");
+        Some(match name {
+            None => Diagnostic::error(form.span, "`lambda` is not Remora's: a function is written with `fn`")
+                .note(format!("write (fn ({typed}) body), each parameter with its type T (or its rank)")),
+            Some(f) => Diagnostic::error(form.span, "`defun` is not Remora's: a function is defined with `fun`")
+                .note(format!(
+                    "write (def (fun ({f} {typed}) body)) at the top level, or bind it in (let ((fun ({f} {typed}) body)) …)"
+                )),
+        })
     }
 
     fn shape_literal(&mut self, s: &SExp) -> Option<Vec<u64>> {

@@ -67,7 +67,8 @@ pub enum Check {
     Parse(String),
     ParsesLike(String),
     ParseError(String),
-    /// `type { T }`: the program's (last top-level item's) type.
+    /// `type { T }`: the program's (last top-level item's) type, written
+    /// as `remora check` prints it or as the documentation writes it.
     Type(String),
     /// `type-error: REGEX`: the checker reports a matching error.
     TypeError(String),

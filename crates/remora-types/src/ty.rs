@@ -152,18 +152,12 @@ impl Type {
         self.atom.equals(&other.atom).and(self.shape.equals(&other.shape))
     }
 
-    /// The type in remora-lang's bracket notation: `Int`, `[Int 3 1]`,
-    /// `(∀ &t (Π $m (-> [&t $m] Int)))`.
+    /// The type in remora-lang's bracket notation, one binder and one
+    /// parameter at a time: `Int`, `[Int 3 1]`,
+    /// `(∀ &t (Π $m (Π $n (-> [&t $m] (-> [&t $n] Int)))))`. What `remora
+    /// check`, `remora elaborate` and `type { … }` expectations use.
     pub fn write(&self, out: &mut String, names: &dyn Names) {
-        if self.shape.is_scalar() {
-            self.atom.write(out, names);
-            return;
-        }
-        out.push('[');
-        self.atom.write(out, names);
-        out.push(' ');
-        self.shape.write_segs(out, &|v| names.dvar(v), &|v| names.svar(v));
-        out.push(']');
+        self.write_as(out, names, Form::Curried);
     }
 
     pub fn show(&self, names: &dyn Names) -> String {
@@ -171,6 +165,43 @@ impl Type {
         self.write(&mut s, names);
         s
     }
+
+    /// The type as the documentation writes it (docs/prelude.md, "Reading
+    /// the types"): binders of one kind in a row in one list, and a
+    /// curried function as one arrow of its parameters,
+    /// `(∀ (&t) (Π ($m $n) (-> ([&t $m] [&t $n]) Int)))`. What error
+    /// messages and the REPL's `:type` use. It reads back as the same type.
+    pub fn write_grouped(&self, out: &mut String, names: &dyn Names) {
+        self.write_as(out, names, Form::Grouped);
+    }
+
+    pub fn show_grouped(&self, names: &dyn Names) -> String {
+        let mut s = String::new();
+        self.write_grouped(&mut s, names);
+        s
+    }
+
+    fn write_as(&self, out: &mut String, names: &dyn Names, form: Form) {
+        if self.shape.is_scalar() {
+            self.atom.write_as(out, names, form);
+            return;
+        }
+        out.push('[');
+        self.atom.write_as(out, names, form);
+        out.push(' ');
+        self.shape.write_segs(out, &|v| names.dvar(v), &|v| names.svar(v));
+        out.push(']');
+    }
+}
+
+/// How binders and arrows are written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// One binder, one parameter at a time (remora-lang's printing).
+    Curried,
+    /// Binders of one kind in a row in one list; a curried function's
+    /// parameters in one list (the documentation's).
+    Grouped,
 }
 
 impl Atom {
@@ -215,18 +246,53 @@ impl Atom {
     }
 
     pub fn write(&self, out: &mut String, names: &dyn Names) {
+        self.write_as(out, names, Form::Curried);
+    }
+
+    fn write_as(&self, out: &mut String, names: &dyn Names, form: Form) {
         match self {
             Atom::Int => out.push_str("Int"),
             Atom::Bool => out.push_str("Bool"),
             Atom::Float => out.push_str("Float"),
             Atom::Var(v) => out.push_str(&names.tvar(*v)),
-            Atom::Arrow(p, r) => {
+            Atom::Arrow(p, r) if form == Form::Grouped => {
+                // The parameters of a curried function, while its result
+                // is one scalar function after another.
+                let mut params = vec![&**p];
+                let mut result = &**r;
+                while result.shape.is_scalar()
+                    && let Atom::Arrow(p, r) = &result.atom
+                {
+                    params.push(&**p);
+                    result = &**r;
+                }
                 out.push_str("(-> ");
-                p.write(out, names);
+                if let [one] = params.as_slice() {
+                    one.write_as(out, names, form);
+                } else {
+                    out.push('(');
+                    for (i, p) in params.iter().enumerate() {
+                        if i > 0 {
+                            out.push(' ');
+                        }
+                        p.write_as(out, names, form);
+                    }
+                    out.push(')');
+                }
                 out.push(' ');
-                r.write(out, names);
+                result.write_as(out, names, form);
                 out.push(')');
             }
+            Atom::Arrow(p, r) => {
+                out.push_str("(-> ");
+                p.write_as(out, names, form);
+                out.push(' ');
+                r.write_as(out, names, form);
+                out.push(')');
+            }
+            Atom::Forall(v, b) if form == Form::Grouped => grouped(out, "∀", names.tvar(*v), b, names),
+            Atom::Pi(v, b) if form == Form::Grouped => grouped(out, "Π", ivar_name(*v, names), b, names),
+            Atom::Sigma(v, b) if form == Form::Grouped => grouped(out, "Σ", ivar_name(*v, names), b, names),
             Atom::Forall(v, b) => binder(out, "∀", &names.tvar(*v), b, names),
             Atom::Pi(v, b) => binder(out, "Π", &ivar_name(*v, names), b, names),
             Atom::Sigma(v, b) => binder(out, "Σ", &ivar_name(*v, names), b, names),
@@ -239,13 +305,40 @@ impl Atom {
                     out.push('(');
                     out.push_str(n);
                     out.push(' ');
-                    t.write(out, names);
+                    t.write_as(out, names, form);
                     out.push(')');
                 }
                 out.push('}');
             }
         }
     }
+}
+
+/// `(q (v w …) T)`: the binder `v` and those of the same quantifier `q`
+/// directly inside it (each binding a scalar), then their body.
+fn grouped(out: &mut String, q: &str, v: String, body: &Type, names: &dyn Names) {
+    let mut binders = vec![v];
+    let mut body = body;
+    while body.shape.is_scalar() {
+        let (inner_q, w, inner) = match &body.atom {
+            Atom::Forall(w, b) => ("∀", names.tvar(*w), b),
+            Atom::Pi(w, b) => ("Π", ivar_name(*w, names), b),
+            Atom::Sigma(w, b) => ("Σ", ivar_name(*w, names), b),
+            _ => break,
+        };
+        if inner_q != q {
+            break;
+        }
+        binders.push(w);
+        body = inner;
+    }
+    out.push('(');
+    out.push_str(q);
+    out.push_str(" (");
+    out.push_str(&binders.join(" "));
+    out.push_str(") ");
+    body.write_as(out, names, Form::Grouped);
+    out.push(')');
 }
 
 fn binder(out: &mut String, q: &str, v: &str, body: &Type, names: &dyn Names) {
@@ -302,6 +395,47 @@ mod tests {
             head_type().show(&Numbered),
             "(∀ &t0 (Π $d1 (Π @s2 (-> [&t0 (+ 1 $d1) @s2] [&t0 @s2]))))"
         );
+    }
+
+    #[test]
+    fn prints_as_the_documentation_writes() {
+        assert_eq!(
+            head_type().show_grouped(&Numbered),
+            "(∀ (&t0) (Π ($d1 @s2) (-> [&t0 (+ 1 $d1) @s2] [&t0 @s2])))"
+        );
+        // A curried function of two parameters, one of them a function:
+        // one arrow, its parameters in a list.
+        let int = || Type::scalar(Atom::Int);
+        let op = Type::arrow(int(), Type::arrow(int(), int()));
+        let vector = Type::array(Atom::Int, Shape::from_dims([Dim::nat(3)]));
+        let reduce = Type::arrow(op.clone(), Type::arrow(vector.clone(), int()));
+        assert_eq!(
+            reduce.show_grouped(&Numbered),
+            "(-> ((-> (Int Int) Int) [Int 3]) Int)"
+        );
+        assert_eq!(
+            reduce.show(&Numbered),
+            "(-> (-> Int (-> Int Int)) (-> [Int 3] Int))"
+        );
+        // A function whose result is an array of functions keeps it.
+        let frame = Type::arrow(int(), op.lift(&Shape::from_dims([Dim::nat(2)])));
+        assert_eq!(frame.show_grouped(&Numbered), "(-> Int [(-> (Int Int) Int) 2])");
+        // Binders of another kind, or binding an array, start a new list.
+        let sigma =
+            |v: u32, body: Type| Type::scalar(Atom::Sigma(IVar::Dim(DVar(v)), std::sync::Arc::new(body)));
+        let boxes = sigma(
+            0,
+            sigma(
+                1,
+                Type::array(
+                    Atom::Int,
+                    Shape::from_dims([Dim::var(DVar(0)), Dim::var(DVar(1))]),
+                ),
+            ),
+        );
+        assert_eq!(boxes.show_grouped(&Numbered), "(Σ ($d0 $d1) [Int $d0 $d1])");
+        let outer = sigma(0, sigma(1, int()).lift(&Shape::from_dims([Dim::var(DVar(0))])));
+        assert_eq!(outer.show_grouped(&Numbered), "(Σ ($d0) [(Σ ($d1) Int) $d0])");
     }
 
     #[test]

@@ -483,14 +483,14 @@ impl Checker {
             unknowns,
         };
         if !arg_types.iter().any(Option::is_none) {
-            let chosen = self.choose(&head, &arg_types, ranked)?;
+            let chosen = self.choose(&head, &arg_types, &unboxed, ranked)?;
             let app = self.elaborate_spine(&head, &chosen, args, spine)?;
             return self.wrap_unboxes(app, unboxed);
         }
         // Lambdas typed from the choice: the first instantiation, best first,
         // under which they check (their bodies can rule one out).
         if ranked.is_empty() {
-            return self.choose(&head, &arg_types, ranked).and(None);
+            return self.choose(&head, &arg_types, &unboxed, ranked).and(None);
         }
         let mut first_errors = None;
         for (c, _) in &ranked {
@@ -893,6 +893,7 @@ impl Checker {
         &mut self,
         head: &Head<'_>,
         args: &[Option<Type>],
+        unboxed: &[Option<Unboxed>],
         ranked: Vec<(Candidate, Vec<Inst>)>,
     ) -> Option<Candidate> {
         let span = head.e.span;
@@ -912,12 +913,31 @@ impl Checker {
                 });
             }
             // The first argument nothing fits, given the ones before it.
-            if let Some(note) = self.first_misfit(head, args) {
-                d = d.note(note);
+            let misfit = self.first_misfit(head, args);
+            let mut advice = None;
+            if let Some(m) = misfit {
+                d = d.note(m.note);
+                advice = match m.elements {
+                    // No instantiation changes an element type written in
+                    // the function's type: the advice is another function,
+                    // or a conversion.
+                    Some(Elements {
+                        param,
+                        arg,
+                        decided: false,
+                    }) => Some(self.element_advice(&fname, &param, &arg)),
+                    Some(Elements {
+                        param,
+                        arg,
+                        decided: true,
+                    }) => Some(self.decided_elements_advice(head.e, &param, &arg)),
+                    None => self.box_advice(args, unboxed),
+                };
             }
-            self.report(d.note(format!(
-                "write the instantiation: (@{fname} (type …) (index …) argument …)"
-            )));
+            let advice = advice.unwrap_or_else(|| {
+                format!("write the instantiation: (@{fname} (type …) (index …) argument …)")
+            });
+            self.report(d.note(advice));
             return None;
         };
         if let Some((other, other_insts)) = ranked.next()
@@ -944,7 +964,7 @@ impl Checker {
     /// Which argument first fits no parameter, as a note: the parameter's
     /// type as far as the earlier arguments decided it, and the cells the
     /// argument's shape offers.
-    fn first_misfit(&self, head: &Head<'_>, args: &[Option<Type>]) -> Option<String> {
+    fn first_misfit(&self, head: &Head<'_>, args: &[Option<Type>]) -> Option<Misfit> {
         let mut solution = Solution::default();
         for k in 0..args.len() {
             let fits = head.unknowns.spine_prefix(
@@ -961,22 +981,36 @@ impl Checker {
                 let cells: Vec<String> = (0..=segs.len())
                     .map(|i| self.show_shape(&Shape::from_segs(segs[i..].to_vec())))
                     .collect();
-                if !head.unknowns.atoms_fit(&param.atom, &arg.atom, &solution) && param.shape.is_scalar() {
-                    return Some(format!(
-                        "argument {} has elements of type {}, where the parameter needs {}",
-                        k + 1,
-                        self.show(&Type::scalar(arg.atom.clone())),
-                        self.show(&param)
-                    ));
-                }
                 if !head.unknowns.atoms_fit(&param.atom, &arg.atom, &solution) {
-                    return Some(format!(
-                        "argument {} has elements of type {}, where the parameter {} needs {}",
-                        k + 1,
-                        self.show(&Type::scalar(arg.atom.clone())),
-                        self.show(&param),
-                        self.show(&Type::scalar(param.atom.clone()))
-                    ));
+                    let note = if param.shape.is_scalar() {
+                        format!(
+                            "argument {} has elements of type {}, where the parameter needs {}",
+                            k + 1,
+                            self.show(&Type::scalar(arg.atom.clone())),
+                            self.show(&param)
+                        )
+                    } else {
+                        format!(
+                            "argument {} has elements of type {}, where the parameter {} needs {}",
+                            k + 1,
+                            self.show(&Type::scalar(arg.atom.clone())),
+                            self.show(&param),
+                            self.show(&Type::scalar(param.atom.clone()))
+                        )
+                    };
+                    // The head's type writes the element type (`sum`'s
+                    // Int), or an earlier argument decided it (`append`'s
+                    // `&t`, Int after an Int first argument).
+                    let unsolved = nth_param(&head.ty, k)?;
+                    let decided = head.unknowns.mentions(&Type::scalar(unsolved.atom.clone()));
+                    return Some(Misfit {
+                        note,
+                        elements: Some(Elements {
+                            param: param.atom.clone(),
+                            arg: arg.atom.clone(),
+                            decided,
+                        }),
+                    });
                 }
                 // A dimension of two unknowns is not solved from one length.
                 let underdetermined = param.shape.segs().iter().find_map(|seg| match seg {
@@ -988,32 +1022,120 @@ impl Checker {
                     _ => None,
                 });
                 if let Some(d) = underdetermined {
-                    return Some(format!(
+                    return Some(Misfit::shape(format!(
                         "the parameter's dimension {} has more than one unknown, which one length cannot \
                          solve: give the first, as in ((i-app {} 2) …)",
                         self.show_shape(&Shape::from_dims([d]))
                             .trim_matches(|c| c == '[' || c == ']'),
                         print::expr_to_string(head.base)
-                    ));
+                    )));
                 }
-                return Some(format!(
+                return Some(Misfit::shape(format!(
                     "argument {} of shape {} has no cell of the parameter's shape {} (its cells, by frame: {})",
                     k + 1,
                     self.show_shape(&arg.shape),
                     self.show_shape(&param.shape),
                     cells.join(", ")
-                ));
+                )));
             };
             solution = best.solution;
         }
         // Every argument fit, but an equation of two unknowns is left.
         let (d, _) = solution.deferred.first()?;
-        Some(format!(
+        Some(Misfit::shape(format!(
             "the parameter's dimension {} has more than one unknown, which the arguments do not \
              determine: give the first, as in ((i-app {} 2) …)",
             self.show_shape(&Shape::from_dims([d.clone()]))
                 .trim_matches(|c| c == '[' || c == ']'),
             print::expr_to_string(head.base)
+        )))
+    }
+
+    /// When an earlier argument of the spine `e` decided the element type
+    /// `param` and a later one has `arg`: the earlier function argument's
+    /// twin for the other number type (`(reduce + [1.0 2.0])` wants
+    /// `f.+`), or a word that the arguments must agree.
+    fn decided_elements_advice(&self, e: &ast::Expr, param: &Atom, arg: &Atom) -> String {
+        let mut args = Vec::new();
+        let mut head = e;
+        while let ExprKind::App { func, arg } = &head.kind {
+            args.push(&**arg);
+            head = func;
+        }
+        args.reverse();
+        let twin = |name: &str| match (param, arg) {
+            (Atom::Int, Atom::Float) => Some(format!("f.{name}")),
+            (Atom::Float, Atom::Int) => name.strip_prefix("f.").map(str::to_string),
+            _ => None,
+        };
+        for a in args {
+            if let ExprKind::Var(name) = &a.kind
+                && let Some(twin) = twin(&name.name)
+                && self.values.get(&twin).is_some()
+                && self.values.get(&name.name).is_some_and(|v| match v {
+                    Value::Var(_, t) | Value::Intrinsic(_, t) => matches!(t.atom, Atom::Arrow(..)),
+                    Value::Poisoned => false,
+                })
+            {
+                let elements = self.show(&Type::scalar(arg.clone()));
+                return format!(
+                    "`{}` made the element type {}: for {elements} elements use `{twin}`",
+                    name.name,
+                    self.show(&Type::scalar(param.clone()))
+                );
+            }
+        }
+        format!(
+            "an earlier argument made the element type {}: the arguments' element types must agree",
+            self.show(&Type::scalar(param.clone()))
+        )
+    }
+
+    /// When no instantiation fits and the arguments' shapes mention the
+    /// witnesses of automatic unboxes: each has a witness of its own, so
+    /// no two are known to agree, nor is one known to equal a written
+    /// dimension. The advice is to unbox once, by hand.
+    fn box_advice(&self, args: &[Option<Type>], unboxed: &[Option<Unboxed>]) -> Option<String> {
+        let opened: Vec<&Unboxed> = self.pending.iter().chain(unboxed.iter().flatten()).collect();
+        // The boxes whose witnesses the arguments' types mention, each once.
+        let mut boxes: Vec<&Unboxed> = Vec::new();
+        for a in args.iter().flatten() {
+            for u in &opened {
+                if u.witness_in(a) && !boxes.iter().any(|b| b.witness == u.witness) {
+                    boxes.push(u);
+                }
+            }
+        }
+        let first = boxes.first()?;
+        let named = |u: &Unboxed| match &u.boxed.kind {
+            TExprKind::Var(v) => self.names.vars.get(v.0 as usize).cloned(),
+            _ => None,
+        };
+        let name = named(first);
+        let witnesses: Vec<String> = boxes
+            .iter()
+            .map(|u| remora_types::ty::ivar_name(u.witness, &self.names))
+            .collect();
+        if boxes.len() < 2 {
+            return None;
+        }
+        let what = name.clone().unwrap_or_else(|| "box".to_string());
+        let same = boxes.iter().all(|u| named(u).is_some() && named(u) == name);
+        let (boxes_are, fix) = if same {
+            (
+                format!("`{what}` is unboxed for you {} times", boxes.len()),
+                format!("unbox it once, (unbox ($n x {what}) …), and use x"),
+            )
+        } else {
+            (
+                format!("{} boxes are unboxed for you", boxes.len()),
+                "where they are one box, unbox it once, (unbox ($n x box) …), and use x".to_string(),
+            )
+        };
+        Some(format!(
+            "{boxes_are}, each automatic unbox with a witness of its own ({}), so their dimensions are \
+             never known to agree: {fix}",
+            witnesses.join(", ")
         ))
     }
 
@@ -1040,6 +1162,29 @@ impl Checker {
             }
         };
         format!("(@{fname} {} {} …)", list(types), list(indices))
+    }
+}
+
+/// Why the first argument that fits no instantiation does not: the note
+/// that says so, and for a mismatch of written element types, the
+/// parameter's and the argument's.
+struct Misfit {
+    note: String,
+    elements: Option<Elements>,
+}
+
+/// A mismatch of element types: the parameter's, the argument's, and
+/// whether earlier arguments decided the parameter's (it is a type
+/// variable of the head's type).
+struct Elements {
+    param: Atom,
+    arg: Atom,
+    decided: bool,
+}
+
+impl Misfit {
+    fn shape(note: String) -> Misfit {
+        Misfit { note, elements: None }
     }
 }
 
