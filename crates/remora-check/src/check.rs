@@ -137,6 +137,9 @@ pub struct Checker {
     /// and every later phase recurses as deep as this one.
     depth: usize,
     too_deep: bool,
+    /// While reshape's target shape is checked: the variable a `_`
+    /// dimension in it stands for, and how many there were.
+    reshape_hole: Option<(remora_types::DVar, usize)>,
     /// Set while a top-level declaration's value is checked (a bare
     /// expression, an entry, a `def` of a value): its scope, the first
     /// `expr_scoped` under it, is the program's top (see `expr_top`).
@@ -157,6 +160,7 @@ impl Checker {
             depth: 0,
             too_deep: false,
             at_top: false,
+            reshape_hole: None,
             diags: Vec::new(),
             names: NameTable::default(),
             values: Scoped::new(),
@@ -454,6 +458,22 @@ impl Checker {
                     },
                 })
             }
+            K::Hole => match &mut self.reshape_hole {
+                Some((v, uses)) => {
+                    *uses += 1;
+                    Some(Dim::var(*v))
+                }
+                None => {
+                    let e = self
+                        .error(
+                            d.span,
+                            "`_` as a dimension is inferred only in reshape's target shape",
+                        )
+                        .note("as in (@reshape _ (_ [_ 3]) xs); elsewhere write the dimension");
+                    self.report(e);
+                    None
+                }
+            },
             K::Error => None,
         }
     }
@@ -1894,7 +1914,7 @@ impl Free {
                     self.dim(d, c);
                 }
             }
-            ast::DimKind::Nat(_) | ast::DimKind::Error => {}
+            ast::DimKind::Nat(_) | ast::DimKind::Hole | ast::DimKind::Error => {}
         }
     }
 }

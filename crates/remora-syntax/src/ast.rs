@@ -365,6 +365,9 @@ pub enum DimKind {
     Add(Vec<Dim>),
     Mul(Vec<Dim>),
     Sub(Vec<Dim>),
+    /// `_`: a dimension left to be inferred (in `reshape`'s target shape,
+    /// `(@reshape _ (_ [_ 3]) xs)`).
+    Hole,
     Error,
 }
 

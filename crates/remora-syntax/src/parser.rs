@@ -1799,6 +1799,14 @@ impl Parser<'_> {
     pub fn ispace(&mut self, s: &SExp, holes: bool) -> Ispace {
         match &s.kind {
             SExpKind::Symbol(n) if holes && n == "_" => Ispace::Hole(s.span),
+            // (A `_` dimension is written only inside a shape, `[_ 3]`.)
+            SExpKind::Symbol(n) if n == "_" => {
+                self.unexpected(s, "a dimension: $d, a natural, (+ …), (* …) or (- …)");
+                Ispace::Dim(Dim {
+                    kind: DimKind::Error,
+                    span: s.span,
+                })
+            }
             SExpKind::Int { .. } | SExpKind::Symbol(_) => Ispace::Dim(self.dim(s)),
             SExpKind::List(Bracket::Paren, items)
                 if matches!(items.first().and_then(SExp::symbol), Some("+" | "*" | "-")) =>
@@ -1829,6 +1837,7 @@ impl Parser<'_> {
                 Err(_) => DimKind::Error,
             },
             SExpKind::Symbol(n) if sigil_name(n, '$') => DimKind::Var(Ident::new(n.clone(), span)),
+            SExpKind::Symbol(n) if n == "_" => DimKind::Hole,
             SExpKind::List(Bracket::Paren, items) => match items.split_first() {
                 Some((op, args)) if matches!(op.symbol(), Some("+" | "*" | "-")) => {
                     let args: Vec<Dim> = args.iter().map(|a| self.dim(a)).collect();
@@ -1924,6 +1933,9 @@ impl Parser<'_> {
     fn ispace_into(&mut self, s: &SExp, acc: &mut Vec<Ispace>) {
         if is_splice_form(s) {
             self.splice_into(s, acc);
+        } else if s.symbol() == Some("_") {
+            // A dimension left to be inferred (reshape's target, `[_ 3]`).
+            acc.push(Ispace::Dim(self.dim(s)));
         } else {
             acc.push(self.ispace(s, false));
         }

@@ -557,6 +557,10 @@ pub fn dim(out: &mut String, d: &Dim) {
             out.push_str(&v.name);
             return;
         }
+        DimKind::Hole => {
+            out.push('_');
+            return;
+        }
         DimKind::Error => {
             out.push_str("<error>");
             return;

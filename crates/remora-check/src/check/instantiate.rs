@@ -90,6 +90,13 @@ impl Checker {
             return Some(self.function_frame_spine(e, base.span, shape, elems, &spine));
         }
         if let ExprKind::Var(name) = &base.kind
+            && let Some(Value::Intrinsic("reshape", ty)) = self.values.get(&name.name)
+            && written.iter().any(Written::has_dim_hole)
+        {
+            let ty = ty.clone();
+            return Some(self.infer_reshape(e, base, &ty, &written, &spine));
+        }
+        if let ExprKind::Var(name) = &base.kind
             && let Some(Value::Intrinsic("transpose", ty)) = self.values.get(&name.name)
         {
             let ty = ty.clone();
@@ -266,6 +273,136 @@ impl Checker {
             arg: index,
         };
         true
+    }
+
+    /// `(@reshape T (S1 S2) x)` whose target `S2` leaves one dimension to
+    /// be inferred, `[_ 3]`: it is the number of `x`'s atoms over the
+    /// product of the others (NumPy's `reshape(-1, 3)`). Out of line, as
+    /// `infer_transpose` is.
+    #[inline(never)]
+    fn infer_reshape(
+        &mut self,
+        e: &ast::Expr,
+        base: &ast::Expr,
+        base_ty: &Type,
+        written: &[Written<'_>],
+        spine: &[(&ast::Expr, Span)],
+    ) -> Option<TExpr> {
+        let [(arg, app_span)] = spine else {
+            let d = self
+                .error(e.span, "reshape with an inferred dimension takes one argument")
+                .note("as in (@reshape _ (_ [_ 3]) xs)");
+            self.report(d);
+            return None;
+        };
+        let mut atom = None;
+        let mut indices = Vec::new();
+        for w in written {
+            match w {
+                Written::Type(t) if !matches!(t.kind, TypeKind::Hole) => atom = Some(self.ty(t)?.atom),
+                Written::Type(_) => {}
+                Written::Index(i) => indices.push(*i),
+            }
+        }
+        let a = self.expr(arg)?;
+        let a_ty = self.resolve(&a.ty).into_owned();
+        let source = match indices.first() {
+            Some(ast::Ispace::Hole(_)) | None => a_ty.shape.clone(),
+            Some(i) => match self.index(i)? {
+                Index::Shape(s) => s,
+                Index::Dim(d) => Shape::from_dims([d]),
+            },
+        };
+        let Some(target) = indices.get(1) else {
+            let d = self
+                .error(
+                    e.span,
+                    "`_` as a dimension is inferred only in reshape's target shape",
+                )
+                .note("the target is the second index: (@reshape _ (_ [_ 3]) xs)");
+            self.report(d);
+            return None;
+        };
+        let hole = self.fresh_dvar("_");
+        self.reshape_hole = Some((hole, 0));
+        let target = self.index(target);
+        let uses = self.reshape_hole.take().map_or(0, |(_, n)| n);
+        let target = match target? {
+            Index::Shape(s) => s,
+            Index::Dim(d) => Shape::from_dims([d]),
+        };
+        let span = base.span;
+        let fail = |c: &mut Self, message: String| {
+            let d = c
+                .error(span, message)
+                .note("as in (@reshape _ (_ [_ 3]) xs): one `_`, the other dimensions numbers");
+            c.report(d);
+            None
+        };
+        if uses != 1 {
+            return fail(
+                self,
+                "reshape's target may leave only one dimension to be inferred".into(),
+            );
+        }
+        let (Some(target_dims), Some(source_dims)) = (target.dims(), source.dims()) else {
+            return fail(
+                self,
+                "reshape's target has a shape variable beside its `_`".into(),
+            );
+        };
+        let hole_dim = Dim::var(hole);
+        let mut known = 1i64;
+        for d in &target_dims {
+            if **d == hole_dim {
+                continue;
+            }
+            match d.as_const() {
+                Some(n) => known = known.saturating_mul(n),
+                None => {
+                    return fail(
+                        self,
+                        "the dimensions of reshape's target beside its `_` must be numbers".into(),
+                    );
+                }
+            }
+        }
+        let total = Dim::product(source_dims.iter().copied());
+        let value = match (total.as_const(), known) {
+            (_, 0) => {
+                return fail(
+                    self,
+                    "reshape's `_` cannot be inferred beside a dimension 0".into(),
+                );
+            }
+            (Some(n), k) if n % k == 0 => Dim::int(n / k),
+            (Some(n), k) => {
+                return fail(
+                    self,
+                    format!("reshape cannot lay out {n} atoms in rows of {k}: {n} is not a multiple of {k}"),
+                );
+            }
+            (None, 1) => total,
+            (None, _) => {
+                return fail(
+                    self,
+                    format!(
+                        "reshape's `_` needs a known number of atoms, and the argument has {}",
+                        self.show_shape(&source)
+                    ),
+                );
+            }
+        };
+        let target = target.subst(&|v| (v == hole).then(|| value.clone()), &|_| None);
+        let f = TExpr {
+            kind: TExprKind::Intrinsic("reshape"),
+            ty: base_ty.clone(),
+            span,
+        };
+        let f = t_app(f, atom.unwrap_or(a_ty.atom), span)?;
+        let f = i_app(f, Index::Shape(source), span)?;
+        let f = i_app(f, Index::Shape(target), span)?;
+        self.apply_core(e, f, a, *app_span)
     }
 
     fn instantiate_spine(
@@ -1296,6 +1433,16 @@ enum Written<'a> {
 }
 
 impl Written<'_> {
+    /// An index written with a `_` dimension in it, `[_ 3]`.
+    fn has_dim_hole(&self) -> bool {
+        let Written::Index(ast::Ispace::Shape(s)) = self else {
+            return false;
+        };
+        matches!(&s.kind, ast::ShapeKind::Splice(parts) if parts.iter().any(|p| {
+            matches!(p, ast::Ispace::Dim(ast::Dim { kind: ast::DimKind::Hole, .. }))
+        }))
+    }
+
     fn is_hole(&self) -> bool {
         match self {
             Written::Type(t) => matches!(t.kind, TypeKind::Hole),
