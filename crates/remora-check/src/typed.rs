@@ -33,6 +33,72 @@ impl TExpr {
         spine.reverse();
         (head, spine)
     }
+
+    /// The first expression in `self`, itself included, of which `pred`
+    /// holds, in written order (preorder): an array's lambda and box
+    /// bodies, a frame's elements, an application's function then its
+    /// argument, and so on. Iterative, so a program nested as deep as the
+    /// checker allows is walked in constant stack.
+    pub fn find(&self, pred: &mut dyn FnMut(&TExpr) -> bool) -> Option<&TExpr> {
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            if pred(e) {
+                return Some(e);
+            }
+            let before = stack.len();
+            e.push_children(&mut stack);
+            stack[before..].reverse();
+        }
+        None
+    }
+
+    /// Whether `pred` holds of `self` or of any expression in it.
+    pub fn any(&self, pred: &mut dyn FnMut(&TExpr) -> bool) -> bool {
+        self.find(pred).is_some()
+    }
+
+    /// The expressions directly inside this one, in written order.
+    fn push_children<'a>(&'a self, out: &mut Vec<&'a TExpr>) {
+        match &self.kind {
+            TExprKind::Var(_) | TExprKind::Intrinsic(_) => {}
+            TExprKind::Array { atoms, .. } => {
+                for a in atoms {
+                    match &a.kind {
+                        TAtomKind::Lambda { body, .. }
+                        | TAtomKind::TLambda { body, .. }
+                        | TAtomKind::ILambda { body, .. }
+                        | TAtomKind::Box { body, .. } => out.push(body),
+                        TAtomKind::Bool(_) | TAtomKind::Int(_) | TAtomKind::Float(_) => {}
+                    }
+                }
+            }
+            TExprKind::Frame { elems, .. } => out.extend(elems),
+            TExprKind::App { func, arg, .. } => {
+                out.push(func);
+                out.push(arg);
+            }
+            TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => out.push(func),
+            TExprKind::Unbox { boxed, body, .. } => {
+                out.push(boxed);
+                out.push(body);
+            }
+            TExprKind::Let { value, body, .. } => {
+                out.push(value);
+                out.push(body);
+            }
+            TExprKind::Record(fields) => out.extend(fields.iter().map(|(_, x)| x)),
+            TExprKind::Field { record, .. } => out.push(record),
+            TExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                out.push(cond);
+                out.push(then);
+                out.push(otherwise);
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -449,48 +449,6 @@ fn index_of(v: IVar) -> Index {
 
 /// The type of the first use of `var` in `e`, if it is used.
 fn use_type(e: &TExpr, var: VarId) -> Option<Type> {
-    let mut stack = vec![e];
-    while let Some(e) = stack.pop() {
-        match &e.kind {
-            TExprKind::Var(v) if *v == var => return Some(e.ty.clone()),
-            TExprKind::Var(_) | TExprKind::Intrinsic(_) => {}
-            TExprKind::Array { atoms, .. } => {
-                for a in atoms {
-                    match &a.kind {
-                        TAtomKind::Lambda { body, .. }
-                        | TAtomKind::TLambda { body, .. }
-                        | TAtomKind::ILambda { body, .. }
-                        | TAtomKind::Box { body, .. } => stack.push(body),
-                        TAtomKind::Bool(_) | TAtomKind::Int(_) | TAtomKind::Float(_) => {}
-                    }
-                }
-            }
-            TExprKind::Frame { elems, .. } => stack.extend(elems.iter().rev()),
-            TExprKind::App { func, arg, .. } => {
-                stack.push(arg);
-                stack.push(func);
-            }
-            TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => stack.push(func),
-            TExprKind::Unbox { boxed, body, .. } => {
-                stack.push(body);
-                stack.push(boxed);
-            }
-            TExprKind::Let { value, body, .. } => {
-                stack.push(body);
-                stack.push(value);
-            }
-            TExprKind::Record(fields) => stack.extend(fields.iter().rev().map(|(_, x)| x)),
-            TExprKind::Field { record, .. } => stack.push(record),
-            TExprKind::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                stack.push(otherwise);
-                stack.push(then);
-                stack.push(cond);
-            }
-        }
-    }
-    None
+    e.find(&mut |x| matches!(x.kind, TExprKind::Var(v) if v == var))
+        .map(|x| x.ty.clone())
 }

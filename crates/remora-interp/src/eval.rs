@@ -69,38 +69,7 @@ impl<'p> Fun<'p> {
 
 /// Whether `e` reads a variable that `env` binds to a batched value.
 fn mentions_batched(e: &TExpr, env: &Env<'_>) -> bool {
-    use remora_check::typed::TAtomKind;
-    let any = |es: &mut dyn Iterator<Item = &TExpr>| {
-        for x in es {
-            if mentions_batched(x, env) {
-                return true;
-            }
-        }
-        false
-    };
-    match &e.kind {
-        TExprKind::Var(v) => env.is_batched(*v),
-        TExprKind::Intrinsic(_) => false,
-        TExprKind::Array { atoms, .. } => atoms.iter().any(|a| match &a.kind {
-            TAtomKind::Lambda { body, .. }
-            | TAtomKind::TLambda { body, .. }
-            | TAtomKind::ILambda { body, .. }
-            | TAtomKind::Box { body, .. } => mentions_batched(body, env),
-            _ => false,
-        }),
-        TExprKind::Frame { elems, .. } => any(&mut elems.iter()),
-        TExprKind::App { func, arg, .. } => mentions_batched(func, env) || mentions_batched(arg, env),
-        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => mentions_batched(func, env),
-        TExprKind::Unbox { boxed, body, .. } => mentions_batched(boxed, env) || mentions_batched(body, env),
-        TExprKind::Let { value, body, .. } => mentions_batched(value, env) || mentions_batched(body, env),
-        TExprKind::Record(fields) => any(&mut fields.iter().map(|(_, x)| x)),
-        TExprKind::Field { record, .. } => mentions_batched(record, env),
-        TExprKind::If {
-            cond,
-            then,
-            otherwise,
-        } => any(&mut [&**cond, &**then, &**otherwise].into_iter()),
-    }
+    e.any(&mut |x| matches!(x.kind, TExprKind::Var(v) if env.is_batched(v)))
 }
 
 impl Callable for Fun<'_> {
@@ -563,31 +532,7 @@ pub fn traces_text(decls: &[TDecl]) -> bool {
 }
 
 fn has_text_label(e: &TExpr) -> bool {
-    if text_label(e) {
-        return true;
-    }
-    match &e.kind {
-        TExprKind::Array { atoms, .. } => atoms.iter().any(|a| match &a.kind {
-            TAtomKind::Lambda { body, .. }
-            | TAtomKind::TLambda { body, .. }
-            | TAtomKind::ILambda { body, .. }
-            | TAtomKind::Box { body, .. } => has_text_label(body),
-            TAtomKind::Bool(_) | TAtomKind::Int(_) | TAtomKind::Float(_) => false,
-        }),
-        TExprKind::Frame { elems, .. } => elems.iter().any(has_text_label),
-        TExprKind::Var(_) | TExprKind::Intrinsic(_) => false,
-        TExprKind::App { func, arg, .. } => has_text_label(func) || has_text_label(arg),
-        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => has_text_label(func),
-        TExprKind::Unbox { boxed, body, .. } => has_text_label(boxed) || has_text_label(body),
-        TExprKind::Let { value, body, .. } => has_text_label(value) || has_text_label(body),
-        TExprKind::Record(fields) => fields.iter().any(|(_, f)| has_text_label(f)),
-        TExprKind::Field { record, .. } => has_text_label(record),
-        TExprKind::If {
-            cond,
-            then,
-            otherwise,
-        } => has_text_label(cond) || has_text_label(then) || has_text_label(otherwise),
-    }
+    e.any(&mut text_label)
 }
 
 /// Whether `e` is `(trace "label" x)` (its type and index arguments
