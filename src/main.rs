@@ -238,13 +238,13 @@ fn main() -> ExitCode {
     let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, &FILE_TOO_LARGE);
     // An address-space limit (`ulimit -v`) too small to start in: said so,
     // rather than an allocation failing and aborting the process.
-    if let Some(left) =
+    if let Some((left, need)) =
         remora_value::limits::address_space_in_use().and_then(remora_syntax::stack::too_little_address_space)
     {
         report(format!(
             "the address-space limit (ulimit -v) leaves {} MiB; remora needs at least {} MiB more than it has mapped",
             left >> 20,
-            remora_syntax::stack::LEAST_ADDRESS_SPACE >> 20
+            need >> 20
         ));
         return ExitCode::FAILURE;
     }

@@ -41,13 +41,15 @@ pub fn address_space_limit() -> Option<usize> {
     soft.parse().ok()
 }
 
+/// The address space kept for the heap beside a large pipeline stack.
+const HEAP: usize = 256 << 20;
+
 /// The largest stack worth asking for: [`PIPELINE_STACK`], but under an
 /// address-space limit no more than half of what is left once the heap has
 /// 256 MiB (an eighth of the limit when it is smaller than that: the
 /// allocator takes 32 MiB a thread before anything else), so that the heap
 /// keeps enough.
 fn first_stack() -> usize {
-    const HEAP: usize = 256 << 20;
     match address_space_limit() {
         Some(limit) if limit > 2 * HEAP => PIPELINE_STACK.min((limit - HEAP) / 2),
         Some(limit) => (limit / 8).max(SMALLEST_STACK),
@@ -62,13 +64,25 @@ fn first_stack() -> usize {
 /// a small program never meets an allocation that fails.
 pub const LEAST_ADDRESS_SPACE: usize = SMALLEST_STACK + (64 << 20);
 
+/// What the C library reserves for a new thread's own malloc arena: the
+/// pipeline thread's start registers its thread-local destructors through
+/// it (seen with `strace` as a 64 MiB `PROT_NONE` map). Under a limit of
+/// less than twice [`HEAP`] it is counted in the least a run needs: without
+/// it, a run under `ulimit -v 140000` aborted about one time in thirty.
+/// (Above that, the heap [`first_stack`] leaves holds it.)
+const THREAD_ARENA: usize = 64 << 20;
+
 /// Under an address-space limit too small for a run (less than
-/// [`LEAST_ADDRESS_SPACE`] left beyond `in_use` bytes already mapped), the
-/// bytes that are left; `None` when a run fits.
-pub fn too_little_address_space(in_use: usize) -> Option<usize> {
+/// [`LEAST_ADDRESS_SPACE`], and the pipeline's stack and the C library's
+/// thread arena where they count, left beyond `in_use` bytes already
+/// mapped): the bytes that are left and the bytes a run needs; `None` when
+/// a run fits.
+pub fn too_little_address_space(in_use: usize) -> Option<(usize, usize)> {
     let limit = address_space_limit()?;
     let left = limit.saturating_sub(in_use);
-    (left < LEAST_ADDRESS_SPACE + first_stack().saturating_sub(SMALLEST_STACK)).then_some(left)
+    let arena = if limit < 2 * HEAP { THREAD_ARENA } else { 0 };
+    let need = LEAST_ADDRESS_SPACE + arena + first_stack().saturating_sub(SMALLEST_STACK);
+    (left < need).then_some((left, need))
 }
 
 /// The stack reserved for the pipeline thread, in bytes: address space the
