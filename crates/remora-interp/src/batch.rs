@@ -495,7 +495,11 @@ impl<'p> Interpreter {
     /// Evaluates `e` inside the current batch frame.
     pub(crate) fn eval_batched(&mut self, e: &'p TExpr, env: &Env<'p>) -> Try<Batched<'p>> {
         if let Some(fuel) = &mut self.fuel {
-            *fuel = fuel.checked_sub(1)?;
+            // A step for every 256 cells of the batch frame: a loop over a
+            // large frame spends its budget as its work grows, as the
+            // reference path's cell by cell steps do.
+            let cells = self.batch.iter().fold(1usize, |a, d| a.saturating_mul(*d));
+            *fuel = fuel.checked_sub(1 + (cells / 256) as u64)?;
         }
         match &e.kind {
             TExprKind::Var(v) => env.lookup_batched(*v),
