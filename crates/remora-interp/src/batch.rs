@@ -862,7 +862,7 @@ impl<'p> Interpreter {
 
     /// `b` with the batch axes up to `nb` (replicated by zero steps where
     /// it lacks them).
-    fn expand(&self, b: &Batched<'p>, nb: usize) -> Try<Batched<'p>> {
+    pub(crate) fn expand(&self, b: &Batched<'p>, nb: usize) -> Try<Batched<'p>> {
         if b.nb >= nb {
             return Some(b.clone());
         }

@@ -78,7 +78,7 @@ impl Interpreter {
                 let nb = all.iter().map(|(a, _)| a.nb).max()?;
                 let mut dense = Vec::with_capacity(all.len());
                 for (a, cell) in all {
-                    dense.push((self.expand_to(a, nb)?.densify()?.v, cell.clone()));
+                    dense.push((self.expand(a, nb)?.densify()?.v, cell.clone()));
                 }
                 Some(Batched::dense(framed(p, &dense).ok()?, nb))
             }
@@ -96,7 +96,7 @@ impl Interpreter {
             return None;
         }
         let nb = a.nb.max(b.nb);
-        let (a, b) = (self.expand_to(a, nb)?, self.expand_to(b, nb)?);
+        let (a, b) = (self.expand(a, nb)?, self.expand(b, nb)?);
         let (fa, fb) = (
             a.own().len().checked_sub(acell.len())?,
             b.own().len().checked_sub(bcell.len())?,
@@ -138,25 +138,6 @@ impl Interpreter {
         let a = lay(&a, fa, true, s1)?;
         let b = lay(&b, fb, false, s2)?;
         self.apply_batched(f, vec![(a, s1.to_vec()), (b, s2.to_vec())])
-    }
-
-    /// `b` with `nb` batch axes (the batch axes it lacks replicated).
-    fn expand_to<'p>(&self, b: &Batched<'p>, nb: usize) -> Try<Batched<'p>> {
-        if b.nb >= nb {
-            return Some(b.clone());
-        }
-        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
-        shape.extend(b.own());
-        let strides = crate::batch::place(&b.strides, b.nb, nb, shape.len());
-        Some(Batched {
-            v: Array {
-                shape,
-                data: b.v.data.clone(),
-            },
-            nb,
-            offset: b.offset,
-            strides,
-        })
     }
 }
 
@@ -433,29 +414,36 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
             let n = cell(1).get(1).copied().unwrap_or(0);
             let size = m.saturating_mul(n);
             check_size(positions.saturating_mul(size), Span::default()).map_err(|e| e.message)?;
+            // One product per position of the frame, each cell read in
+            // place (a shared argument's cell once for all).
+            fn products<T: crate::matmul::Ring>(
+                x: &[T],
+                y: &[T],
+                (m, k, n): (usize, usize, usize),
+                positions: usize,
+                shares: (usize, usize),
+            ) -> Result<Vec<T>, String> {
+                let mut out = kernel::buffer(positions * m * n)?;
+                for pos in 0..positions {
+                    let (a, b) = (
+                        cell_at(x, m * k, shares.0, pos)?,
+                        cell_at(y, k * n, shares.1, pos)?,
+                    );
+                    out.extend(crate::matmul::matmul(a, b, m, k, n)?);
+                }
+                Ok(out)
+            }
+            let sizes = (m, k, n);
+            let shares = (share(0), share(1));
             match (&value(0)?.data, &value(1)?.data) {
-                (Data::Int(x), Data::Int(y)) => {
-                    let mut out = kernel::buffer(positions * size)?;
-                    for pos in 0..positions {
-                        let (a, b) = (
-                            cell_at(x, m * k, share(0), pos)?,
-                            cell_at(y, k * n, share(1), pos)?,
-                        );
-                        out.extend(crate::matmul::matmul(a, b, m, k, n)?);
-                    }
-                    Ok(result(&[m, n], Data::Int(out.into())))
-                }
-                (Data::Float(x), Data::Float(y)) => {
-                    let mut out = kernel::buffer(positions * size)?;
-                    for pos in 0..positions {
-                        let (a, b) = (
-                            cell_at(x, m * k, share(0), pos)?,
-                            cell_at(y, k * n, share(1), pos)?,
-                        );
-                        out.extend(crate::matmul::matmul(a, b, m, k, n)?);
-                    }
-                    Ok(result(&[m, n], Data::Float(out.into())))
-                }
+                (Data::Int(x), Data::Int(y)) => Ok(result(
+                    &[m, n],
+                    Data::Int(products(x, y, sizes, positions, shares)?.into()),
+                )),
+                (Data::Float(x), Data::Float(y)) => Ok(result(
+                    &[m, n],
+                    Data::Float(products(x, y, sizes, positions, shares)?.into()),
+                )),
                 _ => Err(format!("{name}: not two matrices of numbers")),
             }
         }
