@@ -50,6 +50,26 @@ impl<'p> Batched<'p> {
         Batched::dense(v, 0)
     }
 
+    /// The same atoms laid out anew: `shape` (its first `nb` axes the
+    /// batch's), read from `offset` by `strides`. A view: nothing copied.
+    pub(crate) fn view(
+        &self,
+        shape: Vec<usize>,
+        nb: usize,
+        offset: usize,
+        strides: Vec<usize>,
+    ) -> Batched<'p> {
+        Batched {
+            v: Array {
+                shape,
+                data: self.v.data.clone(),
+            },
+            nb,
+            offset,
+            strides,
+        }
+    }
+
     pub(crate) fn dense(v: Value<'p>, nb: usize) -> Batched<'p> {
         let strides = row_major(&v.shape);
         Batched {
@@ -869,15 +889,7 @@ impl<'p> Interpreter {
         let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
         shape.extend(b.own());
         let strides = place(&b.strides, b.nb, nb, shape.len());
-        Some(Batched {
-            v: Array {
-                shape,
-                data: b.v.data.clone(),
-            },
-            nb,
-            offset: b.offset,
-            strides,
-        })
+        Some(b.view(shape, nb, b.offset, strides))
     }
 
     /// An intrinsic applied inside the batch frame.
@@ -1484,15 +1496,12 @@ impl<'p> Interpreter {
         item_strides.remove(axis);
         // Each item a view of the argument (nothing copied).
         let item = |i: usize| -> Try<Batched<'p>> {
-            Some(Batched {
-                v: Array {
-                    shape: item_shape.clone(),
-                    data: xs.v.data.clone(),
-                },
+            Some(xs.view(
+                item_shape.clone(),
                 nb,
-                offset: xs.offset.checked_add(i.checked_mul(step)?)?,
-                strides: item_strides.clone(),
-            })
+                xs.offset.checked_add(i.checked_mul(step)?)?,
+                item_strides.clone(),
+            ))
         };
         let (mut acc, acell, first) = match seed {
             Some((s, scell)) => (s.clone(), scell.clone(), 0),
@@ -1991,15 +2000,12 @@ fn items_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)
         shape.remove(axis);
         strides.remove(axis);
     }
-    Some(Batched {
-        v: Array {
-            shape,
-            data: xs.v.data.clone(),
-        },
-        nb: xs.nb,
-        offset: xs.offset.checked_add(start.checked_mul(step)?)?,
+    Some(xs.view(
+        shape,
+        xs.nb,
+        xs.offset.checked_add(start.checked_mul(step)?)?,
         strides,
-    })
+    ))
 }
 
 /// `transpose2d` and `windows` over the batch and the argument's frame:
@@ -2033,15 +2039,7 @@ fn view_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize>)]
     // A view: the same atoms under other steps, copied only by what
     // needs them dense.
     check_size(atoms_in(&shape), Span::default()).ok()?;
-    Some(Batched {
-        v: Array {
-            shape,
-            data: xs.v.data.clone(),
-        },
-        nb: xs.nb,
-        offset: xs.offset,
-        strides,
-    })
+    Some(xs.view(shape, xs.nb, xs.offset, strides))
 }
 
 /// `length`, `reshape`, `flatten` and `replicate` over the batch and the
@@ -2081,15 +2079,7 @@ fn reshape_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize
             let mut strides = xs.strides.get(..axis)?.to_vec();
             strides.extend(std::iter::repeat_n(0, frame.len()));
             strides.extend(xs.strides.get(axis..)?);
-            Some(Batched {
-                v: Array {
-                    shape,
-                    data: xs.v.data.clone(),
-                },
-                nb: xs.nb,
-                offset: xs.offset,
-                strides,
-            })
+            Some(xs.view(shape, xs.nb, xs.offset, strides))
         }
         _ => {
             let new_cell = if p.name == "flatten" {

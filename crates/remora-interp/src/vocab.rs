@@ -125,15 +125,7 @@ impl Interpreter {
             let step = *x.strides.get(nb + own_frame)?;
             strides.extend(if at_m { [step, 0] } else { [0, step] });
             strides.extend(x.strides.get(nb + own_frame + 1..)?);
-            Some(Batched {
-                v: Array {
-                    shape,
-                    data: x.v.data.clone(),
-                },
-                nb,
-                offset: x.offset,
-                strides,
-            })
+            Some(x.view(shape, nb, x.offset, strides))
         };
         let a = lay(&a, fa, true, s1)?;
         let b = lay(&b, fb, false, s2)?;
@@ -218,15 +210,7 @@ fn transpose_view<'p>(p: &Prim<'p>, xs: &Batched<'p>, axis: usize) -> Try<Batche
         shape[axis + k] = xs.v.shape[axis + from];
         strides[axis + k] = xs.strides[axis + from];
     }
-    Some(Batched {
-        v: Array {
-            shape,
-            data: xs.v.data.clone(),
-        },
-        nb: xs.nb,
-        offset: xs.offset,
-        strides,
-    })
+    Some(xs.view(shape, xs.nb, xs.offset, strides))
 }
 
 /// The principal frame of dense arguments, and for each argument how many
