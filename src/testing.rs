@@ -30,6 +30,26 @@ pub fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Whether a phase that should have failed did, with a message matching
+/// `pattern`: `rendered` is what it reported. `words` name the error
+/// (`a type error`), what happened instead (`it checked`) and one message
+/// (`type error`).
+fn expected_error(
+    pattern: &str,
+    failed: bool,
+    rendered: &str,
+    (error, instead, message): (&str, &str, &str),
+) -> Result<(), String> {
+    let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
+    if !failed {
+        return Err(format!("expected {error} matching /{pattern}/, but {instead}"));
+    }
+    if !re.is_match(rendered) {
+        return Err(format!("no {message} matches /{pattern}/; got:\n{rendered}"));
+    }
+    Ok(())
+}
+
 /// The runnable examples of a Markdown document (docs/prelude.md,
 /// docs/guide.md) as a case file. In each fenced `remora` block, an example
 /// is the source lines since the previous expectation, then its
@@ -304,19 +324,13 @@ pub fn case_tests(rel: &str, file: &Path, case: &Case) -> CaseTests {
                 Check::TypeError(pattern) => {
                     expects_error = true;
                     let result = no_errors(&parsed).and_then(|()| {
-                        let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
                         let checked = typecheck(&parsed, options(block));
-                        if !checked.has_errors {
-                            return Err(format!(
-                                "expected a type error matching /{pattern}/, but it checked"
-                            ));
-                        }
-                        if !re.is_match(&checked.rendered) {
-                            return Err(format!(
-                                "no type error matches /{pattern}/; got:\n{}",
-                                checked.rendered
-                            ));
-                        }
+                        expected_error(
+                            pattern,
+                            checked.has_errors,
+                            &checked.rendered,
+                            ("a type error", "it checked", "type error"),
+                        )?;
                         snapshot = checked.rendered;
                         Ok(())
                     });
@@ -337,22 +351,12 @@ pub fn case_tests(rel: &str, file: &Path, case: &Case) -> CaseTests {
                 }
                 Check::ParseError(pattern) => {
                     expects_error = true;
-                    let result = Regex::new(pattern)
-                        .map_err(|e| format!("bad regex: {e}"))
-                        .and_then(|re| {
-                            if !parsed.has_errors {
-                                return Err(format!(
-                                    "expected a parse error matching /{pattern}/, but it parsed"
-                                ));
-                            }
-                            if !re.is_match(&parsed.rendered) {
-                                return Err(format!(
-                                    "no diagnostic matches /{pattern}/; got:\n{}",
-                                    parsed.rendered
-                                ));
-                            }
-                            Ok(())
-                        });
+                    let result = expected_error(
+                        pattern,
+                        parsed.has_errors,
+                        &parsed.rendered,
+                        ("a parse error", "it parsed", "diagnostic"),
+                    );
                     ("the parse-error check", result)
                 }
             };
