@@ -257,35 +257,10 @@ fn contract(
         rows(&mut out, &bases)?;
         return Some(out);
     }
-    // Parts of rows in a queue every worker takes from (the calling
-    // thread too, so a thread the system refuses only means fewer
-    // workers).
+    // Parts of rows shared among the threads.
     let per = positions.div_ceil(threads * 4);
-    let queue: std::sync::Mutex<Vec<Part<'_>>> =
-        std::sync::Mutex::new(out.chunks_mut(per * lanes).zip(bases.chunks(per)).collect());
-    let work = || -> bool {
-        loop {
-            let next = match queue.lock() {
-                Ok(mut q) => q.pop(),
-                Err(_) => return false,
-            };
-            match next {
-                Some((part, bases)) => {
-                    if rows(part, bases).is_none() {
-                        return false;
-                    }
-                }
-                None => return true,
-            }
-        }
-    };
-    let ok = std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..threads)
-            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
-            .collect();
-        let mine = work();
-        helpers.into_iter().all(|h| h.join().unwrap_or(false)) && mine
-    });
+    let parts: Vec<Part<'_>> = out.chunks_mut(per * lanes).zip(bases.chunks(per)).collect();
+    let ok = crate::in_parallel(parts, threads, |(part, bases)| rows(part, bases).is_some());
     ok.then_some(out)
 }
 

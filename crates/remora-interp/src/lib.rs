@@ -39,6 +39,37 @@ pub fn threads() -> usize {
     })
 }
 
+/// Runs `part` on each of `parts`, on up to `threads` threads taking the
+/// next part from one queue: the calling thread works too, so a thread the
+/// system refuses only means fewer workers. False when a part failed (or
+/// a worker could not finish).
+pub(crate) fn in_parallel<P: Send>(parts: Vec<P>, threads: usize, part: impl Fn(P) -> bool + Sync) -> bool {
+    let queue = std::sync::Mutex::new(parts);
+    let work = || -> bool {
+        loop {
+            let next = match queue.lock() {
+                Ok(mut q) => q.pop(),
+                Err(_) => return false,
+            };
+            match next {
+                Some(p) => {
+                    if !part(p) {
+                        return false;
+                    }
+                }
+                None => return true,
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+            .collect();
+        let mine = work();
+        helpers.into_iter().all(|h| h.join().unwrap_or(false)) && mine
+    })
+}
+
 /// A value with no functions in it, as plain data (for comparing with
 /// expected values); `None` if it holds a function.
 pub fn to_data(v: &Value<'_>) -> Option<remora_value::Array> {

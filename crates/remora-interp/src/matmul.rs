@@ -83,31 +83,9 @@ pub(crate) fn matmul<T: Ring>(
         }
         return Ok(c);
     }
-    // Bands in a queue every worker takes from (the calling thread too, so
-    // a thread the system refuses only means fewer workers).
-    let queue = std::sync::Mutex::new(bands);
-    let worker = || -> bool {
-        loop {
-            let next = match queue.lock() {
-                Ok(mut q) => q.pop(),
-                Err(_) => return false,
-            };
-            match next {
-                Some((row, rows)) => {
-                    if band(a, &packed, row, rows, k, n).is_err() {
-                        return false;
-                    }
-                }
-                None => return true,
-            }
-        }
-    };
-    let ok = std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..threads)
-            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, worker).ok())
-            .collect();
-        let mine = worker();
-        helpers.into_iter().all(|h| h.join().unwrap_or(false)) && mine
+    // Bands shared among the threads.
+    let ok = crate::in_parallel(bands, threads, |(row, rows)| {
+        band(a, &packed, row, rows, k, n).is_ok()
     });
     if ok {
         Ok(c)
