@@ -1,5 +1,6 @@
 //! The `remora` command's library: the pieces the binary and the test
 //! suite share.
 
+pub mod native;
 pub mod repl;
 pub mod testing;

@@ -94,6 +94,12 @@ enum Engine {
     Interp,
     /// The compiler's fused maps, raised back and run by the interpreter.
     Fused,
+    /// The program compiled to C and run natively; an error if it cannot
+    /// be compiled.
+    Compiled,
+    /// Compiled where the program compiles and a C compiler is found,
+    /// else the interpreter.
+    Auto,
 }
 
 /// The compiler's levels `remora compile --dump` prints.
@@ -106,6 +112,10 @@ enum DumpLevel {
     Mono,
     /// Monomorphic maps with chains over one frame fused into one map.
     Fused,
+    /// Loops over buffers: the level the C backend writes.
+    Loops,
+    /// The C program.
+    C,
 }
 
 /// The format of values written by `remora run`.
@@ -188,6 +198,9 @@ struct DataArgs {
     /// when none is given (`run`; remora-lang's `interpret` does not).
     #[arg(skip)]
     stdin_data: bool,
+    /// Whether `-v` asked which engine ran and why.
+    #[arg(skip)]
+    verbose: bool,
     /// Whether standard input holds the program (`remora run -`), so
     /// entry arguments cannot come from there.
     #[arg(skip)]
@@ -277,13 +290,8 @@ fn main() -> ExitCode {
                 (None, file) => source.file = file,
             }
             args.data.stdin_data = true;
-            run(
-                source,
-                &args.entry,
-                &args.args,
-                &args.data,
-                args.verbose || std::env::var_os("REMORA_VERBOSE").is_some_and(|v| v != "0"),
-            )
+            args.data.verbose = args.verbose || std::env::var_os("REMORA_VERBOSE").is_some_and(|v| v != "0");
+            run(source, &args.entry, &args.args, &args.data, args.data.verbose)
         }
         Command::Interpret(args) => run(args.source, &args.entry, &args.args, &DataArgs::default(), false),
         Command::Test { paths } => test(&paths),
@@ -501,6 +509,8 @@ fn compile(args: CompileArgs) -> ExitCode {
         DumpLevel::Maps => remora_compile::Level::Maps,
         DumpLevel::Mono => remora_compile::Level::Mono,
         DumpLevel::Fused => remora_compile::Level::Fused,
+        DumpLevel::Loops => remora_compile::Level::Loops,
+        DumpLevel::C => remora_compile::Level::C,
     };
     let mut sources = SourceMap::new();
     let parsed = match read_source(args.source, &mut sources, false) {
@@ -528,7 +538,7 @@ fn compile(args: CompileArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    match remora_compile::dump(&checked.value, &checked.names, level) {
+    match remora_compile::dump(&checked.value, &checked.names, level, "main") {
         Ok(text) => write_stdout(&text),
         Err(u) => {
             let d = remora_syntax::Diagnostic::error(u.span, format!("cannot compile this yet: {}", u.what));
@@ -737,6 +747,43 @@ fn run_parsed(
             interp.echo = echo;
             interp.echo_pretty = pretty_options(data.format);
             *ran = true;
+            // The compiled engine (`auto`: where the program compiles and
+            // a C compiler is found). A run-time error runs the program
+            // again on the interpreter, for the positioned message.
+            if matches!(data.engine, Engine::Compiled | Engine::Auto) {
+                match compiled_values(&checked, entry, &args, interp) {
+                    Ok(values) => {
+                        if data.verbose {
+                            eprintln!("remora: note: ran compiled");
+                        }
+                        return write_values(&values, data);
+                    }
+                    Err(remora::native::Failure::Unsupported(span, what)) => {
+                        if data.engine == Engine::Compiled {
+                            let d = remora_syntax::Diagnostic::error(span, format!("cannot compile this yet: {what}"));
+                            eprint!("{}", d.render(sources));
+                            return ExitCode::FAILURE;
+                        }
+                        if data.verbose {
+                            eprintln!("remora: note: ran on the interpreter: cannot compile this yet: {what}");
+                        }
+                    }
+                    Err(remora::native::Failure::Run(what)) => {
+                        if data.verbose {
+                            eprintln!("remora: note: the compiled program stopped ({what}); running it on the interpreter for the message");
+                        }
+                    }
+                    Err(remora::native::Failure::Internal(what)) => {
+                        if data.engine == Engine::Compiled {
+                            report(format!("internal error in the compiled engine: {what}"));
+                            return ExitCode::FAILURE;
+                        }
+                        if data.verbose {
+                            eprintln!("remora: note: ran on the interpreter: internal error in the compiled engine: {what}");
+                        }
+                    }
+                }
+            }
             // The fused engine: the program lowered by the compiler and
             // raised back (what it cannot lower runs as it is). It prints
             // at the end; a run-time error is then found again on the
@@ -789,6 +836,34 @@ fn run_parsed(
             write_values(&values, data)
         }
     }
+}
+
+/// The program run by the compiled engine: the entry's arguments (a
+/// command-line expression evaluated by the interpreter first) sent to the
+/// compiled program, its results read back.
+fn compiled_values<'p>(
+    checked: &'p remora_check::Checked<Vec<remora_check::typed::TDecl>>,
+    entry: &str,
+    args: &[remora_interp::program::EntryArg<'p>],
+    interp: &mut remora_interp::Interpreter,
+) -> Result<Vec<remora_interp::Value<'p>>, remora::native::Failure> {
+    use remora::native::{Failure, base};
+    let unsupported = |what: &str| Failure::Unsupported(remora_syntax::Span::default(), what.to_string());
+    let mut inputs = Vec::with_capacity(args.len());
+    for a in args {
+        let v = match a {
+            remora_interp::program::EntryArg::Expr(t) => interp
+                .eval(t, &Default::default())
+                .map_err(|e| Failure::Run(e.message))?,
+            remora_interp::program::EntryArg::Data(v) => v.clone(),
+        };
+        inputs.push(base(v).ok_or_else(|| unsupported("an argument that is not Int, Float or Bool atoms"))?);
+    }
+    let results = remora::native::run(&checked.value, &checked.names, entry, &inputs)?;
+    results
+        .into_iter()
+        .map(|a| base(a).ok_or_else(|| Failure::Internal("a result that is not atoms".into())))
+        .collect()
 }
 
 /// What `remora run` says when the entry takes arguments and none are given

@@ -194,7 +194,7 @@ fn lowered(
             render_all(&checked.diagnostics, &parsed.sources)
         ));
     }
-    remora_compile::dump(&checked.value, &checked.names, level).map_err(|u| {
+    remora_compile::dump(&checked.value, &checked.names, level, "main").map_err(|u| {
         let d = remora_syntax::Diagnostic::error(u.span, format!("cannot compile: {}", u.what));
         render_all(&[d], &parsed.sources)
     })
@@ -342,6 +342,7 @@ pub fn case_tests(rel: &str, file: &Path, case: &Case) -> CaseTests {
                             "maps" => remora_compile::Level::Maps,
                             "mono" => remora_compile::Level::Mono,
                             "fused" => remora_compile::Level::Fused,
+                            "loops" => remora_compile::Level::Loops,
                             other => return Err(format!("no compiler level `{other}` (maps, mono, fused)")),
                         };
                         dumped = Some(lowered(&parsed, options(block), level)?);

@@ -26,7 +26,10 @@
 //! first, combinators with fusion, parallel loops with memory, C) come
 //! next.
 
+pub mod allocate;
+pub mod c;
 pub mod fuse;
+pub mod loops;
 pub mod lower;
 pub mod maps;
 pub mod mono;
@@ -48,18 +51,36 @@ pub enum Level {
     Mono,
     /// [`fuse`]: and chains of maps over one frame fused into one.
     Fused,
+    /// [`loops`]: loops over buffers ([`allocate`]).
+    Loops,
+    /// The C program ([`c`]).
+    C,
 }
 
 /// The program lowered to `level`, verified, and printed; or what stopped
 /// it (a construct not handled yet, or a level that breaks its rules: a
 /// compiler bug, said so).
-pub fn dump(decls: &[TDecl], names: &NameTable, level: Level) -> Result<String, Unsupported> {
+pub fn dump(decls: &[TDecl], names: &NameTable, level: Level, entry: &str) -> Result<String, Unsupported> {
+    if matches!(level, Level::Loops | Level::C) {
+        let program = loops(decls, names, entry)?;
+        return Ok(match level {
+            Level::Loops => program.print(),
+            _ => c::emit(&program),
+        });
+    }
     let program = lowered(decls, level, names)?;
     let printer = maps::Printer {
         names,
         vars: &program.var_names,
     };
     Ok(printer.program(&program))
+}
+
+/// The program's entry `entry` (or its bare expressions, with no entry)
+/// at the loop level, verified.
+pub fn loops(decls: &[TDecl], names: &NameTable, entry: &str) -> Result<loops::Program, Unsupported> {
+    let program = lowered(decls, Level::Fused, names)?;
+    allocate::allocate(&program, entry)
 }
 
 /// The program lowered to `level` and verified there.
@@ -80,6 +101,7 @@ pub fn lowered(decls: &[TDecl], level: Level, names: &NameTable) -> Result<maps:
     if level == Level::Mono {
         return Ok(program);
     }
+    // (The loop level and C are made from the fused level: see `loops`.)
     let program = fuse::fuse_program(&program);
     mono::verify_monomorphic(&program).map_err(broken("fused"))?;
     Ok(program)

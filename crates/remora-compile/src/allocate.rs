@@ -1,0 +1,1156 @@
+//! Fused explicit maps → the loop level: every array a buffer, every map a
+//! nest of loops, every function inlined where it is applied.
+//!
+//! The pass is an evaluator that writes code instead of computing. Each
+//! expression gives a [`Val`]: a scalar *expression* (nothing computed
+//! yet: a fused chain of scalar steps stays one expression), a *view* of a
+//! buffer (offset, extents and strides, so `reverse`, `transpose`,
+//! `replicate`, slices and the cells of a map are index arithmetic and
+//! never a copy), a function (a closure over what was in scope where it
+//! was written, applied by inlining its body), or a primitive.
+//!
+//! Arrays are written in *destination-passing style*: [`Alloc::into`]
+//! computes an expression straight into the place its consumer gives (a
+//! map's cell of the map's result, a frame's item), so nested maps and
+//! frames allocate one buffer for the whole result.
+//!
+//! What it cannot compile yet is an [`Unsupported`] naming the construct;
+//! the driver then runs the program on the interpreter.
+
+use crate::loops::{self, Elem, Expr, Extent, Order, Stmt, Var};
+use crate::maps::{self, Atom, Decl, Kind};
+use crate::lower::Unsupported;
+use remora_check::typed::VarId;
+use remora_types::{Atom as TyAtom, DVar, Dim, IVar, Index, SVar, Seg, Shape, Type};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A view of a buffer: the atom at index `(i0, i1, …)` is at
+/// `offset + Σ ik·strides[k]`.
+#[derive(Clone, Debug)]
+pub struct View {
+    buf: Var,
+    elem: Elem,
+    offset: Expr,
+    dims: Vec<Expr>,
+    strides: Vec<Expr>,
+}
+
+impl View {
+    fn contiguous(buf: Var, elem: Elem, dims: Vec<Expr>) -> View {
+        let mut strides = vec![Expr::Int(1); dims.len()];
+        for k in (0..dims.len().saturating_sub(1)).rev() {
+            strides[k] = Expr::mul(strides[k + 1].clone(), dims[k + 1].clone());
+        }
+        View {
+            buf,
+            elem,
+            offset: Expr::Int(0),
+            dims,
+            strides,
+        }
+    }
+
+    /// The cell at `idx`, a position of the first `idx.len()` axes.
+    fn cell(&self, idx: &[Expr]) -> View {
+        let mut offset = self.offset.clone();
+        for (i, s) in idx.iter().zip(&self.strides) {
+            offset = Expr::add(offset, Expr::mul(i.clone(), s.clone()));
+        }
+        View {
+            buf: self.buf,
+            elem: self.elem,
+            offset,
+            dims: self.dims[idx.len().min(self.dims.len())..].to_vec(),
+            strides: self.strides[idx.len().min(self.strides.len())..].to_vec(),
+        }
+    }
+
+    fn load(&self) -> Expr {
+        Expr::load(self.buf, self.offset.clone())
+    }
+}
+
+/// What an expression gives at compile time.
+#[derive(Clone)]
+enum Val<'m> {
+    Scalar(Elem, Expr),
+    Array(View),
+    Func(Rc<Closure<'m>>),
+    /// An intrinsic, with the type and index arguments given so far.
+    Prim {
+        name: &'static str,
+        types: Vec<TyAtom>,
+        indices: Vec<Index>,
+    },
+}
+
+/// A function written in the program, with what was in scope there.
+struct Closure<'m> {
+    binder: Binder,
+    body: &'m maps::Expr,
+    scope: Scope<'m>,
+}
+
+#[derive(Clone, Copy)]
+enum Binder {
+    Value(VarId),
+    Type,
+    Index(IVar),
+}
+
+/// What names mean where code is being written.
+#[derive(Clone, Default)]
+struct Scope<'m> {
+    vars: HashMap<VarId, Val<'m>>,
+    dims: HashMap<DVar, Expr>,
+    shapes: HashMap<SVar, Vec<Expr>>,
+}
+
+type Res<T> = Result<T, Unsupported>;
+
+fn unsupported<T>(what: impl Into<String>) -> Res<T> {
+    Err(Unsupported {
+        span: remora_syntax::Span::default(),
+        what: what.into(),
+    })
+}
+
+fn elem_of(t: &TyAtom) -> Res<Elem> {
+    match t {
+        TyAtom::Int => Ok(Elem::Int),
+        TyAtom::Float => Ok(Elem::Float),
+        TyAtom::Bool => Ok(Elem::Bool),
+        TyAtom::Record(_) => unsupported("records"),
+        TyAtom::Sigma(..) => unsupported("boxes"),
+        TyAtom::Arrow(..) | TyAtom::Forall(..) | TyAtom::Pi(..) => unsupported("arrays of functions"),
+        TyAtom::Var(_) => unsupported("a value of a type known only at run time"),
+    }
+}
+
+/// The program's entry `entry` (or, with none, its bare expressions) as
+/// loops.
+pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
+    let mut a = Alloc {
+        out: loops::Program::default(),
+        scope: Scope::default(),
+        loop_depth: 0,
+        var_names: &p.var_names,
+    };
+    let mut body = Vec::new();
+    let has_entry = p
+        .decls
+        .iter()
+        .any(|d| matches!(d, Decl::Def { entry: true, name, .. } if name == entry));
+    for d in &p.decls {
+        match d {
+            Decl::Def {
+                var,
+                name,
+                entry: is_entry,
+                value,
+            } => {
+                if *is_entry {
+                    if name == entry {
+                        a.entry(value, &mut body)?;
+                    }
+                    continue;
+                }
+                let v = a.bound(value, &mut body)?;
+                a.scope.vars.insert(*var, v);
+            }
+            Decl::Expr(e) => {
+                let v = a.value(e, &mut body)?;
+                if !has_entry {
+                    a.output(v, &e.ty, &mut body)?;
+                }
+            }
+        }
+    }
+    a.out.body = body;
+    loops::verify(&a.out).map_err(|m| Unsupported {
+        span: remora_syntax::Span::default(),
+        what: format!("internal error: the loop level breaks its rules: {m}"),
+    })?;
+    Ok(a.out)
+}
+
+struct Alloc<'m> {
+    out: loops::Program,
+    scope: Scope<'m>,
+    /// How many loops enclose the code being written (the outermost loop
+    /// is the parallel one).
+    loop_depth: usize,
+    var_names: &'m [String],
+}
+
+impl<'m> Alloc<'m> {
+    fn fresh(&mut self, name: &str) -> Var {
+        let v = Var(self.out.names.len() as u32);
+        self.out.names.push(name.to_string());
+        v
+    }
+
+    fn name_of(&self, v: VarId) -> String {
+        self.var_names.get(v.0 as usize).cloned().unwrap_or_default()
+    }
+
+    // -- types to sizes ----------------------------------------------------
+
+    fn dim(&self, d: &Dim) -> Res<Expr> {
+        let mut e = Expr::Int(d.constant());
+        for (mono, coef) in d.terms() {
+            let mut t = Expr::Int(*coef);
+            for v in mono {
+                let Some(x) = self.scope.dims.get(v) else {
+                    return unsupported("a dimension known only at run time");
+                };
+                t = Expr::mul(t, x.clone());
+            }
+            e = Expr::add(e, t);
+        }
+        Ok(e)
+    }
+
+    fn dims(&self, s: &Shape) -> Res<Vec<Expr>> {
+        let mut out = Vec::new();
+        for seg in s.segs() {
+            match seg {
+                Seg::Dim(d) => out.push(self.dim(d)?),
+                Seg::Var(v) => match self.scope.shapes.get(v) {
+                    Some(ds) => out.extend(ds.iter().cloned()),
+                    None => return unsupported("a shape known only at run time"),
+                },
+            }
+        }
+        Ok(out)
+    }
+
+    fn index(&self, i: &Index) -> Res<IndexVal> {
+        Ok(match i {
+            Index::Dim(d) => IndexVal::Dim(self.dim(d)?),
+            Index::Shape(s) => IndexVal::Shape(self.dims(s)?),
+        })
+    }
+
+    // -- the entry and the outputs -------------------------------------------
+
+    fn entry(&mut self, value: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<()> {
+        // Peel the entry's index and type parameters, then its parameters.
+        let mut e = value;
+        let mut params = Vec::new();
+        loop {
+            match &e.kind {
+                Kind::Array { shape, atoms } if shape.is_empty() && atoms.len() == 1 => match &atoms[0] {
+                    Atom::ILambda { body, .. } | Atom::TLambda { body, .. } => e = body,
+                    Atom::Lambda {
+                        param,
+                        param_ty,
+                        body,
+                    } => {
+                        params.push((*param, param_ty));
+                        e = body;
+                    }
+                    _ => break,
+                },
+                _ => break,
+            }
+        }
+        for (param, ty) in params {
+            let elem = elem_of(&ty.atom)?;
+            let buf = self.fresh(&self.name_of(param));
+            let mut extents = Vec::new();
+            let mut dims = Vec::new();
+            for seg in ty.shape.segs() {
+                let Seg::Dim(d) = seg else {
+                    return unsupported("an entry parameter of any rank");
+                };
+                match (d.as_const(), d.vars().as_slice()) {
+                    (Some(n), _) => {
+                        extents.push(Extent::Equal(Expr::Int(n)));
+                        dims.push(Expr::Int(n));
+                    }
+                    (None, [v]) if *d == Dim::var(*v) => match self.scope.dims.get(v) {
+                        Some(x) => {
+                            extents.push(Extent::Equal(x.clone()));
+                            dims.push(x.clone());
+                        }
+                        None => {
+                            let x = self.fresh("dim");
+                            self.scope.dims.insert(*v, Expr::Var(x));
+                            extents.push(Extent::Declare(x));
+                            dims.push(Expr::Var(x));
+                        }
+                    },
+                    _ => return unsupported("an entry parameter whose extent is a sum or product"),
+                }
+            }
+            self.out.inputs.push(loops::Input {
+                buf,
+                elem,
+                dims: extents,
+            });
+            let view = View::contiguous(buf, elem, dims);
+            let v = if view.dims.is_empty() {
+                Val::Scalar(elem, view.load())
+            } else {
+                Val::Array(view)
+            };
+            self.scope.vars.insert(param, v);
+        }
+        let v = self.value(e, body)?;
+        self.output(v, &e.ty, body)
+    }
+
+    fn output(&mut self, v: Val<'m>, ty: &Type, body: &mut Vec<Stmt>) -> Res<()> {
+        let elem = elem_of(&ty.atom)?;
+        let dims = self.dims(&ty.shape)?;
+        let buf = match v {
+            Val::Array(view) if self.is_whole(&view) => view.buf,
+            v => {
+                let buf = self.fresh("result");
+                let len = product(&dims);
+                body.push(Stmt::Alloc { buf, elem, len });
+                let dest = View::contiguous(buf, elem, dims.clone());
+                self.copy(v, &dest, body)?;
+                buf
+            }
+        };
+        self.out.outputs.push(loops::Output { buf, elem, dims });
+        Ok(())
+    }
+
+    /// Whether `view` is its whole buffer, contiguous from 0.
+    fn is_whole(&self, view: &View) -> bool {
+        view.offset == Expr::Int(0) && View::contiguous(view.buf, view.elem, view.dims.clone()).strides == view.strides
+    }
+
+    // -- values ---------------------------------------------------------------
+
+    /// The value of `e` bound to a name: a scalar that is not trivial is
+    /// computed here, once, into a variable.
+    fn bound(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let v = self.value(e, body)?;
+        Ok(self.named(v, "x", body))
+    }
+
+    fn named(&mut self, v: Val<'m>, name: &str, body: &mut Vec<Stmt>) -> Val<'m> {
+        match v {
+            Val::Scalar(elem, x) if !x.is_trivial() => {
+                let var = self.fresh(name);
+                body.push(Stmt::Let { var, elem, value: x });
+                Val::Scalar(elem, Expr::Var(var))
+            }
+            v => v,
+        }
+    }
+
+    fn value(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        match &e.kind {
+            Kind::Array { shape, atoms } => {
+                if shape.is_empty() && atoms.len() == 1 {
+                    return self.atom(&atoms[0]);
+                }
+                let elem = elem_of(&e.ty.atom)?;
+                let atoms = atoms
+                    .iter()
+                    .map(|a| match a {
+                        Atom::Int(n) => Ok(Expr::Int(*n)),
+                        Atom::Float(x) => Ok(Expr::Float(*x)),
+                        Atom::Bool(b) => Ok(Expr::Bool(*b)),
+                        _ => unsupported("an array of functions or boxes"),
+                    })
+                    .collect::<Res<Vec<_>>>()?;
+                let buf = self.fresh("lit");
+                body.push(Stmt::Data { buf, elem, atoms });
+                let dims = shape.iter().map(|n| Expr::Int(*n as i64)).collect();
+                Ok(Val::Array(View::contiguous(buf, elem, dims)))
+            }
+            Kind::Var(v) => match self.scope.vars.get(v) {
+                Some(x) => Ok(x.clone()),
+                None => unsupported(format!("the variable {}", self.name_of(*v))),
+            },
+            Kind::Prim(name) => Ok(Val::Prim {
+                name,
+                types: Vec::new(),
+                indices: Vec::new(),
+            }),
+            Kind::TApp { func, arg } => match self.value(func, body)? {
+                Val::Prim {
+                    name,
+                    mut types,
+                    indices,
+                } => {
+                    types.push(arg.clone());
+                    Ok(Val::Prim { name, types, indices })
+                }
+                Val::Func(c) if matches!(c.binder, Binder::Type) => self.enter(&c, None, body),
+                _ => unsupported("a type application"),
+            },
+            Kind::IApp { func, arg } => match self.value(func, body)? {
+                Val::Prim {
+                    name,
+                    types,
+                    mut indices,
+                } => {
+                    indices.push(arg.clone());
+                    Ok(Val::Prim { name, types, indices })
+                }
+                Val::Func(c) if matches!(c.binder, Binder::Index(_)) => {
+                    let i = self.index(arg)?;
+                    self.enter(&c, Some(Arg::Index(i)), body)
+                }
+                _ => unsupported("an index application"),
+            },
+            Kind::App { func, args } => {
+                let f = self.value(func, body)?;
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    let v = self.value(a, body)?;
+                    vals.push(self.named(v, "arg", body));
+                }
+                self.apply(f, vals, e, body)
+            }
+            Kind::Map { frame, .. } if frame.is_scalar() => self.let_(e, None, body),
+            Kind::Map { .. } | Kind::Frame { .. } => {
+                let elem = elem_of(&e.ty.atom)?;
+                let dims = self.dims(&e.ty.shape)?;
+                let buf = self.fresh("arr");
+                body.push(Stmt::Alloc {
+                    buf,
+                    elem,
+                    len: product(&dims),
+                });
+                let dest = View::contiguous(buf, elem, dims);
+                self.into(e, &dest, body)?;
+                Ok(Val::Array(dest))
+            }
+            Kind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = self.value(cond, body)?;
+                let Val::Scalar(_, c) = c else {
+                    return unsupported("a condition that is not a scalar");
+                };
+                let elem = elem_of(&e.ty.atom)?;
+                let dims = self.dims(&e.ty.shape)?;
+                if dims.is_empty() {
+                    let var = self.fresh("if");
+                    let mut t = Vec::new();
+                    let tv = self.scalar(then, &mut t)?;
+                    t.push(Stmt::Set { var, value: tv });
+                    let mut o = Vec::new();
+                    let ov = self.scalar(otherwise, &mut o)?;
+                    o.push(Stmt::Set { var, value: ov });
+                    body.push(Stmt::Let {
+                        var,
+                        elem,
+                        value: zero(elem),
+                    });
+                    body.push(Stmt::If {
+                        cond: c,
+                        then: t,
+                        otherwise: o,
+                    });
+                    return Ok(Val::Scalar(elem, Expr::Var(var)));
+                }
+                let buf = self.fresh("if");
+                body.push(Stmt::Alloc {
+                    buf,
+                    elem,
+                    len: product(&dims),
+                });
+                let dest = View::contiguous(buf, elem, dims);
+                let mut t = Vec::new();
+                self.into(then, &dest, &mut t)?;
+                let mut o = Vec::new();
+                self.into(otherwise, &dest, &mut o)?;
+                body.push(Stmt::If {
+                    cond: c,
+                    then: t,
+                    otherwise: o,
+                });
+                Ok(Val::Array(dest))
+            }
+            Kind::Unbox { .. } => unsupported("unbox"),
+            Kind::Record(_) | Kind::Field { .. } => unsupported("records"),
+        }
+    }
+
+    fn scalar(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Expr> {
+        match self.value(e, body)? {
+            Val::Scalar(_, x) => Ok(x),
+            Val::Array(v) if v.dims.is_empty() => Ok(v.load()),
+            _ => unsupported("a function where a scalar is expected"),
+        }
+    }
+
+    fn atom(&mut self, a: &'m Atom) -> Res<Val<'m>> {
+        Ok(match a {
+            Atom::Int(n) => Val::Scalar(Elem::Int, Expr::Int(*n)),
+            Atom::Float(x) => Val::Scalar(Elem::Float, Expr::Float(*x)),
+            Atom::Bool(b) => Val::Scalar(Elem::Bool, Expr::Bool(*b)),
+            Atom::Lambda { param, body, .. } => self.closure(Binder::Value(*param), body),
+            Atom::TLambda { body, .. } => self.closure(Binder::Type, body),
+            Atom::ILambda { param, body } => self.closure(Binder::Index(*param), body),
+            Atom::Box { .. } => return unsupported("boxes"),
+        })
+    }
+
+    fn closure(&self, binder: Binder, body: &'m maps::Expr) -> Val<'m> {
+        Val::Func(Rc::new(Closure {
+            binder,
+            body,
+            scope: self.scope.clone(),
+        }))
+    }
+
+    /// A closure's body, in its own scope with its parameter bound.
+    fn enter(&mut self, c: &Closure<'m>, arg: Option<Arg<'m>>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let saved = std::mem::replace(&mut self.scope, c.scope.clone());
+        match (c.binder, arg) {
+            (Binder::Value(p), Some(Arg::Value(v))) => {
+                self.scope.vars.insert(p, v);
+            }
+            (Binder::Index(IVar::Dim(d)), Some(Arg::Index(IndexVal::Dim(x)))) => {
+                self.scope.dims.insert(d, x);
+            }
+            (Binder::Index(IVar::Shape(s)), Some(Arg::Index(IndexVal::Shape(x)))) => {
+                self.scope.shapes.insert(s, x);
+            }
+            (Binder::Type, None) => {}
+            _ => {
+                self.scope = saved;
+                return unsupported("a function applied to the wrong kind of argument");
+            }
+        }
+        let r = self.value(c.body, body);
+        self.scope = saved;
+        r
+    }
+
+    /// `f` applied to argument cells of exactly its parameters' types.
+    fn apply(&mut self, f: Val<'m>, args: Vec<Val<'m>>, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        match f {
+            Val::Func(c) => {
+                let mut args = args.into_iter();
+                let Some(first) = args.next() else {
+                    return Ok(Val::Func(c));
+                };
+                if !matches!(c.binder, Binder::Value(_)) {
+                    return unsupported("a polymorphic function applied without instantiation");
+                }
+                let r = self.enter(&c, Some(Arg::Value(first)), body)?;
+                let rest: Vec<Val<'m>> = args.collect();
+                if rest.is_empty() {
+                    Ok(r)
+                } else {
+                    self.apply(r, rest, e, body)
+                }
+            }
+            Val::Prim { name, types, indices } => self.intrinsic(name, &types, &indices, args, e, body),
+            _ => unsupported("an application of an array"),
+        }
+    }
+
+    // -- writing arrays into place ------------------------------------------
+
+    /// `e`'s value written into `dest` (which has `e`'s shape).
+    fn into(&mut self, e: &'m maps::Expr, dest: &View, body: &mut Vec<Stmt>) -> Res<()> {
+        match &e.kind {
+            Kind::Map { frame, .. } if frame.is_scalar() => {
+                self.let_(e, Some(dest), body)?;
+                Ok(())
+            }
+            Kind::Map { frame, binds, body: cell } => {
+                let frame = self.dims(frame)?;
+                let mut arrays = Vec::with_capacity(binds.len());
+                for b in binds {
+                    match self.value(&b.value, body)? {
+                        Val::Array(v) => arrays.push((b.var, v)),
+                        _ => return unsupported("a map over an array of functions"),
+                    }
+                }
+                // One loop per frame axis; the outermost runs in parallel
+                // when no loop encloses it.
+                let indices: Vec<Var> = frame.iter().map(|_| self.fresh("i")).collect();
+                let idx: Vec<Expr> = indices.iter().map(|v| Expr::Var(*v)).collect();
+                let saved = self.scope.vars.clone();
+                for (var, view) in &arrays {
+                    let cell = view.cell(&idx);
+                    let v = if cell.dims.is_empty() {
+                        Val::Scalar(cell.elem, cell.load())
+                    } else {
+                        Val::Array(cell)
+                    };
+                    self.scope.vars.insert(*var, v);
+                }
+                self.loop_depth += frame.len();
+                let mut inner = Vec::new();
+                let r = self.into(cell, &dest.cell(&idx), &mut inner);
+                self.loop_depth -= frame.len();
+                self.scope.vars = saved;
+                r?;
+                let outer = self.loop_depth;
+                for (k, (index, count)) in indices.iter().zip(frame).enumerate().rev() {
+                    inner = vec![Stmt::For {
+                        index: *index,
+                        count,
+                        parallel: k == 0 && outer == 0,
+                        body: inner,
+                    }];
+                }
+                body.extend(inner);
+                Ok(())
+            }
+            Kind::Frame { elems, .. } => {
+                for (k, x) in elems.iter().enumerate() {
+                    let cell = dest.cell(&[Expr::Int(k as i64)]);
+                    // A frame's shape may have several axes; its items are
+                    // laid out in row-major order.
+                    let cell = if dest.dims.len() > 1 + x.ty.shape.segs().len() {
+                        self.flat_cell(dest, k)?
+                    } else {
+                        cell
+                    };
+                    self.into(x, &cell, body)?;
+                }
+                Ok(())
+            }
+            _ => {
+                let v = self.value(e, body)?;
+                self.copy(v, dest, body)
+            }
+        }
+    }
+
+    /// Item `k` in row-major order of a frame of several axes.
+    fn flat_cell(&self, dest: &View, k: usize) -> Res<View> {
+        let _ = (dest, k);
+        unsupported("a frame of several axes of arrays")
+    }
+
+    /// A `let` (a map over the empty frame): its bindings in sequence,
+    /// then its body, into `dest` if given.
+    fn let_(&mut self, e: &'m maps::Expr, dest: Option<&View>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let Kind::Map { binds, body: inner, .. } = &e.kind else {
+            return unsupported("a let");
+        };
+        let saved = self.scope.vars.clone();
+        let r = (|| {
+            for b in binds {
+                let v = self.bound(&b.value, body)?;
+                self.scope.vars.insert(b.var, v);
+            }
+            match dest {
+                Some(d) => {
+                    self.into(inner, d, body)?;
+                    Ok(Val::Array(d.clone()))
+                }
+                None => self.value(inner, body),
+            }
+        })();
+        self.scope.vars = saved;
+        r
+    }
+
+    /// `v` written into `dest`, atom by atom.
+    fn copy(&mut self, v: Val<'m>, dest: &View, body: &mut Vec<Stmt>) -> Res<()> {
+        match v {
+            Val::Scalar(_, x) => {
+                if !dest.dims.is_empty() {
+                    return unsupported("a scalar copied into an array");
+                }
+                body.push(Stmt::Store {
+                    buf: dest.buf,
+                    index: dest.offset.clone(),
+                    value: x,
+                });
+                Ok(())
+            }
+            Val::Array(src) => {
+                if src.dims.len() != dest.dims.len() {
+                    return unsupported("an array copied into a place of another rank");
+                }
+                let indices: Vec<Var> = src.dims.iter().map(|_| self.fresh("j")).collect();
+                let idx: Vec<Expr> = indices.iter().map(|v| Expr::Var(*v)).collect();
+                let mut inner = vec![Stmt::Store {
+                    buf: dest.buf,
+                    index: dest.cell(&idx).offset,
+                    value: src.cell(&idx).load(),
+                }];
+                let outer = self.loop_depth;
+                for (k, (index, count)) in indices.iter().zip(src.dims).enumerate().rev() {
+                    inner = vec![Stmt::For {
+                        index: *index,
+                        count,
+                        parallel: k == 0 && outer == 0,
+                        body: inner,
+                    }];
+                }
+                body.extend(inner);
+                Ok(())
+            }
+            _ => unsupported("a function stored in an array"),
+        }
+    }
+
+    /// A fresh contiguous buffer of `dims`.
+    fn alloc(&mut self, name: &str, elem: Elem, dims: Vec<Expr>, body: &mut Vec<Stmt>) -> View {
+        let buf = self.fresh(name);
+        body.push(Stmt::Alloc {
+            buf,
+            elem,
+            len: product(&dims),
+        });
+        View::contiguous(buf, elem, dims)
+    }
+
+    // -- intrinsics -----------------------------------------------------------
+
+    fn intrinsic(
+        &mut self,
+        name: &'static str,
+        _types: &[TyAtom],
+        indices: &[Index],
+        args: Vec<Val<'m>>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        if let Some(n) = scalar_arity(name) {
+            if args.len() < n {
+                return unsupported(format!("{name} applied to fewer arguments than it takes"));
+            }
+            let mut xs = Vec::with_capacity(n);
+            for a in args {
+                match a {
+                    Val::Scalar(_, x) => xs.push(x),
+                    Val::Array(v) if v.dims.is_empty() => xs.push(v.load()),
+                    _ => return unsupported(format!("{name} of an array")),
+                }
+            }
+            let elem = elem_of(&e.ty.atom)?;
+            return Ok(Val::Scalar(elem, Expr::op(name, xs)));
+        }
+        if name == "pi" {
+            return Ok(Val::Scalar(Elem::Float, Expr::Float(std::f32::consts::PI)));
+        }
+        let elem = elem_of(&e.ty.atom);
+        match (name, args.as_slice()) {
+            ("f.sum" | "f.product" | "sum" | "product" | "any" | "all", [Val::Array(xs)]) => {
+                let (op, unit, order) = match name {
+                    "f.sum" => ("f.+", Expr::Float(0.0), Order::Tree),
+                    "f.product" => ("f.*", Expr::Float(1.0), Order::Left),
+                    "sum" => ("+", Expr::Int(0), Order::Left),
+                    "product" => ("*", Expr::Int(1), Order::Left),
+                    "any" => ("or", Expr::Bool(false), Order::Left),
+                    _ => ("and", Expr::Bool(true), Order::Left),
+                };
+                let xs = xs.clone();
+                Ok(self.reduce_atoms(&xs, op, Some(unit), order, body))
+            }
+            ("f.sum" | "f.product" | "sum" | "product" | "any" | "all", [Val::Scalar(_, x)]) => {
+                let (op, unit) = match name {
+                    "f.sum" => ("f.+", Expr::Float(0.0)),
+                    "f.product" => ("f.*", Expr::Float(1.0)),
+                    "sum" => ("+", Expr::Int(0)),
+                    "product" => ("*", Expr::Int(1)),
+                    "any" => ("or", Expr::Bool(false)),
+                    _ => ("and", Expr::Bool(true)),
+                };
+                Ok(Val::Scalar(elem?, Expr::op(op, vec![unit, x.clone()])))
+            }
+            ("length", [Val::Array(xs)]) => match xs.dims.first() {
+                Some(d) => Ok(Val::Scalar(Elem::Int, d.clone())),
+                None => unsupported("length of a scalar"),
+            },
+            ("reduce" | "reduce/zero", [op, rest @ ..]) => {
+                let (seed, xs) = match rest {
+                    [Val::Array(xs)] => (None, xs.clone()),
+                    [seed, Val::Array(xs)] => (Some(seed.clone()), xs.clone()),
+                    _ => return unsupported(format!("{name} of these arguments")),
+                };
+                self.reduce(op.clone(), seed, &xs, e, body)
+            }
+            ("fold", [op, seed, Val::Array(xs)]) => self.fold(op.clone(), seed.clone(), &xs.clone(), e, body),
+            ("reverse", [Val::Array(xs)]) => {
+                let mut v = xs.clone();
+                if let (Some(n), Some(s)) = (v.dims.first().cloned(), v.strides.first().cloned()) {
+                    v.offset = Expr::add(
+                        v.offset,
+                        Expr::mul(Expr::op("-", vec![n, Expr::Int(1)]), s.clone()),
+                    );
+                    v.strides[0] = Expr::mul(Expr::Int(-1), s);
+                }
+                Ok(Val::Array(v))
+            }
+            ("transpose2d", [Val::Array(xs)]) if xs.dims.len() == 2 => {
+                let mut v = xs.clone();
+                v.dims.swap(0, 1);
+                v.strides.swap(0, 1);
+                Ok(Val::Array(v))
+            }
+            ("head" | "last", [Val::Array(xs)]) => {
+                let i = if name == "head" {
+                    Expr::Int(0)
+                } else {
+                    Expr::op("-", vec![xs.dims[0].clone(), Expr::Int(1)])
+                };
+                Ok(cell_val(xs.cell(&[i])))
+            }
+            ("tail" | "curtail", [Val::Array(xs)]) => {
+                let mut v = xs.clone();
+                if name == "tail" {
+                    v.offset = Expr::add(v.offset, v.strides[0].clone());
+                }
+                v.dims[0] = Expr::op("-", vec![v.dims[0].clone(), Expr::Int(1)]);
+                Ok(Val::Array(v))
+            }
+            ("replicate", [x]) => {
+                let Some(Index::Shape(f)) = indices.first() else {
+                    return unsupported("replicate without its frame");
+                };
+                let frame = self.dims(f)?;
+                let base = match x {
+                    Val::Array(v) => v.clone(),
+                    Val::Scalar(elem, s) => {
+                        let v = self.alloc("one", *elem, vec![], body);
+                        body.push(Stmt::Store {
+                            buf: v.buf,
+                            index: Expr::Int(0),
+                            value: s.clone(),
+                        });
+                        v
+                    }
+                    _ => return unsupported("replicate of a function"),
+                };
+                let mut v = base;
+                let n = frame.len();
+                v.dims.splice(0..0, frame);
+                v.strides.splice(0..0, std::iter::repeat_n(Expr::Int(0), n));
+                Ok(Val::Array(v))
+            }
+            ("iota/static", []) => {
+                let dims = self.dims(&e.ty.shape)?;
+                Ok(Val::Array(self.iota(dims, body)))
+            }
+            ("reshape" | "flatten", [Val::Array(xs)]) => {
+                let dims = self.dims(&e.ty.shape)?;
+                let src = xs.clone();
+                let flat = if self.is_whole(&src) {
+                    src
+                } else {
+                    let d = self.alloc("flat", src.elem, src.dims.clone(), body);
+                    self.copy(Val::Array(src), &d, body)?;
+                    d
+                };
+                if name == "reshape" {
+                    // A reshape to another number of atoms repeats or cuts
+                    // them: not yet.
+                    let n = product(&flat.dims);
+                    let m = product(&dims);
+                    if n != m {
+                        return unsupported("reshape to another number of atoms");
+                    }
+                }
+                Ok(Val::Array(View::contiguous(flat.buf, flat.elem, dims)))
+            }
+            ("append", [Val::Array(a), Val::Array(b)]) => {
+                let elem = elem?;
+                let dims = self.dims(&e.ty.shape)?;
+                let dest = self.alloc("app", elem, dims, body);
+                let (a, b) = (a.clone(), b.clone());
+                let mut first = dest.clone();
+                first.dims[0] = a.dims[0].clone();
+                self.copy(Val::Array(a.clone()), &first, body)?;
+                let mut second = dest.clone();
+                second.offset = Expr::add(second.offset, Expr::mul(a.dims[0].clone(), dest.strides[0].clone()));
+                second.dims[0] = b.dims[0].clone();
+                self.copy(Val::Array(b), &second, body)?;
+                Ok(Val::Array(dest))
+            }
+            _ => unsupported(format!("the intrinsic {name}")),
+        }
+    }
+
+    fn iota(&mut self, dims: Vec<Expr>, body: &mut Vec<Stmt>) -> View {
+        let v = self.alloc("iota", Elem::Int, dims, body);
+        let i = self.fresh("i");
+        body.push(Stmt::For {
+            index: i,
+            count: product(&v.dims),
+            parallel: self.loop_depth == 0,
+            body: vec![Stmt::Store {
+                buf: v.buf,
+                index: Expr::Var(i),
+                value: Expr::Var(i),
+            }],
+        });
+        v
+    }
+
+    /// Every atom of `xs` combined by `op` from `seed`.
+    fn reduce_atoms(&mut self, xs: &View, op: &'static str, seed: Option<Expr>, order: Order, body: &mut Vec<Stmt>) -> Val<'m> {
+        // Row-major position p of xs: its index along each axis.
+        let p = self.fresh("p");
+        let mut rest = Expr::Var(p);
+        let mut offset = xs.offset.clone();
+        let mut item_body = Vec::new();
+        for k in (0..xs.dims.len()).rev() {
+            if k == 0 {
+                offset = Expr::add(offset, Expr::mul(rest.clone(), xs.strides[k].clone()));
+            } else {
+                let q = self.fresh("q");
+                item_body.push(Stmt::Let {
+                    var: q,
+                    elem: Elem::Int,
+                    value: Expr::op("mod", vec![rest.clone(), xs.dims[k].clone()]),
+                });
+                offset = Expr::add(offset, Expr::mul(Expr::Var(q), xs.strides[k].clone()));
+                let r = self.fresh("r");
+                item_body.push(Stmt::Let {
+                    var: r,
+                    elem: Elem::Int,
+                    value: Expr::op("/", vec![rest, xs.dims[k].clone()]),
+                });
+                rest = Expr::Var(r);
+            }
+        }
+        let acc = self.fresh("acc");
+        body.push(Stmt::Reduce {
+            acc,
+            elem: xs.elem,
+            op,
+            seed,
+            order,
+            index: p,
+            count: product(&xs.dims),
+            body: item_body,
+            item: Expr::load(xs.buf, offset),
+        });
+        Val::Scalar(xs.elem, Expr::Var(acc))
+    }
+
+    /// `reduce` or `reduce/zero` by `op` over the items of `xs`.
+    fn reduce(
+        &mut self,
+        op: Val<'m>,
+        seed: Option<Val<'m>>,
+        xs: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let Some(prim) = self.elementwise(&op) else {
+            // A general operator: a left fold, item by item.
+            return match seed {
+                Some(s) => self.fold(op, s, xs, e, body),
+                None => {
+                    let first = cell_val(xs.cell(&[Expr::Int(0)]));
+                    let mut rest = xs.clone();
+                    rest.offset = Expr::add(rest.offset, rest.strides[0].clone());
+                    rest.dims[0] = Expr::op("-", vec![rest.dims[0].clone(), Expr::Int(1)]);
+                    self.fold(op, first, &rest, e, body)
+                }
+            };
+        };
+        let order = if prim == "f.+" { Order::Tree } else { Order::Left };
+        let items = xs.dims[0].clone();
+        let item_dims = xs.dims[1..].to_vec();
+        // Each position of an item reduced alone (the same combinations,
+        // lane by lane).
+        let lanes: Vec<Var> = item_dims.iter().map(|_| self.fresh("l")).collect();
+        let lane_idx: Vec<Expr> = lanes.iter().map(|v| Expr::Var(*v)).collect();
+        let mut lane_view = xs.clone();
+        lane_view.dims = vec![items.clone()];
+        lane_view.strides = vec![xs.strides[0].clone()];
+        let inner = xs.cell(&[Expr::Int(0)]).cell(&lane_idx);
+        lane_view.offset = inner.offset;
+        let seed_at = |s: &Val<'m>| -> Res<Expr> {
+            match s {
+                Val::Scalar(_, x) => Ok(x.clone()),
+                Val::Array(v) => Ok(v.cell(&lane_idx).load()),
+                _ => unsupported("a function as a seed"),
+            }
+        };
+        let seed_expr = seed.as_ref().map(seed_at).transpose()?;
+        let i = self.fresh("k");
+        let acc = self.fresh("acc");
+        let stmt = Stmt::Reduce {
+            acc,
+            elem: xs.elem,
+            op: prim,
+            seed: seed_expr,
+            order,
+            index: i,
+            count: items,
+            body: Vec::new(),
+            item: Expr::load(xs.buf, Expr::add(lane_view.offset.clone(), Expr::mul(Expr::Var(i), xs.strides[0].clone()))),
+        };
+        if item_dims.is_empty() {
+            body.push(stmt);
+            return Ok(Val::Scalar(xs.elem, Expr::Var(acc)));
+        }
+        let dest = self.alloc("red", xs.elem, item_dims.clone(), body);
+        let mut inner = vec![
+            stmt,
+            Stmt::Store {
+                buf: dest.buf,
+                index: dest.cell(&lane_idx).offset,
+                value: Expr::Var(acc),
+            },
+        ];
+        let outer = self.loop_depth;
+        for (k, (index, count)) in lanes.iter().zip(item_dims).enumerate().rev() {
+            inner = vec![Stmt::For {
+                index: *index,
+                count,
+                parallel: k == 0 && outer == 0,
+                body: inner,
+            }];
+        }
+        body.extend(inner);
+        Ok(Val::Array(dest))
+    }
+
+    /// The scalar primitive `op` applies to each position of its items, if
+    /// it is one: a primitive, or a function of two parameters that maps
+    /// a primitive over them in order (what lifting a primitive to items
+    /// gives).
+    fn elementwise(&self, op: &Val<'m>) -> Option<&'static str> {
+        match op {
+            Val::Prim { name, .. } if scalar_arity(name) == Some(2) => Some(name),
+            Val::Func(c) => {
+                let Binder::Value(a) = c.binder else {
+                    return None;
+                };
+                let Kind::Array { atoms, .. } = &c.body.kind else {
+                    return None;
+                };
+                let [Atom::Lambda { param: b, body, .. }] = atoms.as_slice() else {
+                    return None;
+                };
+                lifted_primitive(body, a, *b)
+            }
+            _ => None,
+        }
+    }
+
+    /// `fold` by `op` from `seed` over the items of `xs`, left to right.
+    fn fold(&mut self, op: Val<'m>, seed: Val<'m>, xs: &View, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let elem = elem_of(&e.ty.atom)?;
+        let dims = self.dims(&e.ty.shape)?;
+        let i = self.fresh("k");
+        if dims.is_empty() {
+            let Val::Scalar(_, s) = seed else {
+                return unsupported("fold of this seed");
+            };
+            let acc = self.fresh("acc");
+            body.push(Stmt::Let { var: acc, elem, value: s });
+            let item = cell_val(xs.cell(&[Expr::Var(i)]));
+            self.loop_depth += 1;
+            let mut inner = Vec::new();
+            let r = self.apply(op, vec![Val::Scalar(elem, Expr::Var(acc)), item], e, &mut inner);
+            self.loop_depth -= 1;
+            let next = match r? {
+                Val::Scalar(_, x) => x,
+                Val::Array(v) if v.dims.is_empty() => v.load(),
+                _ => return unsupported("fold by this operator"),
+            };
+            inner.push(Stmt::Set { var: acc, value: next });
+            body.push(Stmt::For {
+                index: i,
+                count: xs.dims[0].clone(),
+                parallel: false,
+                body: inner,
+            });
+            return Ok(Val::Scalar(elem, Expr::Var(acc)));
+        }
+        // An array accumulator: two buffers, the step written into the
+        // other and copied back.
+        let acc = self.alloc("acc", elem, dims.clone(), body);
+        self.copy(seed, &acc, body)?;
+        let next = self.alloc("next", elem, dims, body);
+        let item = cell_val(xs.cell(&[Expr::Var(i)]));
+        self.loop_depth += 1;
+        let mut inner = Vec::new();
+        let r = (|| {
+            let v = self.apply(op, vec![Val::Array(acc.clone()), item], e, &mut inner)?;
+            self.copy(v, &next, &mut inner)?;
+            self.copy(Val::Array(next.clone()), &acc, &mut inner)
+        })();
+        self.loop_depth -= 1;
+        r?;
+        body.push(Stmt::For {
+            index: i,
+            count: xs.dims[0].clone(),
+            parallel: false,
+            body: inner,
+        });
+        Ok(Val::Array(acc))
+    }
+}
+
+enum Arg<'m> {
+    Value(Val<'m>),
+    Index(IndexVal),
+}
+
+enum IndexVal {
+    Dim(Expr),
+    Shape(Vec<Expr>),
+}
+
+fn cell_val<'m>(v: View) -> Val<'m> {
+    if v.dims.is_empty() {
+        Val::Scalar(v.elem, v.load())
+    } else {
+        Val::Array(v)
+    }
+}
+
+fn product(dims: &[Expr]) -> Expr {
+    dims.iter().cloned().fold(Expr::Int(1), Expr::mul)
+}
+
+fn zero(elem: Elem) -> Expr {
+    match elem {
+        Elem::Int => Expr::Int(0),
+        Elem::Float => Expr::Float(0.0),
+        Elem::Bool => Expr::Bool(false),
+    }
+}
+
+fn scalar_arity(name: &str) -> Option<usize> {
+    crate::c::scalar_arity(name)
+}
+
+/// The primitive `body` applies to `a` and `b` (in that order) at every
+/// position, through any nest of maps that only iterates them.
+fn lifted_primitive(body: &maps::Expr, a: VarId, b: VarId) -> Option<&'static str> {
+    match &body.kind {
+        Kind::App { func, args } => {
+            let Kind::Prim(name) = func.kind else {
+                return None;
+            };
+            match args.as_slice() {
+                [x, y] if matches!(x.kind, Kind::Var(v) if v == a) && matches!(y.kind, Kind::Var(v) if v == b) => {
+                    (scalar_arity(name) == Some(2)).then_some(name)
+                }
+                _ => None,
+            }
+        }
+        Kind::Map { frame, binds, body } if !frame.is_scalar() => {
+            let [x, y] = binds.as_slice() else {
+                return None;
+            };
+            if matches!(x.value.kind, Kind::Var(v) if v == a) && matches!(y.value.kind, Kind::Var(v) if v == b) {
+                lifted_primitive(body, x.var, y.var)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,589 @@
+//! The C backend: the loop level written out as one C file, with the small
+//! runtime of `runtime.c` (a thread pool on POSIX threads, the binary data
+//! format, run-time errors) pasted in front.
+//!
+//! The program reads its entry's arguments from standard input and writes
+//! its results to standard output, both in Futhark's binary data format;
+//! a run-time error is a line `remora-error: WHAT` on standard error and
+//! exit status 3.
+//!
+//! Scalars are `int64_t`, `float` and `bool`; Int arithmetic wraps (it is
+//! done on `uint64_t`), floored division and modulus are the language's,
+//! and a float operation is one IEEE operation in `float` (compiled with
+//! contraction off, so `a*b+c` is never fused): results are the
+//! interpreter's, bit for bit.
+//!
+//! A `parallel` loop is outlined into a function of a context structure
+//! holding every variable in scope, and run by the pool; a `tree` reduction
+//! is a recursive function the same way.
+
+use crate::loops::{Elem, Expr, Extent, Order, Program, Stmt, Var};
+use std::fmt::Write;
+
+/// The runtime every program starts with.
+pub const RUNTIME: &str = include_str!("runtime.c");
+
+/// The number of operands of a scalar primitive this backend writes, or
+/// `None` for a name it does not know.
+pub fn scalar_arity(name: &str) -> Option<usize> {
+    Some(match name {
+        "+" | "-" | "*" | "/" | "mod" | "^" | "max" | "min" | "bit-and" | "bit-or" | "bit-xor" | "shl"
+        | "shr" | "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.max" | "f.min" | "==" | "!=" | "<" | ">"
+        | "<=" | ">=" | "f.==" | "f.!=" | "f.<" | "f.>" | "f.<=" | "f.>=" | "and" | "or" | "bool.=="
+        | "bool.!=" | "f.atan2" | "f.mod" => 2,
+        "not" | "bit-not" | "popc" | "sqrt" | "f.sqrt" | "f.ln" | "f.exp" | "f.tanh" | "i->f" | "i->bool"
+        | "bool->i" | "bool->f" | "truncate" | "round" | "floor" | "ceiling" | "neg" | "abs" | "signum"
+        | "f.neg" | "f.abs" | "f.signum" | "f.sin" | "f.cos" | "f.tan" | "f.asin" | "f.acos" | "f.atan"
+        | "f.sinh" | "f.cosh" | "f.log2" | "f.log10" | "f.floor" | "f.ceiling" | "f.round" | "f.isnan" => 1,
+        "clip" | "f.clip" => 3,
+        _ => return None,
+    })
+}
+
+fn ctype(e: Elem) -> &'static str {
+    match e {
+        Elem::Int => "int64_t",
+        Elem::Float => "float",
+        Elem::Bool => "bool",
+    }
+}
+
+fn code(e: Elem) -> u32 {
+    match e {
+        Elem::Int => 0,
+        Elem::Float => 1,
+        Elem::Bool => 2,
+    }
+}
+
+/// What a variable is in C.
+#[derive(Clone, Copy)]
+enum Decl {
+    Scalar(Elem),
+    Buffer(Elem),
+}
+
+struct Emitter {
+    /// Functions and structures written so far (outlined loops,
+    /// reductions, literal data), in order.
+    top: String,
+    /// Variables in scope where code is being written, outermost first.
+    scope: Vec<(Var, Decl)>,
+    next: usize,
+    /// The context structure most recently declared.
+    last_ctx: String,
+}
+
+/// The whole C program.
+pub fn emit(p: &Program) -> String {
+    let mut e = Emitter {
+        top: String::new(),
+        scope: Vec::new(),
+        next: 0,
+        last_ctx: String::new(),
+    };
+    let mut main = String::new();
+    main.push_str("int main(int argc, char **argv) {\n  rt_init(argc, argv);\n");
+    for i in &p.inputs {
+        let dims = i.dims.len();
+        let _ = writeln!(
+            main,
+            "  int64_t {b}_shape[{n}];\n  {t} *{b} = ({t} *)rt_read({}, {dims}, {b}_shape);",
+            code(i.elem),
+            b = v(i.buf),
+            t = ctype(i.elem),
+            n = dims.max(1),
+        );
+        e.scope.push((i.buf, Decl::Buffer(i.elem)));
+        for (k, d) in i.dims.iter().enumerate() {
+            match d {
+                Extent::Declare(x) => {
+                    let _ = writeln!(main, "  int64_t {} = {}_shape[{k}];", v(*x), v(i.buf));
+                    e.scope.push((*x, Decl::Scalar(Elem::Int)));
+                }
+                Extent::Equal(x) => {
+                    let _ = writeln!(
+                        main,
+                        "  if ({}_shape[{k}] != {}) rt_fail(\"argument extents disagree\");",
+                        v(i.buf),
+                        e.expr(x)
+                    );
+                }
+            }
+        }
+    }
+    e.block(&mut main, &p.body, 1, true);
+    for o in &p.outputs {
+        let dims: Vec<String> = o.dims.iter().map(|d| e.expr(d)).collect();
+        let n = o.dims.len();
+        let _ = writeln!(
+            main,
+            "  {{ int64_t shape[{}] = {{{}}}; rt_write({}, {n}, shape, {}); }}",
+            n.max(1),
+            if dims.is_empty() { "0".to_string() } else { dims.join(", ") },
+            code(o.elem),
+            v(o.buf)
+        );
+    }
+    main.push_str("  rt_finish();\n  return 0;\n}\n");
+    let mut out = String::from(RUNTIME);
+    out.push_str("\n/* ---- the program ---- */\n");
+    out.push_str(&e.top);
+    out.push_str(&main);
+    out
+}
+
+fn v(x: Var) -> String {
+    format!("v{}", x.0)
+}
+
+fn float(x: f32) -> String {
+    if x.is_nan() {
+        "NAN".to_string()
+    } else if x.is_infinite() {
+        if x > 0.0 { "INFINITY".to_string() } else { "(-INFINITY)".to_string() }
+    } else {
+        // Rust's shortest representation reads back as the same f32.
+        let s = format!("{x:?}");
+        if s.contains('.') || s.contains('e') {
+            format!("({s}f)")
+        } else {
+            format!("({s}.0f)")
+        }
+    }
+}
+
+fn pad(depth: usize) -> String {
+    "  ".repeat(depth)
+}
+
+impl Emitter {
+    fn fresh(&mut self, what: &str) -> String {
+        self.next += 1;
+        format!("{what}{}", self.next)
+    }
+
+    fn expr(&self, e: &Expr) -> String {
+        match e {
+            Expr::Int(n) => {
+                if *n == i64::MIN {
+                    "INT64_MIN".to_string()
+                } else {
+                    format!("INT64_C({n})")
+                }
+            }
+            Expr::Float(x) => float(*x),
+            Expr::Bool(b) => (if *b { "true" } else { "false" }).to_string(),
+            Expr::Var(x) => v(*x),
+            Expr::Load { buf, index } => format!("{}[{}]", v(*buf), self.expr(index)),
+            Expr::Op { op, args } => {
+                let a: Vec<String> = args.iter().map(|x| self.expr(x)).collect();
+                op_c(op, &a)
+            }
+        }
+    }
+
+    fn block(&mut self, out: &mut String, stmts: &[Stmt], depth: usize, top: bool) {
+        let mark = self.scope.len();
+        let mut allocated = Vec::new();
+        for s in stmts {
+            if let Stmt::Alloc { buf, .. } = s {
+                allocated.push(*buf);
+            }
+            self.stmt(out, s, depth);
+        }
+        if !top {
+            for b in allocated {
+                let _ = writeln!(out, "{}free({});", pad(depth), v(b));
+            }
+        }
+        self.scope.truncate(mark);
+    }
+
+    fn stmt(&mut self, out: &mut String, s: &Stmt, depth: usize) {
+        let p = pad(depth);
+        match s {
+            Stmt::Let { var, elem, value } => {
+                let _ = writeln!(out, "{p}{} {} = {};", ctype(*elem), v(*var), self.expr(value));
+                self.scope.push((*var, Decl::Scalar(*elem)));
+            }
+            Stmt::Set { var, value } => {
+                let _ = writeln!(out, "{p}{} = {};", v(*var), self.expr(value));
+            }
+            Stmt::Alloc { buf, elem, len } => {
+                let _ = writeln!(
+                    out,
+                    "{p}{t} *{} = ({t} *)rt_alloc({}, sizeof({t}));",
+                    v(*buf),
+                    self.expr(len),
+                    t = ctype(*elem)
+                );
+                self.scope.push((*buf, Decl::Buffer(*elem)));
+            }
+            Stmt::Data { buf, elem, atoms } => {
+                let name = self.fresh("lit");
+                let items: Vec<String> = atoms.iter().map(|a| self.expr(a)).collect();
+                let _ = writeln!(
+                    self.top,
+                    "static const {} {name}[{}] = {{{}}};",
+                    ctype(*elem),
+                    atoms.len().max(1),
+                    if items.is_empty() { "0".to_string() } else { items.join(", ") }
+                );
+                let _ = writeln!(out, "{p}{t} *{} = ({t} *){name};", v(*buf), t = ctype(*elem));
+                self.scope.push((*buf, Decl::Buffer(*elem)));
+            }
+            Stmt::Store { buf, index, value } => {
+                let _ = writeln!(out, "{p}{}[{}] = {};", v(*buf), self.expr(index), self.expr(value));
+            }
+            Stmt::For {
+                index,
+                count,
+                parallel,
+                body,
+            } => {
+                if *parallel {
+                    self.parallel_for(out, *index, count, body, depth);
+                    return;
+                }
+                let i = v(*index);
+                let _ = writeln!(
+                    out,
+                    "{p}for (int64_t {i} = 0, {i}_n = {}; {i} < {i}_n; {i}++) {{",
+                    self.expr(count)
+                );
+                self.scope.push((*index, Decl::Scalar(Elem::Int)));
+                self.block(out, body, depth + 1, false);
+                self.scope.pop();
+                let _ = writeln!(out, "{p}}}");
+            }
+            Stmt::Reduce {
+                acc,
+                elem,
+                op,
+                seed,
+                order,
+                index,
+                count,
+                body,
+                item,
+            } => {
+                let t = ctype(*elem);
+                let a = v(*acc);
+                let n = self.fresh("n");
+                let _ = writeln!(out, "{p}{t} {a};");
+                let _ = writeln!(out, "{p}{{ int64_t {n} = {};", self.expr(count));
+                if *order == Order::Tree {
+                    let f = self.tree_function(*elem, op, *index, body, item);
+                    let _ = writeln!(out, "{p}if ({n} > 256) {{");
+                    let ctx = self.context_value();
+                    let _ = writeln!(out, "{p}  {ctx}");
+                    let combined = match seed {
+                        Some(s) => op_c(op, &[self.expr(s), format!("{f}(&ctx, 0, {n})")]),
+                        None => format!("{f}(&ctx, 0, {n})"),
+                    };
+                    let _ = writeln!(out, "{p}  {a} = {combined};");
+                    let _ = writeln!(out, "{p}}} else {{");
+                    self.left(out, *acc, op, seed.as_ref(), *index, &n, "0", body, item, depth + 1);
+                    let _ = writeln!(out, "{p}}}");
+                } else {
+                    self.left(out, *acc, op, seed.as_ref(), *index, &n, "0", body, item, depth);
+                }
+                let _ = writeln!(out, "{p}}}");
+                self.scope.push((*acc, Decl::Scalar(*elem)));
+            }
+            Stmt::If { cond, then, otherwise } => {
+                let _ = writeln!(out, "{p}if ({}) {{", self.expr(cond));
+                self.block(out, then, depth + 1, false);
+                if !otherwise.is_empty() {
+                    let _ = writeln!(out, "{p}}} else {{");
+                    self.block(out, otherwise, depth + 1, false);
+                }
+                let _ = writeln!(out, "{p}}}");
+            }
+            Stmt::DoWhile { body, cond } => {
+                let _ = writeln!(out, "{p}for (;;) {{");
+                let mark = self.scope.len();
+                let mut allocated = Vec::new();
+                for s in body {
+                    if let Stmt::Alloc { buf, .. } = s {
+                        allocated.push(*buf);
+                    }
+                    self.stmt(out, s, depth + 1);
+                }
+                let c = self.expr(cond);
+                let flag = self.fresh("again");
+                let _ = writeln!(out, "{p}  bool {flag} = {c};");
+                for b in allocated {
+                    let _ = writeln!(out, "{p}  free({});", v(b));
+                }
+                self.scope.truncate(mark);
+                let _ = writeln!(out, "{p}  if (!{flag}) break;\n{p}}}");
+            }
+            Stmt::Fail { what } => {
+                let _ = writeln!(out, "{p}rt_fail({what:?});");
+            }
+        }
+    }
+
+    /// A left-to-right reduction of items `from … n-1` into `acc` (declared
+    /// already).
+    #[allow(clippy::too_many_arguments)]
+    fn left(
+        &mut self,
+        out: &mut String,
+        acc: Var,
+        op: &str,
+        seed: Option<&Expr>,
+        index: Var,
+        n: &str,
+        from: &str,
+        body: &[Stmt],
+        item: &Expr,
+        depth: usize,
+    ) {
+        let p = pad(depth);
+        let a = v(acc);
+        let i = v(index);
+        let start = match seed {
+            Some(s) => {
+                let _ = writeln!(out, "{p}{a} = {};", self.expr(s));
+                from.to_string()
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "{p}if ({n} <= {from}) rt_fail(\"reduce of an empty array\");\n{p}{{ int64_t {i} = {from};"
+                );
+                self.scope.push((index, Decl::Scalar(Elem::Int)));
+                self.block(out, body, depth + 1, false);
+                let _ = writeln!(out, "{p}  {a} = {}; }}", self.expr(item));
+                self.scope.pop();
+                format!("{from} + 1")
+            }
+        };
+        let _ = writeln!(out, "{p}for (int64_t {i} = {start}; {i} < {n}; {i}++) {{");
+        self.scope.push((index, Decl::Scalar(Elem::Int)));
+        self.block_then(out, body, depth + 1, &|e: &Self| {
+            format!("{a} = {};", op_c(op, &[a.clone(), e.expr(item)]))
+        });
+        self.scope.pop();
+        let _ = writeln!(out, "{p}}}");
+    }
+
+    /// A block, then one more line (made with the block's variables in
+    /// scope), then the block's buffers freed.
+    fn block_then(&mut self, out: &mut String, stmts: &[Stmt], depth: usize, last: &dyn Fn(&Self) -> String) {
+        let mark = self.scope.len();
+        let mut allocated = Vec::new();
+        for s in stmts {
+            if let Stmt::Alloc { buf, .. } = s {
+                allocated.push(*buf);
+            }
+            self.stmt(out, s, depth);
+        }
+        let _ = writeln!(out, "{}{}", pad(depth), last(self));
+        for b in allocated {
+            let _ = writeln!(out, "{}free({});", pad(depth), v(b));
+        }
+        self.scope.truncate(mark);
+    }
+
+    /// The structure of every variable in scope, declared at the top; its
+    /// name.
+    fn context_type(&mut self) -> String {
+        let name = self.fresh("ctx");
+        let mut s = String::from("typedef struct { char unused;");
+        for (x, d) in &self.scope {
+            match d {
+                Decl::Scalar(e) => {
+                    let _ = write!(s, " {} {};", ctype(*e), v(*x));
+                }
+                Decl::Buffer(e) => {
+                    let _ = write!(s, " {} *{};", ctype(*e), v(*x));
+                }
+            }
+        }
+        let _ = writeln!(s, " }} {name};");
+        self.top.push_str(&s);
+        name
+    }
+
+    /// `ctx`, a context structure holding every variable in scope (of the
+    /// type most recently made by [`Self::context_type`]).
+    fn context_value(&self) -> String {
+        let fields: Vec<String> = self.scope.iter().map(|(x, _)| format!(".{0} = {0}", v(*x))).collect();
+        format!(
+            "{} ctx = {{ .unused = 0{}{} }};",
+            self.last_ctx.clone(),
+            if fields.is_empty() { "" } else { ", " },
+            fields.join(", ")
+        )
+    }
+
+    /// The context's fields unpacked into local variables.
+    fn unpack(&self) -> String {
+        let mut s = String::new();
+        for (x, d) in &self.scope {
+            match d {
+                Decl::Scalar(e) => {
+                    let _ = writeln!(s, "  {} {} = c->{};", ctype(*e), v(*x), v(*x));
+                }
+                Decl::Buffer(e) => {
+                    let _ = writeln!(s, "  {} *{} = c->{};", ctype(*e), v(*x), v(*x));
+                }
+            }
+            let _ = writeln!(s, "  (void){};", v(*x));
+        }
+        s
+    }
+
+    fn parallel_for(&mut self, out: &mut String, index: Var, count: &Expr, body: &[Stmt], depth: usize) {
+        let p = pad(depth);
+        let ctx = self.context_type();
+        self.last_ctx = ctx.clone();
+        let name = self.fresh("loop");
+        let mut f = format!("static void {name}(void *raw, int64_t lo, int64_t hi) {{\n  {ctx} *c = raw;\n");
+        f.push_str(&self.unpack());
+        let i = v(index);
+        let _ = writeln!(f, "  for (int64_t {i} = lo; {i} < hi; {i}++) {{");
+        self.scope.push((index, Decl::Scalar(Elem::Int)));
+        let saved_top = std::mem::take(&mut self.top);
+        self.block(&mut f, body, 2, false);
+        let inner_top = std::mem::replace(&mut self.top, saved_top);
+        self.top.push_str(&inner_top);
+        self.scope.pop();
+        f.push_str("  }\n}\n");
+        self.top.push_str(&f);
+        let heavy = contains_loop(body);
+        let value = self.context_value();
+        let _ = writeln!(
+            out,
+            "{p}{{ {value}\n{p}  rt_parallel_for({}, {}, {name}, &ctx); }}",
+            self.expr(count),
+            if heavy { 1 } else { 0 }
+        );
+    }
+
+    /// A function `f(ctx, lo, hi)` giving the tree reduction of items
+    /// `lo … hi-1`; its name. The context type is left in `last_ctx`.
+    fn tree_function(&mut self, elem: Elem, op: &str, index: Var, body: &[Stmt], item: &Expr) -> String {
+        let ctx = self.context_type();
+        self.last_ctx = ctx.clone();
+        let name = self.fresh("tree");
+        let t = ctype(elem);
+        let mut f = format!(
+            "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi) {{\n  if (hi - lo > 256) {{\n    int64_t mid = lo + (hi - lo) / 2;\n    {t} l, r;\n    rt_pair({name}_half, (void *)c, lo, mid, hi, &l, &r, sizeof({t}));\n    return {};\n  }}\n",
+            op_c(op, &["l".to_string(), "r".to_string()])
+        );
+        f.push_str(&self.unpack());
+        let acc = self.fresh("acc");
+        let i = v(index);
+        let _ = writeln!(f, "  {t} {acc};\n  {{ int64_t {i} = lo;");
+        self.scope.push((index, Decl::Scalar(Elem::Int)));
+        let saved_top = std::mem::take(&mut self.top);
+        self.block_then(&mut f, body, 2, &|e: &Self| format!("{acc} = {};", e.expr(item)));
+        let _ = writeln!(f, "  }}\n  for (int64_t {i} = lo + 1; {i} < hi; {i}++) {{");
+        let acc2 = acc.clone();
+        let op2 = op.to_string();
+        self.block_then(&mut f, body, 2, &move |e: &Self| {
+            format!("{acc2} = {};", op_c(&op2, &[acc2.clone(), e.expr(item)]))
+        });
+        let inner_top = std::mem::replace(&mut self.top, saved_top);
+        self.top.push_str(&inner_top);
+        self.scope.pop();
+        let _ = writeln!(f, "  }}\n  return {acc};\n}}");
+        // The half a pool thread may run, by address of its result.
+        let _ = writeln!(
+            self.top,
+            "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi);\nstatic void {name}_half(void *c, int64_t lo, int64_t hi, void *out) {{ *({t} *)out = {name}(c, lo, hi); }}"
+        );
+        self.top.push_str(&f);
+        name
+    }
+}
+
+fn contains_loop(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::For { .. } | Stmt::Reduce { .. } | Stmt::DoWhile { .. } => true,
+        Stmt::If { then, otherwise, .. } => contains_loop(then) || contains_loop(otherwise),
+        _ => false,
+    })
+}
+
+/// A scalar primitive applied to operands written in C.
+fn op_c(op: &str, a: &[String]) -> String {
+    let un = |f: &str| format!("{f}({})", a[0]);
+    let bin = |f: &str| format!("{f}({}, {})", a[0], a[1]);
+    let infix = |o: &str| format!("({} {o} {})", a[0], a[1]);
+    match op {
+        "+" => bin("rt_add"),
+        "-" => bin("rt_sub"),
+        "*" => bin("rt_mul"),
+        "/" => bin("rt_div"),
+        "mod" => bin("rt_mod"),
+        "^" => bin("rt_pow"),
+        "max" => bin("rt_max"),
+        "min" => bin("rt_min"),
+        "bit-and" => infix("&"),
+        "bit-or" => infix("|"),
+        "bit-xor" => infix("^"),
+        "shl" => bin("rt_shl"),
+        "shr" => bin("rt_shr"),
+        "f.+" => infix("+"),
+        "f.-" => infix("-"),
+        "f.*" => infix("*"),
+        "f./" => infix("/"),
+        "f.^" => bin("powf"),
+        "f.max" => bin("rt_fmax"),
+        "f.min" => bin("rt_fmin"),
+        "f.atan2" => bin("atan2f"),
+        "f.mod" => bin("rt_fmod"),
+        "==" | "f.==" | "bool.==" => infix("=="),
+        "!=" | "f.!=" | "bool.!=" => infix("!="),
+        "<" | "f.<" => infix("<"),
+        ">" | "f.>" => infix(">"),
+        "<=" | "f.<=" => infix("<="),
+        ">=" | "f.>=" => infix(">="),
+        "and" => infix("&&"),
+        "or" => infix("||"),
+        "not" => format!("(!{})", a[0]),
+        "bit-not" => format!("(~{})", a[0]),
+        "popc" => un("rt_popc"),
+        "sqrt" | "f.sqrt" => un("sqrtf"),
+        "f.ln" => un("logf"),
+        "f.exp" => un("expf"),
+        "f.tanh" => un("tanhf"),
+        "i->f" => format!("((float){})", a[0]),
+        "i->bool" => format!("({} != 0)", a[0]),
+        "bool->i" => format!("((int64_t){})", a[0]),
+        "bool->f" => format!("({} ? 1.0f : 0.0f)", a[0]),
+        "truncate" => format!("rt_integral(truncf({}))", a[0]),
+        "round" => format!("rt_integral(rt_round_even({}))", a[0]),
+        "floor" => format!("rt_integral(floorf({}))", a[0]),
+        "ceiling" => format!("rt_integral(ceilf({}))", a[0]),
+        "neg" => format!("rt_sub(0, {})", a[0]),
+        "abs" => un("rt_abs"),
+        "signum" => un("rt_signum"),
+        "f.neg" => format!("(-{})", a[0]),
+        "f.abs" => un("fabsf"),
+        "f.signum" => un("rt_fsignum"),
+        "f.sin" => un("sinf"),
+        "f.cos" => un("cosf"),
+        "f.tan" => un("tanf"),
+        "f.asin" => un("asinf"),
+        "f.acos" => un("acosf"),
+        "f.atan" => un("atanf"),
+        "f.sinh" => un("sinhf"),
+        "f.cosh" => un("coshf"),
+        "f.log2" => un("log2f"),
+        "f.log10" => un("log10f"),
+        "f.floor" => un("floorf"),
+        "f.ceiling" => un("ceilf"),
+        "f.round" => un("rt_round_even"),
+        "f.isnan" => un("isnan"),
+        "clip" => format!("rt_min(rt_max({}, {}), {})", a[2], a[0], a[1]),
+        "f.clip" => format!("rt_fmin(rt_fmax({}, {}), {})", a[2], a[0], a[1]),
+        other => format!("/* unknown {other} */ 0"),
+    }
+}

@@ -1,0 +1,215 @@
+//! The compiled engine: a program's C (from `remora-compile`) built by the
+//! system's C compiler into an executable, cached, and run as a child
+//! process that exchanges values in Futhark's binary data format.
+//!
+//! * The C compiler is `$CC`, else `cc`; `auto` runs the interpreter when
+//!   there is none.
+//! * Executables are cached in `$XDG_CACHE_HOME/remora` (else
+//!   `~/.cache/remora`, else the temporary directory) by a hash of the C
+//!   text and the compiler's command; the C text is kept beside the
+//!   executable and compared, so a hash collision cannot run the wrong
+//!   program. A second run of the same program does not compile.
+//! * The child reads the entry's arguments on standard input and writes
+//!   its results on standard output. A run-time error (exit status 3) is
+//!   reported by running the program again on the interpreter, which gives
+//!   the positioned message.
+
+use remora_value::{Array, Data};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The flags every program is compiled with: optimised for this machine,
+/// and no floating-point contraction (`a*b+c` stays two roundings, as the
+/// interpreter computes it).
+const FLAGS: &[&str] = &[
+    "-O3",
+    "-march=native",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+    "-std=c11",
+    "-w",
+];
+
+/// Why the compiled engine did not give the values.
+pub enum Failure {
+    /// The program cannot be compiled yet (or there is no C compiler):
+    /// what and where.
+    Unsupported(remora_syntax::Span, String),
+    /// The compiled program stopped with a run-time error; its message.
+    Run(String),
+    /// Something broke that should not have (the C compiler rejected our
+    /// C, the child crashed): a bug, said so.
+    Internal(String),
+}
+
+/// The C compiler's command: `$CC`, else `cc`, if it runs.
+pub fn c_compiler() -> Option<String> {
+    let cc = std::env::var("CC").ok().filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "cc".into());
+    let ok = Command::new(&cc)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(cc)
+}
+
+fn cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    match base {
+        Some(b) => b.join("remora"),
+        None => std::env::temp_dir().join("remora-cache"),
+    }
+}
+
+/// FNV-1a, 64 bits: the cache key (collisions are caught by comparing
+/// the kept C text).
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in *p {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The executable for `c_text`, from the cache or compiled now; and
+/// whether it was compiled.
+pub fn build(c_text: &str, cc: &str) -> Result<(PathBuf, bool), Failure> {
+    let flags = FLAGS.join(" ");
+    let key = fnv(&[c_text.as_bytes(), cc.as_bytes(), flags.as_bytes()]);
+    let dir = cache_dir();
+    let exe = dir.join(format!("{key:016x}"));
+    let kept = dir.join(format!("{key:016x}.c"));
+    if exe.is_file() && std::fs::read(&kept).is_ok_and(|t| t == c_text.as_bytes()) {
+        return Ok((exe, false));
+    }
+    let internal = |m: String| Failure::Internal(m);
+    std::fs::create_dir_all(&dir).map_err(|e| internal(format!("cannot create {}: {e}", dir.display())))?;
+    let id = format!("{}-{}", std::process::id(), key);
+    let source = dir.join(format!("tmp-{id}.c"));
+    let built = dir.join(format!("tmp-{id}"));
+    std::fs::write(&source, c_text).map_err(|e| internal(format!("cannot write {}: {e}", source.display())))?;
+    let out = Command::new(cc)
+        .args(FLAGS)
+        .arg("-o")
+        .arg(&built)
+        .arg(&source)
+        .args(["-lm", "-pthread"])
+        .stdin(Stdio::null())
+        .output();
+    let _ = std::fs::remove_file(&source);
+    let out = out.map_err(|e| internal(format!("cannot run the C compiler {cc}: {e}")))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_file(&built);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first: String = err.lines().take(12).collect::<Vec<_>>().join("\n");
+        return Err(internal(format!("the C compiler rejected the program:\n{first}")));
+    }
+    // The C text first, then the executable: a reader that finds the
+    // executable finds its text.
+    let kept_tmp = dir.join(format!("tmp-{id}.kept"));
+    std::fs::write(&kept_tmp, c_text)
+        .and_then(|()| std::fs::rename(&kept_tmp, &kept))
+        .and_then(|()| std::fs::rename(&built, &exe))
+        .map_err(|e| internal(format!("cannot keep the executable in {}: {e}", dir.display())))?;
+    Ok((exe, true))
+}
+
+/// The executable run on `inputs`: its results.
+pub fn execute(exe: &Path, inputs: &[Array]) -> Result<Vec<Array>, Failure> {
+    let mut bytes = Vec::new();
+    for a in inputs {
+        bytes.extend(remora_value::futhark::write_binary(a).map_err(Failure::Internal)?);
+    }
+    let mut child = Command::new(exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure::Internal(format!("cannot run {}: {e}", exe.display())))?;
+    let mut stdin = child.stdin.take();
+    let writer = std::thread::spawn(move || {
+        if let Some(s) = stdin.as_mut() {
+            let _ = s.write_all(&bytes);
+        }
+    });
+    let mut stderr = child.stderr.take();
+    let err_reader = std::thread::spawn(move || {
+        let mut e = Vec::new();
+        if let Some(s) = stderr.as_mut() {
+            let _ = s.take(1 << 20).read_to_end(&mut e);
+        }
+        e
+    });
+    let mut out = Vec::new();
+    if let Some(mut s) = child.stdout.take() {
+        let _ = s.read_to_end(&mut out);
+    }
+    let status = child
+        .wait()
+        .map_err(|e| Failure::Internal(format!("waiting for {}: {e}", exe.display())))?;
+    let _ = writer.join();
+    let err = err_reader.join().unwrap_or_default();
+    let err = String::from_utf8_lossy(&err);
+    match status.code() {
+        Some(0) => remora_value::futhark::read_data(&out)
+            .map_err(|m| Failure::Internal(format!("the compiled program's results: {m}"))),
+        Some(3) => Err(Failure::Run(
+            err.lines()
+                .find_map(|l| l.strip_prefix("remora-error: "))
+                .unwrap_or("run-time error")
+                .to_string(),
+        )),
+        _ => Err(Failure::Internal(format!(
+            "the compiled program stopped ({status}){}",
+            if err.is_empty() { String::new() } else { format!(": {}", err.trim()) }
+        ))),
+    }
+}
+
+/// A base value (Int, Float or Bool atoms) as an array of another
+/// function type.
+pub fn base<F, G>(a: Array<F>) -> Option<Array<G>> {
+    match &a.data {
+        Data::Int(_) | Data::Float(_) | Data::Bool(_) => Some(Array {
+            shape: a.shape,
+            data: a.data.base_atoms(),
+        }),
+        _ => None,
+    }
+}
+
+/// A checked program's entry `entry` (or its bare expressions) compiled
+/// and run on `inputs`: its results.
+pub fn run(
+    decls: &[remora_check::typed::TDecl],
+    names: &remora_check::NameTable,
+    entry: &str,
+    inputs: &[Array],
+) -> Result<Vec<Array>, Failure> {
+    let program = remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
+    if program.inputs.len() != inputs.len() {
+        return Err(Failure::Unsupported(
+            remora_syntax::Span::default(),
+            format!("{entry} expects {} arguments but got {}", program.inputs.len(), inputs.len()),
+        ));
+    }
+    let Some(cc) = c_compiler() else {
+        return Err(Failure::Unsupported(
+            remora_syntax::Span::default(),
+            "no C compiler (set CC, or install cc)".into(),
+        ));
+    };
+    let text = remora_compile::c::emit(&program);
+    let (exe, _) = build(&text, &cc)?;
+    execute(&exe, inputs)
+}
