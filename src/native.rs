@@ -31,6 +31,9 @@ const FLAGS: &[&str] = &[
     "-w",
 ];
 
+/// The flags of [`run_with`]'s quick builds.
+const QUICK: &[&str] = &["-O1", "-ffp-contract=off", "-std=c11", "-w"];
+
 /// Why the compiled engine did not give the values.
 pub enum Failure {
     /// The program cannot be compiled yet (or there is no C compiler):
@@ -45,6 +48,11 @@ pub enum Failure {
 
 /// The C compiler's command: `$CC`, else `cc`, if it runs.
 pub fn c_compiler() -> Option<String> {
+    static FOUND: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(find_c_compiler).clone()
+}
+
+fn find_c_compiler() -> Option<String> {
     let cc = std::env::var("CC").ok().filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "cc".into());
     let ok = Command::new(&cc)
         .arg("--version")
@@ -83,8 +91,9 @@ fn fnv(parts: &[&[u8]]) -> u64 {
 
 /// The executable for `c_text`, from the cache or compiled now; and
 /// whether it was compiled.
-pub fn build(c_text: &str, cc: &str) -> Result<(PathBuf, bool), Failure> {
-    let flags = FLAGS.join(" ");
+pub fn build(c_text: &str, cc: &str, flags: &[&str]) -> Result<(PathBuf, bool), Failure> {
+    let flag_list = flags;
+    let flags = flags.join(" ");
     let key = fnv(&[c_text.as_bytes(), cc.as_bytes(), flags.as_bytes()]);
     let dir = cache_dir();
     let exe = dir.join(format!("{key:016x}"));
@@ -99,7 +108,7 @@ pub fn build(c_text: &str, cc: &str) -> Result<(PathBuf, bool), Failure> {
     let built = dir.join(format!("tmp-{id}"));
     std::fs::write(&source, c_text).map_err(|e| internal(format!("cannot write {}: {e}", source.display())))?;
     let out = Command::new(cc)
-        .args(FLAGS)
+        .args(flag_list)
         .arg("-o")
         .arg(&built)
         .arg(&source)
@@ -196,6 +205,18 @@ pub fn run(
     entry: &str,
     inputs: &[Array],
 ) -> Result<Vec<Array>, Failure> {
+    run_with(decls, names, entry, inputs, false)
+}
+
+/// [`run`], compiled `quick`ly (less optimisation, for tests: the same
+/// results, since no level of optimisation changes a float operation).
+pub fn run_with(
+    decls: &[remora_check::typed::TDecl],
+    names: &remora_check::NameTable,
+    entry: &str,
+    inputs: &[Array],
+    quick: bool,
+) -> Result<Vec<Array>, Failure> {
     let program = remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
     if program.inputs.len() != inputs.len() {
         return Err(Failure::Unsupported(
@@ -210,6 +231,6 @@ pub fn run(
         ));
     };
     let text = remora_compile::c::emit(&program);
-    let (exe, _) = build(&text, &cc)?;
+    let (exe, _) = build(&text, &cc, if quick { QUICK } else { FLAGS })?;
     execute(&exe, inputs)
 }

@@ -687,8 +687,109 @@ fn execute(
         }
         elaboration_agrees(parsed, entry, inputs, options, &fast)?;
         lowering_agrees(parsed, entry, inputs, options, &fast)?;
+        if COMPARE_COMPILED.load(std::sync::atomic::Ordering::Relaxed) {
+            compiled_agrees(parsed, entry, inputs, options, &fast)?;
+        }
     }
     Ok(fast)
+}
+
+/// Whether every run case the compiler can compile is also compiled to C
+/// and run, and must print what the interpreter printed (or fail too).
+/// The suite turns it on where a C compiler is found.
+pub static COMPARE_COMPILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How many run cases compiled, and why each of the rest did not (the
+/// compiled engine's coverage, for `remora test --engine compiled`).
+pub static COMPILED: std::sync::Mutex<(usize, Vec<String>)> = std::sync::Mutex::new((0, Vec::new()));
+
+/// A summary of [`COMPILED`]: how many run cases compiled, and the
+/// reasons of the rest, most frequent first.
+pub fn compiled_coverage() -> String {
+    let Ok(c) = COMPILED.lock() else {
+        return String::new();
+    };
+    let total = c.0 + c.1.len();
+    let mut out = format!(
+        "compiled engine: {} of {total} run cases compiled ({:.1}%)\n",
+        c.0,
+        if total == 0 { 100.0 } else { 100.0 * c.0 as f64 / total as f64 }
+    );
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for why in &c.1 {
+        *counts.entry(why.as_str()).or_default() += 1;
+    }
+    let mut counts: Vec<_> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    for (why, n) in counts {
+        out.push_str(&format!("  {n:5}  {why}\n"));
+    }
+    out
+}
+
+/// The program compiled to C and run must print what the interpreter
+/// printed, or fail where it failed.
+fn compiled_agrees(
+    parsed: &Parsed,
+    entry: &str,
+    inputs: &[String],
+    options: remora_check::Options,
+    original: &Result<(Option<remora_value::Array>, String), String>,
+) -> Result<(), String> {
+    let checked = remora_check::check_program_with(&parsed.program, options);
+    if checked.has_errors() {
+        return Ok(());
+    }
+    let mut sources = SourceMap::new();
+    let mut args = Vec::new();
+    for text in inputs {
+        let loaded = remora_syntax::parse_expression(&mut sources, "<arg>", text, Dialect::Source);
+        let c = remora_check::check_expression(&loaded.value);
+        let Some(t) = c.value.filter(|_| c.diagnostics.is_empty() && !loaded.has_errors()) else {
+            return Ok(());
+        };
+        let mut interp = remora_interp::Interpreter::default();
+        let Ok(v) = interp.eval(&t, &Default::default()) else {
+            return Ok(());
+        };
+        match crate::native::base(v) {
+            Some(a) => args.push(a),
+            None => return Ok(()),
+        }
+    }
+    let outcome = crate::native::run_with(&checked.value, &checked.names, entry, &args, true);
+    let record = |r: Result<(), String>| {
+        if let Ok(mut c) = COMPILED.lock() {
+            match &r {
+                Ok(()) => c.0 += 1,
+                Err(why) => c.1.push(why.clone()),
+            }
+        }
+    };
+    match (outcome, original) {
+        (Err(crate::native::Failure::Unsupported(_, what)), _) => {
+            record(Err(what));
+            Ok(())
+        }
+        (Err(crate::native::Failure::Internal(what)), _) => Err(format!("the compiled engine broke: {what}")),
+        (Err(crate::native::Failure::Run(_)), Err(_)) => {
+            record(Ok(()));
+            Ok(())
+        }
+        (Ok(values), Ok((_, printed))) if values.last().map(remora_value::print::to_string).as_ref() == Some(printed) => {
+            record(Ok(()));
+            Ok(())
+        }
+        (compiled, _) => Err(format!(
+            "compiled, the program differs:\ninterpreter: {:?}\ncompiled: {:?}",
+            original.as_ref().map(|r| &r.1),
+            match compiled {
+                Ok(vs) => Ok(vs.last().map(remora_value::print::to_string)),
+                Err(crate::native::Failure::Run(m)) => Err(m),
+                Err(_) => Err(String::new()),
+            }
+        )),
+    }
 }
 
 /// The program lowered by the compiler to explicit maps, made

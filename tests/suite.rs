@@ -16,6 +16,9 @@ fn main() {
     // Every run case also runs without batched application, elaborated
     // and lowered by the compiler, and must agree.
     remora::testing::COMPARE_WITH_REFERENCE.store(true, std::sync::atomic::Ordering::Relaxed);
+    // And, where a C compiler is found, compiled (what compiles).
+    let compiled = remora::native::c_compiler().is_some();
+    remora::testing::COMPARE_COMPILED.store(compiled, std::sync::atomic::Ordering::Relaxed);
     let args = Arguments::from_args();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
@@ -86,7 +89,11 @@ fn main() {
             }
         }
     }
-    libtest_mimic::run(&args, trials).exit();
+    let conclusion = libtest_mimic::run(&args, trials);
+    if compiled {
+        eprint!("{}", remora::testing::compiled_coverage());
+    }
+    conclusion.exit();
 }
 
 /// The rendered diagnostics of a case that expects errors, as an insta

@@ -176,6 +176,7 @@ impl Emitter {
             Expr::Bool(b) => (if *b { "true" } else { "false" }).to_string(),
             Expr::Var(x) => v(*x),
             Expr::Load { buf, index } => format!("{}[{}]", v(*buf), self.expr(index)),
+            Expr::Addr { buf, index } => format!("(&{}[{}])", v(*buf), self.expr(index)),
             Expr::Op { op, args } => {
                 let a: Vec<String> = args.iter().map(|x| self.expr(x)).collect();
                 op_c(op, &a)
@@ -322,6 +323,10 @@ impl Emitter {
             }
             Stmt::Fail { what } => {
                 let _ = writeln!(out, "{p}rt_fail({what:?});");
+            }
+            Stmt::Call { func, args } => {
+                let args: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                let _ = writeln!(out, "{p}{func}({});", args.join(", "));
             }
         }
     }

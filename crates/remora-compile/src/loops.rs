@@ -61,6 +61,9 @@ pub enum Expr {
     /// A scalar primitive of the language (`+`, `f.sqrt`, `i->f` …) by its
     /// name, on operands of its types.
     Op { op: &'static str, args: Vec<Expr> },
+    /// The address of `buf`'s atom at `index` (an argument of a runtime
+    /// call: a buffer from there on).
+    Addr { buf: Var, index: Box<Expr> },
 }
 
 impl Expr {
@@ -104,7 +107,7 @@ impl Expr {
         match self {
             Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) => {}
             Expr::Var(v) => f(*v),
-            Expr::Load { buf, index } => {
+            Expr::Load { buf, index } | Expr::Addr { buf, index } => {
                 f(*buf);
                 index.each_var(f);
             }
@@ -168,6 +171,9 @@ pub enum Stmt {
     DoWhile { body: Vec<Stmt>, cond: Expr },
     /// Stop with a run-time error.
     Fail { what: String },
+    /// A function of the C runtime (`rt_…`) called for its effect on the
+    /// buffers it is given (a sort, a search).
+    Call { func: &'static str, args: Vec<Expr> },
 }
 
 /// What the program reads: an entry's argument, into `buf`, its extents
@@ -284,6 +290,7 @@ impl Program {
             Expr::Bool(b) => (if *b { "#t" } else { "#f" }).to_string(),
             Expr::Var(v) => self.var(*v),
             Expr::Load { buf, index } => format!("(load {} {})", self.var(*buf), self.expr(index)),
+            Expr::Addr { buf, index } => format!("(addr {} {})", self.var(*buf), self.expr(index)),
             Expr::Op { op, args } => {
                 let mut s = format!("({op}");
                 for a in args {
@@ -388,6 +395,10 @@ impl Program {
                 out.push_str(&format!("{pad} while {})\n", self.expr(cond)));
             }
             Stmt::Fail { what } => out.push_str(&format!("{pad}(fail {what:?})\n")),
+            Stmt::Call { func, args } => {
+                let args: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
+                out.push_str(&format!("{pad}(call {func} {})\n", args.join(" ")))
+            }
         }
     }
 }
@@ -472,7 +483,7 @@ impl Verifier {
             }
         });
         err?;
-        if let Expr::Load { buf, .. } = e
+        if let Expr::Load { buf, .. } | Expr::Addr { buf, .. } = e
             && !matches!(self.kinds.get(buf), Some(Kind::Buffer(_)))
         {
             return Err(format!("{} is loaded from but is not a buffer", p.var(*buf)));
@@ -572,6 +583,7 @@ impl Verifier {
                 Ok(())
             }
             Stmt::Fail { .. } => Ok(()),
+            Stmt::Call { args, .. } => args.iter().try_for_each(|a| self.expr(p, a)),
         }
     }
 
