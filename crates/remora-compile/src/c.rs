@@ -17,7 +17,7 @@
 //! holding every variable in scope, and run by the pool; a `tree` reduction
 //! is a recursive function the same way.
 
-use crate::loops::{Elem, Expr, Extent, Order, Program, Stmt, Var};
+use crate::loops::{Elem, Expr, Extent, Order, Program, Stmt, Var, Written};
 use std::fmt::Write;
 
 /// The runtime every program starts with.
@@ -116,14 +116,23 @@ pub fn emit(p: &Program) -> String {
     for o in &p.outputs {
         let dims: Vec<String> = o.dims.iter().map(|d| e.expr(d)).collect();
         let n = o.dims.len();
+        let data = match &o.value {
+            Written::Buffer(b) => v(*b),
+            Written::Scalar(x) => {
+                let _ = writeln!(main, "  {{ {} out = {};", ctype(o.elem), e.expr(x));
+                "&out".to_string()
+            }
+        };
         let _ = writeln!(
             main,
-            "  {{ int64_t shape[{}] = {{{}}}; rt_write({}, {n}, shape, {}); }}",
+            "  {{ int64_t shape[{}] = {{{}}}; rt_write({}, {n}, shape, {data}); }}",
             n.max(1),
             if dims.is_empty() { "0".to_string() } else { dims.join(", ") },
             code(o.elem),
-            v(o.buf)
         );
+        if matches!(o.value, Written::Scalar(_)) {
+            main.push_str("  }\n");
+        }
     }
     main.push_str("  rt_finish();\n  return 0;\n}\n");
     let mut out = String::from(RUNTIME);

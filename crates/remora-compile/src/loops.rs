@@ -192,12 +192,19 @@ pub enum Extent {
     Equal(Expr),
 }
 
-/// What the program writes: `buf`'s atoms from 0 in the shape `dims`.
+/// What the program writes: `buf`'s atoms from 0 in the shape `dims`, or
+/// one scalar.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Output {
-    pub buf: Var,
+    pub value: Written,
     pub elem: Elem,
     pub dims: Vec<Expr>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Written {
+    Buffer(Var),
+    Scalar(Expr),
 }
 
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -273,9 +280,13 @@ impl Program {
         }
         for o in &self.outputs {
             let dims: Vec<String> = o.dims.iter().map(|d| self.expr(d)).collect();
+            let what = match &o.value {
+                Written::Buffer(b) => self.var(*b),
+                Written::Scalar(e) => self.expr(e),
+            };
             out.push_str(&format!(
                 "(output {} {} [{}])\n",
-                self.var(o.buf),
+                what,
                 o.elem.name(),
                 dims.join(" ")
             ));
@@ -431,7 +442,10 @@ pub fn verify(p: &Program) -> Result<(), String> {
         v.stmt(p, s)?;
     }
     for o in &p.outputs {
-        v.expect(p, o.buf, Kind::Buffer(o.elem))?;
+        match &o.value {
+            Written::Buffer(b) => v.expect(p, *b, Kind::Buffer(o.elem))?,
+            Written::Scalar(e) => v.expr(p, e)?,
+        }
         for d in &o.dims {
             v.expr(p, d)?;
         }

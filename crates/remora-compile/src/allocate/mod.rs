@@ -71,6 +71,17 @@ impl View {
     fn load(&self) -> Expr {
         Expr::load(self.buf, self.offset.clone())
     }
+
+    /// Whether the atoms are laid out in row-major order without gaps
+    /// (from any offset).
+    fn is_dense(&self) -> bool {
+        View::contiguous(self.buf, self.elem, self.dims.clone()).strides == self.strides
+    }
+
+    /// The atom at flat position `p` of a dense view.
+    fn load_at(&self, p: Expr) -> Expr {
+        Expr::load(self.buf, Expr::add(self.offset.clone(), p))
+    }
 }
 
 /// What an expression gives at compile time.
@@ -79,12 +90,24 @@ enum Val<'m> {
     Scalar(Elem, Expr),
     Array(View),
     Func(Rc<Closure<'m>>),
+    /// An array not computed yet: a map whose every element its consumer
+    /// (a reduction) computes where it needs it, so that a map into a
+    /// reduction is one loop and allocates nothing (map→reduce fusion).
+    Delayed(Rc<Delayed<'m>>),
     /// An intrinsic, with the type and index arguments given so far.
     Prim {
         name: &'static str,
         types: Vec<TyAtom>,
         indices: Vec<Index>,
     },
+}
+
+/// A map not computed yet, with what was in scope where it was written.
+struct Delayed<'m> {
+    map: &'m maps::Expr,
+    scope: Scope<'m>,
+    elem: Elem,
+    dims: Vec<Expr>,
 }
 
 /// A function written in the program, with what was in scope there.
@@ -317,24 +340,23 @@ impl<'m> Alloc<'m> {
     fn output(&mut self, v: Val<'m>, ty: &Type, body: &mut Vec<Stmt>) -> Res<()> {
         let elem = elem_of(&ty.atom)?;
         let dims = self.dims(&ty.shape)?;
-        let buf = match v {
-            Val::Array(view) if self.is_whole(&view) => view.buf,
+        let v = self.force(v, body)?;
+        let value = match v {
+            Val::Scalar(_, x) if dims.is_empty() => loops::Written::Scalar(x),
+            Val::Array(view) if self.is_whole(&view) => loops::Written::Buffer(view.buf),
             v => {
-                let buf = self.fresh("result");
-                let len = product(&dims);
-                body.push(Stmt::Alloc { buf, elem, len });
-                let dest = View::contiguous(buf, elem, dims.clone());
+                let dest = self.alloc("result", elem, dims.clone(), body);
                 self.copy(v, &dest, body)?;
-                buf
+                loops::Written::Buffer(dest.buf)
             }
         };
-        self.out.outputs.push(loops::Output { buf, elem, dims });
+        self.out.outputs.push(loops::Output { value, elem, dims });
         Ok(())
     }
 
     /// Whether `view` is its whole buffer, contiguous from 0.
     fn is_whole(&self, view: &View) -> bool {
-        view.offset == Expr::Int(0) && View::contiguous(view.buf, view.elem, view.dims.clone()).strides == view.strides
+        view.offset == Expr::Int(0) && view.is_dense()
     }
 
     // -- values ---------------------------------------------------------------
@@ -416,8 +438,18 @@ impl<'m> Alloc<'m> {
             },
             Kind::App { func, args } => {
                 let f = self.value(func, body)?;
+                let consumes = matches!(&f, Val::Prim { name, .. } if FUSED_CONSUMERS.contains(name));
                 let mut vals = Vec::with_capacity(args.len());
                 for a in args {
+                    if consumes && delayable(a) {
+                        vals.push(Val::Delayed(Rc::new(Delayed {
+                            map: a,
+                            scope: self.scope.clone(),
+                            elem: elem_of(&a.ty.atom)?,
+                            dims: self.dims(&a.ty.shape)?,
+                        })));
+                        continue;
+                    }
                     let v = self.value(a, body)?;
                     vals.push(self.named(v, "arg", body));
                 }
@@ -564,6 +596,64 @@ impl<'m> Alloc<'m> {
             }
             Val::Prim { name, types, indices } => self.intrinsic(name, &types, &indices, args, e, body),
             _ => unsupported("an application of an array"),
+        }
+    }
+
+    // -- elements one at a time ---------------------------------------------
+
+    /// `v` computed, if it is a delayed map.
+    fn force(&mut self, v: Val<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        match v {
+            Val::Delayed(d) => {
+                let saved = std::mem::replace(&mut self.scope, d.scope.clone());
+                let r = self.value(d.map, body);
+                self.scope = saved;
+                r
+            }
+            v => Ok(v),
+        }
+    }
+
+    /// The atom of `src` (an array or a delayed map) at `idx`, a position
+    /// of every axis: code for it goes into `body`.
+    fn element(&mut self, src: &Val<'m>, idx: &[Expr], body: &mut Vec<Stmt>) -> Res<Expr> {
+        match src {
+            Val::Array(v) => Ok(v.cell(idx).load()),
+            Val::Delayed(d) => {
+                let saved = std::mem::replace(&mut self.scope, d.scope.clone());
+                let r = self.element_of(d.map, idx, body);
+                self.scope = saved;
+                r
+            }
+            _ => unsupported("an element of a function"),
+        }
+    }
+
+    fn element_of(&mut self, e: &'m maps::Expr, idx: &[Expr], body: &mut Vec<Stmt>) -> Res<Expr> {
+        match &e.kind {
+            _ if idx.is_empty() => self.scalar(e, body),
+            Kind::Map {
+                frame,
+                binds,
+                body: cell,
+            } if !frame.is_scalar() => {
+                let n = self.dims(frame)?.len();
+                if n > idx.len() {
+                    return unsupported("an element of a map of a shape variable");
+                }
+                for b in binds {
+                    let Val::Array(v) = self.value(&b.value, body)? else {
+                        return unsupported("a map over an array of functions");
+                    };
+                    let v = cell_val(v.cell(&idx[..n]));
+                    self.scope.vars.insert(b.var, v);
+                }
+                self.element_of(cell, &idx[n..], body)
+            }
+            _ => match self.value(e, body)? {
+                Val::Array(v) => Ok(v.cell(idx).load()),
+                _ => unsupported("an element of this expression"),
+            },
         }
     }
 
@@ -720,6 +810,25 @@ impl<'m> Alloc<'m> {
         View::contiguous(buf, elem, dims)
     }
 
+}
+
+/// The intrinsics that take a [`Val::Delayed`] argument (and compute its
+/// elements where they need them).
+const FUSED_CONSUMERS: &[&str] = &["f.sum", "sum", "f.product", "product", "any", "all", "reduce", "reduce/zero"];
+
+/// Whether `e` is a map whose elements can be computed one at a time where
+/// they are consumed: its arrays (at every level of a nest) are variables
+/// or literals, so computing an element costs only the element's own work.
+fn delayable(e: &maps::Expr) -> bool {
+    match &e.kind {
+        Kind::Map { frame, binds, body } if !frame.is_scalar() => {
+            binds
+                .iter()
+                .all(|b| matches!(b.value.kind, Kind::Var(_) | Kind::Array { .. }))
+                && (body.ty.shape.is_scalar() || delayable(body))
+        }
+        _ => false,
+    }
 }
 
 enum Arg<'m> {

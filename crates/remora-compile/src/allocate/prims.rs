@@ -38,8 +38,19 @@ impl<'m> Alloc<'m> {
             return Ok(Val::Scalar(Elem::Float, Expr::Float(std::f32::consts::PI)));
         }
         let elem = elem_of(&e.ty.atom);
+        // Only the reductions take delayed maps: anything else gets them
+        // computed.
+        let args = if FUSED_CONSUMERS.contains(&name) {
+            args
+        } else {
+            let mut forced = Vec::with_capacity(args.len());
+            for a in args {
+                forced.push(self.force(a, body)?);
+            }
+            forced
+        };
         match (name, args.as_slice()) {
-            ("f.sum" | "f.product" | "sum" | "product" | "any" | "all", [Val::Array(xs)]) => {
+            ("f.sum" | "f.product" | "sum" | "product" | "any" | "all", [xs @ (Val::Array(_) | Val::Delayed(_))]) => {
                 let (op, unit, order) = match name {
                     "f.sum" => ("f.+", Expr::Float(0.0), Order::Tree),
                     "f.product" => ("f.*", Expr::Float(1.0), Order::Left),
@@ -49,7 +60,7 @@ impl<'m> Alloc<'m> {
                     _ => ("and", Expr::Bool(true), Order::Left),
                 };
                 let xs = xs.clone();
-                Ok(self.reduce_atoms(&xs, op, Some(unit), order, body))
+                self.reduce_atoms(&xs, op, Some(unit), order, body)
             }
             ("f.sum" | "f.product" | "sum" | "product" | "any" | "all", [Val::Scalar(_, x)]) => {
                 let (op, unit) = match name {
@@ -68,8 +79,10 @@ impl<'m> Alloc<'m> {
             },
             ("reduce" | "reduce/zero", [op, rest @ ..]) => {
                 let (seed, xs) = match rest {
-                    [Val::Array(xs)] => (None, xs.clone()),
-                    [seed, Val::Array(xs)] => (Some(seed.clone()), xs.clone()),
+                    [xs @ (Val::Array(_) | Val::Delayed(_))] => (None, xs.clone()),
+                    [seed, xs @ (Val::Array(_) | Val::Delayed(_))] => {
+                        (Some(self.force(seed.clone(), body)?), xs.clone())
+                    }
                     _ => return unsupported(format!("{name} of these arguments")),
                 };
                 self.reduce(op.clone(), seed, &xs, e, body)
@@ -191,46 +204,64 @@ impl<'m> Alloc<'m> {
         v
     }
 
-    /// Every atom of `xs` combined by `op` from `seed`.
-    fn reduce_atoms(&mut self, xs: &View, op: &'static str, seed: Option<Expr>, order: Order, body: &mut Vec<Stmt>) -> Val<'m> {
-        // Row-major position p of xs: its index along each axis.
+    /// Every atom of `xs` (an array or a delayed map) combined by `op`
+    /// from `seed`, in row-major order.
+    fn reduce_atoms(
+        &mut self,
+        xs: &Val<'m>,
+        op: &'static str,
+        seed: Option<Expr>,
+        order: Order,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let (elem, dims) = shape_of(xs)?;
         let p = self.fresh("p");
-        let mut rest = Expr::Var(p);
-        let mut offset = xs.offset.clone();
         let mut item_body = Vec::new();
-        for k in (0..xs.dims.len()).rev() {
-            if k == 0 {
-                offset = Expr::add(offset, Expr::mul(rest.clone(), xs.strides[k].clone()));
-            } else {
-                let q = self.fresh("q");
-                item_body.push(Stmt::Let {
-                    var: q,
-                    elem: Elem::Int,
-                    value: Expr::op("mod", vec![rest.clone(), xs.dims[k].clone()]),
-                });
-                offset = Expr::add(offset, Expr::mul(Expr::Var(q), xs.strides[k].clone()));
-                let r = self.fresh("r");
-                item_body.push(Stmt::Let {
-                    var: r,
-                    elem: Elem::Int,
-                    value: Expr::op("/", vec![rest, xs.dims[k].clone()]),
-                });
-                rest = Expr::Var(r);
+        let item = match xs {
+            Val::Array(v) if v.is_dense() => v.load_at(Expr::Var(p)),
+            _ => {
+                // Row-major position p: its index along each axis.
+                let mut idx = vec![Expr::Int(0); dims.len()];
+                let mut rest = Expr::Var(p);
+                for k in (0..dims.len()).rev() {
+                    if k == 0 {
+                        idx[k] = rest.clone();
+                        continue;
+                    }
+                    let q = self.fresh("q");
+                    item_body.push(Stmt::Let {
+                        var: q,
+                        elem: Elem::Int,
+                        value: Expr::op("mod", vec![rest.clone(), dims[k].clone()]),
+                    });
+                    idx[k] = Expr::Var(q);
+                    let r = self.fresh("r");
+                    item_body.push(Stmt::Let {
+                        var: r,
+                        elem: Elem::Int,
+                        value: Expr::op("/", vec![rest, dims[k].clone()]),
+                    });
+                    rest = Expr::Var(r);
+                }
+                self.loop_depth += 1;
+                let item = self.element(xs, &idx, &mut item_body);
+                self.loop_depth -= 1;
+                item?
             }
-        }
+        };
         let acc = self.fresh("acc");
         body.push(Stmt::Reduce {
             acc,
-            elem: xs.elem,
+            elem,
             op,
             seed,
-            order,
+            order: exact_order(op, order),
             index: p,
-            count: product(&xs.dims),
+            count: product(&dims),
             body: item_body,
-            item: Expr::load(xs.buf, offset),
+            item,
         });
-        Val::Scalar(xs.elem, Expr::Var(acc))
+        Ok(Val::Scalar(elem, Expr::Var(acc)))
     }
 
     /// `reduce` or `reduce/zero` by `op` over the items of `xs`.
@@ -238,61 +269,74 @@ impl<'m> Alloc<'m> {
         &mut self,
         op: Val<'m>,
         seed: Option<Val<'m>>,
-        xs: &View,
+        xs: &Val<'m>,
         e: &'m maps::Expr,
         body: &mut Vec<Stmt>,
     ) -> Res<Val<'m>> {
         let Some(prim) = self.elementwise(&op) else {
             // A general operator: a left fold, item by item.
+            let Val::Array(xs) = self.force(xs.clone(), body)? else {
+                return unsupported("reduce of a function");
+            };
             return match seed {
-                Some(s) => self.fold(op, s, xs, e, body),
+                Some(s) => self.fold(op, s, &xs, e, body),
                 None => {
                     let first = cell_val(xs.cell(&[Expr::Int(0)]));
                     let mut rest = xs.clone();
                     rest.offset = Expr::add(rest.offset, rest.strides[0].clone());
                     rest.dims[0] = Expr::op("-", vec![rest.dims[0].clone(), Expr::Int(1)]);
+                    body.push(Stmt::If {
+                        cond: Expr::op("==", vec![xs.dims[0].clone(), Expr::Int(0)]),
+                        then: vec![Stmt::Fail {
+                            what: "reduce of an empty array".into(),
+                        }],
+                        otherwise: Vec::new(),
+                    });
                     self.fold(op, first, &rest, e, body)
                 }
             };
         };
-        let order = if prim == "f.+" { Order::Tree } else { Order::Left };
-        let items = xs.dims[0].clone();
-        let item_dims = xs.dims[1..].to_vec();
+        let order = exact_order(prim, if prim == "f.+" { Order::Tree } else { Order::Left });
+        let (elem, dims) = shape_of(xs)?;
+        let Some(items) = dims.first().cloned() else {
+            return unsupported("reduce of a scalar");
+        };
+        let item_dims = dims[1..].to_vec();
         // Each position of an item reduced alone (the same combinations,
         // lane by lane).
         let lanes: Vec<Var> = item_dims.iter().map(|_| self.fresh("l")).collect();
         let lane_idx: Vec<Expr> = lanes.iter().map(|v| Expr::Var(*v)).collect();
-        let mut lane_view = xs.clone();
-        lane_view.dims = vec![items.clone()];
-        lane_view.strides = vec![xs.strides[0].clone()];
-        let inner = xs.cell(&[Expr::Int(0)]).cell(&lane_idx);
-        lane_view.offset = inner.offset;
-        let seed_at = |s: &Val<'m>| -> Res<Expr> {
-            match s {
-                Val::Scalar(_, x) => Ok(x.clone()),
-                Val::Array(v) => Ok(v.cell(&lane_idx).load()),
-                _ => unsupported("a function as a seed"),
-            }
+        let seed_expr = match &seed {
+            None => None,
+            Some(Val::Scalar(_, x)) => Some(x.clone()),
+            Some(Val::Array(v)) => Some(v.cell(&lane_idx).load()),
+            Some(_) => return unsupported("a function as a seed"),
         };
-        let seed_expr = seed.as_ref().map(seed_at).transpose()?;
         let i = self.fresh("k");
+        let mut idx = vec![Expr::Var(i)];
+        idx.extend(lane_idx.iter().cloned());
+        let mut item_body = Vec::new();
+        self.loop_depth += 1 + lanes.len();
+        let item = self.element(xs, &idx, &mut item_body);
+        self.loop_depth -= 1 + lanes.len();
+        let item = item?;
         let acc = self.fresh("acc");
         let stmt = Stmt::Reduce {
             acc,
-            elem: xs.elem,
+            elem,
             op: prim,
             seed: seed_expr,
             order,
             index: i,
             count: items,
-            body: Vec::new(),
-            item: Expr::load(xs.buf, Expr::add(lane_view.offset.clone(), Expr::mul(Expr::Var(i), xs.strides[0].clone()))),
+            body: item_body,
+            item,
         };
         if item_dims.is_empty() {
             body.push(stmt);
-            return Ok(Val::Scalar(xs.elem, Expr::Var(acc)));
+            return Ok(Val::Scalar(elem, Expr::Var(acc)));
         }
-        let dest = self.alloc("red", xs.elem, item_dims.clone(), body);
+        let dest = self.alloc("red", elem, item_dims.clone(), body);
         let mut inner = vec![
             stmt,
             Stmt::Store {
@@ -389,5 +433,25 @@ impl<'m> Alloc<'m> {
             body: inner,
         });
         Ok(Val::Array(acc))
+    }
+}
+
+/// A reduction's items' element type and the shape of all of them.
+fn shape_of(xs: &Val<'_>) -> Res<(Elem, Vec<Expr>)> {
+    match xs {
+        Val::Array(v) => Ok((v.elem, v.dims.clone())),
+        Val::Delayed(d) => Ok((d.elem, d.dims.clone())),
+        _ => unsupported("a reduction of a function"),
+    }
+}
+
+/// The order a reduction by `op` may use: the tree for the operators whose
+/// every grouping gives the same bits (Int addition, products, max and
+/// min, bitwise and Boolean operations: the tree runs on several threads),
+/// else what the language fixes.
+fn exact_order(op: &str, order: Order) -> Order {
+    match op {
+        "+" | "*" | "max" | "min" | "bit-and" | "bit-or" | "bit-xor" | "and" | "or" => Order::Tree,
+        _ => order,
     }
 }
