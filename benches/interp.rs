@@ -21,9 +21,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{cells, fatal, float_array, floats, ints, mandelbrot_grid, mb, ms, peak_kib};
+use common::{fatal, mb, ms, peak_kib};
 use remora_interp::Value;
-use remora_value::{Array, Data};
 use std::time::Duration;
 
 #[derive(Clone)]
@@ -124,65 +123,9 @@ fn rows(quick: bool) -> Vec<Row> {
     ]
 }
 
-fn size(row: &Row, key: &str) -> usize {
-    common::size(&row.sizes, key)
-}
-
 /// The entry's arguments for a row.
 fn arguments<'p>(row: &Row) -> Vec<Value<'p>> {
-    let n = size(row, "N");
-    let scaled = |v: Vec<f32>, by: f32| v.into_iter().map(|x| x * by).collect::<Vec<_>>();
-    let masses = || floats(n, 2).into_iter().map(|m| m + 0.5).collect::<Vec<_>>();
-    match row.name {
-        "sum_squares" => vec![float_array(vec![n], floats(n, 1))],
-        "axpbyc" => vec![
-            float_array(vec![], vec![1.5]),
-            float_array(vec![], vec![-0.5]),
-            float_array(vec![n], floats(n, 1)),
-            float_array(vec![n], floats(n, 2)),
-            float_array(vec![n], floats(n, 3)),
-        ],
-        "nbody_accel" => vec![
-            float_array(vec![n, 3], scaled(floats(3 * n, 1), 10.0)),
-            float_array(vec![n], masses()),
-        ],
-        "convolve" => {
-            let k = size(row, "K");
-            vec![
-                float_array(vec![n], floats(n, 1)),
-                float_array(vec![k], floats(k, 2)),
-                Array {
-                    shape: vec![k],
-                    data: Data::Int((0..k as i64).map(|s| s - (k / 2) as i64).collect()),
-                },
-            ]
-        }
-        "replicate" => vec![
-            float_array(vec![n], floats(n, 1)),
-            float_array(vec![8, n], floats(8 * n, 2)),
-        ],
-        "life" => vec![Array {
-            shape: vec![n, n],
-            data: Data::Int(cells(n * n, 1).into()),
-        }],
-        "mandelbrot" => mandelbrot_grid(n),
-        "kmeans" => {
-            let (d, k) = (size(row, "D"), size(row, "K"));
-            vec![
-                float_array(vec![n, d], floats(n * d, 1)),
-                float_array(vec![k, d], floats(k * d, 2)),
-            ]
-        }
-        "sort" => vec![Array {
-            shape: vec![n],
-            data: Data::Int(ints(n, 1).into()),
-        }],
-        "nbody_sim" => vec![
-            float_array(vec![2, n, 3], scaled(floats(2 * n * 3, 1), 10.0)),
-            float_array(vec![n], masses()),
-        ],
-        _ => Vec::new(),
-    }
+    common::arguments(row.name, &row.sizes)
 }
 
 /// Runs the row's program `reps` times: the median time and the checksum.

@@ -22,7 +22,7 @@ use std::process::{Command, Stdio};
 /// The flags every program is compiled with: optimised for this machine,
 /// and no floating-point contraction (`a*b+c` stays two roundings, as the
 /// interpreter computes it).
-const FLAGS: &[&str] = &[
+pub const FLAGS: &[&str] = &[
     "-O3",
     "-march=native",
     "-ffp-contract=off",
@@ -53,7 +53,10 @@ pub fn c_compiler() -> Option<String> {
 }
 
 fn find_c_compiler() -> Option<String> {
-    let cc = std::env::var("CC").ok().filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "cc".into());
+    let cc = std::env::var("CC")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or_else(|| "cc".into());
     let ok = Command::new(&cc)
         .arg("--version")
         .stdout(Stdio::null())
@@ -92,10 +95,15 @@ fn fnv(parts: &[&[u8]]) -> u64 {
 /// The executable for `c_text`, from the cache or compiled now; and
 /// whether it was compiled.
 pub fn build(c_text: &str, cc: &str, flags: &[&str]) -> Result<(PathBuf, bool), Failure> {
+    build_in(&cache_dir(), c_text, cc, flags)
+}
+
+/// [`build`] with the cache in `dir`.
+pub fn build_in(dir: &Path, c_text: &str, cc: &str, flags: &[&str]) -> Result<(PathBuf, bool), Failure> {
     let flag_list = flags;
     let flags = flags.join(" ");
     let key = fnv(&[c_text.as_bytes(), cc.as_bytes(), flags.as_bytes()]);
-    let dir = cache_dir();
+    let dir = dir.to_path_buf();
     let exe = dir.join(format!("{key:016x}"));
     let kept = dir.join(format!("{key:016x}.c"));
     if exe.is_file() && std::fs::read(&kept).is_ok_and(|t| t == c_text.as_bytes()) {
@@ -103,10 +111,15 @@ pub fn build(c_text: &str, cc: &str, flags: &[&str]) -> Result<(PathBuf, bool), 
     }
     let internal = |m: String| Failure::Internal(m);
     std::fs::create_dir_all(&dir).map_err(|e| internal(format!("cannot create {}: {e}", dir.display())))?;
-    let id = format!("{}-{}", std::process::id(), key);
+    // Unique to this build: threads of one process may build the same
+    // program at once.
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = format!("{}-{n}-{key:016x}", std::process::id());
     let source = dir.join(format!("tmp-{id}.c"));
     let built = dir.join(format!("tmp-{id}"));
-    std::fs::write(&source, c_text).map_err(|e| internal(format!("cannot write {}: {e}", source.display())))?;
+    std::fs::write(&source, c_text)
+        .map_err(|e| internal(format!("cannot write {}: {e}", source.display())))?;
     let out = Command::new(cc)
         .args(flag_list)
         .arg("-o")
@@ -135,11 +148,23 @@ pub fn build(c_text: &str, cc: &str, flags: &[&str]) -> Result<(PathBuf, bool), 
 
 /// The executable run on `inputs`: its results.
 pub fn execute(exe: &Path, inputs: &[Array]) -> Result<Vec<Array>, Failure> {
+    execute_env(exe, inputs, &[]).map(|(values, _)| values)
+}
+
+/// [`execute`] with variables added to the child's environment
+/// (`REMORA_THREADS`, `REMORA_TIMING`): its results and what it wrote on
+/// standard error.
+pub fn execute_env(
+    exe: &Path,
+    inputs: &[Array],
+    env: &[(&str, &str)],
+) -> Result<(Vec<Array>, String), Failure> {
     let mut bytes = Vec::new();
     for a in inputs {
         bytes.extend(remora_value::futhark::write_binary(a).map_err(Failure::Internal)?);
     }
     let mut child = Command::new(exe)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -171,6 +196,7 @@ pub fn execute(exe: &Path, inputs: &[Array]) -> Result<Vec<Array>, Failure> {
     let err = String::from_utf8_lossy(&err);
     match status.code() {
         Some(0) => remora_value::futhark::read_data(&out)
+            .map(|values| (values, err.to_string()))
             .map_err(|m| Failure::Internal(format!("the compiled program's results: {m}"))),
         Some(3) => Err(Failure::Run(
             err.lines()
@@ -180,7 +206,11 @@ pub fn execute(exe: &Path, inputs: &[Array]) -> Result<Vec<Array>, Failure> {
         )),
         _ => Err(Failure::Internal(format!(
             "the compiled program stopped ({status}){}",
-            if err.is_empty() { String::new() } else { format!(": {}", err.trim()) }
+            if err.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", err.trim())
+            }
         ))),
     }
 }
@@ -217,11 +247,16 @@ pub fn run_with(
     inputs: &[Array],
     quick: bool,
 ) -> Result<Vec<Array>, Failure> {
-    let program = remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
+    let program =
+        remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
     if program.inputs.len() != inputs.len() {
         return Err(Failure::Unsupported(
             remora_syntax::Span::default(),
-            format!("{entry} expects {} arguments but got {}", program.inputs.len(), inputs.len()),
+            format!(
+                "{entry} expects {} arguments but got {}",
+                program.inputs.len(),
+                inputs.len()
+            ),
         ));
     }
     let Some(cc) = c_compiler() else {

@@ -112,7 +112,9 @@ pub fn emit(p: &Program) -> String {
             }
         }
     }
+    main.push_str("  rt_clock_start();\n");
     e.block(&mut main, &p.body, 1, true);
+    main.push_str("  rt_clock_stop();\n");
     for o in &p.outputs {
         let dims: Vec<String> = o.dims.iter().map(|d| e.expr(d)).collect();
         let n = o.dims.len();
@@ -127,7 +129,11 @@ pub fn emit(p: &Program) -> String {
             main,
             "  {{ int64_t shape[{}] = {{{}}}; rt_write({}, {n}, shape, {data}); }}",
             n.max(1),
-            if dims.is_empty() { "0".to_string() } else { dims.join(", ") },
+            if dims.is_empty() {
+                "0".to_string()
+            } else {
+                dims.join(", ")
+            },
             code(o.elem),
         );
         if matches!(o.value, Written::Scalar(_)) {
@@ -150,7 +156,11 @@ fn float(x: f32) -> String {
     if x.is_nan() {
         "NAN".to_string()
     } else if x.is_infinite() {
-        if x > 0.0 { "INFINITY".to_string() } else { "(-INFINITY)".to_string() }
+        if x > 0.0 {
+            "INFINITY".to_string()
+        } else {
+            "(-INFINITY)".to_string()
+        }
     } else {
         // Rust's shortest representation reads back as the same f32.
         let s = format!("{x:?}");
@@ -197,9 +207,7 @@ impl Emitter {
         let mark = self.scope.len();
         let mut allocated = Vec::new();
         for s in stmts {
-            if let Stmt::Alloc { buf, .. } = s {
-                allocated.push(*buf);
-            }
+            allocated.extend(heap_buffer(s));
             self.stmt(out, s, depth);
         }
         if !top {
@@ -221,13 +229,28 @@ impl Emitter {
                 let _ = writeln!(out, "{p}{} = {};", v(*var), self.expr(value));
             }
             Stmt::Alloc { buf, elem, len } => {
-                let _ = writeln!(
-                    out,
-                    "{p}{t} *{} = ({t} *)rt_alloc({}, sizeof({t}));",
-                    v(*buf),
-                    self.expr(len),
-                    t = ctype(*elem)
-                );
+                match len {
+                    // A small buffer of a size known here lives on the
+                    // stack (in registers, once the C compiler is done).
+                    Expr::Int(n) if small(*n) => {
+                        let _ = writeln!(
+                            out,
+                            "{p}{t} {b}_cells[{}]; {t} *{b} = {b}_cells;",
+                            (*n).max(1),
+                            b = v(*buf),
+                            t = ctype(*elem)
+                        );
+                    }
+                    _ => {
+                        let _ = writeln!(
+                            out,
+                            "{p}{t} *{} = ({t} *)rt_alloc({}, sizeof({t}));",
+                            v(*buf),
+                            self.expr(len),
+                            t = ctype(*elem)
+                        );
+                    }
+                }
                 self.scope.push((*buf, Decl::Buffer(*elem)));
             }
             Stmt::Data { buf, elem, atoms } => {
@@ -238,13 +261,23 @@ impl Emitter {
                     "static const {} {name}[{}] = {{{}}};",
                     ctype(*elem),
                     atoms.len().max(1),
-                    if items.is_empty() { "0".to_string() } else { items.join(", ") }
+                    if items.is_empty() {
+                        "0".to_string()
+                    } else {
+                        items.join(", ")
+                    }
                 );
                 let _ = writeln!(out, "{p}{t} *{} = ({t} *){name};", v(*buf), t = ctype(*elem));
                 self.scope.push((*buf, Decl::Buffer(*elem)));
             }
             Stmt::Store { buf, index, value } => {
-                let _ = writeln!(out, "{p}{}[{}] = {};", v(*buf), self.expr(index), self.expr(value));
+                let _ = writeln!(
+                    out,
+                    "{p}{}[{}] = {};",
+                    v(*buf),
+                    self.expr(index),
+                    self.expr(value)
+                );
             }
             Stmt::For {
                 index,
@@ -294,7 +327,18 @@ impl Emitter {
                     };
                     let _ = writeln!(out, "{p}  {a} = {combined};");
                     let _ = writeln!(out, "{p}}} else {{");
-                    self.left(out, *acc, op, seed.as_ref(), *index, &n, "0", body, item, depth + 1);
+                    self.left(
+                        out,
+                        *acc,
+                        op,
+                        seed.as_ref(),
+                        *index,
+                        &n,
+                        "0",
+                        body,
+                        item,
+                        depth + 1,
+                    );
                     let _ = writeln!(out, "{p}}}");
                 } else {
                     self.left(out, *acc, op, seed.as_ref(), *index, &n, "0", body, item, depth);
@@ -302,7 +346,11 @@ impl Emitter {
                 let _ = writeln!(out, "{p}}}");
                 self.scope.push((*acc, Decl::Scalar(*elem)));
             }
-            Stmt::If { cond, then, otherwise } => {
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
                 let _ = writeln!(out, "{p}if ({}) {{", self.expr(cond));
                 self.block(out, then, depth + 1, false);
                 if !otherwise.is_empty() {
@@ -316,9 +364,7 @@ impl Emitter {
                 let mark = self.scope.len();
                 let mut allocated = Vec::new();
                 for s in body {
-                    if let Stmt::Alloc { buf, .. } = s {
-                        allocated.push(*buf);
-                    }
+                    allocated.extend(heap_buffer(s));
                     self.stmt(out, s, depth + 1);
                 }
                 let c = self.expr(cond);
@@ -391,9 +437,7 @@ impl Emitter {
         let mark = self.scope.len();
         let mut allocated = Vec::new();
         for s in stmts {
-            if let Stmt::Alloc { buf, .. } = s {
-                allocated.push(*buf);
-            }
+            allocated.extend(heap_buffer(s));
             self.stmt(out, s, depth);
         }
         let _ = writeln!(out, "{}{}", pad(depth), last(self));
@@ -426,7 +470,11 @@ impl Emitter {
     /// `ctx`, a context structure holding every variable in scope (of the
     /// type most recently made by [`Self::context_type`]).
     fn context_value(&self) -> String {
-        let fields: Vec<String> = self.scope.iter().map(|(x, _)| format!(".{0} = {0}", v(*x))).collect();
+        let fields: Vec<String> = self
+            .scope
+            .iter()
+            .map(|(x, _)| format!(".{0} = {0}", v(*x)))
+            .collect();
         format!(
             "{} ctx = {{ .unused = 0{}{} }};",
             self.last_ctx.clone(),
@@ -517,6 +565,19 @@ impl Emitter {
     }
 }
 
+/// Whether a buffer of `n` atoms is small enough for the stack.
+fn small(n: i64) -> bool {
+    (0..=64).contains(&n)
+}
+
+/// The buffers of `stmts` (not nested) that are on the heap, to free.
+fn heap_buffer(s: &Stmt) -> Option<Var> {
+    match s {
+        Stmt::Alloc { buf, len, .. } if !matches!(len, Expr::Int(n) if small(*n)) => Some(*buf),
+        _ => None,
+    }
+}
+
 fn contains_loop(stmts: &[Stmt]) -> bool {
     stmts.iter().any(|s| match s {
         Stmt::For { .. } | Stmt::Reduce { .. } | Stmt::DoWhile { .. } => true,
@@ -532,6 +593,8 @@ fn op_c(op: &str, a: &[String]) -> String {
     let infix = |o: &str| format!("({} {o} {})", a[0], a[1]);
     match op {
         "+" => bin("rt_add"),
+        "dim+" => bin("rt_dim_add"),
+        "dim*" => bin("rt_dim_mul"),
         "-" => bin("rt_sub"),
         "*" => bin("rt_mul"),
         "/" => bin("rt_div"),

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void rt_fail(const char *what) {
@@ -47,6 +48,16 @@ static inline int64_t rt_pow(int64_t base, int64_t e) {
     e >>= 1;
   }
   return (int64_t)acc;
+}
+static inline int64_t rt_dim_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) rt_fail("this dimension's arithmetic overflows 64 bits");
+  return r;
+}
+static inline int64_t rt_dim_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) rt_fail("this dimension's arithmetic overflows 64 bits");
+  return r;
 }
 static inline int64_t rt_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t rt_min(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -269,6 +280,19 @@ static void rt_init(int argc, char **argv) {
   if (n < 1) n = 1;
   if (n > 256) n = 256;
   rt_threads = (int)n;
+}
+
+/* REMORA_TIMING=1: the computation's time (inputs read to results
+ * ready), in nanoseconds, on stderr as "remora-time-ns: N". */
+static struct timespec rt_started_at;
+static void rt_clock_start(void) { clock_gettime(CLOCK_MONOTONIC, &rt_started_at); }
+static void rt_clock_stop(void) {
+  const char *t = getenv("REMORA_TIMING");
+  if (!t || t[0] != '1') return;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  long long ns = (long long)(now.tv_sec - rt_started_at.tv_sec) * 1000000000LL + (now.tv_nsec - rt_started_at.tv_nsec);
+  fprintf(stderr, "remora-time-ns: %lld\n", ns);
 }
 
 static void rt_finish(void) {

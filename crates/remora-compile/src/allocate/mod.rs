@@ -18,8 +18,8 @@
 //! the driver then runs the program on the interpreter.
 
 use crate::loops::{self, Elem, Expr, Extent, Order, Stmt, Var};
-use crate::maps::{self, Atom, Decl, Kind};
 use crate::lower::Unsupported;
+use crate::maps::{self, Atom, Decl, Kind};
 use remora_check::typed::VarId;
 use remora_types::{Atom as TyAtom, DVar, Dim, IVar, Index, SVar, Seg, Shape, Type};
 use std::collections::HashMap;
@@ -232,7 +232,13 @@ impl<'m> Alloc<'m> {
 
     // -- types to sizes ----------------------------------------------------
 
+    /// A dimension as an Int expression. Arithmetic on sizes known only
+    /// at run time is checked there (`dim+`, `dim*`: overflowing 64 bits
+    /// is an error, as in the interpreter).
     fn dim(&self, d: &Dim) -> Res<Expr> {
+        if d.overflowed() {
+            return unsupported("a dimension whose arithmetic overflows");
+        }
         let mut e = Expr::Int(d.constant());
         for (mono, coef) in d.terms() {
             let mut t = Expr::Int(*coef);
@@ -240,9 +246,9 @@ impl<'m> Alloc<'m> {
                 let Some(x) = self.scope.dims.get(v) else {
                     return unsupported("a dimension known only at run time");
                 };
-                t = Expr::mul(t, x.clone());
+                t = dim_op("dim*", t, x.clone())?;
             }
-            e = Expr::add(e, t);
+            e = dim_op("dim+", e, t)?;
         }
         Ok(e)
     }
@@ -422,6 +428,21 @@ impl<'m> Alloc<'m> {
                 _ => unsupported("a type application"),
             },
             Kind::IApp { func, arg } => match self.value(func, body)? {
+                // The intrinsics that are values once instantiated.
+                Val::Prim {
+                    name: "iota/static", ..
+                } => {
+                    let dims = self.dims(&e.ty.shape)?;
+                    Ok(Val::Array(self.iota(dims, body)))
+                }
+                Val::Prim {
+                    name: "reify-dim", ..
+                } => match self.index(arg)? {
+                    IndexVal::Dim(Expr::Int(n)) if n < 0 => unsupported("a negative dimension"),
+                    IndexVal::Dim(d) if d.is_trivial() => Ok(Val::Scalar(Elem::Int, d)),
+                    IndexVal::Dim(_) => unsupported("reify-dim of a dimension computed at run time"),
+                    IndexVal::Shape(_) => unsupported("reify-dim of a shape"),
+                },
                 Val::Prim {
                     name,
                     types,
@@ -432,6 +453,24 @@ impl<'m> Alloc<'m> {
                 }
                 Val::Func(c) if matches!(c.binder, Binder::Index(_)) => {
                     let i = self.index(arg)?;
+                    // A dimension instantiated must not be negative.
+                    let dims: Vec<Expr> = match &i {
+                        IndexVal::Dim(d) => vec![d.clone()],
+                        IndexVal::Shape(ds) => ds.clone(),
+                    };
+                    for d in dims {
+                        match d {
+                            Expr::Int(n) if n < 0 => return unsupported("a negative dimension"),
+                            Expr::Int(_) => {}
+                            d => body.push(Stmt::If {
+                                cond: Expr::op("<", vec![d, Expr::Int(0)]),
+                                then: vec![Stmt::Fail {
+                                    what: "negative dimension".into(),
+                                }],
+                                otherwise: Vec::new(),
+                            }),
+                        }
+                    }
                     self.enter(&c, Some(Arg::Index(i)), body)
                 }
                 _ => unsupported("an index application"),
@@ -576,7 +615,13 @@ impl<'m> Alloc<'m> {
     }
 
     /// `f` applied to argument cells of exactly its parameters' types.
-    fn apply(&mut self, f: Val<'m>, args: Vec<Val<'m>>, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+    fn apply(
+        &mut self,
+        f: Val<'m>,
+        args: Vec<Val<'m>>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
         match f {
             Val::Func(c) => {
                 let mut args = args.into_iter();
@@ -666,7 +711,11 @@ impl<'m> Alloc<'m> {
                 self.let_(e, Some(dest), body)?;
                 Ok(())
             }
-            Kind::Map { frame, binds, body: cell } => {
+            Kind::Map {
+                frame,
+                binds,
+                body: cell,
+            } => {
                 let frame = self.dims(frame)?;
                 let mut arrays = Vec::with_capacity(binds.len());
                 for b in binds {
@@ -737,7 +786,10 @@ impl<'m> Alloc<'m> {
     /// A `let` (a map over the empty frame): its bindings in sequence,
     /// then its body, into `dest` if given.
     fn let_(&mut self, e: &'m maps::Expr, dest: Option<&View>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
-        let Kind::Map { binds, body: inner, .. } = &e.kind else {
+        let Kind::Map {
+            binds, body: inner, ..
+        } = &e.kind
+        else {
             return unsupported("a let");
         };
         let saved = self.scope.vars.clone();
@@ -809,12 +861,20 @@ impl<'m> Alloc<'m> {
         });
         View::contiguous(buf, elem, dims)
     }
-
 }
 
 /// The intrinsics that take a [`Val::Delayed`] argument (and compute its
 /// elements where they need them).
-const FUSED_CONSUMERS: &[&str] = &["f.sum", "sum", "f.product", "product", "any", "all", "reduce", "reduce/zero"];
+const FUSED_CONSUMERS: &[&str] = &[
+    "f.sum",
+    "sum",
+    "f.product",
+    "product",
+    "any",
+    "all",
+    "reduce",
+    "reduce/zero",
+];
 
 /// Whether `e` is a map whose elements can be computed one at a time where
 /// they are consumed: its arrays (at every level of a nest) are variables
@@ -849,6 +909,23 @@ fn cell_val<'m>(v: View) -> Val<'m> {
     }
 }
 
+/// `a op b` on dimensions: folded when both are numbers (an overflow is
+/// then left to the interpreter), else checked at run time.
+fn dim_op(op: &'static str, a: Expr, b: Expr) -> Res<Expr> {
+    let folded = match (op, &a, &b) {
+        ("dim*", Expr::Int(x), Expr::Int(y)) => Some(x.checked_mul(*y)),
+        ("dim+", Expr::Int(x), Expr::Int(y)) => Some(x.checked_add(*y)),
+        ("dim*", Expr::Int(1), _) | ("dim+", Expr::Int(0), _) => return Ok(b),
+        ("dim*", _, Expr::Int(1)) | ("dim+", _, Expr::Int(0)) => return Ok(a),
+        _ => None,
+    };
+    match folded {
+        Some(Some(n)) => Ok(Expr::Int(n)),
+        Some(None) => unsupported("a dimension whose arithmetic overflows"),
+        None => Ok(Expr::op(op, vec![a, b])),
+    }
+}
+
 fn product(dims: &[Expr]) -> Expr {
     dims.iter().cloned().fold(Expr::Int(1), Expr::mul)
 }
@@ -874,7 +951,10 @@ fn lifted_primitive(body: &maps::Expr, a: VarId, b: VarId) -> Option<&'static st
                 return None;
             };
             match args.as_slice() {
-                [x, y] if matches!(x.kind, Kind::Var(v) if v == a) && matches!(y.kind, Kind::Var(v) if v == b) => {
+                [x, y]
+                    if matches!(x.kind, Kind::Var(v) if v == a)
+                        && matches!(y.kind, Kind::Var(v) if v == b) =>
+                {
                     (scalar_arity(name) == Some(2)).then_some(name)
                 }
                 _ => None,
@@ -884,7 +964,9 @@ fn lifted_primitive(body: &maps::Expr, a: VarId, b: VarId) -> Option<&'static st
             let [x, y] = binds.as_slice() else {
                 return None;
             };
-            if matches!(x.value.kind, Kind::Var(v) if v == a) && matches!(y.value.kind, Kind::Var(v) if v == b) {
+            if matches!(x.value.kind, Kind::Var(v) if v == a)
+                && matches!(y.value.kind, Kind::Var(v) if v == b)
+            {
                 lifted_primitive(body, x.var, y.var)
             } else {
                 None

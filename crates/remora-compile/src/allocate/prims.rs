@@ -50,7 +50,10 @@ impl<'m> Alloc<'m> {
             forced
         };
         match (name, args.as_slice()) {
-            ("f.sum" | "f.product" | "sum" | "product" | "any" | "all", [xs @ (Val::Array(_) | Val::Delayed(_))]) => {
+            (
+                "f.sum" | "f.product" | "sum" | "product" | "any" | "all",
+                [xs @ (Val::Array(_) | Val::Delayed(_))],
+            ) => {
                 let (op, unit, order) = match name {
                     "f.sum" => ("f.+", Expr::Float(0.0), Order::Tree),
                     "f.product" => ("f.*", Expr::Float(1.0), Order::Left),
@@ -179,7 +182,10 @@ impl<'m> Alloc<'m> {
                 first.dims[0] = a.dims[0].clone();
                 self.copy(Val::Array(a.clone()), &first, body)?;
                 let mut second = dest.clone();
-                second.offset = Expr::add(second.offset, Expr::mul(a.dims[0].clone(), dest.strides[0].clone()));
+                second.offset = Expr::add(
+                    second.offset,
+                    Expr::mul(a.dims[0].clone(), dest.strides[0].clone()),
+                );
                 second.dims[0] = b.dims[0].clone();
                 self.copy(Val::Array(b), &second, body)?;
                 Ok(Val::Array(dest))
@@ -188,7 +194,7 @@ impl<'m> Alloc<'m> {
         }
     }
 
-    fn iota(&mut self, dims: Vec<Expr>, body: &mut Vec<Stmt>) -> View {
+    pub(super) fn iota(&mut self, dims: Vec<Expr>, body: &mut Vec<Stmt>) -> View {
         let v = self.alloc("iota", Elem::Int, dims, body);
         let i = self.fresh("i");
         body.push(Stmt::For {
@@ -382,7 +388,14 @@ impl<'m> Alloc<'m> {
     }
 
     /// `fold` by `op` from `seed` over the items of `xs`, left to right.
-    fn fold(&mut self, op: Val<'m>, seed: Val<'m>, xs: &View, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+    fn fold(
+        &mut self,
+        op: Val<'m>,
+        seed: Val<'m>,
+        xs: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
         let elem = elem_of(&e.ty.atom)?;
         let dims = self.dims(&e.ty.shape)?;
         let i = self.fresh("k");
@@ -391,7 +404,11 @@ impl<'m> Alloc<'m> {
                 return unsupported("fold of this seed");
             };
             let acc = self.fresh("acc");
-            body.push(Stmt::Let { var: acc, elem, value: s });
+            body.push(Stmt::Let {
+                var: acc,
+                elem,
+                value: s,
+            });
             let item = cell_val(xs.cell(&[Expr::Var(i)]));
             self.loop_depth += 1;
             let mut inner = Vec::new();
@@ -402,7 +419,10 @@ impl<'m> Alloc<'m> {
                 Val::Array(v) if v.dims.is_empty() => v.load(),
                 _ => return unsupported("fold by this operator"),
             };
-            inner.push(Stmt::Set { var: acc, value: next });
+            inner.push(Stmt::Set {
+                var: acc,
+                value: next,
+            });
             body.push(Stmt::For {
                 index: i,
                 count: xs.dims[0].clone(),
