@@ -38,8 +38,9 @@ enum Command {
     /// expression (script mode).
     Run(RunArgs),
     /// Type-check a program and print it lowered to one of the compiler's
-    /// levels (`--dump maps`: every lift an explicit map; `--dump mono`:
-    /// and monomorphic).
+    /// levels (`--dump maps`: every lift an explicit map; `mono`: and
+    /// monomorphic; `fused`: chains fused; `loops`: loops over buffers;
+    /// `c`: the C program).
     Compile(CompileArgs),
     /// remora-lang's `interpret`: `-e EXPR`, or `-f FILE` (or stdin) with
     /// the entry's arguments.
@@ -191,7 +192,10 @@ struct DataArgs {
     /// `fused`, the compiler's levels so far (explicit maps, monomorphic,
     /// chains of elementwise steps fused into one map) raised back and run
     /// by the interpreter, a fused chain in strips of cells instead of an
-    /// array per step.
+    /// array per step; `compiled`, compiled to C by the system's C compiler
+    /// and run natively (an error if the program cannot be compiled yet);
+    /// `auto`, compiled where it can be, else the interpreter (`-v` says
+    /// which ran and why).
     #[arg(long, value_enum, env = "REMORA_ENGINE", default_value_t = Engine::Interp)]
     engine: Engine,
     /// Whether an entry needing arguments reads data from standard input
