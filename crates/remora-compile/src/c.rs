@@ -30,12 +30,13 @@ pub fn scalar_arity(name: &str) -> Option<usize> {
         "+" | "-" | "*" | "/" | "mod" | "^" | "max" | "min" | "bit-and" | "bit-or" | "bit-xor" | "shl"
         | "shr" | "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.max" | "f.min" | "==" | "!=" | "<" | ">"
         | "<=" | ">=" | "f.==" | "f.!=" | "f.<" | "f.>" | "f.<=" | "f.>=" | "and" | "or" | "bool.=="
-        | "bool.!=" | "f.atan2" | "f.mod" => 2,
+        | "bool.!=" | "f.atan2" | "f.mod" | "random.uniform" | "random.normal" => 2,
         "not" | "bit-not" | "popc" | "sqrt" | "f.sqrt" | "f.ln" | "f.exp" | "f.tanh" | "i->f" | "i->bool"
         | "bool->i" | "bool->f" | "truncate" | "round" | "floor" | "ceiling" | "neg" | "abs" | "signum"
         | "f.neg" | "f.abs" | "f.signum" | "f.sin" | "f.cos" | "f.tan" | "f.asin" | "f.acos" | "f.atan"
         | "f.sinh" | "f.cosh" | "f.log2" | "f.log10" | "f.floor" | "f.ceiling" | "f.round" | "f.isnan" => 1,
         "clip" | "f.clip" => 3,
+        "random.int" => 4,
         _ => return None,
     })
 }
@@ -120,7 +121,11 @@ pub fn emit(p: &Program) -> String {
             main,
             "  {{ int64_t shape[{}] = {{{}}}; rt_write({}, {n}, shape, {}); }}",
             n.max(1),
-            if dims.is_empty() { "0".to_string() } else { dims.join(", ") },
+            if dims.is_empty() {
+                "0".to_string()
+            } else {
+                dims.join(", ")
+            },
             code(o.elem),
             v(o.buf)
         );
@@ -141,7 +146,11 @@ fn float(x: f32) -> String {
     if x.is_nan() {
         "NAN".to_string()
     } else if x.is_infinite() {
-        if x > 0.0 { "INFINITY".to_string() } else { "(-INFINITY)".to_string() }
+        if x > 0.0 {
+            "INFINITY".to_string()
+        } else {
+            "(-INFINITY)".to_string()
+        }
     } else {
         // Rust's shortest representation reads back as the same f32.
         let s = format!("{x:?}");
@@ -229,13 +238,23 @@ impl Emitter {
                     "static const {} {name}[{}] = {{{}}};",
                     ctype(*elem),
                     atoms.len().max(1),
-                    if items.is_empty() { "0".to_string() } else { items.join(", ") }
+                    if items.is_empty() {
+                        "0".to_string()
+                    } else {
+                        items.join(", ")
+                    }
                 );
                 let _ = writeln!(out, "{p}{t} *{} = ({t} *){name};", v(*buf), t = ctype(*elem));
                 self.scope.push((*buf, Decl::Buffer(*elem)));
             }
             Stmt::Store { buf, index, value } => {
-                let _ = writeln!(out, "{p}{}[{}] = {};", v(*buf), self.expr(index), self.expr(value));
+                let _ = writeln!(
+                    out,
+                    "{p}{}[{}] = {};",
+                    v(*buf),
+                    self.expr(index),
+                    self.expr(value)
+                );
             }
             Stmt::For {
                 index,
@@ -285,7 +304,18 @@ impl Emitter {
                     };
                     let _ = writeln!(out, "{p}  {a} = {combined};");
                     let _ = writeln!(out, "{p}}} else {{");
-                    self.left(out, *acc, op, seed.as_ref(), *index, &n, "0", body, item, depth + 1);
+                    self.left(
+                        out,
+                        *acc,
+                        op,
+                        seed.as_ref(),
+                        *index,
+                        &n,
+                        "0",
+                        body,
+                        item,
+                        depth + 1,
+                    );
                     let _ = writeln!(out, "{p}}}");
                 } else {
                     self.left(out, *acc, op, seed.as_ref(), *index, &n, "0", body, item, depth);
@@ -293,7 +323,11 @@ impl Emitter {
                 let _ = writeln!(out, "{p}}}");
                 self.scope.push((*acc, Decl::Scalar(*elem)));
             }
-            Stmt::If { cond, then, otherwise } => {
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
                 let _ = writeln!(out, "{p}if ({}) {{", self.expr(cond));
                 self.block(out, then, depth + 1, false);
                 if !otherwise.is_empty() {
@@ -417,7 +451,11 @@ impl Emitter {
     /// `ctx`, a context structure holding every variable in scope (of the
     /// type most recently made by [`Self::context_type`]).
     fn context_value(&self) -> String {
-        let fields: Vec<String> = self.scope.iter().map(|(x, _)| format!(".{0} = {0}", v(*x))).collect();
+        let fields: Vec<String> = self
+            .scope
+            .iter()
+            .map(|(x, _)| format!(".{0} = {0}", v(*x)))
+            .collect();
         format!(
             "{} ctx = {{ .unused = 0{}{} }};",
             self.last_ctx.clone(),
@@ -589,6 +627,14 @@ fn op_c(op: &str, a: &[String]) -> String {
         "f.isnan" => un("isnan"),
         "clip" => format!("rt_min(rt_max({}, {}), {})", a[2], a[0], a[1]),
         "f.clip" => format!("rt_fmin(rt_fmax({}, {}), {})", a[2], a[0], a[1]),
+        "random.uniform" => bin("rt_random_uniform"),
+        "random.normal" => bin("rt_random_normal"),
+        "random.int" => format!("rt_random_int({}, {}, {}, {})", a[0], a[1], a[2], a[3]),
+        // Not primitives of the language: `searchsorted` by element type
+        // (breakpoints' address, stride, count, value, right?).
+        "search.int" | "search.float" | "search.bool" => {
+            format!("rt_search_{}({})", &op[7..], a.join(", "))
+        }
         other => format!("/* unknown {other} */ 0"),
     }
 }
