@@ -30,12 +30,13 @@ pub fn scalar_arity(name: &str) -> Option<usize> {
         "+" | "-" | "*" | "/" | "mod" | "^" | "max" | "min" | "bit-and" | "bit-or" | "bit-xor" | "shl"
         | "shr" | "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.max" | "f.min" | "==" | "!=" | "<" | ">"
         | "<=" | ">=" | "f.==" | "f.!=" | "f.<" | "f.>" | "f.<=" | "f.>=" | "and" | "or" | "bool.=="
-        | "bool.!=" | "f.atan2" | "f.mod" => 2,
+        | "bool.!=" | "f.atan2" | "f.mod" | "random.uniform" | "random.normal" => 2,
         "not" | "bit-not" | "popc" | "sqrt" | "f.sqrt" | "f.ln" | "f.exp" | "f.tanh" | "i->f" | "i->bool"
         | "bool->i" | "bool->f" | "truncate" | "round" | "floor" | "ceiling" | "neg" | "abs" | "signum"
         | "f.neg" | "f.abs" | "f.signum" | "f.sin" | "f.cos" | "f.tan" | "f.asin" | "f.acos" | "f.atan"
         | "f.sinh" | "f.cosh" | "f.log2" | "f.log10" | "f.floor" | "f.ceiling" | "f.round" | "f.isnan" => 1,
         "clip" | "f.clip" => 3,
+        "random.int" => 4,
         _ => return None,
     })
 }
@@ -661,6 +662,14 @@ fn op_c(op: &str, a: &[String]) -> String {
         "f.isnan" => un("isnan"),
         "clip" => format!("rt_min(rt_max({}, {}), {})", a[2], a[0], a[1]),
         "f.clip" => format!("rt_fmin(rt_fmax({}, {}), {})", a[2], a[0], a[1]),
+        "random.uniform" => bin("rt_random_uniform"),
+        "random.normal" => bin("rt_random_normal"),
+        "random.int" => format!("rt_random_int({}, {}, {}, {})", a[0], a[1], a[2], a[3]),
+        // Not primitives of the language: `searchsorted` by element type
+        // (breakpoints' address, stride, count, value, right?).
+        "search.int" | "search.float" | "search.bool" => {
+            format!("rt_search_{}({})", &op[7..], a.join(", "))
+        }
         other => format!("/* unknown {other} */ 0"),
     }
 }

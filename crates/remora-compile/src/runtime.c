@@ -298,3 +298,148 @@ static void rt_clock_stop(void) {
 static void rt_finish(void) {
   if (fflush(stdout) != 0) rt_fail("cannot write the results");
 }
+
+/* ---- ordering, searching, random: sort, grade, f.sort, f.grade,
+ * searchsorted, searchsorted/right, random.uniform, random.normal,
+ * random.int (as the interpreter's sort.rs, search.rs, random.rs) ---- */
+
+/* Atoms as keys that order as unsigned integers do: an Int with its sign
+ * bit flipped; a Float ascending with -0.0 equal to 0.0 and every NaN
+ * equal to every other, after +Infinity; #f before #t. */
+static inline uint64_t rt_int_key(int64_t x) { return (uint64_t)x ^ (UINT64_C(1) << 63); }
+static inline uint64_t rt_float_key(float x) {
+  if (isnan(x)) return UINT64_MAX;
+  uint32_t bits = 0;
+  if (x != 0.0f) memcpy(&bits, &x, sizeof bits);
+  uint32_t ordered = (bits & UINT32_C(0x80000000)) ? ~bits : (bits | UINT32_C(0x80000000));
+  return (uint64_t)ordered << 32;
+}
+static inline uint64_t rt_bool_key(bool b) { return b ? 1 : 0; }
+
+/* The stable permutation that orders `keys` (n of them) into `order`: a
+ * bottom-up merge sort that takes from the right run only when its key is
+ * strictly less. */
+static void rt_grade_keys(const uint64_t *keys, int64_t *order, int64_t n) {
+  for (int64_t i = 0; i < n; i++) order[i] = i;
+  if (n < 2) return;
+  int64_t *buf = rt_alloc(n, sizeof *buf);
+  int64_t *src = order, *dst = buf;
+  for (int64_t width = 1; width < n; width *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * width) {
+      int64_t mid = lo + width < n ? lo + width : n;
+      int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) dst[k++] = keys[src[j]] < keys[src[i]] ? src[j++] : src[i++];
+      while (i < mid) dst[k++] = src[i++];
+      while (j < hi) dst[k++] = src[j++];
+    }
+    int64_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != order) memcpy(order, src, (size_t)n * sizeof *order);
+  free(buf);
+}
+
+/* sort, grade, f.sort, f.grade of the n atoms at xs[0], xs[stride] …:
+ * the sorted atoms, or the grade, into `out` (contiguous). */
+#define RT_ORDERING(T, NAME, KEY)                                            \
+  static void rt_grade_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
+    uint64_t *keys = rt_alloc(n, sizeof *keys);                              \
+    for (int64_t i = 0; i < n; i++) keys[i] = KEY(xs[i * stride]);           \
+    rt_grade_keys(keys, out, n);                                             \
+    free(keys);                                                              \
+  }                                                                          \
+  static void rt_sort_##NAME(const T *xs, int64_t stride, int64_t n, T *out) { \
+    int64_t *order = rt_alloc(n, sizeof *order);                             \
+    rt_grade_##NAME(xs, stride, n, order);                                   \
+    for (int64_t i = 0; i < n; i++) out[i] = xs[order[i] * stride];          \
+    free(order);                                                             \
+  }
+RT_ORDERING(int64_t, int, rt_int_key)
+RT_ORDERING(float, float, rt_float_key)
+
+/* searchsorted (right: searchsorted/right) of v among the n breakpoints
+ * at row[0], row[stride] …: how many are less than v (right: not greater);
+ * breakpoints out of order are an error. */
+#define RT_SEARCH(T, NAME, KEY)                                              \
+  static int64_t rt_search_##NAME(const T *row, int64_t stride, int64_t n, T v, bool right) { \
+    for (int64_t j = 1; j < n; j++)                                          \
+      if (KEY(row[(j - 1) * stride]) > KEY(row[j * stride]))                 \
+        rt_fail("searchsorted: the breakpoints are not in ascending order"); \
+    uint64_t k = KEY(v);                                                     \
+    int64_t lo = 0, hi = n;                                                  \
+    while (lo < hi) {                                                        \
+      int64_t mid = lo + (hi - lo) / 2;                                      \
+      uint64_t m = KEY(row[mid * stride]);                                   \
+      if (right ? m <= k : m < k) lo = mid + 1;                              \
+      else hi = mid;                                                         \
+    }                                                                        \
+    return lo;                                                               \
+  }
+RT_SEARCH(int64_t, int, rt_int_key)
+RT_SEARCH(float, float, rt_float_key)
+RT_SEARCH(bool, bool, rt_bool_key)
+
+/* Philox4x32-10 (Random123) and the mapping of random.rs: key = the
+ * seed's words, low first; counter = (i low, i high, draw, tag) with tag
+ * 0 uniform, 1 normal, 2 int. */
+static void rt_philox(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]) {
+  uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; round++) {
+    if (round > 0) {
+      k0 += UINT32_C(0x9E3779B9);
+      k1 += UINT32_C(0xBB67AE85);
+    }
+    uint64_t p0 = (uint64_t)UINT32_C(0xD2511F53) * c0;
+    uint64_t p1 = (uint64_t)UINT32_C(0xCD9E8D57) * c2;
+    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+static void rt_random_block(int64_t seed, int64_t i, uint32_t draw, uint32_t tag, uint32_t out[4]) {
+  uint64_t s = (uint64_t)seed, c = (uint64_t)i;
+  uint32_t counter[4] = {(uint32_t)c, (uint32_t)(c >> 32), draw, tag};
+  uint32_t key[2] = {(uint32_t)s, (uint32_t)(s >> 32)};
+  rt_philox(counter, key, out);
+}
+static inline float rt_random_uniform(int64_t seed, int64_t i) {
+  uint32_t x[4];
+  rt_random_block(seed, i, 0, 0, x);
+  return (float)(x[0] >> 8) * (1.0f / 16777216.0f);
+}
+static inline float rt_random_normal(int64_t seed, int64_t i) {
+  uint32_t x[4];
+  rt_random_block(seed, i, 0, 1, x);
+  double scale = 1.0 / 4294967296.0;
+  double u1 = ((double)x[0] + 1.0) * scale;
+  double u2 = (double)x[1] * scale;
+  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+static inline int64_t rt_random_int(int64_t seed, int64_t i, int64_t lo, int64_t hi) {
+  if (hi <= lo) rt_fail("random.int: the range [lo, hi) is empty");
+  uint64_t range = (uint64_t)hi - (uint64_t)lo;
+  uint64_t uneven = (0 - range) % range;
+  uint64_t last = 0;
+  for (uint64_t draw = 0; draw <= UINT32_MAX; draw++) {
+    uint32_t x[4];
+    rt_random_block(seed, i, (uint32_t)draw, 2, x);
+    uint64_t candidates[2] = {(uint64_t)x[0] | ((uint64_t)x[1] << 32), (uint64_t)x[2] | ((uint64_t)x[3] << 32)};
+    for (int c = 0; c < 2; c++) {
+      unsigned __int128 product = (unsigned __int128)candidates[c] * range;
+      last = (uint64_t)(product >> 64);
+      if ((uint64_t)product >= uneven) return (int64_t)((uint64_t)lo + last);
+    }
+  }
+  return (int64_t)((uint64_t)lo + last);
+}

@@ -25,6 +25,7 @@ use remora_types::{Atom as TyAtom, DVar, Dim, IVar, Index, SVar, Seg, Shape, Typ
 use std::collections::HashMap;
 use std::rc::Rc;
 
+mod order;
 mod prims;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at

@@ -1,0 +1,313 @@
+//! Ordering and searching: `sort`, `grade`, `f.sort`, `f.grade` and
+//! `searchsorted`(`/right`) call the C runtime (a stable merge sort and a
+//! binary search on the interpreter's keys); `sort-by` and `grade-by` are
+//! the interpreter's bottom-up merge sort written at the loop level, the
+//! less-than inlined, so that it makes the same comparisons in the same
+//! order (a less-than that is no strict weak order, or one that fails,
+//! gives what the interpreter gives).
+
+use super::*;
+
+impl<'m> Alloc<'m> {
+    pub(super) fn order(
+        &mut self,
+        name: &'static str,
+        args: &[Val<'m>],
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Option<Res<Val<'m>>> {
+        Some(match (name, args) {
+            ("sort" | "grade" | "f.sort" | "f.grade", [Val::Array(xs)]) => self.sort_atoms(name, xs, body),
+            ("searchsorted" | "searchsorted/right", [Val::Array(row), v]) => {
+                self.search(name == "searchsorted/right", row, v, body)
+            }
+            ("sort-by" | "grade-by", [less, Val::Array(xs)]) => {
+                self.sort_by(name == "grade-by", less.clone(), xs, e, body)
+            }
+            (
+                "sort" | "grade" | "f.sort" | "f.grade" | "searchsorted" | "searchsorted/right" | "sort-by"
+                | "grade-by",
+                _,
+            ) => unsupported(format!("{name} of these arguments")),
+            _ => return None,
+        })
+    }
+
+    /// `sort`, `grade`, `f.sort` or `f.grade` of the vector `xs`: a new
+    /// buffer filled by the runtime.
+    fn sort_atoms(&mut self, name: &'static str, xs: &View, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let [n] = xs.dims.as_slice() else {
+            return unsupported(format!("{name} of an array that is not a vector"));
+        };
+        let func = match (name, xs.elem) {
+            ("sort", Elem::Int) => "rt_sort_int",
+            ("grade", Elem::Int) => "rt_grade_int",
+            ("f.sort", Elem::Float) => "rt_sort_float",
+            ("f.grade", Elem::Float) => "rt_grade_float",
+            _ => return unsupported(format!("{name} of {} atoms", xs.elem.name())),
+        };
+        let elem = if name.ends_with("grade") {
+            Elem::Int
+        } else {
+            xs.elem
+        };
+        let out = self.alloc("sorted", elem, vec![n.clone()], body);
+        body.push(Stmt::Call {
+            func,
+            args: vec![
+                Expr::Addr {
+                    buf: xs.buf,
+                    index: Box::new(xs.offset.clone()),
+                },
+                xs.strides[0].clone(),
+                n.clone(),
+                Expr::Addr {
+                    buf: out.buf,
+                    index: Box::new(Expr::Int(0)),
+                },
+            ],
+        });
+        Ok(Val::Array(out))
+    }
+
+    /// `searchsorted` (`right`: `searchsorted/right`) of `v` among the
+    /// breakpoints `row`: one runtime search, which also checks the row.
+    fn search(&mut self, right: bool, row: &View, v: &Val<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let [n] = row.dims.as_slice() else {
+            return unsupported("searchsorted of breakpoints that are not a vector");
+        };
+        let v = match v {
+            Val::Scalar(_, x) => x.clone(),
+            Val::Array(a) if a.dims.is_empty() => a.load(),
+            _ => return unsupported("searchsorted of a value that is not a scalar"),
+        };
+        let op = match row.elem {
+            Elem::Int => "search.int",
+            Elem::Float => "search.float",
+            Elem::Bool => "search.bool",
+        };
+        let at = self.fresh("at");
+        body.push(Stmt::Let {
+            var: at,
+            elem: Elem::Int,
+            value: Expr::op(
+                op,
+                vec![
+                    Expr::Addr {
+                        buf: row.buf,
+                        index: Box::new(row.offset.clone()),
+                    },
+                    row.strides[0].clone(),
+                    n.clone(),
+                    v,
+                    Expr::Bool(right),
+                ],
+            ),
+        });
+        Ok(Val::Scalar(Elem::Int, Expr::Var(at)))
+    }
+
+    /// `sort-by` (`grade`: `grade-by`) of the items of `xs` by `less`:
+    /// the interpreter's `merge_sort` on item numbers, then (for
+    /// `sort-by`) the items gathered.
+    fn sort_by(
+        &mut self,
+        grade: bool,
+        less: Val<'m>,
+        xs: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let Some(n) = xs.dims.first().cloned() else {
+            return unsupported("sort-by of a scalar");
+        };
+        let order = self.alloc("order", Elem::Int, vec![n.clone()], body);
+        let merged = self.alloc("merged", Elem::Int, vec![n.clone()], body);
+        let t = self.fresh("t");
+        body.push(Stmt::For {
+            index: t,
+            count: n.clone(),
+            parallel: self.loop_depth == 0,
+            body: vec![Stmt::Store {
+                buf: order.buf,
+                index: Expr::Var(t),
+                value: Expr::Var(t),
+            }],
+        });
+        let width = self.fresh("width");
+        body.push(Stmt::Let {
+            var: width,
+            elem: Elem::Int,
+            value: Expr::Int(1),
+        });
+        let w = Expr::Var(width);
+        let two_w = Expr::mul(Expr::Int(2), w.clone());
+        let lt = |a: Expr, b: Expr| Expr::op("<", vec![a, b]);
+        let min = |a: Expr, b: Expr| Expr::op("min", vec![a, b]);
+        let var = |v: Var| Expr::Var(v);
+        let load = |buf: Var, at: Expr| Expr::load(buf, at);
+
+        self.loop_depth += 1;
+        let r = (|| -> Res<Vec<Stmt>> {
+            // One pass: each pair of runs of `width` merged into `merged`.
+            let (run, lo, mid, hi, i, j, k) = (
+                self.fresh("run"),
+                self.fresh("lo"),
+                self.fresh("mid"),
+                self.fresh("hi"),
+                self.fresh("i"),
+                self.fresh("j"),
+                self.fresh("k"),
+            );
+            let mut pair = vec![
+                Stmt::Let {
+                    var: lo,
+                    elem: Elem::Int,
+                    value: Expr::mul(var(run), two_w.clone()),
+                },
+                Stmt::Let {
+                    var: mid,
+                    elem: Elem::Int,
+                    value: min(Expr::add(var(lo), w.clone()), n.clone()),
+                },
+                Stmt::Let {
+                    var: hi,
+                    elem: Elem::Int,
+                    value: min(Expr::add(var(lo), two_w.clone()), n.clone()),
+                },
+                Stmt::Let {
+                    var: i,
+                    elem: Elem::Int,
+                    value: var(lo),
+                },
+                Stmt::Let {
+                    var: j,
+                    elem: Elem::Int,
+                    value: var(mid),
+                },
+                Stmt::Let {
+                    var: k,
+                    elem: Elem::Int,
+                    value: var(lo),
+                },
+            ];
+            let both_left = Expr::op("and", vec![lt(var(i), var(mid)), lt(var(j), var(hi))]);
+            // One step of the merge: the right item taken only when it is
+            // strictly less than the left one.
+            let mut step = Vec::new();
+            let right_item = cell_val(xs.cell(&[load(order.buf, var(j))]));
+            let left_item = cell_val(xs.cell(&[load(order.buf, var(i))]));
+            let is_less = match self.apply(less.clone(), vec![right_item, left_item], e, &mut step)? {
+                Val::Scalar(_, x) => x,
+                Val::Array(v) if v.dims.is_empty() => v.load(),
+                _ => return unsupported("sort-by with a less-than that does not give a Bool"),
+            };
+            let take = self.fresh("take");
+            step.push(Stmt::Let {
+                var: take,
+                elem: Elem::Bool,
+                value: is_less,
+            });
+            let bump = |v: Var| Stmt::Set {
+                var: v,
+                value: Expr::add(var(v), Expr::Int(1)),
+            };
+            let store_from = |from: Var| Stmt::Store {
+                buf: merged.buf,
+                index: var(k),
+                value: load(order.buf, var(from)),
+            };
+            step.push(Stmt::If {
+                cond: var(take),
+                then: vec![store_from(j), bump(j)],
+                otherwise: vec![store_from(i), bump(i)],
+            });
+            step.push(bump(k));
+            pair.push(Stmt::If {
+                cond: both_left.clone(),
+                then: vec![Stmt::DoWhile {
+                    body: step,
+                    cond: both_left,
+                }],
+                otherwise: vec![],
+            });
+            // What is left of either run, in order.
+            for (from, end) in [(i, mid), (j, hi)] {
+                let u = self.fresh("u");
+                pair.push(Stmt::For {
+                    index: u,
+                    count: Expr::op("-", vec![var(end), var(from)]),
+                    parallel: false,
+                    body: vec![Stmt::Store {
+                        buf: merged.buf,
+                        index: Expr::add(var(k), var(u)),
+                        value: load(order.buf, Expr::add(var(from), var(u))),
+                    }],
+                });
+                pair.push(Stmt::Set {
+                    var: k,
+                    value: Expr::add(var(k), Expr::op("-", vec![var(end), var(from)])),
+                });
+            }
+            let runs = Expr::op(
+                "/",
+                vec![
+                    Expr::add(n.clone(), Expr::op("-", vec![two_w.clone(), Expr::Int(1)])),
+                    two_w.clone(),
+                ],
+            );
+            let back = self.fresh("b");
+            let pass = vec![
+                Stmt::For {
+                    index: run,
+                    count: runs,
+                    parallel: false,
+                    body: pair,
+                },
+                Stmt::For {
+                    index: back,
+                    count: n.clone(),
+                    parallel: false,
+                    body: vec![Stmt::Store {
+                        buf: order.buf,
+                        index: var(back),
+                        value: load(merged.buf, var(back)),
+                    }],
+                },
+                Stmt::Set {
+                    var: width,
+                    value: two_w.clone(),
+                },
+            ];
+            Ok(pass)
+        })();
+        self.loop_depth -= 1;
+        let pass = r?;
+        body.push(Stmt::If {
+            cond: lt(w.clone(), n.clone()),
+            then: vec![Stmt::DoWhile {
+                body: pass,
+                cond: lt(w, n.clone()),
+            }],
+            otherwise: vec![],
+        });
+        if grade {
+            return Ok(Val::Array(order));
+        }
+        let out = self.alloc("sorted", xs.elem, xs.dims.clone(), body);
+        let g = self.fresh("g");
+        self.loop_depth += 1;
+        let mut gather = Vec::new();
+        let item = cell_val(xs.cell(&[load(order.buf, var(g))]));
+        let r = self.copy(item, &out.cell(&[var(g)]), &mut gather);
+        self.loop_depth -= 1;
+        r?;
+        body.push(Stmt::For {
+            index: g,
+            count: n,
+            parallel: self.loop_depth == 0,
+            body: gather,
+        });
+        Ok(Val::Array(out))
+    }
+}
