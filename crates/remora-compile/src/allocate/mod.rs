@@ -411,6 +411,7 @@ impl<'m> Alloc<'m> {
                 Some(x) => Ok(x.clone()),
                 None => unsupported(format!("the variable {}", self.name_of(*v))),
             },
+            Kind::Prim("pi") => Ok(Val::Scalar(Elem::Float, Expr::Float(std::f32::consts::PI))),
             Kind::Prim(name) => Ok(Val::Prim {
                 name,
                 types: Vec::new(),
