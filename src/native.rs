@@ -103,7 +103,11 @@ pub fn build(c_text: &str, cc: &str, flags: &[&str]) -> Result<(PathBuf, bool), 
     }
     let internal = |m: String| Failure::Internal(m);
     std::fs::create_dir_all(&dir).map_err(|e| internal(format!("cannot create {}: {e}", dir.display())))?;
-    let id = format!("{}-{}", std::process::id(), key);
+    // Unique to this build: threads of one process (the test suite) may
+    // build the same program at once, and must not share temporary files.
+    static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nth = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = format!("{}-{nth}-{key:016x}", std::process::id());
     let source = dir.join(format!("tmp-{id}.c"));
     let built = dir.join(format!("tmp-{id}"));
     std::fs::write(&source, c_text).map_err(|e| internal(format!("cannot write {}: {e}", source.display())))?;

@@ -25,6 +25,7 @@ use remora_types::{Atom as TyAtom, DVar, Dim, IVar, Index, SVar, Seg, Shape, Typ
 use std::collections::HashMap;
 use std::rc::Rc;
 
+mod gather;
 mod prims;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at
@@ -617,16 +618,11 @@ impl<'m> Alloc<'m> {
                 body.extend(inner);
                 Ok(())
             }
-            Kind::Frame { elems, .. } => {
+            Kind::Frame { elems, shape } => {
                 for (k, x) in elems.iter().enumerate() {
-                    let cell = dest.cell(&[Expr::Int(k as i64)]);
                     // A frame's shape may have several axes; its items are
                     // laid out in row-major order.
-                    let cell = if dest.dims.len() > 1 + x.ty.shape.segs().len() {
-                        self.flat_cell(dest, k)?
-                    } else {
-                        cell
-                    };
+                    let cell = dest.cell(&flat_position(k as u64, shape));
                     self.into(x, &cell, body)?;
                 }
                 Ok(())
@@ -638,11 +634,6 @@ impl<'m> Alloc<'m> {
         }
     }
 
-    /// Item `k` in row-major order of a frame of several axes.
-    fn flat_cell(&self, dest: &View, k: usize) -> Res<View> {
-        let _ = (dest, k);
-        unsupported("a frame of several axes of arrays")
-    }
 
     /// A `let` (a map over the empty frame): its bindings in sequence,
     /// then its body, into `dest` if given.
@@ -738,6 +729,17 @@ fn cell_val<'m>(v: View) -> Val<'m> {
     } else {
         Val::Array(v)
     }
+}
+
+/// The position of item `k`, in row-major order, in a frame of `shape`.
+fn flat_position(mut k: u64, shape: &[u64]) -> Vec<Expr> {
+    let mut idx = vec![Expr::Int(0); shape.len()];
+    for (at, n) in idx.iter_mut().zip(shape).rev() {
+        let n = (*n).max(1);
+        *at = Expr::Int((k % n) as i64);
+        k /= n;
+    }
+    idx
 }
 
 fn product(dims: &[Expr]) -> Expr {
