@@ -32,7 +32,9 @@ impl<'m> Alloc<'m> {
             ("dot" | "f.dot", [Val::Array(x), Val::Array(y)]) if x.dims.len() == 1 && y.dims.len() == 1 => {
                 Ok(self.dot(name, x, y, body))
             }
-            ("matmul" | "f.matmul", [Val::Array(a), Val::Array(b)]) if a.dims.len() == 2 && b.dims.len() == 2 => {
+            ("matmul" | "f.matmul", [Val::Array(a), Val::Array(b)])
+                if a.dims.len() == 2 && b.dims.len() == 2 =>
+            {
                 self.matmul(name, a, b, body)
             }
             ("mean" | "f.mean", [Val::Array(xs)]) if xs.dims.len() == 1 => Ok(self.mean(name, xs, body)),
@@ -58,9 +60,6 @@ impl<'m> Alloc<'m> {
     pub(super) fn check_count(&mut self, from: &[Expr], to: &[Expr], body: &mut Vec<Stmt>) {
         let what = "reshape: two shapes contain diff # of elements".to_string();
         let n = product(from);
-        if n == product(to) {
-            return;
-        }
         let constant = to
             .iter()
             .map(|d| match d {
@@ -77,6 +76,10 @@ impl<'m> Alloc<'m> {
             if count != u64::try_from(*n).ok() {
                 body.push(Stmt::Fail { what });
             }
+            return;
+        }
+        // The same product (of dimensions not all known): the same count.
+        if n == product(to) {
             return;
         }
         // At run time: `big` when the product passes i64::MAX, `zero`
@@ -99,7 +102,13 @@ impl<'m> Alloc<'m> {
                 "and",
                 vec![
                     Expr::op("!=", vec![d.clone(), Expr::Int(0)]),
-                    Expr::op(">", vec![Expr::Var(acc), Expr::op("/", vec![Expr::Int(i64::MAX), d.clone()])]),
+                    Expr::op(
+                        ">",
+                        vec![
+                            Expr::Var(acc),
+                            Expr::op("/", vec![Expr::Int(i64::MAX), d.clone()]),
+                        ],
+                    ),
                 ],
             );
             body.push(Stmt::If {
@@ -126,7 +135,10 @@ impl<'m> Alloc<'m> {
         let wrong = Expr::op(
             "or",
             vec![
-                Expr::op("and", vec![Expr::Var(big), Expr::op("not", vec![Expr::Var(zero)])]),
+                Expr::op(
+                    "and",
+                    vec![Expr::Var(big), Expr::op("not", vec![Expr::Var(zero)])],
+                ),
                 Expr::op("!=", vec![Expr::Var(acc), n]),
             ],
         );
@@ -275,7 +287,13 @@ impl<'m> Alloc<'m> {
 
     /// `n` points from `a` to `b` (the runtime's `rt_linspace`: in double
     /// precision, the last point exactly `b`).
-    fn linspace(&mut self, a: &Val<'m>, b: &Val<'m>, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+    fn linspace(
+        &mut self,
+        a: &Val<'m>,
+        b: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
         let end = |v: &Val<'m>| match v {
             Val::Scalar(_, x) => Ok(x.clone()),
             Val::Array(v) if v.dims.is_empty() => Ok(v.load()),
@@ -305,7 +323,14 @@ impl<'m> Alloc<'m> {
 
     /// `(outer f a b)`: `f` applied to every pair of an item of `a` and an
     /// item of `b`, each result written into its place.
-    fn outer(&mut self, f: &Val<'m>, a: &View, b: &View, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+    fn outer(
+        &mut self,
+        f: &Val<'m>,
+        a: &View,
+        b: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
         match f {
             Val::Func(_) => {}
             Val::Prim { name, .. } if scalar_arity(name) == Some(2) => {}
@@ -391,8 +416,14 @@ impl<'m> Alloc<'m> {
             const BLOCK: i64 = 256;
             let (c, block, s) = (self.fresh("c"), self.fresh("blk"), self.fresh("s"));
             let start = Expr::mul(Expr::Var(block), Expr::Int(BLOCK));
-            let blocks = Expr::op("/", vec![Expr::add(k.clone(), Expr::Int(BLOCK - 1)), Expr::Int(BLOCK)]);
-            let count = Expr::op("min", vec![Expr::Int(BLOCK), Expr::op("-", vec![k, start.clone()])]);
+            let blocks = Expr::op(
+                "/",
+                vec![Expr::add(k.clone(), Expr::Int(BLOCK - 1)), Expr::Int(BLOCK)],
+            );
+            let count = Expr::op(
+                "min",
+                vec![Expr::Int(BLOCK), Expr::op("-", vec![k, start.clone()])],
+            );
             vec![
                 Stmt::Let {
                     var: c,
@@ -472,7 +503,10 @@ impl<'m> Alloc<'m> {
                 body: Vec::new(),
                 item: xs.cell(&[Expr::Var(k)]).load(),
             });
-            return Val::Scalar(Elem::Float, Expr::op("f./", vec![Expr::Var(acc), Expr::op("i->f", vec![d])]));
+            return Val::Scalar(
+                Elem::Float,
+                Expr::op("f./", vec![Expr::Var(acc), Expr::op("i->f", vec![d])]),
+            );
         }
         let out = self.alloc("mean", Elem::Float, Vec::new(), body);
         let addr = |buf: Var| Expr::Addr {
@@ -481,7 +515,13 @@ impl<'m> Alloc<'m> {
         };
         body.push(Stmt::Call {
             func: "rt_mean_int",
-            args: vec![addr(out.buf), addr(xs.buf), xs.offset.clone(), d, xs.strides[0].clone()],
+            args: vec![
+                addr(out.buf),
+                addr(xs.buf),
+                xs.offset.clone(),
+                d,
+                xs.strides[0].clone(),
+            ],
         });
         Val::Scalar(Elem::Float, out.load())
     }
@@ -490,7 +530,11 @@ impl<'m> Alloc<'m> {
     /// Floats the first NaN if there is one. An empty vector is an error.
     fn arg_extreme(&mut self, name: &str, xs: &View, body: &mut Vec<Stmt>) -> Val<'m> {
         let d = xs.dims[0].clone();
-        let what = if name.ends_with("max") { "greatest" } else { "least" };
+        let what = if name.ends_with("max") {
+            "greatest"
+        } else {
+            "least"
+        };
         self.fail_if(
             Expr::op("==", vec![d.clone(), Expr::Int(0)]),
             format!("{name}: an empty vector has no {what} item"),
@@ -503,7 +547,12 @@ impl<'m> Alloc<'m> {
             (false, true) => ">",
             (false, false) => "<",
         };
-        let (best, value, t, x) = (self.fresh("best"), self.fresh("value"), self.fresh("t"), self.fresh("x"));
+        let (best, value, t, x) = (
+            self.fresh("best"),
+            self.fresh("value"),
+            self.fresh("t"),
+            self.fresh("x"),
+        );
         body.push(Stmt::Let {
             var: best,
             elem: Elem::Int,
