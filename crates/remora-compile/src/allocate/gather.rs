@@ -582,7 +582,7 @@ impl<'m> Alloc<'m> {
         let mut each = vec![Stmt::Let {
             var: x,
             elem: xs.elem,
-            value: xs.cell(&[at.clone()]).load(),
+            value: xs.cell(std::slice::from_ref(&at)).load(),
         }];
         if float {
             // The first NaN ends the search: `done` says it was found.
