@@ -211,6 +211,9 @@ impl<'m> Alloc<'m> {
     // -- types to sizes ----------------------------------------------------
 
     fn dim(&self, d: &Dim) -> Res<Expr> {
+        if let Some(None) = self.exact_dim(d) {
+            return unsupported("a dimension whose arithmetic overflows");
+        }
         let mut e = Expr::Int(d.constant());
         for (mono, coef) in d.terms() {
             let mut t = Expr::Int(*coef);
@@ -223,6 +226,23 @@ impl<'m> Alloc<'m> {
             e = Expr::add(e, t);
         }
         Ok(e)
+    }
+
+    /// The dimension counted without wrapping where every variable is a
+    /// number (the interpreter's error where it overflows: `Some(None)`).
+    fn exact_dim(&self, d: &Dim) -> Option<Option<i64>> {
+        let mut sum = Some(d.constant());
+        for (mono, coef) in d.terms() {
+            let mut term = Some(*coef);
+            for v in mono {
+                let Some(Expr::Int(x)) = self.scope.dims.get(v) else {
+                    return None;
+                };
+                term = term.and_then(|t| t.checked_mul(*x));
+            }
+            sum = sum.zip(term).and_then(|(s, t)| s.checked_add(t));
+        }
+        Some(sum)
     }
 
     fn dims(&self, s: &Shape) -> Res<Vec<Expr>> {
