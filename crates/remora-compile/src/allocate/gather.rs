@@ -25,6 +25,19 @@ impl<'m> Alloc<'m> {
             ("take" | "drop" | "take-right" | "drop-right", [Val::Array(xs)]) if !xs.dims.is_empty() => {
                 self.slice(name, xs, e)
             }
+            ("reshape", [Val::Scalar(elem, x)]) => {
+                // A scalar's one atom, laid out in the target shape.
+                let one = self.alloc("one", *elem, Vec::new(), body);
+                body.push(Stmt::Store {
+                    buf: one.buf,
+                    index: Expr::Int(0),
+                    value: x.clone(),
+                });
+                self.dims(&e.ty.shape).map(|dims| {
+                    self.check_count(&[], &dims, body);
+                    Val::Array(View::contiguous(one.buf, *elem, dims))
+                })
+            }
             ("windows", [Val::Array(xs)]) if !xs.dims.is_empty() => self.windows(xs, e),
             ("transpose", [x]) => self.transpose(indices, x),
             ("linspace", [a, b]) => self.linspace(a, b, e, body),
