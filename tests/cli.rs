@@ -594,7 +594,7 @@ fn compile_dumps_explicit_maps() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("error:"));
     // An unknown level is command-line misuse.
-    let out = remora(&["compile", "--dump", "kernels", "-e", "1"], None);
+    let out = remora(&["compile", "--dump", "nonsense", "-e", "1"], None);
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -606,16 +606,27 @@ fn the_compiled_engine_runs_an_entry_or_says_why_not() {
     let dir = std::env::temp_dir().join(format!("remora-cli-compiled-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let file = dir.join("norm.remora");
-    let _ = std::fs::write(&file, "(entry (main (x [Float $n])) (f.sqrt (f.sum (f.* x x))))\n");
+    let _ = std::fs::write(
+        &file,
+        "(entry (main (x [Float $n])) (f.sqrt (f.sum (f.* x x))))\n",
+    );
     let path = file.to_string_lossy().into_owned();
     let out = remora(&["run", "--engine", "compiled", "-v", &path, "[3.0 4.0]"], None);
     assert_eq!(text(&out.stdout), "5.0\n");
-    assert!(text(&out.stderr).contains("ran compiled"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("ran compiled"),
+        "{}",
+        text(&out.stderr)
+    );
     // A run-time error: the interpreter's positioned message.
     let _ = std::fs::write(&file, "(entry (main (x [Int $n])) (/ 10 x))\n");
     let out = remora(&["run", "--engine", "compiled", &path, "[2 0]"], None);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("norm.remora:1:"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("norm.remora:1:"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(text(&out.stderr).contains("divide by zero"));
     // What does not compile yet: an error under `compiled`, the
     // interpreter under `auto`.

@@ -443,3 +443,29 @@ static inline int64_t rt_random_int(int64_t seed, int64_t i, int64_t lo, int64_t
   }
   return (int64_t)((uint64_t)lo + last);
 }
+
+/* ---- structure and gathers: linspace, mean ---- */
+
+/* n points from a to b, both included, in double precision (the last
+   exactly b), as the interpreter's linspace. */
+static void rt_linspace(float *out, float a, float b, int64_t n) {
+  if (n <= 0) return;
+  if (n == 1) {
+    out[0] = a;
+    return;
+  }
+  double div = (double)(n - 1), da = (double)a, delta = (double)b - da, step = delta / div;
+  for (int64_t i = 0; i < n - 1; i++) {
+    double y = step == 0.0 ? (double)i / div * delta : (double)i * step;
+    out[i] = (float)(y + da);
+  }
+  out[n - 1] = b;
+}
+
+/* The mean of n Ints at x[offset + i*stride]: summed exactly in 128 bits,
+   divided in double precision, rounded to a float (NaN when empty). */
+static void rt_mean_int(float *out, const int64_t *x, int64_t offset, int64_t n, int64_t stride) {
+  __int128 sum = 0;
+  for (int64_t i = 0; i < n; i++) sum += x[offset + i * stride];
+  *out = (float)((double)sum / (double)n);
+}

@@ -25,6 +25,7 @@ use remora_types::{Atom as TyAtom, DVar, Dim, IVar, Index, SVar, Seg, Shape, Typ
 use std::collections::HashMap;
 use std::rc::Rc;
 
+mod gather;
 mod order;
 mod prims;
 
@@ -237,7 +238,7 @@ impl<'m> Alloc<'m> {
     /// at run time is checked there (`dim+`, `dim*`: overflowing 64 bits
     /// is an error, as in the interpreter).
     fn dim(&self, d: &Dim) -> Res<Expr> {
-        if d.overflowed() {
+        if d.overflowed() || matches!(self.exact_dim(d), Some(None)) {
             return unsupported("a dimension whose arithmetic overflows");
         }
         let mut e = Expr::Int(d.constant());
@@ -252,6 +253,23 @@ impl<'m> Alloc<'m> {
             e = dim_op("dim+", e, t)?;
         }
         Ok(e)
+    }
+
+    /// The dimension counted without wrapping where every variable is a
+    /// number (the interpreter's error where it overflows: `Some(None)`).
+    fn exact_dim(&self, d: &Dim) -> Option<Option<i64>> {
+        let mut sum = Some(d.constant());
+        for (mono, coef) in d.terms() {
+            let mut term = Some(*coef);
+            for v in mono {
+                let Some(Expr::Int(x)) = self.scope.dims.get(v) else {
+                    return None;
+                };
+                term = term.and_then(|t| t.checked_mul(*x));
+            }
+            sum = sum.zip(term).and_then(|(s, t)| s.checked_add(t));
+        }
+        Some(sum)
     }
 
     fn dims(&self, s: &Shape) -> Res<Vec<Expr>> {
@@ -451,6 +469,10 @@ impl<'m> Alloc<'m> {
                     mut indices,
                 } => {
                     indices.push(arg.clone());
+                    // `iota/static` is complete with its shape: a value.
+                    if name == "iota/static" {
+                        return self.intrinsic(name, &types, &indices, Vec::new(), e, body);
+                    }
                     Ok(Val::Prim { name, types, indices })
                 }
                 Val::Func(c) if matches!(c.binder, Binder::Index(_)) => {
@@ -758,16 +780,11 @@ impl<'m> Alloc<'m> {
                 body.extend(inner);
                 Ok(())
             }
-            Kind::Frame { elems, .. } => {
+            Kind::Frame { elems, shape } => {
                 for (k, x) in elems.iter().enumerate() {
-                    let cell = dest.cell(&[Expr::Int(k as i64)]);
                     // A frame's shape may have several axes; its items are
                     // laid out in row-major order.
-                    let cell = if dest.dims.len() > 1 + x.ty.shape.segs().len() {
-                        self.flat_cell(dest, k)?
-                    } else {
-                        cell
-                    };
+                    let cell = dest.cell(&flat_position(k as u64, shape));
                     self.into(x, &cell, body)?;
                 }
                 Ok(())
@@ -777,12 +794,6 @@ impl<'m> Alloc<'m> {
                 self.copy(v, dest, body)
             }
         }
-    }
-
-    /// Item `k` in row-major order of a frame of several axes.
-    fn flat_cell(&self, dest: &View, k: usize) -> Res<View> {
-        let _ = (dest, k);
-        unsupported("a frame of several axes of arrays")
     }
 
     /// A `let` (a map over the empty frame): its bindings in sequence,
@@ -926,6 +937,17 @@ fn dim_op(op: &'static str, a: Expr, b: Expr) -> Res<Expr> {
         Some(None) => unsupported("a dimension whose arithmetic overflows"),
         None => Ok(Expr::op(op, vec![a, b])),
     }
+}
+
+/// The position of item `k`, in row-major order, in a frame of `shape`.
+fn flat_position(mut k: u64, shape: &[u64]) -> Vec<Expr> {
+    let mut idx = vec![Expr::Int(0); shape.len()];
+    for (at, n) in idx.iter_mut().zip(shape).rev() {
+        let n = (*n).max(1);
+        *at = Expr::Int((k % n) as i64);
+        k /= n;
+    }
+    idx
 }
 
 fn product(dims: &[Expr]) -> Expr {

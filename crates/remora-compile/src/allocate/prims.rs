@@ -37,6 +37,9 @@ impl<'m> Alloc<'m> {
         if let Some(r) = self.order(name, &args, e, body) {
             return r;
         }
+        if let Some(r) = self.gather(name, indices, &args, e, body) {
+            return r;
+        }
         if name == "pi" {
             return Ok(Val::Scalar(Elem::Float, Expr::Float(std::f32::consts::PI)));
         }
@@ -166,13 +169,8 @@ impl<'m> Alloc<'m> {
                     d
                 };
                 if name == "reshape" {
-                    // A reshape to another number of atoms repeats or cuts
-                    // them: not yet.
-                    let n = product(&flat.dims);
-                    let m = product(&dims);
-                    if n != m {
-                        return unsupported("reshape to another number of atoms");
-                    }
+                    // Another number of atoms is a run-time error.
+                    self.check_count(&flat.dims, &dims, body);
                 }
                 Ok(Val::Array(View::contiguous(flat.buf, flat.elem, dims)))
             }
