@@ -760,17 +760,24 @@ fn run_parsed(
                     }
                     Err(remora::native::Failure::Unsupported(span, what)) => {
                         if data.engine == Engine::Compiled {
-                            let d = remora_syntax::Diagnostic::error(span, format!("cannot compile this yet: {what}"));
+                            let d = remora_syntax::Diagnostic::error(
+                                span,
+                                format!("cannot compile this yet: {what}"),
+                            );
                             eprint!("{}", d.render(sources));
                             return ExitCode::FAILURE;
                         }
                         if data.verbose {
-                            eprintln!("remora: note: ran on the interpreter: cannot compile this yet: {what}");
+                            eprintln!(
+                                "remora: note: ran on the interpreter: cannot compile this yet: {what}"
+                            );
                         }
                     }
                     Err(remora::native::Failure::Run(what)) => {
                         if data.verbose {
-                            eprintln!("remora: note: the compiled program stopped ({what}); running it on the interpreter for the message");
+                            eprintln!(
+                                "remora: note: the compiled program stopped ({what}); running it on the interpreter for the message"
+                            );
                         }
                     }
                     Err(remora::native::Failure::Internal(what)) => {
@@ -779,7 +786,9 @@ fn run_parsed(
                             return ExitCode::FAILURE;
                         }
                         if data.verbose {
-                            eprintln!("remora: note: ran on the interpreter: internal error in the compiled engine: {what}");
+                            eprintln!(
+                                "remora: note: ran on the interpreter: internal error in the compiled engine: {what}"
+                            );
                         }
                     }
                 }

@@ -53,7 +53,10 @@ pub fn c_compiler() -> Option<String> {
 }
 
 fn find_c_compiler() -> Option<String> {
-    let cc = std::env::var("CC").ok().filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "cc".into());
+    let cc = std::env::var("CC")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or_else(|| "cc".into());
     let ok = Command::new(&cc)
         .arg("--version")
         .stdout(Stdio::null())
@@ -106,7 +109,8 @@ pub fn build(c_text: &str, cc: &str, flags: &[&str]) -> Result<(PathBuf, bool), 
     let id = format!("{}-{}", std::process::id(), key);
     let source = dir.join(format!("tmp-{id}.c"));
     let built = dir.join(format!("tmp-{id}"));
-    std::fs::write(&source, c_text).map_err(|e| internal(format!("cannot write {}: {e}", source.display())))?;
+    std::fs::write(&source, c_text)
+        .map_err(|e| internal(format!("cannot write {}: {e}", source.display())))?;
     let out = Command::new(cc)
         .args(flag_list)
         .arg("-o")
@@ -180,7 +184,11 @@ pub fn execute(exe: &Path, inputs: &[Array]) -> Result<Vec<Array>, Failure> {
         )),
         _ => Err(Failure::Internal(format!(
             "the compiled program stopped ({status}){}",
-            if err.is_empty() { String::new() } else { format!(": {}", err.trim()) }
+            if err.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", err.trim())
+            }
         ))),
     }
 }
@@ -217,11 +225,16 @@ pub fn run_with(
     inputs: &[Array],
     quick: bool,
 ) -> Result<Vec<Array>, Failure> {
-    let program = remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
+    let program =
+        remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
     if program.inputs.len() != inputs.len() {
         return Err(Failure::Unsupported(
             remora_syntax::Span::default(),
-            format!("{entry} expects {} arguments but got {}", program.inputs.len(), inputs.len()),
+            format!(
+                "{entry} expects {} arguments but got {}",
+                program.inputs.len(),
+                inputs.len()
+            ),
         ));
     }
     let Some(cc) = c_compiler() else {

@@ -713,7 +713,11 @@ pub fn compiled_coverage() -> String {
     let mut out = format!(
         "compiled engine: {} of {total} run cases compiled ({:.1}%)\n",
         c.0,
-        if total == 0 { 100.0 } else { 100.0 * c.0 as f64 / total as f64 }
+        if total == 0 {
+            100.0
+        } else {
+            100.0 * c.0 as f64 / total as f64
+        }
     );
     let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for why in &c.1 {
@@ -745,7 +749,10 @@ fn compiled_agrees(
     for text in inputs {
         let loaded = remora_syntax::parse_expression(&mut sources, "<arg>", text, Dialect::Source);
         let c = remora_check::check_expression(&loaded.value);
-        let Some(t) = c.value.filter(|_| c.diagnostics.is_empty() && !loaded.has_errors()) else {
+        let Some(t) = c
+            .value
+            .filter(|_| c.diagnostics.is_empty() && !loaded.has_errors())
+        else {
             return Ok(());
         };
         let mut interp = remora_interp::Interpreter::default();
@@ -776,7 +783,9 @@ fn compiled_agrees(
             record(Ok(()));
             Ok(())
         }
-        (Ok(values), Ok((_, printed))) if values.last().map(remora_value::print::to_string).as_ref() == Some(printed) => {
+        (Ok(values), Ok((_, printed)))
+            if values.last().map(remora_value::print::to_string).as_ref() == Some(printed) =>
+        {
             record(Ok(()));
             Ok(())
         }

@@ -120,7 +120,11 @@ pub fn emit(p: &Program) -> String {
             main,
             "  {{ int64_t shape[{}] = {{{}}}; rt_write({}, {n}, shape, {}); }}",
             n.max(1),
-            if dims.is_empty() { "0".to_string() } else { dims.join(", ") },
+            if dims.is_empty() {
+                "0".to_string()
+            } else {
+                dims.join(", ")
+            },
             code(o.elem),
             v(o.buf)
         );
@@ -141,7 +145,11 @@ fn float(x: f32) -> String {
     if x.is_nan() {
         "NAN".to_string()
     } else if x.is_infinite() {
-        if x > 0.0 { "INFINITY".to_string() } else { "(-INFINITY)".to_string() }
+        if x > 0.0 {
+            "INFINITY".to_string()
+        } else {
+            "(-INFINITY)".to_string()
+        }
     } else {
         // Rust's shortest representation reads back as the same f32.
         let s = format!("{x:?}");
@@ -229,13 +237,23 @@ impl Emitter {
                     "static const {} {name}[{}] = {{{}}};",
                     ctype(*elem),
                     atoms.len().max(1),
-                    if items.is_empty() { "0".to_string() } else { items.join(", ") }
+                    if items.is_empty() {
+                        "0".to_string()
+                    } else {
+                        items.join(", ")
+                    }
                 );
                 let _ = writeln!(out, "{p}{t} *{} = ({t} *){name};", v(*buf), t = ctype(*elem));
                 self.scope.push((*buf, Decl::Buffer(*elem)));
             }
             Stmt::Store { buf, index, value } => {
-                let _ = writeln!(out, "{p}{}[{}] = {};", v(*buf), self.expr(index), self.expr(value));
+                let _ = writeln!(
+                    out,
+                    "{p}{}[{}] = {};",
+                    v(*buf),
+                    self.expr(index),
+                    self.expr(value)
+                );
             }
             Stmt::For {
                 index,
@@ -285,7 +303,18 @@ impl Emitter {
                     };
                     let _ = writeln!(out, "{p}  {a} = {combined};");
                     let _ = writeln!(out, "{p}}} else {{");
-                    self.left(out, *acc, op, seed.as_ref(), *index, &n, "0", body, item, depth + 1);
+                    self.left(
+                        out,
+                        *acc,
+                        op,
+                        seed.as_ref(),
+                        *index,
+                        &n,
+                        "0",
+                        body,
+                        item,
+                        depth + 1,
+                    );
                     let _ = writeln!(out, "{p}}}");
                 } else {
                     self.left(out, *acc, op, seed.as_ref(), *index, &n, "0", body, item, depth);
@@ -293,7 +322,11 @@ impl Emitter {
                 let _ = writeln!(out, "{p}}}");
                 self.scope.push((*acc, Decl::Scalar(*elem)));
             }
-            Stmt::If { cond, then, otherwise } => {
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
                 let _ = writeln!(out, "{p}if ({}) {{", self.expr(cond));
                 self.block(out, then, depth + 1, false);
                 if !otherwise.is_empty() {
@@ -417,7 +450,11 @@ impl Emitter {
     /// `ctx`, a context structure holding every variable in scope (of the
     /// type most recently made by [`Self::context_type`]).
     fn context_value(&self) -> String {
-        let fields: Vec<String> = self.scope.iter().map(|(x, _)| format!(".{0} = {0}", v(*x))).collect();
+        let fields: Vec<String> = self
+            .scope
+            .iter()
+            .map(|(x, _)| format!(".{0} = {0}", v(*x)))
+            .collect();
         format!(
             "{} ctx = {{ .unused = 0{}{} }};",
             self.last_ctx.clone(),

@@ -57,13 +57,22 @@ pub enum Expr {
     Bool(bool),
     Var(Var),
     /// The atom of `buf` at `index`.
-    Load { buf: Var, index: Box<Expr> },
+    Load {
+        buf: Var,
+        index: Box<Expr>,
+    },
     /// A scalar primitive of the language (`+`, `f.sqrt`, `i->f` …) by its
     /// name, on operands of its types.
-    Op { op: &'static str, args: Vec<Expr> },
+    Op {
+        op: &'static str,
+        args: Vec<Expr>,
+    },
     /// The address of `buf`'s atom at `index` (an argument of a runtime
     /// call: a buffer from there on).
-    Addr { buf: Var, index: Box<Expr> },
+    Addr {
+        buf: Var,
+        index: Box<Expr>,
+    },
 }
 
 impl Expr {
@@ -350,7 +359,11 @@ impl Program {
                 body,
             } => {
                 let par = if *parallel { " parallel" } else { "" };
-                out.push_str(&format!("{pad}(for {} {}{par}\n", self.var(*index), self.expr(count)));
+                out.push_str(&format!(
+                    "{pad}(for {} {}{par}\n",
+                    self.var(*index),
+                    self.expr(count)
+                ));
                 self.block(out, body, depth + 1);
                 out.push_str(&format!("{pad})\n"));
             }
@@ -365,7 +378,10 @@ impl Program {
                 body,
                 item,
             } => {
-                let seed = seed.as_ref().map(|s| format!(" from {}", self.expr(s))).unwrap_or_default();
+                let seed = seed
+                    .as_ref()
+                    .map(|s| format!(" from {}", self.expr(s)))
+                    .unwrap_or_default();
                 let order = match order {
                     Order::Left => "left",
                     Order::Tree => "tree",
@@ -380,7 +396,11 @@ impl Program {
                 self.block(out, body, depth + 1);
                 out.push_str(&format!("{pad}  (item {}))\n", self.expr(item)));
             }
-            Stmt::If { cond, then, otherwise } => {
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
                 out.push_str(&format!("{pad}(if {}\n", self.expr(cond)));
                 self.block(out, then, depth + 1);
                 if !otherwise.is_empty() {
@@ -535,7 +555,9 @@ impl Verifier {
                     _ => Err(format!("{} is stored to but is not a buffer", p.var(*buf))),
                 }
             }
-            Stmt::For { index, count, body, .. } => {
+            Stmt::For {
+                index, count, body, ..
+            } => {
                 self.expr(p, count)?;
                 let mark = self.scope.len();
                 self.declare(p, *index, Kind::Scalar(Elem::Int))?;
@@ -568,7 +590,11 @@ impl Verifier {
                 self.pop_to(mark);
                 self.declare(p, *acc, Kind::Scalar(*elem))
             }
-            Stmt::If { cond, then, otherwise } => {
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
                 self.expr(p, cond)?;
                 self.block(p, then)?;
                 self.block(p, otherwise)

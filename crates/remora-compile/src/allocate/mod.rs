@@ -18,13 +18,14 @@
 //! the driver then runs the program on the interpreter.
 
 use crate::loops::{self, Elem, Expr, Extent, Order, Stmt, Var};
-use crate::maps::{self, Atom, Decl, Kind};
 use crate::lower::Unsupported;
+use crate::maps::{self, Atom, Decl, Kind};
 use remora_check::typed::VarId;
 use remora_types::{Atom as TyAtom, DVar, Dim, IVar, Index, SVar, Seg, Shape, Type};
 use std::collections::HashMap;
 use std::rc::Rc;
 
+mod iteration;
 mod prims;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at
@@ -334,7 +335,8 @@ impl<'m> Alloc<'m> {
 
     /// Whether `view` is its whole buffer, contiguous from 0.
     fn is_whole(&self, view: &View) -> bool {
-        view.offset == Expr::Int(0) && View::contiguous(view.buf, view.elem, view.dims.clone()).strides == view.strides
+        view.offset == Expr::Int(0)
+            && View::contiguous(view.buf, view.elem, view.dims.clone()).strides == view.strides
     }
 
     // -- values ---------------------------------------------------------------
@@ -544,7 +546,13 @@ impl<'m> Alloc<'m> {
     }
 
     /// `f` applied to argument cells of exactly its parameters' types.
-    fn apply(&mut self, f: Val<'m>, args: Vec<Val<'m>>, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+    fn apply(
+        &mut self,
+        f: Val<'m>,
+        args: Vec<Val<'m>>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
         match f {
             Val::Func(c) => {
                 let mut args = args.into_iter();
@@ -576,7 +584,11 @@ impl<'m> Alloc<'m> {
                 self.let_(e, Some(dest), body)?;
                 Ok(())
             }
-            Kind::Map { frame, binds, body: cell } => {
+            Kind::Map {
+                frame,
+                binds,
+                body: cell,
+            } => {
                 let frame = self.dims(frame)?;
                 let mut arrays = Vec::with_capacity(binds.len());
                 for b in binds {
@@ -647,7 +659,10 @@ impl<'m> Alloc<'m> {
     /// A `let` (a map over the empty frame): its bindings in sequence,
     /// then its body, into `dest` if given.
     fn let_(&mut self, e: &'m maps::Expr, dest: Option<&View>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
-        let Kind::Map { binds, body: inner, .. } = &e.kind else {
+        let Kind::Map {
+            binds, body: inner, ..
+        } = &e.kind
+        else {
             return unsupported("a let");
         };
         let saved = self.scope.vars.clone();
@@ -719,7 +734,6 @@ impl<'m> Alloc<'m> {
         });
         View::contiguous(buf, elem, dims)
     }
-
 }
 
 enum Arg<'m> {
@@ -765,7 +779,10 @@ fn lifted_primitive(body: &maps::Expr, a: VarId, b: VarId) -> Option<&'static st
                 return None;
             };
             match args.as_slice() {
-                [x, y] if matches!(x.kind, Kind::Var(v) if v == a) && matches!(y.kind, Kind::Var(v) if v == b) => {
+                [x, y]
+                    if matches!(x.kind, Kind::Var(v) if v == a)
+                        && matches!(y.kind, Kind::Var(v) if v == b) =>
+                {
                     (scalar_arity(name) == Some(2)).then_some(name)
                 }
                 _ => None,
@@ -775,7 +792,9 @@ fn lifted_primitive(body: &maps::Expr, a: VarId, b: VarId) -> Option<&'static st
             let [x, y] = binds.as_slice() else {
                 return None;
             };
-            if matches!(x.value.kind, Kind::Var(v) if v == a) && matches!(y.value.kind, Kind::Var(v) if v == b) {
+            if matches!(x.value.kind, Kind::Var(v) if v == a)
+                && matches!(y.value.kind, Kind::Var(v) if v == b)
+            {
                 lifted_primitive(body, x.var, y.var)
             } else {
                 None

@@ -34,6 +34,9 @@ impl<'m> Alloc<'m> {
         // The families in files of their own: each gives `None` for a
         // name it does not take.
         // (one line per family here)
+        if let Some(r) = self.iteration(name, &args, e, body) {
+            return r;
+        }
         if name == "pi" {
             return Ok(Val::Scalar(Elem::Float, Expr::Float(std::f32::consts::PI)));
         }
@@ -166,7 +169,10 @@ impl<'m> Alloc<'m> {
                 first.dims[0] = a.dims[0].clone();
                 self.copy(Val::Array(a.clone()), &first, body)?;
                 let mut second = dest.clone();
-                second.offset = Expr::add(second.offset, Expr::mul(a.dims[0].clone(), dest.strides[0].clone()));
+                second.offset = Expr::add(
+                    second.offset,
+                    Expr::mul(a.dims[0].clone(), dest.strides[0].clone()),
+                );
                 second.dims[0] = b.dims[0].clone();
                 self.copy(Val::Array(b), &second, body)?;
                 Ok(Val::Array(dest))
@@ -192,7 +198,14 @@ impl<'m> Alloc<'m> {
     }
 
     /// Every atom of `xs` combined by `op` from `seed`.
-    fn reduce_atoms(&mut self, xs: &View, op: &'static str, seed: Option<Expr>, order: Order, body: &mut Vec<Stmt>) -> Val<'m> {
+    fn reduce_atoms(
+        &mut self,
+        xs: &View,
+        op: &'static str,
+        seed: Option<Expr>,
+        order: Order,
+        body: &mut Vec<Stmt>,
+    ) -> Val<'m> {
         // Row-major position p of xs: its index along each axis.
         let p = self.fresh("p");
         let mut rest = Expr::Var(p);
@@ -286,7 +299,13 @@ impl<'m> Alloc<'m> {
             index: i,
             count: items,
             body: Vec::new(),
-            item: Expr::load(xs.buf, Expr::add(lane_view.offset.clone(), Expr::mul(Expr::Var(i), xs.strides[0].clone()))),
+            item: Expr::load(
+                xs.buf,
+                Expr::add(
+                    lane_view.offset.clone(),
+                    Expr::mul(Expr::Var(i), xs.strides[0].clone()),
+                ),
+            ),
         };
         if item_dims.is_empty() {
             body.push(stmt);
@@ -338,7 +357,14 @@ impl<'m> Alloc<'m> {
     }
 
     /// `fold` by `op` from `seed` over the items of `xs`, left to right.
-    fn fold(&mut self, op: Val<'m>, seed: Val<'m>, xs: &View, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+    fn fold(
+        &mut self,
+        op: Val<'m>,
+        seed: Val<'m>,
+        xs: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
         let elem = elem_of(&e.ty.atom)?;
         let dims = self.dims(&e.ty.shape)?;
         let i = self.fresh("k");
@@ -347,7 +373,11 @@ impl<'m> Alloc<'m> {
                 return unsupported("fold of this seed");
             };
             let acc = self.fresh("acc");
-            body.push(Stmt::Let { var: acc, elem, value: s });
+            body.push(Stmt::Let {
+                var: acc,
+                elem,
+                value: s,
+            });
             let item = cell_val(xs.cell(&[Expr::Var(i)]));
             self.loop_depth += 1;
             let mut inner = Vec::new();
@@ -358,7 +388,10 @@ impl<'m> Alloc<'m> {
                 Val::Array(v) if v.dims.is_empty() => v.load(),
                 _ => return unsupported("fold by this operator"),
             };
-            inner.push(Stmt::Set { var: acc, value: next });
+            inner.push(Stmt::Set {
+                var: acc,
+                value: next,
+            });
             body.push(Stmt::For {
                 index: i,
                 count: xs.dims[0].clone(),
