@@ -274,7 +274,7 @@ impl<'m> Alloc<'m> {
         let inner = self.in_loop(|a, inner| {
             let next = Expr::add(Expr::Var(k), Expr::Int(1));
             let acc = cell_val(out.cell(&[Expr::Var(k)]));
-            let item = cell_val(xs.cell(&[next.clone()]));
+            let item = cell_val(xs.cell(std::slice::from_ref(&next)));
             a.apply_into(op, vec![acc, item], e, &out.cell(&[next]), inner)
         })?;
         body.push(Stmt::For {

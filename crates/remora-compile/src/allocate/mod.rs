@@ -408,6 +408,10 @@ impl<'m> Alloc<'m> {
                     mut indices,
                 } => {
                     indices.push(arg.clone());
+                    if name == "iota/static" {
+                        // Not a function: an array once its shape is given.
+                        return self.intrinsic(name, &types, &indices, Vec::new(), e, body);
+                    }
                     Ok(Val::Prim { name, types, indices })
                 }
                 Val::Func(c) if matches!(c.binder, Binder::Index(_)) => {
