@@ -724,7 +724,7 @@ pub fn compiled_coverage() -> String {
         *counts.entry(why.as_str()).or_default() += 1;
     }
     let mut counts: Vec<_> = counts.into_iter().collect();
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     for (why, n) in counts {
         out.push_str(&format!("  {n:5}  {why}\n"));
     }

@@ -88,6 +88,7 @@ impl Expr {
     }
 
     /// `a + b` on Int, folding constants (index arithmetic).
+    #[allow(clippy::should_implement_trait)]
     pub fn add(a: Expr, b: Expr) -> Expr {
         match (a, b) {
             (Expr::Int(0), x) | (x, Expr::Int(0)) => x,
@@ -97,6 +98,7 @@ impl Expr {
     }
 
     /// `a * b` on Int, folding constants (index arithmetic).
+    #[allow(clippy::should_implement_trait)]
     pub fn mul(a: Expr, b: Expr) -> Expr {
         match (a, b) {
             (Expr::Int(0), _) | (_, Expr::Int(0)) => Expr::Int(0),
