@@ -594,7 +594,7 @@ fn compile_dumps_explicit_maps() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("error:"));
     // An unknown level is command-line misuse.
-    let out = remora(&["compile", "--dump", "loops", "-e", "1"], None);
+    let out = remora(&["compile", "--dump", "nonsense", "-e", "1"], None);
     assert_eq!(out.status.code(), Some(2));
 }
 

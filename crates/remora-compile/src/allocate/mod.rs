@@ -218,9 +218,9 @@ impl<'m> Alloc<'m> {
                 let Some(x) = self.scope.dims.get(v) else {
                     return unsupported("a dimension known only at run time");
                 };
-                t = Expr::mul(t, x.clone());
+                t = checked(Expr::mul(t.clone(), x.clone()), &t, x, i64::checked_mul)?;
             }
-            e = Expr::add(e, t);
+            e = checked(Expr::add(e.clone(), t.clone()), &e, &t, i64::checked_add)?;
         }
         Ok(e)
     }
@@ -409,7 +409,16 @@ impl<'m> Alloc<'m> {
                 } => {
                     indices.push(arg.clone());
                     if name == "iota/static" {
-                        // Not a function: an array once its shape is given.
+                        // Not a function: an array once its shape is given
+                        // (one too large to count is left to the interpreter).
+                        let dims = self.dims(&e.ty.shape)?;
+                        let atoms = dims.iter().try_fold(1i64, |n, d| match d {
+                            Expr::Int(d) => n.checked_mul(*d),
+                            _ => Some(n),
+                        });
+                        if atoms.is_none() {
+                            return unsupported("an array too large to count its atoms");
+                        }
                         return self.intrinsic(name, &types, &indices, Vec::new(), e, body);
                     }
                     Ok(Val::Prim { name, types, indices })
@@ -755,6 +764,18 @@ fn cell_val<'m>(v: View) -> Val<'m> {
         Val::Scalar(v.elem, v.load())
     } else {
         Val::Array(v)
+    }
+}
+
+/// `folded`, the sum or product of `a` and `b`: where both are constants,
+/// one the interpreter refuses if it overflows 64 bits (a dimension's
+/// arithmetic), which is left to it.
+fn checked(folded: Expr, a: &Expr, b: &Expr, op: fn(i64, i64) -> Option<i64>) -> Res<Expr> {
+    match (a, b) {
+        (Expr::Int(x), Expr::Int(y)) if op(*x, *y).is_none() => {
+            unsupported("a dimension whose arithmetic overflows 64 bits")
+        }
+        _ => Ok(folded),
     }
 }
 
