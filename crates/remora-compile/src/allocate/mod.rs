@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 mod gather;
+mod iteration;
 mod order;
 mod prims;
 

@@ -40,6 +40,9 @@ impl<'m> Alloc<'m> {
         if let Some(r) = self.gather(name, indices, &args, e, body) {
             return r;
         }
+        if let Some(r) = self.iteration(name, &args, e, body) {
+            return r;
+        }
         if name == "pi" {
             return Ok(Val::Scalar(Elem::Float, Expr::Float(std::f32::consts::PI)));
         }

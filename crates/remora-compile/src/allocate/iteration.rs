@@ -1,0 +1,576 @@
+//! The loops family: `iterate`, `while`, `scan`, `iscan`, `fold-right`,
+//! `hist`, `scatter`, and the small `count`, `equal` and `select`.
+//!
+//! A state carried from step to step (`iterate`, `while`, `fold-right`)
+//! is a scalar variable, or two buffers allocated before the loop: the
+//! step is written into the second and copied back into the first, so a
+//! step whose value is a view of its argument (a `reverse`) reads nothing
+//! it has already overwritten, and no step allocates a state.
+
+use super::*;
+
+/// What a loop carries from one step to the next.
+enum State {
+    Scalar(Var, Elem),
+    /// The state and the buffer the next one is written into.
+    Array(View, View),
+}
+
+impl<'m> Alloc<'m> {
+    pub(super) fn iteration(
+        &mut self,
+        name: &'static str,
+        args: &[Val<'m>],
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Option<Res<Val<'m>>> {
+        let r = match (name, args) {
+            ("iterate", [n, f, x]) => self.iterate(n, f, x, e, body),
+            ("while", [test, step, x]) => self.while_(test, step, x, e, body),
+            ("scan", [op, z, Val::Array(xs)]) => self.scan(op, z, xs, e, body),
+            ("iscan", [op, Val::Array(xs)]) => self.iscan(op, xs, e, body),
+            ("fold-right", [op, z, Val::Array(xs)]) => self.fold_right(op, z, xs, e, body),
+            ("hist", [op, ne, Val::Array(idx), Val::Array(xs)]) => self.hist(op, ne, idx, xs, e, body),
+            ("scatter", [Val::Array(dest), Val::Array(idx), Val::Array(src)]) => {
+                self.scatter(dest, idx, src, e, body)
+            }
+            ("count", [xs]) => self.count(xs, body),
+            ("equal", [a, b]) => self.equal(a, b, body),
+            ("select", [c, a, b]) => self.select(c, a, b, e, body),
+            _ => return None,
+        };
+        Some(r)
+    }
+
+    // -- states ----------------------------------------------------------------
+
+    /// A state of `e`'s type starting from `init`.
+    fn state(&mut self, init: &Val<'m>, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<State> {
+        let elem = elem_of(&e.ty.atom)?;
+        let dims = self.dims(&e.ty.shape)?;
+        if dims.is_empty() {
+            let Some(x) = scalar_of(init) else {
+                return unsupported("a loop whose state is a function");
+            };
+            let var = self.fresh("state");
+            body.push(Stmt::Let { var, elem, value: x });
+            return Ok(State::Scalar(var, elem));
+        }
+        let acc = self.alloc("state", elem, dims.clone(), body);
+        self.copy(init.clone(), &acc, body)?;
+        let next = self.alloc("next", elem, dims, body);
+        Ok(State::Array(acc, next))
+    }
+
+    fn state_val(s: &State) -> Val<'m> {
+        match s {
+            State::Scalar(var, elem) => Val::Scalar(*elem, Expr::Var(*var)),
+            State::Array(acc, _) => Val::Array(acc.clone()),
+        }
+    }
+
+    /// The state replaced by `f` applied to `args`.
+    fn step(
+        &mut self,
+        s: &State,
+        f: &Val<'m>,
+        args: Vec<Val<'m>>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        match s {
+            State::Scalar(var, _) => {
+                let v = self.apply(f.clone(), args, e, body)?;
+                let Some(x) = scalar_of(&v) else {
+                    return unsupported("a loop step that is not a scalar");
+                };
+                body.push(Stmt::Set { var: *var, value: x });
+                Ok(())
+            }
+            State::Array(acc, next) => {
+                self.apply_into(f, args, e, next, body)?;
+                self.copy(Val::Array(next.clone()), acc, body)
+            }
+        }
+    }
+
+    /// `f` applied to `args`, written into `dest`. A bare scalar primitive
+    /// on array cells (an operator lifted to items) goes lane by lane.
+    fn apply_into(
+        &mut self,
+        f: &Val<'m>,
+        args: Vec<Val<'m>>,
+        e: &'m maps::Expr,
+        dest: &View,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        if let Val::Prim { name, .. } = f
+            && !dest.dims.is_empty()
+            && scalar_arity(name) == Some(args.len())
+        {
+            let views: Vec<&View> = args
+                .iter()
+                .filter_map(|a| match a {
+                    Val::Array(v) if v.dims == dest.dims => Some(v),
+                    _ => None,
+                })
+                .collect();
+            if views.len() != args.len() {
+                return unsupported(format!("{name} lifted over cells of other shapes"));
+            }
+            let lanes: Vec<Var> = dest.dims.iter().map(|_| self.fresh("l")).collect();
+            let idx: Vec<Expr> = lanes.iter().map(|v| Expr::Var(*v)).collect();
+            let value = Expr::op(name, views.iter().map(|v| v.cell(&idx).load()).collect());
+            let mut inner = vec![Stmt::Store {
+                buf: dest.buf,
+                index: dest.cell(&idx).offset,
+                value,
+            }];
+            let outer = self.loop_depth;
+            for (k, (index, count)) in lanes.iter().zip(dest.dims.clone()).enumerate().rev() {
+                inner = vec![Stmt::For {
+                    index: *index,
+                    count,
+                    parallel: k == 0 && outer == 0,
+                    body: inner,
+                }];
+            }
+            body.extend(inner);
+            return Ok(());
+        }
+        let v = self.apply(f.clone(), args, e, body)?;
+        self.copy(v, dest, body)
+    }
+
+    /// `body` written as the body of a sequential loop (one level deeper).
+    fn in_loop(&mut self, write: impl FnOnce(&mut Self, &mut Vec<Stmt>) -> Res<()>) -> Res<Vec<Stmt>> {
+        self.loop_depth += 1;
+        let mut inner = Vec::new();
+        let r = write(self, &mut inner);
+        self.loop_depth -= 1;
+        r.map(|()| inner)
+    }
+
+    // -- the intrinsics --------------------------------------------------------
+
+    fn iterate(
+        &mut self,
+        n: &Val<'m>,
+        f: &Val<'m>,
+        x: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let Some(n) = scalar_of(n) else {
+            return unsupported("iterate of an array of counts");
+        };
+        let count = self.fresh("count");
+        body.push(Stmt::Let {
+            var: count,
+            elem: Elem::Int,
+            value: n,
+        });
+        body.push(Stmt::If {
+            cond: Expr::op("<", vec![Expr::Var(count), Expr::Int(0)]),
+            then: vec![Stmt::Fail {
+                what: "iterate: negative count".into(),
+            }],
+            otherwise: Vec::new(),
+        });
+        let s = self.state(x, e, body)?;
+        let inner = self.in_loop(|a, inner| a.step(&s, f, vec![Self::state_val(&s)], e, inner))?;
+        body.push(Stmt::For {
+            index: self.fresh("k"),
+            count: Expr::Var(count),
+            parallel: false,
+            body: inner,
+        });
+        Ok(Self::state_val(&s))
+    }
+
+    fn while_(
+        &mut self,
+        test: &Val<'m>,
+        step: &Val<'m>,
+        x: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let s = self.state(x, e, body)?;
+        let go = self.fresh("go");
+        let inner = self.in_loop(|a, inner| {
+            let t = a.apply(test.clone(), vec![Self::state_val(&s)], e, inner)?;
+            let Some(t) = scalar_of(&t) else {
+                return unsupported("a while test that is not a scalar");
+            };
+            inner.push(Stmt::Let {
+                var: go,
+                elem: Elem::Bool,
+                value: t,
+            });
+            let mut then = Vec::new();
+            a.step(&s, step, vec![Self::state_val(&s)], e, &mut then)?;
+            inner.push(Stmt::If {
+                cond: Expr::Var(go),
+                then,
+                otherwise: Vec::new(),
+            });
+            Ok(())
+        })?;
+        body.push(Stmt::DoWhile {
+            body: inner,
+            cond: Expr::Var(go),
+        });
+        Ok(Self::state_val(&s))
+    }
+
+    /// The partial folds from `z`, each written beside the one before.
+    fn scan(
+        &mut self,
+        op: &Val<'m>,
+        z: &Val<'m>,
+        xs: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let elem = elem_of(&e.ty.atom)?;
+        let dims = self.dims(&e.ty.shape)?;
+        let out = self.alloc("scan", elem, dims, body);
+        self.copy(z.clone(), &out.cell(&[Expr::Int(0)]), body)?;
+        let k = self.fresh("k");
+        let inner = self.in_loop(|a, inner| {
+            let acc = cell_val(out.cell(&[Expr::Var(k)]));
+            let item = cell_val(xs.cell(&[Expr::Var(k)]));
+            let dest = out.cell(&[Expr::add(Expr::Var(k), Expr::Int(1))]);
+            a.apply_into(op, vec![acc, item], e, &dest, inner)
+        })?;
+        body.push(Stmt::For {
+            index: k,
+            count: xs.dims[0].clone(),
+            parallel: false,
+            body: inner,
+        });
+        Ok(Val::Array(out))
+    }
+
+    /// The partial reductions: item 0, then each from the one before.
+    fn iscan(&mut self, op: &Val<'m>, xs: &View, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let elem = elem_of(&e.ty.atom)?;
+        let dims = self.dims(&e.ty.shape)?;
+        let out = self.alloc("iscan", elem, dims, body);
+        let n = xs.dims[0].clone();
+        let mut first = Vec::new();
+        self.copy(
+            cell_val(xs.cell(&[Expr::Int(0)])),
+            &out.cell(&[Expr::Int(0)]),
+            &mut first,
+        )?;
+        body.push(Stmt::If {
+            cond: Expr::op(">", vec![n.clone(), Expr::Int(0)]),
+            then: first,
+            otherwise: Vec::new(),
+        });
+        let k = self.fresh("k");
+        let inner = self.in_loop(|a, inner| {
+            let next = Expr::add(Expr::Var(k), Expr::Int(1));
+            let acc = cell_val(out.cell(&[Expr::Var(k)]));
+            let item = cell_val(xs.cell(std::slice::from_ref(&next)));
+            a.apply_into(op, vec![acc, item], e, &out.cell(&[next]), inner)
+        })?;
+        body.push(Stmt::For {
+            index: k,
+            count: Expr::op("-", vec![n, Expr::Int(1)]),
+            parallel: false,
+            body: inner,
+        });
+        Ok(Val::Array(out))
+    }
+
+    /// `(op item acc)` from the last item to the first.
+    fn fold_right(
+        &mut self,
+        op: &Val<'m>,
+        z: &Val<'m>,
+        xs: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let s = self.state(z, e, body)?;
+        let k = self.fresh("k");
+        let n = xs.dims[0].clone();
+        let inner = self.in_loop(|a, inner| {
+            let i = Expr::op(
+                "-",
+                vec![Expr::op("-", vec![n.clone(), Expr::Int(1)]), Expr::Var(k)],
+            );
+            let item = cell_val(xs.cell(&[i]));
+            a.step(&s, op, vec![item, Self::state_val(&s)], e, inner)
+        })?;
+        body.push(Stmt::For {
+            index: k,
+            count: n,
+            parallel: false,
+            body: inner,
+        });
+        Ok(Self::state_val(&s))
+    }
+
+    /// `$m` bins from `ne`, item `i` of `xs` combined into bin `idx[i]`
+    /// in order; indices out of range skipped.
+    fn hist(
+        &mut self,
+        op: &Val<'m>,
+        ne: &Val<'m>,
+        idx: &View,
+        xs: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let elem = elem_of(&e.ty.atom)?;
+        let dims = self.dims(&e.ty.shape)?;
+        let out = self.alloc("hist", elem, dims.clone(), body);
+        let bins = dims[0].clone();
+        let cell = dims[1..].to_vec();
+        let b = self.fresh("b");
+        let fill = self.in_loop(|a, inner| a.copy(ne.clone(), &out.cell(&[Expr::Var(b)]), inner))?;
+        body.push(Stmt::For {
+            index: b,
+            count: bins.clone(),
+            parallel: self.loop_depth == 0,
+            body: fill,
+        });
+        // A general operator on array cells may give a view of its
+        // accumulator: its value goes through a buffer of its own.
+        let direct = cell.is_empty() || matches!(op, Val::Prim { .. });
+        let tmp = if direct {
+            None
+        } else {
+            Some(self.alloc("bin", elem, cell, body))
+        };
+        let i = self.fresh("i");
+        let j = self.fresh("j");
+        let inner = self.in_loop(|a, inner| {
+            inner.push(Stmt::Let {
+                var: j,
+                elem: Elem::Int,
+                value: idx.cell(&[Expr::Var(i)]).load(),
+            });
+            let acc = out.cell(&[Expr::Var(j)]);
+            let args = vec![cell_val(acc.clone()), cell_val(xs.cell(&[Expr::Var(i)]))];
+            let mut then = Vec::new();
+            match &tmp {
+                None => a.apply_into(op, args, e, &acc, &mut then)?,
+                Some(t) => {
+                    a.apply_into(op, args, e, t, &mut then)?;
+                    a.copy(Val::Array(t.clone()), &acc, &mut then)?;
+                }
+            }
+            inner.push(Stmt::If {
+                cond: in_range(Expr::Var(j), bins),
+                then,
+                otherwise: Vec::new(),
+            });
+            Ok(())
+        })?;
+        body.push(Stmt::For {
+            index: i,
+            count: idx.dims[0].clone(),
+            parallel: false,
+            body: inner,
+        });
+        Ok(Val::Array(out))
+    }
+
+    /// A copy of `dest` with item `idx[i]` replaced by item `i` of `src`,
+    /// in order; indices out of range skipped.
+    fn scatter(
+        &mut self,
+        dest: &View,
+        idx: &View,
+        src: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let elem = elem_of(&e.ty.atom)?;
+        let dims = self.dims(&e.ty.shape)?;
+        let out = self.alloc("scatter", elem, dims.clone(), body);
+        self.copy(Val::Array(dest.clone()), &out, body)?;
+        let i = self.fresh("i");
+        let j = self.fresh("j");
+        let inner = self.in_loop(|a, inner| {
+            inner.push(Stmt::Let {
+                var: j,
+                elem: Elem::Int,
+                value: idx.cell(&[Expr::Var(i)]).load(),
+            });
+            let mut then = Vec::new();
+            a.copy(
+                cell_val(src.cell(&[Expr::Var(i)])),
+                &out.cell(&[Expr::Var(j)]),
+                &mut then,
+            )?;
+            inner.push(Stmt::If {
+                cond: in_range(Expr::Var(j), dims[0].clone()),
+                then,
+                otherwise: Vec::new(),
+            });
+            Ok(())
+        })?;
+        body.push(Stmt::For {
+            index: i,
+            count: idx.dims[0].clone(),
+            parallel: false,
+            body: inner,
+        });
+        Ok(Val::Array(out))
+    }
+
+    /// How many atoms are `#t` (an Int sum, in any order).
+    fn count(&mut self, xs: &Val<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let xs = match xs {
+            Val::Array(v) => v.clone(),
+            v => match scalar_of(v) {
+                Some(x) => return Ok(Val::Scalar(Elem::Int, Expr::op("bool->i", vec![x]))),
+                None => return unsupported("count of a function"),
+            },
+        };
+        let acc = self.fresh("count");
+        body.push(Stmt::Let {
+            var: acc,
+            elem: Elem::Int,
+            value: Expr::Int(0),
+        });
+        let add = |x: Expr| Stmt::Set {
+            var: acc,
+            value: Expr::op("+", vec![Expr::Var(acc), Expr::op("bool->i", vec![x])]),
+        };
+        body.extend(self.every_atom(&[&xs], |x| add(x[0].clone())));
+        Ok(Val::Scalar(Elem::Int, Expr::Var(acc)))
+    }
+
+    /// Whether `a` and `b` have one shape and equal atoms (floats as
+    /// floats).
+    fn equal(&mut self, a: &Val<'m>, b: &Val<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let eq = |elem: Elem| match elem {
+            Elem::Int => "==",
+            Elem::Float => "f.==",
+            Elem::Bool => "bool.==",
+        };
+        match (a, b) {
+            (Val::Array(x), Val::Array(y)) if x.elem == y.elem && x.dims.len() == y.dims.len() => {
+                let op = eq(x.elem);
+                let same = self.fresh("same");
+                let shapes = x
+                    .dims
+                    .iter()
+                    .zip(&y.dims)
+                    .map(|(m, n)| Expr::op("==", vec![m.clone(), n.clone()]))
+                    .reduce(|p, q| Expr::op("and", vec![p, q]))
+                    .unwrap_or(Expr::Bool(true));
+                body.push(Stmt::Let {
+                    var: same,
+                    elem: Elem::Bool,
+                    value: shapes,
+                });
+                let then = self.every_atom(&[x, y], |v| Stmt::Set {
+                    var: same,
+                    value: Expr::op(
+                        "and",
+                        vec![Expr::Var(same), Expr::op(op, vec![v[0].clone(), v[1].clone()])],
+                    ),
+                });
+                body.push(Stmt::If {
+                    cond: Expr::Var(same),
+                    then,
+                    otherwise: Vec::new(),
+                });
+                Ok(Val::Scalar(Elem::Bool, Expr::Var(same)))
+            }
+            (Val::Scalar(p, x), Val::Scalar(q, y)) if p == q => Ok(Val::Scalar(
+                Elem::Bool,
+                Expr::op(eq(*p), vec![x.clone(), y.clone()]),
+            )),
+            _ => unsupported("equal of these arguments"),
+        }
+    }
+
+    /// `a` where `c` holds, else `b` (both computed already).
+    fn select(
+        &mut self,
+        c: &Val<'m>,
+        a: &Val<'m>,
+        b: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let Some(c) = scalar_of(c) else {
+            return unsupported("select by an array of conditions");
+        };
+        let elem = elem_of(&e.ty.atom)?;
+        let dims = self.dims(&e.ty.shape)?;
+        if dims.is_empty() {
+            let (Some(x), Some(y)) = (scalar_of(a), scalar_of(b)) else {
+                return unsupported("select of functions");
+            };
+            let var = self.fresh("sel");
+            body.push(Stmt::Let { var, elem, value: y });
+            body.push(Stmt::If {
+                cond: c,
+                then: vec![Stmt::Set { var, value: x }],
+                otherwise: Vec::new(),
+            });
+            return Ok(Val::Scalar(elem, Expr::Var(var)));
+        }
+        let out = self.alloc("sel", elem, dims, body);
+        let mut then = Vec::new();
+        self.copy(a.clone(), &out, &mut then)?;
+        let mut otherwise = Vec::new();
+        self.copy(b.clone(), &out, &mut otherwise)?;
+        body.push(Stmt::If {
+            cond: c,
+            then,
+            otherwise,
+        });
+        Ok(Val::Array(out))
+    }
+
+    /// One statement for every position of the first view's shape, in
+    /// row-major order, given the atoms of each view there (sequential
+    /// loops: the statement may accumulate).
+    fn every_atom(&mut self, views: &[&View], each: impl Fn(&[Expr]) -> Stmt) -> Vec<Stmt> {
+        let dims = views[0].dims.clone();
+        let indices: Vec<Var> = dims.iter().map(|_| self.fresh("j")).collect();
+        let idx: Vec<Expr> = indices.iter().map(|v| Expr::Var(*v)).collect();
+        let atoms: Vec<Expr> = views.iter().map(|v| v.cell(&idx).load()).collect();
+        let mut inner = vec![each(&atoms)];
+        for (index, count) in indices.into_iter().zip(dims).rev() {
+            inner = vec![Stmt::For {
+                index,
+                count,
+                parallel: false,
+                body: inner,
+            }];
+        }
+        inner
+    }
+}
+
+/// A scalar value's expression (a rank-0 view's atom).
+fn scalar_of(v: &Val<'_>) -> Option<Expr> {
+    match v {
+        Val::Scalar(_, x) => Some(x.clone()),
+        Val::Array(v) if v.dims.is_empty() => Some(v.load()),
+        _ => None,
+    }
+}
+
+/// `0 <= j < n`.
+fn in_range(j: Expr, n: Expr) -> Expr {
+    Expr::op(
+        "and",
+        vec![
+            Expr::op(">=", vec![j.clone(), Expr::Int(0)]),
+            Expr::op("<", vec![j, n]),
+        ],
+    )
+}
