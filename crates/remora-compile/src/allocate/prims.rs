@@ -16,6 +16,7 @@ impl<'m> Alloc<'m> {
         e: &'m maps::Expr,
         body: &mut Vec<Stmt>,
     ) -> Res<Val<'m>> {
+        self.indices_checked(indices, body);
         if let Some(n) = scalar_arity(name) {
             if args.len() < n {
                 return unsupported(format!("{name} applied to fewer arguments than it takes"));
@@ -35,6 +36,9 @@ impl<'m> Alloc<'m> {
         // name it does not take.
         // (one line per family here)
         if let Some(r) = self.order(name, &args, e, body) {
+            return r;
+        }
+        if let Some(r) = self.boxes(name, &args, e, body) {
             return r;
         }
         if name == "pi" {
