@@ -8,12 +8,33 @@ impl<'m> Alloc<'m> {
     pub(super) fn boxes(
         &mut self,
         name: &'static str,
+        indices: &[Index],
         args: &[Val<'m>],
         e: &'m maps::Expr,
         body: &mut Vec<Stmt>,
     ) -> Option<Res<Val<'m>>> {
         Some(match (name, args) {
             ("undefined", []) => self.undefined(e, body),
+            ("reify-shape", []) => {
+                let Some(Index::Shape(shape)) = indices.first() else {
+                    return Some(unsupported("reify-shape without its shape"));
+                };
+                match self.dims(shape) {
+                    Ok(dims) => {
+                        let n = Expr::Int(dims.len() as i64);
+                        let v = self.alloc("shape", Elem::Int, vec![n.clone()], body);
+                        for (k, d) in dims.into_iter().enumerate() {
+                            body.push(Stmt::Store {
+                                buf: v.buf,
+                                index: Expr::Int(k as i64),
+                                value: d,
+                            });
+                        }
+                        Ok(boxed(IndexVal::Dim(n), Val::Array(v)))
+                    }
+                    Err(u) => Err(u),
+                }
+            }
             ("range", [n]) => {
                 let Some(n) = scalar_of(n) else {
                     return Some(unsupported("range of an array"));
@@ -78,8 +99,49 @@ impl<'m> Alloc<'m> {
                 Ok(boxed(IndexVal::Dim(k), Val::Array(v)))
             }
             ("filter", [Val::Array(flags), Val::Array(xs)]) => self.filter(flags, xs, body),
+            ("unique" | "unique-counts", [Val::Array(xs)]) if xs.dims.len() == 1 => {
+                self.unique(name, xs, body)
+            }
             _ => return None,
         })
+    }
+
+    /// `unique` (the distinct atoms, ascending) or `unique-counts` (how
+    /// many times each occurs) of a vector, in a box: the runtime's.
+    fn unique(&mut self, name: &str, xs: &View, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let func = match xs.elem {
+            Elem::Int => "rt_unique_i64",
+            Elem::Float => "rt_unique_f32",
+            Elem::Bool => "rt_unique_bool",
+        };
+        let n = xs.dims[0].clone();
+        let values = self.alloc("distinct", xs.elem, vec![n.clone()], body);
+        let counts = self.alloc("counts", Elem::Int, vec![n.clone()], body);
+        let k = self.alloc("k", Elem::Int, Vec::new(), body);
+        let addr = |v: &View| Expr::Addr {
+            buf: v.buf,
+            index: std::boxed::Box::new(v.offset.clone()),
+        };
+        body.push(Stmt::Call {
+            func,
+            args: vec![
+                addr(xs),
+                xs.strides[0].clone(),
+                n,
+                addr(&values),
+                addr(&counts),
+                addr(&k),
+            ],
+        });
+        let kv = self.fresh("k");
+        body.push(Stmt::Let {
+            var: kv,
+            elem: Elem::Int,
+            value: k.load(),
+        });
+        let mut payload = if name == "unique" { values } else { counts };
+        payload.dims = vec![Expr::Var(kv)];
+        Ok(boxed(IndexVal::Dim(Expr::Var(kv)), Val::Array(payload)))
     }
 
     /// `undefined`: a failure, then (never reached) any value of the

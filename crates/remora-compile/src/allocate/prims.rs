@@ -38,7 +38,7 @@ impl<'m> Alloc<'m> {
         if let Some(r) = self.order(name, &args, e, body) {
             return r;
         }
-        if let Some(r) = self.boxes(name, &args, e, body) {
+        if let Some(r) = self.boxes(name, indices, &args, e, body) {
             return r;
         }
         if name == "pi" {
