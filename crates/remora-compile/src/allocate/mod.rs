@@ -427,21 +427,32 @@ impl<'m> Alloc<'m> {
         });
         // The payload's type names the witness.
         let saved = self.scope.clone();
-        match (var, witness) {
-            (IVar::Dim(d), IndexVal::Dim(x)) => {
-                self.scope.dims.insert(*d, x.clone());
-            }
-            (IVar::Shape(s), IndexVal::Shape(xs)) => {
-                self.scope.shapes.insert(*s, xs.clone());
-            }
-            _ => {
-                self.scope = saved;
-                return unsupported("a box of a witness of another kind");
-            }
-        }
-        let r = self.output(payload.clone(), inner, body);
+        let r = self
+            .bind_witness(*var, witness)
+            .and_then(|()| self.output(payload.clone(), inner, body));
         self.scope = saved;
         r
+    }
+
+    /// The index variable `v` bound to a box's witness (a dimension and a
+    /// shape of one dimension are the same sizes).
+    fn bind_witness(&mut self, v: IVar, witness: &IndexVal) -> Res<()> {
+        match (v, witness) {
+            (IVar::Dim(d), IndexVal::Dim(x)) => {
+                self.scope.dims.insert(d, x.clone());
+            }
+            (IVar::Dim(d), IndexVal::Shape(xs)) if xs.len() == 1 => {
+                self.scope.dims.insert(d, xs[0].clone());
+            }
+            (IVar::Shape(s), IndexVal::Dim(x)) => {
+                self.scope.shapes.insert(s, vec![x.clone()]);
+            }
+            (IVar::Shape(s), IndexVal::Shape(xs)) => {
+                self.scope.shapes.insert(s, xs.clone());
+            }
+            _ => return unsupported("unbox of a witness of another kind"),
+        }
+        Ok(())
     }
 
     /// Whether `view` is its whole buffer, contiguous from 0.
@@ -675,6 +686,7 @@ impl<'m> Alloc<'m> {
                 Ok(Val::Array(dest))
             }
             Kind::Unbox {
+                witness: sigma,
                 binder,
                 var,
                 boxed,
@@ -685,17 +697,17 @@ impl<'m> Alloc<'m> {
                     return unsupported("unbox of an array of boxes");
                 };
                 let saved = self.scope.clone();
-                match (binder, witness) {
-                    (IVar::Dim(d), IndexVal::Dim(x)) => {
-                        self.scope.dims.insert(*d, x);
+                // As the interpreter: the box type's variable bound to the
+                // witness, and a binder of another name to its dimensions.
+                let bound = self.bind_witness(*sigma, &witness).and_then(|()| {
+                    if binder == sigma {
+                        Ok(())
+                    } else {
+                        self.bind_witness(*binder, &IndexVal::Shape(witness.dims().to_vec()))
                     }
-                    (IVar::Shape(s), IndexVal::Shape(xs)) => {
-                        self.scope.shapes.insert(*s, xs);
-                    }
-                    _ => return unsupported("unbox of a witness of another kind"),
-                }
+                });
                 self.scope.vars.insert(*var, *payload);
-                let r = self.value(inner, body);
+                let r = bound.and_then(|()| self.value(inner, body));
                 self.scope = saved;
                 r
             }
