@@ -875,7 +875,9 @@ fn compiled_values<'p>(
     let results = remora::native::run(&checked.value, &checked.names, entry, &inputs)?;
     results
         .into_iter()
-        .map(|a| base(a).ok_or_else(|| Failure::Internal("a result that is not atoms".into())))
+        .map(|a| {
+            remora::native::result(a).ok_or_else(|| Failure::Internal("a result that is not atoms".into()))
+        })
         .collect()
 }
 

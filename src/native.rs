@@ -227,6 +227,29 @@ pub fn base<F, G>(a: Array<F>) -> Option<Array<G>> {
     }
 }
 
+/// A result (base atoms, or boxes of them) as an array of another
+/// function type.
+pub fn result<G>(a: Array) -> Option<Array<G>> {
+    use remora_value::{Atom, Boxed};
+    let Data::Atoms(atoms) = &a.data else {
+        return base(a);
+    };
+    let mut out = Vec::new();
+    for atom in atoms.iter() {
+        let Atom::Box(b) = atom else {
+            return None;
+        };
+        out.push(Atom::Box(Boxed {
+            witnesses: b.witnesses.clone(),
+            payload: result(b.payload.clone())?,
+        }));
+    }
+    Some(Array {
+        shape: a.shape,
+        data: Data::Atoms(out.into()),
+    })
+}
+
 /// A checked program's entry `entry` (or its bare expressions) compiled
 /// and run on `inputs`: its results.
 pub fn run(
@@ -267,5 +290,44 @@ pub fn run_with(
     };
     let text = remora_compile::c::emit(&program);
     let (exe, _) = build(&text, &cc, if quick { QUICK } else { FLAGS })?;
-    execute(&exe, inputs)
+    let values = execute(&exe, inputs)?;
+    Ok(boxed(&program.outputs, values))
+}
+
+/// The program's outputs as values: a witness output and the output
+/// after it (its payload) make one box.
+fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> Vec<Array> {
+    use remora_compile::loops::Witness as Kind;
+    use remora_value::{Atom, Boxed, Witness};
+    let mut out = Vec::new();
+    let mut witnesses = Vec::new();
+    for (o, v) in outputs.iter().zip(values) {
+        if let Some(kind) = o.witness {
+            witnesses.push((kind, v));
+            continue;
+        }
+        let mut v = v;
+        while let Some((kind, w)) = witnesses.pop() {
+            let sizes: Vec<i64> = match &w.data {
+                Data::Int(xs) => xs.iter().copied().collect(),
+                _ => Vec::new(),
+            };
+            let witness = match kind {
+                Kind::Dim => Witness::Dim(sizes.first().copied().unwrap_or(0)),
+                Kind::Shape => Witness::Shape(sizes),
+            };
+            v = Array {
+                shape: Vec::new(),
+                data: Data::Atoms(
+                    vec![Atom::Box(Boxed {
+                        witnesses: vec![witness],
+                        payload: v,
+                    })]
+                    .into(),
+                ),
+            };
+        }
+        out.push(v);
+    }
+    out
 }

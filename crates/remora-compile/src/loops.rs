@@ -210,6 +210,17 @@ pub struct Output {
     pub value: Written,
     pub elem: Elem,
     pub dims: Vec<Expr>,
+    /// Whether this output (an Int vector) is the witness of a box whose
+    /// payload is the next output, and of which kind.
+    pub witness: Option<Witness>,
+}
+
+/// The kind of a box's witness: one dimension (a vector of one) or a
+/// shape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Witness {
+    Dim,
+    Shape,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -296,7 +307,12 @@ impl Program {
                 Written::Scalar(e) => self.expr(e),
             };
             out.push_str(&format!(
-                "(output {} {} [{}])\n",
+                "({} {} {} [{}])\n",
+                match o.witness {
+                    None => "output",
+                    Some(Witness::Dim) => "output-witness-dim",
+                    Some(Witness::Shape) => "output-witness-shape",
+                },
                 what,
                 o.elem.name(),
                 dims.join(" ")

@@ -469,3 +469,37 @@ static void rt_mean_int(float *out, const int64_t *x, int64_t offset, int64_t n,
   for (int64_t i = 0; i < n; i++) sum += x[offset + i * stride];
   *out = (float)((double)sum / (double)n);
 }
+/* ---- boxes: unique, unique-counts (as the interpreter's search.rs) ----
+ * The distinct atoms of x (n of them, `stride` apart) in ascending order
+ * of their keys, the first in x standing for equal ones, and how many
+ * times each occurs; *k is how many there are. */
+static void rt_unique_runs(const uint64_t *keys, int64_t n, int64_t *first, int64_t *counts, int64_t *k) {
+  int64_t *order = rt_alloc(n, sizeof *order);
+  rt_grade_keys(keys, order, n);
+  int64_t m = 0;
+  for (int64_t j = 0; j < n; j++) {
+    int64_t i = order[j];
+    if (m > 0 && keys[i] == keys[first[m - 1]]) {
+      counts[m - 1]++;
+    } else {
+      first[m] = i;
+      counts[m] = 1;
+      m++;
+    }
+  }
+  free(order);
+  *k = m;
+}
+#define RT_UNIQUE(NAME, T, KEY)                                                              \
+  static void NAME(const T *x, int64_t stride, int64_t n, T *values, int64_t *counts, int64_t *k) { \
+    uint64_t *keys = rt_alloc(n, sizeof *keys);                                              \
+    int64_t *first = rt_alloc(n, sizeof *first);                                             \
+    for (int64_t i = 0; i < n; i++) keys[i] = KEY(x[i * stride]);                            \
+    rt_unique_runs(keys, n, first, counts, k);                                               \
+    for (int64_t j = 0; j < *k; j++) values[j] = x[first[j] * stride];                       \
+    free(keys);                                                                              \
+    free(first);                                                                             \
+  }
+RT_UNIQUE(rt_unique_i64, int64_t, rt_int_key)
+RT_UNIQUE(rt_unique_f32, float, rt_float_key)
+RT_UNIQUE(rt_unique_bool, bool, rt_bool_key)

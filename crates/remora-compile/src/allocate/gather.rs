@@ -59,15 +59,6 @@ impl<'m> Alloc<'m> {
         Some(r)
     }
 
-    /// A run-time error where `cond` holds.
-    fn fail_if(&mut self, cond: Expr, what: String, body: &mut Vec<Stmt>) {
-        body.push(Stmt::If {
-            cond,
-            then: vec![Stmt::Fail { what }],
-            otherwise: Vec::new(),
-        });
-    }
-
     /// A run-time error unless the shapes `from` (an array's) and `to` (a
     /// reshape's target) hold as many atoms, counted without wrapping.
     pub(super) fn check_count(&mut self, from: &[Expr], to: &[Expr], body: &mut Vec<Stmt>) {
@@ -238,7 +229,7 @@ impl<'m> Alloc<'m> {
             )
         };
         let cond = Expr::op("or", vec![out(&i, &xs.dims[0]), out(&j, &xs.dims[1])]);
-        self.fail_if(cond, "index2d: index out of range".into(), body);
+        self.fail_if(cond, "index2d: index out of range", body);
         Ok(Val::Scalar(xs.elem, xs.cell(&[i, j]).load()))
     }
 

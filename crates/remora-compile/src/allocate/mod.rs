@@ -25,6 +25,7 @@ use remora_types::{Atom as TyAtom, DVar, Dim, IVar, Index, SVar, Seg, Shape, Typ
 use std::collections::HashMap;
 use std::rc::Rc;
 
+mod boxes;
 mod gather;
 mod iteration;
 mod order;
@@ -103,6 +104,21 @@ enum Val<'m> {
         types: Vec<TyAtom>,
         indices: Vec<Index>,
     },
+    /// An array of functions of a shape known when compiling: its items
+    /// in row-major order (a map over it is unrolled, each position
+    /// applying its own function).
+    Funcs {
+        shape: Vec<usize>,
+        items: Vec<Val<'m>>,
+    },
+    /// One box: its witness (sizes computed at run time are expressions
+    /// like any other) and its payload.
+    Box {
+        witness: IndexVal,
+        payload: std::boxed::Box<Val<'m>>,
+    },
+    /// One record: its fields' values.
+    Record(Vec<(String, Val<'m>)>),
 }
 
 /// A map not computed yet, with what was in scope where it was written.
@@ -364,9 +380,18 @@ impl<'m> Alloc<'m> {
     }
 
     fn output(&mut self, v: Val<'m>, ty: &Type, body: &mut Vec<Stmt>) -> Res<()> {
+        if let Val::Box { witness, payload } = &v {
+            return self.output_box(witness, payload, ty, body);
+        }
         let elem = elem_of(&ty.atom)?;
-        let dims = self.dims(&ty.shape)?;
         let v = self.force(v, body)?;
+        let dims = match (self.dims(&ty.shape), &v) {
+            (Ok(dims), _) => dims,
+            // A type naming the witness of an unbox it escaped: the value
+            // knows its extents.
+            (Err(_), Val::Array(view)) => view.dims.clone(),
+            (Err(u), _) => return Err(u),
+        };
         let value = match v {
             Val::Scalar(_, x) if dims.is_empty() => loops::Written::Scalar(x),
             Val::Array(view) if self.is_whole(&view) => loops::Written::Buffer(view.buf),
@@ -376,7 +401,76 @@ impl<'m> Alloc<'m> {
                 loops::Written::Buffer(dest.buf)
             }
         };
-        self.out.outputs.push(loops::Output { value, elem, dims });
+        self.out.outputs.push(loops::Output {
+            value,
+            elem,
+            dims,
+            witness: None,
+        });
+        Ok(())
+    }
+
+    /// A box at the top: its witness (an Int vector), then its payload;
+    /// the driver makes them one box again.
+    fn output_box(
+        &mut self,
+        witness: &IndexVal,
+        payload: &Val<'m>,
+        ty: &Type,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let TyAtom::Sigma(var, inner) = &ty.atom else {
+            return unsupported("a box of a type that is not a box's");
+        };
+        if !ty.shape.is_scalar() {
+            return unsupported("boxes");
+        }
+        let kind = match witness {
+            IndexVal::Dim(_) => loops::Witness::Dim,
+            IndexVal::Shape(_) => loops::Witness::Shape,
+        };
+        let sizes = witness.dims().to_vec();
+        let buf = self.alloc("witness", Elem::Int, vec![Expr::Int(sizes.len() as i64)], body);
+        for (k, size) in sizes.iter().enumerate() {
+            body.push(Stmt::Store {
+                buf: buf.buf,
+                index: Expr::Int(k as i64),
+                value: size.clone(),
+            });
+        }
+        self.out.outputs.push(loops::Output {
+            value: loops::Written::Buffer(buf.buf),
+            elem: Elem::Int,
+            dims: vec![Expr::Int(sizes.len() as i64)],
+            witness: Some(kind),
+        });
+        // The payload's type names the witness.
+        let saved = self.scope.clone();
+        let r = self
+            .bind_witness(*var, witness)
+            .and_then(|()| self.output(payload.clone(), inner, body));
+        self.scope = saved;
+        r
+    }
+
+    /// The index variable `v` bound to a box's witness (a dimension and a
+    /// shape of one dimension are the same sizes).
+    fn bind_witness(&mut self, v: IVar, witness: &IndexVal) -> Res<()> {
+        match (v, witness) {
+            (IVar::Dim(d), IndexVal::Dim(x)) => {
+                self.scope.dims.insert(d, x.clone());
+            }
+            (IVar::Dim(d), IndexVal::Shape(xs)) if xs.len() == 1 => {
+                self.scope.dims.insert(d, xs[0].clone());
+            }
+            (IVar::Shape(s), IndexVal::Dim(x)) => {
+                self.scope.shapes.insert(s, vec![x.clone()]);
+            }
+            (IVar::Shape(s), IndexVal::Shape(xs)) => {
+                self.scope.shapes.insert(s, xs.clone());
+            }
+            _ => return unsupported("unbox of a witness of another kind"),
+        }
         Ok(())
     }
 
@@ -409,7 +503,27 @@ impl<'m> Alloc<'m> {
         match &e.kind {
             Kind::Array { shape, atoms } => {
                 if shape.is_empty() && atoms.len() == 1 {
+                    if let Atom::Box {
+                        witness,
+                        body: payload,
+                    } = &atoms[0]
+                    {
+                        let witness = self.index(witness)?;
+                        let payload = self.value(payload, body)?;
+                        let payload = self.named(payload, "payload", body);
+                        return Ok(Val::Box {
+                            witness,
+                            payload: std::boxed::Box::new(payload),
+                        });
+                    }
                     return self.atom(&atoms[0]);
+                }
+                if is_function(&e.ty.atom) {
+                    let items = atoms.iter().map(|a| self.atom(a)).collect::<Res<Vec<_>>>()?;
+                    return Ok(Val::Funcs {
+                        shape: shape.iter().map(|n| *n as usize).collect(),
+                        items,
+                    });
                 }
                 let elem = elem_of(&e.ty.atom)?;
                 let atoms = atoms
@@ -431,6 +545,9 @@ impl<'m> Alloc<'m> {
                 None => unsupported(format!("the variable {}", self.name_of(*v))),
             },
             Kind::Prim("pi") => Ok(Val::Scalar(Elem::Float, Expr::Float(std::f32::consts::PI))),
+            Kind::Prim(name) if !is_function(&e.ty.atom) => {
+                self.intrinsic(name, &[], &[], Vec::new(), e, body)
+            }
             Kind::Prim(name) => Ok(Val::Prim {
                 name,
                 types: Vec::new(),
@@ -443,6 +560,9 @@ impl<'m> Alloc<'m> {
                     indices,
                 } => {
                     types.push(arg.clone());
+                    if !is_function(&e.ty.atom) {
+                        return self.intrinsic(name, &types, &indices, Vec::new(), e, body);
+                    }
                     Ok(Val::Prim { name, types, indices })
                 }
                 Val::Func(c) if matches!(c.binder, Binder::Type) => self.enter(&c, None, body),
@@ -470,8 +590,7 @@ impl<'m> Alloc<'m> {
                     mut indices,
                 } => {
                     indices.push(arg.clone());
-                    // `iota/static` is complete with its shape: a value.
-                    if name == "iota/static" {
+                    if !is_function(&e.ty.atom) {
                         return self.intrinsic(name, &types, &indices, Vec::new(), e, body);
                     }
                     Ok(Val::Prim { name, types, indices })
@@ -520,6 +639,9 @@ impl<'m> Alloc<'m> {
                 self.apply(f, vals, e, body)
             }
             Kind::Map { frame, .. } if frame.is_scalar() => self.let_(e, None, body),
+            Kind::Frame { shape, elems } if is_function(&e.ty.atom) => {
+                self.frame_of_functions(shape, elems, body)
+            }
             Kind::Map { .. } | Kind::Frame { .. } => {
                 let elem = elem_of(&e.ty.atom)?;
                 let dims = self.dims(&e.ty.shape)?;
@@ -582,8 +704,47 @@ impl<'m> Alloc<'m> {
                 });
                 Ok(Val::Array(dest))
             }
-            Kind::Unbox { .. } => unsupported("unbox"),
-            Kind::Record(_) | Kind::Field { .. } => unsupported("records"),
+            Kind::Unbox {
+                witness: sigma,
+                binder,
+                var,
+                boxed,
+                body: inner,
+                ..
+            } => {
+                let Val::Box { witness, payload } = self.value(boxed, body)? else {
+                    return unsupported("unbox of an array of boxes");
+                };
+                let saved = self.scope.clone();
+                // As the interpreter: the box type's variable bound to the
+                // witness, and a binder of another name to its dimensions.
+                let bound = self.bind_witness(*sigma, &witness).and_then(|()| {
+                    if binder == sigma {
+                        Ok(())
+                    } else {
+                        self.bind_witness(*binder, &IndexVal::Shape(witness.dims().to_vec()))
+                    }
+                });
+                self.scope.vars.insert(*var, *payload);
+                let r = bound.and_then(|()| self.value(inner, body));
+                self.scope = saved;
+                r
+            }
+            Kind::Record(fields) => {
+                let mut vals = Vec::with_capacity(fields.len());
+                for (name, x) in fields {
+                    let v = self.value(x, body)?;
+                    vals.push((name.clone(), self.named(v, "field", body)));
+                }
+                Ok(Val::Record(vals))
+            }
+            Kind::Field { record, field } => match self.value(record, body)? {
+                Val::Record(fields) => match fields.into_iter().find(|(name, _)| name == field) {
+                    Some((_, v)) => Ok(v),
+                    None => unsupported(format!("a record without the field {field}")),
+                },
+                _ => unsupported("records"),
+            },
         }
     }
 
@@ -669,6 +830,15 @@ impl<'m> Alloc<'m> {
         }
     }
 
+    /// A run-time error where `cond` holds.
+    fn fail_if(&mut self, cond: Expr, what: impl Into<String>, body: &mut Vec<Stmt>) {
+        body.push(Stmt::If {
+            cond,
+            then: vec![Stmt::Fail { what: what.into() }],
+            otherwise: Vec::new(),
+        });
+    }
+
     // -- elements one at a time ---------------------------------------------
 
     /// `v` computed, if it is a delayed map.
@@ -743,12 +913,26 @@ impl<'m> Alloc<'m> {
             } => {
                 let frame = self.dims(frame)?;
                 let mut arrays = Vec::with_capacity(binds.len());
+                let mut functions = false;
                 for b in binds {
                     match self.value(&b.value, body)? {
-                        Val::Array(v) => arrays.push((b.var, v)),
+                        v @ (Val::Array(_) | Val::Funcs { .. }) => {
+                            functions |= matches!(v, Val::Funcs { .. });
+                            arrays.push((b.var, v));
+                        }
                         _ => return unsupported("a map over an array of functions"),
                     }
                 }
+                if functions {
+                    return self.unrolled(&frame, arrays, cell, dest, body);
+                }
+                let arrays: Vec<(VarId, View)> = arrays
+                    .into_iter()
+                    .filter_map(|(var, v)| match v {
+                        Val::Array(view) => Some((var, view)),
+                        _ => None,
+                    })
+                    .collect();
                 // One loop per frame axis; the outermost runs in parallel
                 // when no loop encloses it.
                 let indices: Vec<Var> = frame.iter().map(|_| self.fresh("i")).collect();
@@ -861,6 +1045,8 @@ impl<'m> Alloc<'m> {
                 body.extend(inner);
                 Ok(())
             }
+            Val::Record(_) => unsupported("records"),
+            Val::Box { .. } => unsupported("boxes"),
             _ => unsupported("a function stored in an array"),
         }
     }
@@ -910,9 +1096,24 @@ enum Arg<'m> {
     Index(IndexVal),
 }
 
+#[derive(Clone)]
 enum IndexVal {
     Dim(Expr),
     Shape(Vec<Expr>),
+}
+
+impl IndexVal {
+    fn dims(&self) -> &[Expr] {
+        match self {
+            IndexVal::Dim(d) => std::slice::from_ref(d),
+            IndexVal::Shape(ds) => ds,
+        }
+    }
+}
+
+/// Whether values of this atom type are functions.
+fn is_function(t: &TyAtom) -> bool {
+    matches!(t, TyAtom::Arrow(..) | TyAtom::Forall(..) | TyAtom::Pi(..))
 }
 
 fn cell_val<'m>(v: View) -> Val<'m> {

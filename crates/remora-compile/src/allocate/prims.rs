@@ -16,6 +16,7 @@ impl<'m> Alloc<'m> {
         e: &'m maps::Expr,
         body: &mut Vec<Stmt>,
     ) -> Res<Val<'m>> {
+        self.indices_checked(indices, body);
         if let Some(n) = scalar_arity(name) {
             if args.len() < n {
                 return unsupported(format!("{name} applied to fewer arguments than it takes"));
@@ -41,6 +42,9 @@ impl<'m> Alloc<'m> {
             return r;
         }
         if let Some(r) = self.iteration(name, &args, e, body) {
+            return r;
+        }
+        if let Some(r) = self.boxes(name, indices, &args, e, body) {
             return r;
         }
         if name == "pi" {
