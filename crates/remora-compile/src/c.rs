@@ -213,7 +213,7 @@ impl Emitter {
         }
         if !top {
             for b in allocated {
-                let _ = writeln!(out, "{}free({});", pad(depth), v(b));
+                let _ = writeln!(out, "{}rt_free({});", pad(depth), v(b));
             }
         }
         self.scope.truncate(mark);
@@ -372,7 +372,7 @@ impl Emitter {
                 let flag = self.fresh("again");
                 let _ = writeln!(out, "{p}  bool {flag} = {c};");
                 for b in allocated {
-                    let _ = writeln!(out, "{p}  free({});", v(b));
+                    let _ = writeln!(out, "{p}  rt_free({});", v(b));
                 }
                 self.scope.truncate(mark);
                 let _ = writeln!(out, "{p}  if (!{flag}) break;\n{p}}}");
@@ -443,7 +443,7 @@ impl Emitter {
         }
         let _ = writeln!(out, "{}{}", pad(depth), last(self));
         for b in allocated {
-            let _ = writeln!(out, "{}free({});", pad(depth), v(b));
+            let _ = writeln!(out, "{}rt_free({});", pad(depth), v(b));
         }
         self.scope.truncate(mark);
     }
@@ -518,13 +518,12 @@ impl Emitter {
         self.scope.pop();
         f.push_str("  }\n}\n");
         self.top.push_str(&f);
-        let heavy = contains_loop(body);
         let value = self.context_value();
         let _ = writeln!(
             out,
             "{p}{{ {value}\n{p}  rt_parallel_for({}, {}, {name}, &ctx); }}",
             self.expr(count),
-            if heavy { 1 } else { 0 }
+            cost(body)
         );
     }
 
@@ -579,12 +578,27 @@ fn heap_buffer(s: &Stmt) -> Option<Var> {
     }
 }
 
-fn contains_loop(stmts: &[Stmt]) -> bool {
-    stmts.iter().any(|s| match s {
-        Stmt::For { .. } | Stmt::Reduce { .. } | Stmt::DoWhile { .. } => true,
-        Stmt::If { then, otherwise, .. } => contains_loop(then) || contains_loop(otherwise),
-        _ => false,
-    })
+/// A rough count of the operations of one iteration of `stmts`, for the
+/// runtime's choice of running a loop in parallel (a loop of a count known
+/// only at run time counts as 64 iterations, a `while` as 256, a runtime
+/// call as 1,000).
+fn cost(stmts: &[Stmt]) -> u64 {
+    let trips = |count: &Expr, guess: u64| match count {
+        Expr::Int(n) => u64::try_from(*n).unwrap_or(0),
+        _ => guess,
+    };
+    stmts
+        .iter()
+        .map(|s| match s {
+            Stmt::For { count, body, .. } => trips(count, 64).saturating_mul(cost(body)),
+            Stmt::Reduce { count, body, .. } => trips(count, 64).saturating_mul(cost(body).saturating_add(1)),
+            Stmt::DoWhile { body, .. } => cost(body).saturating_mul(256),
+            Stmt::If { then, otherwise, .. } => cost(then).max(cost(otherwise)).saturating_add(1),
+            Stmt::Call { .. } | Stmt::Alloc { .. } => 1000,
+            _ => 1,
+        })
+        .fold(0u64, u64::saturating_add)
+        .max(1)
 }
 
 /// A scalar primitive applied to operands written in C.

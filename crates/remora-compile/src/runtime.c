@@ -101,11 +101,51 @@ static inline int64_t rt_integral(float x) {
 
 /* ---- memory ---- */
 
+/* Buffers carry their size in a header, so that big ones, freed, are
+ * kept for the next allocation of (about) their size: a loop that
+ * allocates the same big buffers every step (the steps of `iterate`) reuses
+ * them instead of mapping and faulting in fresh pages each time. */
+#define RT_KEEP 32
+#define RT_BIG ((size_t)1 << 16)
+static pthread_mutex_t rt_kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static size_t *rt_kept[RT_KEEP];
+
 static void *rt_alloc(int64_t n, size_t size) {
-  if (n < 0 || (uint64_t)n > (uint64_t)(SIZE_MAX / 2) / size) rt_fail("allocation too large");
-  void *p = malloc(n == 0 ? 1 : (size_t)n * size);
-  if (p == NULL) rt_fail("allocation too large");
-  return p;
+  if (n < 0 || (uint64_t)n > (uint64_t)(SIZE_MAX / 4) / size) rt_fail("allocation too large");
+  size_t bytes = (n == 0 ? 1 : (size_t)n * size);
+  if (bytes >= RT_BIG) {
+    pthread_mutex_lock(&rt_kept_mu);
+    for (int k = 0; k < RT_KEEP; k++) {
+      size_t *h = rt_kept[k];
+      if (h != NULL && h[0] >= bytes && h[0] / 2 <= bytes) {
+        rt_kept[k] = NULL;
+        pthread_mutex_unlock(&rt_kept_mu);
+        return h + 2;
+      }
+    }
+    pthread_mutex_unlock(&rt_kept_mu);
+  }
+  size_t *h = malloc(bytes + 2 * sizeof(size_t));
+  if (h == NULL) rt_fail("allocation too large");
+  h[0] = bytes;
+  return h + 2;
+}
+
+static void rt_free(void *p) {
+  if (p == NULL) return;
+  size_t *h = (size_t *)p - 2;
+  if (h[0] >= RT_BIG) {
+    pthread_mutex_lock(&rt_kept_mu);
+    for (int k = 0; k < RT_KEEP; k++) {
+      if (rt_kept[k] == NULL) {
+        rt_kept[k] = h;
+        pthread_mutex_unlock(&rt_kept_mu);
+        return;
+      }
+    }
+    pthread_mutex_unlock(&rt_kept_mu);
+  }
+  free(h);
 }
 
 /* ---- the thread pool ---- */
@@ -167,18 +207,23 @@ static void rt_start(void) {
   pthread_attr_destroy(&attr);
 }
 
-/* f(ctx, lo, hi) over 0 … n-1 in chunks, on every thread; `heavy` when an
- * iteration holds a loop of its own (smaller chunks, no size cut-off). */
-static void rt_parallel_for(int64_t n, int heavy, rt_task f, void *ctx) {
+/* f(ctx, lo, hi) over 0 … n-1 in chunks, on every thread; `cost` is the
+ * compiler's estimate of one iteration's operations: a loop of too little
+ * work in all runs on this thread alone. */
+static void rt_parallel_for(int64_t n, uint64_t cost, rt_task f, void *ctx) {
   if (n <= 0) return;
-  if (rt_threads <= 1 || rt_inside || n < 2 || (!heavy && n < 16384)) {
+  if (cost < 1) cost = 1;
+  double work = (double)n * (double)cost;
+  if (rt_threads <= 1 || rt_inside || n < 2 || work < 65536.0) {
     f(ctx, 0, n);
     return;
   }
   if (!rt_started) rt_start();
-  int64_t chunk = heavy ? n / ((int64_t)rt_threads * 16) : n / ((int64_t)rt_threads * 4);
+  /* Chunks of about 16384 operations, at least 16 per thread. */
+  int64_t chunk = (int64_t)(16384 / cost);
+  int64_t most = n / ((int64_t)rt_threads * 16);
+  if (chunk > most) chunk = most;
   if (chunk < 1) chunk = 1;
-  if (!heavy && chunk < 4096) chunk = 4096;
   pthread_mutex_lock(&rt_mu);
   rt_job = f;
   rt_job_ctx = ctx;
@@ -219,7 +264,7 @@ static void rt_pair(rt_half half, void *c, int64_t lo, int64_t mid, int64_t hi, 
   (void)size;
   if (!rt_inside && rt_threads > 1 && hi - lo >= 65536) {
     rt_pair_job j = {half, c, lo, mid, hi, l, r};
-    rt_parallel_for(2, 1, rt_pair_task, &j);
+    rt_parallel_for(2, 1u << 20, rt_pair_task, &j);
     return;
   }
   half(c, lo, mid, l);
@@ -338,7 +383,7 @@ static void rt_grade_keys(const uint64_t *keys, int64_t *order, int64_t n) {
     dst = t;
   }
   if (src != order) memcpy(order, src, (size_t)n * sizeof *order);
-  free(buf);
+  rt_free(buf);
 }
 
 /* sort, grade, f.sort, f.grade of the n atoms at xs[0], xs[stride] …:
@@ -348,13 +393,13 @@ static void rt_grade_keys(const uint64_t *keys, int64_t *order, int64_t n) {
     uint64_t *keys = rt_alloc(n, sizeof *keys);                              \
     for (int64_t i = 0; i < n; i++) keys[i] = KEY(xs[i * stride]);           \
     rt_grade_keys(keys, out, n);                                             \
-    free(keys);                                                              \
+    rt_free(keys);                                                              \
   }                                                                          \
   static void rt_sort_##NAME(const T *xs, int64_t stride, int64_t n, T *out) { \
     int64_t *order = rt_alloc(n, sizeof *order);                             \
     rt_grade_##NAME(xs, stride, n, order);                                   \
     for (int64_t i = 0; i < n; i++) out[i] = xs[order[i] * stride];          \
-    free(order);                                                             \
+    rt_free(order);                                                             \
   }
 RT_ORDERING(int64_t, int, rt_int_key)
 RT_ORDERING(float, float, rt_float_key)
@@ -487,7 +532,7 @@ static void rt_unique_runs(const uint64_t *keys, int64_t n, int64_t *first, int6
       m++;
     }
   }
-  free(order);
+  rt_free(order);
   *k = m;
 }
 #define RT_UNIQUE(NAME, T, KEY)                                                              \
@@ -497,8 +542,8 @@ static void rt_unique_runs(const uint64_t *keys, int64_t n, int64_t *first, int6
     for (int64_t i = 0; i < n; i++) keys[i] = KEY(x[i * stride]);                            \
     rt_unique_runs(keys, n, first, counts, k);                                               \
     for (int64_t j = 0; j < *k; j++) values[j] = x[first[j] * stride];                       \
-    free(keys);                                                                              \
-    free(first);                                                                             \
+    rt_free(keys);                                                                              \
+    rt_free(first);                                                                             \
   }
 RT_UNIQUE(rt_unique_i64, int64_t, rt_int_key)
 RT_UNIQUE(rt_unique_f32, float, rt_float_key)

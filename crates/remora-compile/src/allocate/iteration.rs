@@ -142,6 +142,14 @@ impl<'m> Alloc<'m> {
         self.copy(v, dest, body)
     }
 
+    /// `body` written as the body of a loop over the steps of a whole
+    /// state (`iterate`, `while`): the loops of one step are the
+    /// outermost ones that can run in parallel.
+    fn in_steps(&mut self, write: impl FnOnce(&mut Self, &mut Vec<Stmt>) -> Res<()>) -> Res<Vec<Stmt>> {
+        let mut inner = Vec::new();
+        write(self, &mut inner).map(|()| inner)
+    }
+
     /// `body` written as the body of a sequential loop (one level deeper).
     fn in_loop(&mut self, write: impl FnOnce(&mut Self, &mut Vec<Stmt>) -> Res<()>) -> Res<Vec<Stmt>> {
         self.loop_depth += 1;
@@ -178,7 +186,7 @@ impl<'m> Alloc<'m> {
             otherwise: Vec::new(),
         });
         let s = self.state(x, e, body)?;
-        let inner = self.in_loop(|a, inner| a.step(&s, f, vec![Self::state_val(&s)], e, inner))?;
+        let inner = self.in_steps(|a, inner| a.step(&s, f, vec![Self::state_val(&s)], e, inner))?;
         body.push(Stmt::For {
             index: self.fresh("k"),
             count: Expr::Var(count),
@@ -198,7 +206,7 @@ impl<'m> Alloc<'m> {
     ) -> Res<Val<'m>> {
         let s = self.state(x, e, body)?;
         let go = self.fresh("go");
-        let inner = self.in_loop(|a, inner| {
+        let inner = self.in_steps(|a, inner| {
             let t = a.apply(test.clone(), vec![Self::state_val(&s)], e, inner)?;
             let Some(t) = scalar_of(&t) else {
                 return unsupported("a while test that is not a scalar");

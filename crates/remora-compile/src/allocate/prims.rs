@@ -445,15 +445,12 @@ impl<'m> Alloc<'m> {
         self.copy(seed, &acc, body)?;
         let next = self.alloc("next", elem, dims, body);
         let item = cell_val(xs.cell(&[Expr::Var(i)]));
-        self.loop_depth += 1;
+        // (A step over the whole state: its loops are the outermost ones
+        // that can run in parallel.)
         let mut inner = Vec::new();
-        let r = (|| {
-            let v = self.apply(op, vec![Val::Array(acc.clone()), item], e, &mut inner)?;
-            self.copy(v, &next, &mut inner)?;
-            self.copy(Val::Array(next.clone()), &acc, &mut inner)
-        })();
-        self.loop_depth -= 1;
-        r?;
+        let v = self.apply(op, vec![Val::Array(acc.clone()), item], e, &mut inner)?;
+        self.copy(v, &next, &mut inner)?;
+        self.copy(Val::Array(next.clone()), &acc, &mut inner)?;
         body.push(Stmt::For {
             index: i,
             count: xs.dims[0].clone(),
