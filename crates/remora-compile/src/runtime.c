@@ -388,6 +388,70 @@ static void rt_grade_keys(const uint64_t *keys, int64_t *order, int64_t n) {
 
 /* sort, grade, f.sort, f.grade of the n atoms at xs[0], xs[stride] …:
  * the sorted atoms, or the grade, into `out` (contiguous). */
+/* A stable LSD radix sort of n atoms by their keys, 11 bits a pass (a
+ * pass whose digit is the same for every key is skipped): the order of
+ * the stable merge sort, without its comparisons. Each atom travels with
+ * its key, so equal keys of different atoms (-0.0 and 0.0) keep their
+ * order and their bits. */
+#define RT_RADIX(T, NAME, KEY)                                                 \
+  static void rt_radix_##NAME(const T *xs, int64_t stride, int64_t n, T *out) { \
+    uint64_t *k0 = rt_alloc(n, sizeof *k0), *k1 = rt_alloc(n, sizeof *k1);     \
+    T *v0 = rt_alloc(n, sizeof *v0), *v1 = rt_alloc(n, sizeof *v1);            \
+    for (int64_t i = 0; i < n; i++) {                                          \
+      v0[i] = xs[i * stride];                                                  \
+      k0[i] = KEY(v0[i]);                                                      \
+    }                                                                          \
+    int64_t *count = rt_alloc(2048, sizeof *count);                            \
+    for (int shift = 0; shift < 64; shift += 11) {                             \
+      memset(count, 0, 2048 * sizeof *count);                                  \
+      for (int64_t i = 0; i < n; i++) count[(k0[i] >> shift) & 2047]++;       \
+      if (count[(k0[0] >> shift) & 2047] == n) continue;                       \
+      int64_t at = 0;                                                          \
+      for (int d = 0; d < 2048; d++) {                                         \
+        int64_t c = count[d];                                                  \
+        count[d] = at;                                                         \
+        at += c;                                                               \
+      }                                                                        \
+      for (int64_t i = 0; i < n; i++) {                                        \
+        int64_t to = count[(k0[i] >> shift) & 2047]++;                         \
+        k1[to] = k0[i];                                                        \
+        v1[to] = v0[i];                                                        \
+      }                                                                        \
+      uint64_t *kt = k0; k0 = k1; k1 = kt;                                     \
+      T *vt = v0; v0 = v1; v1 = vt;                                            \
+    }                                                                          \
+    memcpy(out, v0, (size_t)n * sizeof *out);                                  \
+    rt_free(count);                                                            \
+    rt_free(k0); rt_free(k1); rt_free(v0); rt_free(v1);                        \
+  }
+RT_RADIX(float, float, rt_float_key)
+
+/* Ints are their keys (the sign bit flipped): only the keys travel. */
+static void rt_radix_int(const int64_t *xs, int64_t stride, int64_t n, int64_t *out) {
+  uint64_t *k0 = rt_alloc(n, sizeof *k0), *k1 = rt_alloc(n, sizeof *k1);
+  for (int64_t i = 0; i < n; i++) k0[i] = rt_int_key(xs[i * stride]);
+  int64_t *count = rt_alloc(2048, sizeof *count);
+  for (int shift = 0; shift < 64; shift += 11) {
+    memset(count, 0, 2048 * sizeof *count);
+    for (int64_t i = 0; i < n; i++) count[(k0[i] >> shift) & 2047]++;
+    if (count[(k0[0] >> shift) & 2047] == n) continue;
+    int64_t at = 0;
+    for (int d = 0; d < 2048; d++) {
+      int64_t c = count[d];
+      count[d] = at;
+      at += c;
+    }
+    for (int64_t i = 0; i < n; i++) k1[count[(k0[i] >> shift) & 2047]++] = k0[i];
+    uint64_t *kt = k0;
+    k0 = k1;
+    k1 = kt;
+  }
+  for (int64_t i = 0; i < n; i++) out[i] = (int64_t)(k0[i] ^ (UINT64_C(1) << 63));
+  rt_free(count);
+  rt_free(k0);
+  rt_free(k1);
+}
+
 #define RT_ORDERING(T, NAME, KEY)                                            \
   static void rt_grade_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
     uint64_t *keys = rt_alloc(n, sizeof *keys);                              \
@@ -396,6 +460,10 @@ static void rt_grade_keys(const uint64_t *keys, int64_t *order, int64_t n) {
     rt_free(keys);                                                              \
   }                                                                          \
   static void rt_sort_##NAME(const T *xs, int64_t stride, int64_t n, T *out) { \
+    if (n >= 4096) {                                                         \
+      rt_radix_##NAME(xs, stride, n, out);                                   \
+      return;                                                                \
+    }                                                                        \
     int64_t *order = rt_alloc(n, sizeof *order);                             \
     rt_grade_##NAME(xs, stride, n, order);                                   \
     for (int64_t i = 0; i < n; i++) out[i] = xs[order[i] * stride];          \
