@@ -609,6 +609,7 @@ fn op_c(op: &str, a: &[String]) -> String {
     match op {
         "+" => bin("rt_add"),
         "dim+" => bin("rt_dim_add"),
+        "wrap" => bin("rt_wrap"),
         "dim*" => bin("rt_dim_mul"),
         "-" => bin("rt_sub"),
         "*" => bin("rt_mul"),

@@ -59,6 +59,8 @@ static inline int64_t rt_dim_mul(int64_t a, int64_t b) {
   if (__builtin_mul_overflow(a, b, &r)) rt_fail("this dimension's arithmetic overflows 64 bits");
   return r;
 }
+/* An index j in [0, 2d) brought into [0, d): a rotation's. */
+static inline int64_t rt_wrap(int64_t j, int64_t d) { return j >= d ? j - d : j; }
 static inline int64_t rt_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t rt_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t rt_shl(int64_t a, int64_t n) {

@@ -162,8 +162,8 @@ impl<'m> Alloc<'m> {
         })
     }
 
-    /// `(rotate xs k)`: item `i` is item `(i + k) mod d`; written as two
-    /// copies, the items from `k mod d` on, then those before.
+    /// `(rotate xs k)`: item `i` is item `(i + k) mod d`; a rotation,
+    /// read in place by what maps over it or reduces it (else copied).
     fn rotate(&mut self, xs: &View, k: &Val<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         let k = self.int_arg(k, "shift", body)?;
         let d = xs.dims[0].clone();
@@ -173,22 +173,10 @@ impl<'m> Alloc<'m> {
             elem: Elem::Int,
             value: Expr::op("mod", vec![k, Expr::op("max", vec![d.clone(), Expr::Int(1)])]),
         });
-        let split = Expr::Var(split);
-        let rest = Expr::op("-", vec![d, split.clone()]);
-        let dest = self.alloc("rot", xs.elem, xs.dims.clone(), body);
-        let mut tail = xs.clone();
-        tail.offset = Expr::add(tail.offset, Expr::mul(split.clone(), xs.strides[0].clone()));
-        tail.dims[0] = rest.clone();
-        let mut first = dest.clone();
-        first.dims[0] = rest.clone();
-        self.copy(Val::Array(tail), &first, body)?;
-        let mut head = xs.clone();
-        head.dims[0] = split.clone();
-        let mut second = dest.clone();
-        second.offset = Expr::add(second.offset, Expr::mul(rest, dest.strides[0].clone()));
-        second.dims[0] = split;
-        self.copy(Val::Array(head), &second, body)?;
-        Ok(Val::Array(dest))
+        Ok(Val::Rotated(Rotation {
+            src: xs.clone(),
+            split: Expr::Var(split),
+        }))
     }
 
     /// An error unless `0 <= i < n`.

@@ -98,6 +98,11 @@ enum Val<'m> {
     /// (a reduction) computes where it needs it, so that a map into a
     /// reduction is one loop and allocates nothing (map→reduce fusion).
     Delayed(Rc<Delayed<'m>>),
+    /// `(rotate src k)` not copied: item `i` is item `(i + split) mod d` of
+    /// `src` (`split` is `k mod d`, computed once). A map over it, or a
+    /// reduction of it, reads `src` in place; anything else gets it
+    /// copied ([`Alloc::force`]).
+    Rotated(Rotation),
     /// An intrinsic, with the type and index arguments given so far.
     Prim {
         name: &'static str,
@@ -119,6 +124,37 @@ enum Val<'m> {
     },
     /// One record: its fields' values.
     Record(Vec<(String, Val<'m>)>),
+}
+
+/// See [`Val::Rotated`].
+#[derive(Clone, Debug)]
+struct Rotation {
+    src: View,
+    split: Expr,
+}
+
+impl Rotation {
+    /// The cell at `idx` (at least one index): the first wrapped around.
+    fn cell(&self, idx: &[Expr]) -> View {
+        let Some((first, rest)) = idx.split_first() else {
+            return self.src.clone();
+        };
+        let d = self.src.dims[0].clone();
+        let j = Expr::op("wrap", vec![Expr::add(first.clone(), self.split.clone()), d]);
+        let mut at = vec![j];
+        at.extend(rest.iter().cloned());
+        self.src.cell(&at)
+    }
+}
+
+/// The cell at `idx` of an array that can be indexed in place (a view, or
+/// a rotation of one).
+fn cell_of(v: &Val<'_>, idx: &[Expr]) -> Option<View> {
+    match v {
+        Val::Array(a) => Some(a.cell(idx)),
+        Val::Rotated(r) if !idx.is_empty() => Some(r.cell(idx)),
+        _ => None,
+    }
 }
 
 /// A map not computed yet, with what was in scope where it was written.
@@ -850,15 +886,43 @@ impl<'m> Alloc<'m> {
                 self.scope = saved;
                 r
             }
+            Val::Rotated(r) => {
+                let dest = self.alloc("rot", r.src.elem, r.src.dims.clone(), body);
+                self.copy_rotation(&r, &dest, body)?;
+                Ok(Val::Array(dest))
+            }
             v => Ok(v),
         }
+    }
+
+    /// A rotation written into `dest`: two copies, the items from `split`
+    /// on, then those before (no wrapping per atom).
+    fn copy_rotation(&mut self, r: &Rotation, dest: &View, body: &mut Vec<Stmt>) -> Res<()> {
+        let xs = &r.src;
+        let split = r.split.clone();
+        let rest = Expr::op("-", vec![xs.dims[0].clone(), split.clone()]);
+        let mut tail = xs.clone();
+        tail.offset = Expr::add(tail.offset, Expr::mul(split.clone(), xs.strides[0].clone()));
+        tail.dims[0] = rest.clone();
+        let mut first = dest.clone();
+        first.dims[0] = rest.clone();
+        self.copy(Val::Array(tail), &first, body)?;
+        let mut head = xs.clone();
+        head.dims[0] = split.clone();
+        let mut second = dest.clone();
+        second.offset = Expr::add(second.offset, Expr::mul(rest, dest.strides[0].clone()));
+        second.dims[0] = split;
+        self.copy(Val::Array(head), &second, body)
     }
 
     /// The atom of `src` (an array or a delayed map) at `idx`, a position
     /// of every axis: code for it goes into `body`.
     fn element(&mut self, src: &Val<'m>, idx: &[Expr], body: &mut Vec<Stmt>) -> Res<Expr> {
         match src {
-            Val::Array(v) => Ok(v.cell(idx).load()),
+            Val::Array(_) | Val::Rotated(_) => match cell_of(src, idx) {
+                Some(v) => Ok(v.load()),
+                None => unsupported("an element of a function"),
+            },
             Val::Delayed(d) => {
                 let saved = std::mem::replace(&mut self.scope, d.scope.clone());
                 let r = self.element_of(d.map, idx, body);
@@ -882,17 +946,17 @@ impl<'m> Alloc<'m> {
                     return unsupported("an element of a map of a shape variable");
                 }
                 for b in binds {
-                    let Val::Array(v) = self.value(&b.value, body)? else {
+                    let v = self.value(&b.value, body)?;
+                    let Some(v) = cell_of(&v, &idx[..n]) else {
                         return unsupported("a map over an array of functions");
                     };
-                    let v = cell_val(v.cell(&idx[..n]));
-                    self.scope.vars.insert(b.var, v);
+                    self.scope.vars.insert(b.var, cell_val(v));
                 }
                 self.element_of(cell, &idx[n..], body)
             }
-            _ => match self.value(e, body)? {
-                Val::Array(v) => Ok(v.cell(idx).load()),
-                _ => unsupported("an element of this expression"),
+            _ => match cell_of(&self.value(e, body)?, idx) {
+                Some(v) => Ok(v.load()),
+                None => unsupported("an element of this expression"),
             },
         }
     }
@@ -916,7 +980,7 @@ impl<'m> Alloc<'m> {
                 let mut functions = false;
                 for b in binds {
                     match self.value(&b.value, body)? {
-                        v @ (Val::Array(_) | Val::Funcs { .. }) => {
+                        v @ (Val::Array(_) | Val::Rotated(_) | Val::Funcs { .. }) => {
                             functions |= matches!(v, Val::Funcs { .. });
                             arrays.push((b.var, v));
                         }
@@ -926,26 +990,21 @@ impl<'m> Alloc<'m> {
                 if functions {
                     return self.unrolled(&frame, arrays, cell, dest, body);
                 }
-                let arrays: Vec<(VarId, View)> = arrays
+                let arrays: Vec<(VarId, Val<'m>)> = arrays
                     .into_iter()
-                    .filter_map(|(var, v)| match v {
-                        Val::Array(view) => Some((var, view)),
-                        _ => None,
-                    })
+                    .filter(|(_, v)| matches!(v, Val::Array(_) | Val::Rotated(_)))
                     .collect();
                 // One loop per frame axis; the outermost runs in parallel
                 // when no loop encloses it.
                 let indices: Vec<Var> = frame.iter().map(|_| self.fresh("i")).collect();
                 let idx: Vec<Expr> = indices.iter().map(|v| Expr::Var(*v)).collect();
                 let saved = self.scope.vars.clone();
-                for (var, view) in &arrays {
-                    let cell = view.cell(&idx);
-                    let v = if cell.dims.is_empty() {
-                        Val::Scalar(cell.elem, cell.load())
-                    } else {
-                        Val::Array(cell)
+                for (var, array) in &arrays {
+                    let Some(cell) = cell_of(array, &idx) else {
+                        self.scope.vars = saved;
+                        return unsupported("a map over an empty frame of a rotation");
                     };
-                    self.scope.vars.insert(*var, v);
+                    self.scope.vars.insert(*var, cell_val(cell));
                 }
                 self.loop_depth += frame.len();
                 let mut inner = Vec::new();
@@ -1011,6 +1070,11 @@ impl<'m> Alloc<'m> {
     /// `v` written into `dest`, atom by atom.
     fn copy(&mut self, v: Val<'m>, dest: &View, body: &mut Vec<Stmt>) -> Res<()> {
         match v {
+            Val::Rotated(r) => self.copy_rotation(&r, dest, body),
+            Val::Delayed(_) => {
+                let v = self.force(v, body)?;
+                self.copy(v, dest, body)
+            }
             Val::Scalar(_, x) => {
                 if !dest.dims.is_empty() {
                     return unsupported("a scalar copied into an array");

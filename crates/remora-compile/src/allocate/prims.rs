@@ -32,6 +32,17 @@ impl<'m> Alloc<'m> {
             let elem = elem_of(&e.ty.atom)?;
             return Ok(Val::Scalar(elem, Expr::op(name, xs)));
         }
+        // Only the reductions take delayed maps and rotations: anything
+        // else gets them computed.
+        let args = if FUSED_CONSUMERS.contains(&name) {
+            args
+        } else {
+            let mut forced = Vec::with_capacity(args.len());
+            for a in args {
+                forced.push(self.force(a, body)?);
+            }
+            forced
+        };
         // The families in files of their own: each gives `None` for a
         // name it does not take.
         // (one line per family here)
@@ -51,21 +62,10 @@ impl<'m> Alloc<'m> {
             return Ok(Val::Scalar(Elem::Float, Expr::Float(std::f32::consts::PI)));
         }
         let elem = elem_of(&e.ty.atom);
-        // Only the reductions take delayed maps: anything else gets them
-        // computed.
-        let args = if FUSED_CONSUMERS.contains(&name) {
-            args
-        } else {
-            let mut forced = Vec::with_capacity(args.len());
-            for a in args {
-                forced.push(self.force(a, body)?);
-            }
-            forced
-        };
         match (name, args.as_slice()) {
             (
                 "f.sum" | "f.product" | "sum" | "product" | "any" | "all",
-                [xs @ (Val::Array(_) | Val::Delayed(_))],
+                [xs @ (Val::Array(_) | Val::Delayed(_) | Val::Rotated(_))],
             ) => {
                 let (op, unit, order) = match name {
                     "f.sum" => ("f.+", Expr::Float(0.0), Order::Tree),
@@ -95,8 +95,8 @@ impl<'m> Alloc<'m> {
             },
             ("reduce" | "reduce/zero", [op, rest @ ..]) => {
                 let (seed, xs) = match rest {
-                    [xs @ (Val::Array(_) | Val::Delayed(_))] => (None, xs.clone()),
-                    [seed, xs @ (Val::Array(_) | Val::Delayed(_))] => {
+                    [xs @ (Val::Array(_) | Val::Delayed(_) | Val::Rotated(_))] => (None, xs.clone()),
+                    [seed, xs @ (Val::Array(_) | Val::Delayed(_) | Val::Rotated(_))] => {
                         (Some(self.force(seed.clone(), body)?), xs.clone())
                     }
                     _ => return unsupported(format!("{name} of these arguments")),
@@ -466,6 +466,7 @@ fn shape_of(xs: &Val<'_>) -> Res<(Elem, Vec<Expr>)> {
     match xs {
         Val::Array(v) => Ok((v.elem, v.dims.clone())),
         Val::Delayed(d) => Ok((d.elem, d.dims.clone())),
+        Val::Rotated(r) => Ok((r.src.elem, r.src.dims.clone())),
         _ => unsupported("a reduction of a function"),
     }
 }
