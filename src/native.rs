@@ -29,10 +29,32 @@ pub const FLAGS: &[&str] = &[
     "-fno-math-errno",
     "-std=c11",
     "-w",
+    // The C compiler must not compute a math function of a constant
+    // itself (correctly rounded) where the program at run time calls the
+    // C library's (as the interpreter does), which may differ in the last
+    // bit: `(f.tan -1.5707964)`.
+    "-fno-builtin-sinf",
+    "-fno-builtin-cosf",
+    "-fno-builtin-tanf",
+    "-fno-builtin-asinf",
+    "-fno-builtin-acosf",
+    "-fno-builtin-atanf",
+    "-fno-builtin-atan2f",
+    "-fno-builtin-sinhf",
+    "-fno-builtin-coshf",
+    "-fno-builtin-tanhf",
+    "-fno-builtin-expf",
+    "-fno-builtin-logf",
+    "-fno-builtin-log2f",
+    "-fno-builtin-log10f",
+    "-fno-builtin-powf",
+    "-fno-builtin-exp",
+    "-fno-builtin-log",
+    "-fno-builtin-cos",
 ];
 
 /// The flags of [`run_with`]'s quick builds.
-const QUICK: &[&str] = &["-O1", "-ffp-contract=off", "-std=c11", "-w"];
+const QUICK: &[&str] = &["-O1", "-ffp-contract=off", "-std=c11", "-w", "-fno-builtin"];
 
 /// Why the compiled engine did not give the values.
 pub enum Failure {

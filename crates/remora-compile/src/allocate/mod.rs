@@ -923,27 +923,43 @@ impl<'m> Alloc<'m> {
                 Some(v) => Ok(v.load()),
                 None => unsupported("an element of a function"),
             },
-            Val::Delayed(d) => {
-                let saved = std::mem::replace(&mut self.scope, d.scope.clone());
-                let r = self.element_of(d.map, idx, body);
-                self.scope = saved;
-                r
-            }
+            Val::Delayed(d) => match self.delayed_cell(d, idx, body)? {
+                Val::Scalar(_, x) => Ok(x),
+                v => match cell_of(&v, &[]) {
+                    Some(v) if v.dims.is_empty() => Ok(v.load()),
+                    _ => unsupported("an element of a delayed map"),
+                },
+            },
             _ => unsupported("an element of a function"),
         }
     }
 
-    fn element_of(&mut self, e: &'m maps::Expr, idx: &[Expr], body: &mut Vec<Stmt>) -> Res<Expr> {
+    /// The cell at `idx` of a delayed map: the code that binds the maps'
+    /// variables and the `let`s down to that depth goes into `body`, once;
+    /// what is left is delayed again (or a scalar, at full depth).
+    fn delayed_cell(&mut self, d: &Delayed<'m>, idx: &[Expr], body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let saved = std::mem::replace(&mut self.scope, d.scope.clone());
+        let r = self.delayed_cell_in(d.map, idx, d.elem, body);
+        self.scope = saved;
+        r
+    }
+
+    fn delayed_cell_in(
+        &mut self,
+        e: &'m maps::Expr,
+        idx: &[Expr],
+        elem: Elem,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
         match &e.kind {
-            _ if idx.is_empty() => self.scalar(e, body),
             Kind::Map {
                 frame,
                 binds,
                 body: cell,
-            } if !frame.is_scalar() => {
+            } if !frame.is_scalar() && !idx.is_empty() => {
                 let n = self.dims(frame)?.len();
                 if n > idx.len() {
-                    return unsupported("an element of a map of a shape variable");
+                    return unsupported("a cell of a map inside its frame");
                 }
                 for b in binds {
                     let v = self.value(&b.value, body)?;
@@ -952,12 +968,36 @@ impl<'m> Alloc<'m> {
                     };
                     self.scope.vars.insert(b.var, cell_val(v));
                 }
-                self.element_of(cell, &idx[n..], body)
+                self.delayed_cell_in(cell, &idx[n..], elem, body)
             }
-            _ => match cell_of(&self.value(e, body)?, idx) {
-                Some(v) => Ok(v.load()),
-                None => unsupported("an element of this expression"),
-            },
+            Kind::Map {
+                frame,
+                binds,
+                body: inner,
+            } if frame.is_scalar() && !e.ty.shape.is_scalar() => {
+                for b in binds {
+                    let v = self.bound(&b.value, body)?;
+                    self.scope.vars.insert(b.var, v);
+                }
+                self.delayed_cell_in(inner, idx, elem, body)
+            }
+            _ if idx.is_empty() && e.ty.shape.is_scalar() => Ok(Val::Scalar(elem, self.scalar(e, body)?)),
+            _ if idx.is_empty() && delayable(e) => Ok(Val::Delayed(Rc::new(Delayed {
+                map: e,
+                scope: self.scope.clone(),
+                elem,
+                dims: self.dims(&e.ty.shape)?,
+            }))),
+            _ => {
+                let v = self.value(e, body)?;
+                if idx.is_empty() {
+                    return Ok(v);
+                }
+                match cell_of(&v, idx) {
+                    Some(c) => Ok(cell_val(c)),
+                    None => unsupported("a cell of this expression"),
+                }
+            }
         }
     }
 
@@ -1149,9 +1189,20 @@ fn delayable(e: &maps::Expr) -> bool {
             binds
                 .iter()
                 .all(|b| matches!(b.value.kind, Kind::Var(_) | Kind::Array { .. }))
-                && (body.ty.shape.is_scalar() || delayable(body))
+                && delayable_cell(body)
         }
         _ => false,
+    }
+}
+
+/// Whether a delayed map's cell can be computed position by position: a
+/// scalar, a delayable map, or a `let` around one (its bindings computed
+/// once per cell, as they would be in the map).
+fn delayable_cell(e: &maps::Expr) -> bool {
+    match &e.kind {
+        _ if e.ty.shape.is_scalar() => true,
+        Kind::Map { frame, body, .. } if frame.is_scalar() => delayable_cell(body),
+        _ => delayable(e),
     }
 }
 

@@ -342,7 +342,7 @@ impl<'m> Alloc<'m> {
             seed: seed_expr,
             order,
             index: i,
-            count: items,
+            count: items.clone(),
             body: item_body,
             item,
         };
@@ -360,7 +360,124 @@ impl<'m> Alloc<'m> {
             },
         ];
         let outer = self.loop_depth;
-        for (k, (index, count)) in lanes.iter().zip(item_dims).enumerate().rev() {
+        for (k, (index, count)) in lanes.iter().zip(item_dims.clone()).enumerate().rev() {
+            inner = vec![Stmt::For {
+                index: *index,
+                count,
+                parallel: k == 0 && outer == 0,
+                body: inner,
+            }];
+        }
+        // Left to right (up to 256 items, for the tree), item by item into
+        // the whole accumulator: each item's cell is made once (a delayed
+        // map's bindings, a rotation's offset) and its atoms stream; each
+        // position sees the same combinations in the same order as lane by
+        // lane.
+        // (Where the items cannot be made one at a time, lane by lane only.)
+        match self.reduce_by_items(prim, seed.as_ref(), xs, &dest, &items) {
+            Ok(by_items) => {
+                let cond = match order {
+                    Order::Left => Expr::Bool(true),
+                    Order::Tree => Expr::op("<=", vec![items, Expr::Int(256)]),
+                };
+                body.push(Stmt::If {
+                    cond,
+                    then: by_items,
+                    otherwise: inner,
+                });
+            }
+            Err(_) => body.extend(inner),
+        }
+        Ok(Val::Array(dest))
+    }
+
+    /// The item-by-item form of a reduction into `dest` (see `reduce`).
+    fn reduce_by_items(
+        &mut self,
+        prim: &'static str,
+        seed: Option<&Val<'m>>,
+        xs: &Val<'m>,
+        dest: &View,
+        items: &Expr,
+    ) -> Res<Vec<Stmt>> {
+        let mut out = Vec::new();
+        let outer = self.loop_depth;
+        // The accumulator's first value: the seed, or item 0.
+        let start = match seed {
+            Some(s) => {
+                self.copy(s.clone(), dest, &mut out)?;
+                Expr::Int(0)
+            }
+            None => {
+                self.fail_if(
+                    Expr::op("==", vec![items.clone(), Expr::Int(0)]),
+                    "reduce of an empty array",
+                    &mut out,
+                );
+                let first = self.item_cell(xs, Expr::Int(0), &mut out)?;
+                self.lanes(dest, &mut out, outer, |a, idx, lane| {
+                    let x = a.element(&first, idx, lane)?;
+                    Ok(x)
+                })?;
+                Expr::Int(1)
+            }
+        };
+        // Items start … n-1, each combined into every position.
+        let (k, item) = (self.fresh("k"), self.fresh("item"));
+        let mut step = vec![Stmt::Let {
+            var: item,
+            elem: Elem::Int,
+            value: Expr::add(Expr::Var(k), start.clone()),
+        }];
+        let cell = self.item_cell(xs, Expr::Var(item), &mut step)?;
+        self.lanes(dest, &mut step, outer, |a, idx, lane| {
+            let x = a.element(&cell, idx, lane)?;
+            Ok(Expr::op(prim, vec![dest.cell(idx).load(), x]))
+        })?;
+        out.push(Stmt::For {
+            index: k,
+            count: Expr::op("-", vec![items.clone(), start]),
+            parallel: false,
+            body: step,
+        });
+        Ok(out)
+    }
+
+    /// Item `k` of a reduction's items, its cell made once into `body`.
+    fn item_cell(&mut self, xs: &Val<'m>, k: Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        match xs {
+            Val::Delayed(d) => {
+                let d = d.clone();
+                self.delayed_cell(&d, &[k], body)
+            }
+            v => match cell_of(v, &[k]) {
+                Some(c) => Ok(cell_val(c)),
+                None => unsupported("an item of a function"),
+            },
+        }
+    }
+
+    /// `dest[idx] = atom(idx)` at every position of `dest`, the outermost
+    /// loop parallel where no loop encloses it.
+    fn lanes(
+        &mut self,
+        dest: &View,
+        body: &mut Vec<Stmt>,
+        outer: usize,
+        atom: impl FnOnce(&mut Self, &[Expr], &mut Vec<Stmt>) -> Res<Expr>,
+    ) -> Res<()> {
+        let lanes: Vec<Var> = dest.dims.iter().map(|_| self.fresh("l")).collect();
+        let idx: Vec<Expr> = lanes.iter().map(|v| Expr::Var(*v)).collect();
+        let mut inner = Vec::new();
+        self.loop_depth += lanes.len();
+        let x = atom(self, &idx, &mut inner);
+        self.loop_depth -= lanes.len();
+        inner.push(Stmt::Store {
+            buf: dest.buf,
+            index: dest.cell(&idx).offset,
+            value: x?,
+        });
+        for (k, (index, count)) in lanes.iter().zip(dest.dims.clone()).enumerate().rev() {
             inner = vec![Stmt::For {
                 index: *index,
                 count,
@@ -369,7 +486,7 @@ impl<'m> Alloc<'m> {
             }];
         }
         body.extend(inner);
-        Ok(Val::Array(dest))
+        Ok(())
     }
 
     /// The scalar primitive `op` applies to each position of its items, if
