@@ -9,7 +9,7 @@ use remora::generate::{Verdict, compare, program, seeded_bytes};
 /// How many programs: enough to reach most forms, few enough to run in
 /// well under a minute in a debug build (each compiled program is a C build,
 /// cached in ~/.cache/remora after the first run).
-const PROGRAMS: u64 = 150;
+const PROGRAMS: u64 = 300;
 
 #[test]
 fn compiled_agrees_with_the_interpreter_on_random_programs() {
