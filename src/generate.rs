@@ -251,10 +251,6 @@ struct Gen<'a> {
     /// Variables in scope: name and type.
     env: Vec<(String, Ty)>,
     next: usize,
-    /// Only the forms the compiled engine compiles today (half of the
-    /// programs), so that not every program falls back to the interpreter
-    /// for one construct.
-    compiled_forms: bool,
     /// The rank of the literal being written.
     nested_rank: usize,
 }
@@ -266,10 +262,8 @@ pub fn program(bytes: &[u8]) -> String {
         defs: Vec::new(),
         env: Vec::new(),
         next: 0,
-        compiled_forms: false,
         nested_rank: 0,
     };
-    g.compiled_forms = g.c.coin();
     let ty = g.ty(3);
     let depth = 2 + g.c.below(4);
     let main = g.expr(&ty, depth);
@@ -422,13 +416,7 @@ impl Gen<'_> {
             Vec::new()
         };
         let cell = Ty::new(e, &rest);
-        let mut form = self.c.below(30);
-        // scan, iscan, take/drop, index/nth, transpose, select, while,
-        // hist, scatter: not compiled yet (issue 14).
-        if self.compiled_forms && matches!(form, 14 | 15 | 18 | 19 | 20 | 23 | 25 | 27 | 28) {
-            form = 0;
-        }
-        match form {
+        match self.c.below(30) {
             0..=5 => self.prim(ty, d),
             6 => self.leaf(ty),
             7 => {
@@ -507,7 +495,7 @@ impl Gen<'_> {
             },
             17 if rank > 0 => {
                 let xs = self.expr(ty, d);
-                if self.c.coin() || self.compiled_forms {
+                if self.c.coin() {
                     format!("(reverse {xs})")
                 } else {
                     let n = self.expr(&Ty::scalar(Elem::Int), d.min(1));
