@@ -2169,11 +2169,16 @@ fn reverse_literal_shape(e: &mut Expr) {
 /// array literals one array literal, the first element's shape standing for
 /// all (a ragged literal is left for the checker to reject). Shapes here are
 /// innermost-first (see [`Parser::bracket_frame_reversed`]).
-fn flatten_frame_reversed(elems: Vec<Expr>, span: Span) -> Expr {
+fn flatten_frame_reversed(mut elems: Vec<Expr>, span: Span) -> Expr {
     let n = elems.len() as u64;
     let all_frames = elems.iter().all(|e| matches!(e.kind, ExprKind::Frame { .. }));
     let all_arrays = elems.iter().all(|e| matches!(e.kind, ExprKind::Array { .. }));
     if !(all_frames || all_arrays) {
+        // Not merged: the elements are finished, their shapes put back in
+        // order (`[[[1 2]] [[3 (+ 1 3)]]]` holds a [1 2] array, not [2 1]).
+        for e in &mut elems {
+            reverse_literal_shape(e);
+        }
         return mk_expr(
             ExprKind::Frame {
                 shape: vec![n],
