@@ -154,18 +154,22 @@ fn examples_agree_with_numpy() {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let program = root().join("examples").join(format!("{name}.remora"));
-        match compare_example(&python, script, &program) {
-            Ok(()) => eprintln!("{name}: agrees with NumPy"),
-            Err(e) => failures.push(format!("{name}: {e}")),
+        // On the interpreter, and on the compiled engine where the program
+        // compiles (`auto`, which says which ran).
+        for engine in ["interp", "auto"] {
+            match compare_example(&python, script, &program, engine) {
+                Ok(()) => eprintln!("{name} ({engine}): agrees with NumPy"),
+                Err(e) => failures.push(format!("{name} ({engine}): {e}")),
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-fn compare_example(python: &str, script: &Path, program: &Path) -> Result<(), String> {
+fn compare_example(python: &str, script: &Path, program: &Path, engine: &str) -> Result<(), String> {
     let want = numbers(&run(Command::new(python).arg(script))?);
     let got = numbers(&run(Command::new(env!("CARGO_BIN_EXE_remora"))
-        .arg("run")
+        .args(["run", "--engine", engine])
         .arg(program))?);
     if want.len() != got.len() {
         return Err(format!(
