@@ -52,6 +52,11 @@ enum Command {
     Test {
         #[arg(value_name = "PATH", required = true)]
         paths: Vec<PathBuf>,
+        /// `compiled`: every run case is also compiled to C and run, and
+        /// must print what the interpreter prints; the cases that do not
+        /// compile yet are counted, with the reasons.
+        #[arg(long, value_enum, default_value_t = TestEngine::Interp)]
+        engine: TestEngine,
     },
 }
 
@@ -85,6 +90,16 @@ struct CompileArgs {
     dump: DumpLevel,
     #[command(flatten)]
     source: Source,
+}
+
+/// What runs the run cases of `remora test`.
+#[derive(Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+enum TestEngine {
+    /// The interpreter.
+    #[default]
+    Interp,
+    /// The interpreter, and the compiled engine compared with it.
+    Compiled,
 }
 
 /// What runs a program.
@@ -298,7 +313,7 @@ fn main() -> ExitCode {
             run(source, &args.entry, &args.args, &args.data, args.data.verbose)
         }
         Command::Interpret(args) => run(args.source, &args.entry, &args.args, &DataArgs::default(), false),
-        Command::Test { paths } => test(&paths),
+        Command::Test { paths, engine } => test(&paths, engine),
         Command::Repl => remora::repl::run(),
     })
 }
@@ -1083,7 +1098,13 @@ fn write_output(path: &std::path::Path, bytes: &[u8]) -> ExitCode {
 /// with where they first differ; the last line is `N passed, M failed`,
 /// counting tests (a file that cannot be read or whose blocks do not parse
 /// counts as one failure).
-fn test(paths: &[PathBuf]) -> ExitCode {
+fn test(paths: &[PathBuf], engine: TestEngine) -> ExitCode {
+    let compiled = engine == TestEngine::Compiled;
+    if compiled && remora::native::c_compiler().is_none() {
+        report("--engine compiled needs a C compiler (set CC, or install cc)".into());
+        return ExitCode::FAILURE;
+    }
+    remora::testing::COMPILED_ONLY.store(compiled, std::sync::atomic::Ordering::Relaxed);
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -1140,6 +1161,9 @@ fn test(paths: &[PathBuf]) -> ExitCode {
         }
     }
     out.push_str(&format!("{passed} passed, {failed} failed\n"));
+    if compiled {
+        out.push_str(&remora::testing::compiled_coverage());
+    }
     let code = write_stdout(&out);
     if failed > 0 { ExitCode::FAILURE } else { code }
 }

@@ -672,6 +672,9 @@ fn execute(
     options: remora_check::Options,
 ) -> Result<Result<(Option<remora_value::Array>, String), String>, String> {
     let fast = execute_with(parsed, entry, inputs, options, false);
+    if COMPILED_ONLY.load(std::sync::atomic::Ordering::Relaxed) {
+        compiled_agrees(parsed, entry, inputs, options, &fast)?;
+    }
     if COMPARE_WITH_REFERENCE.load(std::sync::atomic::Ordering::Relaxed) {
         let reference = execute_with(parsed, entry, inputs, options, true);
         let printed = |r: &Result<(Option<remora_value::Array>, String), String>| match r {
@@ -698,6 +701,10 @@ fn execute(
 /// and run, and must print what the interpreter printed (or fail too).
 /// The suite turns it on where a C compiler is found.
 pub static COMPARE_COMPILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether every run case is also compiled and compared, alone
+/// (`remora test --engine compiled`).
+pub static COMPILED_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// How many run cases compiled, and why each of the rest did not (the
 /// compiled engine's coverage, for `remora test --engine compiled`).

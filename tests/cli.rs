@@ -641,6 +641,23 @@ fn the_compiled_engine_runs_an_entry_or_says_why_not() {
 }
 
 #[test]
+fn remora_test_compares_the_compiled_engine() {
+    if remora::native::c_compiler().is_none() {
+        return;
+    }
+    let out = remora(
+        &["test", "--engine", "compiled", "examples/convolution.remora"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("compiled engine: 1 of 1 run cases compiled"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
 fn the_fused_engine_prints_what_the_interpreter_prints() {
     let dir = std::env::temp_dir().join(format!("remora-cli-fused-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
