@@ -10,8 +10,8 @@ fn run_verbose(name: &str, program: &str) -> (bool, String, String) {
         return (false, String::new(), "cannot write the program".into());
     }
     let out = Command::new(env!("CARGO_BIN_EXE_remora"))
-        .arg("run")
-        .arg("-v")
+        // (The interpreter's report: the interpreter runs it.)
+        .args(["run", "--engine", "interp", "-v"])
         .arg(&file)
         .output();
     let _ = std::fs::remove_dir_all(&dir);
