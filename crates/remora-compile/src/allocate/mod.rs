@@ -866,6 +866,55 @@ impl<'m> Alloc<'m> {
         }
     }
 
+    /// The value of `e`, a map left delayed where it can be (see
+    /// [`used_once_by_a_map`]): a map that cannot fail, or a function
+    /// applied whose body is one. Its one consumer, a map over it, makes it
+    /// cell by cell (map→map fusion across a function call).
+    fn value_lazy(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        match &e.kind {
+            Kind::Map { frame, .. } if !frame.is_scalar() && delayable(e) && cannot_fail(e) => {
+                Ok(Val::Delayed(Rc::new(Delayed {
+                    map: e,
+                    scope: self.scope.clone(),
+                    elem: elem_of(&e.ty.atom)?,
+                    dims: self.dims(&e.ty.shape)?,
+                })))
+            }
+            Kind::App { func, args } => {
+                let f = self.value(func, body)?;
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    let v = self.value(a, body)?;
+                    vals.push(self.named(v, "arg", body));
+                }
+                let Val::Func(c) = f else {
+                    return self.apply(f, vals, e, body);
+                };
+                if !matches!(c.binder, Binder::Value(_)) || vals.is_empty() {
+                    return self.apply(Val::Func(c), vals, e, body);
+                }
+                let last = vals.pop();
+                let mut f = Val::Func(c);
+                if !vals.is_empty() {
+                    f = self.apply(f, vals, e, body)?;
+                }
+                match (f, last) {
+                    (Val::Func(c), Some(arg)) if matches!(c.binder, Binder::Value(_)) => {
+                        let saved = std::mem::replace(&mut self.scope, c.scope.clone());
+                        if let Binder::Value(p) = c.binder {
+                            self.scope.vars.insert(p, arg);
+                        }
+                        let r = self.value_lazy(c.body, body);
+                        self.scope = saved;
+                        r
+                    }
+                    (f, last) => self.apply(f, last.into_iter().collect(), e, body),
+                }
+            }
+            _ => self.value(e, body),
+        }
+    }
+
     /// A run-time error where `cond` holds.
     fn fail_if(&mut self, cond: Expr, what: impl Into<String>, body: &mut Vec<Stmt>) {
         body.push(Stmt::If {
@@ -1019,8 +1068,16 @@ impl<'m> Alloc<'m> {
                 let mut arrays = Vec::with_capacity(binds.len());
                 let mut functions = false;
                 for b in binds {
-                    match self.value(&b.value, body)? {
-                        v @ (Val::Array(_) | Val::Rotated(_) | Val::Funcs { .. }) => {
+                    let v = match self.value(&b.value, body)? {
+                        // A delayed map whose frame this map's cuts
+                        // through: computed whole first.
+                        Val::Delayed(d) if !splits_at(d.map, frame.len()) => {
+                            self.force(Val::Delayed(d), body)?
+                        }
+                        v => v,
+                    };
+                    match v {
+                        v @ (Val::Array(_) | Val::Rotated(_) | Val::Delayed(_) | Val::Funcs { .. }) => {
                             functions |= matches!(v, Val::Funcs { .. });
                             arrays.push((b.var, v));
                         }
@@ -1032,23 +1089,37 @@ impl<'m> Alloc<'m> {
                 }
                 let arrays: Vec<(VarId, Val<'m>)> = arrays
                     .into_iter()
-                    .filter(|(_, v)| matches!(v, Val::Array(_) | Val::Rotated(_)))
+                    .filter(|(_, v)| matches!(v, Val::Array(_) | Val::Rotated(_) | Val::Delayed(_)))
                     .collect();
                 // One loop per frame axis; the outermost runs in parallel
                 // when no loop encloses it.
                 let indices: Vec<Var> = frame.iter().map(|_| self.fresh("i")).collect();
                 let idx: Vec<Expr> = indices.iter().map(|v| Expr::Var(*v)).collect();
                 let saved = self.scope.vars.clone();
-                for (var, array) in &arrays {
-                    let Some(cell) = cell_of(array, &idx) else {
-                        self.scope.vars = saved;
-                        return unsupported("a map over an empty frame of a rotation");
-                    };
-                    self.scope.vars.insert(*var, cell_val(cell));
-                }
                 self.loop_depth += frame.len();
                 let mut inner = Vec::new();
-                let r = self.into(cell, &dest.cell(&idx), &mut inner);
+                let mut bound = Ok(());
+                for (var, array) in &arrays {
+                    let v = match array {
+                        // A delayed map's cell, made here for this position.
+                        Val::Delayed(d) => match self.delayed_cell(d, &idx, &mut inner) {
+                            Ok(v) => v,
+                            Err(u) => {
+                                bound = Err(u);
+                                break;
+                            }
+                        },
+                        _ => match cell_of(array, &idx) {
+                            Some(c) => cell_val(c),
+                            None => {
+                                bound = unsupported("a map over an empty frame of a rotation");
+                                break;
+                            }
+                        },
+                    };
+                    self.scope.vars.insert(*var, v);
+                }
+                let r = bound.and_then(|()| self.into(cell, &dest.cell(&idx), &mut inner));
                 self.loop_depth -= frame.len();
                 self.scope.vars = saved;
                 r?;
@@ -1091,8 +1162,12 @@ impl<'m> Alloc<'m> {
         };
         let saved = self.scope.vars.clone();
         let r = (|| {
-            for b in binds {
-                let v = self.bound(&b.value, body)?;
+            for (i, b) in binds.iter().enumerate() {
+                let v = if used_once_by_a_map(b.var, &binds[i + 1..], inner) {
+                    self.value_lazy(&b.value, body)?
+                } else {
+                    self.bound(&b.value, body)?
+                };
                 self.scope.vars.insert(b.var, v);
             }
             match dest {
@@ -1195,6 +1270,79 @@ fn delayable(e: &maps::Expr) -> bool {
     }
 }
 
+/// Whether a delayed map's cells at depth `k` (after `k` axes) can be made
+/// one at a time: no map of its nest has a frame that depth cuts through.
+fn splits_at(e: &maps::Expr, k: usize) -> bool {
+    match &e.kind {
+        _ if k == 0 => true,
+        Kind::Map { frame, body, .. } if !frame.is_scalar() => {
+            let n = frame.segs().len();
+            frame
+                .segs()
+                .iter()
+                .all(|s| matches!(s, remora_types::Seg::Dim(_)))
+                && n <= k
+                && splits_at(body, k - n)
+        }
+        Kind::Map { body, .. } => splits_at(body, k),
+        _ => true,
+    }
+}
+
+/// Whether `var` (bound by a `let`) is used exactly once in what follows
+/// its binding, and that use is as the array a map iterates: that map then
+/// reads every atom of it once, in its own loop.
+fn used_once_by_a_map(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> bool {
+    let (mut uses, mut by_maps) = (0usize, 0usize);
+    let mut count = |e: &maps::Expr| {
+        e.each(&mut |x| match &x.kind {
+            Kind::Var(v) if *v == var => uses += 1,
+            Kind::Map { frame, binds, .. } if !frame.is_scalar() => {
+                by_maps += binds
+                    .iter()
+                    .filter(|b| matches!(b.value.kind, Kind::Var(v) if v == var))
+                    .count();
+            }
+            _ => {}
+        });
+    };
+    for b in later {
+        count(&b.value);
+    }
+    count(body);
+    uses == 1 && by_maps == 1
+}
+
+/// Whether `e` can run without a run-time error: scalar operations that
+/// cannot fail, views (`rotate`, `reverse`, transposes, `replicate`),
+/// variables, literals, maps and lets of those. (A delayed map is computed
+/// only where it is read: one that could fail must not be left unread.)
+fn cannot_fail(e: &maps::Expr) -> bool {
+    let mut ok = true;
+    e.each(&mut |x| match &x.kind {
+        Kind::Prim(name) => {
+            let safe_scalar =
+                crate::c::scalar_arity(name).is_some() && !matches!(*name, "/" | "mod" | "^" | "shl" | "shr");
+            let view = matches!(
+                *name,
+                "rotate" | "reverse" | "transpose" | "transpose2d" | "replicate"
+            );
+            ok &= safe_scalar || view;
+        }
+        Kind::App { func, .. } => {
+            // Only intrinsics (no user function, whose body is elsewhere).
+            let mut f = func.as_ref();
+            while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+                f = func;
+            }
+            ok &= matches!(f.kind, Kind::Prim(_));
+        }
+        Kind::Unbox { .. } | Kind::Record(_) | Kind::Field { .. } => ok = false,
+        _ => {}
+    });
+    ok
+}
+
 /// Whether a delayed map's cell can be computed position by position: a
 /// scalar, a delayable map, or a `let` around one (its bindings computed
 /// once per cell, as they would be in the map).
@@ -1202,6 +1350,14 @@ fn delayable_cell(e: &maps::Expr) -> bool {
     match &e.kind {
         _ if e.ty.shape.is_scalar() => true,
         Kind::Map { frame, body, .. } if frame.is_scalar() => delayable_cell(body),
+        // A view made per cell (a rotation of a row): no loop, no copy.
+        Kind::App { func, .. } => {
+            let mut f = func.as_ref();
+            while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+                f = func;
+            }
+            matches!(f.kind, Kind::Prim("rotate" | "reverse" | "transpose2d")) && cannot_fail(e)
+        }
         _ => delayable(e),
     }
 }
