@@ -127,14 +127,7 @@ impl<'m> Alloc<'m> {
                 value,
             }];
             let outer = self.loop_depth;
-            for (k, (index, count)) in lanes.iter().zip(dest.dims.clone()).enumerate().rev() {
-                inner = vec![Stmt::For {
-                    index: *index,
-                    count,
-                    parallel: k == 0 && outer == 0,
-                    body: inner,
-                }];
-            }
+            inner = nest(&lanes, dest.dims.clone(), inner, outer);
             body.extend(inner);
             return Ok(());
         }

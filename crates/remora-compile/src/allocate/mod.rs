@@ -1124,14 +1124,7 @@ impl<'m> Alloc<'m> {
                 self.scope.vars = saved;
                 r?;
                 let outer = self.loop_depth;
-                for (k, (index, count)) in indices.iter().zip(frame).enumerate().rev() {
-                    inner = vec![Stmt::For {
-                        index: *index,
-                        count,
-                        parallel: k == 0 && outer == 0,
-                        body: inner,
-                    }];
-                }
+                inner = nest(&indices, frame, inner, outer);
                 body.extend(inner);
                 Ok(())
             }
@@ -1213,14 +1206,7 @@ impl<'m> Alloc<'m> {
                     value: src.cell(&idx).load(),
                 }];
                 let outer = self.loop_depth;
-                for (k, (index, count)) in indices.iter().zip(src.dims).enumerate().rev() {
-                    inner = vec![Stmt::For {
-                        index: *index,
-                        count,
-                        parallel: k == 0 && outer == 0,
-                        body: inner,
-                    }];
-                }
+                inner = nest(&indices, src.dims, inner, outer);
                 body.extend(inner);
                 Ok(())
             }
@@ -1421,6 +1407,27 @@ fn flat_position(mut k: u64, shape: &[u64]) -> Vec<Expr> {
         k /= n;
     }
     idx
+}
+
+/// `inner` inside one loop per index (`counts` their trip counts, the
+/// first outermost); the outermost runs in parallel when no loop
+/// (`outer`, the enclosing depth) encloses it.
+fn nest(
+    indices: &[Var],
+    counts: impl IntoIterator<Item = Expr>,
+    mut inner: Vec<Stmt>,
+    outer: usize,
+) -> Vec<Stmt> {
+    let counts: Vec<Expr> = counts.into_iter().collect();
+    for (k, (index, count)) in indices.iter().zip(counts).enumerate().rev() {
+        inner = vec![Stmt::For {
+            index: *index,
+            count,
+            parallel: k == 0 && outer == 0,
+            body: inner,
+        }];
+    }
+    inner
 }
 
 fn product(dims: &[Expr]) -> Expr {

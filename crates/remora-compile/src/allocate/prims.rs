@@ -360,14 +360,7 @@ impl<'m> Alloc<'m> {
             },
         ];
         let outer = self.loop_depth;
-        for (k, (index, count)) in lanes.iter().zip(item_dims.clone()).enumerate().rev() {
-            inner = vec![Stmt::For {
-                index: *index,
-                count,
-                parallel: k == 0 && outer == 0,
-                body: inner,
-            }];
-        }
+        inner = nest(&lanes, item_dims.clone(), inner, outer);
         // Left to right (up to 256 items, for the tree), item by item into
         // the whole accumulator: each item's cell is made once (a delayed
         // map's bindings, a rotation's offset) and its atoms stream; each
@@ -477,14 +470,7 @@ impl<'m> Alloc<'m> {
             index: dest.cell(&idx).offset,
             value: x?,
         });
-        for (k, (index, count)) in lanes.iter().zip(dest.dims.clone()).enumerate().rev() {
-            inner = vec![Stmt::For {
-                index: *index,
-                count,
-                parallel: k == 0 && outer == 0,
-                body: inner,
-            }];
-        }
+        inner = nest(&lanes, dest.dims.clone(), inner, outer);
         body.extend(inner);
         Ok(())
     }
