@@ -535,48 +535,15 @@ impl Emitter {
         let name = self.fresh("tree");
         let t = ctype(elem);
         let mut f = format!(
-            "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi) {{\n  if (hi - lo > 512) {{\n    int64_t mid = lo + (hi - lo) / 2;\n    {t} l, r;\n    rt_pair({name}_half, (void *)c, lo, mid, hi, &l, &r, sizeof({t}));\n    return {};\n  }}\n",
+            "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi) {{\n  if (hi - lo > 256) {{\n    int64_t mid = lo + (hi - lo) / 2;\n    {t} l, r;\n    rt_pair({name}_half, (void *)c, lo, mid, hi, &l, &r, sizeof({t}));\n    return {};\n  }}\n",
             op_c(op, &["l".to_string(), "r".to_string()])
         );
         f.push_str(&self.unpack());
         let acc = self.fresh("acc");
         let i = v(index);
+        let _ = writeln!(f, "  {t} {acc};\n  {{ int64_t {i} = lo;");
         self.scope.push((index, Decl::Scalar(Elem::Int)));
         let saved_top = std::mem::take(&mut self.top);
-        // Over 256 items (at most 512), the node's two leaves: folded side
-        // by side in one loop, two chains of additions at once (the same
-        // tree, so the same bits).
-        let (a1, a2, j) = (self.fresh("a"), self.fresh("a"), self.fresh("j"));
-        let _ = writeln!(
-            f,
-            "  if (hi - lo > 256) {{\n    int64_t mid = lo + (hi - lo) / 2, n1 = mid - lo;\n    {t} {a1}, {a2};"
-        );
-        let step = |e: &mut Self, f: &mut String, start: &str, a: &str, first: bool| {
-            let _ = writeln!(f, "    {{ int64_t {i} = {start};");
-            let a = a.to_string();
-            let op = op.to_string();
-            e.block_then(f, body, 3, &move |e: &Self| {
-                if first {
-                    format!("{a} = {};", e.expr(item))
-                } else {
-                    format!("{a} = {};", op_c(&op, &[a.clone(), e.expr(item)]))
-                }
-            });
-            f.push_str("    }\n");
-        };
-        step(self, &mut f, "lo", &a1, true);
-        step(self, &mut f, "mid", &a2, true);
-        let _ = writeln!(f, "    for (int64_t {j} = 1; {j} < n1; {j}++) {{");
-        step(self, &mut f, &format!("lo + {j}"), &a1, false);
-        step(self, &mut f, &format!("mid + {j}"), &a2, false);
-        let _ = writeln!(f, "    }}\n    if (hi - mid > n1) {{");
-        step(self, &mut f, "hi - 1", &a2, false);
-        let _ = writeln!(
-            f,
-            "    }}\n    return {};\n  }}",
-            op_c(op, &[a1.clone(), a2.clone()])
-        );
-        let _ = writeln!(f, "  {t} {acc};\n  {{ int64_t {i} = lo;");
         self.block_then(&mut f, body, 2, &|e: &Self| format!("{acc} = {};", e.expr(item)));
         let _ = writeln!(f, "  }}\n  for (int64_t {i} = lo + 1; {i} < hi; {i}++) {{");
         let acc2 = acc.clone();
