@@ -30,6 +30,7 @@ mod gather;
 mod iteration;
 mod order;
 mod prims;
+mod records;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at
 /// `offset + Σ ik·strides[k]`.
@@ -678,6 +679,9 @@ impl<'m> Alloc<'m> {
             Kind::Frame { shape, elems } if is_function(&e.ty.atom) => {
                 self.frame_of_functions(shape, elems, body)
             }
+            Kind::Map { .. } | Kind::Frame { .. } if matches!(e.ty.atom, TyAtom::Record(_)) => {
+                self.record_array(e, body)
+            }
             Kind::Map { .. } | Kind::Frame { .. } => {
                 let elem = elem_of(&e.ty.atom)?;
                 let dims = self.dims(&e.ty.shape)?;
@@ -963,10 +967,10 @@ impl<'m> Alloc<'m> {
                 }
                 for b in binds {
                     let v = self.value(&b.value, body)?;
-                    let Some(v) = cell_of(&v, &idx[..n]) else {
+                    let Some(v) = records::cell_val_of(&v, &idx[..n]) else {
                         return unsupported("a map over an array of functions");
                     };
-                    self.scope.vars.insert(b.var, cell_val(v));
+                    self.scope.vars.insert(b.var, v);
                 }
                 self.delayed_cell_in(cell, &idx[n..], elem, body)
             }
@@ -1020,7 +1024,7 @@ impl<'m> Alloc<'m> {
                 let mut functions = false;
                 for b in binds {
                     match self.value(&b.value, body)? {
-                        v @ (Val::Array(_) | Val::Rotated(_) | Val::Funcs { .. }) => {
+                        v @ (Val::Array(_) | Val::Rotated(_) | Val::Record(_) | Val::Funcs { .. }) => {
                             functions |= matches!(v, Val::Funcs { .. });
                             arrays.push((b.var, v));
                         }
@@ -1032,7 +1036,7 @@ impl<'m> Alloc<'m> {
                 }
                 let arrays: Vec<(VarId, Val<'m>)> = arrays
                     .into_iter()
-                    .filter(|(_, v)| matches!(v, Val::Array(_) | Val::Rotated(_)))
+                    .filter(|(_, v)| matches!(v, Val::Array(_) | Val::Rotated(_) | Val::Record(_)))
                     .collect();
                 // One loop per frame axis; the outermost runs in parallel
                 // when no loop encloses it.
@@ -1040,11 +1044,11 @@ impl<'m> Alloc<'m> {
                 let idx: Vec<Expr> = indices.iter().map(|v| Expr::Var(*v)).collect();
                 let saved = self.scope.vars.clone();
                 for (var, array) in &arrays {
-                    let Some(cell) = cell_of(array, &idx) else {
+                    let Some(cell) = records::cell_val_of(array, &idx) else {
                         self.scope.vars = saved;
                         return unsupported("a map over an empty frame of a rotation");
                     };
-                    self.scope.vars.insert(*var, cell_val(cell));
+                    self.scope.vars.insert(*var, cell);
                 }
                 self.loop_depth += frame.len();
                 let mut inner = Vec::new();

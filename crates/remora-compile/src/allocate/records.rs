@@ -1,0 +1,138 @@
+//! Arrays of records, as one array per field (structure of arrays): an
+//! array of records of frame `F` is a [`Val::Record`] whose fields are
+//! arrays with `F` in front of their own shapes; a cell of it is the
+//! record of the fields' cells. A map whose cells are records writes each
+//! field into its own buffer (destination passing per field).
+
+use super::*;
+
+/// Where an array of records is written: one view per field.
+type Fields = Vec<(String, View)>;
+
+impl<'m> Alloc<'m> {
+    /// An array of records (a map or a frame whose cells are records),
+    /// computed into one buffer per field.
+    pub(super) fn record_array(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let dest = self.record_dest(&e.ty, body)?;
+        self.write_fields(e, &dest, body)?;
+        Ok(Val::Record(
+            dest.into_iter().map(|(name, v)| (name, cell_val(v))).collect(),
+        ))
+    }
+
+    /// A buffer per field for an array of records of type `ty`.
+    fn record_dest(&mut self, ty: &Type, body: &mut Vec<Stmt>) -> Res<Fields> {
+        let TyAtom::Record(types) = &ty.atom else {
+            return unsupported("a record of a type that is not a record's");
+        };
+        let frame = self.dims(&ty.shape)?;
+        let mut fields = Vec::with_capacity(types.len());
+        for (name, field_ty) in types.iter() {
+            let elem = elem_of(&field_ty.atom)?;
+            let mut dims = frame.clone();
+            dims.extend(self.dims(&field_ty.shape)?);
+            fields.push((name.clone(), self.alloc("field", elem, dims, body)));
+        }
+        Ok(fields)
+    }
+
+    /// `e` (an array of records) written into `dest`, field by field.
+    fn write_fields(&mut self, e: &'m maps::Expr, dest: &Fields, body: &mut Vec<Stmt>) -> Res<()> {
+        match &e.kind {
+            Kind::Map {
+                frame,
+                binds,
+                body: inner,
+            } if frame.is_scalar() => {
+                let saved = self.scope.vars.clone();
+                let r = (|| {
+                    for b in binds {
+                        let v = self.bound(&b.value, body)?;
+                        self.scope.vars.insert(b.var, v);
+                    }
+                    self.write_fields(inner, dest, body)
+                })();
+                self.scope.vars = saved;
+                r
+            }
+            Kind::Map {
+                frame,
+                binds,
+                body: cell,
+            } => {
+                let frame = self.dims(frame)?;
+                let mut arrays = Vec::with_capacity(binds.len());
+                for b in binds {
+                    match self.value(&b.value, body)? {
+                        v @ (Val::Array(_) | Val::Rotated(_) | Val::Record(_)) => arrays.push((b.var, v)),
+                        _ => return unsupported("a map over an array of functions"),
+                    }
+                }
+                let indices: Vec<Var> = frame.iter().map(|_| self.fresh("i")).collect();
+                let idx: Vec<Expr> = indices.iter().map(|v| Expr::Var(*v)).collect();
+                let saved = self.scope.vars.clone();
+                for (var, array) in &arrays {
+                    let Some(cell) = cell_val_of(array, &idx) else {
+                        self.scope.vars = saved;
+                        return unsupported("a map over an empty frame of a rotation");
+                    };
+                    self.scope.vars.insert(*var, cell);
+                }
+                let cells: Fields = dest.iter().map(|(n, v)| (n.clone(), v.cell(&idx))).collect();
+                self.loop_depth += frame.len();
+                let mut inner = Vec::new();
+                let r = self.write_fields(cell, &cells, &mut inner);
+                self.loop_depth -= frame.len();
+                self.scope.vars = saved;
+                r?;
+                let outer = self.loop_depth;
+                for (k, (index, count)) in indices.iter().zip(frame).enumerate().rev() {
+                    inner = vec![Stmt::For {
+                        index: *index,
+                        count,
+                        parallel: k == 0 && outer == 0,
+                        body: inner,
+                    }];
+                }
+                body.extend(inner);
+                Ok(())
+            }
+            Kind::Frame { elems, shape } => {
+                for (k, x) in elems.iter().enumerate() {
+                    let at = flat_position(k as u64, shape);
+                    let cells: Fields = dest.iter().map(|(n, v)| (n.clone(), v.cell(&at))).collect();
+                    self.write_fields(x, &cells, body)?;
+                }
+                Ok(())
+            }
+            _ => {
+                let Val::Record(vals) = self.value(e, body)? else {
+                    return unsupported("a record that is not a record");
+                };
+                for (name, place) in dest {
+                    let Some((_, v)) = vals.iter().find(|(n, _)| n == name) else {
+                        return unsupported(format!("a record without the field {name}"));
+                    };
+                    self.copy(v.clone(), place, body)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The cell at `idx` of an array that can be indexed in place: a view, a
+/// rotation, or an array of records (the record of its fields' cells).
+pub(super) fn cell_val_of<'m>(v: &Val<'m>, idx: &[Expr]) -> Option<Val<'m>> {
+    match v {
+        Val::Record(fields) => {
+            let mut cells = Vec::with_capacity(fields.len());
+            for (name, f) in fields {
+                cells.push((name.clone(), cell_val_of(f, idx)?));
+            }
+            Some(Val::Record(cells))
+        }
+        Val::Scalar(..) if idx.is_empty() => Some(v.clone()),
+        _ => cell_of(v, idx).map(cell_val),
+    }
+}
