@@ -48,27 +48,29 @@ impl<'m> Alloc<'m> {
 
     /// A state of `e`'s type starting from `init`.
     fn state(&mut self, init: &Val<'m>, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<State> {
-        self.state_of(init, &e.ty, body)
+        self.state_in(init, &[], &e.ty, body)
     }
 
-    /// A state of type `ty` starting from `init` (a record: one state per
+    /// A state of type `ty` starting from `init`, inside the frame `frame`
+    /// of the array of records whose field it is (a record: one state per
     /// field).
-    fn state_of(&mut self, init: &Val<'m>, ty: &Type, body: &mut Vec<Stmt>) -> Res<State> {
+    fn state_in(&mut self, init: &Val<'m>, frame: &[Expr], ty: &Type, body: &mut Vec<Stmt>) -> Res<State> {
+        let mut dims = frame.to_vec();
+        dims.extend(self.dims(&ty.shape)?);
         if let TyAtom::Record(types) = &ty.atom {
-            let (Val::Record(inits), true) = (init, ty.shape.is_scalar()) else {
-                return unsupported("a loop whose state is an array of records");
+            let Val::Record(inits) = init else {
+                return unsupported("a loop whose record state starts from a record that is not one");
             };
             let mut fields = Vec::with_capacity(types.len());
             for (name, field_ty) in types.iter() {
                 let Some((_, v)) = inits.iter().find(|(n, _)| n == name) else {
                     return unsupported(format!("a record without the field {name}"));
                 };
-                fields.push((name.clone(), self.state_of(v, field_ty, body)?));
+                fields.push((name.clone(), self.state_in(v, &dims, field_ty, body)?));
             }
             return Ok(State::Record(fields));
         }
         let elem = elem_of(&ty.atom)?;
-        let dims = self.dims(&ty.shape)?;
         if dims.is_empty() {
             let Some(x) = scalar_of(init) else {
                 return unsupported("a loop whose state is a function");
@@ -272,6 +274,34 @@ impl<'m> Alloc<'m> {
         body.push(Stmt::For {
             index: self.fresh("k"),
             count: Expr::Var(count),
+            parallel: false,
+            body: inner,
+        });
+        Ok(Self::state_val(&s))
+    }
+
+    /// `fold` whose accumulator or items are records: one state per
+    /// field, stepped left to right over the items of `xs`.
+    pub(super) fn fold_records(
+        &mut self,
+        op: &Val<'m>,
+        seed: &Val<'m>,
+        xs: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let Some(count) = records::leading_dim(xs) else {
+            return unsupported("fold over records of this layout");
+        };
+        let s = self.state(seed, e, body)?;
+        let k = self.fresh("k");
+        let Some(item) = records::cell_val_of(xs, &[Expr::Var(k)]) else {
+            return unsupported("fold over records of this layout");
+        };
+        let inner = self.in_steps(|a, inner| a.step(&s, op, vec![Self::state_val(&s), item], e, inner))?;
+        body.push(Stmt::For {
+            index: k,
+            count,
             parallel: false,
             body: inner,
         });

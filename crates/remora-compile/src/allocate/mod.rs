@@ -704,6 +704,9 @@ impl<'m> Alloc<'m> {
                 let Val::Scalar(_, c) = c else {
                     return unsupported("a condition that is not a scalar");
                 };
+                if matches!(e.ty.atom, TyAtom::Record(_)) {
+                    return self.record_if(e, c, then, otherwise, body);
+                }
                 let elem = elem_of(&e.ty.atom)?;
                 let dims = self.dims(&e.ty.shape)?;
                 if dims.is_empty() {

@@ -15,9 +15,113 @@ impl<'m> Alloc<'m> {
     pub(super) fn record_array(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         let dest = self.record_dest(&e.ty, body)?;
         self.write_fields(e, &dest, body)?;
-        Ok(Val::Record(
-            dest.into_iter().map(|(name, v)| (name, cell_val(v))).collect(),
-        ))
+        Ok(fields_val(dest))
+    }
+
+    /// The intrinsics that take arrays of records: those that only move
+    /// items along the leading axes (applied to each field, whose leading
+    /// axes are the records'), and `select` (each field chosen).
+    pub(super) fn records(
+        &mut self,
+        name: &'static str,
+        indices: &[Index],
+        args: &[Val<'m>],
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Option<Res<Val<'m>>> {
+        match (name, args) {
+            ("select", [c, a @ Val::Record(_), b @ Val::Record(_)]) => {
+                Some(self.select_records(c, a, b, e, body))
+            }
+            ("fold", [op, seed, xs]) if matches!(seed, Val::Record(_)) || matches!(xs, Val::Record(_)) => {
+                Some(self.fold_records(op, seed, xs, e, body))
+            }
+            ("length", [Val::Record(fields)]) => Some(match fields.first() {
+                Some((_, f)) => self.intrinsic(name, &[], indices, vec![f.clone()], e, body),
+                None => unsupported("length of records without fields"),
+            }),
+            (
+                "reverse" | "head" | "last" | "tail" | "curtail" | "index" | "nth",
+                [Val::Record(fields), rest @ ..],
+            ) => {
+                let mut out = Vec::with_capacity(fields.len());
+                for (field, v) in fields {
+                    if !matches!(v, Val::Array(_)) {
+                        return Some(unsupported(format!("{name} of records of this layout")));
+                    }
+                    let mut field_args = vec![v.clone()];
+                    field_args.extend(rest.iter().cloned());
+                    match self.intrinsic(name, &[], indices, field_args, e, body) {
+                        Ok(x) => out.push((field.clone(), x)),
+                        Err(u) => return Some(Err(u)),
+                    }
+                }
+                Some(Ok(Val::Record(out)))
+            }
+            _ => None,
+        }
+    }
+
+    /// `select` of two records (or arrays of records): each field's
+    /// value copied, by the condition, into a buffer of its own.
+    fn select_records(
+        &mut self,
+        c: &Val<'m>,
+        a: &Val<'m>,
+        b: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let c = match c {
+            Val::Scalar(_, x) => x.clone(),
+            Val::Array(v) if v.dims.is_empty() => v.load(),
+            _ => return unsupported("select by an array of conditions"),
+        };
+        let (Val::Record(xs), Val::Record(ys)) = (a, b) else {
+            return unsupported("select of a record and not a record");
+        };
+        let dest = self.record_dest(&e.ty, body)?;
+        let mut then = Vec::new();
+        let mut otherwise = Vec::new();
+        for (name, place) in &dest {
+            let (Some((_, x)), Some((_, y))) = (
+                xs.iter().find(|(n, _)| n == name),
+                ys.iter().find(|(n, _)| n == name),
+            ) else {
+                return unsupported(format!("a record without the field {name}"));
+            };
+            self.copy(x.clone(), place, &mut then)?;
+            self.copy(y.clone(), place, &mut otherwise)?;
+        }
+        body.push(Stmt::If {
+            cond: c,
+            then,
+            otherwise,
+        });
+        Ok(fields_val(dest))
+    }
+
+    /// `(if c a b)` of records: each branch written field by field into
+    /// the same buffers.
+    pub(super) fn record_if(
+        &mut self,
+        e: &'m maps::Expr,
+        cond: Expr,
+        then: &'m maps::Expr,
+        otherwise: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let dest = self.record_dest(&e.ty, body)?;
+        let mut t = Vec::new();
+        self.write_fields(then, &dest, &mut t)?;
+        let mut o = Vec::new();
+        self.write_fields(otherwise, &dest, &mut o)?;
+        body.push(Stmt::If {
+            cond,
+            then: t,
+            otherwise: o,
+        });
+        Ok(fields_val(dest))
     }
 
     /// A buffer per field for an array of records of type `ty`.
@@ -119,6 +223,20 @@ impl<'m> Alloc<'m> {
             }
         }
     }
+}
+
+/// The extent of the leading axis of an array (of records).
+pub(super) fn leading_dim(v: &Val<'_>) -> Option<Expr> {
+    match v {
+        Val::Array(a) => a.dims.first().cloned(),
+        Val::Record(fields) => leading_dim(&fields.first()?.1),
+        _ => None,
+    }
+}
+
+/// The records written into `fields`.
+fn fields_val<'m>(fields: Fields) -> Val<'m> {
+    Val::Record(fields.into_iter().map(|(name, v)| (name, cell_val(v))).collect())
 }
 
 /// The cell at `idx` of an array that can be indexed in place: a view, a
