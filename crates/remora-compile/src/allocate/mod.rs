@@ -661,7 +661,7 @@ impl<'m> Alloc<'m> {
                 let consumes = matches!(&f, Val::Prim { name, .. } if FUSED_CONSUMERS.contains(name));
                 let mut vals = Vec::with_capacity(args.len());
                 for a in args {
-                    if consumes && delayable(a) {
+                    if consumes && delayable(a) && !matches!(a.ty.atom, TyAtom::Record(_)) {
                         vals.push(Val::Delayed(Rc::new(Delayed {
                             map: a,
                             scope: self.scope.clone(),

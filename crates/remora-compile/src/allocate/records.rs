@@ -36,6 +36,15 @@ impl<'m> Alloc<'m> {
             ("fold", [op, seed, xs]) if matches!(seed, Val::Record(_)) || matches!(xs, Val::Record(_)) => {
                 Some(self.fold_records(op, seed, xs, e, body))
             }
+            ("reduce", [op, xs @ Val::Record(_)]) => Some(self.reduce_records(op, None, xs, e, body)),
+            ("reduce/zero", [op, seed, xs])
+                if matches!(seed, Val::Record(_)) || matches!(xs, Val::Record(_)) =>
+            {
+                Some(self.reduce_records(op, Some(seed), xs, e, body))
+            }
+            ("scan", [op, z, xs]) if matches!(z, Val::Record(_)) || matches!(xs, Val::Record(_)) => {
+                Some(self.scan_records(op, z, xs, e, body))
+            }
             ("length", [Val::Record(fields)]) => Some(match fields.first() {
                 Some((_, f)) => self.intrinsic(name, &[], indices, vec![f.clone()], e, body),
                 None => unsupported("length of records without fields"),
@@ -60,6 +69,81 @@ impl<'m> Alloc<'m> {
             }
             _ => None,
         }
+    }
+
+    /// `reduce` (from the first item) or `reduce/zero` (from `seed`) of
+    /// records: by a lambda, so strictly left to right, a fold.
+    fn reduce_records(
+        &mut self,
+        op: &Val<'m>,
+        seed: Option<&Val<'m>>,
+        xs: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        if let Some(seed) = seed {
+            return self.fold_records(op, seed, xs, e, body);
+        }
+        let (Some(n), Some(first), Some(rest)) =
+            (leading_dim(xs), cell_val_of(xs, &[Expr::Int(0)]), tail_of(xs))
+        else {
+            return unsupported("reduce of records of this layout");
+        };
+        self.fail_if(Expr::op("<", vec![n, Expr::Int(1)]), "reduce: no items", body);
+        self.fold_records(op, &first, &rest, e, body)
+    }
+
+    /// `scan` of records: item 0 of the result is `z`, item `k+1` the
+    /// operator applied to item `k` and the `k`th of `xs`, each field in
+    /// a buffer of its own.
+    fn scan_records(
+        &mut self,
+        op: &Val<'m>,
+        z: &Val<'m>,
+        xs: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let Some(n) = leading_dim(xs) else {
+            return unsupported("scan of records of this layout");
+        };
+        let dest = self.record_dest(&e.ty, body)?;
+        self.write_record(z, &cells_of(&dest, &[Expr::Int(0)]), body)?;
+        let k = self.fresh("k");
+        let Some(item) = cell_val_of(xs, &[Expr::Var(k)]) else {
+            return unsupported("scan of records of this layout");
+        };
+        self.loop_depth += 1;
+        let mut inner = Vec::new();
+        let r = (|| {
+            let acc = fields_val(cells_of(&dest, &[Expr::Var(k)]));
+            let v = self.apply(op.clone(), vec![acc, item], e, &mut inner)?;
+            let next = cells_of(&dest, &[Expr::add(Expr::Var(k), Expr::Int(1))]);
+            self.write_record(&v, &next, &mut inner)
+        })();
+        self.loop_depth -= 1;
+        r?;
+        body.push(Stmt::For {
+            index: k,
+            count: n,
+            parallel: false,
+            body: inner,
+        });
+        Ok(fields_val(dest))
+    }
+
+    /// A record value written into `dest`, field by field.
+    fn write_record(&mut self, v: &Val<'m>, dest: &Fields, body: &mut Vec<Stmt>) -> Res<()> {
+        let Val::Record(vals) = v else {
+            return unsupported("a record that is not a record");
+        };
+        for (name, place) in dest {
+            let Some((_, x)) = vals.iter().find(|(n, _)| n == name) else {
+                return unsupported(format!("a record without the field {name}"));
+            };
+            self.copy(x.clone(), place, body)?;
+        }
+        Ok(())
     }
 
     /// `select` of two records (or arrays of records): each field's
@@ -182,7 +266,7 @@ impl<'m> Alloc<'m> {
                     };
                     self.scope.vars.insert(*var, cell);
                 }
-                let cells: Fields = dest.iter().map(|(n, v)| (n.clone(), v.cell(&idx))).collect();
+                let cells = cells_of(dest, &idx);
                 self.loop_depth += frame.len();
                 let mut inner = Vec::new();
                 let r = self.write_fields(cell, &cells, &mut inner);
@@ -204,22 +288,14 @@ impl<'m> Alloc<'m> {
             Kind::Frame { elems, shape } => {
                 for (k, x) in elems.iter().enumerate() {
                     let at = flat_position(k as u64, shape);
-                    let cells: Fields = dest.iter().map(|(n, v)| (n.clone(), v.cell(&at))).collect();
+                    let cells = cells_of(dest, &at);
                     self.write_fields(x, &cells, body)?;
                 }
                 Ok(())
             }
             _ => {
-                let Val::Record(vals) = self.value(e, body)? else {
-                    return unsupported("a record that is not a record");
-                };
-                for (name, place) in dest {
-                    let Some((_, v)) = vals.iter().find(|(n, _)| n == name) else {
-                        return unsupported(format!("a record without the field {name}"));
-                    };
-                    self.copy(v.clone(), place, body)?;
-                }
-                Ok(())
+                let v = self.value(e, body)?;
+                self.write_record(&v, dest, body)
             }
         }
     }
@@ -230,6 +306,32 @@ pub(super) fn leading_dim(v: &Val<'_>) -> Option<Expr> {
     match v {
         Val::Array(a) => a.dims.first().cloned(),
         Val::Record(fields) => leading_dim(&fields.first()?.1),
+        _ => None,
+    }
+}
+
+/// The cells at `idx` of every field.
+fn cells_of(fields: &Fields, idx: &[Expr]) -> Fields {
+    fields.iter().map(|(n, v)| (n.clone(), v.cell(idx))).collect()
+}
+
+/// An array of records without its first item (each field's view moved
+/// one item on).
+fn tail_of<'m>(v: &Val<'m>) -> Option<Val<'m>> {
+    match v {
+        Val::Array(a) if !a.dims.is_empty() => {
+            let mut t = a.clone();
+            t.offset = Expr::add(t.offset, t.strides[0].clone());
+            t.dims[0] = Expr::op("-", vec![t.dims[0].clone(), Expr::Int(1)]);
+            Some(Val::Array(t))
+        }
+        Val::Record(fields) => {
+            let mut out = Vec::with_capacity(fields.len());
+            for (name, f) in fields {
+                out.push((name.clone(), tail_of(f)?));
+            }
+            Some(Val::Record(out))
+        }
         _ => None,
     }
 }
