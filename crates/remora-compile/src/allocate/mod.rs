@@ -420,6 +420,9 @@ impl<'m> Alloc<'m> {
         if let Val::Box { witness, payload } = &v {
             return self.output_box(witness, payload, ty, body);
         }
+        if let TyAtom::Record(types) = &ty.atom {
+            return self.output_record(v, ty, types, body);
+        }
         let elem = elem_of(&ty.atom)?;
         let v = self.force(v, body)?;
         let dims = match (self.dims(&ty.shape), &v) {
@@ -443,6 +446,7 @@ impl<'m> Alloc<'m> {
             elem,
             dims,
             witness: None,
+            record: None,
         });
         Ok(())
     }
@@ -480,6 +484,7 @@ impl<'m> Alloc<'m> {
             elem: Elem::Int,
             dims: vec![Expr::Int(sizes.len() as i64)],
             witness: Some(kind),
+            record: None,
         });
         // The payload's type names the witness.
         let saved = self.scope.clone();

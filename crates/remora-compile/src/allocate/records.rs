@@ -208,6 +208,55 @@ impl<'m> Alloc<'m> {
         Ok(fields_val(dest))
     }
 
+    /// A record (or array of records) result: one output per field, in
+    /// the type's order; the driver makes them records again.
+    pub(super) fn output_record(
+        &mut self,
+        v: Val<'m>,
+        ty: &Type,
+        types: &[(String, Type)],
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let Val::Record(vals) = v else {
+            return unsupported("a record result that is not a record");
+        };
+        if types.is_empty() {
+            return unsupported("a record result without fields");
+        }
+        let frame = self.dims(&ty.shape)?;
+        for (k, (name, field_ty)) in types.iter().enumerate() {
+            let elem = elem_of(&field_ty.atom)?;
+            let Some((_, x)) = vals.iter().find(|(n, _)| n == name) else {
+                return unsupported(format!("a record without the field {name}"));
+            };
+            let mut dims = frame.clone();
+            dims.extend(self.dims(&field_ty.shape)?);
+            let value = match self.force(x.clone(), body)? {
+                Val::Scalar(_, x) if dims.is_empty() => loops::Written::Scalar(x),
+                Val::Array(view) if self.is_whole(&view) && view.dims.len() == dims.len() => {
+                    loops::Written::Buffer(view.buf)
+                }
+                x => {
+                    let dest = self.alloc("result", elem, dims.clone(), body);
+                    self.copy(x, &dest, body)?;
+                    loops::Written::Buffer(dest.buf)
+                }
+            };
+            self.out.outputs.push(loops::Output {
+                value,
+                elem,
+                dims,
+                witness: None,
+                record: Some(loops::RecordField {
+                    name: name.clone(),
+                    frame: frame.len(),
+                    last: k + 1 == types.len(),
+                }),
+            });
+        }
+        Ok(())
+    }
+
     /// A buffer per field for an array of records of type `ty`.
     fn record_dest(&mut self, ty: &Type, body: &mut Vec<Stmt>) -> Res<Fields> {
         let TyAtom::Record(types) = &ty.atom else {
