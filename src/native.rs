@@ -249,10 +249,33 @@ pub fn base<F, G>(a: Array<F>) -> Option<Array<G>> {
     }
 }
 
-/// A result (base atoms, or boxes of them) as an array of another
+/// A result (base atoms, boxes of them, or records) as an array of another
 /// function type.
 pub fn result<G>(a: Array) -> Option<Array<G>> {
-    use remora_value::{Atom, Boxed};
+    use remora_value::{Atom, Boxed, RecordField, Records};
+    if let Data::Records(r) = &a.data {
+        let mut fields = Vec::with_capacity(r.fields.len());
+        for f in &r.fields {
+            let mut shape = vec![r.count];
+            shape.extend(f.cell.iter().copied());
+            let field = result(Array {
+                shape,
+                data: f.data.clone(),
+            })?;
+            fields.push(RecordField {
+                name: f.name.clone(),
+                cell: f.cell.clone(),
+                data: field.data,
+            });
+        }
+        return Some(Array {
+            shape: a.shape,
+            data: Data::records(Records {
+                count: r.count,
+                fields,
+            }),
+        });
+    }
     let Data::Atoms(atoms) = &a.data else {
         return base(a);
     };
@@ -316,6 +339,31 @@ pub fn run_with(
     Ok(boxed(&program.outputs, values))
 }
 
+/// A record result's fields (each with the records' frame in front) as
+/// one array of records.
+fn records(fields: Vec<(remora_compile::loops::RecordField, Array)>) -> Array {
+    use remora_value::{RecordField, Records};
+    let frame: Vec<usize> = match fields.first() {
+        Some((f, v)) => v.shape[..f.frame.min(v.shape.len())].to_vec(),
+        None => Vec::new(),
+    };
+    let fields = fields
+        .into_iter()
+        .map(|(f, v)| RecordField {
+            name: f.name,
+            cell: v.shape[f.frame.min(v.shape.len())..].to_vec(),
+            data: v.data,
+        })
+        .collect();
+    Array {
+        data: Data::records(Records {
+            count: frame.iter().product(),
+            fields,
+        }),
+        shape: frame,
+    }
+}
+
 /// The program's outputs as values: a witness output and the output
 /// after it (its payload) make one box.
 fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> Vec<Array> {
@@ -323,12 +371,20 @@ fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> Vec<A
     use remora_value::{Atom, Boxed, Witness};
     let mut out = Vec::new();
     let mut witnesses = Vec::new();
+    let mut fields = Vec::new();
     for (o, v) in outputs.iter().zip(values) {
         if let Some(kind) = o.witness {
             witnesses.push((kind, v));
             continue;
         }
         let mut v = v;
+        if let Some(field) = &o.record {
+            fields.push((field.clone(), v));
+            if !field.last {
+                continue;
+            }
+            v = records(std::mem::take(&mut fields));
+        }
         while let Some((kind, w)) = witnesses.pop() {
             let sizes: Vec<i64> = match &w.data {
                 Data::Int(xs) => xs.iter().copied().collect(),

@@ -658,6 +658,43 @@ fn remora_test_compares_the_compiled_engine() {
 }
 
 #[test]
+fn the_compiled_engine_prints_record_results_as_the_interpreter_does() {
+    if remora::native::c_compiler().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("remora-cli-compiled-records-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let file = dir.join("records.remora");
+    // A record, a [2 2] frame of records with a [2] field, a loop's record
+    // state with a Bool field, a view of records (reversed), and a box
+    // holding a record: one output per field, made records again.
+    let program = "{(a [] 1) (b [2] [2.5 3.0])}\n\
+        ((fn ((x Int)) {(a [] x) (v [2] [x x])}) [[1 2] [3 4]])\n\
+        (iterate 2 (fn ((r {(a Int) (b Float) (c Bool)})) {(a [] (+ 1 (field r a))) (b [] (f.* 2.0 (field r b))) (c [] (not (field r c)))}) {(a [] 0) (b [] 1.5) (c [] #t)})\n\
+        (reverse {(a [] [1 2]) (b [] [#t #f])})\n\
+        (box {(a [] 1)})\n";
+    let _ = std::fs::write(&file, program);
+    let path = file.to_string_lossy().into_owned();
+    let compiled = remora(&["run", "--engine", "compiled", "-v", &path], None);
+    let interp = remora(&["run", &path], None);
+    assert!(
+        text(&compiled.stderr).contains("ran compiled"),
+        "{}",
+        text(&compiled.stderr)
+    );
+    assert_eq!(text(&compiled.stdout), text(&interp.stdout));
+    assert_eq!(
+        text(&compiled.stdout),
+        "{a  =  1, b  =  [2.5 3.0]}\n\
+         [[{a  =  1, v  =  [1 1]} {a  =  2, v  =  [2 2]}] [{a  =  3, v  =  [3 3]} {a  =  4, v  =  [4 4]}]]\n\
+         {a  =  2, b  =  6.0, c  =  #t}\n\
+         [{a  =  2, b  =  #f} {a  =  1, b  =  #t}]\n\
+         (box [] {a  =  1})\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn the_fused_engine_prints_what_the_interpreter_prints() {
     let dir = std::env::temp_dir().join(format!("remora-cli-fused-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);

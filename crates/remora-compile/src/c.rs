@@ -518,6 +518,9 @@ impl Emitter {
         self.scope.pop();
         f.push_str("  }\n}\n");
         self.top.push_str(&f);
+        // The body may have made context types of its own (a tree
+        // reduction's): the loop's is this one.
+        self.last_ctx = ctx;
         let value = self.context_value();
         let _ = writeln!(
             out,

@@ -213,6 +213,19 @@ pub struct Output {
     /// Whether this output (an Int vector) is the witness of a box whose
     /// payload is the next output, and of which kind.
     pub witness: Option<Witness>,
+    /// Whether this output is a field of a record result (one output per
+    /// field, in the type's order), and which.
+    pub record: Option<RecordField>,
+}
+
+/// One field of a record (or array of records) output: its name, the
+/// rank of the records' frame (the field's leading axes), and whether it
+/// is the record's last field.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordField {
+    pub name: String,
+    pub frame: usize,
+    pub last: bool,
 }
 
 /// The kind of a box's witness: one dimension (a vector of one) or a
@@ -306,6 +319,9 @@ impl Program {
                 Written::Buffer(b) => self.var(*b),
                 Written::Scalar(e) => self.expr(e),
             };
+            if let Some(r) = &o.record {
+                out.push_str(&format!("(field {} frame {})\n", r.name, r.frame));
+            }
             out.push_str(&format!(
                 "({} {} {} [{}])\n",
                 match o.witness {

@@ -14,6 +14,8 @@ enum State {
     Scalar(Var, Elem),
     /// The state and the buffer the next one is written into.
     Array(View, View),
+    /// A record: one state per field.
+    Record(Vec<(String, State)>),
 }
 
 impl<'m> Alloc<'m> {
@@ -46,8 +48,29 @@ impl<'m> Alloc<'m> {
 
     /// A state of `e`'s type starting from `init`.
     fn state(&mut self, init: &Val<'m>, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<State> {
-        let elem = elem_of(&e.ty.atom)?;
-        let dims = self.dims(&e.ty.shape)?;
+        self.state_in(init, &[], &e.ty, body)
+    }
+
+    /// A state of type `ty` starting from `init`, inside the frame `frame`
+    /// of the array of records whose field it is (a record: one state per
+    /// field).
+    fn state_in(&mut self, init: &Val<'m>, frame: &[Expr], ty: &Type, body: &mut Vec<Stmt>) -> Res<State> {
+        let mut dims = frame.to_vec();
+        dims.extend(self.dims(&ty.shape)?);
+        if let TyAtom::Record(types) = &ty.atom {
+            let Val::Record(inits) = init else {
+                return unsupported("a loop whose record state starts from a record that is not one");
+            };
+            let mut fields = Vec::with_capacity(types.len());
+            for (name, field_ty) in types.iter() {
+                let Some((_, v)) = inits.iter().find(|(n, _)| n == name) else {
+                    return unsupported(format!("a record without the field {name}"));
+                };
+                fields.push((name.clone(), self.state_in(v, &dims, field_ty, body)?));
+            }
+            return Ok(State::Record(fields));
+        }
+        let elem = elem_of(&ty.atom)?;
         if dims.is_empty() {
             let Some(x) = scalar_of(init) else {
                 return unsupported("a loop whose state is a function");
@@ -66,6 +89,12 @@ impl<'m> Alloc<'m> {
         match s {
             State::Scalar(var, elem) => Val::Scalar(*elem, Expr::Var(*var)),
             State::Array(acc, _) => Val::Array(acc.clone()),
+            State::Record(fields) => Val::Record(
+                fields
+                    .iter()
+                    .map(|(name, s)| (name.clone(), Self::state_val(s)))
+                    .collect(),
+            ),
         }
     }
 
@@ -90,6 +119,61 @@ impl<'m> Alloc<'m> {
             State::Array(acc, next) => {
                 self.apply_into(f, args, e, next, body)?;
                 self.copy(Val::Array(next.clone()), acc, body)
+            }
+            State::Record(_) => {
+                let v = self.apply(f.clone(), args, e, body)?;
+                // Every field's next value computed (scalars into
+                // temporaries, arrays into their next buffers) before
+                // any state is replaced: a field's step may read another.
+                let mut commits = Vec::new();
+                self.step_fields(s, &v, &mut commits, body)?;
+                body.extend(commits);
+                Ok(())
+            }
+        }
+    }
+
+    /// A record state's next value `v` computed into temporaries (into
+    /// `body`) and the statements that make it the state (into `commits`).
+    fn step_fields(
+        &mut self,
+        s: &State,
+        v: &Val<'m>,
+        commits: &mut Vec<Stmt>,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        match s {
+            State::Scalar(var, elem) => {
+                let Some(x) = scalar_of(v) else {
+                    return unsupported("a loop step that is not a scalar");
+                };
+                let tmp = self.fresh("field");
+                body.push(Stmt::Let {
+                    var: tmp,
+                    elem: *elem,
+                    value: x,
+                });
+                commits.push(Stmt::Set {
+                    var: *var,
+                    value: Expr::Var(tmp),
+                });
+                Ok(())
+            }
+            State::Array(acc, next) => {
+                self.copy(v.clone(), next, body)?;
+                self.copy(Val::Array(next.clone()), acc, commits)
+            }
+            State::Record(fields) => {
+                let Val::Record(vals) = v else {
+                    return unsupported("a loop step whose record is not a record");
+                };
+                for (name, field) in fields {
+                    let Some((_, x)) = vals.iter().find(|(n, _)| n == name) else {
+                        return unsupported(format!("a record without the field {name}"));
+                    };
+                    self.step_fields(field, x, commits, body)?;
+                }
+                Ok(())
             }
         }
     }
@@ -183,6 +267,34 @@ impl<'m> Alloc<'m> {
         body.push(Stmt::For {
             index: self.fresh("k"),
             count: Expr::Var(count),
+            parallel: false,
+            body: inner,
+        });
+        Ok(Self::state_val(&s))
+    }
+
+    /// `fold` whose accumulator or items are records: one state per
+    /// field, stepped left to right over the items of `xs`.
+    pub(super) fn fold_records(
+        &mut self,
+        op: &Val<'m>,
+        seed: &Val<'m>,
+        xs: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let Some(count) = records::leading_dim(xs) else {
+            return unsupported("fold over records of this layout");
+        };
+        let s = self.state(seed, e, body)?;
+        let k = self.fresh("k");
+        let Some(item) = records::cell_val_of(xs, &[Expr::Var(k)]) else {
+            return unsupported("fold over records of this layout");
+        };
+        let inner = self.in_steps(|a, inner| a.step(&s, op, vec![Self::state_val(&s), item], e, inner))?;
+        body.push(Stmt::For {
+            index: k,
+            count,
             parallel: false,
             body: inner,
         });

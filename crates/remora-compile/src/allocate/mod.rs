@@ -30,6 +30,7 @@ mod gather;
 mod iteration;
 mod order;
 mod prims;
+mod records;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at
 /// `offset + Σ ik·strides[k]`.
@@ -419,6 +420,9 @@ impl<'m> Alloc<'m> {
         if let Val::Box { witness, payload } = &v {
             return self.output_box(witness, payload, ty, body);
         }
+        if let TyAtom::Record(types) = &ty.atom {
+            return self.output_record(v, ty, types, body);
+        }
         let elem = elem_of(&ty.atom)?;
         let v = self.force(v, body)?;
         let dims = match (self.dims(&ty.shape), &v) {
@@ -442,6 +446,7 @@ impl<'m> Alloc<'m> {
             elem,
             dims,
             witness: None,
+            record: None,
         });
         Ok(())
     }
@@ -479,6 +484,7 @@ impl<'m> Alloc<'m> {
             elem: Elem::Int,
             dims: vec![Expr::Int(sizes.len() as i64)],
             witness: Some(kind),
+            record: None,
         });
         // The payload's type names the witness.
         let saved = self.scope.clone();
@@ -660,7 +666,7 @@ impl<'m> Alloc<'m> {
                 let consumes = matches!(&f, Val::Prim { name, .. } if FUSED_CONSUMERS.contains(name));
                 let mut vals = Vec::with_capacity(args.len());
                 for a in args {
-                    if consumes && delayable(a) {
+                    if consumes && delayable(a) && !matches!(a.ty.atom, TyAtom::Record(_)) {
                         vals.push(Val::Delayed(Rc::new(Delayed {
                             map: a,
                             scope: self.scope.clone(),
@@ -677,6 +683,9 @@ impl<'m> Alloc<'m> {
             Kind::Map { frame, .. } if frame.is_scalar() => self.let_(e, None, body),
             Kind::Frame { shape, elems } if is_function(&e.ty.atom) => {
                 self.frame_of_functions(shape, elems, body)
+            }
+            Kind::Map { .. } | Kind::Frame { .. } if matches!(e.ty.atom, TyAtom::Record(_)) => {
+                self.record_array(e, body)
             }
             Kind::Map { .. } | Kind::Frame { .. } => {
                 let elem = elem_of(&e.ty.atom)?;
@@ -700,6 +709,9 @@ impl<'m> Alloc<'m> {
                 let Val::Scalar(_, c) = c else {
                     return unsupported("a condition that is not a scalar");
                 };
+                if matches!(e.ty.atom, TyAtom::Record(_)) {
+                    return self.record_if(e, c, then, otherwise, body);
+                }
                 let elem = elem_of(&e.ty.atom)?;
                 let dims = self.dims(&e.ty.shape)?;
                 if dims.is_empty() {
@@ -1012,10 +1024,10 @@ impl<'m> Alloc<'m> {
                 }
                 for b in binds {
                     let v = self.value(&b.value, body)?;
-                    let Some(v) = cell_of(&v, &idx[..n]) else {
+                    let Some(v) = records::cell_val_of(&v, &idx[..n]) else {
                         return unsupported("a map over an array of functions");
                     };
-                    self.scope.vars.insert(b.var, cell_val(v));
+                    self.scope.vars.insert(b.var, v);
                 }
                 self.delayed_cell_in(cell, &idx[n..], elem, body)
             }
@@ -1077,7 +1089,11 @@ impl<'m> Alloc<'m> {
                         v => v,
                     };
                     match v {
-                        v @ (Val::Array(_) | Val::Rotated(_) | Val::Delayed(_) | Val::Funcs { .. }) => {
+                        v @ (Val::Array(_)
+                        | Val::Rotated(_)
+                        | Val::Delayed(_)
+                        | Val::Record(_)
+                        | Val::Funcs { .. }) => {
                             functions |= matches!(v, Val::Funcs { .. });
                             arrays.push((b.var, v));
                         }
@@ -1089,7 +1105,12 @@ impl<'m> Alloc<'m> {
                 }
                 let arrays: Vec<(VarId, Val<'m>)> = arrays
                     .into_iter()
-                    .filter(|(_, v)| matches!(v, Val::Array(_) | Val::Rotated(_) | Val::Delayed(_)))
+                    .filter(|(_, v)| {
+                        matches!(
+                            v,
+                            Val::Array(_) | Val::Rotated(_) | Val::Delayed(_) | Val::Record(_)
+                        )
+                    })
                     .collect();
                 // One loop per frame axis; the outermost runs in parallel
                 // when no loop encloses it.
@@ -1109,8 +1130,8 @@ impl<'m> Alloc<'m> {
                                 break;
                             }
                         },
-                        _ => match cell_of(array, &idx) {
-                            Some(c) => cell_val(c),
+                        _ => match records::cell_val_of(array, &idx) {
+                            Some(v) => v,
                             None => {
                                 bound = unsupported("a map over an empty frame of a rotation");
                                 break;
