@@ -314,6 +314,20 @@ impl<'m> Alloc<'m> {
             };
         };
         let order = exact_order(prim, if prim == "f.+" { Order::Tree } else { Order::Left });
+        // Lane by lane, a delayed map's cells are made only where an item
+        // has atoms: one whose cells could fail, over items that may have
+        // none, is computed whole first (so that its error is raised).
+        let forced;
+        let xs = match xs {
+            Val::Delayed(d)
+                if !super::cannot_fail(d.map)
+                    && !d.dims[1..].iter().all(|n| matches!(n, Expr::Int(k) if *k > 0)) =>
+            {
+                forced = self.force(xs.clone(), body)?;
+                &forced
+            }
+            xs => xs,
+        };
         let (elem, dims) = shape_of(xs)?;
         let Some(items) = dims.first().cloned() else {
             return unsupported("reduce of a scalar");
