@@ -432,15 +432,7 @@ impl<'m> Alloc<'m> {
             (Err(_), Val::Array(view)) => view.dims.clone(),
             (Err(u), _) => return Err(u),
         };
-        let value = match v {
-            Val::Scalar(_, x) if dims.is_empty() => loops::Written::Scalar(x),
-            Val::Array(view) if self.is_whole(&view) => loops::Written::Buffer(view.buf),
-            v => {
-                let dest = self.alloc("result", elem, dims.clone(), body);
-                self.copy(v, &dest, body)?;
-                loops::Written::Buffer(dest.buf)
-            }
-        };
+        let value = self.written(v, elem, &dims, body)?;
         self.out.outputs.push(loops::Output {
             value,
             elem,
@@ -449,6 +441,29 @@ impl<'m> Alloc<'m> {
             record: None,
         });
         Ok(())
+    }
+
+    /// How an output of `dims` writes `v`: a scalar as it is, a whole
+    /// buffer of that shape as it is, anything else copied into a buffer
+    /// of its own first.
+    fn written(
+        &mut self,
+        v: Val<'m>,
+        elem: Elem,
+        dims: &[Expr],
+        body: &mut Vec<Stmt>,
+    ) -> Res<loops::Written> {
+        Ok(match self.force(v, body)? {
+            Val::Scalar(_, x) if dims.is_empty() => loops::Written::Scalar(x),
+            Val::Array(view) if self.is_whole(&view) && view.dims.len() == dims.len() => {
+                loops::Written::Buffer(view.buf)
+            }
+            v => {
+                let dest = self.alloc("result", elem, dims.to_vec(), body);
+                self.copy(v, &dest, body)?;
+                loops::Written::Buffer(dest.buf)
+            }
+        })
     }
 
     /// A box at the top: its witness (an Int vector), then its payload;

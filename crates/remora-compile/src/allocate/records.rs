@@ -231,17 +231,7 @@ impl<'m> Alloc<'m> {
             };
             let mut dims = frame.clone();
             dims.extend(self.dims(&field_ty.shape)?);
-            let value = match self.force(x.clone(), body)? {
-                Val::Scalar(_, x) if dims.is_empty() => loops::Written::Scalar(x),
-                Val::Array(view) if self.is_whole(&view) && view.dims.len() == dims.len() => {
-                    loops::Written::Buffer(view.buf)
-                }
-                x => {
-                    let dest = self.alloc("result", elem, dims.clone(), body);
-                    self.copy(x, &dest, body)?;
-                    loops::Written::Buffer(dest.buf)
-                }
-            };
+            let value = self.written(x.clone(), elem, &dims, body)?;
             self.out.outputs.push(loops::Output {
                 value,
                 elem,
