@@ -366,7 +366,7 @@ fn records(fields: Vec<(remora_compile::loops::RecordField, Array)>) -> Array {
 
 /// The program's outputs as values: a witness output and the output
 /// after it (its payload) make one box.
-fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> Vec<Array> {
+pub fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> Vec<Array> {
     use remora_compile::loops::Witness as Kind;
     use remora_value::{Atom, Boxed, Witness};
     let mut out = Vec::new();

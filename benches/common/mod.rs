@@ -433,3 +433,84 @@ pub fn arguments<'p>(name: &str, sizes: &[(&'static str, usize)]) -> Vec<Value<'
         _ => Vec::new(),
     }
 }
+
+/// A program's `main` entry compiled by the compiled engine.
+pub struct Compiled {
+    /// The executable, in the cache given to [`compile_entry`].
+    pub exe: std::path::PathBuf,
+    /// What the executable writes (to make boxes of witnesses and payloads).
+    pub outputs: Vec<remora_compile::loops::Output>,
+    /// How long the whole compilation took (cold where the cache was empty).
+    pub time: Duration,
+}
+
+/// A program's `main` entry compiled into an executable in the cache
+/// `cache` (the caller's); or why not.
+pub fn compile_entry(name: &str, text: &str, cache: &std::path::Path) -> Result<Compiled, String> {
+    let start = Instant::now();
+    let mut sources = SourceMap::new();
+    let loaded = load_program_text(&mut sources, &RealFs, name, None, text);
+    let checked = remora_check::check_program(&loaded.value);
+    if loaded.has_errors() || checked.has_errors() {
+        return Err("does not parse or type-check".into());
+    }
+    let program = remora_compile::loops(&checked.value, &checked.names, "main")
+        .map_err(|u| format!("does not compile yet: {}", u.what))?;
+    let c = remora_compile::c::emit(&program);
+    let cc = remora::native::c_compiler().ok_or("no C compiler")?;
+    let (exe, _) = remora::native::build_in(cache, &c, &cc, remora::native::FLAGS).map_err(|f| match f {
+        remora::native::Failure::Internal(m) | remora::native::Failure::Run(m) => m,
+        remora::native::Failure::Unsupported(_, m) => m,
+    })?;
+    Ok(Compiled {
+        exe,
+        outputs: program.outputs,
+        time: start.elapsed(),
+    })
+}
+
+/// One run of a compiled entry (`REMORA_TIMING`, plus `env`): the
+/// computation's time by the program's own clock, the whole process's
+/// time, the process's peak memory in KiB, and the results.
+pub struct CompiledRun {
+    pub compute: Duration,
+    pub whole: Duration,
+    pub peak_kib: u64,
+    pub results: Vec<Array>,
+}
+
+pub fn run_compiled_once(
+    compiled: &Compiled,
+    args: &[Array],
+    env: &[(&str, &str)],
+) -> Result<CompiledRun, String> {
+    let mut env = env.to_vec();
+    env.push(("REMORA_TIMING", "1"));
+    let start = Instant::now();
+    let (results, err) = remora::native::execute_env(&compiled.exe, args, &env).map_err(|f| match f {
+        remora::native::Failure::Internal(m) | remora::native::Failure::Run(m) => m,
+        remora::native::Failure::Unsupported(_, m) => m,
+    })?;
+    let whole = start.elapsed();
+    let field = |key: &str| -> Option<u64> {
+        err.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|n| n.trim().parse().ok())
+    };
+    let compute = Duration::from_nanos(field("remora-time-ns: ").ok_or("no time reported")?);
+    Ok(CompiledRun {
+        compute,
+        whole,
+        peak_kib: field("remora-peak-kib: ").unwrap_or(0),
+        results: remora::native::boxed(&compiled.outputs, results),
+    })
+}
+
+/// The checksum of a compiled run's results (as [`checksum`] of the
+/// interpreter's value).
+pub fn checksum_results(results: Vec<Array>) -> f64 {
+    results
+        .into_iter()
+        .map(|a| remora::native::result::<remora_interp::Fun<'static>>(a).map_or(f64::NAN, |v| checksum(&v)))
+        .sum()
+}

@@ -330,7 +330,8 @@ static void rt_init(int argc, char **argv) {
 }
 
 /* REMORA_TIMING=1: the computation's time (inputs read to results
- * ready), in nanoseconds, on stderr as "remora-time-ns: N". */
+ * ready), in nanoseconds, on stderr as "remora-time-ns: N", and the
+ * process's peak resident memory as "remora-peak-kib: N". */
 static struct timespec rt_started_at;
 static void rt_clock_start(void) { clock_gettime(CLOCK_MONOTONIC, &rt_started_at); }
 static void rt_clock_stop(void) {
@@ -340,6 +341,13 @@ static void rt_clock_stop(void) {
   clock_gettime(CLOCK_MONOTONIC, &now);
   long long ns = (long long)(now.tv_sec - rt_started_at.tv_sec) * 1000000000LL + (now.tv_nsec - rt_started_at.tv_nsec);
   fprintf(stderr, "remora-time-ns: %lld\n", ns);
+  /* And the peak resident memory, for the benchmarks' memory columns. */
+  FILE *status = fopen("/proc/self/status", "r");
+  if (!status) return;
+  char line[256];
+  while (fgets(line, sizeof line, status))
+    if (strncmp(line, "VmHWM:", 6) == 0) fprintf(stderr, "remora-peak-kib: %lld\n", strtoll(line + 6, NULL, 10));
+  fclose(status);
 }
 
 static void rt_finish(void) {
