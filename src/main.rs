@@ -715,23 +715,22 @@ fn build(args: BuildArgs) -> ExitCode {
     } else {
         "It prints the value of each of its expressions.".to_string()
     };
+    if args.engine == BuildEngine::Compiled && remora::native::c_compiler().is_none() {
+        report("remora build needs a C compiler (set CC, or install cc), or --engine interp".into());
+        return ExitCode::FAILURE;
+    }
     let exe = match args.engine {
         BuildEngine::Interp => None,
         engine => match compiled_executable(&checked, entry) {
             Ok(bytes) => Some(bytes),
             Err(failure) if engine == BuildEngine::Compiled => {
                 match failure {
-                    remora::native::Failure::Unsupported(span, what)
-                        if span != remora_syntax::Span::default() =>
-                    {
+                    remora::native::Failure::Unsupported(span, what) => {
                         let d = remora_syntax::Diagnostic::error(
                             span,
                             format!("cannot compile this yet: {what}"),
                         );
                         eprint!("{}", d.render(&sources));
-                    }
-                    remora::native::Failure::Unsupported(_, what) => {
-                        report(format!("cannot compile: {what}"))
                     }
                     remora::native::Failure::Run(what) | remora::native::Failure::Internal(what) => {
                         report(format!("internal error in the compiled engine: {what}"));
@@ -823,6 +822,21 @@ fn built_program(payload: remora::bundle::Payload) -> ExitCode {
     words.extend(argv.drain(1.min(argv.len())..));
     let mut words = hoist_run_options(words);
     words.remove(1);
+    // `run`'s options that name the program or the entry: built in.
+    let built_in = ["-e", "--expr", "--entry"];
+    if let Some(word) = words.iter().take_while(|w| *w != "--").find(|w| {
+        let w = w.to_string_lossy();
+        built_in
+            .iter()
+            .any(|o| w == *o || w.starts_with(&format!("{o}=")))
+    }) {
+        report(format!(
+            "{} does not apply: this program runs its entry `{}` (`remora build --entry NAME` chooses another)",
+            word.to_string_lossy(),
+            payload.entry
+        ));
+        return ExitCode::FAILURE;
+    }
     // Once per process (clap keeps a command's name as a static string).
     let name: &'static str = Box::leak(name.into_boxed_str());
     let command = BuiltCli::command()
