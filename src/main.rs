@@ -408,6 +408,7 @@ fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         "-e",
         "--expr",
         "--colormap",
+        "--engine",
     ];
     let (mut options, mut rest, mut after) = (Vec::new(), Vec::new(), Vec::new());
     let mut tail = args.into_iter().skip(run + 1);
@@ -862,7 +863,9 @@ fn built_program(payload: remora::bundle::Payload) -> ExitCode {
         match remora::bundle::extract(exe) {
             Ok(path) => cli.data.built = Some(path),
             Err(e) => {
-                report(format!("cannot put the compiled program in the cache: {e}"));
+                report(format!(
+                    "cannot put the compiled program in the cache (set XDG_CACHE_HOME to a directory it may write): {e}"
+                ));
                 return ExitCode::FAILURE;
             }
         }

@@ -1293,6 +1293,17 @@ fn remora_build_makes_a_program_that_runs_as_remora_run_does() {
         "{}",
         text(&out.stderr)
     );
+    // Its engine is built in: REMORA_ENGINE does not change it.
+    let out = Command::new(&program)
+        .args(["-v", "[1.0]"])
+        .env("REMORA_ENGINE", "interp")
+        .stdin(Stdio::null())
+        .output();
+    assert!(
+        out.as_ref()
+            .is_ok_and(|o| text(&o.stderr).contains("ran compiled")),
+        "{out:?}"
+    );
     // Another length, options after the arguments, data from a file and on
     // standard input, a written output.
     let out = built(&program, &["[1.0 2.0 3.0]", "--format", "futhark"], None);
