@@ -1421,6 +1421,19 @@ fn remora_build_reports_what_does_not_compile_and_keeps_the_old_file() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = built(&program, &["[2 0 5]"], None);
     assert_eq!(text(&out.stdout), "3\n", "{}", text(&out.stderr));
+    // `--engine auto`: the same, with a note saying why.
+    let _ = std::fs::remove_file(&program);
+    let out = remora(
+        &["build", "--engine", "auto", &source_path, "-o", &program_path],
+        None,
+    );
+    assert!(
+        text(&out.stderr).contains("runs on the interpreter"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = built(&program, &["[2 0 5 1]"], None);
+    assert_eq!(text(&out.stdout), "4\n", "{}", text(&out.stderr));
     // A program that does not check: its errors, and nothing written.
     let _ = std::fs::write(&source, "(entry (main (x Int)) (+ x #t))\n");
     let out = remora(
