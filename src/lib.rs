@@ -1,6 +1,7 @@
 //! The `remora` command's library: the pieces the binary and the test
 //! suite share.
 
+pub mod bundle;
 pub mod generate;
 pub mod native;
 pub mod repl;

@@ -37,6 +37,10 @@ enum Command {
     /// Run a program: its `main` entry with the arguments, or each bare
     /// expression (script mode).
     Run(RunArgs),
+    /// Build a standalone executable of a program: it takes its entry's
+    /// arguments and the options of `run` (`--input`, `--output`,
+    /// `--format`, `-v`, …) as `remora run` does, and runs compiled.
+    Build(BuildArgs),
     /// Type-check a program and print it lowered to one of the compiler's
     /// levels (`--dump maps`: every lift an explicit map; `mono`: and
     /// monomorphic; `fused`: chains fused; `loops`: loops over buffers;
@@ -71,6 +75,53 @@ struct RunArgs {
     /// The entry to run.
     #[arg(long, default_value = "main")]
     entry: String,
+    /// Arguments for the entry's parameters, each a Remora expression.
+    #[arg(value_name = "ARG", allow_hyphen_values = true)]
+    args: Vec<String>,
+    #[command(flatten)]
+    data: DataArgs,
+    /// Report every application that ran cell by cell instead of
+    /// array-at-a-time, with its position and the reason, on standard
+    /// error (also with REMORA_VERBOSE=1).
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// The program.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// The executable to write (default: FILE's name without its
+    /// extension, in the current directory).
+    #[arg(short = 'o', value_name = "PROGRAM")]
+    output: Option<PathBuf>,
+    /// The entry the executable runs.
+    #[arg(long, default_value = "main")]
+    entry: String,
+    /// `compiled`: the program compiled to C now (an error if it cannot be
+    /// compiled yet); `interp`: no C, the executable runs the program on
+    /// the interpreter; `auto`: compiled where it can be, else `interp`.
+    #[arg(long, value_enum, default_value_t = BuildEngine::Compiled)]
+    engine: BuildEngine,
+}
+
+/// How a built program runs.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BuildEngine {
+    /// Compiled to C when built.
+    Compiled,
+    /// On the interpreter.
+    Interp,
+    /// Compiled where the program compiles and a C compiler is found,
+    /// else the interpreter.
+    Auto,
+}
+
+/// The command line of a program made by `remora build`: `run`'s, less
+/// the program and the entry (built in).
+#[derive(Parser)]
+struct BuiltCli {
     /// Arguments for the entry's parameters, each a Remora expression.
     #[arg(value_name = "ARG", allow_hyphen_values = true)]
     args: Vec<String>,
@@ -220,6 +271,10 @@ struct DataArgs {
     /// Whether `-v` asked which engine ran and why.
     #[arg(skip)]
     verbose: bool,
+    /// The program compiled before, by `remora build` (the compiled engine
+    /// runs it instead of compiling).
+    #[arg(skip)]
+    built: Option<PathBuf>,
     /// Whether standard input holds the program (`remora run -`), so
     /// entry arguments cannot come from there.
     #[arg(skip)]
@@ -259,6 +314,10 @@ struct Source {
     /// (`remora run -`).
     #[arg(skip)]
     stdin: bool,
+    /// The program a built executable carries (the file at `path`, with
+    /// its imports).
+    #[arg(skip)]
+    embedded: Option<std::sync::Arc<remora::bundle::Payload>>,
 }
 
 /// Set when a write went past the file-size limit (`ulimit -f`).
@@ -280,12 +339,22 @@ fn main() -> ExitCode {
         ));
         return ExitCode::FAILURE;
     }
+    // A program made by `remora build` runs what it carries.
+    match remora::bundle::embedded() {
+        Ok(None) => {}
+        Ok(Some(payload)) => return remora_syntax::stack::run_deep(move || built_program(payload)),
+        Err(m) => {
+            report(m);
+            return ExitCode::FAILURE;
+        }
+    }
     let cli = Cli::parse_from(hoist_run_options(std::env::args_os().collect()));
     remora_syntax::stack::run_deep(move || match cli.command {
         Command::Parse(source) => parse(source),
         Command::Check(source) => check(source),
         Command::Elaborate(source) => elaborate(source),
         Command::Compile(args) => compile(args),
+        Command::Build(args) => build(args),
         Command::Run(mut args) => {
             let mut source = Source {
                 expr: None,
@@ -293,6 +362,7 @@ fn main() -> ExitCode {
                 path: None,
                 text: None,
                 stdin: false,
+                embedded: None,
             };
             match (args.expr, args.file) {
                 (Some(text), file) => {
@@ -338,6 +408,7 @@ fn hoist_run_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         "-e",
         "--expr",
         "--colormap",
+        "--engine",
     ];
     let (mut options, mut rest, mut after) = (Vec::new(), Vec::new(), Vec::new());
     let mut tail = args.into_iter().skip(run + 1);
@@ -398,7 +469,12 @@ fn read_source(source: Source, sources: &mut SourceMap, sandbox: bool) -> Result
         let root = std::fs::canonicalize(dir).ok()?;
         Some(remora_syntax::Confined { root })
     };
-    let (parsed, diags) = if let Some(text) = source.expr {
+    let (parsed, diags) = if let Some(payload) = &source.embedded {
+        // Everything it reads was embedded when it was built.
+        let loaded =
+            remora_syntax::load_program_file(sources, &remora::bundle::Embedded(payload), &payload.path);
+        (Parsed::Program(loaded.value), loaded.diagnostics)
+    } else if let Some(text) = source.expr {
         let loaded = remora_syntax::parse_expression(sources, "<cli>", &text, Dialect::Source);
         (Parsed::Expr(loaded.value), loaded.diagnostics)
     } else if let Some(path) = source.file.or(source.path) {
@@ -565,6 +641,247 @@ fn compile(args: CompileArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `remora build FILE -o PROGRAM`: a copy of this executable with the
+/// program appended (its source and imports, its entry, and the program
+/// compiled to C now), which runs it as `remora run --engine compiled`
+/// would (src/bundle.rs).
+fn build(args: BuildArgs) -> ExitCode {
+    let shown = remora_syntax::files::shown;
+    let output = match &args.output {
+        Some(o) => o.clone(),
+        None => match args.file.file_stem() {
+            Some(stem) if !stem.is_empty() && stem != "-" => PathBuf::from(stem),
+            _ => {
+                report("name the executable with -o PROGRAM".into());
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    if let (Ok(out), Ok(file)) = (std::fs::canonicalize(&output), std::fs::canonicalize(&args.file))
+        && out == file
+    {
+        report(format!(
+            "the executable would overwrite the program {}: name it with -o PROGRAM",
+            shown(&args.file)
+        ));
+        return ExitCode::FAILURE;
+    }
+    let mut sources = SourceMap::new();
+    let recording = remora::bundle::Recording::default();
+    let loaded = remora_syntax::load_program_file(&mut sources, &recording, &args.file);
+    if !loaded.diagnostics.is_empty() {
+        eprint!("{}", render_all(&loaded.diagnostics, &sources));
+        if loaded.has_errors() {
+            return ExitCode::FAILURE;
+        }
+    }
+    let checked = remora_check::check_program(&loaded.value);
+    if !checked.diagnostics.is_empty() {
+        eprint!("{}", render_all(&checked.diagnostics, &sources));
+        if checked.has_errors() {
+            return ExitCode::FAILURE;
+        }
+    }
+    let entry = &args.entry;
+    let has_entries = checked
+        .value
+        .iter()
+        .any(|d| matches!(d, remora_check::typed::TDecl::Def { entry: true, .. }));
+    let runs = if has_entries {
+        let params = remora_interp::program::entry_parameters(
+            &checked.value,
+            entry,
+            &|t| checked.show_grouped(t),
+            &|v| checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default(),
+        );
+        match params {
+            Some(p) if p.is_empty() => format!("It runs its entry `{entry}`, which takes no arguments."),
+            Some(p) => format!(
+                "It runs its entry `{entry}` on arguments for {}: Remora expressions as ARGs, data files with --input (.npy, or Futhark data), or Futhark data on standard input.",
+                p.join(" ")
+            ),
+            None => {
+                report(format!("{} has no entry `{entry}`", shown(&args.file)));
+                return ExitCode::FAILURE;
+            }
+        }
+    } else if entry != "main" {
+        report(format!(
+            "{} has no entries (it prints each of its expressions): --entry does not apply",
+            shown(&args.file)
+        ));
+        return ExitCode::FAILURE;
+    } else {
+        "It prints the value of each of its expressions.".to_string()
+    };
+    if args.engine == BuildEngine::Compiled && remora::native::c_compiler().is_none() {
+        report("remora build needs a C compiler (set CC, or install cc), or --engine interp".into());
+        return ExitCode::FAILURE;
+    }
+    let exe = match args.engine {
+        BuildEngine::Interp => None,
+        engine => match compiled_executable(&checked, entry) {
+            Ok(bytes) => Some(bytes),
+            Err(failure) if engine == BuildEngine::Compiled => {
+                match failure {
+                    remora::native::Failure::Unsupported(span, what) => {
+                        let d = remora_syntax::Diagnostic::error(
+                            span,
+                            format!("cannot compile this yet: {what}"),
+                        );
+                        eprint!("{}", d.render(&sources));
+                    }
+                    remora::native::Failure::Run(what) | remora::native::Failure::Internal(what) => {
+                        report(format!("internal error in the compiled engine: {what}"));
+                    }
+                }
+                eprintln!(
+                    "remora: note: `remora build --engine interp` (or `auto`) builds a program that runs on the interpreter"
+                );
+                return ExitCode::FAILURE;
+            }
+            Err(
+                remora::native::Failure::Unsupported(_, what)
+                | remora::native::Failure::Run(what)
+                | remora::native::Failure::Internal(what),
+            ) => {
+                eprintln!(
+                    "remora: note: {} runs on the interpreter: cannot compile it: {what}",
+                    shown(&output)
+                );
+                None
+            }
+        },
+    };
+    let how = if exe.is_some() {
+        "compiled to C for this machine (a run-time error runs it again on the interpreter, for the positioned message)"
+    } else {
+        "run by the interpreter"
+    };
+    let payload = remora::bundle::Payload {
+        path: args.file.clone(),
+        entry: entry.clone(),
+        about: format!(
+            "The Remora program {}, built by remora {} and {how}. {runs} The options are those of `remora run`.",
+            shown(&args.file),
+            env!("CARGO_PKG_VERSION")
+        ),
+        exe,
+        files: recording.files.take(),
+        resolved: recording.resolved.take(),
+    };
+    let base = match std::env::current_exe() {
+        Ok(b) => b,
+        Err(e) => {
+            report(format!("cannot find the remora executable to copy: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    match remora::bundle::write_program(&output, &base, &payload) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(format!("cannot write {}: {e}", shown(&output)));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The program's entry compiled to C and built now: the executable's
+/// bytes.
+fn compiled_executable(
+    checked: &remora_check::Checked<Vec<remora_check::typed::TDecl>>,
+    entry: &str,
+) -> Result<Vec<u8>, remora::native::Failure> {
+    use remora::native::Failure;
+    let program = remora_compile::loops(&checked.value, &checked.names, entry)
+        .map_err(|u| Failure::Unsupported(u.span, u.what))?;
+    let cc = remora::native::c_compiler().ok_or_else(|| {
+        Failure::Unsupported(
+            remora_syntax::Span::default(),
+            "no C compiler (set CC, or install cc)".into(),
+        )
+    })?;
+    let text = remora_compile::c::emit(&program);
+    let (exe, _) = remora::native::build(&text, &cc, remora::native::FLAGS)?;
+    std::fs::read(&exe).map_err(|e| Failure::Internal(format!("cannot read {}: {e}", exe.display())))
+}
+
+/// A program made by `remora build`: its command line parsed as `remora
+/// run`'s (less the program and the entry, built in), and its program run
+/// compiled (or on the interpreter, if built so).
+fn built_program(payload: remora::bundle::Payload) -> ExitCode {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let name = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map_or_else(|| "program".to_string(), |n| n.to_string_lossy().into_owned());
+    // The options may follow the ARGs, as `remora run`'s do.
+    let mut words: Vec<std::ffi::OsString> = vec!["remora".into(), "run".into()];
+    words.extend(argv.drain(1.min(argv.len())..));
+    let mut words = hoist_run_options(words);
+    words.remove(1);
+    // `run`'s options that name the program or the entry: built in.
+    let built_in = ["-e", "--expr", "--entry"];
+    if let Some(word) = words.iter().take_while(|w| *w != "--").find(|w| {
+        let w = w.to_string_lossy();
+        built_in
+            .iter()
+            .any(|o| w == *o || w.starts_with(&format!("{o}=")))
+    }) {
+        report(format!(
+            "{} does not apply: this program runs its entry `{}` (`remora build --entry NAME` chooses another)",
+            word.to_string_lossy(),
+            payload.entry
+        ));
+        return ExitCode::FAILURE;
+    }
+    // Once per process (clap keeps a command's name as a static string).
+    let name: &'static str = Box::leak(name.into_boxed_str());
+    let command = BuiltCli::command()
+        .name(name)
+        .bin_name(name)
+        .about(payload.about.clone())
+        .mut_arg("engine", |a| a.hide(true));
+    let matches = command.try_get_matches_from(words).unwrap_or_else(|e| e.exit());
+    let mut cli = BuiltCli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Its engine is the one it was built for (`REMORA_ENGINE` does not
+    // change it; a hidden `--engine` does): compiled, and where the
+    // compiled program cannot give the values (arguments it was not
+    // compiled for, a run-time error, a crash), the interpreter, as `auto`
+    // does (`-v` says so).
+    if matches.value_source("engine") != Some(clap::parser::ValueSource::CommandLine) {
+        cli.data.engine = if payload.exe.is_some() {
+            Engine::Auto
+        } else {
+            Engine::Interp
+        };
+    }
+    if let (Some(exe), Engine::Compiled | Engine::Auto) = (&payload.exe, cli.data.engine) {
+        match remora::bundle::extract(exe) {
+            Ok(path) => cli.data.built = Some(path),
+            Err(e) => {
+                report(format!(
+                    "cannot put the compiled program in the cache (set XDG_CACHE_HOME to a directory it may write): {e}"
+                ));
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    cli.data.stdin_data = true;
+    cli.data.verbose = cli.verbose || std::env::var_os("REMORA_VERBOSE").is_some_and(|v| v != "0");
+    let entry = payload.entry.clone();
+    let source = Source {
+        expr: None,
+        file: None,
+        path: None,
+        text: None,
+        stdin: false,
+        embedded: Some(std::sync::Arc::new(payload)),
+    };
+    run(source, &entry, &cli.args, &cli.data, cli.data.verbose)
 }
 
 /// Reads and checks a program or an expression, then prints what `expr`
@@ -770,7 +1087,7 @@ fn run_parsed(
             // a C compiler is found). A run-time error runs the program
             // again on the interpreter, for the positioned message.
             if matches!(data.engine, Engine::Compiled | Engine::Auto) {
-                match compiled_values(&checked, entry, &args, interp) {
+                match compiled_values(&checked, entry, &args, interp, data.built.as_deref()) {
                     Ok(values) => {
                         if data.verbose {
                             eprintln!("remora: note: ran compiled");
@@ -874,6 +1191,7 @@ fn compiled_values<'p>(
     entry: &str,
     args: &[remora_interp::program::EntryArg<'p>],
     interp: &mut remora_interp::Interpreter,
+    built: Option<&std::path::Path>,
 ) -> Result<Vec<remora_interp::Value<'p>>, remora::native::Failure> {
     use remora::native::{Failure, base};
     let unsupported = |what: &str| Failure::Unsupported(remora_syntax::Span::default(), what.to_string());
@@ -887,7 +1205,10 @@ fn compiled_values<'p>(
         };
         inputs.push(base(v).ok_or_else(|| unsupported("an argument that is not Int, Float or Bool atoms"))?);
     }
-    let results = remora::native::run(&checked.value, &checked.names, entry, &inputs)?;
+    let results = match built {
+        Some(exe) => remora::native::run_built(&checked.value, &checked.names, entry, &inputs, exe)?,
+        None => remora::native::run(&checked.value, &checked.names, entry, &inputs)?,
+    };
     results
         .into_iter()
         .map(|a| {

@@ -88,7 +88,8 @@ fn find_c_compiler() -> Option<String> {
     ok.then_some(cc)
 }
 
-fn cache_dir() -> PathBuf {
+/// The compile cache's directory.
+pub(crate) fn cache_dir() -> PathBuf {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
@@ -101,7 +102,7 @@ fn cache_dir() -> PathBuf {
 
 /// FNV-1a, 64 bits: the cache key (collisions are caught by comparing
 /// the kept C text).
-fn fnv(parts: &[&[u8]]) -> u64 {
+pub(crate) fn fnv(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for p in parts {
         for b in *p {
@@ -315,6 +316,40 @@ pub fn run_with(
     inputs: &[Array],
     quick: bool,
 ) -> Result<Vec<Array>, Failure> {
+    let program = lowered(decls, names, entry, inputs)?;
+    let Some(cc) = c_compiler() else {
+        return Err(Failure::Unsupported(
+            remora_syntax::Span::default(),
+            "no C compiler (set CC, or install cc)".into(),
+        ));
+    };
+    let text = remora_compile::c::emit(&program);
+    let (exe, _) = build(&text, &cc, if quick { QUICK } else { FLAGS })?;
+    let values = execute(&exe, inputs)?;
+    Ok(boxed(&program.outputs, values))
+}
+
+/// [`run`] by `exe`, the program compiled before (`remora build`): lowered
+/// again for its outputs' kinds, not compiled.
+pub fn run_built(
+    decls: &[remora_check::typed::TDecl],
+    names: &remora_check::NameTable,
+    entry: &str,
+    inputs: &[Array],
+    exe: &Path,
+) -> Result<Vec<Array>, Failure> {
+    let program = lowered(decls, names, entry, inputs)?;
+    let values = execute(exe, inputs)?;
+    Ok(boxed(&program.outputs, values))
+}
+
+/// The program at the loop level, if it compiles and takes `inputs`.
+fn lowered(
+    decls: &[remora_check::typed::TDecl],
+    names: &remora_check::NameTable,
+    entry: &str,
+    inputs: &[Array],
+) -> Result<remora_compile::loops::Program, Failure> {
     let program =
         remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
     if program.inputs.len() != inputs.len() {
@@ -327,16 +362,7 @@ pub fn run_with(
             ),
         ));
     }
-    let Some(cc) = c_compiler() else {
-        return Err(Failure::Unsupported(
-            remora_syntax::Span::default(),
-            "no C compiler (set CC, or install cc)".into(),
-        ));
-    };
-    let text = remora_compile::c::emit(&program);
-    let (exe, _) = build(&text, &cc, if quick { QUICK } else { FLAGS })?;
-    let values = execute(&exe, inputs)?;
-    Ok(boxed(&program.outputs, values))
+    Ok(program)
 }
 
 /// A record result's fields (each with the records' frame in front) as

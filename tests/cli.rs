@@ -1219,3 +1219,259 @@ fn repl_types_are_written_as_the_documentation_writes_them_and_check_keeps_remor
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "(-> Int (-> Int Int))\n");
 }
+
+/// Runs a program `remora build` made.
+fn built(program: &std::path::Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let Ok(mut child) = cmd.spawn() else {
+        return Output {
+            status: std::process::ExitStatus::default(),
+            stdout: Vec::new(),
+            stderr: format!("could not start {}", program.display()).into_bytes(),
+        };
+    };
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let _ = pipe.write_all(text.as_bytes());
+    }
+    child.wait_with_output().unwrap_or_else(|e| Output {
+        status: std::process::ExitStatus::default(),
+        stdout: Vec::new(),
+        stderr: e.to_string().into_bytes(),
+    })
+}
+
+#[test]
+fn remora_build_makes_a_program_that_runs_as_remora_run_does() {
+    use std::os::unix::fs::PermissionsExt;
+    if remora::native::c_compiler().is_none() {
+        return;
+    }
+    let dir = scratch("build");
+    let _ = std::fs::create_dir_all(dir.join("lib"));
+    let _ = std::fs::write(
+        dir.join("lib/sq.rem"),
+        "(def (fun (sq (x Float) : Float) (f.* x x)))\n",
+    );
+    let source = dir.join("norm.remora");
+    let _ = std::fs::write(
+        &source,
+        "(import \"lib/sq.rem\")\n(entry (main (xs [Float $n])) (f.sum (sq xs)))\n",
+    );
+    // 1000 floats: summed in the interpreter's order (a tree past 256).
+    let many: Vec<String> = (0..1000).map(|i| format!("{}f32", f64::from(i) * 0.37)).collect();
+    let data = dir.join("many.txt");
+    let _ = std::fs::write(&data, format!("[{}]\n", many.join(", ")));
+    let (source_path, data_path) = (
+        source.to_string_lossy().into_owned(),
+        data.to_string_lossy().into_owned(),
+    );
+    let interp = remora(&["run", &source_path, "--input", &data_path], None);
+    assert!(interp.status.success(), "{}", text(&interp.stderr));
+    let program = dir.join("norm");
+    let program_path = program.to_string_lossy().into_owned();
+    let out = remora(&["build", &source_path, "-o", &program_path], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mode = std::fs::metadata(&program)
+        .map(|m| m.permissions().mode())
+        .unwrap_or(0);
+    assert_eq!(mode & 0o111, 0o111, "mode {mode:o}");
+    // It needs neither its source nor the files it imports.
+    let _ = std::fs::remove_file(&source);
+    let _ = std::fs::remove_dir_all(dir.join("lib"));
+    let out = built(&program, &["-v", "[3.0 4.0]"], None);
+    assert_eq!(text(&out.stdout), "25.0\n", "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("ran compiled"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Its engine is built in: REMORA_ENGINE does not change it.
+    let out = Command::new(&program)
+        .args(["-v", "[1.0]"])
+        .env("REMORA_ENGINE", "interp")
+        .stdin(Stdio::null())
+        .output();
+    assert!(
+        out.as_ref()
+            .is_ok_and(|o| text(&o.stderr).contains("ran compiled")),
+        "{out:?}"
+    );
+    // Another length, options after the arguments, data from a file and on
+    // standard input, a written output.
+    let out = built(&program, &["[1.0 2.0 3.0]", "--format", "futhark"], None);
+    assert_eq!(text(&out.stdout), "14.0f32\n", "{}", text(&out.stderr));
+    let out = built(&program, &["--input", &data_path], None);
+    assert_eq!(text(&out.stdout), text(&interp.stdout), "{}", text(&out.stderr));
+    let out = built(&program, &[], Some("[1f32, 1f32, 2f32]"));
+    assert_eq!(text(&out.stdout), "6.0\n", "{}", text(&out.stderr));
+    let written = dir.join("out.txt");
+    let out = built(&program, &["[2.0]", "--output", &written.to_string_lossy()], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&written).unwrap_or_default(), "4.0f32\n");
+    // What it is, and what it takes.
+    let out = built(&program, &["--help"], None);
+    assert!(
+        text(&out.stdout).contains("The Remora program"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains("(xs [Float $n])"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(text(&out.stdout).contains("--input"));
+    // `run`'s errors: a wrong argument, an unknown option.
+    let out = built(&program, &["[1 2]"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("[Float $n]"), "{}", text(&out.stderr));
+    let out = built(&program, &["[1.0]", "--entry", "other"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("runs its entry `main`"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A damaged payload is refused, not run.
+    let mut bytes = std::fs::read(&program).unwrap_or_default();
+    let at = bytes.len().saturating_sub(remora::bundle::TRAILER + 1);
+    if let Some(b) = bytes.get_mut(at) {
+        *b ^= 1;
+    }
+    let damaged = dir.join("damaged");
+    let _ = std::fs::write(&damaged, &bytes);
+    let _ = std::fs::set_permissions(&damaged, std::fs::Permissions::from_mode(0o755));
+    let out = built(&damaged, &["[1.0]"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("is damaged"), "{}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_built_program_gives_the_positioned_message_of_a_run_time_error() {
+    if remora::native::c_compiler().is_none() {
+        return;
+    }
+    let dir = scratch("build-error");
+    let source = dir.join("div.remora");
+    let _ = std::fs::write(&source, "(entry (main (x [Int $n])) (/ 10 x))\n");
+    let program = dir.join("div");
+    let out = remora(
+        &[
+            "build",
+            &source.to_string_lossy(),
+            "-o",
+            &program.to_string_lossy(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = built(&program, &["[2 5]"], None);
+    assert_eq!(text(&out.stdout), "[5 2]\n", "{}", text(&out.stderr));
+    let out = built(&program, &["[2 0]"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("div.remora:1:28: error: divide by zero"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn remora_build_reports_what_does_not_compile_and_keeps_the_old_file() {
+    if remora::native::c_compiler().is_none() {
+        return;
+    }
+    let dir = scratch("build-unsupported");
+    let source = dir.join("traced.remora");
+    let _ = std::fs::write(&source, "(entry (main (x [Int $n])) (trace 7 (length x)))\n");
+    let program = dir.join("traced");
+    let _ = std::fs::write(&program, "old");
+    let (source_path, program_path) = (
+        source.to_string_lossy().into_owned(),
+        program.to_string_lossy().into_owned(),
+    );
+    let out = remora(&["build", &source_path, "-o", &program_path], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("traced.remora:1:"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("cannot compile this yet"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&program).unwrap_or_default(), "old");
+    // `--engine interp`: a program that runs on the interpreter.
+    let out = remora(
+        &["build", "--engine", "interp", &source_path, "-o", &program_path],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = built(&program, &["[2 0 5]"], None);
+    assert_eq!(text(&out.stdout), "3\n", "{}", text(&out.stderr));
+    // `--engine auto`: the same, with a note saying why.
+    let _ = std::fs::remove_file(&program);
+    let out = remora(
+        &["build", "--engine", "auto", &source_path, "-o", &program_path],
+        None,
+    );
+    assert!(
+        text(&out.stderr).contains("runs on the interpreter"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = built(&program, &["[2 0 5 1]"], None);
+    assert_eq!(text(&out.stdout), "4\n", "{}", text(&out.stderr));
+    // A program that does not check: its errors, and nothing written.
+    let _ = std::fs::write(&source, "(entry (main (x Int)) (+ x #t))\n");
+    let out = remora(
+        &["build", &source_path, "-o", &dir.join("bad").to_string_lossy()],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("traced.remora:1:"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.join("bad").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn remora_build_names_the_program_after_the_file() {
+    if remora::native::c_compiler().is_none() {
+        return;
+    }
+    let dir = scratch("build-name");
+    let _ = std::fs::write(dir.join("twice.remora"), "(entry (main (x Int)) (* 2 x))\n");
+    let _ = std::fs::write(dir.join("plain"), "(entry (main (x Int)) (* 2 x))\n");
+    let in_dir = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_remora"))
+            .args(args)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .output()
+    };
+    let out = in_dir(&["build", "twice.remora"]);
+    assert!(out.as_ref().is_ok_and(|o| o.status.success()), "{out:?}");
+    let out = built(&dir.join("twice"), &["21"], None);
+    assert_eq!(text(&out.stdout), "42\n", "{}", text(&out.stderr));
+    // Never over the program itself.
+    let out = in_dir(&["build", "plain"]);
+    let stderr = out.map(|o| text(&o.stderr)).unwrap_or_default();
+    assert!(stderr.contains("would overwrite the program"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
