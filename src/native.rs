@@ -373,7 +373,7 @@ fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> Vec<A
     let mut witnesses = Vec::new();
     let mut fields = Vec::new();
     for (o, v) in outputs.iter().zip(values) {
-        if let Some(kind) = o.witness {
+        if let Some(kind) = o.witness.clone() {
             witnesses.push((kind, v));
             continue;
         }
@@ -393,6 +393,10 @@ fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> Vec<A
             let witness = match kind {
                 Kind::Dim => Witness::Dim(sizes.first().copied().unwrap_or(0)),
                 Kind::Shape => Witness::Shape(sizes),
+                Kind::Frame(kinds) => {
+                    v = frame_of_boxes(&w, &kinds, &v);
+                    continue;
+                }
             };
             v = Array {
                 shape: Vec::new(),
@@ -408,4 +412,64 @@ fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> Vec<A
         out.push(v);
     }
     out
+}
+
+/// An array of boxes from its witnesses' output `w` (the frame, then each
+/// box's witness sizes and payload extents) and all its payloads' atoms.
+fn frame_of_boxes(w: &Array, kinds: &[(bool, usize)], payloads: &Array) -> Array {
+    use remora_value::{Atom, Boxed, Witness};
+    let Data::Int(sizes) = &w.data else {
+        return payloads.clone();
+    };
+    let (frame, width) = match w.shape.split_last() {
+        Some((width, frame)) => (frame.to_vec(), *width),
+        None => (Vec::new(), 0),
+    };
+    let mut boxes = Vec::new();
+    let mut at = 0usize;
+    for cell in sizes.chunks(width.max(1)).take(frame.iter().product()) {
+        let rank: usize = kinds.iter().map(|k| k.1).sum();
+        let (witness, dims) = cell.split_at(rank.min(cell.len()));
+        let dims: Vec<usize> = dims.iter().map(|d| usize::try_from(*d).unwrap_or(0)).collect();
+        let n: usize = dims.iter().product();
+        let end = at + n;
+        let data = match &payloads.data {
+            Data::Int(xs) => Data::Int(xs.get(at..end).unwrap_or_default().to_vec().into()),
+            Data::Float(xs) => Data::Float(xs.get(at..end).unwrap_or_default().to_vec().into()),
+            Data::Bool(xs) => Data::Bool(xs.get(at..end).unwrap_or_default().to_vec().into()),
+            _ => return payloads.clone(),
+        };
+        at = end;
+        // A box of a box: one box per witness, the outermost first.
+        let mut v = Array { shape: dims, data };
+        let mut sizes = witness.len();
+        for (shape, n) in kinds.iter().rev() {
+            let start = sizes.saturating_sub(*n);
+            let w = &witness[start..sizes];
+            sizes = start;
+            let witness = if *shape {
+                Witness::Shape(w.to_vec())
+            } else {
+                Witness::Dim(w.first().copied().unwrap_or(0))
+            };
+            v = Array {
+                shape: Vec::new(),
+                data: Data::Atoms(
+                    vec![Atom::Box(Boxed {
+                        witnesses: vec![witness],
+                        payload: v,
+                    })]
+                    .into(),
+                ),
+            };
+        }
+        let Data::Atoms(one) = v.data else {
+            return payloads.clone();
+        };
+        boxes.extend(one.iter().cloned());
+    }
+    Array {
+        shape: frame,
+        data: Data::Atoms(boxes.into()),
+    }
 }

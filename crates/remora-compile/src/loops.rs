@@ -230,10 +230,16 @@ pub struct RecordField {
 
 /// The kind of a box's witness: one dimension (a vector of one) or a
 /// shape.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Witness {
     Dim,
     Shape,
+    /// The witnesses of an array of boxes: an Int array of the boxes'
+    /// frame then, for each box, its witnesses' sizes (for each, whether
+    /// it is a shape, else one dimension, and how many sizes; a box of a
+    /// box has several) and its payload's extents; the next output is
+    /// all the payloads' atoms, one after another.
+    Frame(Vec<(bool, usize)>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -328,6 +334,7 @@ impl Program {
                     None => "output",
                     Some(Witness::Dim) => "output-witness-dim",
                     Some(Witness::Shape) => "output-witness-shape",
+                    Some(Witness::Frame(_)) => "output-witness-frame",
                 },
                 what,
                 o.elem.name(),

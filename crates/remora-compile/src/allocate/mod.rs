@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 mod boxes;
+mod boxframes;
 mod gather;
 mod iteration;
 mod order;
@@ -125,6 +126,8 @@ enum Val<'m> {
     },
     /// One record: its fields' values.
     Record(Vec<(String, Val<'m>)>),
+    /// An array of boxes of different sizes, held ragged.
+    Boxes(boxframes::BoxFrame),
 }
 
 /// See [`Val::Rotated`].
@@ -420,6 +423,9 @@ impl<'m> Alloc<'m> {
         if let Val::Box { witness, payload } = &v {
             return self.output_box(witness, payload, ty, body);
         }
+        if let Val::Boxes(b) = &v {
+            return self.output_boxes(b, body);
+        }
         if let TyAtom::Record(types) = &ty.atom {
             return self.output_record(v, ty, types, body);
         }
@@ -575,6 +581,9 @@ impl<'m> Alloc<'m> {
                     }
                     return self.atom(&atoms[0]);
                 }
+                if matches!(e.ty.atom, TyAtom::Sigma(..)) {
+                    return self.box_frame(e, body);
+                }
                 if is_function(&e.ty.atom) {
                     let items = atoms.iter().map(|a| self.atom(a)).collect::<Res<Vec<_>>>()?;
                     return Ok(Val::Funcs {
@@ -701,6 +710,9 @@ impl<'m> Alloc<'m> {
             }
             Kind::Map { .. } | Kind::Frame { .. } if matches!(e.ty.atom, TyAtom::Record(_)) => {
                 self.record_array(e, body)
+            }
+            Kind::Map { .. } | Kind::Frame { .. } if matches!(e.ty.atom, TyAtom::Sigma(..)) => {
+                self.box_frame(e, body)
             }
             Kind::Map { .. } | Kind::Frame { .. } => {
                 let elem = elem_of(&e.ty.atom)?;
@@ -1108,6 +1120,7 @@ impl<'m> Alloc<'m> {
                         | Val::Rotated(_)
                         | Val::Delayed(_)
                         | Val::Record(_)
+                        | Val::Boxes(_)
                         | Val::Funcs { .. }) => {
                             functions |= matches!(v, Val::Funcs { .. });
                             arrays.push((b.var, v));
@@ -1123,7 +1136,11 @@ impl<'m> Alloc<'m> {
                     .filter(|(_, v)| {
                         matches!(
                             v,
-                            Val::Array(_) | Val::Rotated(_) | Val::Delayed(_) | Val::Record(_)
+                            Val::Array(_)
+                                | Val::Rotated(_)
+                                | Val::Delayed(_)
+                                | Val::Record(_)
+                                | Val::Boxes(_)
                         )
                     })
                     .collect();
