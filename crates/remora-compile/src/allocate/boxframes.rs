@@ -31,12 +31,12 @@ impl BoxFrame {
     /// the frame of boxes below it.
     pub(super) fn cell<'m>(&self, idx: &[Expr]) -> Val<'m> {
         if idx.len() < self.offsets.dims.len() {
-            return Val::Boxes(BoxFrame {
+            return Val::Boxes(Rc::new(BoxFrame {
                 shapes: self.shapes.cell(idx),
                 offsets: self.offsets.cell(idx),
                 total: None,
                 ..self.clone()
-            });
+            }));
         }
         let sizes = self.shapes.cell(idx);
         let at = |k: usize| sizes.cell(&[Expr::Int(k as i64)]).load();
@@ -242,7 +242,7 @@ impl<'m> Alloc<'m> {
         let frame: Vec<Expr> = shape.iter().map(|n| Expr::Int(*n as i64)).collect();
         let mut dims = frame.clone();
         dims.push(Expr::Int(width as i64));
-        Ok(Val::Boxes(BoxFrame {
+        Ok(Val::Boxes(Rc::new(BoxFrame {
             shapes: View::contiguous(shapes.buf, Elem::Int, dims),
             offsets: View::contiguous(offsets.buf, Elem::Int, frame),
             payload: payload.buf,
@@ -250,7 +250,7 @@ impl<'m> Alloc<'m> {
             witnesses,
             payload_rank,
             total: Some(Expr::Var(total)),
-        }))
+        })))
     }
 
     /// A map over `frame` whose cells are boxes: the cells computed twice,
@@ -361,7 +361,7 @@ impl<'m> Alloc<'m> {
             a.copy(c.payload, &dest, inner)
         })?;
         body.extend(values_loop);
-        Ok(Val::Boxes(BoxFrame {
+        Ok(Val::Boxes(Rc::new(BoxFrame {
             shapes,
             offsets,
             payload: payload.buf,
@@ -369,7 +369,7 @@ impl<'m> Alloc<'m> {
             witnesses,
             payload_rank,
             total: Some(Expr::Var(total)),
-        }))
+        })))
     }
 
     /// The loops of a map over `frame` whose cell (a box) each position

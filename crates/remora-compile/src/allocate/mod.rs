@@ -127,7 +127,7 @@ enum Val<'m> {
     /// One record: its fields' values.
     Record(Vec<(String, Val<'m>)>),
     /// An array of boxes of different sizes, held ragged.
-    Boxes(boxframes::BoxFrame),
+    Boxes(Rc<boxframes::BoxFrame>),
 }
 
 /// See [`Val::Rotated`].
@@ -911,7 +911,12 @@ impl<'m> Alloc<'m> {
     /// cell by cell (map→map fusion across a function call).
     fn value_lazy(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         match &e.kind {
-            Kind::Map { frame, .. } if !frame.is_scalar() && delayable(e) && cannot_fail(e) => {
+            Kind::Map { frame, .. }
+                if !frame.is_scalar()
+                    && delayable(e)
+                    && cannot_fail(e)
+                    && !matches!(e.ty.atom, TyAtom::Sigma(..)) =>
+            {
                 Ok(Val::Delayed(Rc::new(Delayed {
                     map: e,
                     scope: self.scope.clone(),
