@@ -56,6 +56,11 @@ pub const FLAGS: &[&str] = &[
 /// The flags of [`run_with`]'s quick builds.
 const QUICK: &[&str] = &["-O1", "-ffp-contract=off", "-std=c11", "-w", "-fno-builtin"];
 
+/// Whether the program runs in a sandbox (`remora run --sandbox`): the
+/// compiled program is then told (`REMORA_SANDBOX`) to fail where it
+/// would read a file, and the interpreter, run again, refuses it.
+pub static SANDBOX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Why the compiled engine did not give the values.
 pub enum Failure {
     /// The program cannot be compiled yet (or there is no C compiler):
@@ -187,6 +192,11 @@ pub fn execute_env(
     }
     let mut child = Command::new(exe)
         .envs(env.iter().copied())
+        .envs(
+            SANDBOX
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .then_some(("REMORA_SANDBOX", "1")),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -27,6 +27,7 @@ use std::rc::Rc;
 
 mod boxes;
 mod boxframes;
+mod files;
 mod gather;
 mod iteration;
 mod order;
