@@ -327,12 +327,12 @@ pub fn run_with(
 ) -> Result<Vec<Array>, Failure> {
     let program =
         remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
-    if program.inputs.len() != inputs.len() {
+    if program.inputs.len() != inputs.len() + program.files.len() {
         return Err(Failure::Unsupported(
             remora_syntax::Span::default(),
             format!(
                 "{entry} expects {} arguments but got {}",
-                program.inputs.len(),
+                program.inputs.len() - program.files.len(),
                 inputs.len()
             ),
         ));
@@ -345,7 +345,16 @@ pub fn run_with(
     };
     let text = remora_compile::c::emit(&program);
     let (exe, _) = build(&text, &cc, if quick { QUICK } else { FLAGS })?;
-    let values = execute(&exe, inputs)?;
+    // The files it reads, in their places among the arguments.
+    let mut all = Vec::with_capacity(program.inputs.len());
+    let mut args = inputs.iter();
+    for k in 0..program.inputs.len() {
+        match program.files.iter().find(|f| f.input == k) {
+            Some(f) => all.push(read_file(f)?),
+            None => all.extend(args.next().cloned()),
+        }
+    }
+    let values = execute(&exe, &all)?;
     Ok(boxed(&program.outputs, values))
 }
 
@@ -481,5 +490,36 @@ fn frame_of_boxes(w: &Array, kinds: &[(bool, usize)], payloads: &Array) -> Array
     Array {
         shape: frame,
         data: Data::Atoms(boxes.into()),
+    }
+}
+
+/// The value of a file the program reads (`read-file`), as the
+/// interpreter reads it; where that fails, a run-time failure (the
+/// interpreter, run again, gives the message).
+fn read_file(f: &remora_compile::loops::FileInput) -> Result<Array, Failure> {
+    use remora_compile::loops::Elem;
+    let stop = |what: &str| Failure::Run(format!("read-file: {}: {what}", f.path));
+    if SANDBOX.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(stop("a file read in a sandbox"));
+    }
+    let text = remora_syntax::files::read_text(Path::new(&f.path), remora_syntax::files::MAX_SOURCE_BYTES)
+        .map_err(|e| stop(&e))?;
+    let mut sources = remora_syntax::SourceMap::new();
+    let parsed =
+        remora_syntax::parse_expression(&mut sources, &f.path, &text, remora_syntax::Dialect::Source);
+    if parsed.has_errors() {
+        return Err(stop("does not parse"));
+    }
+    let checked = remora_check::check_expression(&parsed.value);
+    let Some(typed) = checked.value.as_ref().filter(|_| !checked.has_errors()) else {
+        return Err(stop("does not type-check"));
+    };
+    let value = remora_interp::Interpreter::default()
+        .eval(typed, &Default::default())
+        .map_err(|e| stop(&e.message))?;
+    let value = base(value).ok_or_else(|| stop("holds no Int, Float or Bool atoms"))?;
+    match (f.elem, &value.data) {
+        (Elem::Int, Data::Int(_)) | (Elem::Float, Data::Float(_)) | (Elem::Bool, Data::Bool(_)) => Ok(value),
+        _ => Err(stop("holds atoms of another type")),
     }
 }

@@ -196,6 +196,15 @@ pub struct Input {
     pub dims: Vec<Extent>,
 }
 
+/// An input (the `input`th) that is the value of the file `path`, of
+/// atoms `elem` (its shape is the input's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileInput {
+    pub input: usize,
+    pub path: String,
+    pub elem: Elem,
+}
+
 /// An input's extent: a variable it declares, or one it must equal.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Extent {
@@ -251,6 +260,10 @@ pub enum Written {
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Program {
     pub inputs: Vec<Input>,
+    /// The inputs that are files the program reads (`read-file` of a
+    /// path known when compiling): the driver reads them, as the
+    /// interpreter reads them, and gives them in their places.
+    pub files: Vec<FileInput>,
     pub body: Vec<Stmt>,
     pub outputs: Vec<Output>,
     /// Each variable's name, by number, for printing.

@@ -46,7 +46,7 @@ impl<'m> Alloc<'m> {
         // The families in files of their own: each gives `None` for a
         // name it does not take.
         // (one line per family here)
-        if let Some(r) = self.files(name, indices, &args, body) {
+        if let Some(r) = self.files(name, indices, &args, e, body) {
             return r;
         }
         if let Some(r) = self.records(name, indices, &args, e, body) {
