@@ -921,6 +921,7 @@ fn run(source: Source, entry: &str, arg_texts: &[String], data: &DataArgs, verbo
     };
     let mut interp = remora_interp::Interpreter::default();
     interp.sandbox = data.sandbox;
+    remora::native::SANDBOX.store(data.sandbox, std::sync::atomic::Ordering::Relaxed);
     if verbose {
         interp.log_cell_by_cell();
     }

@@ -56,6 +56,11 @@ pub const FLAGS: &[&str] = &[
 /// The flags of [`run_with`]'s quick builds.
 const QUICK: &[&str] = &["-O1", "-ffp-contract=off", "-std=c11", "-w", "-fno-builtin"];
 
+/// Whether the program runs in a sandbox (`remora run --sandbox`): the
+/// compiled program is then told (`REMORA_SANDBOX`) to fail where it
+/// would read a file, and the interpreter, run again, refuses it.
+pub static SANDBOX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Why the compiled engine did not give the values.
 pub enum Failure {
     /// The program cannot be compiled yet (or there is no C compiler):
@@ -188,6 +193,11 @@ pub fn execute_env(
     }
     let mut child = Command::new(exe)
         .envs(env.iter().copied())
+        .envs(
+            SANDBOX
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .then_some(("REMORA_SANDBOX", "1")),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -325,7 +335,7 @@ pub fn run_with(
     };
     let text = remora_compile::c::emit(&program);
     let (exe, _) = build(&text, &cc, if quick { QUICK } else { FLAGS })?;
-    let values = execute(&exe, inputs)?;
+    let values = execute(&exe, &with_files(&program, inputs)?)?;
     Ok(boxed(&program.outputs, values))
 }
 
@@ -339,7 +349,7 @@ pub fn run_built(
     exe: &Path,
 ) -> Result<Vec<Array>, Failure> {
     let program = lowered(decls, names, entry, inputs)?;
-    let values = execute(exe, inputs)?;
+    let values = execute(exe, &with_files(&program, inputs)?)?;
     Ok(boxed(&program.outputs, values))
 }
 
@@ -352,17 +362,31 @@ fn lowered(
 ) -> Result<remora_compile::loops::Program, Failure> {
     let program =
         remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
-    if program.inputs.len() != inputs.len() {
+    if program.inputs.len() != inputs.len() + program.files.len() {
         return Err(Failure::Unsupported(
             remora_syntax::Span::default(),
             format!(
                 "{entry} expects {} arguments but got {}",
-                program.inputs.len(),
+                program.inputs.len() - program.files.len(),
                 inputs.len()
             ),
         ));
     }
     Ok(program)
+}
+
+/// The compiled program's arguments: `inputs`, with the files it reads
+/// (read now, as the interpreter reads them) in their places.
+fn with_files(program: &remora_compile::loops::Program, inputs: &[Array]) -> Result<Vec<Array>, Failure> {
+    let mut all = Vec::with_capacity(program.inputs.len());
+    let mut args = inputs.iter();
+    for k in 0..program.inputs.len() {
+        match program.files.iter().find(|f| f.input == k) {
+            Some(f) => all.push(read_file(f)?),
+            None => all.extend(args.next().cloned()),
+        }
+    }
+    Ok(all)
 }
 
 /// A record result's fields (each with the records' frame in front) as
@@ -399,7 +423,7 @@ pub fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> V
     let mut witnesses = Vec::new();
     let mut fields = Vec::new();
     for (o, v) in outputs.iter().zip(values) {
-        if let Some(kind) = o.witness {
+        if let Some(kind) = o.witness.clone() {
             witnesses.push((kind, v));
             continue;
         }
@@ -419,6 +443,10 @@ pub fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> V
             let witness = match kind {
                 Kind::Dim => Witness::Dim(sizes.first().copied().unwrap_or(0)),
                 Kind::Shape => Witness::Shape(sizes),
+                Kind::Frame(kinds) => {
+                    v = frame_of_boxes(&w, &kinds, &v);
+                    continue;
+                }
             };
             v = Array {
                 shape: Vec::new(),
@@ -434,4 +462,95 @@ pub fn boxed(outputs: &[remora_compile::loops::Output], values: Vec<Array>) -> V
         out.push(v);
     }
     out
+}
+
+/// An array of boxes from its witnesses' output `w` (the frame, then each
+/// box's witness sizes and payload extents) and all its payloads' atoms.
+fn frame_of_boxes(w: &Array, kinds: &[(bool, usize)], payloads: &Array) -> Array {
+    use remora_value::{Atom, Boxed, Witness};
+    let Data::Int(sizes) = &w.data else {
+        return payloads.clone();
+    };
+    let (frame, width) = match w.shape.split_last() {
+        Some((width, frame)) => (frame.to_vec(), *width),
+        None => (Vec::new(), 0),
+    };
+    let mut boxes = Vec::new();
+    let mut at = 0usize;
+    for cell in sizes.chunks(width.max(1)).take(frame.iter().product()) {
+        let rank: usize = kinds.iter().map(|k| k.1).sum();
+        let (witness, dims) = cell.split_at(rank.min(cell.len()));
+        let dims: Vec<usize> = dims.iter().map(|d| usize::try_from(*d).unwrap_or(0)).collect();
+        let n: usize = dims.iter().product();
+        let end = at + n;
+        let data = match &payloads.data {
+            Data::Int(xs) => Data::Int(xs.get(at..end).unwrap_or_default().to_vec().into()),
+            Data::Float(xs) => Data::Float(xs.get(at..end).unwrap_or_default().to_vec().into()),
+            Data::Bool(xs) => Data::Bool(xs.get(at..end).unwrap_or_default().to_vec().into()),
+            _ => return payloads.clone(),
+        };
+        at = end;
+        // A box of a box: one box per witness, the outermost first.
+        let mut v = Array { shape: dims, data };
+        let mut sizes = witness.len();
+        for (shape, n) in kinds.iter().rev() {
+            let start = sizes.saturating_sub(*n);
+            let w = &witness[start..sizes];
+            sizes = start;
+            let witness = if *shape {
+                Witness::Shape(w.to_vec())
+            } else {
+                Witness::Dim(w.first().copied().unwrap_or(0))
+            };
+            v = Array {
+                shape: Vec::new(),
+                data: Data::Atoms(
+                    vec![Atom::Box(Boxed {
+                        witnesses: vec![witness],
+                        payload: v,
+                    })]
+                    .into(),
+                ),
+            };
+        }
+        let Data::Atoms(one) = v.data else {
+            return payloads.clone();
+        };
+        boxes.extend(one.iter().cloned());
+    }
+    Array {
+        shape: frame,
+        data: Data::Atoms(boxes.into()),
+    }
+}
+
+/// The value of a file the program reads (`read-file`), as the
+/// interpreter reads it; where that fails, a run-time failure (the
+/// interpreter, run again, gives the message).
+fn read_file(f: &remora_compile::loops::FileInput) -> Result<Array, Failure> {
+    use remora_compile::loops::Elem;
+    let stop = |what: &str| Failure::Run(format!("read-file: {}: {what}", f.path));
+    if SANDBOX.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(stop("a file read in a sandbox"));
+    }
+    let text = remora_syntax::files::read_text(Path::new(&f.path), remora_syntax::files::MAX_SOURCE_BYTES)
+        .map_err(|e| stop(&e))?;
+    let mut sources = remora_syntax::SourceMap::new();
+    let parsed =
+        remora_syntax::parse_expression(&mut sources, &f.path, &text, remora_syntax::Dialect::Source);
+    if parsed.has_errors() {
+        return Err(stop("does not parse"));
+    }
+    let checked = remora_check::check_expression(&parsed.value);
+    let Some(typed) = checked.value.as_ref().filter(|_| !checked.has_errors()) else {
+        return Err(stop("does not type-check"));
+    };
+    let value = remora_interp::Interpreter::default()
+        .eval(typed, &Default::default())
+        .map_err(|e| stop(&e.message))?;
+    let value = base(value).ok_or_else(|| stop("holds no Int, Float or Bool atoms"))?;
+    match (f.elem, &value.data) {
+        (Elem::Int, Data::Int(_)) | (Elem::Float, Data::Float(_)) | (Elem::Bool, Data::Bool(_)) => Ok(value),
+        _ => Err(stop("holds atoms of another type")),
+    }
 }

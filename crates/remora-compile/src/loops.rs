@@ -196,6 +196,15 @@ pub struct Input {
     pub dims: Vec<Extent>,
 }
 
+/// An input (the `input`th) that is the value of the file `path`, of
+/// atoms `elem` (its shape is the input's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileInput {
+    pub input: usize,
+    pub path: String,
+    pub elem: Elem,
+}
+
 /// An input's extent: a variable it declares, or one it must equal.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Extent {
@@ -230,10 +239,16 @@ pub struct RecordField {
 
 /// The kind of a box's witness: one dimension (a vector of one) or a
 /// shape.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Witness {
     Dim,
     Shape,
+    /// The witnesses of an array of boxes: an Int array of the boxes'
+    /// frame then, for each box, its witnesses' sizes (for each, whether
+    /// it is a shape, else one dimension, and how many sizes; a box of a
+    /// box has several) and its payload's extents; the next output is
+    /// all the payloads' atoms, one after another.
+    Frame(Vec<(bool, usize)>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -245,6 +260,10 @@ pub enum Written {
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Program {
     pub inputs: Vec<Input>,
+    /// The inputs that are files the program reads (`read-file` of a
+    /// path known when compiling): the driver reads them, as the
+    /// interpreter reads them, and gives them in their places.
+    pub files: Vec<FileInput>,
     pub body: Vec<Stmt>,
     pub outputs: Vec<Output>,
     /// Each variable's name, by number, for printing.
@@ -328,6 +347,7 @@ impl Program {
                     None => "output",
                     Some(Witness::Dim) => "output-witness-dim",
                     Some(Witness::Shape) => "output-witness-shape",
+                    Some(Witness::Frame(_)) => "output-witness-frame",
                 },
                 what,
                 o.elem.name(),

@@ -626,3 +626,50 @@ static void rt_unique_runs(const uint64_t *keys, int64_t n, int64_t *first, int6
 RT_UNIQUE(rt_unique_i64, int64_t, rt_int_key)
 RT_UNIQUE(rt_unique_f32, float, rt_float_key)
 RT_UNIQUE(rt_unique_bool, bool, rt_bool_key)
+
+/* ---- files: read-file-f32bin ---- */
+#include <sys/stat.h>
+
+/* The file name given as `len` code points (ASCII only: anything else, a
+ * file that is not a regular one or is too short, and any file in a
+ * sandbox (REMORA_SANDBOX), fail, and the interpreter, run again, gives
+ * the result or its message). */
+static void rt_file_name(const int64_t *path, int64_t stride, int64_t len, char *name) {
+  if (getenv("REMORA_SANDBOX") != NULL) rt_fail("a file read in a sandbox");
+  if (len <= 0 || len > 4096) rt_fail("a file name");
+  for (int64_t i = 0; i < len; i++) {
+    int64_t c = path[i * stride];
+    if (c <= 0 || c > 127) rt_fail("a file name");
+    name[i] = (char)c;
+  }
+  name[len] = 0;
+}
+
+/* Whether the file can hold `n` floats (before room is made for them). */
+static void rt_check_f32bin(const int64_t *path, int64_t stride, int64_t len, int64_t n) {
+  char name[4097];
+  rt_file_name(path, stride, len, name);
+  struct stat st;
+  if (stat(name, &st) != 0 || !S_ISREG(st.st_mode)) rt_fail("read-file-f32bin: not a regular file");
+  /* (A file of /proc says it holds 0 bytes, and holds more.) */
+  if (n < 0 || (st.st_size > 0 && (uint64_t)n > (uint64_t)st.st_size / 4)) rt_fail("read-file-f32bin: too short");
+}
+
+static void rt_read_f32bin(const int64_t *path, int64_t stride, int64_t len, int64_t n, float *dest) {
+  char name[4097];
+  rt_file_name(path, stride, len, name);
+  struct stat st;
+  if (stat(name, &st) != 0 || !S_ISREG(st.st_mode)) rt_fail("read-file-f32bin: not a regular file");
+  FILE *f = fopen(name, "rb");
+  if (f == NULL) rt_fail("read-file-f32bin: cannot open");
+  for (int64_t i = 0; i < n; i++) {
+    unsigned char b[4];
+    if (fread(b, 1, 4, f) != 4) {
+      fclose(f);
+      rt_fail("read-file-f32bin: too short");
+    }
+    uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    memcpy(&dest[i], &u, sizeof u);
+  }
+  fclose(f);
+}

@@ -603,6 +603,41 @@ impl<'m> Alloc<'m> {
                 Elem::Bool,
                 Expr::op(eq(*p), vec![x.clone(), y.clone()]),
             )),
+            // Boxes: equal witnesses, then equal payloads (of one shape
+            // where the witnesses are equal, the type being one).
+            (
+                Val::Box {
+                    witness: w,
+                    payload: p,
+                },
+                Val::Box {
+                    witness: v,
+                    payload: q,
+                },
+            ) => {
+                let kinds_agree = matches!(
+                    (w, v),
+                    (IndexVal::Dim(_), IndexVal::Dim(_)) | (IndexVal::Shape(_), IndexVal::Shape(_))
+                ) && w.dims().len() == v.dims().len();
+                if !kinds_agree {
+                    return Ok(Val::Scalar(Elem::Bool, Expr::Bool(false)));
+                }
+                let witnesses = w
+                    .dims()
+                    .iter()
+                    .zip(v.dims())
+                    .map(|(m, n)| Expr::op("==", vec![m.clone(), n.clone()]))
+                    .fold(Expr::Bool(true), |p, q| Expr::op("and", vec![p, q]));
+                let p = self.force((**p).clone(), body)?;
+                let q = self.force((**q).clone(), body)?;
+                let Val::Scalar(_, payloads) = self.equal(&p, &q, body)? else {
+                    return unsupported("equal of these arguments");
+                };
+                Ok(Val::Scalar(
+                    Elem::Bool,
+                    Expr::op("and", vec![witnesses, payloads]),
+                ))
+            }
             _ => unsupported("equal of these arguments"),
         }
     }

@@ -26,6 +26,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 mod boxes;
+mod boxframes;
+mod files;
 mod gather;
 mod iteration;
 mod order;
@@ -125,6 +127,8 @@ enum Val<'m> {
     },
     /// One record: its fields' values.
     Record(Vec<(String, Val<'m>)>),
+    /// An array of boxes of different sizes, held ragged.
+    Boxes(Rc<boxframes::BoxFrame>),
 }
 
 /// See [`Val::Rotated`].
@@ -420,6 +424,9 @@ impl<'m> Alloc<'m> {
         if let Val::Box { witness, payload } = &v {
             return self.output_box(witness, payload, ty, body);
         }
+        if let Val::Boxes(b) = &v {
+            return self.output_boxes(b, body);
+        }
         if let TyAtom::Record(types) = &ty.atom {
             return self.output_record(v, ty, types, body);
         }
@@ -575,6 +582,9 @@ impl<'m> Alloc<'m> {
                     }
                     return self.atom(&atoms[0]);
                 }
+                if matches!(e.ty.atom, TyAtom::Sigma(..)) {
+                    return self.box_frame(e, body);
+                }
                 if is_function(&e.ty.atom) {
                     let items = atoms.iter().map(|a| self.atom(a)).collect::<Res<Vec<_>>>()?;
                     return Ok(Val::Funcs {
@@ -701,6 +711,9 @@ impl<'m> Alloc<'m> {
             }
             Kind::Map { .. } | Kind::Frame { .. } if matches!(e.ty.atom, TyAtom::Record(_)) => {
                 self.record_array(e, body)
+            }
+            Kind::Map { .. } | Kind::Frame { .. } if matches!(e.ty.atom, TyAtom::Sigma(..)) => {
+                self.box_frame(e, body)
             }
             Kind::Map { .. } | Kind::Frame { .. } => {
                 let elem = elem_of(&e.ty.atom)?;
@@ -899,7 +912,12 @@ impl<'m> Alloc<'m> {
     /// cell by cell (map→map fusion across a function call).
     fn value_lazy(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         match &e.kind {
-            Kind::Map { frame, .. } if !frame.is_scalar() && delayable(e) && cannot_fail(e) => {
+            Kind::Map { frame, .. }
+                if !frame.is_scalar()
+                    && delayable(e)
+                    && cannot_fail(e)
+                    && !matches!(e.ty.atom, TyAtom::Sigma(..)) =>
+            {
                 Ok(Val::Delayed(Rc::new(Delayed {
                     map: e,
                     scope: self.scope.clone(),
@@ -1108,6 +1126,7 @@ impl<'m> Alloc<'m> {
                         | Val::Rotated(_)
                         | Val::Delayed(_)
                         | Val::Record(_)
+                        | Val::Boxes(_)
                         | Val::Funcs { .. }) => {
                             functions |= matches!(v, Val::Funcs { .. });
                             arrays.push((b.var, v));
@@ -1123,7 +1142,11 @@ impl<'m> Alloc<'m> {
                     .filter(|(_, v)| {
                         matches!(
                             v,
-                            Val::Array(_) | Val::Rotated(_) | Val::Delayed(_) | Val::Record(_)
+                            Val::Array(_)
+                                | Val::Rotated(_)
+                                | Val::Delayed(_)
+                                | Val::Record(_)
+                                | Val::Boxes(_)
                         )
                     })
                     .collect();

@@ -46,6 +46,9 @@ impl<'m> Alloc<'m> {
         // The families in files of their own: each gives `None` for a
         // name it does not take.
         // (one line per family here)
+        if let Some(r) = self.files(name, indices, &args, e, body) {
+            return r;
+        }
         if let Some(r) = self.records(name, indices, &args, e, body) {
             return r;
         }

@@ -392,6 +392,7 @@ pub(super) fn cell_val_of<'m>(v: &Val<'m>, idx: &[Expr]) -> Option<Val<'m>> {
             Some(Val::Record(cells))
         }
         Val::Scalar(..) if idx.is_empty() => Some(v.clone()),
+        Val::Boxes(b) => Some(b.cell(idx)),
         _ => cell_of(v, idx).map(cell_val),
     }
 }
