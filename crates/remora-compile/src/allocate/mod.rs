@@ -164,6 +164,10 @@ struct Delayed<'m> {
     scope: Scope<'m>,
     elem: Elem,
     dims: Vec<Expr>,
+    /// The map's two axes swapped (`transpose2d` of a rank-2 map read by a
+    /// reduction): `dims` are the swapped ones; its atoms are read one at
+    /// a time, never a row.
+    transposed: bool,
 }
 
 /// A function written in the program, with what was in scope there.
@@ -687,6 +691,17 @@ impl<'m> Alloc<'m> {
                             scope: self.scope.clone(),
                             elem: elem_of(&a.ty.atom)?,
                             dims: self.dims(&a.ty.shape)?,
+                            transposed: false,
+                        })));
+                        continue;
+                    }
+                    if let Some(m) = transposed_map(a).filter(|_| consumes) {
+                        vals.push(Val::Delayed(Rc::new(Delayed {
+                            map: m,
+                            scope: self.scope.clone(),
+                            elem: elem_of(&a.ty.atom)?,
+                            dims: self.dims(&a.ty.shape)?,
+                            transposed: true,
                         })));
                         continue;
                     }
@@ -905,6 +920,7 @@ impl<'m> Alloc<'m> {
                     scope: self.scope.clone(),
                     elem: elem_of(&e.ty.atom)?,
                     dims: self.dims(&e.ty.shape)?,
+                    transposed: false,
                 })))
             }
             Kind::App { func, args } => {
@@ -960,7 +976,15 @@ impl<'m> Alloc<'m> {
                 let saved = std::mem::replace(&mut self.scope, d.scope.clone());
                 let r = self.value(d.map, body);
                 self.scope = saved;
-                r
+                match r? {
+                    Val::Array(mut v) if d.transposed && v.dims.len() == 2 => {
+                        v.dims.swap(0, 1);
+                        v.strides.swap(0, 1);
+                        Ok(Val::Array(v))
+                    }
+                    _ if d.transposed => unsupported("a transposed map"),
+                    v => Ok(v),
+                }
             }
             Val::Rotated(r) => {
                 let dest = self.alloc("rot", r.src.elem, r.src.dims.clone(), body);
@@ -1014,6 +1038,15 @@ impl<'m> Alloc<'m> {
     /// variables and the `let`s down to that depth goes into `body`, once;
     /// what is left is delayed again (or a scalar, at full depth).
     fn delayed_cell(&mut self, d: &Delayed<'m>, idx: &[Expr], body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let swapped;
+        let idx = match idx {
+            [i, j] if d.transposed => {
+                swapped = [j.clone(), i.clone()];
+                &swapped[..]
+            }
+            _ if d.transposed => return unsupported("a row of a transposed delayed map"),
+            idx => idx,
+        };
         let saved = std::mem::replace(&mut self.scope, d.scope.clone());
         let r = self.delayed_cell_in(d.map, idx, d.elem, body);
         self.scope = saved;
@@ -1038,7 +1071,12 @@ impl<'m> Alloc<'m> {
                     return unsupported("a cell of a map inside its frame");
                 }
                 for b in binds {
-                    let v = self.value(&b.value, body)?;
+                    let v = match self.value(&b.value, body)? {
+                        // A map over a delayed map (a `let` of one used
+                        // once): its cell made here.
+                        Val::Delayed(d) if splits_at(d.map, n) => self.delayed_cell(&d, &idx[..n], body)?,
+                        v => v,
+                    };
                     let Some(v) = records::cell_val_of(&v, &idx[..n]) else {
                         return unsupported("a map over an array of functions");
                     };
@@ -1063,6 +1101,7 @@ impl<'m> Alloc<'m> {
                 scope: self.scope.clone(),
                 elem,
                 dims: self.dims(&e.ty.shape)?,
+                transposed: false,
             }))),
             _ => {
                 let v = self.value(e, body)?;
@@ -1289,6 +1328,34 @@ fn delayable(e: &maps::Expr) -> bool {
                 && delayable_cell(body)
         }
         _ => false,
+    }
+}
+
+/// The map `M` of `(transpose2d M)`, where `M` is a delayable map of
+/// rank 2 with scalar cells (its atoms computed where a reduction reads
+/// them, the axes swapped).
+fn transposed_map(e: &maps::Expr) -> Option<&maps::Expr> {
+    let Kind::App { func, args } = &e.kind else {
+        return None;
+    };
+    let mut f = func.as_ref();
+    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+        f = func;
+    }
+    match (&f.kind, args.as_slice()) {
+        (Kind::Prim("transpose2d"), [m])
+            if delayable(m)
+                && m.ty.shape.segs().len() == 2
+                && m.ty
+                    .shape
+                    .segs()
+                    .iter()
+                    .all(|s| matches!(s, remora_types::Seg::Dim(_)))
+                && !matches!(m.ty.atom, TyAtom::Record(_)) =>
+        {
+            Some(m)
+        }
+        _ => None,
     }
 }
 

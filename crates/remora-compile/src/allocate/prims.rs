@@ -384,12 +384,42 @@ impl<'m> Alloc<'m> {
         // position sees the same combinations in the same order as lane by
         // lane.
         // (Where the items cannot be made one at a time, lane by lane only.)
+        // Where the items of a buffer lie closer together than the atoms
+        // of an item (a reduction along the rows of a transposed matrix),
+        // lane by lane reads memory in order: it is taken.
+        let items_closer = match xs {
+            Val::Array(v) => match (v.strides.first(), v.strides.last()) {
+                (Some(Expr::Int(item)), Some(Expr::Int(atom))) => {
+                    Some(Expr::Bool(item.unsigned_abs() < atom.unsigned_abs()))
+                }
+                (Some(item), Some(atom)) => Some(Expr::op(
+                    "<",
+                    vec![
+                        Expr::op("abs", vec![item.clone()]),
+                        Expr::op("abs", vec![atom.clone()]),
+                    ],
+                )),
+                _ => None,
+            },
+            _ => None,
+        };
+        if matches!(items_closer, Some(Expr::Bool(true))) {
+            body.extend(inner);
+            return Ok(Val::Array(dest));
+        }
         match self.reduce_by_items(prim, seed.as_ref(), xs, &dest, &items) {
             Ok(by_items) => {
-                let cond = match order {
+                let mut cond = match order {
                     Order::Left => Expr::Bool(true),
                     Order::Tree => Expr::op("<=", vec![items, Expr::Int(256)]),
                 };
+                if let Some(closer @ Expr::Op { .. }) = items_closer {
+                    let not_closer = Expr::op("not", vec![closer]);
+                    cond = match cond {
+                        Expr::Bool(true) => not_closer,
+                        c => Expr::op("and", vec![c, not_closer]),
+                    };
+                }
                 body.push(Stmt::If {
                     cond,
                     then: by_items,
