@@ -923,6 +923,8 @@ impl<'m> Alloc<'m> {
                     transposed: false,
                 })))
             }
+            // A reduction: its arguments delayed where they can be.
+            Kind::App { func, .. } if is_fused_consumer(func) => self.value(e, body),
             Kind::App { func, args } => {
                 let f = self.value(func, body)?;
                 let mut vals = Vec::with_capacity(args.len());
@@ -1329,6 +1331,16 @@ fn delayable(e: &maps::Expr) -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether `func` is one of the [`FUSED_CONSUMERS`] (with its type and
+/// index arguments).
+fn is_fused_consumer(func: &maps::Expr) -> bool {
+    let mut f = func;
+    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+        f = func;
+    }
+    matches!(f.kind, Kind::Prim(name) if FUSED_CONSUMERS.contains(&name))
 }
 
 /// The map `M` of `(transpose2d M)`, where `M` is a delayable map of
