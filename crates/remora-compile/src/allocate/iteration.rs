@@ -117,8 +117,14 @@ impl<'m> Alloc<'m> {
                 Ok(())
             }
             State::Array(acc, next) => {
+                // The next state written into the other buffer, and the
+                // two buffers exchanged (no copy back).
                 self.apply_into(f, args, e, next, body)?;
-                self.copy(Val::Array(next.clone()), acc, body)
+                body.push(Stmt::Swap {
+                    a: acc.buf,
+                    b: next.buf,
+                });
+                Ok(())
             }
             State::Record(_) => {
                 let v = self.apply(f.clone(), args, e, body)?;
@@ -180,7 +186,7 @@ impl<'m> Alloc<'m> {
 
     /// `f` applied to `args`, written into `dest`. A bare scalar primitive
     /// on array cells (an operator lifted to items) goes lane by lane.
-    fn apply_into(
+    pub(super) fn apply_into(
         &mut self,
         f: &Val<'m>,
         args: Vec<Val<'m>>,
@@ -214,6 +220,37 @@ impl<'m> Alloc<'m> {
             inner = nest(&lanes, dest.dims.clone(), inner, outer);
             body.extend(inner);
             return Ok(());
+        }
+        // A function written in the program: its body written straight
+        // into `dest` (no array of its own, no copy). (Every caller's
+        // array `dest` is apart from the arguments.)
+        if let Val::Func(_) = f
+            && !args.is_empty()
+            && !dest.dims.is_empty()
+        {
+            let mut args = args;
+            let last = args.pop();
+            let g = if args.is_empty() {
+                f.clone()
+            } else {
+                self.apply(f.clone(), args, e, body)?
+            };
+            return match (g, last) {
+                (Val::Func(c), Some(x)) if matches!(c.binder, Binder::Value(_)) => {
+                    let Binder::Value(p) = c.binder else {
+                        return unsupported("a step function of a type");
+                    };
+                    let saved = std::mem::replace(&mut self.scope, c.scope.clone());
+                    self.scope.vars.insert(p, x);
+                    let r = self.into(c.body, dest, body);
+                    self.scope = saved;
+                    r
+                }
+                (g, last) => {
+                    let v = self.apply(g, last.into_iter().collect(), e, body)?;
+                    self.copy(v, dest, body)
+                }
+            };
         }
         let v = self.apply(f.clone(), args, e, body)?;
         self.copy(v, dest, body)

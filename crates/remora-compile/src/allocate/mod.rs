@@ -1214,6 +1214,21 @@ impl<'m> Alloc<'m> {
                 }
                 Ok(())
             }
+            // A function of the program applied: its body written into
+            // `dest` (see `apply_into`).
+            Kind::App { func, args } if names_a_function(func) && !dest.dims.is_empty() => {
+                let f = self.value(func, body)?;
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    let v = self.value(a, body)?;
+                    vals.push(self.named(v, "arg", body));
+                }
+                if let Val::Func(_) = f {
+                    return self.apply_into(&f, vals, e, dest, body);
+                }
+                let v = self.apply(f, vals, e, body)?;
+                self.copy(v, dest, body)
+            }
             _ => {
                 let v = self.value(e, body)?;
                 self.copy(v, dest, body)
@@ -1328,6 +1343,18 @@ fn delayable(e: &maps::Expr) -> bool {
                 .iter()
                 .all(|b| matches!(b.value.kind, Kind::Var(_) | Kind::Array { .. }))
                 && delayable_cell(body)
+        }
+        _ => false,
+    }
+}
+
+/// Whether `func` is a variable or a lambda written in place (a function
+/// of the program, or an intrinsic bound to a name).
+fn names_a_function(func: &maps::Expr) -> bool {
+    match &func.kind {
+        Kind::Var(_) => true,
+        Kind::Array { shape, atoms } => {
+            shape.is_empty() && matches!(atoms.as_slice(), [maps::Atom::Lambda { .. }])
         }
         _ => false,
     }

@@ -598,9 +598,11 @@ impl<'m> Alloc<'m> {
         // (A step over the whole state: its loops are the outermost ones
         // that can run in parallel.)
         let mut inner = Vec::new();
-        let v = self.apply(op, vec![Val::Array(acc.clone()), item], e, &mut inner)?;
-        self.copy(v, &next, &mut inner)?;
-        self.copy(Val::Array(next.clone()), &acc, &mut inner)?;
+        self.apply_into(&op, vec![Val::Array(acc.clone()), item], e, &next, &mut inner)?;
+        inner.push(Stmt::Swap {
+            a: acc.buf,
+            b: next.buf,
+        });
         body.push(Stmt::For {
             index: i,
             count: xs.dims[0].clone(),
