@@ -1371,8 +1371,9 @@ fn is_fused_consumer(func: &maps::Expr) -> bool {
 }
 
 /// The map `M` of `(transpose2d M)`, where `M` is a delayable map of
-/// rank 2 with scalar cells (its atoms computed where a reduction reads
-/// them, the axes swapped).
+/// rank 2 with scalar cells that cannot fail (its atoms computed where a
+/// reduction reads them, the axes swapped; a row's own code may run for
+/// no atom).
 fn transposed_map(e: &maps::Expr) -> Option<&maps::Expr> {
     let Kind::App { func, args } = &e.kind else {
         return None;
@@ -1384,6 +1385,7 @@ fn transposed_map(e: &maps::Expr) -> Option<&maps::Expr> {
     match (&f.kind, args.as_slice()) {
         (Kind::Prim("transpose2d"), [m])
             if delayable(m)
+                && cannot_fail(m)
                 && m.ty.shape.segs().len() == 2
                 && m.ty
                     .shape

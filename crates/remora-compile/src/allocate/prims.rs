@@ -526,7 +526,7 @@ impl<'m> Alloc<'m> {
     /// it is one: a primitive, or a function of two parameters that maps
     /// a primitive over them in order (what lifting a primitive to items
     /// gives).
-    fn elementwise(&self, op: &Val<'m>) -> Option<&'static str> {
+    pub(super) fn elementwise(&self, op: &Val<'m>) -> Option<&'static str> {
         match op {
             Val::Prim { name, .. } if scalar_arity(name) == Some(2) => Some(name),
             Val::Func(c) => {
