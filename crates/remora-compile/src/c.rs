@@ -380,6 +380,14 @@ impl Emitter {
             Stmt::Fail { what } => {
                 let _ = writeln!(out, "{p}rt_fail({what:?});");
             }
+            Stmt::Swap { a, b } => {
+                let _ = writeln!(
+                    out,
+                    "{p}{{ void *t = {a}; {a} = {b}; {b} = t; }}",
+                    a = v(*a),
+                    b = v(*b)
+                );
+            }
             Stmt::Call { func, args } => {
                 let args: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 let _ = writeln!(out, "{p}{func}({});", args.join(", "));

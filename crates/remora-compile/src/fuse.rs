@@ -20,34 +20,36 @@ use remora_types::Shape;
 
 /// The program with its map chains fused.
 pub fn fuse_program(p: &Program) -> Program {
+    let mut names = p.var_names.clone();
+    let decls = p
+        .decls
+        .iter()
+        .map(|d| match d {
+            Decl::Def {
+                var,
+                name,
+                entry,
+                value,
+            } => Decl::Def {
+                var: *var,
+                name: name.clone(),
+                entry: *entry,
+                value: fuse(value, &mut names),
+            },
+            Decl::Expr(e) => Decl::Expr(fuse(e, &mut names)),
+        })
+        .collect();
     Program {
-        decls: p
-            .decls
-            .iter()
-            .map(|d| match d {
-                Decl::Def {
-                    var,
-                    name,
-                    entry,
-                    value,
-                } => Decl::Def {
-                    var: *var,
-                    name: name.clone(),
-                    entry: *entry,
-                    value: fuse(value),
-                },
-                Decl::Expr(e) => Decl::Expr(fuse(e)),
-            })
-            .collect(),
-        var_names: p.var_names.clone(),
+        decls,
+        var_names: names,
     }
 }
 
 /// `e` with its map chains fused, innermost first.
-fn fuse(e: &Expr) -> Expr {
-    let e = e.map_children(&mut fuse);
+fn fuse(e: &Expr, names: &mut Vec<String>) -> Expr {
+    let e = e.map_children(&mut |c| fuse(c, names));
     match e.kind {
-        Kind::Map { frame, binds, body } if frame.is_scalar() => fuse_let(binds, *body, e.ty),
+        Kind::Map { frame, binds, body } if frame.is_scalar() => fuse_let(binds, *body, e.ty, names),
         kind => Expr { kind, ty: e.ty },
     }
 }
@@ -92,7 +94,7 @@ fn uses(e: &Expr, v: VarId) -> usize {
 /// `let` is flattened into this one first (`(let ((x (let ((y e)) b)))
 /// …)` is `(let ((y e) (x b)) …)`: variables are unique), so that the
 /// maps of nested arguments meet their consumer.
-fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type) -> Expr {
+fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type, names: &mut Vec<String>) -> Expr {
     let mut flat = Vec::with_capacity(binds.len());
     for b in binds {
         flatten_into(&mut flat, b);
@@ -101,18 +103,33 @@ fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type) -> Expr {
     let mut k = binds.len();
     while k > 0 {
         k -= 1;
-        let fusable = {
+        let (fusable, split) = {
             let b = &binds[k];
             let Kind::Map { frame, .. } = &b.value.kind else {
                 continue;
             };
             let elsewhere: usize = binds[k + 1..].iter().map(|later| uses(&later.value, b.var)).sum();
-            elsewhere == 0 && uses(&body, b.var) == 1 && consumer_slot(&body, frame, b.var).is_some()
+            let once = elsewhere == 0 && uses(&body, b.var) == 1;
+            let split =
+                once && consumer_slot(&body, frame, b.var).is_none() && splits_for(&body, &b.value, b.var);
+            (
+                once && (split || consumer_slot(&body, frame, b.var).is_some()),
+                split,
+            )
         };
         if !fusable {
             continue;
         }
         let producer = binds.remove(k);
+        if split {
+            if let Kind::Map { frame, .. } = &producer.value.kind {
+                body = split_consumer(body, frame, names);
+            }
+            // The producer's cell (a map over the rest of the frame) then
+            // fuses into the consumer's inner map.
+            body = fuse(&fuse_into(body, producer), names);
+            continue;
+        }
         body = fuse_into(body, producer);
     }
     if binds.is_empty() {
@@ -123,6 +140,104 @@ fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type) -> Expr {
             frame: Shape::scalar(),
             binds,
             body: Box::new(body),
+        },
+        ty,
+    }
+}
+
+/// Whether the map `body` over a frame `P ++ G` binds a variable to `v`,
+/// the result of `producer`, a map over `P` whose cell is a map over `G`
+/// (a nested map, `(map [r] … (map [c] …))`, read by one map over `[r
+/// c]`): split into a map over `P` of maps over `G`, the consumer fuses
+/// with the producer at both levels.
+fn splits_for(body: &Expr, producer: &Expr, v: VarId) -> bool {
+    let (
+        Kind::Map {
+            frame: consumer,
+            binds,
+            ..
+        },
+        Kind::Map {
+            frame: outer,
+            body: cell,
+            ..
+        },
+    ) = (&body.kind, &producer.kind)
+    else {
+        return false;
+    };
+    let Kind::Map { frame: inner, .. } = &cell.kind else {
+        return false;
+    };
+    if outer.is_scalar() || inner.is_scalar() || !outer.is_prefix_of(consumer).is_yes() {
+        return false;
+    }
+    let Ok(rest) = consumer.strip_prefix(outer) else {
+        return false;
+    };
+    rest.equals(inner).is_yes()
+        && binds
+            .iter()
+            .any(|b| matches!(b.value.kind, Kind::Var(w) if w == v))
+}
+
+/// The map `body` over `P ++ G` as a map over `P` whose cell is the map
+/// over `G` (each array bound by a fresh variable, a cell of `G` items):
+/// the same cells, computed in the same order.
+fn split_consumer(body: Expr, outer: &Shape, names: &mut Vec<String>) -> Expr {
+    let ty = body.ty;
+    let Kind::Map {
+        frame,
+        binds,
+        body: cell,
+    } = body.kind
+    else {
+        return Expr { kind: body.kind, ty };
+    };
+    let Ok(rest) = frame.strip_prefix(outer) else {
+        return Expr {
+            kind: Kind::Map {
+                frame,
+                binds,
+                body: cell,
+            },
+            ty,
+        };
+    };
+    let mut outer_binds = Vec::with_capacity(binds.len());
+    let mut inner_binds = Vec::with_capacity(binds.len());
+    for b in binds {
+        let row = VarId(names.len() as u32);
+        let name = names.get(b.var.0 as usize).cloned().unwrap_or_else(|| "x".into());
+        names.push(name);
+        let row_ty = b.ty.lift(&rest);
+        inner_binds.push(Bind {
+            var: b.var,
+            ty: b.ty,
+            value: Expr {
+                kind: Kind::Var(row),
+                ty: row_ty.clone(),
+            },
+        });
+        outer_binds.push(Bind {
+            var: row,
+            ty: row_ty,
+            value: b.value,
+        });
+    }
+    let inner_ty = cell.ty.lift(&rest);
+    Expr {
+        kind: Kind::Map {
+            frame: outer.clone(),
+            binds: outer_binds,
+            body: Box::new(Expr {
+                kind: Kind::Map {
+                    frame: rest,
+                    binds: inner_binds,
+                    body: cell,
+                },
+                ty: inner_ty,
+            }),
         },
         ty,
     }

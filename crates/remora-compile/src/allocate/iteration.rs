@@ -18,6 +18,11 @@ enum State {
     Record(Vec<(String, State)>),
 }
 
+/// How many blocks a blocked scan splits its items into, and from how
+/// many items it is blocked.
+const SCAN_BLOCKS: i64 = 1024;
+const BLOCKED_SCAN_FROM: i64 = 1 << 16;
+
 impl<'m> Alloc<'m> {
     pub(super) fn iteration(
         &mut self,
@@ -117,8 +122,14 @@ impl<'m> Alloc<'m> {
                 Ok(())
             }
             State::Array(acc, next) => {
+                // The next state written into the other buffer, and the
+                // two buffers exchanged (no copy back).
                 self.apply_into(f, args, e, next, body)?;
-                self.copy(Val::Array(next.clone()), acc, body)
+                body.push(Stmt::Swap {
+                    a: acc.buf,
+                    b: next.buf,
+                });
+                Ok(())
             }
             State::Record(_) => {
                 let v = self.apply(f.clone(), args, e, body)?;
@@ -180,7 +191,7 @@ impl<'m> Alloc<'m> {
 
     /// `f` applied to `args`, written into `dest`. A bare scalar primitive
     /// on array cells (an operator lifted to items) goes lane by lane.
-    fn apply_into(
+    pub(super) fn apply_into(
         &mut self,
         f: &Val<'m>,
         args: Vec<Val<'m>>,
@@ -214,6 +225,37 @@ impl<'m> Alloc<'m> {
             inner = nest(&lanes, dest.dims.clone(), inner, outer);
             body.extend(inner);
             return Ok(());
+        }
+        // A function written in the program: its body written straight
+        // into `dest` (no array of its own, no copy). (Every caller's
+        // array `dest` is apart from the arguments.)
+        if let Val::Func(_) = f
+            && !args.is_empty()
+            && !dest.dims.is_empty()
+        {
+            let mut args = args;
+            let last = args.pop();
+            let g = if args.is_empty() {
+                f.clone()
+            } else {
+                self.apply(f.clone(), args, e, body)?
+            };
+            return match (g, last) {
+                (Val::Func(c), Some(x)) if matches!(c.binder, Binder::Value(_)) => {
+                    let Binder::Value(p) = c.binder else {
+                        return unsupported("a step function of a type");
+                    };
+                    let saved = std::mem::replace(&mut self.scope, c.scope.clone());
+                    self.scope.vars.insert(p, x);
+                    let r = self.into(c.body, dest, body);
+                    self.scope = saved;
+                    r
+                }
+                (g, last) => {
+                    let v = self.apply(g, last.into_iter().collect(), e, body)?;
+                    self.copy(v, dest, body)
+                }
+            };
         }
         let v = self.apply(f.clone(), args, e, body)?;
         self.copy(v, dest, body)
@@ -357,13 +399,186 @@ impl<'m> Alloc<'m> {
             let dest = out.cell(&[Expr::add(Expr::Var(k), Expr::Int(1))]);
             a.apply_into(op, vec![acc, item], e, &dest, inner)
         })?;
-        body.push(Stmt::For {
+        let in_order = Stmt::For {
             index: k,
             count: xs.dims[0].clone(),
             parallel: false,
             body: inner,
-        });
+        };
+        // Int sums at the outermost level: in blocks on several threads
+        // (wrapping addition gives the same bits in any grouping).
+        if self.loop_depth == 0
+            && elem == Elem::Int
+            && xs.dims.len() == 1
+            && self.elementwise(op) == Some("+")
+        {
+            let blocked = self.blocked_sum_scan(xs, &out);
+            body.push(Stmt::If {
+                cond: Expr::op(">=", vec![xs.dims[0].clone(), Expr::Int(BLOCKED_SCAN_FROM)]),
+                then: blocked,
+                otherwise: vec![in_order],
+            });
+            return Ok(Val::Array(out));
+        }
+        body.push(in_order);
         Ok(Val::Array(out))
+    }
+
+    /// An exclusive Int sum scan of the vector `xs` into `out` (its item 0
+    /// already the start) in `SCAN_BLOCKS` blocks: each block's sum (in
+    /// parallel), the blocks' starts (in order), each block's partial sums
+    /// from its start (in parallel).
+    fn blocked_sum_scan(&mut self, xs: &View, out: &View) -> Vec<Stmt> {
+        let n = xs.dims[0].clone();
+        let size = self.fresh("size");
+        let sums = self.fresh("sums");
+        let mut stmts = vec![
+            Stmt::Let {
+                var: size,
+                elem: Elem::Int,
+                value: Expr::op(
+                    "/",
+                    vec![
+                        Expr::add(n.clone(), Expr::Int(SCAN_BLOCKS - 1)),
+                        Expr::Int(SCAN_BLOCKS),
+                    ],
+                ),
+            },
+            Stmt::Alloc {
+                buf: sums,
+                elem: Elem::Int,
+                len: Expr::Int(SCAN_BLOCKS),
+            },
+        ];
+        // Block b: items lo … lo + count - 1.
+        let block = |a: &mut Self, b: Var| {
+            let (lo, count) = (a.fresh("lo"), a.fresh("count"));
+            let lets = vec![
+                Stmt::Let {
+                    var: lo,
+                    elem: Elem::Int,
+                    value: Expr::mul(Expr::Var(b), Expr::Var(size)),
+                },
+                Stmt::Let {
+                    var: count,
+                    elem: Elem::Int,
+                    value: Expr::op(
+                        "max",
+                        vec![
+                            Expr::op(
+                                "-",
+                                vec![
+                                    Expr::op(
+                                        "min",
+                                        vec![Expr::add(Expr::Var(lo), Expr::Var(size)), n.clone()],
+                                    ),
+                                    Expr::Var(lo),
+                                ],
+                            ),
+                            Expr::Int(0),
+                        ],
+                    ),
+                },
+            ];
+            (lo, count, lets)
+        };
+        let start = self.scalar_of_cell(out);
+        // Each block's sum.
+        let b = self.fresh("b");
+        let (lo, count, mut first) = block(self, b);
+        let (k, acc) = (self.fresh("k"), self.fresh("acc"));
+        first.push(Stmt::Reduce {
+            acc,
+            elem: Elem::Int,
+            op: "+",
+            seed: Some(Expr::Int(0)),
+            order: Order::Left,
+            index: k,
+            count: Expr::Var(count),
+            body: Vec::new(),
+            item: xs.cell(&[Expr::add(Expr::Var(lo), Expr::Var(k))]).load(),
+        });
+        first.push(Stmt::Store {
+            buf: sums,
+            index: Expr::Var(b),
+            value: Expr::Var(acc),
+        });
+        stmts.push(Stmt::For {
+            index: b,
+            count: Expr::Int(SCAN_BLOCKS),
+            parallel: true,
+            body: first,
+        });
+        // The blocks' starts, in order.
+        let (b, run, s) = (self.fresh("b"), self.fresh("run"), self.fresh("s"));
+        stmts.push(Stmt::Let {
+            var: run,
+            elem: Elem::Int,
+            value: start,
+        });
+        stmts.push(Stmt::For {
+            index: b,
+            count: Expr::Int(SCAN_BLOCKS),
+            parallel: false,
+            body: vec![
+                Stmt::Let {
+                    var: s,
+                    elem: Elem::Int,
+                    value: Expr::load(sums, Expr::Var(b)),
+                },
+                Stmt::Store {
+                    buf: sums,
+                    index: Expr::Var(b),
+                    value: Expr::Var(run),
+                },
+                Stmt::Set {
+                    var: run,
+                    value: Expr::op("+", vec![Expr::Var(run), Expr::Var(s)]),
+                },
+            ],
+        });
+        // Each block's partial sums from its start.
+        let b = self.fresh("b");
+        let (lo, count, mut second) = block(self, b);
+        let (k, r, at) = (self.fresh("k"), self.fresh("r"), self.fresh("at"));
+        second.push(Stmt::Let {
+            var: r,
+            elem: Elem::Int,
+            value: Expr::load(sums, Expr::Var(b)),
+        });
+        second.push(Stmt::For {
+            index: k,
+            count: Expr::Var(count),
+            parallel: false,
+            body: vec![
+                Stmt::Let {
+                    var: at,
+                    elem: Elem::Int,
+                    value: Expr::add(Expr::Var(lo), Expr::Var(k)),
+                },
+                Stmt::Set {
+                    var: r,
+                    value: Expr::op("+", vec![Expr::Var(r), xs.cell(&[Expr::Var(at)]).load()]),
+                },
+                Stmt::Store {
+                    buf: out.buf,
+                    index: out.cell(&[Expr::add(Expr::Var(at), Expr::Int(1))]).offset,
+                    value: Expr::Var(r),
+                },
+            ],
+        });
+        stmts.push(Stmt::For {
+            index: b,
+            count: Expr::Int(SCAN_BLOCKS),
+            parallel: true,
+            body: second,
+        });
+        stmts
+    }
+
+    /// The atom at item 0 of `out`.
+    fn scalar_of_cell(&self, out: &View) -> Expr {
+        out.cell(&[Expr::Int(0)]).load()
     }
 
     /// The partial reductions: item 0, then each from the one before.

@@ -168,6 +168,10 @@ struct Delayed<'m> {
     scope: Scope<'m>,
     elem: Elem,
     dims: Vec<Expr>,
+    /// The map's two axes swapped (`transpose2d` of a rank-2 map read by a
+    /// reduction): `dims` are the swapped ones; its atoms are read one at
+    /// a time, never a row.
+    transposed: bool,
 }
 
 /// A function written in the program, with what was in scope there.
@@ -697,6 +701,17 @@ impl<'m> Alloc<'m> {
                             scope: self.scope.clone(),
                             elem: elem_of(&a.ty.atom)?,
                             dims: self.dims(&a.ty.shape)?,
+                            transposed: false,
+                        })));
+                        continue;
+                    }
+                    if let Some(m) = transposed_map(a).filter(|_| consumes) {
+                        vals.push(Val::Delayed(Rc::new(Delayed {
+                            map: m,
+                            scope: self.scope.clone(),
+                            elem: elem_of(&a.ty.atom)?,
+                            dims: self.dims(&a.ty.shape)?,
+                            transposed: true,
                         })));
                         continue;
                     }
@@ -923,8 +938,11 @@ impl<'m> Alloc<'m> {
                     scope: self.scope.clone(),
                     elem: elem_of(&e.ty.atom)?,
                     dims: self.dims(&e.ty.shape)?,
+                    transposed: false,
                 })))
             }
+            // A reduction: its arguments delayed where they can be.
+            Kind::App { func, .. } if is_fused_consumer(func) => self.value(e, body),
             Kind::App { func, args } => {
                 let f = self.value(func, body)?;
                 let mut vals = Vec::with_capacity(args.len());
@@ -978,7 +996,15 @@ impl<'m> Alloc<'m> {
                 let saved = std::mem::replace(&mut self.scope, d.scope.clone());
                 let r = self.value(d.map, body);
                 self.scope = saved;
-                r
+                match r? {
+                    Val::Array(mut v) if d.transposed && v.dims.len() == 2 => {
+                        v.dims.swap(0, 1);
+                        v.strides.swap(0, 1);
+                        Ok(Val::Array(v))
+                    }
+                    _ if d.transposed => unsupported("a transposed map"),
+                    v => Ok(v),
+                }
             }
             Val::Rotated(r) => {
                 let dest = self.alloc("rot", r.src.elem, r.src.dims.clone(), body);
@@ -1032,6 +1058,15 @@ impl<'m> Alloc<'m> {
     /// variables and the `let`s down to that depth goes into `body`, once;
     /// what is left is delayed again (or a scalar, at full depth).
     fn delayed_cell(&mut self, d: &Delayed<'m>, idx: &[Expr], body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let swapped;
+        let idx = match idx {
+            [i, j] if d.transposed => {
+                swapped = [j.clone(), i.clone()];
+                &swapped[..]
+            }
+            _ if d.transposed => return unsupported("a row of a transposed delayed map"),
+            idx => idx,
+        };
         let saved = std::mem::replace(&mut self.scope, d.scope.clone());
         let r = self.delayed_cell_in(d.map, idx, d.elem, body);
         self.scope = saved;
@@ -1056,7 +1091,12 @@ impl<'m> Alloc<'m> {
                     return unsupported("a cell of a map inside its frame");
                 }
                 for b in binds {
-                    let v = self.value(&b.value, body)?;
+                    let v = match self.value(&b.value, body)? {
+                        // A map over a delayed map (a `let` of one used
+                        // once): its cell made here.
+                        Val::Delayed(d) if splits_at(d.map, n) => self.delayed_cell(&d, &idx[..n], body)?,
+                        v => v,
+                    };
                     let Some(v) = records::cell_val_of(&v, &idx[..n]) else {
                         return unsupported("a map over an array of functions");
                     };
@@ -1081,6 +1121,7 @@ impl<'m> Alloc<'m> {
                 scope: self.scope.clone(),
                 elem,
                 dims: self.dims(&e.ty.shape)?,
+                transposed: false,
             }))),
             _ => {
                 let v = self.value(e, body)?;
@@ -1195,6 +1236,21 @@ impl<'m> Alloc<'m> {
                     self.into(x, &cell, body)?;
                 }
                 Ok(())
+            }
+            // A function of the program applied: its body written into
+            // `dest` (see `apply_into`).
+            Kind::App { func, args } if names_a_function(func) && !dest.dims.is_empty() => {
+                let f = self.value(func, body)?;
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    let v = self.value(a, body)?;
+                    vals.push(self.named(v, "arg", body));
+                }
+                if let Val::Func(_) = f {
+                    return self.apply_into(&f, vals, e, dest, body);
+                }
+                let v = self.apply(f, vals, e, body)?;
+                self.copy(v, dest, body)
             }
             _ => {
                 let v = self.value(e, body)?;
@@ -1312,6 +1368,58 @@ fn delayable(e: &maps::Expr) -> bool {
                 && delayable_cell(body)
         }
         _ => false,
+    }
+}
+
+/// Whether `func` is a variable or a lambda written in place (a function
+/// of the program, or an intrinsic bound to a name).
+fn names_a_function(func: &maps::Expr) -> bool {
+    match &func.kind {
+        Kind::Var(_) => true,
+        Kind::Array { shape, atoms } => {
+            shape.is_empty() && matches!(atoms.as_slice(), [maps::Atom::Lambda { .. }])
+        }
+        _ => false,
+    }
+}
+
+/// Whether `func` is one of the [`FUSED_CONSUMERS`] (with its type and
+/// index arguments).
+fn is_fused_consumer(func: &maps::Expr) -> bool {
+    let mut f = func;
+    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+        f = func;
+    }
+    matches!(f.kind, Kind::Prim(name) if FUSED_CONSUMERS.contains(&name))
+}
+
+/// The map `M` of `(transpose2d M)`, where `M` is a delayable map of
+/// rank 2 with scalar cells that cannot fail (its atoms computed where a
+/// reduction reads them, the axes swapped; a row's own code may run for
+/// no atom).
+fn transposed_map(e: &maps::Expr) -> Option<&maps::Expr> {
+    let Kind::App { func, args } = &e.kind else {
+        return None;
+    };
+    let mut f = func.as_ref();
+    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+        f = func;
+    }
+    match (&f.kind, args.as_slice()) {
+        (Kind::Prim("transpose2d"), [m])
+            if delayable(m)
+                && cannot_fail(m)
+                && m.ty.shape.segs().len() == 2
+                && m.ty
+                    .shape
+                    .segs()
+                    .iter()
+                    .all(|s| matches!(s, remora_types::Seg::Dim(_)))
+                && !matches!(m.ty.atom, TyAtom::Record(_)) =>
+        {
+            Some(m)
+        }
+        _ => None,
     }
 }
 

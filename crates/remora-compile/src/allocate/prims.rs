@@ -387,12 +387,42 @@ impl<'m> Alloc<'m> {
         // position sees the same combinations in the same order as lane by
         // lane.
         // (Where the items cannot be made one at a time, lane by lane only.)
+        // Where the items of a buffer lie closer together than the atoms
+        // of an item (a reduction along the rows of a transposed matrix),
+        // lane by lane reads memory in order: it is taken.
+        let items_closer = match xs {
+            Val::Array(v) => match (v.strides.first(), v.strides.last()) {
+                (Some(Expr::Int(item)), Some(Expr::Int(atom))) => {
+                    Some(Expr::Bool(item.unsigned_abs() < atom.unsigned_abs()))
+                }
+                (Some(item), Some(atom)) => Some(Expr::op(
+                    "<",
+                    vec![
+                        Expr::op("abs", vec![item.clone()]),
+                        Expr::op("abs", vec![atom.clone()]),
+                    ],
+                )),
+                _ => None,
+            },
+            _ => None,
+        };
+        if matches!(items_closer, Some(Expr::Bool(true))) {
+            body.extend(inner);
+            return Ok(Val::Array(dest));
+        }
         match self.reduce_by_items(prim, seed.as_ref(), xs, &dest, &items) {
             Ok(by_items) => {
-                let cond = match order {
+                let mut cond = match order {
                     Order::Left => Expr::Bool(true),
                     Order::Tree => Expr::op("<=", vec![items, Expr::Int(256)]),
                 };
+                if let Some(closer @ Expr::Op { .. }) = items_closer {
+                    let not_closer = Expr::op("not", vec![closer]);
+                    cond = match cond {
+                        Expr::Bool(true) => not_closer,
+                        c => Expr::op("and", vec![c, not_closer]),
+                    };
+                }
                 body.push(Stmt::If {
                     cond,
                     then: by_items,
@@ -499,7 +529,7 @@ impl<'m> Alloc<'m> {
     /// it is one: a primitive, or a function of two parameters that maps
     /// a primitive over them in order (what lifting a primitive to items
     /// gives).
-    fn elementwise(&self, op: &Val<'m>) -> Option<&'static str> {
+    pub(super) fn elementwise(&self, op: &Val<'m>) -> Option<&'static str> {
         match op {
             Val::Prim { name, .. } if scalar_arity(name) == Some(2) => Some(name),
             Val::Func(c) => {
@@ -571,9 +601,11 @@ impl<'m> Alloc<'m> {
         // (A step over the whole state: its loops are the outermost ones
         // that can run in parallel.)
         let mut inner = Vec::new();
-        let v = self.apply(op, vec![Val::Array(acc.clone()), item], e, &mut inner)?;
-        self.copy(v, &next, &mut inner)?;
-        self.copy(Val::Array(next.clone()), &acc, &mut inner)?;
+        self.apply_into(&op, vec![Val::Array(acc.clone()), item], e, &next, &mut inner)?;
+        inner.push(Stmt::Swap {
+            a: acc.buf,
+            b: next.buf,
+        });
         body.push(Stmt::For {
             index: i,
             count: xs.dims[0].clone(),
