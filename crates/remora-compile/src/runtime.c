@@ -684,3 +684,63 @@ static void rt_unique_runs(const uint64_t *keys, int64_t n, int64_t *first, int6
 RT_UNIQUE(rt_unique_i64, int64_t, rt_int_key)
 RT_UNIQUE(rt_unique_f32, float, rt_float_key)
 RT_UNIQUE(rt_unique_bool, bool, rt_bool_key)
+
+/* ---- linear algebra: f.matmul (as the interpreter's matmul.rs) ---- */
+
+/* c = a·b for a [m k] and b [k n] Float matrices, each at its own strides
+ * (rows, columns), into the contiguous c [m n]. Each sum in the
+ * interpreter's order: the products of a block of 256 items added from
+ * 0.0 in order, the blocks' sums added in order to 0.0. A register tile of
+ * RT_MM_MR × RT_MM_NR sums at a time from a panel of b packed for it; bands
+ * of RT_MM_MC rows shared among the threads. */
+#define RT_MM_MR 6
+#define RT_MM_NR 16
+#define RT_MM_KC 256
+#define RT_MM_MC 48
+typedef struct {
+  const float *a, *b;
+  int64_t as0, as1, bs0, bs1, m, k, n;
+  float *c;
+} rt_matmul_job;
+static void rt_matmul_band(void *raw, int64_t lo, int64_t hi) {
+  const rt_matmul_job *j = raw;
+  float *panel = rt_alloc(RT_MM_KC * RT_MM_NR, sizeof *panel);
+  int64_t row_end = hi * RT_MM_MC < j->m ? hi * RT_MM_MC : j->m;
+  for (int64_t j0 = 0; j0 < j->n; j0 += RT_MM_NR) {
+    int64_t nr = j->n - j0 < RT_MM_NR ? j->n - j0 : RT_MM_NR;
+    for (int64_t k0 = 0; k0 < j->k; k0 += RT_MM_KC) {
+      int64_t kc = j->k - k0 < RT_MM_KC ? j->k - k0 : RT_MM_KC;
+      for (int64_t kk = 0; kk < kc; kk++)
+        for (int64_t x = 0; x < RT_MM_NR; x++)
+          panel[kk * RT_MM_NR + x] = x < nr ? j->b[(k0 + kk) * j->bs0 + (j0 + x) * j->bs1] : 0.0f;
+      for (int64_t i0 = lo * RT_MM_MC; i0 < row_end; i0 += RT_MM_MR) {
+        int64_t mr = row_end - i0 < RT_MM_MR ? row_end - i0 : RT_MM_MR;
+        const float *arow[RT_MM_MR];
+        for (int r = 0; r < RT_MM_MR; r++) arow[r] = j->a + (i0 + (r < mr ? r : 0)) * j->as0 + k0 * j->as1;
+        float s[RT_MM_MR][RT_MM_NR];
+        for (int r = 0; r < RT_MM_MR; r++)
+          for (int x = 0; x < RT_MM_NR; x++) s[r][x] = 0.0f;
+        for (int64_t kk = 0; kk < kc; kk++) {
+          const float *bp = panel + kk * RT_MM_NR;
+          for (int r = 0; r < RT_MM_MR; r++) {
+            float av = arow[r][kk * j->as1];
+            for (int x = 0; x < RT_MM_NR; x++) s[r][x] = s[r][x] + av * bp[x];
+          }
+        }
+        for (int64_t r = 0; r < mr; r++) {
+          float *crow = j->c + (i0 + r) * j->n + j0;
+          for (int64_t x = 0; x < nr; x++) crow[x] = crow[x] + s[r][x];
+        }
+      }
+    }
+  }
+  rt_free(panel);
+}
+static void rt_matmul_f32(const float *a, int64_t as0, int64_t as1, const float *b, int64_t bs0, int64_t bs1,
+                          int64_t m, int64_t k, int64_t n, float *c) {
+  for (int64_t i = 0; i < m * n; i++) c[i] = 0.0f;
+  if (m == 0 || n == 0 || k == 0) return;
+  rt_matmul_job j = {a, b, as0, as1, bs0, bs1, m, k, n, c};
+  int64_t bands = (m + RT_MM_MC - 1) / RT_MM_MC;
+  rt_parallel_for(bands, (uint64_t)RT_MM_MC * (uint64_t)n * (uint64_t)k + 1, rt_matmul_band, &j);
+}
