@@ -12,6 +12,10 @@
 //! float64 sum) and compared. The compute-bound rows also run on one
 //! thread, for the speed-up of two.
 //!
+//! The matrix-product rows (`matmul`, the lifted dot; `f_matmul`, the
+//! intrinsic) are measured against NumPy's `a @ b` (OpenBLAS), run in the
+//! same invocation (`PYTHON` names a Python with NumPy).
+//!
 //! Run with `cargo bench --bench compiled`; `QUICK=1` uses small sizes;
 //! `ROWS=a,b` picks rows.
 
@@ -31,6 +35,10 @@ struct Row {
     /// Whether the row is compute-bound (timed on one thread too).
     compute_bound: bool,
 }
+
+/// The rows whose target is against NumPy (`benches/interp/numpy_rows.py`,
+/// run in the same invocation) rather than against the Rust baseline.
+const AGAINST_NUMPY: &[&str] = &["matmul", "f_matmul"];
 
 fn rows(quick: bool) -> Vec<Row> {
     let q = |big: usize, small: usize| if quick { small } else { big };
@@ -68,6 +76,8 @@ fn rows(quick: bool) -> Vec<Row> {
             true,
         ),
         row("sort", vec![("N", q(10_000_000, 100_000))], 3, 1.25, false),
+        row("matmul", vec![("N", q(1024, 64))], 5, 1.5, true),
+        row("f_matmul", vec![("N", q(1024, 64))], 5, 1.5, true),
     ]
 }
 
@@ -231,6 +241,25 @@ fn baseline(row: &Row, args: &[Array]) -> f64 {
             }
             total
         }
+        "matmul" | "f_matmul" => {
+            // Row by row, each row of the product the rows of `b` scaled
+            // by the row of `a` and added up (vectorised over the columns).
+            let (a, b) = (floats_of(&args[0]), floats_of(&args[1]));
+            let n = size(row, "N");
+            let out: Vec<f32> = a
+                .par_chunks(n)
+                .flat_map_iter(|ai| {
+                    let mut acc = vec![0.0f32; n];
+                    for (x, bk) in ai.iter().zip(b.chunks(n)) {
+                        for (c, y) in acc.iter_mut().zip(bk) {
+                            *c += x * y;
+                        }
+                    }
+                    acc
+                })
+                .collect();
+            out.iter().map(|v| f64::from(*v)).sum()
+        }
         "sort" => {
             let mut xs = ints_of(&args[0]).to_vec();
             xs.par_sort_unstable();
@@ -363,8 +392,25 @@ fn main() {
         } else {
             None
         };
-        let ratio = compute.as_secs_f64() / rust.as_secs_f64();
-        let agree = common::agree(sum, rust_sum, 1e-3);
+        let mut ratio = compute.as_secs_f64() / rust.as_secs_f64();
+        let mut agree = common::agree(sum, rust_sum, 1e-3);
+        let numpy = if AGAINST_NUMPY.contains(&row.name) {
+            common::run_numpy(
+                "benches/interp/numpy_rows.py",
+                row.name,
+                row.reps,
+                &row.sizes,
+                false,
+            )
+        } else {
+            None
+        };
+        if let Some((t, numpy_sum, _)) = numpy {
+            ratio = compute.as_secs_f64() / t.as_secs_f64();
+            agree &= common::agree(sum, numpy_sum, 1e-3);
+        } else if AGAINST_NUMPY.contains(&row.name) {
+            all_met = false;
+        }
         all_met &= ratio <= row.target && agree;
         println!(
             "{:<12} {:>22} {:>9.0} {:>10.2} {:>10.2} {:>9.2} {:>7.2} {:>7} {:>8} {:>6}",
@@ -379,6 +425,13 @@ fn main() {
             scaling.unwrap_or_else(|| "-".into()),
             if agree { "yes" } else { "NO" },
         );
+        if let Some((t, _, _)) = numpy {
+            println!(
+                "    (ratio against NumPy's {:.2} ms; against Rust {:.2}×)",
+                common::ms(t),
+                compute.as_secs_f64() / rust.as_secs_f64()
+            );
+        }
         if !agree {
             println!("    checksums: compiled {sum}, Rust {rust_sum}");
         }

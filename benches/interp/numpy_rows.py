@@ -126,6 +126,9 @@ def setup(row, p):
         points = floats(n * d, 1).reshape(n, d)
         cs = floats(k * d, 2).reshape(k, d)
         return lambda: kmeans_step(points, cs)
+    if row in ("matmul", "f_matmul"):
+        a, b = floats(n * n, 1).reshape(n, n), floats(n * n, 2).reshape(n, n)
+        return lambda: a @ b
     if row == "sort":
         xs = ints(n, 1)
         return lambda: np.sort(xs)

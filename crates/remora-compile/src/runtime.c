@@ -398,69 +398,135 @@ static void rt_grade_keys(const uint64_t *keys, int64_t *order, int64_t n) {
 
 /* sort, grade, f.sort, f.grade of the n atoms at xs[0], xs[stride] …:
  * the sorted atoms, or the grade, into `out` (contiguous). */
-/* A stable LSD radix sort of n atoms by their keys, 11 bits a pass (a
- * pass whose digit is the same for every key is skipped): the order of
- * the stable merge sort, without its comparisons. Each atom travels with
- * its key, so equal keys of different atoms (-0.0 and 0.0) keep their
- * order and their bits. */
-#define RT_RADIX(T, NAME, KEY)                                                 \
+/* A stable radix sort of n atoms by their keys, as the interpreter's
+ * sort.rs sorts: one scatter into 256 buckets by the highest byte on which
+ * the keys differ, then each bucket (small enough to stay in cache) by a
+ * least-significant-digit radix sort on the bytes below it, 8 bits a pass,
+ * skipping the bytes on which the bucket's keys agree. Each atom travels
+ * with its key, so equal keys of different atoms (-0.0 and 0.0, NaNs) keep
+ * their order and their bits. On every thread: the key range and the
+ * scatter by parts of the input (one histogram a part, so the scatter
+ * stays stable), the buckets one by one. */
+#define RT_RADIX_PARTS 64
+#define RT_RADIX(T, NAME, KEY)                                                  \
+  typedef struct {                                                              \
+    const T *xs;                                                                \
+    int64_t stride, n, parts;                                                   \
+    T *out, *tmp;                                                               \
+    uint64_t and_[RT_RADIX_PARTS], or_[RT_RADIX_PARTS];                         \
+    int64_t count[RT_RADIX_PARTS][256];                                         \
+    int64_t start[257];                                                         \
+    int shift;                                                                  \
+  } rt_radix_##NAME##_job;                                                      \
+  static void rt_radix_##NAME##_range(void *raw, int64_t lo, int64_t hi) {      \
+    rt_radix_##NAME##_job *j = raw;                                             \
+    for (int64_t p = lo; p < hi; p++) {                                         \
+      uint64_t a = UINT64_MAX, o = 0;                                           \
+      for (int64_t i = j->n * p / j->parts; i < j->n * (p + 1) / j->parts; i++) { \
+        uint64_t k = KEY(j->xs[i * j->stride]);                                 \
+        a &= k;                                                                 \
+        o |= k;                                                                 \
+      }                                                                         \
+      j->and_[p] = a;                                                           \
+      j->or_[p] = o;                                                            \
+    }                                                                           \
+  }                                                                             \
+  static void rt_radix_##NAME##_count(void *raw, int64_t lo, int64_t hi) {      \
+    rt_radix_##NAME##_job *j = raw;                                             \
+    for (int64_t p = lo; p < hi; p++) {                                         \
+      int64_t *c = j->count[p];                                                 \
+      memset(c, 0, 256 * sizeof *c);                                            \
+      for (int64_t i = j->n * p / j->parts; i < j->n * (p + 1) / j->parts; i++) \
+        c[(KEY(j->xs[i * j->stride]) >> j->shift) & 255]++;                     \
+    }                                                                           \
+  }                                                                             \
+  static void rt_radix_##NAME##_scatter(void *raw, int64_t lo, int64_t hi) {    \
+    rt_radix_##NAME##_job *j = raw;                                             \
+    for (int64_t p = lo; p < hi; p++) {                                         \
+      int64_t *next = j->count[p];                                              \
+      for (int64_t i = j->n * p / j->parts; i < j->n * (p + 1) / j->parts; i++) { \
+        T x = j->xs[i * j->stride];                                             \
+        j->out[next[(KEY(x) >> j->shift) & 255]++] = x;                         \
+      }                                                                         \
+    }                                                                           \
+  }                                                                             \
+  static void rt_radix_##NAME##_buckets(void *raw, int64_t lo, int64_t hi) {    \
+    rt_radix_##NAME##_job *j = raw;                                             \
+    int bytes = j->shift / 8;                                                   \
+    for (int64_t d = lo; d < hi; d++) {                                         \
+      int64_t n = j->start[d + 1] - j->start[d];                                \
+      if (n < 2) continue;                                                      \
+      T *a = j->out + j->start[d], *tmp = j->tmp + j->start[d];                 \
+      int64_t hist[7][256];                                                     \
+      memset(hist, 0, sizeof hist);                                             \
+      for (int64_t i = 0; i < n; i++) {                                         \
+        uint64_t k = KEY(a[i]);                                                 \
+        for (int p = 0; p < bytes; p++) hist[p][(k >> (8 * p)) & 255]++;       \
+      }                                                                         \
+      T *src = a, *dst = tmp;                                                   \
+      for (int p = 0; p < bytes; p++) {                                         \
+        int64_t *h = hist[p];                                                   \
+        if (h[(KEY(src[0]) >> (8 * p)) & 255] == n) continue;                   \
+        int64_t sum = 0;                                                        \
+        for (int e = 0; e < 256; e++) {                                         \
+          int64_t c = h[e];                                                     \
+          h[e] = sum;                                                           \
+          sum += c;                                                             \
+        }                                                                       \
+        for (int64_t i = 0; i < n; i++) dst[h[(KEY(src[i]) >> (8 * p)) & 255]++] = src[i]; \
+        T *t = src;                                                             \
+        src = dst;                                                              \
+        dst = t;                                                                \
+      }                                                                         \
+      if (src != a) memcpy(a, src, (size_t)n * sizeof *a);                      \
+    }                                                                           \
+  }                                                                             \
   static void rt_radix_##NAME(const T *xs, int64_t stride, int64_t n, T *out) { \
-    uint64_t *k0 = rt_alloc(n, sizeof *k0), *k1 = rt_alloc(n, sizeof *k1);     \
-    T *v0 = rt_alloc(n, sizeof *v0), *v1 = rt_alloc(n, sizeof *v1);            \
-    for (int64_t i = 0; i < n; i++) {                                          \
-      v0[i] = xs[i * stride];                                                  \
-      k0[i] = KEY(v0[i]);                                                      \
-    }                                                                          \
-    int64_t *count = rt_alloc(2048, sizeof *count);                            \
-    for (int shift = 0; shift < 64; shift += 11) {                             \
-      memset(count, 0, 2048 * sizeof *count);                                  \
-      for (int64_t i = 0; i < n; i++) count[(k0[i] >> shift) & 2047]++;       \
-      if (count[(k0[0] >> shift) & 2047] == n) continue;                       \
-      int64_t at = 0;                                                          \
-      for (int d = 0; d < 2048; d++) {                                         \
-        int64_t c = count[d];                                                  \
-        count[d] = at;                                                         \
-        at += c;                                                               \
-      }                                                                        \
-      for (int64_t i = 0; i < n; i++) {                                        \
-        int64_t to = count[(k0[i] >> shift) & 2047]++;                         \
-        k1[to] = k0[i];                                                        \
-        v1[to] = v0[i];                                                        \
-      }                                                                        \
-      uint64_t *kt = k0; k0 = k1; k1 = kt;                                     \
-      T *vt = v0; v0 = v1; v1 = vt;                                            \
-    }                                                                          \
-    memcpy(out, v0, (size_t)n * sizeof *out);                                  \
-    rt_free(count);                                                            \
-    rt_free(k0); rt_free(k1); rt_free(v0); rt_free(v1);                        \
+    rt_radix_##NAME##_job *j = rt_alloc(1, sizeof *j);                          \
+    j->xs = xs;                                                                 \
+    j->stride = stride;                                                         \
+    j->n = n;                                                                   \
+    j->out = out;                                                               \
+    j->parts = rt_threads < RT_RADIX_PARTS ? rt_threads : RT_RADIX_PARTS;       \
+    if (j->parts < 1 || n < ((int64_t)1 << 17)) j->parts = 1;                   \
+    uint64_t cost = (uint64_t)(n / j->parts) + 1;                               \
+    rt_parallel_for(j->parts, cost, rt_radix_##NAME##_range, j);                \
+    uint64_t and_ = UINT64_MAX, or_ = 0;                                        \
+    for (int64_t p = 0; p < j->parts; p++) {                                    \
+      and_ &= j->and_[p];                                                       \
+      or_ |= j->or_[p];                                                         \
+    }                                                                           \
+    uint64_t differ = and_ ^ or_;                                               \
+    if (differ == 0) {                                                          \
+      for (int64_t i = 0; i < n; i++) out[i] = xs[i * stride];                  \
+      rt_free(j);                                                               \
+      return;                                                                   \
+    }                                                                           \
+    int top = 0;                                                                \
+    while (top < 7 && (differ >> (8 * (top + 1))) != 0) top++;                 \
+    j->shift = 8 * top;                                                         \
+    rt_parallel_for(j->parts, cost, rt_radix_##NAME##_count, j);                \
+    int64_t at = 0;                                                             \
+    for (int d = 0; d < 256; d++) {                                             \
+      j->start[d] = at;                                                         \
+      for (int64_t p = 0; p < j->parts; p++) {                                  \
+        int64_t c = j->count[p][d];                                             \
+        j->count[p][d] = at;                                                    \
+        at += c;                                                                \
+      }                                                                         \
+    }                                                                           \
+    j->start[256] = at;                                                         \
+    rt_parallel_for(j->parts, cost, rt_radix_##NAME##_scatter, j);              \
+    if (top > 0) {                                                              \
+      j->tmp = rt_alloc(n, sizeof *j->tmp);                                     \
+      rt_parallel_for(256, (uint64_t)(n / 256) * (uint64_t)(top + 1) + 1,        \
+                      rt_radix_##NAME##_buckets, j);                            \
+      rt_free(j->tmp);                                                          \
+    }                                                                           \
+    rt_free(j);                                                                 \
   }
 RT_RADIX(float, float, rt_float_key)
-
-/* Ints are their keys (the sign bit flipped): only the keys travel. */
-static void rt_radix_int(const int64_t *xs, int64_t stride, int64_t n, int64_t *out) {
-  uint64_t *k0 = rt_alloc(n, sizeof *k0), *k1 = rt_alloc(n, sizeof *k1);
-  for (int64_t i = 0; i < n; i++) k0[i] = rt_int_key(xs[i * stride]);
-  int64_t *count = rt_alloc(2048, sizeof *count);
-  for (int shift = 0; shift < 64; shift += 11) {
-    memset(count, 0, 2048 * sizeof *count);
-    for (int64_t i = 0; i < n; i++) count[(k0[i] >> shift) & 2047]++;
-    if (count[(k0[0] >> shift) & 2047] == n) continue;
-    int64_t at = 0;
-    for (int d = 0; d < 2048; d++) {
-      int64_t c = count[d];
-      count[d] = at;
-      at += c;
-    }
-    for (int64_t i = 0; i < n; i++) k1[count[(k0[i] >> shift) & 2047]++] = k0[i];
-    uint64_t *kt = k0;
-    k0 = k1;
-    k1 = kt;
-  }
-  for (int64_t i = 0; i < n; i++) out[i] = (int64_t)(k0[i] ^ (UINT64_C(1) << 63));
-  rt_free(count);
-  rt_free(k0);
-  rt_free(k1);
-}
+RT_RADIX(int64_t, int, rt_int_key)
 
 #define RT_ORDERING(T, NAME, KEY)                                            \
   static void rt_grade_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
@@ -672,4 +738,64 @@ static void rt_read_f32bin(const int64_t *path, int64_t stride, int64_t len, int
     memcpy(&dest[i], &u, sizeof u);
   }
   fclose(f);
+}
+
+/* ---- linear algebra: f.matmul (as the interpreter's matmul.rs) ---- */
+
+/* c = a·b for a [m k] and b [k n] Float matrices, each at its own strides
+ * (rows, columns), into the contiguous c [m n]. Each sum in the
+ * interpreter's order: the products of a block of 256 items added from
+ * 0.0 in order, the blocks' sums added in order to 0.0. A register tile of
+ * RT_MM_MR × RT_MM_NR sums at a time from a panel of b packed for it; bands
+ * of RT_MM_MC rows shared among the threads. */
+#define RT_MM_MR 6
+#define RT_MM_NR 16
+#define RT_MM_KC 256
+#define RT_MM_MC 48
+typedef struct {
+  const float *a, *b;
+  int64_t as0, as1, bs0, bs1, m, k, n;
+  float *c;
+} rt_matmul_job;
+static void rt_matmul_band(void *raw, int64_t lo, int64_t hi) {
+  const rt_matmul_job *j = raw;
+  float *panel = rt_alloc(RT_MM_KC * RT_MM_NR, sizeof *panel);
+  int64_t row_end = hi * RT_MM_MC < j->m ? hi * RT_MM_MC : j->m;
+  for (int64_t j0 = 0; j0 < j->n; j0 += RT_MM_NR) {
+    int64_t nr = j->n - j0 < RT_MM_NR ? j->n - j0 : RT_MM_NR;
+    for (int64_t k0 = 0; k0 < j->k; k0 += RT_MM_KC) {
+      int64_t kc = j->k - k0 < RT_MM_KC ? j->k - k0 : RT_MM_KC;
+      for (int64_t kk = 0; kk < kc; kk++)
+        for (int64_t x = 0; x < RT_MM_NR; x++)
+          panel[kk * RT_MM_NR + x] = x < nr ? j->b[(k0 + kk) * j->bs0 + (j0 + x) * j->bs1] : 0.0f;
+      for (int64_t i0 = lo * RT_MM_MC; i0 < row_end; i0 += RT_MM_MR) {
+        int64_t mr = row_end - i0 < RT_MM_MR ? row_end - i0 : RT_MM_MR;
+        const float *arow[RT_MM_MR];
+        for (int r = 0; r < RT_MM_MR; r++) arow[r] = j->a + (i0 + (r < mr ? r : 0)) * j->as0 + k0 * j->as1;
+        float s[RT_MM_MR][RT_MM_NR];
+        for (int r = 0; r < RT_MM_MR; r++)
+          for (int x = 0; x < RT_MM_NR; x++) s[r][x] = 0.0f;
+        for (int64_t kk = 0; kk < kc; kk++) {
+          const float *bp = panel + kk * RT_MM_NR;
+          for (int r = 0; r < RT_MM_MR; r++) {
+            float av = arow[r][kk * j->as1];
+            for (int x = 0; x < RT_MM_NR; x++) s[r][x] = s[r][x] + av * bp[x];
+          }
+        }
+        for (int64_t r = 0; r < mr; r++) {
+          float *crow = j->c + (i0 + r) * j->n + j0;
+          for (int64_t x = 0; x < nr; x++) crow[x] = crow[x] + s[r][x];
+        }
+      }
+    }
+  }
+  rt_free(panel);
+}
+static void rt_matmul_f32(const float *a, int64_t as0, int64_t as1, const float *b, int64_t bs0, int64_t bs1,
+                          int64_t m, int64_t k, int64_t n, float *c) {
+  for (int64_t i = 0; i < m * n; i++) c[i] = 0.0f;
+  if (m == 0 || n == 0 || k == 0) return;
+  rt_matmul_job j = {a, b, as0, as1, bs0, bs1, m, k, n, c};
+  int64_t bands = (m + RT_MM_MC - 1) / RT_MM_MC;
+  rt_parallel_for(bands, (uint64_t)RT_MM_MC * (uint64_t)n * (uint64_t)k + 1, rt_matmul_band, &j);
 }

@@ -387,66 +387,47 @@ impl<'m> Alloc<'m> {
     /// The matrix product. `matmul` wraps (any order); `f.matmul` adds
     /// each sum's products in blocks of 256 items, each block from 0.0 left
     /// to right, the blocks' sums added in order to 0.0 (the interpreter's
-    /// blocked loop).
+    /// blocked loop), by the runtime's `rt_matmul_f32`.
     fn matmul(&mut self, name: &str, a: &View, b: &View, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         let float = name == "f.matmul";
         let elem = if float { Elem::Float } else { Elem::Int };
         let (m, k, n) = (a.dims[0].clone(), a.dims[1].clone(), b.dims[1].clone());
         let dest = self.alloc("mm", elem, vec![m.clone(), n.clone()], body);
+        if float {
+            // The runtime's register-tiled product, in the same order.
+            let addr = |x: &View| Expr::Addr {
+                buf: x.buf,
+                index: Box::new(x.offset.clone()),
+            };
+            body.push(Stmt::Call {
+                func: "rt_matmul_f32",
+                args: vec![
+                    addr(a),
+                    a.strides[0].clone(),
+                    a.strides[1].clone(),
+                    addr(b),
+                    b.strides[0].clone(),
+                    b.strides[1].clone(),
+                    m,
+                    k,
+                    n,
+                    addr(&dest),
+                ],
+            });
+            return Ok(Val::Array(dest));
+        }
         let (i, j, p) = (self.fresh("i"), self.fresh("j"), self.fresh("p"));
         let product = |at: Expr| {
             let x = a.cell(&[Expr::Var(i), at.clone()]).load();
             let y = b.cell(&[at, Expr::Var(j)]).load();
-            Expr::op(if float { "f.*" } else { "*" }, vec![x, y])
+            Expr::op("*", vec![x, y])
         };
         let store = |value: Expr| Stmt::Store {
             buf: dest.buf,
             index: dest.cell(&[Expr::Var(i), Expr::Var(j)]).offset,
             value,
         };
-        let cell = if float {
-            const BLOCK: i64 = 256;
-            let (c, block, s) = (self.fresh("c"), self.fresh("blk"), self.fresh("s"));
-            let start = Expr::mul(Expr::Var(block), Expr::Int(BLOCK));
-            let blocks = Expr::op(
-                "/",
-                vec![Expr::add(k.clone(), Expr::Int(BLOCK - 1)), Expr::Int(BLOCK)],
-            );
-            let count = Expr::op(
-                "min",
-                vec![Expr::Int(BLOCK), Expr::op("-", vec![k, start.clone()])],
-            );
-            vec![
-                Stmt::Let {
-                    var: c,
-                    elem,
-                    value: Expr::Float(0.0),
-                },
-                Stmt::For {
-                    index: block,
-                    count: blocks,
-                    parallel: false,
-                    body: vec![
-                        Stmt::Reduce {
-                            acc: s,
-                            elem,
-                            op: "f.+",
-                            seed: Some(Expr::Float(0.0)),
-                            order: Order::Left,
-                            index: p,
-                            count,
-                            body: Vec::new(),
-                            item: product(Expr::add(start, Expr::Var(p))),
-                        },
-                        Stmt::Set {
-                            var: c,
-                            value: Expr::op("f.+", vec![Expr::Var(c), Expr::Var(s)]),
-                        },
-                    ],
-                },
-                store(Expr::Var(c)),
-            ]
-        } else {
+        let cell = {
             let s = self.fresh("s");
             vec![
                 Stmt::Reduce {

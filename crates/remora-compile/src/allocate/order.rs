@@ -1,5 +1,6 @@
 //! Ordering and searching: `sort`, `grade`, `f.sort`, `f.grade` and
-//! `searchsorted`(`/right`) call the C runtime (a stable merge sort and a
+//! `searchsorted`(`/right`) call the C runtime (a stable merge sort, over
+//! 4,096 atoms the interpreter's radix sort on every thread, and a
 //! binary search on the interpreter's keys); `sort-by` and `grade-by` are
 //! the interpreter's bottom-up merge sort written at the loop level, the
 //! less-than inlined, so that it makes the same comparisons in the same
