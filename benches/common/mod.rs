@@ -408,7 +408,10 @@ pub fn arguments<'p>(name: &str, sizes: &[(&'static str, usize)]) -> Vec<Value<'
         }
         "convolve_windows" => {
             let k = at("K");
-            vec![float_array(vec![n], floats(n, 1)), float_array(vec![k], floats(k, 2))]
+            vec![
+                float_array(vec![n], floats(n, 1)),
+                float_array(vec![k], floats(k, 2)),
+            ]
         }
         "replicate" => vec![
             float_array(vec![n], floats(n, 1)),
