@@ -384,6 +384,18 @@ impl Emitter {
                 let args: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 let _ = writeln!(out, "{p}{func}({});", args.join(", "));
             }
+            Stmt::Swap { a, b } => {
+                let t = match self.scope.iter().find(|(x, _)| x == a) {
+                    Some((_, Decl::Buffer(e))) => ctype(*e),
+                    _ => "void",
+                };
+                let _ = writeln!(
+                    out,
+                    "{p}{{ {t} *swap = {a}; {a} = {b}; {b} = swap; }}",
+                    a = v(*a),
+                    b = v(*b)
+                );
+            }
         }
     }
 

@@ -185,6 +185,9 @@ pub enum Stmt {
     /// A function of the C runtime (`rt_…`) called for its effect on the
     /// buffers it is given (a sort, a search).
     Call { func: &'static str, args: Vec<Expr> },
+    /// Two buffers of the same element type and length exchanged (their
+    /// names trade places: no atom moves): a loop state's double buffer.
+    Swap { a: Var, b: Var },
 }
 
 /// What the program reads: an entry's argument, into `buf`, its extents
@@ -464,6 +467,7 @@ impl Program {
                 let args: Vec<String> = args.iter().map(|a| self.expr(a)).collect();
                 out.push_str(&format!("{pad}(call {func} {})\n", args.join(" ")))
             }
+            Stmt::Swap { a, b } => out.push_str(&format!("{pad}(swap {} {})\n", self.var(*a), self.var(*b))),
         }
     }
 }
@@ -658,6 +662,17 @@ impl Verifier {
             }
             Stmt::Fail { .. } => Ok(()),
             Stmt::Call { args, .. } => args.iter().try_for_each(|a| self.expr(p, a)),
+            Stmt::Swap { a, b } => match (self.kinds.get(a), self.kinds.get(b)) {
+                (Some(Kind::Buffer(x)), Some(Kind::Buffer(y))) if x == y => {
+                    self.in_scope(p, *a)?;
+                    self.in_scope(p, *b)
+                }
+                _ => Err(format!(
+                    "{} and {} are swapped but are not buffers of one type",
+                    p.var(*a),
+                    p.var(*b)
+                )),
+            },
         }
     }
 

@@ -118,7 +118,11 @@ impl<'m> Alloc<'m> {
             }
             State::Array(acc, next) => {
                 self.apply_into(f, args, e, next, body)?;
-                self.copy(Val::Array(next.clone()), acc, body)
+                body.push(Stmt::Swap {
+                    a: acc.buf,
+                    b: next.buf,
+                });
+                Ok(())
             }
             State::Record(_) => {
                 let v = self.apply(f.clone(), args, e, body)?;
@@ -215,8 +219,7 @@ impl<'m> Alloc<'m> {
             body.extend(inner);
             return Ok(());
         }
-        let v = self.apply(f.clone(), args, e, body)?;
-        self.copy(v, dest, body)
+        self.apply_written(f.clone(), args, e, dest, body)
     }
 
     /// `body` written as the body of a loop over the steps of a whole
@@ -453,7 +456,19 @@ impl<'m> Alloc<'m> {
             body: fill,
         });
         // A general operator on array cells may give a view of its
-        // accumulator: its value goes through a buffer of its own.
+        // accumulator: its value goes through a buffer of its own. (A
+        // primitive lifted to cells combines position by position, in
+        // place.)
+        let lifted = match op {
+            Val::Func(_) => self.elementwise(op),
+            _ => None,
+        }
+        .map(|name| Val::Prim {
+            name,
+            types: Vec::new(),
+            indices: Vec::new(),
+        });
+        let op = lifted.as_ref().unwrap_or(op);
         let direct = cell.is_empty() || matches!(op, Val::Prim { .. });
         let tmp = if direct {
             None

@@ -496,7 +496,7 @@ impl<'m> Alloc<'m> {
     /// it is one: a primitive, or a function of two parameters that maps
     /// a primitive over them in order (what lifting a primitive to items
     /// gives).
-    fn elementwise(&self, op: &Val<'m>) -> Option<&'static str> {
+    pub(super) fn elementwise(&self, op: &Val<'m>) -> Option<&'static str> {
         match op {
             Val::Prim { name, .. } if scalar_arity(name) == Some(2) => Some(name),
             Val::Func(c) => {
@@ -560,7 +560,7 @@ impl<'m> Alloc<'m> {
             return Ok(Val::Scalar(elem, Expr::Var(acc)));
         }
         // An array accumulator: two buffers, the step written into the
-        // other and copied back.
+        // other (computed there directly), then the two swapped.
         let acc = self.alloc("acc", elem, dims.clone(), body);
         self.copy(seed, &acc, body)?;
         let next = self.alloc("next", elem, dims, body);
@@ -568,9 +568,11 @@ impl<'m> Alloc<'m> {
         // (A step over the whole state: its loops are the outermost ones
         // that can run in parallel.)
         let mut inner = Vec::new();
-        let v = self.apply(op, vec![Val::Array(acc.clone()), item], e, &mut inner)?;
-        self.copy(v, &next, &mut inner)?;
-        self.copy(Val::Array(next.clone()), &acc, &mut inner)?;
+        self.apply_written(op, vec![Val::Array(acc.clone()), item], e, &next, &mut inner)?;
+        inner.push(Stmt::Swap {
+            a: acc.buf,
+            b: next.buf,
+        });
         body.push(Stmt::For {
             index: i,
             count: xs.dims[0].clone(),
