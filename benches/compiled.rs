@@ -60,6 +60,13 @@ fn rows(quick: bool) -> Vec<Row> {
             1.25,
             false,
         ),
+        row(
+            "convolve_windows",
+            vec![("N", q(1_000_000, 10_000)), ("K", 31)],
+            5,
+            1.25,
+            false,
+        ),
         row("life", vec![("N", q(1024, 64)), ("STEPS", 100)], 3, 1.25, false),
         row(
             "mandelbrot",
@@ -147,6 +154,20 @@ fn baseline(row: &Row, args: &[Array]) -> f64 {
                     let mut acc = 0.0f32;
                     for (w, k) in ws.iter().zip(ks) {
                         acc += w * xs[(i + k).rem_euclid(n) as usize];
+                    }
+                    acc
+                })
+                .collect();
+            out.iter().map(|v| f64::from(*v)).sum()
+        }
+        "convolve_windows" => {
+            let (xs, ws) = (floats_of(&args[0]), floats_of(&args[1]));
+            let out: Vec<f32> = xs
+                .par_windows(ws.len())
+                .map(|window| {
+                    let mut acc = 0.0f32;
+                    for (w, x) in ws.iter().zip(window) {
+                        acc += w * x;
                     }
                     acc
                 })

@@ -77,6 +77,13 @@ fn rows(quick: bool) -> Vec<Row> {
             tolerance: 1e-3,
         },
         Row {
+            name: "convolve_windows",
+            sizes: vec![("N", q(1_000_000, 10_000)), ("K", 31)],
+            reps: 3,
+            target: Target::Ratio(2.0),
+            tolerance: 1e-3,
+        },
+        Row {
             name: "life",
             sizes: vec![("N", q(1024, 64)), ("STEPS", 10)],
             reps: 3,

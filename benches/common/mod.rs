@@ -410,6 +410,13 @@ pub fn arguments<'p>(name: &str, sizes: &[(&'static str, usize)]) -> Vec<Value<'
             float_array(vec![n, n], floats(n * n, 1)),
             float_array(vec![n, n], floats(n * n, 2)),
         ],
+        "convolve_windows" => {
+            let k = at("K");
+            vec![
+                float_array(vec![n], floats(n, 1)),
+                float_array(vec![k], floats(k, 2)),
+            ]
+        }
         "replicate" => vec![
             float_array(vec![n], floats(n, 1)),
             float_array(vec![8, n], floats(8 * n, 2)),

@@ -114,6 +114,10 @@ def setup(row, p):
         xs, ws = floats(n, 1), floats(k, 2)
         ks = np.arange(k) - k // 2
         return lambda: (ws[:, None] * np.stack([np.roll(xs, -s) for s in ks])).sum(axis=0)
+    if row == "convolve_windows":
+        k = p["K"]
+        xs, ws = floats(n, 1), floats(k, 2)
+        return lambda: (np.lib.stride_tricks.sliding_window_view(xs, k) * ws).sum(axis=1)
     if row == "replicate":
         v, m = floats(n, 1), floats(8 * n, 2).reshape(8, n)
         return lambda: m + v[None, :]

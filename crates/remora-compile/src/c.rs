@@ -545,9 +545,11 @@ impl Emitter {
         self.last_ctx = ctx.clone();
         let name = self.fresh("tree");
         let t = ctype(elem);
+        // On several threads, the top levels as parts (see
+        // `rt_tree_parts`), combined level by level from the bottom.
+        let combine = op_c(op, &["l".to_string(), "r".to_string()]);
         let mut f = format!(
-            "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi) {{\n  if (hi - lo > 256) {{\n    int64_t mid = lo + (hi - lo) / 2;\n    {t} l, r;\n    rt_pair({name}_half, (void *)c, lo, mid, hi, &l, &r, sizeof({t}));\n    return {};\n  }}\n",
-            op_c(op, &["l".to_string(), "r".to_string()])
+            "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi) {{\n  if (hi - lo > 256) {{\n    int levels = rt_tree_levels(hi - lo);\n    if (levels > 0) {{\n      int parts = 1 << levels;\n      int64_t bounds[257];\n      {t} part[256];\n      rt_tree_bounds(lo, hi, levels, bounds);\n      rt_tree_parts({name}_half, (void *)c, bounds, parts, part, sizeof({t}));\n      for (int w = 1; w < parts; w *= 2)\n        for (int k = 0; k + w < parts; k += 2 * w) {{\n          {t} l = part[k], r = part[k + w];\n          part[k] = {combine};\n        }}\n      return part[0];\n    }}\n    int64_t mid = lo + (hi - lo) / 2;\n    {t} l, r;\n    rt_pair({name}_half, (void *)c, lo, mid, hi, &l, &r, sizeof({t}));\n    return {combine};\n  }}\n"
         );
         f.push_str(&self.unpack());
         let acc = self.fresh("acc");

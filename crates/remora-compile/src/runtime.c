@@ -799,3 +799,44 @@ static void rt_matmul_f32(const float *a, int64_t as0, int64_t as1, const float 
   int64_t bands = (m + RT_MM_MC - 1) / RT_MM_MC;
   rt_parallel_for(bands, (uint64_t)RT_MM_MC * (uint64_t)n * (uint64_t)k + 1, rt_matmul_band, &j);
 }
+
+/* ---- reductions: a float sum's tree on several threads ----
+ * The top `levels` levels of the fixed tree over lo … hi-1 (halves: the
+ * first ⌊n/2⌋ items and the rest) split it into 2^levels nodes, summed
+ * in parallel, a few per thread and taken as threads come free (a busy
+ * core delays only its own), then combined as the tree combines them. */
+typedef struct {
+  rt_half half;
+  void *c;
+  const int64_t *bounds;
+  char *out;
+  size_t size;
+} rt_parts_job;
+static void rt_parts_task(void *raw, int64_t lo, int64_t hi) {
+  rt_parts_job *j = raw;
+  for (int64_t k = lo; k < hi; k++) j->half(j->c, j->bounds[k], j->bounds[k + 1], j->out + k * j->size);
+}
+/* How many of the tree's levels to split into parts (each part over 2,048
+ * items, so that every node above them splits): 0 where the tree runs on
+ * this thread alone. */
+static int rt_tree_levels(int64_t n) {
+  if (rt_inside || rt_threads <= 1 || n < 65536) return 0;
+  int levels = 0;
+  while (((int64_t)1 << levels) < 16 * (int64_t)rt_threads && levels < 8 && (n >> (levels + 1)) > 2048) levels++;
+  return levels;
+}
+/* The bounds of the nodes at depth `levels`: node k is bounds[k] … bounds[k+1]-1. */
+static void rt_tree_bounds(int64_t lo, int64_t hi, int levels, int64_t *bounds) {
+  if (levels == 0) {
+    bounds[0] = lo;
+    bounds[1] = hi;
+    return;
+  }
+  int64_t mid = lo + (hi - lo) / 2;
+  rt_tree_bounds(lo, mid, levels - 1, bounds);
+  rt_tree_bounds(mid, hi, levels - 1, bounds + ((int64_t)1 << (levels - 1)));
+}
+static void rt_tree_parts(rt_half half, void *c, const int64_t *bounds, int parts, void *out, size_t size) {
+  rt_parts_job j = {half, c, bounds, out, size};
+  rt_parallel_for(parts, 1u << 20, rt_parts_task, &j);
+}

@@ -668,7 +668,19 @@ impl<'m> Alloc<'m> {
             body: fill,
         });
         // A general operator on array cells may give a view of its
-        // accumulator: its value goes through a buffer of its own.
+        // accumulator: its value goes through a buffer of its own. (A
+        // primitive lifted to cells combines position by position, in
+        // place.)
+        let lifted = match op {
+            Val::Func(_) => self.elementwise(op),
+            _ => None,
+        }
+        .map(|name| Val::Prim {
+            name,
+            types: Vec::new(),
+            indices: Vec::new(),
+        });
+        let op = lifted.as_ref().unwrap_or(op);
         let direct = cell.is_empty() || matches!(op, Val::Prim { .. });
         let tmp = if direct {
             None

@@ -1092,13 +1092,12 @@ impl<'m> Alloc<'m> {
                 }
                 for b in binds {
                     let v = match self.value(&b.value, body)? {
-                        // A map over a delayed map (a `let` of one used
-                        // once): its cell made here.
+                        // A delayed map this one iterates: its cell too.
                         Val::Delayed(d) if splits_at(d.map, n) => self.delayed_cell(&d, &idx[..n], body)?,
-                        v => v,
-                    };
-                    let Some(v) = records::cell_val_of(&v, &idx[..n]) else {
-                        return unsupported("a map over an array of functions");
+                        v => match records::cell_val_of(&v, &idx[..n]) {
+                            Some(v) => v,
+                            None => return unsupported("a map over an array of functions"),
+                        },
                     };
                     self.scope.vars.insert(b.var, v);
                 }
@@ -1199,11 +1198,22 @@ impl<'m> Alloc<'m> {
                 self.loop_depth += frame.len();
                 let mut inner = Vec::new();
                 let mut bound = Ok(());
+                // (A delayed map bound twice: its cell made once.)
+                let mut made: Vec<(Rc<Delayed<'m>>, Val<'m>)> = Vec::new();
                 for (var, array) in &arrays {
                     let v = match array {
+                        Val::Delayed(d) if made.iter().any(|(m, _)| Rc::ptr_eq(m, d)) => {
+                            match made.iter().find(|(m, _)| Rc::ptr_eq(m, d)) {
+                                Some((_, v)) => v.clone(),
+                                None => continue,
+                            }
+                        }
                         // A delayed map's cell, made here for this position.
                         Val::Delayed(d) => match self.delayed_cell(d, &idx, &mut inner) {
-                            Ok(v) => v,
+                            Ok(v) => {
+                                made.push((d.clone(), v.clone()));
+                                v
+                            }
                             Err(u) => {
                                 bound = Err(u);
                                 break;
@@ -1442,19 +1452,24 @@ fn splits_at(e: &maps::Expr, k: usize) -> bool {
     }
 }
 
-/// Whether `var` (bound by a `let`) is used exactly once in what follows
-/// its binding, and that use is as the array a map iterates: that map then
-/// reads every atom of it once, in its own loop.
+/// Whether `var` (bound by a `let`) is used in what follows its binding
+/// only as the array one map iterates (once, or in several of that map's
+/// bindings): that map then makes each cell of it once, in its own loop.
 fn used_once_by_a_map(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> bool {
     let (mut uses, mut by_maps) = (0usize, 0usize);
+    let mut maps: Vec<*const maps::Expr> = Vec::new();
     let mut count = |e: &maps::Expr| {
         e.each(&mut |x| match &x.kind {
             Kind::Var(v) if *v == var => uses += 1,
             Kind::Map { frame, binds, .. } if !frame.is_scalar() => {
-                by_maps += binds
+                let n = binds
                     .iter()
                     .filter(|b| matches!(b.value.kind, Kind::Var(v) if v == var))
                     .count();
+                if n > 0 {
+                    by_maps += n;
+                    maps.push(std::ptr::from_ref(x));
+                }
             }
             _ => {}
         });
@@ -1463,7 +1478,7 @@ fn used_once_by_a_map(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> bo
         count(&b.value);
     }
     count(body);
-    uses == 1 && by_maps == 1
+    uses >= 1 && uses == by_maps && maps.len() == 1
 }
 
 /// Whether `e` can run without a run-time error: scalar operations that

@@ -593,7 +593,7 @@ impl<'m> Alloc<'m> {
             return Ok(Val::Scalar(elem, Expr::Var(acc)));
         }
         // An array accumulator: two buffers, the step written into the
-        // other and copied back.
+        // other (computed there directly), then the two swapped.
         let acc = self.alloc("acc", elem, dims.clone(), body);
         self.copy(seed, &acc, body)?;
         let next = self.alloc("next", elem, dims, body);
