@@ -51,6 +51,12 @@ impl<'m> Alloc<'m> {
                 let [Expr::Int(rank)] = shape.dims.as_slice() else {
                     return Some(unsupported("iota of a shape of a length known only at run time"));
                 };
+                if *rank > remora_types::MAX_RANK as i64 {
+                    return Some(unsupported(format!(
+                        "too large for the compiled engine: a value of {rank} axes (more than {})",
+                        remora_types::MAX_RANK
+                    )));
+                }
                 let mut dims = Vec::new();
                 for k in 0..*rank {
                     let d = self.fresh("d");
