@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 mod boxes;
+mod empty;
 mod gather;
 mod iteration;
 mod order;
@@ -258,6 +259,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
             }
         }
     }
+    empty::skip_empty_nests(&mut body);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
@@ -1255,11 +1257,18 @@ impl<'m> Alloc<'m> {
     /// A fresh contiguous buffer of `dims`.
     fn alloc(&mut self, name: &str, elem: Elem, dims: Vec<Expr>, body: &mut Vec<Stmt>) -> View {
         let buf = self.fresh(name);
-        body.push(Stmt::Alloc {
-            buf,
-            elem,
-            len: product(&dims),
-        });
+        // The atom count checked as the interpreter checks every shape's
+        // (a product that wraps is an error, not a small buffer).
+        let len = match checked_product(&dims) {
+            Some(len) => len,
+            None => {
+                body.push(Stmt::Fail {
+                    what: "a shape of more atoms than 64 bits count".into(),
+                });
+                Expr::Int(0)
+            }
+        };
+        body.push(Stmt::Alloc { buf, elem, len });
         View::contiguous(buf, elem, dims)
     }
 }
@@ -1464,6 +1473,22 @@ fn nest(
         }];
     }
     inner
+}
+
+/// The product of `dims`, checked: `None` where numbers overflow,
+/// `dim*` (checked at run time) where they are not known.
+fn checked_product(dims: &[Expr]) -> Option<Expr> {
+    let mut p = Expr::Int(1);
+    for d in dims {
+        p = match (p, d) {
+            (Expr::Int(x), Expr::Int(y)) => Expr::Int(x.checked_mul(*y)?),
+            (Expr::Int(1), y) => y.clone(),
+            (Expr::Int(0), _) => Expr::Int(0),
+            (x, Expr::Int(1)) => x,
+            (x, y) => Expr::op("dim*", vec![x, y.clone()]),
+        };
+    }
+    Some(p)
 }
 
 fn product(dims: &[Expr]) -> Expr {
