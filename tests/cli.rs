@@ -4,8 +4,8 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 fn remora(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_remora"))
-        .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_remora"));
+    cmd.env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"));
     cmd.args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -528,8 +528,8 @@ fn everything_after_a_double_dash_is_an_argument() {
 
 #[test]
 fn a_repl_line_that_is_not_utf8_is_reported_and_the_session_goes_on() {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_remora"))
-        .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_remora"));
+    cmd.env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"));
     cmd.arg("repl")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
