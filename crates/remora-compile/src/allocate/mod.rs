@@ -559,6 +559,20 @@ impl<'m> Alloc<'m> {
     }
 
     fn value(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        // A value the interpreter cannot hold is an error there, found at
+        // once; compiled, a fused loop would run over all its atoms.
+        if let Ok(dims) = self.dims(&e.ty.shape) {
+            let atoms = dims.iter().try_fold(1u128, |n, d| match d {
+                Expr::Int(d) => Some(n.saturating_mul(u128::try_from(*d).unwrap_or(0))),
+                _ => None,
+            });
+            if atoms.is_some_and(|n| n > remora_value::limits::MAX_ATOMS as u128) {
+                return unsupported(format!(
+                    "too large for the compiled engine: a value of more than {} atoms",
+                    remora_value::limits::MAX_ATOMS
+                ));
+            }
+        }
         match &e.kind {
             Kind::Array { shape, atoms } => {
                 if shape.is_empty() && atoms.len() == 1 {
