@@ -260,9 +260,9 @@ struct DataArgs {
     /// by the interpreter, a fused chain in strips of cells instead of an
     /// array per step; `compiled`, compiled to C by the system's C compiler
     /// and run natively (an error if the program cannot be compiled yet);
-    /// `auto`, compiled where it can be, else the interpreter (`-v` says
-    /// which ran and why).
-    #[arg(long, value_enum, env = "REMORA_ENGINE", default_value_t = Engine::Interp)]
+    /// `auto` (the default), compiled where it can be and a C compiler is
+    /// found, else the interpreter (`-v` says which ran and why).
+    #[arg(long, value_enum, env = "REMORA_ENGINE", default_value_t = Engine::Auto)]
     engine: Engine,
     /// Whether an entry needing arguments reads data from standard input
     /// when none is given (`run`; remora-lang's `interpret` does not).

@@ -334,6 +334,15 @@ pub fn run_with(
         ));
     };
     let text = remora_compile::c::emit(&program);
+    if text.len() > remora_compile::MAX_C_BYTES {
+        return Err(Failure::Unsupported(
+            remora_syntax::Span::default(),
+            format!(
+                "too large for the compiled engine: more than {} bytes of C",
+                remora_compile::MAX_C_BYTES
+            ),
+        ));
+    }
     let (exe, _) = build(&text, &cc, if quick { QUICK } else { FLAGS })?;
     let values = execute(&exe, &with_files(&program, inputs)?)?;
     Ok(boxed(&program.outputs, values))

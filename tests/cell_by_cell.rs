@@ -10,6 +10,7 @@ fn run_verbose(name: &str, program: &str) -> (bool, String, String) {
         return (false, String::new(), "cannot write the program".into());
     }
     let out = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"))
         // (The interpreter's report: the interpreter runs it.)
         .args(["run", "--engine", "interp", "-v"])
         .arg(&file)

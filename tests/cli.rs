@@ -5,6 +5,7 @@ use std::process::{Command, Output, Stdio};
 
 fn remora(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_remora"));
+    cmd.env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"));
     cmd.args(args)
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -528,6 +529,7 @@ fn everything_after_a_double_dash_is_an_argument() {
 #[test]
 fn a_repl_line_that_is_not_utf8_is_reported_and_the_session_goes_on() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_remora"));
+    cmd.env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"));
     cmd.arg("repl")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -557,6 +559,7 @@ fn an_output_that_cannot_be_written_leaves_the_old_file() {
     let _ = std::fs::write(&target, "old contents\n");
     // A file-size limit of 100 blocks (the result is larger).
     let out = Command::new("sh")
+        .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"))
         .arg("-c")
         .arg("ulimit -f 100 && exec \"$0\" run \"$1\" --output \"$2\"")
         .arg(env!("CARGO_BIN_EXE_remora"))
@@ -894,6 +897,7 @@ fn on_a_terminal(args: &[&str], keys: &str, state: &std::path::Path) -> (String,
         return ("cannot share the terminal".into(), false);
     };
     let child = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"))
         .args(args)
         .env("TERM", "xterm")
         .env("XDG_STATE_HOME", state)

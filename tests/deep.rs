@@ -117,6 +117,7 @@ fn deep_program_under_memory_and_stack_limits() {
         ("ulimit -v 400000; ulimit -s 1024", false),
     ] {
         let out = std::process::Command::new("sh")
+            .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"))
             .arg("-c")
             .arg(format!("{limits} && exec \"$0\" run \"$1\""))
             .arg(bin)

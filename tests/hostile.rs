@@ -548,6 +548,7 @@ fn execute(bin: &Path, case: &Case, root: &Path) -> Result<(Ran, Vec<String>), S
     );
     let start = Instant::now();
     let mut child = Command::new("sh")
+        .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"))
         .arg("-c")
         .arg(script)
         .arg(bin)

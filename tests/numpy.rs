@@ -90,6 +90,7 @@ fn npy_round_trip() {
     assert!(made.is_ok(), "{made:?}");
     let out = dir.join("out.npy");
     let ran = run(Command::new(env!("CARGO_BIN_EXE_remora"))
+        .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"))
         .arg("run")
         .arg(&program)
         .arg("--input")
@@ -170,6 +171,7 @@ fn examples_agree_with_numpy() {
 fn compare_example(python: &str, script: &Path, program: &Path, engine: &str) -> Result<(), String> {
     let want = numbers(&run(Command::new(python).arg(script))?);
     let out = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"))
         .args(["run", "-v", "--engine", engine])
         .arg(program)
         .output()

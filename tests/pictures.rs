@@ -20,6 +20,7 @@ fn scratch(name: &str) -> PathBuf {
 
 fn remora(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_remora"))
+        .env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"))
         .args(args)
         .current_dir(root())
         .output()

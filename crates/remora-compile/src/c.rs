@@ -14,10 +14,11 @@
 //! interpreter's, bit for bit.
 //!
 //! A `parallel` loop is outlined into a function of a context structure
-//! holding every variable in scope, and run by the pool; a `tree` reduction
+//! holding the variables of the scope it uses, and run by the pool; a `tree` reduction
 //! is a recursive function the same way.
 
 use crate::loops::{Elem, Expr, Extent, Order, Program, Stmt, Var, Written};
+use std::collections::HashSet;
 use std::fmt::Write;
 
 /// The runtime every program starts with.
@@ -73,6 +74,9 @@ struct Emitter {
     next: usize,
     /// The context structure most recently declared.
     last_ctx: String,
+    /// The variables it holds: those of the scope its code uses (all of
+    /// the scope would make the C text quadratic in a long program).
+    last_used: HashSet<Var>,
 }
 
 /// The whole C program.
@@ -82,6 +86,7 @@ pub fn emit(p: &Program) -> String {
         scope: Vec::new(),
         next: 0,
         last_ctx: String::new(),
+        last_used: HashSet::new(),
     };
     let mut main = String::new();
     main.push_str("int main(int argc, char **argv) {\n  rt_init(argc, argv);\n");
@@ -458,10 +463,10 @@ impl Emitter {
 
     /// The structure of every variable in scope, declared at the top; its
     /// name.
-    fn context_type(&mut self) -> String {
+    fn context_type(&mut self, used: HashSet<Var>) -> String {
         let name = self.fresh("ctx");
         let mut s = String::from("typedef struct { char unused;");
-        for (x, d) in &self.scope {
+        for (x, d) in self.scope.iter().filter(|(x, _)| used.contains(x)) {
             match d {
                 Decl::Scalar(e) => {
                     let _ = write!(s, " {} {};", ctype(*e), v(*x));
@@ -473,6 +478,8 @@ impl Emitter {
         }
         let _ = writeln!(s, " }} {name};");
         self.top.push_str(&s);
+        self.last_ctx = name.clone();
+        self.last_used = used;
         name
     }
 
@@ -482,6 +489,7 @@ impl Emitter {
         let fields: Vec<String> = self
             .scope
             .iter()
+            .filter(|(x, _)| self.last_used.contains(x))
             .map(|(x, _)| format!(".{0} = {0}", v(*x)))
             .collect();
         format!(
@@ -495,7 +503,7 @@ impl Emitter {
     /// The context's fields unpacked into local variables.
     fn unpack(&self) -> String {
         let mut s = String::new();
-        for (x, d) in &self.scope {
+        for (x, d) in self.scope.iter().filter(|(x, _)| self.last_used.contains(x)) {
             match d {
                 Decl::Scalar(e) => {
                     let _ = writeln!(s, "  {} {} = c->{};", ctype(*e), v(*x), v(*x));
@@ -511,8 +519,8 @@ impl Emitter {
 
     fn parallel_for(&mut self, out: &mut String, index: Var, count: &Expr, body: &[Stmt], depth: usize) {
         let p = pad(depth);
-        let ctx = self.context_type();
-        self.last_ctx = ctx.clone();
+        let ctx = self.context_type(used_vars(body, &[]));
+        let used = self.last_used.clone();
         let name = self.fresh("loop");
         let mut f = format!("static void {name}(void *raw, int64_t lo, int64_t hi) {{\n  {ctx} *c = raw;\n");
         f.push_str(&self.unpack());
@@ -529,6 +537,7 @@ impl Emitter {
         // The body may have made context types of its own (a tree
         // reduction's): the loop's is this one.
         self.last_ctx = ctx;
+        self.last_used = used;
         let value = self.context_value();
         let _ = writeln!(
             out,
@@ -541,8 +550,8 @@ impl Emitter {
     /// A function `f(ctx, lo, hi)` giving the tree reduction of items
     /// `lo … hi-1`; its name. The context type is left in `last_ctx`.
     fn tree_function(&mut self, elem: Elem, op: &str, index: Var, body: &[Stmt], item: &Expr) -> String {
-        let ctx = self.context_type();
-        self.last_ctx = ctx.clone();
+        let ctx = self.context_type(used_vars(body, &[item]));
+        let used = self.last_used.clone();
         let name = self.fresh("tree");
         let t = ctype(elem);
         // On several threads, the top levels as parts (see
@@ -574,8 +583,82 @@ impl Emitter {
             "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi);\nstatic void {name}_half(void *c, int64_t lo, int64_t hi, void *out) {{ *({t} *)out = {name}(c, lo, hi); }}"
         );
         self.top.push_str(&f);
+        // The body may have made context types of its own: the
+        // reduction's is this one.
+        self.last_ctx = ctx;
+        self.last_used = used;
         name
     }
+}
+
+/// The variables that `stmts` and `exprs` use (and declare).
+fn used_vars(stmts: &[Stmt], exprs: &[&Expr]) -> HashSet<Var> {
+    fn walk(stmts: &[Stmt], used: &mut HashSet<Var>) {
+        let add = |e: &Expr, used: &mut HashSet<Var>| {
+            e.each_var(&mut |x| {
+                used.insert(x);
+            })
+        };
+        for s in stmts {
+            match s {
+                Stmt::Let { value, .. } => add(value, used),
+                Stmt::Set { var, value } => {
+                    used.insert(*var);
+                    add(value, used);
+                }
+                Stmt::Alloc { len, .. } => add(len, used),
+                Stmt::Data { atoms, .. } => atoms.iter().for_each(|a| add(a, used)),
+                Stmt::Store { buf, index, value } => {
+                    used.insert(*buf);
+                    add(index, used);
+                    add(value, used);
+                }
+                Stmt::Swap { a, b } => {
+                    used.insert(*a);
+                    used.insert(*b);
+                }
+                Stmt::For { count, body, .. } => {
+                    add(count, used);
+                    walk(body, used);
+                }
+                Stmt::Reduce {
+                    seed,
+                    count,
+                    body,
+                    item,
+                    ..
+                } => {
+                    seed.iter().for_each(|e| add(e, used));
+                    add(count, used);
+                    add(item, used);
+                    walk(body, used);
+                }
+                Stmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => {
+                    add(cond, used);
+                    walk(then, used);
+                    walk(otherwise, used);
+                }
+                Stmt::DoWhile { body, cond } => {
+                    walk(body, used);
+                    add(cond, used);
+                }
+                Stmt::Fail { .. } => {}
+                Stmt::Call { args, .. } => args.iter().for_each(|a| add(a, used)),
+            }
+        }
+    }
+    let mut used = HashSet::new();
+    walk(stmts, &mut used);
+    for e in exprs {
+        e.each_var(&mut |x| {
+            used.insert(x);
+        });
+    }
+    used
 }
 
 /// Whether a buffer of `n` atoms is small enough for the stack.

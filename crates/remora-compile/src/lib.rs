@@ -79,6 +79,7 @@ pub fn dump(decls: &[TDecl], names: &NameTable, level: Level, entry: &str) -> Re
 /// The program's entry `entry` (or its bare expressions, with no entry)
 /// at the loop level, verified.
 pub fn loops(decls: &[TDecl], names: &NameTable, entry: &str) -> Result<loops::Program, Unsupported> {
+    within_budget(decls)?;
     let program = lowered(decls, Level::Fused, names)?;
     allocate::allocate(&program, entry)
 }
@@ -105,4 +106,52 @@ pub fn lowered(decls: &[TDecl], level: Level, names: &NameTable) -> Result<maps:
     let program = fuse::fuse_program(&program);
     mono::verify_monomorphic(&program).map_err(broken("fused"))?;
     Ok(program)
+}
+
+/// The most expressions (and literal atoms) a program may have for the
+/// compiled engine, the deepest they may nest, and the most bytes of C it
+/// may make: past these the passes and the C compiler take longer than the
+/// interpreter would (and the passes recurse as deep as the program
+/// nests), so such a program runs on the interpreter.
+pub const MAX_NODES: usize = 100_000;
+pub const MAX_DEPTH: usize = 256;
+pub const MAX_C_BYTES: usize = 1 << 20;
+
+/// Whether the checked program is small enough for the compiled engine
+/// (see [`MAX_NODES`]): counted before lowering, in time linear in its
+/// size and constant stack.
+pub fn within_budget(decls: &[TDecl]) -> Result<(), Unsupported> {
+    let too_large = |what: String| Unsupported {
+        span: remora_syntax::Span::default(),
+        what: format!("too large for the compiled engine: {what}"),
+    };
+    let mut nodes = 0usize;
+    let mut stack: Vec<(&remora_check::typed::TExpr, usize)> = Vec::new();
+    for d in decls {
+        match d {
+            TDecl::Def { value, .. } => stack.push((value, 1)),
+            TDecl::Expr(e) => stack.push((e, 1)),
+        }
+    }
+    let mut children = Vec::new();
+    while let Some((e, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(too_large(format!(
+                "expressions nested more than {MAX_DEPTH} deep"
+            )));
+        }
+        nodes += 1;
+        if let remora_check::typed::TExprKind::Array { atoms, .. } = &e.kind {
+            nodes += atoms.len();
+        }
+        if nodes > MAX_NODES {
+            return Err(too_large(format!(
+                "more than {MAX_NODES} expressions and literal atoms"
+            )));
+        }
+        children.clear();
+        e.push_children(&mut children);
+        stack.extend(children.iter().map(|c| (*c, depth + 1)));
+    }
+    Ok(())
 }

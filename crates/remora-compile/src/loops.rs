@@ -114,7 +114,7 @@ impl Expr {
         matches!(self, Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_))
     }
 
-    fn each_var(&self, f: &mut dyn FnMut(Var)) {
+    pub(crate) fn each_var(&self, f: &mut dyn FnMut(Var)) {
         match self {
             Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) => {}
             Expr::Var(v) => f(*v),

@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// The most axes a value made at run time (`iota` of a shape vector) may
+/// have in the compiled engine; past it, the interpreter runs the program.
+const MAX_RUNTIME_RANK: i64 = 256;
+
 impl<'m> Alloc<'m> {
     pub(super) fn boxes(
         &mut self,
@@ -51,6 +55,14 @@ impl<'m> Alloc<'m> {
                 let [Expr::Int(rank)] = shape.dims.as_slice() else {
                     return Some(unsupported("iota of a shape of a length known only at run time"));
                 };
+                // (Each axis is a statement and a factor of the atom
+                // count: a value of 30,000 axes made a C text, and passes
+                // recursing over it, too large.)
+                if *rank > MAX_RUNTIME_RANK {
+                    return Some(unsupported(format!(
+                        "too large for the compiled engine: a value of {rank} axes (more than {MAX_RUNTIME_RANK})"
+                    )));
+                }
                 let mut dims = Vec::new();
                 for k in 0..*rank {
                     let d = self.fresh("d");

@@ -27,6 +27,7 @@ use std::rc::Rc;
 
 mod boxes;
 mod boxframes;
+mod empty;
 mod files;
 mod gather;
 mod iteration;
@@ -266,6 +267,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
             }
         }
     }
+    empty::skip_empty_nests(&mut body);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
@@ -568,6 +570,20 @@ impl<'m> Alloc<'m> {
     }
 
     fn value(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        // A value the interpreter cannot hold is an error there, found at
+        // once; compiled, a fused loop would run over all its atoms.
+        if let Ok(dims) = self.dims(&e.ty.shape) {
+            let atoms = dims.iter().try_fold(1u128, |n, d| match d {
+                Expr::Int(d) => Some(n.saturating_mul(u128::try_from(*d).unwrap_or(0))),
+                _ => None,
+            });
+            if atoms.is_some_and(|n| n > remora_value::limits::MAX_ATOMS as u128) {
+                return unsupported(format!(
+                    "too large for the compiled engine: a value of more than {} atoms",
+                    remora_value::limits::MAX_ATOMS
+                ));
+            }
+        }
         match &e.kind {
             Kind::Array { shape, atoms } => {
                 if shape.is_empty() && atoms.len() == 1 {
@@ -1344,11 +1360,18 @@ impl<'m> Alloc<'m> {
     /// A fresh contiguous buffer of `dims`.
     fn alloc(&mut self, name: &str, elem: Elem, dims: Vec<Expr>, body: &mut Vec<Stmt>) -> View {
         let buf = self.fresh(name);
-        body.push(Stmt::Alloc {
-            buf,
-            elem,
-            len: product(&dims),
-        });
+        // The atom count checked as the interpreter checks every shape's
+        // (a product that wraps is an error, not a small buffer).
+        let len = match checked_product(&dims) {
+            Some(len) => len,
+            None => {
+                body.push(Stmt::Fail {
+                    what: "a shape of more atoms than 64 bits count".into(),
+                });
+                Expr::Int(0)
+            }
+        };
+        body.push(Stmt::Alloc { buf, elem, len });
         View::contiguous(buf, elem, dims)
     }
 }
@@ -1610,6 +1633,22 @@ fn nest(
         }];
     }
     inner
+}
+
+/// The product of `dims`, checked: `None` where numbers overflow,
+/// `dim*` (checked at run time) where they are not known.
+fn checked_product(dims: &[Expr]) -> Option<Expr> {
+    let mut p = Expr::Int(1);
+    for d in dims {
+        p = match (p, d) {
+            (Expr::Int(x), Expr::Int(y)) => Expr::Int(x.checked_mul(*y)?),
+            (Expr::Int(1), y) => y.clone(),
+            (Expr::Int(0), _) => Expr::Int(0),
+            (x, Expr::Int(1)) => x,
+            (x, y) => Expr::op("dim*", vec![x, y.clone()]),
+        };
+    }
+    Some(p)
 }
 
 fn product(dims: &[Expr]) -> Expr {
