@@ -308,55 +308,31 @@ fn median(mut t: Vec<Duration>) -> Duration {
 
 /// The row's program compiled (cold, into a fresh cache): the executable
 /// and the compile time; or why not.
-fn compile(row: &Row, cache: &std::path::Path) -> Result<(std::path::PathBuf, Duration), String> {
+fn compile(row: &Row, cache: &std::path::Path) -> Result<common::Compiled, String> {
     let text = common::source(&format!("benches/interp/{}.remora", row.name), &row.sizes);
-    let start = Instant::now();
-    let mut sources = remora_syntax::SourceMap::new();
-    let loaded =
-        remora_syntax::load_program_text(&mut sources, &remora_syntax::RealFs, row.name, None, &text);
-    let checked = remora_check::check_program(&loaded.value);
-    if checked.has_errors() {
-        return Err("type errors".into());
-    }
-    let program = remora_compile::loops(&checked.value, &checked.names, "main")
-        .map_err(|u| format!("does not compile yet: {}", u.what))?;
-    let c = remora_compile::c::emit(&program);
-    let cc = remora::native::c_compiler().ok_or("no C compiler")?;
-    let (exe, _) = remora::native::build_in(cache, &c, &cc, remora::native::FLAGS).map_err(|f| match f {
-        remora::native::Failure::Internal(m) | remora::native::Failure::Run(m) => m,
-        remora::native::Failure::Unsupported(_, m) => m,
-    })?;
-    Ok((exe, start.elapsed()))
+    common::compile_entry(row.name, &text, cache)
 }
 
 /// The compiled row run `reps` times on `threads` threads (0: all):
 /// median computation time, median whole-process time, checksum.
 fn run_compiled(
-    exe: &std::path::Path,
+    compiled: &common::Compiled,
     args: &[Array],
     reps: usize,
     threads: usize,
 ) -> Option<(Duration, Duration, f64)> {
-    let threads = if threads == 0 {
-        String::new()
+    let threads = threads.to_string();
+    let env: Vec<(&str, &str)> = if threads == "0" {
+        Vec::new()
     } else {
-        threads.to_string()
+        vec![("REMORA_THREADS", threads.as_str())]
     };
-    let mut env = vec![("REMORA_TIMING", "1")];
-    if !threads.is_empty() {
-        env.push(("REMORA_THREADS", threads.as_str()));
-    }
     let (mut compute, mut whole, mut sum) = (Vec::new(), Vec::new(), 0.0);
     for _ in 0..reps {
-        let start = Instant::now();
-        let (values, err) = remora::native::execute_env(exe, args, &env).ok()?;
-        whole.push(start.elapsed());
-        let ns: u64 = err
-            .lines()
-            .find_map(|l| l.strip_prefix("remora-time-ns: "))
-            .and_then(|n| n.trim().parse().ok())?;
-        compute.push(Duration::from_nanos(ns));
-        sum = checksum(&values);
+        let run = common::run_compiled_once(compiled, args, &env).ok()?;
+        compute.push(run.compute);
+        whole.push(run.whole);
+        sum = checksum(&run.results);
     }
     Some((median(compute), median(whole), sum))
 }
@@ -394,21 +370,24 @@ fn main() {
             rust.push(start.elapsed());
         }
         let rust = median(rust);
-        let (exe, cc) = match compile(&row, &cache) {
-            Ok(x) => x,
+        let (compiled, cc) = match compile(&row, &cache) {
+            Ok(x) => {
+                let time = x.time;
+                (x, time)
+            }
             Err(why) => {
                 all_met = false;
                 println!("{:<12} {:>22} {why}", row.name, size_text);
                 continue;
             }
         };
-        let Some((compute, whole, sum)) = run_compiled(&exe, &args, row.reps, 0) else {
+        let Some((compute, whole, sum)) = run_compiled(&compiled, &args, row.reps, 0) else {
             all_met = false;
             println!("{:<12} {:>22} the compiled program failed", row.name, size_text);
             continue;
         };
         let scaling = if row.compute_bound {
-            run_compiled(&exe, &args, row.reps.min(3), 1)
+            run_compiled(&compiled, &args, row.reps.min(3), 1)
                 .map(|(one, _, _)| format!("{:.2}×", one.as_secs_f64() / compute.as_secs_f64()))
         } else {
             None

@@ -6,19 +6,24 @@ use std::process::{Command, Output, Stdio};
 fn remora(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_remora"));
     cmd.env("XDG_CACHE_HOME", concat!(env!("CARGO_TARGET_TMPDIR"), "/cache"));
-    cmd.args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    output(cmd.args(args), stdin)
+}
+
+/// Runs `cmd` with `stdin` (or none) on its standard input: what it wrote
+/// and how it ended (a failure to start said on its standard error).
+fn output(cmd: &mut Command, stdin: Option<&str>) -> Output {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let Ok(mut child) = cmd.spawn() else {
         return Output {
             status: std::process::ExitStatus::default(),
             stdout: Vec::new(),
-            stderr: b"could not start remora".to_vec(),
+            stderr: format!("could not start {:?}", cmd.get_program()).into_bytes(),
         };
     };
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
@@ -1226,30 +1231,7 @@ fn repl_types_are_written_as_the_documentation_writes_them_and_check_keeps_remor
 
 /// Runs a program `remora build` made.
 fn built(program: &std::path::Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let Ok(mut child) = cmd.spawn() else {
-        return Output {
-            status: std::process::ExitStatus::default(),
-            stdout: Vec::new(),
-            stderr: format!("could not start {}", program.display()).into_bytes(),
-        };
-    };
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        let _ = pipe.write_all(text.as_bytes());
-    }
-    child.wait_with_output().unwrap_or_else(|e| Output {
-        status: std::process::ExitStatus::default(),
-        stdout: Vec::new(),
-        stderr: e.to_string().into_bytes(),
-    })
+    output(Command::new(program).args(args), stdin)
 }
 
 #[test]
