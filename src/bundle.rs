@@ -16,7 +16,6 @@ use std::cell::RefCell;
 use std::ffi::OsString;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The last bytes of a built program's trailer.
@@ -199,37 +198,17 @@ pub fn write_program(program: &Path, base: &Path, payload: &Payload) -> std::io:
         None => source.metadata()?.len(),
     };
     source.seek(SeekFrom::Start(0))?;
-    let dir = match program.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = program
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.{}.partial", std::process::id()));
     let body = payload.encode();
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o755)
-        .open(&temp)
-        .and_then(|mut f| {
-            let copied = std::io::copy(&mut (&mut source).take(prefix), &mut f)?;
-            if copied != prefix {
-                return Err(std::io::Error::other(
-                    "the remora executable changed while it was copied",
-                ));
-            }
-            f.write_all(&body)?;
-            f.write_all(&trailer(prefix, body.len() as u64, crate::native::fnv(&[&body])))?;
-            f.sync_all()
-        });
-    let renamed = written.and_then(|()| std::fs::rename(&temp, program));
-    if renamed.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    renamed
+    remora_syntax::files::replace_file(program, 0o755, |f| {
+        let copied = std::io::copy(&mut (&mut source).take(prefix), f)?;
+        if copied != prefix {
+            return Err(std::io::Error::other(
+                "the remora executable changed while it was copied",
+            ));
+        }
+        f.write_all(&body)?;
+        f.write_all(&trailer(prefix, body.len() as u64, crate::native::fnv(&[&body])))
+    })
 }
 
 /// The embedded executable `exe` in the compile cache (written once, by
@@ -242,22 +221,8 @@ pub fn extract(exe: &[u8]) -> std::io::Result<PathBuf> {
         return Ok(path);
     }
     std::fs::create_dir_all(&dir)?;
-    let temp = dir.join(format!("tmp-built-{}-{key:016x}", std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o755)
-        .open(&temp)
-        .and_then(|mut f| {
-            f.write_all(exe)?;
-            f.sync_all()
-        });
-    let renamed = written.and_then(|()| std::fs::rename(&temp, &path));
-    if renamed.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    renamed.map(|()| path)
+    remora_syntax::files::replace_file(&path, 0o755, |f| f.write_all(exe))?;
+    Ok(path)
 }
 
 /// The real file system, each path resolved and each file read noted

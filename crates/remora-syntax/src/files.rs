@@ -89,6 +89,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         // file is made where the link is).
         Err(_) => path.to_path_buf(),
     };
+    replace_file(&target, 0o666, |f| f.write_all(bytes))
+}
+
+/// Makes the regular file `target` whole or not at all: `write` fills a
+/// new file beside it (of mode `mode`, less the umask), which is synced
+/// and then renamed over `target`. If anything fails, the new file is
+/// removed and `target` is left as it was.
+pub fn replace_file(
+    target: &Path,
+    mode: u32,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -101,12 +114,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(mode)
         .open(&temp)
         .and_then(|mut f| {
-            f.write_all(bytes)?;
+            write(&mut f)?;
             f.sync_all()
         });
-    let renamed = written.and_then(|()| std::fs::rename(&temp, &target));
+    let renamed = written.and_then(|()| std::fs::rename(&temp, target));
     if renamed.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
