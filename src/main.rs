@@ -797,14 +797,7 @@ fn compiled_executable(
     use remora::native::Failure;
     let program = remora_compile::loops(&checked.value, &checked.names, entry)
         .map_err(|u| Failure::Unsupported(u.span, u.what))?;
-    let cc = remora::native::c_compiler().ok_or_else(|| {
-        Failure::Unsupported(
-            remora_syntax::Span::default(),
-            "no C compiler (set CC, or install cc)".into(),
-        )
-    })?;
-    let text = remora_compile::c::emit(&program);
-    let (exe, _) = remora::native::build(&text, &cc, remora::native::FLAGS)?;
+    let exe = remora::native::executable(&program, remora::native::FLAGS)?;
     std::fs::read(&exe).map_err(|e| Failure::Internal(format!("cannot read {}: {e}", exe.display())))
 }
 

@@ -120,13 +120,8 @@ pub(crate) fn fnv(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// The executable for `c_text`, from the cache or compiled now; and
-/// whether it was compiled.
-pub fn build(c_text: &str, cc: &str, flags: &[&str]) -> Result<(PathBuf, bool), Failure> {
-    build_in(&cache_dir(), c_text, cc, flags)
-}
-
-/// [`build`] with the cache in `dir`.
+/// The executable for `c_text`, from the cache in `dir` or compiled now;
+/// and whether it was compiled.
 pub fn build_in(dir: &Path, c_text: &str, cc: &str, flags: &[&str]) -> Result<(PathBuf, bool), Failure> {
     let flag_list = flags;
     let flags = flags.join(" ");
@@ -327,13 +322,30 @@ pub fn run_with(
     quick: bool,
 ) -> Result<Vec<Array>, Failure> {
     let program = lowered(decls, names, entry, inputs)?;
+    let exe = executable(&program, if quick { QUICK } else { FLAGS })?;
+    let values = execute(&exe, &with_files(&program, inputs)?)?;
+    Ok(boxed(&program.outputs, values))
+}
+
+/// The executable of `program` (at the loop level) compiled with `flags`,
+/// from the compile cache or built now.
+pub fn executable(program: &remora_compile::loops::Program, flags: &[&str]) -> Result<PathBuf, Failure> {
+    executable_in(&cache_dir(), program, flags)
+}
+
+/// [`executable`] with the cache in `dir`.
+pub fn executable_in(
+    dir: &Path,
+    program: &remora_compile::loops::Program,
+    flags: &[&str],
+) -> Result<PathBuf, Failure> {
     let Some(cc) = c_compiler() else {
         return Err(Failure::Unsupported(
             remora_syntax::Span::default(),
             "no C compiler (set CC, or install cc)".into(),
         ));
     };
-    let text = remora_compile::c::emit(&program);
+    let text = remora_compile::c::emit(program);
     if text.len() > remora_compile::MAX_C_BYTES {
         return Err(Failure::Unsupported(
             remora_syntax::Span::default(),
@@ -343,9 +355,7 @@ pub fn run_with(
             ),
         ));
     }
-    let (exe, _) = build(&text, &cc, if quick { QUICK } else { FLAGS })?;
-    let values = execute(&exe, &with_files(&program, inputs)?)?;
-    Ok(boxed(&program.outputs, values))
+    build_in(dir, &text, &cc, flags).map(|(exe, _)| exe)
 }
 
 /// [`run`] by `exe`, the program compiled before (`remora build`): lowered
@@ -486,8 +496,8 @@ fn frame_of_boxes(w: &Array, kinds: &[(bool, usize)], payloads: &Array) -> Array
     };
     let mut boxes = Vec::new();
     let mut at = 0usize;
+    let rank: usize = kinds.iter().map(|k| k.1).sum();
     for cell in sizes.chunks(width.max(1)).take(frame.iter().product()) {
-        let rank: usize = kinds.iter().map(|k| k.1).sum();
         let (witness, dims) = cell.split_at(rank.min(cell.len()));
         let dims: Vec<usize> = dims.iter().map(|d| usize::try_from(*d).unwrap_or(0)).collect();
         let n: usize = dims.iter().product();

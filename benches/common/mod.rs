@@ -467,9 +467,7 @@ pub fn compile_entry(name: &str, text: &str, cache: &std::path::Path) -> Result<
     }
     let program = remora_compile::loops(&checked.value, &checked.names, "main")
         .map_err(|u| format!("does not compile yet: {}", u.what))?;
-    let c = remora_compile::c::emit(&program);
-    let cc = remora::native::c_compiler().ok_or("no C compiler")?;
-    let (exe, _) = remora::native::build_in(cache, &c, &cc, remora::native::FLAGS).map_err(|f| match f {
+    let exe = remora::native::executable_in(cache, &program, remora::native::FLAGS).map_err(|f| match f {
         remora::native::Failure::Internal(m) | remora::native::Failure::Run(m) => m,
         remora::native::Failure::Unsupported(_, m) => m,
     })?;
