@@ -58,7 +58,7 @@ impl TExpr {
     }
 
     /// The expressions directly inside this one, in written order.
-    fn push_children<'a>(&'a self, out: &mut Vec<&'a TExpr>) {
+    pub(crate) fn push_children<'a>(&'a self, out: &mut Vec<&'a TExpr>) {
         match &self.kind {
             TExprKind::Var(_) | TExprKind::Intrinsic(_) => {}
             TExprKind::Array { atoms, .. } => {
