@@ -52,10 +52,10 @@ impl<'a> Pass<'a> {
             };
             let mut stack = vec![value];
             while let Some(e) = stack.pop() {
-                if let TExprKind::Let { var, value, .. } = &e.kind {
-                    if lambda(value).is_some() {
-                        lambdas.insert(*var, &**value);
-                    }
+                if let TExprKind::Let { var, value, .. } = &e.kind
+                    && lambda(value).is_some()
+                {
+                    lambdas.insert(*var, &**value);
                 }
                 e.push_children(&mut stack);
             }
@@ -247,8 +247,17 @@ const SCALAR: &[&str] = &[
     "f.+", "f.-", "f.*", "f./", "f.neg", "f.exp", "f.ln", "f.sin", "f.cos", "f.tanh", "f.sqrt", "sqrt",
 ];
 
-fn derivative(w: &Writer, name: &str, mode: Mode, args: &[(&TExpr, &Lifted)], span: Span) -> Result<ast::Expr, Diagnostic> {
-    let f = args.first().map(|a| a.0).ok_or_else(|| Diagnostic::error(span, "malformed derivative form"))?;
+fn derivative(
+    w: &Writer,
+    name: &str,
+    mode: Mode,
+    args: &[(&TExpr, &Lifted)],
+    span: Span,
+) -> Result<ast::Expr, Diagnostic> {
+    let f = args
+        .first()
+        .map(|a| a.0)
+        .ok_or_else(|| Diagnostic::error(span, "malformed derivative form"))?;
     let lam_expr = match &f.kind {
         TExprKind::Var(v) => w.ad.lambdas.get(v).copied(),
         _ => Some(f),
@@ -256,17 +265,22 @@ fn derivative(w: &Writer, name: &str, mode: Mode, args: &[(&TExpr, &Lifted)], sp
     let Some((param, body)) = lam_expr.and_then(lambda) else {
         return Err(Diagnostic::error(
             f.span,
-            format!("`{name}` differentiates a lambda, or a name bound to one by `def` or `let`; this function is neither"),
+            format!(
+                "`{name}` differentiates a lambda, or a name bound to one by `def` or `let`; this function is neither"
+            ),
         ));
     };
     let Atom::Arrow(pty, rty) = &f.ty.atom else {
-        return Err(Diagnostic::error(f.span, format!("`{name}` of a value that is not a function")));
+        return Err(Diagnostic::error(
+            f.span,
+            format!("`{name}` of a value that is not a function"),
+        ));
     };
     if pty.atom != Atom::Float {
         return Err(Diagnostic::error(
             f.span,
             format!(
-                "`{name}` differentiates with respect to a Float array; this parameter is `{}` (records and other types: not yet)",
+                "`{name}` differentiates with respect to a Float array, and this parameter is `{}` (records and other types: not yet)",
                 pty.show(w_names(w))
             ),
         ));
@@ -374,7 +388,11 @@ impl Walk<'_, '_> {
                 }
                 self.expr(body, &inner)
             }
-            TExprKind::If { cond, then, otherwise } if self.mode == Mode::Forward => {
+            TExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } if self.mode == Mode::Forward => {
                 let c = self.w.expr(cond);
                 let mut branch = |x: &TExpr| -> Result<(ast::Expr, ast::Expr), Diagnostic> {
                     let saved = std::mem::take(&mut self.binds);
@@ -413,30 +431,18 @@ impl Walk<'_, '_> {
     fn app(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let (head, spine) = e.spine();
         // A call of a lambda bound by name, unlifted: its body inlined.
-        if let TExprKind::Var(v) = &head.kind {
-            if let Some(f) = self.w.ad.lambdas.get(v).copied() {
-                if spine.iter().all(|(_, l)| l.principal.is_scalar()) {
-                    return self.inline(f, &spine, env, e);
-                }
-                return Err(self.unsupported(e, "a lifted call of a function defined in the program"));
+        if let TExprKind::Var(v) = &head.kind
+            && let Some(f) = self.w.ad.lambdas.get(v).copied()
+        {
+            if spine.iter().all(|(_, l)| l.principal.is_scalar()) {
+                return self.inline(f, &spine, env, e);
             }
+            return Err(self.unsupported(e, "a lifted call of a function defined in the program"));
         }
         let Some(name) = head_name(head) else {
             return Err(self.unsupported(e, "this application"));
         };
         let what = format!("`{name}`");
-        let rule = if SCALAR.contains(&name) {
-            Rule::Scalar(name)
-        } else if name == "f.sum" {
-            Rule::Sum
-        } else if name == "reduce"
-            && spine.len() == 2
-            && matches!(head_name(spine[0].0), Some("f.+"))
-        {
-            Rule::Sum
-        } else {
-            return Err(self.unsupported(e, &what));
-        };
         let mut args = Vec::new();
         let mut primals = Vec::new();
         let mut tangents = Vec::new();
@@ -455,7 +461,24 @@ impl Walk<'_, '_> {
             primals.push(p);
             tangents.push(t);
         }
-        let principal = spine.last().map(|(_, l)| l.principal.clone()).unwrap_or_else(Shape::scalar);
+        // No Float argument depends on the parameter (a Float made of a
+        // Bool or an Int): the derivative is zero.
+        if tangents.iter().all(Option::is_none) {
+            return Ok((app(self.w.expr(head), primals), None));
+        }
+        let rule = if SCALAR.contains(&name) {
+            Rule::Scalar(name)
+        } else if name == "f.sum"
+            || (name == "reduce" && spine.len() == 2 && matches!(head_name(spine[0].0), Some("f.+")))
+        {
+            Rule::Sum
+        } else {
+            return Err(self.unsupported(e, &what));
+        };
+        let principal = spine
+            .last()
+            .map(|(_, l)| l.principal.clone())
+            .unwrap_or_else(Shape::scalar);
         let out = self.bind(app(self.w.expr(head), primals.clone()));
         let ExprKind::Var(out_name) = &out.kind else {
             return Err(self.unsupported(e, &what));
@@ -466,10 +489,8 @@ impl Walk<'_, '_> {
                 Rule::Scalar(op) => self.scalar_tangent(op, &primals, &tangents, &args, &principal, &out),
                 Rule::Sum => {
                     let mut ts = primals.clone();
-                    if let Some(Some(t)) = tangents.last() {
-                        if let Some(last) = ts.last_mut() {
-                            *last = t.clone();
-                        }
+                    if let (Some(Some(t)), Some(last)) = (tangents.last(), ts.last_mut()) {
+                        *last = t.clone();
                     }
                     Some(app(self.w.expr(head), ts))
                 }
@@ -489,7 +510,13 @@ impl Walk<'_, '_> {
         Ok((out, tangent))
     }
 
-    fn inline(&mut self, f: &TExpr, spine: &[(&TExpr, &Lifted)], env: &Env, e: &TExpr) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+    fn inline(
+        &mut self,
+        f: &TExpr,
+        spine: &[(&TExpr, &Lifted)],
+        env: &Env,
+        e: &TExpr,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let mut inner = env.clone();
         let mut body = f;
         for (a, _) in spine {
@@ -595,8 +622,16 @@ impl Walk<'_, '_> {
         };
         let ct = var(&ct);
         let w = self.w;
-        let pa = n.args.first().map(|a| a.primal.clone()).unwrap_or_else(|| float(0.0));
-        let pb = n.args.get(1).map(|a| a.primal.clone()).unwrap_or_else(|| float(0.0));
+        let pa = n
+            .args
+            .first()
+            .map(|a| a.primal.clone())
+            .unwrap_or_else(|| float(0.0));
+        let pb = n
+            .args
+            .get(1)
+            .map(|a| a.primal.clone())
+            .unwrap_or_else(|| float(0.0));
         let out = var(&n.out);
         let f2 = |f: &str, a: ast::Expr, b: ast::Expr| call(f, vec![a, b]);
         for (i, arg) in n.args.iter().enumerate() {
@@ -610,12 +645,18 @@ impl Walk<'_, '_> {
                     // The adjoint of each result cell, replicated over
                     // the axes the cell summed.
                     let summed = Shape::from_segs(
-                        arg.cell.segs().get(..arg.cell.segs().len().saturating_sub(result_cell_rank(n)))
+                        arg.cell
+                            .segs()
+                            .get(..arg.cell.segs().len().saturating_sub(result_cell_rank(n)))
                             .unwrap_or_default()
                             .to_vec(),
                     );
                     let kept = Shape::from_segs(
-                        arg.cell.segs().get(summed.segs().len()..).unwrap_or_default().to_vec(),
+                        arg.cell
+                            .segs()
+                            .get(summed.segs().len()..)
+                            .unwrap_or_default()
+                            .to_vec(),
                     );
                     let rep = node(ExprKind::IApp {
                         func: Box::new(node(ExprKind::IApp {
@@ -636,12 +677,20 @@ impl Walk<'_, '_> {
                     ("f.*", 0) => f2("f.*", ct.clone(), pb.clone()),
                     ("f.*", _) => f2("f.*", ct.clone(), pa.clone()),
                     ("f./", 0) => f2("f./", ct.clone(), pb.clone()),
-                    ("f./", _) => call("f.neg", vec![f2("f./", f2("f.*", ct.clone(), out.clone()), pb.clone())]),
+                    ("f./", _) => call(
+                        "f.neg",
+                        vec![f2("f./", f2("f.*", ct.clone(), out.clone()), pb.clone())],
+                    ),
                     _ => unary_derivative(op, ct.clone(), pa.clone(), out.clone()),
                 },
             };
             // Summed over the frame axes the argument was replicated along.
-            let extra = n.principal.segs().get(arg.frame.segs().len()..).unwrap_or_default().to_vec();
+            let extra = n
+                .principal
+                .segs()
+                .get(arg.frame.segs().len()..)
+                .unwrap_or_default()
+                .to_vec();
             let contribution = if extra.is_empty() || matches!(n.rule, Rule::Alias) {
                 contribution
             } else {

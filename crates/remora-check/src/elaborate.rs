@@ -20,7 +20,10 @@ pub fn program(decls: &[TDecl], names: &NameTable) -> ast::Program {
 }
 
 /// [`program`], with the errors of the derivative forms.
-pub fn differentiated(decls: &[TDecl], names: &NameTable) -> Result<ast::Program, Vec<remora_syntax::Diagnostic>> {
+pub fn differentiated(
+    decls: &[TDecl],
+    names: &NameTable,
+) -> Result<ast::Program, Vec<remora_syntax::Diagnostic>> {
     let w = Writer {
         names,
         ad: crate::ad::Pass::new(decls),
