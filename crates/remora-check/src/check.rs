@@ -174,7 +174,8 @@ impl Checker {
 
     fn bind_intrinsics(&mut self) {
         let mut scratch = SourceMap::new();
-        for (name, text) in intrinsics::names() {
+        let ad = intrinsics::AD.iter().map(|(n, t)| (*n, *t));
+        for (name, text) in intrinsics::names().chain(ad) {
             let parsed = remora_syntax::parse_type(&mut scratch, "<intrinsics>", text);
             let mark = self.diags.len();
             let ty = self.ty(&parsed.value);

@@ -13,31 +13,51 @@ use remora_syntax::ast::{self, AtomKind, BindKind, DeclKind, DimKind, ExprKind, 
 use remora_types::{Atom, DVar, Dim, IVar, Index, SVar, Seg, Shape, TVar, Type};
 
 /// A checked program as a core program.
+/// Every `jvp`, `vjp` and `grad` is replaced by its derivative program
+/// (`crate::ad`); an error is a form that cannot be differentiated yet.
 pub fn program(decls: &[TDecl], names: &NameTable) -> ast::Program {
-    let w = Writer { names };
-    ast::Program {
+    differentiated(decls, names).unwrap_or_else(|_| ast::Program { decls: Vec::new() })
+}
+
+/// [`program`], with the errors of the derivative forms.
+pub fn differentiated(
+    decls: &[TDecl],
+    names: &NameTable,
+) -> Result<ast::Program, Vec<remora_syntax::Diagnostic>> {
+    let w = Writer {
+        names,
+        ad: crate::ad::Pass::new(decls),
+    };
+    let program = ast::Program {
         decls: decls.iter().map(|d| w.decl(d)).collect(),
-    }
+    };
+    w.ad.finish()?;
+    Ok(program)
 }
 
 /// A checked expression as a core expression.
 pub fn expr(e: &TExpr, names: &NameTable) -> ast::Expr {
-    Writer { names }.expr(e)
+    Writer {
+        names,
+        ad: crate::ad::Pass::new(&[]),
+    }
+    .expr(e)
 }
 
-struct Writer<'a> {
+pub(crate) struct Writer<'a> {
     names: &'a NameTable,
+    pub(crate) ad: crate::ad::Pass<'a>,
 }
 
-fn sp() -> Span {
+pub(crate) fn sp() -> Span {
     Span::default()
 }
 
-fn ident(name: impl Into<String>) -> ast::Ident {
+pub(crate) fn ident(name: impl Into<String>) -> ast::Ident {
     ast::Ident::new(name, sp())
 }
 
-fn node(kind: ExprKind) -> ast::Expr {
+pub(crate) fn node(kind: ExprKind) -> ast::Expr {
     ast::Expr { kind, span: sp() }
 }
 
@@ -45,8 +65,12 @@ fn ty_node(kind: TypeKind) -> ast::Type {
     ast::Type { kind, span: sp() }
 }
 
-impl Writer<'_> {
-    fn var(&self, v: VarId) -> ast::Ident {
+impl<'a> Writer<'a> {
+    pub(crate) fn names(&self) -> &'a NameTable {
+        self.names
+    }
+
+    pub(crate) fn var(&self, v: VarId) -> ast::Ident {
         ident(
             self.names
                 .vars
@@ -139,7 +163,10 @@ impl Writer<'_> {
         ast::Decl { kind, span: sp() }
     }
 
-    fn expr(&self, e: &TExpr) -> ast::Expr {
+    pub(crate) fn expr(&self, e: &TExpr) -> ast::Expr {
+        if let Some(derivative) = crate::ad::form(self, e) {
+            return derivative;
+        }
         match &e.kind {
             TExprKind::Array { shape, atoms } if atoms.is_empty() => node(ExprKind::EmptyArray {
                 shape: shape.clone(),
@@ -280,7 +307,7 @@ impl Writer<'_> {
         ast::Atom { kind, span: sp() }
     }
 
-    fn ty(&self, t: &Type) -> ast::Type {
+    pub(crate) fn ty(&self, t: &Type) -> ast::Type {
         let elem = match &t.atom {
             Atom::Int => ty_node(TypeKind::Int),
             Atom::Bool => ty_node(TypeKind::Bool),
@@ -323,7 +350,7 @@ impl Writer<'_> {
         }
     }
 
-    fn shape(&self, s: &Shape) -> ast::Shape {
+    pub(crate) fn shape(&self, s: &Shape) -> ast::Shape {
         let parts = s
             .segs()
             .iter()
@@ -391,7 +418,7 @@ impl Writer<'_> {
 }
 
 /// `e` as a lambda literal: its parameter and body.
-fn lambda(e: &TExpr) -> Option<(VarId, &TExpr)> {
+pub(crate) fn lambda(e: &TExpr) -> Option<(VarId, &TExpr)> {
     match &e.kind {
         TExprKind::Array { shape, atoms } if shape.is_empty() => match atoms.as_slice() {
             [

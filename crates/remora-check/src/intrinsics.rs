@@ -205,6 +205,24 @@ pub const RANDOM: &[(&str, &str)] = &[
     ("random.int", "(-> (Int Int Int Int) Int)"),
 ];
 
+/// Automatic differentiation (issue 15, `crate::ad`): forms the checker
+/// types like intrinsics and the AD pass replaces before either engine runs
+/// (so they are not in [`names`], whose names the engines implement).
+pub const AD: &[(&str, &str)] = &[
+    (
+        "jvp",
+        "(∀ (&a &b) (Π (@a @b) (-> ((-> [&a @a] [&b @b]) [&a @a] [&a @a]) [&b @b])))",
+    ),
+    (
+        "vjp",
+        "(∀ (&a &b) (Π (@a @b) (-> ((-> [&a @a] [&b @b]) [&a @a] [&b @b]) [&a @a])))",
+    ),
+    (
+        "grad",
+        "(∀ (&a) (Π (@a) (-> (-> [&a @a] Float) (-> [&a @a] [&a @a]))))",
+    ),
+];
+
 /// Every intrinsic and prelude name, in table order.
 pub fn names() -> impl Iterator<Item = (&'static str, &'static str)> {
     INTRINSICS

@@ -8,6 +8,7 @@
 //! (holes, untyped parameters, `rerank`, `(box e)`) is issue 5 and is
 //! reported as such.
 
+pub mod ad;
 mod check;
 pub mod elaborate;
 pub mod infer;
@@ -69,10 +70,46 @@ pub fn check_program_with(program: &Program, options: Options) -> Checked<Vec<TD
     let mut c = check::Checker::new();
     c.inference = options.inference;
     let value = c.program(program);
-    Checked {
+    let checked = Checked {
         value,
         names: c.names,
         diagnostics: c.diags,
+    };
+    if checked.has_errors() || !ad::uses_ad(&checked.value) {
+        return checked;
+    }
+    differentiate(checked)
+}
+
+/// A checked program whose `jvp`, `vjp` and `grad` forms are replaced by
+/// their derivative programs (`ad`), checked again; the errors of the
+/// forms that cannot be differentiated otherwise.
+fn differentiate(mut checked: Checked<Vec<TDecl>>) -> Checked<Vec<TDecl>> {
+    match elaborate::differentiated(&checked.value, &checked.names) {
+        Ok(program) => {
+            let mut c = check::Checker::new();
+            let value = c.program(&program);
+            let mut diagnostics = checked.diagnostics;
+            diagnostics.extend(c.diags.into_iter().map(|d| {
+                if d.is_error() {
+                    remora_syntax::Diagnostic::error_unpositioned(format!(
+                        "internal: the derivative program does not check: {}",
+                        d.message
+                    ))
+                } else {
+                    d
+                }
+            }));
+            Checked {
+                value,
+                names: c.names,
+                diagnostics,
+            }
+        }
+        Err(errors) => {
+            checked.diagnostics.extend(errors);
+            checked
+        }
     }
 }
 
