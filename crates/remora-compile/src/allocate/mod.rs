@@ -34,6 +34,7 @@ mod iteration;
 mod order;
 mod prims;
 mod records;
+mod trace;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at
 /// `offset + Σ ik·strides[k]`.
@@ -225,6 +226,8 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
         out: loops::Program::default(),
         scope: Scope::default(),
         loop_depth: 0,
+        ordered_loops: 0,
+        delayed: 0,
         var_names: &p.var_names,
     };
     let mut body = Vec::new();
@@ -242,6 +245,9 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
         _ => return unsupported(format!("a program without one {entry} entry to run")),
     }
     let has_entry = named == 1;
+    // As the interpreter: every definition in order, entries too (a later
+    // declaration may name one), then the entry run.
+    let mut run = None;
     for d in &p.decls {
         match d {
             Decl::Def {
@@ -250,13 +256,10 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
                 entry: is_entry,
                 value,
             } => {
-                if *is_entry {
-                    if name == entry {
-                        a.entry(value, &mut body)?;
-                    }
-                    continue;
-                }
                 let v = a.bound(value, &mut body)?;
+                if *is_entry && name == entry {
+                    run = Some((value, v.clone()));
+                }
                 a.scope.vars.insert(*var, v);
             }
             Decl::Expr(e) => {
@@ -267,7 +270,15 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
             }
         }
     }
+    match run {
+        // An entry of parameters applied to the inputs; one of none is
+        // its value.
+        Some((value, Val::Func(_))) => a.entry(value, &mut body)?,
+        Some((value, v)) => a.output(v, &value.ty, &mut body)?,
+        None => {}
+    }
     empty::skip_empty_nests(&mut body);
+    trace::in_order(&mut body);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
@@ -282,6 +293,12 @@ struct Alloc<'m> {
     /// How many loops enclose the code being written (the outermost loop
     /// is the parallel one).
     loop_depth: usize,
+    /// How many of those loops are a map's, each cell once in order (where
+    /// a `trace` prints as the interpreter does).
+    ordered_loops: usize,
+    /// How many delayed maps are being made (code written away from where
+    /// the map was: no `trace` there).
+    delayed: usize,
     var_names: &'m [String],
 }
 
@@ -1010,7 +1027,9 @@ impl<'m> Alloc<'m> {
         match v {
             Val::Delayed(d) => {
                 let saved = std::mem::replace(&mut self.scope, d.scope.clone());
+                self.delayed += 1;
                 let r = self.value(d.map, body);
+                self.delayed -= 1;
                 self.scope = saved;
                 match r? {
                     Val::Array(mut v) if d.transposed && v.dims.len() == 2 => {
@@ -1084,7 +1103,9 @@ impl<'m> Alloc<'m> {
             idx => idx,
         };
         let saved = std::mem::replace(&mut self.scope, d.scope.clone());
+        self.delayed += 1;
         let r = self.delayed_cell_in(d.map, idx, d.elem, body);
+        self.delayed -= 1;
         self.scope = saved;
         r
     }
@@ -1212,6 +1233,7 @@ impl<'m> Alloc<'m> {
                 let idx: Vec<Expr> = indices.iter().map(|v| Expr::Var(*v)).collect();
                 let saved = self.scope.vars.clone();
                 self.loop_depth += frame.len();
+                self.ordered_loops += frame.len();
                 let mut inner = Vec::new();
                 let mut bound = Ok(());
                 // (A delayed map bound twice: its cell made once.)
@@ -1247,6 +1269,7 @@ impl<'m> Alloc<'m> {
                 }
                 let r = bound.and_then(|()| self.into(cell, &dest.cell(&idx), &mut inner));
                 self.loop_depth -= frame.len();
+                self.ordered_loops -= frame.len();
                 self.scope.vars = saved;
                 r?;
                 let outer = self.loop_depth;

@@ -64,6 +64,9 @@ impl<'m> Alloc<'m> {
         if let Some(r) = self.boxes(name, indices, &args, e, body) {
             return r;
         }
+        if let Some(r) = self.trace(name, &args, e, body) {
+            return r;
+        }
         if name == "pi" {
             return Ok(Val::Scalar(Elem::Float, Expr::Float(std::f32::consts::PI)));
         }
