@@ -114,6 +114,12 @@ enum Val<'m> {
         types: Vec<TyAtom>,
         indices: Vec<Index>,
     },
+    /// A scalar intrinsic given fewer arguments than it takes (`(- 5)`):
+    /// the rest come with a later application.
+    Partial {
+        func: std::boxed::Box<Val<'m>>,
+        args: Vec<Val<'m>>,
+    },
     /// An array of functions of a shape known when compiling: its items
     /// in row-major order (a map over it is unrolled, each position
     /// applying its own function).
@@ -423,6 +429,26 @@ impl<'m> Alloc<'m> {
                             dims.push(Expr::Var(x));
                         }
                     },
+                    // `(+ c $v)`: at least `c` items, `$v` the rest (fewer
+                    // is the interpreter's error, run again).
+                    (None, [v])
+                        if d.constant() > 0
+                            && matches!(d.terms(), [(m, 1)] if m.len() == 1)
+                            && !self.scope.dims.contains_key(v) =>
+                    {
+                        let x = self.fresh("dim");
+                        let c = Expr::Int(d.constant());
+                        body.push(Stmt::If {
+                            cond: Expr::op("<", vec![Expr::Var(x), c.clone()]),
+                            then: vec![Stmt::Fail {
+                                what: "an argument of fewer items than its parameter's type".into(),
+                            }],
+                            otherwise: Vec::new(),
+                        });
+                        self.scope.dims.insert(*v, Expr::op("-", vec![Expr::Var(x), c]));
+                        extents.push(Extent::Declare(x));
+                        dims.push(Expr::Var(x));
+                    }
                     _ => return unsupported("an entry parameter whose extent is a sum or product"),
                 }
             }
@@ -684,8 +710,8 @@ impl<'m> Alloc<'m> {
                     name: "reify-dim", ..
                 } => match self.index(arg)? {
                     IndexVal::Dim(Expr::Int(n)) if n < 0 => unsupported("a negative dimension"),
-                    IndexVal::Dim(d) if d.is_trivial() => Ok(Val::Scalar(Elem::Int, d)),
-                    IndexVal::Dim(_) => unsupported("reify-dim of a dimension computed at run time"),
+                    // (One computed at run time: a witness, never negative.)
+                    IndexVal::Dim(d) => Ok(Val::Scalar(Elem::Int, d)),
                     IndexVal::Shape(_) => unsupported("reify-dim of a shape"),
                 },
                 Val::Prim {
@@ -950,6 +976,11 @@ impl<'m> Alloc<'m> {
                 }
             }
             Val::Prim { name, types, indices } => self.intrinsic(name, &types, &indices, args, e, body),
+            Val::Partial { func, args: given } => {
+                let mut all = given;
+                all.extend(args);
+                self.apply(*func, all, e, body)
+            }
             _ => unsupported("an application of an array"),
         }
     }
