@@ -409,11 +409,17 @@ pub fn trace_lines(traced: &[Traced]) -> Result<Vec<(Option<&str>, String)>, Fai
 }
 
 /// Whether every file the program traces into can be appended to (the
-/// interpreter's `trace-file` error where one cannot, on the program run
-/// again: nothing is written first, so nothing twice).
+/// interpreter's `trace-file` error where one cannot, or in a sandbox, on
+/// the program run again: nothing is written first, so nothing twice).
 pub fn trace_files_writable(traced: &[Traced]) -> Result<(), Failure> {
     let mut seen = std::collections::HashSet::new();
     for path in traced.iter().filter_map(|t| t.site.file.as_deref()) {
+        // (In a sandbox, no file is written: the interpreter's error.)
+        if SANDBOX.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Failure::Run(format!(
+                "trace-file: {path}: a file written in a sandbox"
+            )));
+        }
         if seen.insert(path) {
             std::fs::OpenOptions::new()
                 .create(true)
