@@ -1086,6 +1086,9 @@ fn run_parsed(
                         if data.verbose {
                             eprintln!("remora: note: ran compiled");
                         }
+                        // (The interpreter's cell-by-cell report does not
+                        // speak for a compiled run.)
+                        *ran = false;
                         return write_values(&values, data);
                     }
                     Err(remora::native::Failure::Unsupported(span, what)) => {

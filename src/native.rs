@@ -93,8 +93,15 @@ fn find_c_compiler() -> Option<String> {
     ok.then_some(cc)
 }
 
+/// The compile cache's directory where it is not the user's (the test
+/// suite's, under `target/`): set once, before anything is compiled.
+pub static CACHE_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 /// The compile cache's directory.
 pub(crate) fn cache_dir() -> PathBuf {
+    if let Some(dir) = CACHE_DIR.get() {
+        return dir.clone();
+    }
     let base = std::env::var_os("XDG_CACHE_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
@@ -321,10 +328,133 @@ pub fn run_with(
     inputs: &[Array],
     quick: bool,
 ) -> Result<Vec<Array>, Failure> {
+    let (values, traced) = run_traced(decls, names, entry, inputs, quick)?;
+    emit(&traced)?;
+    Ok(values)
+}
+
+/// [`run_with`], its traced values given back, not printed.
+pub fn run_traced(
+    decls: &[remora_check::typed::TDecl],
+    names: &remora_check::NameTable,
+    entry: &str,
+    inputs: &[Array],
+    quick: bool,
+) -> Result<(Vec<Array>, Vec<Traced>), Failure> {
     let program = lowered(decls, names, entry, inputs)?;
     let exe = executable(&program, if quick { QUICK } else { FLAGS })?;
     let values = execute(&exe, &with_files(&program, inputs)?)?;
-    Ok(boxed(&program.outputs, values))
+    let (values, traced) = traced(&program, values)?;
+    Ok((boxed(&program.outputs, values), traced))
+}
+
+/// A value the program traced (`trace`, `trace-file`), and where it goes.
+pub struct Traced {
+    pub site: remora_compile::loops::TraceSite,
+    pub value: Array,
+}
+
+/// The program's results, and the traced values written before them
+/// (each a tag naming its site, then the value).
+fn traced(
+    program: &remora_compile::loops::Program,
+    mut values: Vec<Array>,
+) -> Result<(Vec<Array>, Vec<Traced>), Failure> {
+    let broken = || Failure::Internal("the compiled program's traced values".into());
+    let first = values
+        .len()
+        .checked_sub(program.outputs.len())
+        .ok_or_else(broken)?;
+    let results = values.split_off(first);
+    let mut out = Vec::with_capacity(values.len() / 2);
+    let mut values = values.into_iter();
+    while let Some(tag) = values.next() {
+        let site = match &tag.data {
+            Data::Int(t) if tag.shape.is_empty() => usize::try_from(t[0])
+                .ok()
+                .and_then(|t| program.traces.get(t))
+                .ok_or_else(broken)?,
+            _ => return Err(broken()),
+        };
+        let value = values.next().ok_or_else(broken)?;
+        out.push(Traced {
+            site: site.clone(),
+            value,
+        });
+    }
+    Ok((results, out))
+}
+
+/// Each traced value as the interpreter prints it: where it goes (a
+/// file, or standard error) and its line. A value too large to print is
+/// a run-time error (the interpreter's message, run again).
+pub fn trace_lines(traced: &[Traced]) -> Result<Vec<(Option<&str>, String)>, Failure> {
+    traced
+        .iter()
+        .map(|t| {
+            let text = match &t.value.data {
+                Data::Int(points) if t.site.text => points
+                    .iter()
+                    .map(|&c| u32::try_from(c).ok().and_then(char::from_u32))
+                    .collect::<Option<String>>(),
+                _ => None,
+            };
+            let line = match text {
+                Some(text) => text,
+                None => remora_value::print::to_string_checked(&t.value).map_err(Failure::Run)?,
+            };
+            Ok((t.site.file.as_deref(), line))
+        })
+        .collect()
+}
+
+/// Whether every file the program traces into can be appended to (the
+/// interpreter's `trace-file` error where one cannot, or in a sandbox, on
+/// the program run again: nothing is written first, so nothing twice).
+pub fn trace_files_writable(traced: &[Traced]) -> Result<(), Failure> {
+    let mut seen = std::collections::HashSet::new();
+    for path in traced.iter().filter_map(|t| t.site.file.as_deref()) {
+        // (In a sandbox, no file is written: the interpreter's error.)
+        if SANDBOX.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Failure::Run(format!(
+                "trace-file: {path}: a file written in a sandbox"
+            )));
+        }
+        if seen.insert(path) {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| Failure::Run(format!("trace-file: cannot write {path}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// The traced values printed, in order: on standard error, or appended
+/// to their files (`trace-file`).
+pub fn emit(traced: &[Traced]) -> Result<(), Failure> {
+    if traced.is_empty() {
+        return Ok(());
+    }
+    let lines = trace_lines(traced)?;
+    trace_files_writable(traced)?;
+    for (file, line) in lines {
+        match file {
+            None => eprintln!("{line}"),
+            Some(path) => {
+                let written = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .and_then(|mut f| writeln!(f, "{line}"));
+                if let Err(e) = written {
+                    return Err(Failure::Internal(format!("trace-file: cannot write {path}: {e}")));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The executable of `program` (at the loop level) compiled with `flags`,
@@ -369,6 +499,8 @@ pub fn run_built(
 ) -> Result<Vec<Array>, Failure> {
     let program = lowered(decls, names, entry, inputs)?;
     let values = execute(exe, &with_files(&program, inputs)?)?;
+    let (values, traced) = traced(&program, values)?;
+    emit(&traced)?;
     Ok(boxed(&program.outputs, values))
 }
 

@@ -753,6 +753,7 @@ fn compiled_agrees(
     }
     let mut sources = SourceMap::new();
     let mut args = Vec::new();
+    let mut typed = Vec::new();
     for text in inputs {
         let loaded = remora_syntax::parse_expression(&mut sources, "<arg>", text, Dialect::Source);
         let c = remora_check::check_expression(&loaded.value);
@@ -770,8 +771,44 @@ fn compiled_agrees(
             Some(a) => args.push(a),
             None => return Ok(()),
         }
+        typed.push(t);
     }
-    let outcome = crate::native::run_with(&checked.value, &checked.names, entry, &args, true);
+    // What the program traced: printed as the interpreter prints it, and
+    // into files it can write (else it fails, as the interpreter does).
+    let outcome = crate::native::run_traced(&checked.value, &checked.names, entry, &args, true).and_then(
+        |(values, traced)| {
+            let printed: Vec<String> = crate::native::trace_lines(&traced)?
+                .into_iter()
+                .filter(|(file, _)| file.is_none())
+                .map(|(_, line)| line)
+                .collect();
+            crate::native::trace_files_writable(&traced)?;
+            Ok((values, printed))
+        },
+    );
+    let outcome = match outcome {
+        Ok((values, printed)) if !printed.is_empty() || traces(&checked.value) => {
+            let mut interp = remora_interp::Interpreter::default();
+            interp.trace = Some(Vec::new());
+            let show = |t: &remora_types::Type| t.show_grouped(&checked.names);
+            let _ = remora_interp::program::run(
+                &mut interp,
+                &checked.value,
+                entry,
+                typed.iter().map(remora_interp::program::EntryArg::Expr).collect(),
+                &show,
+                &|v| checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default(),
+            );
+            let expected = interp.trace.unwrap_or_default();
+            if printed != expected {
+                return Err(format!(
+                    "compiled, the program traces differently:\ninterpreter: {expected:?}\ncompiled: {printed:?}"
+                ));
+            }
+            Ok(values)
+        }
+        outcome => outcome.map(|(values, _)| values),
+    };
     let record = |r: Result<(), String>| {
         if let Ok(mut c) = COMPILED.lock() {
             match &r {
@@ -806,6 +843,16 @@ fn compiled_agrees(
             }
         )),
     }
+}
+
+/// Whether a program applies `trace` anywhere.
+fn traces(decls: &[remora_check::typed::TDecl]) -> bool {
+    use remora_check::typed::{TDecl, TExprKind};
+    decls.iter().any(|d| match d {
+        TDecl::Def { value: e, .. } | TDecl::Expr(e) => {
+            e.any(&mut |x| matches!(x.kind, TExprKind::Intrinsic("trace")))
+        }
+    })
 }
 
 /// The program lowered by the compiler to explicit maps, made

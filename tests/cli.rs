@@ -636,9 +636,9 @@ fn the_compiled_engine_runs_an_entry_or_says_why_not() {
         text(&out.stderr)
     );
     assert!(text(&out.stderr).contains("divide by zero"));
-    // What does not compile yet: an error under `compiled`, the
-    // interpreter under `auto`.
-    let _ = std::fs::write(&file, "(entry (main (x [Int $n])) (trace 7 (length x)))\n");
+    // What does not compile yet (a parameter of any rank): an error
+    // under `compiled`, the interpreter under `auto`.
+    let _ = std::fs::write(&file, "(entry (main (x [Int $n @s])) (length x))\n");
     let out = remora(&["run", "--engine", "compiled", &path, "[2 0 5]"], None);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("cannot compile this yet"));
@@ -1105,7 +1105,11 @@ fn trace_prints_a_string_label_as_text() {
                    (def (fun (f (x Int) : Int) (trace \"in f\" (* x 2))))\n\
                    (f [1 2])\n\
                    (trace \"héllo\\tthere\" (trace [1 2] 3))\n";
-    for engine in ["interp", "fused"] {
+    let compiled = remora::native::c_compiler().is_some();
+    for engine in ["interp", "fused", "compiled"] {
+        if engine == "compiled" && !compiled {
+            continue;
+        }
         let out = remora(&["run", "--engine", engine, "-e", program], None);
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert_eq!(text(&out.stdout), "0\n1\n[2 4]\n3\n");
@@ -1116,6 +1120,55 @@ fn trace_prints_a_string_label_as_text() {
             "--engine {engine}"
         );
     }
+}
+
+#[test]
+fn the_compiled_engine_traces_once_and_only_when_it_succeeds() {
+    if remora::native::c_compiler().is_none() {
+        return;
+    }
+    let dir = scratch("compiled-trace");
+    let log = dir.join("log.txt");
+    let log_path = log.to_string_lossy().into_owned();
+    // Traces on standard error and into a file, in order, once; `-v` says
+    // the program ran compiled, and nothing of the interpreter's report.
+    let program = format!(
+        "(trace \"start\" 0)\n\
+         (def (fun (f (x Int) : Int) (trace x (* x 2))))\n\
+         (trace-file \"{log_path}\" [1.5 2.5] (f [1 2]))\n"
+    );
+    let out = remora(&["run", "--engine", "compiled", "-v", "-e", &program], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "0\n[2 4]\n");
+    assert_eq!(
+        text(&out.stderr),
+        "start\n1\n2\nremora: note: ran compiled\n",
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap_or_default(), "[1.5 2.5]\n");
+    // A program that fails after tracing: the compiled run's lines are
+    // held back, the interpreter's run prints them, once.
+    let failing = format!("(trace \"before\" 1)\n(trace-file \"{log_path}\" 7 (/ 1 (trace \"zero\" 0)))\n");
+    let out = remora(&["run", "--engine", "compiled", "-v", "-e", &failing], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("the compiled program stopped"), "{err}");
+    assert_eq!(err.matches("\nbefore\n").count(), 1, "{err}");
+    assert_eq!(err.matches("\nzero\n").count(), 1, "{err}");
+    assert!(err.contains("error: divide by zero"), "{err}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap_or_default(), "[1.5 2.5]\n");
+    // A file that cannot be written: nothing printed twice.
+    let unwritable = format!(
+        "(trace \"first\" (trace-file \"{}\" 1 2))\n",
+        dir.join("no-such-dir").join("log.txt").to_string_lossy()
+    );
+    let out = remora(&["run", "--engine", "compiled", "-e", &unwritable], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("trace-file: cannot write"), "{err}");
+    assert!(!err.lines().any(|l| l == "first"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -1378,9 +1431,9 @@ fn remora_build_reports_what_does_not_compile_and_keeps_the_old_file() {
         return;
     }
     let dir = scratch("build-unsupported");
-    let source = dir.join("traced.remora");
-    let _ = std::fs::write(&source, "(entry (main (x [Int $n])) (trace 7 (length x)))\n");
-    let program = dir.join("traced");
+    let source = dir.join("any-rank.remora");
+    let _ = std::fs::write(&source, "(entry (main (x [Int $n @s])) (length x))\n");
+    let program = dir.join("any-rank");
     let _ = std::fs::write(&program, "old");
     let (source_path, program_path) = (
         source.to_string_lossy().into_owned(),
@@ -1389,7 +1442,7 @@ fn remora_build_reports_what_does_not_compile_and_keeps_the_old_file() {
     let out = remora(&["build", &source_path, "-o", &program_path], None);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("traced.remora:1:"),
+        text(&out.stderr).contains("any-rank.remora:1:"),
         "{}",
         text(&out.stderr)
     );
@@ -1428,7 +1481,7 @@ fn remora_build_reports_what_does_not_compile_and_keeps_the_old_file() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("traced.remora:1:"),
+        text(&out.stderr).contains("any-rank.remora:1:"),
         "{}",
         text(&out.stderr)
     );

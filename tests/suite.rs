@@ -18,6 +18,8 @@ fn main() {
     remora::testing::COMPARE_WITH_REFERENCE.store(true, std::sync::atomic::Ordering::Relaxed);
     // And, where a C compiler is found, compiled (what compiles).
     let compiled = remora::native::c_compiler().is_some();
+    // Its executables cached under target/, not in the user's cache.
+    let _ = remora::native::CACHE_DIR.set(PathBuf::from(concat!(env!("CARGO_TARGET_TMPDIR"), "/cache")));
     remora::testing::COMPARE_COMPILED.store(compiled, std::sync::atomic::Ordering::Relaxed);
     let args = Arguments::from_args();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

@@ -20,6 +20,11 @@ use remora_types::Shape;
 
 /// The program with its map chains fused.
 pub fn fuse_program(p: &Program) -> Program {
+    // A program that traces keeps its maps apart: fused, the cells of two
+    // maps that trace would print interleaved, not map after map.
+    if traces(p) {
+        return p.clone();
+    }
     let mut names = p.var_names.clone();
     let decls = p
         .decls
@@ -43,6 +48,16 @@ pub fn fuse_program(p: &Program) -> Program {
         decls,
         var_names: names,
     }
+}
+
+/// Whether the program applies `trace` or `trace-file` anywhere.
+pub(crate) fn traces(p: &Program) -> bool {
+    let mut found = false;
+    for d in &p.decls {
+        let (Decl::Def { value: e, .. } | Decl::Expr(e)) = d;
+        e.each(&mut |x| found |= matches!(x.kind, Kind::Prim("trace" | "trace/text" | "trace-file")));
+    }
+    found
 }
 
 /// `e` with its map chains fused, innermost first.

@@ -271,6 +271,18 @@ pub struct Program {
     pub outputs: Vec<Output>,
     /// Each variable's name, by number, for printing.
     pub names: Vec<String>,
+    /// The program's `trace` and `trace-file` applications, by the tag
+    /// their `rt_trace` call writes before the value it prints.
+    pub traces: Vec<TraceSite>,
+}
+
+/// What a `trace` does with its value (the driver prints it once the
+/// program has succeeded): printed on standard error, as text where the
+/// label is a string literal, or appended to a file (`trace-file`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSite {
+    pub text: bool,
+    pub file: Option<String>,
 }
 
 impl Program {

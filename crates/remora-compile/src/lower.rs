@@ -204,8 +204,14 @@ impl Lower {
         };
         let principal = last.principal.clone();
         let mut parts = Vec::with_capacity(args.len() + 1);
+        let mut head_value = self.expr(head)?;
+        // `(trace "label" y)`: a string literal as the label is printed as
+        // its text (the loop level cannot tell a literal any more).
+        if args.len() >= 2 && args.first().is_some_and(|(label, _)| is_string_literal(label)) {
+            rename_prim(&mut head_value, "trace", "trace/text");
+        }
         parts.push(Part {
-            value: self.expr(head)?,
+            value: head_value,
             frame: first.fun_frame.clone(),
         });
         for (a, lifted) in &args {
@@ -451,4 +457,32 @@ fn index_of(v: IVar) -> Index {
 fn use_type(e: &TExpr, var: VarId) -> Option<Type> {
     e.find(&mut |x| matches!(x.kind, TExprKind::Var(v) if v == var))
         .map(|x| x.ty.clone())
+}
+
+/// Whether `e` is a string literal as the parser makes it: a vector of Int
+/// atoms that all carry the literal's own position (as the interpreter
+/// tells one, for `trace`'s label).
+fn is_string_literal(e: &TExpr) -> bool {
+    let same = |a: Span, b: Span| (a.file.0, a.start, a.end) == (b.file.0, b.start, b.end);
+    match &e.kind {
+        TExprKind::Array { shape, atoms } => {
+            shape.len() == 1
+                && !atoms.is_empty()
+                && e.span.start < e.span.end
+                && atoms
+                    .iter()
+                    .all(|a| same(a.span, e.span) && matches!(a.kind, TAtomKind::Int(_)))
+        }
+        _ => false,
+    }
+}
+
+/// The intrinsic `from` at the head of `f` (under its type and index
+/// applications) named `to`.
+fn rename_prim(f: &mut Expr, from: &str, to: &'static str) {
+    match &mut f.kind {
+        Kind::Prim(name) if *name == from => *name = to,
+        Kind::TApp { func, .. } | Kind::IApp { func, .. } => rename_prim(func, from, to),
+        _ => {}
+    }
 }

@@ -82,6 +82,8 @@ fn raise(e: &Expr) -> Result<TExpr, String> {
             elems: elems.iter().map(raise).collect::<Result<_, _>>()?,
         },
         Kind::Var(v) => TExprKind::Var(*v),
+        // (A trace of a string literal's text is `trace` again.)
+        Kind::Prim("trace/text") => TExprKind::Intrinsic("trace"),
         Kind::Prim(name) => TExprKind::Intrinsic(name),
         Kind::App { func, args } => {
             let mut f = raise(func)?;

@@ -27,6 +27,11 @@ pub(super) struct BoxFrame {
 }
 
 impl BoxFrame {
+    /// The frame's extents.
+    pub(super) fn frame(&self) -> &[Expr] {
+        &self.offsets.dims
+    }
+
     /// The cell at `idx`: a box where `idx` indexes the whole frame, else
     /// the frame of boxes below it.
     pub(super) fn cell<'m>(&self, idx: &[Expr]) -> Val<'m> {

@@ -86,7 +86,7 @@ impl<'m> Alloc<'m> {
 }
 
 /// The text of a vector of code points written in the program.
-fn literal_text(e: &maps::Expr) -> Option<String> {
+pub(super) fn literal_text(e: &maps::Expr) -> Option<String> {
     let Kind::Array { shape, atoms } = &e.kind else {
         return None;
     };

@@ -34,6 +34,7 @@ mod iteration;
 mod order;
 mod prims;
 mod records;
+mod trace;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at
 /// `offset + Σ ik·strides[k]`.
@@ -112,6 +113,12 @@ enum Val<'m> {
         name: &'static str,
         types: Vec<TyAtom>,
         indices: Vec<Index>,
+    },
+    /// A scalar intrinsic given fewer arguments than it takes (`(- 5)`):
+    /// the rest come with a later application.
+    Partial {
+        func: std::boxed::Box<Val<'m>>,
+        args: Vec<Val<'m>>,
     },
     /// An array of functions of a shape known when compiling: its items
     /// in row-major order (a map over it is unrolled, each position
@@ -225,6 +232,8 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
         out: loops::Program::default(),
         scope: Scope::default(),
         loop_depth: 0,
+        ordered_loops: 0,
+        delayed: 0,
         var_names: &p.var_names,
     };
     let mut body = Vec::new();
@@ -242,6 +251,9 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
         _ => return unsupported(format!("a program without one {entry} entry to run")),
     }
     let has_entry = named == 1;
+    // As the interpreter: every definition in order, entries too (a later
+    // declaration may name one), then the entry run.
+    let mut run = None;
     for d in &p.decls {
         match d {
             Decl::Def {
@@ -250,13 +262,10 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
                 entry: is_entry,
                 value,
             } => {
-                if *is_entry {
-                    if name == entry {
-                        a.entry(value, &mut body)?;
-                    }
-                    continue;
-                }
                 let v = a.bound(value, &mut body)?;
+                if *is_entry && name == entry {
+                    run = Some((value, v.clone()));
+                }
                 a.scope.vars.insert(*var, v);
             }
             Decl::Expr(e) => {
@@ -267,7 +276,15 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
             }
         }
     }
+    match run {
+        // An entry of parameters applied to the inputs; one of none is
+        // its value.
+        Some((value, Val::Func(_))) => a.entry(value, &mut body)?,
+        Some((value, v)) => a.output(v, &value.ty, &mut body)?,
+        None => {}
+    }
     empty::skip_empty_nests(&mut body);
+    trace::in_order(&mut body);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
@@ -282,6 +299,12 @@ struct Alloc<'m> {
     /// How many loops enclose the code being written (the outermost loop
     /// is the parallel one).
     loop_depth: usize,
+    /// How many of those loops are a map's, each cell once in order (where
+    /// a `trace` prints as the interpreter does).
+    ordered_loops: usize,
+    /// How many delayed maps are being made (code written away from where
+    /// the map was: no `trace` there).
+    delayed: usize,
     var_names: &'m [String],
 }
 
@@ -406,6 +429,26 @@ impl<'m> Alloc<'m> {
                             dims.push(Expr::Var(x));
                         }
                     },
+                    // `(+ c $v)`: at least `c` items, `$v` the rest (fewer
+                    // is the interpreter's error, run again).
+                    (None, [v])
+                        if d.constant() > 0
+                            && matches!(d.terms(), [(m, 1)] if m.len() == 1)
+                            && !self.scope.dims.contains_key(v) =>
+                    {
+                        let x = self.fresh("dim");
+                        let c = Expr::Int(d.constant());
+                        body.push(Stmt::If {
+                            cond: Expr::op("<", vec![Expr::Var(x), c.clone()]),
+                            then: vec![Stmt::Fail {
+                                what: "an argument of fewer items than its parameter's type".into(),
+                            }],
+                            otherwise: Vec::new(),
+                        });
+                        self.scope.dims.insert(*v, Expr::op("-", vec![Expr::Var(x), c]));
+                        extents.push(Extent::Declare(x));
+                        dims.push(Expr::Var(x));
+                    }
                     _ => return unsupported("an entry parameter whose extent is a sum or product"),
                 }
             }
@@ -667,8 +710,8 @@ impl<'m> Alloc<'m> {
                     name: "reify-dim", ..
                 } => match self.index(arg)? {
                     IndexVal::Dim(Expr::Int(n)) if n < 0 => unsupported("a negative dimension"),
-                    IndexVal::Dim(d) if d.is_trivial() => Ok(Val::Scalar(Elem::Int, d)),
-                    IndexVal::Dim(_) => unsupported("reify-dim of a dimension computed at run time"),
+                    // (One computed at run time: a witness, never negative.)
+                    IndexVal::Dim(d) => Ok(Val::Scalar(Elem::Int, d)),
                     IndexVal::Shape(_) => unsupported("reify-dim of a shape"),
                 },
                 Val::Prim {
@@ -933,6 +976,11 @@ impl<'m> Alloc<'m> {
                 }
             }
             Val::Prim { name, types, indices } => self.intrinsic(name, &types, &indices, args, e, body),
+            Val::Partial { func, args: given } => {
+                let mut all = given;
+                all.extend(args);
+                self.apply(*func, all, e, body)
+            }
             _ => unsupported("an application of an array"),
         }
     }
@@ -1010,7 +1058,9 @@ impl<'m> Alloc<'m> {
         match v {
             Val::Delayed(d) => {
                 let saved = std::mem::replace(&mut self.scope, d.scope.clone());
+                self.delayed += 1;
                 let r = self.value(d.map, body);
+                self.delayed -= 1;
                 self.scope = saved;
                 match r? {
                     Val::Array(mut v) if d.transposed && v.dims.len() == 2 => {
@@ -1084,7 +1134,9 @@ impl<'m> Alloc<'m> {
             idx => idx,
         };
         let saved = std::mem::replace(&mut self.scope, d.scope.clone());
+        self.delayed += 1;
         let r = self.delayed_cell_in(d.map, idx, d.elem, body);
+        self.delayed -= 1;
         self.scope = saved;
         r
     }
@@ -1212,6 +1264,7 @@ impl<'m> Alloc<'m> {
                 let idx: Vec<Expr> = indices.iter().map(|v| Expr::Var(*v)).collect();
                 let saved = self.scope.vars.clone();
                 self.loop_depth += frame.len();
+                self.ordered_loops += frame.len();
                 let mut inner = Vec::new();
                 let mut bound = Ok(());
                 // (A delayed map bound twice: its cell made once.)
@@ -1247,6 +1300,7 @@ impl<'m> Alloc<'m> {
                 }
                 let r = bound.and_then(|()| self.into(cell, &dest.cell(&idx), &mut inner));
                 self.loop_depth -= frame.len();
+                self.ordered_loops -= frame.len();
                 self.scope.vars = saved;
                 r?;
                 let outer = self.loop_depth;

@@ -10,7 +10,7 @@ impl<'m> Alloc<'m> {
     pub(super) fn intrinsic(
         &mut self,
         name: &'static str,
-        _types: &[TyAtom],
+        types: &[TyAtom],
         indices: &[Index],
         args: Vec<Val<'m>>,
         e: &'m maps::Expr,
@@ -18,6 +18,16 @@ impl<'m> Alloc<'m> {
     ) -> Res<Val<'m>> {
         self.indices_checked(indices, body);
         if let Some(n) = scalar_arity(name) {
+            if args.len() < n && is_function(&e.ty.atom) {
+                return Ok(Val::Partial {
+                    func: std::boxed::Box::new(Val::Prim {
+                        name,
+                        types: types.to_vec(),
+                        indices: indices.to_vec(),
+                    }),
+                    args,
+                });
+            }
             if args.len() < n {
                 return unsupported(format!("{name} applied to fewer arguments than it takes"));
             }
@@ -62,6 +72,9 @@ impl<'m> Alloc<'m> {
             return r;
         }
         if let Some(r) = self.boxes(name, indices, &args, e, body) {
+            return r;
+        }
+        if let Some(r) = self.trace(name, &args, e, body) {
             return r;
         }
         if name == "pi" {
@@ -127,6 +140,18 @@ impl<'m> Alloc<'m> {
                 v.strides.swap(0, 1);
                 Ok(Val::Array(v))
             }
+            // Of an array of boxes: its first (last) box, or row of boxes.
+            ("head" | "last", [Val::Boxes(b)]) => match b.frame().first() {
+                Some(n) => {
+                    let i = if name == "head" {
+                        Expr::Int(0)
+                    } else {
+                        Expr::op("-", vec![n.clone(), Expr::Int(1)])
+                    };
+                    Ok(b.cell(&[i]))
+                }
+                None => unsupported("head of a box"),
+            },
             ("head" | "last", [Val::Array(xs)]) => {
                 let i = if name == "head" {
                     Expr::Int(0)
