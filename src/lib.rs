@@ -3,6 +3,7 @@
 
 pub mod bundle;
 pub mod generate;
+pub mod generate_ad;
 pub mod native;
 pub mod repl;
 pub mod testing;

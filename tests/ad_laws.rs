@@ -1,0 +1,91 @@
+//! The laws of automatic differentiation on random differentiable programs
+//! (`remora::generate_ad`, from fixed seeds): at random points, directions
+//! and cotangents, lifted over random frames, `jvp` and `vjp` obey the
+//! transpose law ⟨u, J·v⟩ = ⟨Jᵀ·u, v⟩, `grad` agrees with them, and `jvp`
+//! agrees with central differences. Every rule of `RULES` must be reached.
+//!
+//! `REMORA_AD_CASES=N` runs N cases instead of the default;
+//! `REMORA_SHOW_PROGRAMS=1` prints each program.
+
+use remora::generate::seeded_bytes;
+use remora::generate_ad::{RULES, Verdict, case, check};
+
+/// Enough to reach every rule in both modes many times, few enough to run
+/// in seconds in a debug build.
+const CASES: u64 = 400;
+
+#[test]
+fn derivatives_obey_the_transpose_law_and_central_differences() {
+    let cases = std::env::var("REMORA_AD_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(CASES);
+    let run = std::thread::Builder::new()
+        .stack_size(remora_syntax::stack::PIPELINE_STACK)
+        .spawn(move || {
+            let mut rejected = Vec::new();
+            let mut skipped = 0usize;
+            let mut agreed = 0usize;
+            let mut disagreements = Vec::new();
+            // Per rule: agreed cases using it with reverse mode checked,
+            // and with forward mode only.
+            let mut reached = vec![[0usize; 2]; RULES.len()];
+            for seed in 0..cases {
+                let c = case(&seeded_bytes(seed, 1024));
+                if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
+                    eprintln!(";; seed {seed}\n{}", c.text);
+                }
+                match check(&c, true) {
+                    Verdict::Rejected(why) => rejected.push(format!("seed {seed}:\n{}{why}", c.text)),
+                    Verdict::Skipped(_) => skipped += 1,
+                    Verdict::Agreed => {
+                        agreed += 1;
+                        for &r in &c.rules {
+                            reached[r][usize::from(!c.reverse)] += 1;
+                        }
+                    }
+                    Verdict::Disagreed(how) => disagreements.push(format!("seed {seed}:\n{}{how}", c.text)),
+                }
+            }
+            (rejected, skipped, agreed, disagreements, reached)
+        });
+    let Ok(handle) = run else {
+        return;
+    };
+    let (rejected, skipped, agreed, disagreements, reached) = match handle.join() {
+        Ok(r) => r,
+        Err(e) => std::panic::resume_unwind(e),
+    };
+    eprintln!(
+        "{cases} cases: {} rejected by the checker, {skipped} skipped, {agreed} agreed, {} disagreed",
+        rejected.len(),
+        disagreements.len()
+    );
+    for (rule, [reverse, forward]) in RULES.iter().zip(&reached) {
+        eprintln!(
+            "  {:20} {reverse:4} both modes, {forward:4} forward only",
+            rule.name
+        );
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
+    // The generator writes well-typed programs: a rejection is its bug
+    // (or a rule the transformation lost).
+    assert!(rejected.is_empty(), "{}", rejected.join("\n\n"));
+    assert!(
+        skipped * 10 < cases as usize,
+        "{skipped} of {cases} cases skipped"
+    );
+    if cases >= CASES {
+        for (rule, [reverse, forward]) in RULES.iter().zip(&reached) {
+            if rule.reverse {
+                assert!(
+                    *reverse > 0,
+                    "no agreed case checked `{}` in both modes",
+                    rule.name
+                );
+            } else {
+                assert!(*forward > 0, "no agreed case checked `{}`", rule.name);
+            }
+        }
+    }
+}
