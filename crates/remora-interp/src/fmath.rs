@@ -12,13 +12,13 @@
 //! after it), so a loop over these functions vectorises.
 
 /// 1/ln 2, the nearest double.
-const INV_LN2: f64 = 1.4426950408889634;
+const INV_LN2: f64 = std::f64::consts::LOG2_E;
 /// ln 2 to 42 significant bits: `k * LN2_HI` is exact for |k| < 2^11.
 const LN2_HI: f64 = 0.6931471805598903;
 /// ln 2 − `LN2_HI`, the nearest double.
 const LN2_LO: f64 = 5.497923018708371e-14;
 /// ln 2, the nearest double.
-const LN2: f64 = 0.6931471805599453;
+const LN2: f64 = std::f64::consts::LN_2;
 /// 1.5 · 2^52: adding it to a double below 2^51 in magnitude rounds that
 /// to an integer, which is then the low bits of the sum.
 const SHIFT: f64 = 6755399441055744.0;
