@@ -850,3 +850,142 @@ static void rt_trace(int64_t tag, int type, int64_t rank, const int64_t *shape, 
   rt_write(0, 0, NULL, &tag);
   rt_write(type, (int)rank, shape, data);
 }
+
+/* ---- math: Remora's own f32 exp, ln, pow, tanh ----
+ * Evaluated in double and rounded once to float: the correctly rounded
+ * result but for the rarest cases. The same double operations in the same
+ * order as the interpreter's (remora-interp's fmath.rs; built without
+ * contraction), so both engines give the same bits: change one, change
+ * the other. No branches in the main path (special values by selects
+ * after it), so loops over them vectorise. */
+#define RT_INV_LN2 1.4426950408889634
+#define RT_LN2_HI 0.6931471805598903 /* ln 2 to 42 bits: k * RT_LN2_HI is exact */
+#define RT_LN2_LO 5.497923018708371e-14
+#define RT_LN2 0.6931471805599453
+#define RT_SHIFT 6755399441055744.0 /* 1.5 * 2^52 */
+#define RT_SQRT1_2_BITS 0x3fe6a09e667f3bcdULL
+static inline uint64_t rt_bits(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+static inline double rt_from_bits(uint64_t u) {
+  double x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+static inline uint32_t rt_bits32(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+/* e^r - 1 for |r| <= ln2/2: r + r^2/2! + ... + r^12/12!. */
+static inline double rt_expm1_poly(double r) {
+  double p = 2.08767569878681e-09;
+  p = p * r + 2.505210838544172e-08;
+  p = p * r + 2.755731922398589e-07;
+  p = p * r + 2.7557319223985893e-06;
+  p = p * r + 2.48015873015873e-05;
+  p = p * r + 0.0001984126984126984;
+  p = p * r + 0.001388888888888889;
+  p = p * r + 0.008333333333333333;
+  p = p * r + 0.041666666666666664;
+  p = p * r + 0.16666666666666666;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  return p * r;
+}
+/* t = k ln2 + r, |r| <= ln2/2 (t clamped to [-110, 90]): r, and 2^k in *scale. */
+static inline double rt_reduce(double t, double *scale) {
+  t = t > 90.0 ? 90.0 : t;
+  t = t < -110.0 ? -110.0 : t;
+  double kt = t * RT_INV_LN2 + RT_SHIFT;
+  double k = kt - RT_SHIFT;
+  double r = (t - k * RT_LN2_HI) - k * RT_LN2_LO;
+  uint64_t k_bits = rt_bits(kt) - rt_bits(RT_SHIFT);
+  *scale = rt_from_bits((k_bits + 1023) << 52);
+  return r;
+}
+static inline double rt_exp_core(double t) {
+  double scale;
+  double r = rt_reduce(t, &scale);
+  double p = 1.0 + rt_expm1_poly(r);
+  return p * scale;
+}
+/* 2^t, exact for an integral t. */
+static inline double rt_exp2_core(double t) {
+  t = t > 130.0 ? 130.0 : t;
+  t = t < -160.0 ? -160.0 : t;
+  double kt = t + RT_SHIFT;
+  double k = kt - RT_SHIFT;
+  double r = (t - k) * RT_LN2;
+  uint64_t k_bits = rt_bits(kt) - rt_bits(RT_SHIFT);
+  double scale = rt_from_bits((k_bits + 1023) << 52);
+  double p = 1.0 + rt_expm1_poly(r);
+  return p * scale;
+}
+/* x = 2^e m, m in [sqrt(2)/2, sqrt(2)), x a positive normal double: e, and ln m in *ln_m. */
+static inline double rt_ln_parts(double x, double *ln_m) {
+  uint64_t bits = rt_bits(x);
+  uint64_t e_biased = (bits - RT_SQRT1_2_BITS + (1ULL << 62)) >> 52;
+  double m = rt_from_bits(bits - (e_biased << 52) + (1024ULL << 52));
+  double e = rt_from_bits(rt_bits(RT_SHIFT) + e_biased) - (RT_SHIFT + 1024.0);
+  double f = m - 1.0;
+  double s = f / (2.0 + f);
+  double z = s * s;
+  double p = 0.05263157894736842;
+  p = p * z + 0.058823529411764705;
+  p = p * z + 0.06666666666666667;
+  p = p * z + 0.07692307692307693;
+  p = p * z + 0.09090909090909091;
+  p = p * z + 0.1111111111111111;
+  p = p * z + 0.14285714285714285;
+  p = p * z + 0.2;
+  p = p * z + 0.3333333333333333;
+  double s2 = s + s;
+  *ln_m = s2 + s2 * (z * p);
+  return e;
+}
+static inline float rt_expf(float x) {
+  float y = (float)rt_exp_core((double)x);
+  return isnan(x) ? x + x : y;
+}
+static inline float rt_logf(float x) {
+  double ln_m;
+  double e = rt_ln_parts((double)x, &ln_m);
+  float y = (float)(e * RT_LN2_HI + (e * RT_LN2_LO + ln_m));
+  y = x == INFINITY ? x : y;
+  y = x == 0.0f ? -INFINITY : y;
+  y = x < 0.0f ? NAN : y;
+  return isnan(x) ? x + x : y;
+}
+static inline float rt_powf(float x, float y) {
+  float ax = fabsf(x);
+  double ln_m;
+  double e = rt_ln_parts((double)ax, &ln_m);
+  double l = e + ln_m * RT_INV_LN2;
+  l = ax == 0.0f ? -INFINITY : l;
+  l = ax == INFINITY ? INFINITY : l;
+  float magnitude = (float)rt_exp2_core((double)y * l);
+  float ay = fabsf(y);
+  bool big = ay >= 8388608.0f;
+  float rounded = ay + 8388608.0f;
+  bool integral = big || rounded - 8388608.0f == ay;
+  uint32_t low_bit = (big ? rt_bits32(ay) : rt_bits32(rounded)) & 1;
+  bool odd = integral && ay < 16777216.0f && low_bit == 1;
+  float r = odd && signbit(x) ? -magnitude : magnitude;
+  r = x < 0.0f && x > -INFINITY && !integral ? NAN : r;
+  r = isnan(x) || isnan(y) ? NAN : r;
+  r = x == -1.0f && ay == INFINITY ? 1.0f : r;
+  return x == 1.0f || y == 0.0f ? 1.0f : r;
+}
+static inline float rt_tanhf(float x) {
+  double a = (double)fabsf(x);
+  a = a > 20.0 ? 20.0 : a;
+  double scale;
+  double r = rt_reduce(a + a, &scale);
+  double em1 = scale * rt_expm1_poly(r) + (scale - 1.0);
+  float t = (float)(em1 / (em1 + 2.0));
+  t = signbit(x) ? -t : t;
+  return isnan(x) ? x + x : t;
+}

@@ -1107,7 +1107,7 @@ pub(crate) fn fold_primitive<'p>(
         ("f.-", Data::Float(x)) => fold!(Float, x, |a, b| a - b),
         ("f.*", Data::Float(x)) => fold!(Float, x, |a, b| a * b),
         ("f./", Data::Float(x)) => fold!(Float, x, |a, b| a / b),
-        ("f.^", Data::Float(x)) => fold!(Float, x, f32::powf),
+        ("f.^", Data::Float(x)) => fold!(Float, x, crate::fmath::pow),
         ("f.max", Data::Float(x)) => fold!(Float, x, scalar::fmax),
         ("f.min", Data::Float(x)) => fold!(Float, x, scalar::fmin),
         ("and", Data::Bool(x)) => fold!(Bool, x, |a, b| a && b),

@@ -11,6 +11,7 @@ pub mod batch;
 pub mod cell_log;
 mod contract;
 pub mod eval;
+pub mod fmath;
 pub mod intrinsics;
 pub mod kernel;
 mod masked;
