@@ -729,9 +729,20 @@ impl<'p> Interpreter {
         }
         let outer: usize = self.batch.get(..nb)?.iter().product();
         let cell: usize = own.iter().product();
+        let k = parts.len();
+        let frame: Vec<usize> = shape.iter().map(|d| *d as usize).collect();
+        if nb > 0 && outer > 1 && k > 1 {
+            // Over a batch: the elements laid out one after another (the
+            // frame's axes outermost in memory), read through steps as the
+            // batch's axes first — no weaving, and each element (`head`,
+            // `index` at a constant, a field of a small vector state) is
+            // again a contiguous run.
+            if let Some(stacked) = self.stacked(&parts, nb, &frame, &own) {
+                return Some(stacked);
+            }
+        }
         // One element at a time laid out densely and woven in, so that at
         // most one replicated element is ever copied out whole.
-        let k = parts.len();
         let mut data: Option<Data<Fun<'p>>> = None;
         for (j, b) in parts.iter().enumerate() {
             let part = self.expand(b, nb)?.densify()?.v;
@@ -740,9 +751,46 @@ impl<'p> Interpreter {
         }
         let data = data?;
         let mut full: Vec<usize> = self.batch.get(..nb)?.to_vec();
-        full.extend(shape.iter().map(|d| *d as usize));
+        full.extend(frame);
         full.extend(own);
         Some(Batched::dense(Array { shape: full, data }, nb))
+    }
+
+    /// The elements of a frame literal over the batch (`nb` axes), each
+    /// laid out densely one after another, viewed as `batch ++ frame ++
+    /// own`. `None` for elements that are not plain atoms.
+    fn stacked(&self, parts: &[Batched<'p>], nb: usize, frame: &[usize], own: &[usize]) -> Try<Batched<'p>> {
+        let batch: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        let outer: usize = atoms_in(&batch);
+        let cell: usize = atoms_in(own);
+        let mut data: Option<Data<Fun<'p>>> = None;
+        for b in parts {
+            let part = self.expand(b, nb)?.densify()?.v.data;
+            if !matches!(part, Data::Int(_) | Data::Float(_) | Data::Bool(_)) || part.len() != outer * cell {
+                return None;
+            }
+            match &mut data {
+                None => {
+                    let mut all = part.with_capacity_like(outer * cell * parts.len());
+                    all.append(part).ok()?;
+                    data = Some(all);
+                }
+                Some(all) => all.append(part).ok()?,
+            }
+        }
+        let mut shape = batch.clone();
+        shape.extend(frame);
+        shape.extend(own);
+        let element = outer.checked_mul(cell)?;
+        let mut strides: Vec<usize> = row_major(&batch).into_iter().map(|s| s * cell).collect();
+        strides.extend(row_major(frame).into_iter().map(|s| s * element));
+        strides.extend(row_major(own));
+        Some(Batched {
+            v: Array { shape, data: data? },
+            nb,
+            offset: 0,
+            strides,
+        })
     }
 
     /// An application spine `(((f a1) a2) … ak)` inside the batch frame.
