@@ -729,9 +729,20 @@ impl<'p> Interpreter {
         }
         let outer: usize = self.batch.get(..nb)?.iter().product();
         let cell: usize = own.iter().product();
+        let k = parts.len();
+        let frame: Vec<usize> = shape.iter().map(|d| *d as usize).collect();
+        if nb > 0 && outer > 1 && k > 1 {
+            // Over a batch: the elements laid out one after another (the
+            // frame's axes outermost in memory), read through steps as the
+            // batch's axes first — no weaving, and each element (`head`,
+            // `index` at a constant, a field of a small vector state) is
+            // again a contiguous run.
+            if let Some(stacked) = self.stacked(&parts, nb, &frame, &own) {
+                return Some(stacked);
+            }
+        }
         // One element at a time laid out densely and woven in, so that at
         // most one replicated element is ever copied out whole.
-        let k = parts.len();
         let mut data: Option<Data<Fun<'p>>> = None;
         for (j, b) in parts.iter().enumerate() {
             let part = self.expand(b, nb)?.densify()?.v;
@@ -740,9 +751,46 @@ impl<'p> Interpreter {
         }
         let data = data?;
         let mut full: Vec<usize> = self.batch.get(..nb)?.to_vec();
-        full.extend(shape.iter().map(|d| *d as usize));
+        full.extend(frame);
         full.extend(own);
         Some(Batched::dense(Array { shape: full, data }, nb))
+    }
+
+    /// The elements of a frame literal over the batch (`nb` axes), each
+    /// laid out densely one after another, viewed as `batch ++ frame ++
+    /// own`. `None` for elements that are not plain atoms.
+    fn stacked(&self, parts: &[Batched<'p>], nb: usize, frame: &[usize], own: &[usize]) -> Try<Batched<'p>> {
+        let batch: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        let outer: usize = atoms_in(&batch);
+        let cell: usize = atoms_in(own);
+        let mut data: Option<Data<Fun<'p>>> = None;
+        for b in parts {
+            let part = self.expand(b, nb)?.densify()?.v.data;
+            if !matches!(part, Data::Int(_) | Data::Float(_) | Data::Bool(_)) || part.len() != outer * cell {
+                return None;
+            }
+            match &mut data {
+                None => {
+                    let mut all = part.with_capacity_like(outer * cell * parts.len());
+                    all.append(part).ok()?;
+                    data = Some(all);
+                }
+                Some(all) => all.append(part).ok()?,
+            }
+        }
+        let mut shape = batch.clone();
+        shape.extend(frame);
+        shape.extend(own);
+        let element = outer.checked_mul(cell)?;
+        let mut strides: Vec<usize> = row_major(&batch).into_iter().map(|s| s * cell).collect();
+        strides.extend(row_major(frame).into_iter().map(|s| s * element));
+        strides.extend(row_major(own));
+        Some(Batched {
+            v: Array { shape, data: data? },
+            nb,
+            offset: 0,
+            strides,
+        })
     }
 
     /// An application spine `(((f a1) a2) … ak)` inside the batch frame.
@@ -995,6 +1043,22 @@ impl<'p> Interpreter {
         let n = atoms_in(&outer);
         check_size(n.checked_mul(item)?, Span::default()).ok()?;
         let index = index.get(..n)?;
+        // One axis and plain atoms: one tight loop, which checks the
+        // indices itself (only a gather that fails looks for the index
+        // to blame).
+        let line = match (steps.as_slice(), &xs.v.data) {
+            ([step], Data::Float(v)) => Some(
+                gather_line(v.get(xs.offset..)?, index, *step, items, item).map(|v| Data::Float(v.into())),
+            ),
+            ([step], Data::Int(v)) => {
+                Some(gather_line(v.get(xs.offset..)?, index, *step, items, item).map(|v| Data::Int(v.into())))
+            }
+            _ => None,
+        };
+        if let Some(Some(data)) = line {
+            outer.extend(item_cell);
+            return Some(Batched::dense(Array { shape: outer, data }, nb));
+        }
         if let Some(&i) = index.iter().find(|&&i| !(0..items as i64).contains(&i)) {
             // At the top level the reference path meets this index first;
             // inside a batch, some cell fails.
@@ -1008,26 +1072,18 @@ impl<'p> Interpreter {
             }
             return None;
         }
-        let data = match (steps.as_slice(), &xs.v.data) {
-            // One axis and plain atoms: one tight loop.
-            ([step], Data::Float(v)) => {
-                Data::Float(gather_line(v.get(xs.offset..)?, index, *step, items, item)?.into())
-            }
-            ([step], Data::Int(v)) => {
-                Data::Int(gather_line(v.get(xs.offset..)?, index, *step, items, item)?.into())
-            }
-            _ => {
-                let starts = GatherStarts {
-                    outer: &outer,
-                    steps: &steps,
-                    index: index.iter(),
-                    item,
-                    odometer: vec![0; outer.len()],
-                    base: xs.offset,
-                };
-                pick_from(&xs.v.data, starts, n, item)?
-            }
+        if line.is_some() {
+            return None;
+        }
+        let starts = GatherStarts {
+            outer: &outer,
+            steps: &steps,
+            index: index.iter(),
+            item,
+            odometer: vec![0; outer.len()],
+            base: xs.offset,
         };
+        let data = pick_from(&xs.v.data, starts, n, item)?;
         outer.extend(item_cell);
         Some(Batched::dense(Array { shape: outer, data }, nb))
     }
@@ -1494,12 +1550,49 @@ impl<'p> Interpreter {
         item_shape.remove(axis);
         let mut item_strides = xs.strides.clone();
         item_strides.remove(axis);
-        // Each item a view of the argument (nothing copied).
+        // Each item a view of the argument (nothing copied) — unless the
+        // items lie next to each other and their atoms far apart (a fold
+        // along the rows of a matrix, lifted over the rows): then every
+        // step would read one atom per cache line, so the argument is
+        // laid out once with the items outermost, each item contiguous.
+        let item_atoms = atoms_in(&item_shape);
+        let spread = |shape: &[usize], strides: &[usize]| -> bool {
+            shape
+                .iter()
+                .zip(strides)
+                .any(|(&n, &s)| n > 1 && s != 0 && s > step)
+        };
+        let scattered = items > 1
+            && item_atoms > 1
+            && step != 0
+            && spread(&item_shape, &item_strides)
+            && item_shape
+                .iter()
+                .zip(&item_strides)
+                .all(|(&n, &s)| n <= 1 || s != 0);
+        let (source, base, item_step, item_strides) = if scattered {
+            let mut shape = vec![items];
+            shape.extend(&item_shape);
+            let mut strides = vec![step];
+            strides.extend(&item_strides);
+            let data = gather_data(
+                &xs.v.data,
+                &shape,
+                &Layout {
+                    offset: xs.offset,
+                    strides,
+                },
+            )?;
+            let source = Batched::dense(Array { shape, data }, 0);
+            (source, 0, item_atoms, row_major(&item_shape))
+        } else {
+            (xs.clone(), xs.offset, step, item_strides)
+        };
         let item = |i: usize| -> Try<Batched<'p>> {
-            Some(xs.view(
+            Some(source.view(
                 item_shape.clone(),
                 nb,
-                xs.offset.checked_add(i.checked_mul(step)?)?,
+                base.checked_add(i.checked_mul(item_step)?)?,
                 item_strides.clone(),
             ))
         };

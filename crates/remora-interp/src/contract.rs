@@ -245,9 +245,34 @@ fn contract(
             odometer[axis] = 0;
         }
     }
+    // A product whose one operand is the same row for consecutive sums
+    // (a matrix product: `b` shared by the rows of `a`) runs `GROUP` rows
+    // at a time, each item of the shared row loaded once for all of them.
+    // Multiplication commutes exactly, so the operand that varies along
+    // the lanes is taken as `b`.
+    let (a, b, swapped) = if a.lane == 1 && b.lane == 0 {
+        (b, a, true)
+    } else {
+        (a, b, false)
+    };
+    let grouped = a.lane == 0 && b.lane == 1 && lanes >= NR;
     let rows = |out: &mut [f32], bases: &[(usize, usize)]| -> Option<()> {
-        for (row, &base) in out.chunks_exact_mut(lanes.max(1)).zip(bases) {
-            row_sum(a, b, base, items, seed, row)?;
+        for (group, bases) in out.chunks_mut(lanes.max(1) * GROUP).zip(bases.chunks(GROUP)) {
+            let bases: Vec<(usize, usize)> = if swapped {
+                bases.iter().map(|&(x, y)| (y, x)).collect()
+            } else {
+                bases.to_vec()
+            };
+            if grouped
+                && bases.len() == GROUP
+                && bases.iter().all(|&(_, y)| Some(y) == bases.first().map(|p| p.1))
+            {
+                group_sum(a, b, &bases, items, seed, group)?;
+            } else {
+                for (row, &base) in group.chunks_exact_mut(lanes.max(1)).zip(&bases) {
+                    row_sum(a, b, base, items, seed, row)?;
+                }
+            }
         }
         Some(())
     };
@@ -258,7 +283,8 @@ fn contract(
         return Some(out);
     }
     // Parts of rows shared among the threads.
-    let per = positions.div_ceil(threads * 4);
+    // (Whole groups of rows, see `group_sum`.)
+    let per = positions.div_ceil(threads * 4).next_multiple_of(GROUP);
     let parts: Vec<Part<'_>> = out.chunks_mut(per * lanes).zip(bases.chunks(per)).collect();
     let ok = crate::in_parallel(parts, threads, |(part, bases)| rows(part, bases).is_some());
     ok.then_some(out)
@@ -328,6 +354,144 @@ fn tree(
 
 /// How many lanes one pass over the items carries in registers.
 const CHUNK: usize = 32;
+
+/// Sums computed together when one operand's row is shared by them (see
+/// [`group_sum`]): a register tile of `GROUP` rows × `NR` lanes.
+const GROUP: usize = 4;
+/// Lanes of a register tile.
+const NR: usize = 8;
+
+/// [`row_sum`] for `GROUP` rows at once, whose `b` row is the same (`a`
+/// replicated along the lanes, `b` dense along them): `out` holds the
+/// rows one after another. Each sum is the same bits as `row_sum`'s.
+fn group_sum(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    bases: &[(usize, usize)],
+    items: usize,
+    seed: Option<f32>,
+    out: &mut [f32],
+) -> Option<()> {
+    let lanes = out.len() / GROUP;
+    let base_a: [usize; GROUP] = std::array::from_fn(|r| bases.get(r).map_or(0, |p| p.0));
+    let base_b = bases.first()?.1;
+    match seed {
+        Some(s) if items <= PAIRWISE_LEAF => {
+            out.fill(s);
+            group_leaf(a, b, base_a, base_b, 0, items, lanes, out)
+        }
+        Some(s) => {
+            for (r, x) in out
+                .iter_mut()
+                .zip(group_tree(a, b, base_a, base_b, 0, items, lanes)?)
+            {
+                *r = s + x;
+            }
+            Some(())
+        }
+        None => {
+            out.copy_from_slice(&group_tree(a, b, base_a, base_b, 0, items, lanes)?);
+            Some(())
+        }
+    }
+}
+
+/// [`tree`] for `GROUP` rows sharing their `b` row.
+fn group_tree(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    base_a: [usize; GROUP],
+    base_b: usize,
+    k0: usize,
+    n: usize,
+    lanes: usize,
+) -> Option<Vec<f32>> {
+    if n <= PAIRWISE_LEAF {
+        let mut acc = vec![0.0f32; GROUP * lanes];
+        let xb = b.data.get(base_b + k0 * b.item..base_b + k0 * b.item + lanes)?;
+        for (row, base) in acc.chunks_exact_mut(lanes).zip(base_a) {
+            let x = *a.data.get(base + k0 * a.item)?;
+            for (s, y) in row.iter_mut().zip(xb) {
+                *s = x * y;
+            }
+        }
+        group_leaf(a, b, base_a, base_b, k0 + 1, n.checked_sub(1)?, lanes, &mut acc)?;
+        return Some(acc);
+    }
+    let half = n / 2;
+    let mut left = group_tree(a, b, base_a, base_b, k0, half, lanes)?;
+    let right = group_tree(a, b, base_a, base_b, k0 + half, n - half, lanes)?;
+    for (x, y) in left.iter_mut().zip(right) {
+        *x += y;
+    }
+    Some(left)
+}
+
+/// `acc[r, l] += a[r, k] · b[k, l]` for items `k0 .. k0 + n` in order, a
+/// tile of `GROUP × NR` sums held across the items.
+#[allow(clippy::too_many_arguments)]
+fn group_leaf(
+    a: &Operand<'_>,
+    b: &Operand<'_>,
+    base_a: [usize; GROUP],
+    base_b: usize,
+    k0: usize,
+    n: usize,
+    lanes: usize,
+    acc: &mut [f32],
+) -> Option<()> {
+    if n == 0 {
+        return Some(());
+    }
+    // Every item read must exist.
+    let (first, last) = (k0, k0 + n - 1);
+    for base in base_a {
+        a.data.get(base + first * a.item)?;
+        a.data.get(base + last * a.item)?;
+    }
+    b.data
+        .get(base_b + first * b.item..base_b + last * b.item + lanes)?;
+    if acc.len() != GROUP * lanes {
+        return None;
+    }
+    let mut l0 = 0;
+    while l0 < lanes {
+        let width = NR.min(lanes - l0);
+        let mut tile = [[0.0f32; NR]; GROUP];
+        for (r, t) in tile.iter_mut().enumerate() {
+            t[..width].copy_from_slice(&acc[r * lanes + l0..r * lanes + l0 + width]);
+        }
+        if width == NR {
+            for k in k0..k0 + n {
+                let ob = base_b + k * b.item + l0;
+                let mut y = [0.0f32; NR];
+                y.copy_from_slice(&b.data[ob..ob + NR]);
+                for (t, base) in tile.iter_mut().zip(base_a) {
+                    let x = a.data[base + k * a.item];
+                    for (s, y) in t.iter_mut().zip(&y) {
+                        *s += x * y;
+                    }
+                }
+            }
+        } else {
+            for k in k0..k0 + n {
+                let ob = base_b + k * b.item + l0;
+                let y = &b.data[ob..ob + width];
+                for (t, base) in tile.iter_mut().zip(base_a) {
+                    let x = a.data[base + k * a.item];
+                    for (s, y) in t.iter_mut().zip(y) {
+                        *s += x * y;
+                    }
+                }
+            }
+        }
+        for (r, t) in tile.iter().enumerate() {
+            acc[r * lanes + l0..r * lanes + l0 + width].copy_from_slice(&t[..width]);
+        }
+        l0 += width;
+    }
+    Some(())
+}
 
 /// `acc[l] += a[k, l] · b[k, l]` for items `k0 .. k0 + n` in order, the
 /// lanes in chunks held across the items.

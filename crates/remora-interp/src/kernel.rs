@@ -141,6 +141,13 @@ fn for_each_run<const K: usize>(
     }
 }
 
+/// The `n` atoms of a run from `offset` at a step `step` ≥ 1 (a strided
+/// iterator: no index computed or checked per atom).
+fn run<A>(a: &[A], offset: usize, n: usize, step: usize) -> std::iter::StepBy<std::slice::Iter<'_, A>> {
+    let end = (offset + (n.max(1) - 1) * step + 1).min(a.len());
+    a[offset.min(end)..end].iter().step_by(step.max(1))
+}
+
 /// Why a kernel could not run: an operand's layout reaches outside its
 /// buffer (an interpreter bug, reported rather than panicking).
 pub const OUT_OF_BOUNDS: &str = "internal error: an operand's layout leaves its buffer";
@@ -170,7 +177,11 @@ pub fn map1<A: Copy, R>(
     let mut out = buffer(shape.iter().product())?;
     for_each_run(shape, [la], |[oa], n, [sa]| match sa {
         1 => out.extend(a[oa..oa + n].iter().map(|x| f(*x))),
-        _ => out.extend((0..n).map(|i| f(a[oa + i * sa]))),
+        0 => {
+            let x = a[oa];
+            out.extend((0..n).map(|_| f(x)));
+        }
+        _ => out.extend(run(a, oa, n, sa).map(|x| f(*x))),
     });
     Ok(out)
 }
@@ -196,7 +207,16 @@ pub fn map2<A: Copy, B: Copy, R>(
             let x = a[oa];
             out.extend(b[ob..ob + n].iter().map(|y| f(x, *y)));
         }
-        _ => out.extend((0..n).map(|i| f(a[oa + i * sa], b[ob + i * sb]))),
+        (0, 0) => out.extend((0..n).map(|_| f(a[oa], b[ob]))),
+        (0, _) => {
+            let x = a[oa];
+            out.extend(run(b, ob, n, sb).map(|y| f(x, *y)));
+        }
+        (_, 0) => {
+            let y = b[ob];
+            out.extend(run(a, oa, n, sa).map(|x| f(*x, y)));
+        }
+        _ => out.extend(run(a, oa, n, sa).zip(run(b, ob, n, sb)).map(|(x, y)| f(*x, *y))),
     });
     Ok(out)
 }
@@ -241,8 +261,8 @@ pub fn zip_in_place<A: Copy, B: Copy>(
             a[oa..oa + n].iter_mut().for_each(|x| *x = f(*x, y));
         }
         _ => {
-            for (i, x) in a[oa..oa + n].iter_mut().enumerate() {
-                *x = f(*x, b[ob + i * sb]);
+            for (x, y) in a[oa..oa + n].iter_mut().zip(run(b, ob, n, sb)) {
+                *x = f(*x, *y);
             }
         }
     });
@@ -254,12 +274,75 @@ pub fn gather<A: Clone>(shape: &[usize], a: &[A], la: &Layout) -> Result<Vec<A>,
     if !la.fits(shape, a.len()) {
         return Err(OUT_OF_BOUNDS);
     }
-    let mut out = buffer(shape.iter().product())?;
+    let total: usize = shape.iter().product();
+    if let Some(out) = gather_transposed(shape, a, la, total)? {
+        return Ok(out);
+    }
+    let mut out = buffer(total)?;
     for_each_run(shape, [la], |[oa], n, [sa]| match sa {
         1 => out.extend_from_slice(&a[oa..oa + n]),
-        _ => out.extend((0..n).map(|i| a[oa + i * sa].clone())),
+        0 => out.extend((0..n).map(|_| a[oa].clone())),
+        _ => out.extend(run(a, oa, n, sa).cloned()),
     });
     Ok(out)
+}
+
+/// Tiles of a transposition ([`gather_transposed`]): `TILE × TILE` atoms.
+const TILE: usize = 32;
+
+/// [`gather`] of a transposition — the last axis steps through memory
+/// far apart, the one before it contiguously — in tiles, so that every
+/// cache line read is used whole (a gather in row-major order would read
+/// one atom per line, and, at steps of a page or more, touch a page per
+/// atom). `None` when the layout is not such a transposition.
+fn gather_transposed<A: Clone>(
+    shape: &[usize],
+    a: &[A],
+    la: &Layout,
+    total: usize,
+) -> Result<Option<Vec<A>>, &'static str> {
+    let (dims, strides) = coalesce(shape, [la]);
+    let [st] = &strides;
+    let k = dims.len();
+    if k < 2 || st[k - 2] != 1 || st[k - 1] < TILE || dims[k - 1] < TILE || dims[k - 2] < TILE {
+        return Ok(None);
+    }
+    let Some(first) = a.get(la.offset) else {
+        return Ok(None);
+    };
+    let (rows, cols, step) = (dims[k - 2], dims[k - 1], st[k - 1]);
+    let mut out = buffer(total)?;
+    out.resize(total, first.clone());
+    // The outer axes: one `[rows, cols]` plane after another.
+    let outer = &dims[..k - 2];
+    let mut index = vec![0usize; outer.len()];
+    let mut base = la.offset;
+    for plane in out.chunks_exact_mut(rows * cols) {
+        for r0 in (0..rows).step_by(TILE) {
+            for c0 in (0..cols).step_by(TILE) {
+                for c in c0..(c0 + TILE).min(cols) {
+                    let line = a.get(base + r0 + c * step..base + (r0 + TILE).min(rows) + c * step);
+                    let Some(line) = line else {
+                        return Err(OUT_OF_BOUNDS);
+                    };
+                    for (r, x) in line.iter().enumerate() {
+                        plane[(r0 + r) * cols + c] = x.clone();
+                    }
+                }
+            }
+        }
+        // Advance the odometer over the outer axes.
+        for axis in (0..outer.len()).rev() {
+            index[axis] += 1;
+            base += st[axis];
+            if index[axis] < outer[axis] {
+                break;
+            }
+            base -= st[axis] * outer[axis];
+            index[axis] = 0;
+        }
+    }
+    Ok(Some(out))
 }
 
 /// A left fold along the middle axis of a contiguous `[outer, items,
