@@ -5,14 +5,19 @@
 //! Remora and know nothing of derivatives.
 //!
 //! The function `f` must be a lambda, or a name bound to one by `def` or
-//! `let`, whose parameter is a `Float` array. Its body is walked once in
-//! A-normal form: every application of which the parameter's value
+//! `let`, whose (first) parameter is a `Float` array. Its body is walked
+//! once in A-normal form: every application of which the parameter's value
 //! depends is bound to a fresh name `∂N`, and its tangent (forward mode)
-//! beside it. Reverse mode walks the same bindings backwards, Schenck's
-//! way (thesis ch. 3) but without a tape: the adjoint code follows the
-//! forward code in one `let`, and each adjoint of a lifted application is
-//! the rule's scalar (or cell) adjoint lifted over the same frame, summed
-//! over the frame axes its argument was replicated along.
+//! beside it. Every variable the walk binds (a `let`, an inlined call's
+//! parameter) gets a fresh name too, through the pass's renaming that
+//! `Writer::var` consults, so shadowing and a function inlined twice keep
+//! their values apart. Reverse mode walks the same bindings backwards,
+//! Schenck's way (thesis ch. 3) but without a tape: the adjoint code
+//! follows the forward code in one `let`, and each adjoint of a lifted
+//! application is the rule's cell adjoint lifted over the same frame,
+//! summed over the frame axes its argument was replicated along. An `if`'s
+//! adjoint runs the branch taken again; a lifted call of a function the
+//! program defines is the function's own derivative, lifted.
 //!
 //! A derivative is an ordinary function: `(grad f)` applied to a frame of
 //! points is lifted like any function, giving the frame of gradients.
@@ -25,9 +30,9 @@ use crate::elaborate::{Writer, ident, lambda, node, sp};
 use crate::typed::{TDecl, TExpr, TExprKind, VarId};
 use remora_syntax::ast::{self, AtomKind, BindKind, ExprKind};
 use remora_syntax::{Diagnostic, Span};
-use remora_types::{Atom, Lifted, Shape, Type};
+use remora_types::{Atom, Lifted, Seg, Shape, Type};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The pass's state while a program is written back.
 pub(crate) struct Pass<'a> {
@@ -35,14 +40,24 @@ pub(crate) struct Pass<'a> {
     lambdas: HashMap<VarId, &'a TExpr>,
     fresh: Cell<u32>,
     errors: RefCell<Vec<Diagnostic>>,
+    /// The names the derivative code binds variables to, while it is
+    /// written: every binding it makes has a name of its own, so shadowing
+    /// and a function inlined twice keep their values apart.
+    renames: RefCell<HashMap<VarId, String>>,
+    /// Local variables named like a definition or an intrinsic, which the
+    /// derivative code (an inlined body, a rule) may name where they are
+    /// in scope: written `name∂N` in a program that uses a derivative form.
+    shadowing: HashMap<VarId, String>,
 }
 
 impl<'a> Pass<'a> {
-    pub(crate) fn new(decls: &'a [TDecl]) -> Pass<'a> {
+    pub(crate) fn new(decls: &'a [TDecl], names: &crate::check::NameTable) -> Pass<'a> {
         let mut lambdas = HashMap::new();
+        let mut globals = HashSet::new();
         for d in decls {
             let value = match d {
                 TDecl::Def { var, value, .. } => {
+                    globals.insert(*var);
                     if lambda(value).is_some() {
                         lambdas.insert(*var, value);
                     }
@@ -60,10 +75,27 @@ impl<'a> Pass<'a> {
                 e.push_children(&mut stack);
             }
         }
+        let mut shadowing = HashMap::new();
+        if uses_ad(decls) {
+            let mut taken: HashSet<&str> = crate::intrinsics::names().map(|(n, _)| n).collect();
+            for v in &globals {
+                if let Some(n) = names.vars.get(v.0 as usize) {
+                    taken.insert(n);
+                }
+            }
+            for (i, n) in names.vars.iter().enumerate() {
+                let v = VarId(i as u32);
+                if !globals.contains(&v) && taken.contains(n.as_str()) {
+                    shadowing.insert(v, format!("{n}∂{i}"));
+                }
+            }
+        }
         Pass {
             lambdas,
             fresh: Cell::new(0),
             errors: RefCell::new(Vec::new()),
+            renames: RefCell::new(HashMap::new()),
+            shadowing,
         }
     }
 
@@ -76,6 +108,69 @@ impl<'a> Pass<'a> {
         let n = self.fresh.get() + 1;
         self.fresh.set(n);
         format!("∂{n}")
+    }
+
+    /// The name the code being written gives `v`, if not its source name.
+    pub(crate) fn name_of(&self, v: VarId) -> Option<String> {
+        self.renames
+            .borrow()
+            .get(&v)
+            .or_else(|| self.shadowing.get(&v))
+            .cloned()
+    }
+}
+
+/// Gives every expression in `e` still without a position `span` (the
+/// derivative code of a form: run-time errors in it point at the form).
+pub(crate) fn fill_spans(e: &mut ast::Expr, span: Span) {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        if e.span == Span::default() {
+            e.span = span;
+        }
+        match &mut e.kind {
+            ExprKind::Array { atoms, .. } => {
+                for a in atoms {
+                    match &mut a.kind {
+                        AtomKind::Lambda { body, .. }
+                        | AtomKind::TLambda { body, .. }
+                        | AtomKind::ILambda { body, .. }
+                        | AtomKind::Box { body, .. } => stack.push(body),
+                        _ => {}
+                    }
+                }
+            }
+            ExprKind::Frame { elems, .. } => stack.extend(elems.iter_mut()),
+            ExprKind::App { func, arg } => {
+                stack.push(func);
+                stack.push(arg);
+            }
+            ExprKind::TApp { func, .. } | ExprKind::IApp { func, .. } => stack.push(func),
+            ExprKind::Unbox { boxed, body, .. } => {
+                stack.push(boxed);
+                stack.push(body);
+            }
+            ExprKind::Let { binds, body } => {
+                for b in binds.iter_mut() {
+                    if let BindKind::Val { expr, .. } = &mut b.kind {
+                        stack.push(expr);
+                    }
+                }
+                stack.push(body);
+            }
+            ExprKind::Record(fields) => stack.extend(fields.iter_mut().map(|f| &mut f.value)),
+            ExprKind::Field { record, .. } => stack.push(record),
+            ExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                stack.push(cond);
+                stack.push(then);
+                stack.push(otherwise);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -152,6 +247,16 @@ fn float(x: f32) -> ast::Expr {
     })
 }
 
+fn int(x: i64) -> ast::Expr {
+    node(ExprKind::Array {
+        shape: Vec::new(),
+        atoms: vec![ast::Atom {
+            kind: AtomKind::Int(x),
+            span: sp(),
+        }],
+    })
+}
+
 fn lam(w: &Writer, param: &str, ty: &Type, body: ast::Expr) -> ast::Expr {
     node(ExprKind::Array {
         shape: Vec::new(),
@@ -202,10 +307,36 @@ fn zeros(w: &Writer, like: ast::Expr) -> ast::Expr {
     broadcast(w, float(0.0), like, &Atom::Float)
 }
 
+fn float_type(shape: &Shape) -> Type {
+    Type {
+        atom: Atom::Float,
+        shape: shape.clone(),
+    }
+}
+
+/// `(λ (x1 : t1) … (λ (xk : tk) body))`.
+fn lambdas(w: &Writer, params: &[(String, Type)], body: ast::Expr) -> ast::Expr {
+    params
+        .iter()
+        .rev()
+        .fold(body, |body, (name, ty)| lam(w, name, ty, body))
+}
+
+/// `body` of fresh names for `args`' cells, applied to `args`: lifted over
+/// their frames.
+fn lift(w: &Writer, args: Vec<(ast::Expr, Type)>, body: impl FnOnce(&[ast::Expr]) -> ast::Expr) -> ast::Expr {
+    let names: Vec<(String, Type)> = args.iter().map(|(_, t)| (w.ad.fresh(), t.clone())).collect();
+    let vars: Vec<ast::Expr> = names.iter().map(|(n, _)| var(n)).collect();
+    let f = lambdas(w, &names, body(&vars));
+    app(f, args.into_iter().map(|(a, _)| a).collect())
+}
+
 /// One application the body's value depends on, as reverse mode needs it.
 struct Node {
     out: String,
     rule: Rule,
+    /// The function applied, with its instantiations.
+    head: ast::Expr,
     /// Each argument: its primal, the name of its primal when it depends
     /// on the parameter, its type and its frame in the application.
     args: Vec<Arg>,
@@ -214,6 +345,7 @@ struct Node {
     span: Span,
 }
 
+#[derive(Clone)]
 struct Arg {
     primal: ast::Expr,
     varying: Option<String>,
@@ -221,13 +353,46 @@ struct Arg {
     cell: Shape,
 }
 
-#[derive(Clone, Copy)]
 enum Rule {
     /// `let x = y`, a parameter bound to an argument.
     Alias,
     Scalar(&'static str),
     /// `f.sum` or `(reduce f.+ …)`: the adjoint is replicated to the cell.
     Sum,
+    /// `(reduce f.max …)`, `(reduce f.min …)` of scalars (`f.argmax`,
+    /// `f.argmin`): the tangent is the first extreme item's, the adjoint
+    /// goes to every item equal to the result.
+    Extremum(&'static str),
+    Select,
+    Dot,
+    Matmul,
+    /// A function defined in the program, lifted: each varying argument's
+    /// reverse derivative, `(λ (p1 … pk) (λ (ct) adjoint))`.
+    Call(Vec<Option<ast::Expr>>),
+    /// A frame of expressions, of this shape.
+    Frame(Vec<u64>),
+    /// `if`: the condition, and each branch's forward code.
+    If(Box<IfNode>),
+}
+
+struct IfNode {
+    cond: ast::Expr,
+    branches: [Branch; 2],
+    /// The names of the varying variables the branches read.
+    free: Vec<String>,
+}
+
+struct Branch {
+    binds: Vec<(String, ast::Expr)>,
+    nodes: Vec<Node>,
+    out: Option<String>,
+}
+
+/// A parameter of a function being differentiated.
+struct Param {
+    var: VarId,
+    ty: Type,
+    varying: bool,
 }
 
 /// One derivative walk: the bindings written so far and the nodes.
@@ -236,6 +401,8 @@ struct Walk<'w, 'a> {
     mode: Mode,
     binds: Vec<(String, ast::Expr)>,
     nodes: Vec<Node>,
+    /// The variables renamed, with their earlier names, to restore.
+    renamed: Vec<(VarId, Option<String>)>,
 }
 
 /// A value under the walk: its primal, and its tangent variable (forward
@@ -244,8 +411,106 @@ struct Walk<'w, 'a> {
 type Env = HashMap<VarId, Option<String>>;
 
 const SCALAR: &[&str] = &[
-    "f.+", "f.-", "f.*", "f./", "f.neg", "f.exp", "f.ln", "f.sin", "f.cos", "f.tanh", "f.sqrt", "sqrt",
+    "f.+", "f.-", "f.*", "f./", "f.^", "f.max", "f.min", "f.neg", "f.abs", "f.exp", "f.ln", "f.sin", "f.cos",
+    "f.tan", "f.sinh", "f.cosh", "f.asin", "f.acos", "f.atan", "f.log2", "f.log10", "f.tanh", "f.sqrt",
+    "sqrt",
 ];
+
+/// Float functions whose derivative is zero wherever it exists.
+const FLAT: &[&str] = &["f.signum", "f.floor", "f.ceiling", "f.round"];
+
+/// The lambdas `f` is made of, up to `n` of them: their parameters and
+/// types, the innermost body and its type.
+fn params_of(f: &TExpr, n: usize) -> (Vec<(VarId, Type)>, &TExpr, Type) {
+    let mut params = Vec::new();
+    let mut body = f;
+    let mut ty = f.ty.clone();
+    while params.len() < n {
+        let (Some((p, b)), Atom::Arrow(pt, rt)) = (lambda(body), &body.ty.atom) else {
+            break;
+        };
+        params.push((p, (**pt).clone()));
+        ty = (**rt).clone();
+        body = b;
+    }
+    (params, body, ty)
+}
+
+/// The forward derivative of the function of `params` and `body`:
+/// `(λ (p1 … pk) (λ (dp…) tangent))`, a tangent for each varying parameter.
+fn forward_fn(w: &Writer, params: &[Param], body: &TExpr) -> Result<ast::Expr, Diagnostic> {
+    let mut walk = Walk::new(w, Mode::Forward);
+    let mut env = Env::new();
+    let mut names = Vec::new();
+    let mut tangents = Vec::new();
+    for p in params {
+        names.push((walk.rename(p.var), p.ty.clone()));
+        if p.varying {
+            let dt = w.ad.fresh();
+            env.insert(p.var, Some(dt.clone()));
+            tangents.push((dt, p.ty.clone()));
+        } else {
+            env.insert(p.var, None);
+        }
+    }
+    let (primal, tangent) = walk.expr(body, &env)?;
+    let tangent = tangent.unwrap_or_else(|| zeros(w, primal));
+    let body = let_in(std::mem::take(&mut walk.binds), tangent);
+    walk.restore();
+    names.extend(tangents);
+    Ok(lambdas(w, &names, body))
+}
+
+/// The reverse derivative of the function of `params` and `body` for the
+/// parameter `target`: the parameters' names, the cotangent's name, and
+/// the adjoint's code (forward code, then adjoints, in one `let`).
+fn reverse_core(
+    w: &Writer,
+    params: &[Param],
+    body: &TExpr,
+    target: usize,
+) -> Result<ReverseCode, Diagnostic> {
+    let mut walk = Walk::new(w, Mode::Reverse);
+    let mut env = Env::new();
+    let mut names = Vec::new();
+    for p in params {
+        let name = walk.rename(p.var);
+        env.insert(p.var, p.varying.then(|| name.clone()));
+        names.push((name, p.ty.clone()));
+    }
+    let (primal, tangent) = walk.expr(body, &env)?;
+    let ct = w.ad.fresh();
+    let mut adjoints: HashMap<String, String> = HashMap::new();
+    if let (Some(_), ExprKind::Var(out)) = (&tangent, &primal.kind) {
+        adjoints.insert(out.name.clone(), ct.clone());
+    }
+    let nodes = std::mem::take(&mut walk.nodes);
+    for n in nodes.iter().rev() {
+        walk.adjoint(n, &mut adjoints)?;
+    }
+    let target_name = names.get(target).map(|(n, _)| n.clone()).unwrap_or_default();
+    let gradient = match adjoints.get(&target_name) {
+        Some(a) => var(a),
+        None => zeros(w, var(&target_name)),
+    };
+    let body = let_in(std::mem::take(&mut walk.binds), gradient);
+    walk.restore();
+    Ok(ReverseCode {
+        params: names,
+        ct,
+        body,
+    })
+}
+
+/// A function's reverse derivative for one parameter, as [`reverse_core`]
+/// writes it.
+struct ReverseCode {
+    /// The parameters' names and types.
+    params: Vec<(String, Type)>,
+    /// The cotangent's name.
+    ct: String,
+    body: ast::Expr,
+}
 
 fn derivative(
     w: &Writer,
@@ -262,7 +527,7 @@ fn derivative(
         TExprKind::Var(v) => w.ad.lambdas.get(v).copied(),
         _ => Some(f),
     };
-    let Some((param, body)) = lam_expr.and_then(lambda) else {
+    let Some(lam_expr) = lam_expr.filter(|l| lambda(l).is_some()) else {
         return Err(Diagnostic::error(
             f.span,
             format!(
@@ -270,7 +535,7 @@ fn derivative(
             ),
         ));
     };
-    let Atom::Arrow(pty, rty) = &f.ty.atom else {
+    let Atom::Arrow(pty, _) = &f.ty.atom else {
         return Err(Diagnostic::error(
             f.span,
             format!("`{name}` of a value that is not a function"),
@@ -281,63 +546,110 @@ fn derivative(
             f.span,
             format!(
                 "`{name}` differentiates with respect to a Float array, and this parameter is `{}` (records and other types: not yet)",
-                pty.show(w_names(w))
+                pty.show(w.names())
             ),
         ));
     }
-    let mut walk = Walk {
-        w,
-        mode,
-        binds: Vec::new(),
-        nodes: Vec::new(),
-    };
-    let pname = w.var(param).name.clone();
-    let mut env = Env::new();
-    let dx = w.ad.fresh();
-    env.insert(param, Some(dx.clone()));
-    let (primal, tangent) = walk.expr(body, &env)?;
+    // `grad` of a function of several parameters: with respect to the
+    // first, the others held constant.
+    let count = if name == "grad" { usize::MAX } else { 1 };
+    let (params, body, rty) = params_of(lam_expr, count);
+    let params: Vec<Param> = params
+        .into_iter()
+        .enumerate()
+        .map(|(i, (var, ty))| Param {
+            var,
+            ty,
+            varying: i == 0,
+        })
+        .collect();
     let rest: Vec<ast::Expr> = args.iter().skip(1).map(|a| w.expr(a.0)).collect();
     match mode {
-        Mode::Forward => {
-            let tangent = tangent.unwrap_or_else(|| zeros(w, primal.clone()));
-            let body = let_in(walk.binds, tangent);
-            let f = lam(w, &pname, pty, lam(w, &dx, pty, body));
-            Ok(app(f, rest))
-        }
+        Mode::Forward => Ok(app(forward_fn(w, &params, body)?, rest)),
         Mode::Reverse => {
-            let ct = w.ad.fresh();
-            let mut adjoints: HashMap<String, String> = HashMap::new();
-            if let (Some(_), ExprKind::Var(out)) = (&tangent, &primal.kind) {
-                adjoints.insert(out.name.clone(), ct.clone());
-            }
-            let nodes = std::mem::take(&mut walk.nodes);
-            for n in nodes.iter().rev() {
-                walk.adjoint(n, &mut adjoints)?;
-            }
-            let gradient = match adjoints.get(&pname) {
-                Some(a) => var(a),
-                None => zeros(w, var(&pname)),
-            };
-            let body = let_in(walk.binds, gradient);
+            let ReverseCode {
+                params: mut names,
+                ct,
+                body,
+            } = reverse_core(w, &params, body, 0)?;
             if name == "grad" {
-                let body = let_in(vec![(ct, float(1.0))], body);
-                Ok(lam(w, &pname, pty, body))
+                Ok(lambdas(w, &names, let_in(vec![(ct, float(1.0))], body)))
             } else {
-                Ok(app(lam(w, &pname, pty, lam(w, &ct, rty, body)), rest))
+                names.push((ct, rty));
+                Ok(app(lambdas(w, &names, body), rest))
             }
         }
     }
 }
 
-fn w_names<'a>(w: &Writer<'a>) -> &'a crate::check::NameTable {
-    w.names()
-}
+impl<'w, 'a> Walk<'w, 'a> {
+    fn new(w: &'w Writer<'a>, mode: Mode) -> Walk<'w, 'a> {
+        Walk {
+            w,
+            mode,
+            binds: Vec::new(),
+            nodes: Vec::new(),
+            renamed: Vec::new(),
+        }
+    }
 
-impl Walk<'_, '_> {
+    /// A fresh name for the variable `v`, which the code written from now
+    /// on calls it by.
+    fn rename(&mut self, v: VarId) -> String {
+        let name = format!("{}{}", self.w.source_name(v), self.w.ad.fresh());
+        let prev = self.w.ad.renames.borrow_mut().insert(v, name.clone());
+        self.renamed.push((v, prev));
+        name
+    }
+
+    /// The renamings of this walk undone.
+    fn restore(&mut self) {
+        let mut renames = self.w.ad.renames.borrow_mut();
+        for (v, prev) in self.renamed.drain(..).rev() {
+            match prev {
+                Some(p) => renames.insert(v, p),
+                None => renames.remove(&v),
+            };
+        }
+    }
+
     fn bind(&mut self, e: ast::Expr) -> ast::Expr {
         let name = self.w.ad.fresh();
         self.binds.push((name.clone(), e));
         var(&name)
+    }
+
+    /// The variable `v` bound to the primal `p` (tangent `t`), in `env`.
+    fn bind_var(&mut self, v: VarId, p: ast::Expr, t: Option<ast::Expr>, env: &mut Env, span: Span) {
+        let name = self.rename(v);
+        self.binds.push((name.clone(), p.clone()));
+        match t {
+            Some(t) => {
+                let dt = self.w.ad.fresh();
+                if self.mode == Mode::Forward {
+                    self.binds.push((dt.clone(), t));
+                }
+                if let ExprKind::Var(src) = &p.kind {
+                    self.nodes.push(Node {
+                        out: name,
+                        rule: Rule::Alias,
+                        head: var("∂alias"),
+                        args: vec![Arg {
+                            primal: p.clone(),
+                            varying: Some(src.name.clone()),
+                            frame: Shape::scalar(),
+                            cell: Shape::scalar(),
+                        }],
+                        principal: Shape::scalar(),
+                        span,
+                    });
+                }
+                env.insert(v, Some(dt));
+            }
+            None => {
+                env.insert(v, None);
+            }
+        }
     }
 
     fn varying(e: &TExpr, env: &Env) -> bool {
@@ -357,67 +669,164 @@ impl Walk<'_, '_> {
             )),
             TExprKind::Let { var: v, value, body } => {
                 let (p, t) = self.expr(value, env)?;
-                let name = self.w.var(*v).name.clone();
-                self.binds.push((name.clone(), p.clone()));
                 let mut inner = env.clone();
-                match t {
-                    Some(t) => {
-                        let dt = self.w.ad.fresh();
-                        if self.mode == Mode::Forward {
-                            self.binds.push((dt.clone(), t));
-                        }
-                        if let ExprKind::Var(src) = &p.kind {
-                            self.nodes.push(Node {
-                                out: name,
-                                rule: Rule::Alias,
-                                args: vec![Arg {
-                                    primal: p.clone(),
-                                    varying: Some(src.name.clone()),
-                                    frame: Shape::scalar(),
-                                    cell: Shape::scalar(),
-                                }],
-                                principal: Shape::scalar(),
-                                span: e.span,
-                            });
-                        }
-                        inner.insert(*v, Some(dt));
-                    }
-                    None => {
-                        inner.insert(*v, None);
-                    }
-                }
+                self.bind_var(*v, p, t, &mut inner, e.span);
                 self.expr(body, &inner)
             }
             TExprKind::If {
                 cond,
                 then,
                 otherwise,
-            } if self.mode == Mode::Forward => {
-                let c = self.w.expr(cond);
-                let mut branch = |x: &TExpr| -> Result<(ast::Expr, ast::Expr), Diagnostic> {
-                    let saved = std::mem::take(&mut self.binds);
-                    let (p, t) = self.expr(x, env)?;
-                    let t = t.unwrap_or_else(|| zeros(self.w, p.clone()));
-                    let binds = std::mem::replace(&mut self.binds, saved);
-                    Ok((let_in(binds.clone(), p), let_in(binds, t)))
-                };
-                let (pt, tt) = branch(then)?;
-                let (po, to) = branch(otherwise)?;
-                let p = self.bind(node(ExprKind::If {
-                    cond: Box::new(c.clone()),
-                    then: Box::new(pt),
-                    otherwise: Box::new(po),
-                }));
-                let t = self.bind(node(ExprKind::If {
-                    cond: Box::new(c),
-                    then: Box::new(tt),
-                    otherwise: Box::new(to),
-                }));
-                Ok((p, Some(t)))
-            }
+            } => self.if_(cond, then, otherwise, env),
             TExprKind::App { .. } => self.app(e, env),
+            TExprKind::Frame { shape, elems } => self.frame(shape, elems, env, e.span),
             _ => Err(self.unsupported(e, "this expression")),
         }
+    }
+
+    /// A frame of expressions: the tangent is the frame of the tangents;
+    /// the adjoint of each element the cell of the cotangent at its place.
+    fn frame(
+        &mut self,
+        shape: &[u64],
+        elems: &[TExpr],
+        env: &Env,
+        span: Span,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let mut args = Vec::new();
+        let mut primals = Vec::new();
+        let mut tangents = Vec::new();
+        for x in elems {
+            let (mut p, t) = self.expr(x, env)?;
+            if matches!(
+                p.kind,
+                ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
+            ) {
+                p = self.bind(p);
+            }
+            let varying = match (&t, &p.kind) {
+                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
+                _ => None,
+            };
+            let t = match t {
+                Some(t) => t,
+                None => zeros(self.w, p.clone()),
+            };
+            args.push(Arg {
+                primal: p.clone(),
+                varying,
+                frame: Shape::scalar(),
+                cell: Shape::scalar(),
+            });
+            primals.push(p);
+            tangents.push(t);
+        }
+        let frame = |elems| {
+            node(ExprKind::Frame {
+                shape: shape.to_vec(),
+                elems,
+            })
+        };
+        let out = self.bind(frame(primals));
+        if self.mode == Mode::Forward {
+            let t = self.bind(frame(tangents));
+            return Ok((out, Some(t)));
+        }
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Frame(shape.to_vec()),
+            head: var("∂frame"),
+            args,
+            principal: Shape::scalar(),
+            span,
+        });
+        Ok((out, Some(var("∂unused"))))
+    }
+
+    fn if_(
+        &mut self,
+        cond: &TExpr,
+        then: &TExpr,
+        otherwise: &TExpr,
+        env: &Env,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let c = self.w.expr(cond);
+        let c = if matches!(c.kind, ExprKind::Var(_) | ExprKind::Array { .. }) {
+            c
+        } else {
+            self.bind(c)
+        };
+        if self.mode == Mode::Forward {
+            let mut branch = |x: &TExpr| -> Result<(ast::Expr, ast::Expr), Diagnostic> {
+                let saved = std::mem::take(&mut self.binds);
+                let (p, t) = self.expr(x, env)?;
+                let t = t.unwrap_or_else(|| zeros(self.w, p.clone()));
+                let binds = std::mem::replace(&mut self.binds, saved);
+                Ok((let_in(binds.clone(), p), let_in(binds, t)))
+            };
+            let (pt, tt) = branch(then)?;
+            let (po, to) = branch(otherwise)?;
+            let p = self.bind(if_node(c.clone(), pt, po));
+            let t = self.bind(if_node(c, tt, to));
+            return Ok((p, Some(t)));
+        }
+        // Reverse: each branch's forward code is kept, to run again in the
+        // branch's adjoint (no tape).
+        let mut free = Vec::new();
+        let mut seen = HashSet::new();
+        for x in [then, otherwise] {
+            x.any(&mut |y| {
+                if let TExprKind::Var(v) = &y.kind
+                    && matches!(env.get(v), Some(Some(_)))
+                    && seen.insert(*v)
+                {
+                    free.push(self.w.var(*v).name);
+                }
+                false
+            });
+        }
+        let branch = |x: &TExpr| -> Result<(ast::Expr, Branch), Diagnostic> {
+            let mut sub = Walk::new(self.w, self.mode);
+            let (p, t) = sub.expr(x, env)?;
+            sub.restore();
+            let out = match (&t, &p.kind) {
+                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
+                _ => None,
+            };
+            let primal = let_in(sub.binds.clone(), p);
+            Ok((
+                primal,
+                Branch {
+                    binds: sub.binds,
+                    nodes: sub.nodes,
+                    out,
+                },
+            ))
+        };
+        let (pt, bt) = branch(then)?;
+        let (po, bo) = branch(otherwise)?;
+        let p = self.bind(if_node(c.clone(), pt, po));
+        let out = match &p.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out,
+            rule: Rule::If(Box::new(IfNode {
+                cond: c,
+                branches: [bt, bo],
+                free,
+            })),
+            head: var("∂if"),
+            args: Vec::new(),
+            principal: Shape::scalar(),
+            span: then.span,
+        });
+        Ok((p, Some(var("∂unused"))))
     }
 
     fn unsupported(&self, e: &TExpr, what: &str) -> Diagnostic {
@@ -430,24 +839,94 @@ impl Walk<'_, '_> {
 
     fn app(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let (head, spine) = e.spine();
-        // A call of a lambda bound by name, unlifted: its body inlined.
+        // A call of a lambda bound by name: unlifted, its body inlined;
+        // lifted, its derivative lifted over the same frame.
         if let TExprKind::Var(v) = &head.kind
             && let Some(f) = self.w.ad.lambdas.get(v).copied()
         {
             if spine.iter().all(|(_, l)| l.principal.is_scalar()) {
                 return self.inline(f, &spine, env, e);
             }
-            return Err(self.unsupported(e, "a lifted call of a function defined in the program"));
+            return self.lifted_call(f, head, &spine, env, e);
         }
         let Some(name) = head_name(head) else {
             return Err(self.unsupported(e, "this application"));
         };
         let what = format!("`{name}`");
+        let (args, primals, tangents) = self.arguments(&spine, env)?;
+        let head_code = self.w.expr(head);
+        // No Float argument depends on the parameter (a Float made of a
+        // Bool or an Int), or the function is flat: the derivative is zero.
+        if tangents.iter().all(Option::is_none) || FLAT.contains(&name) {
+            return Ok((app(head_code, primals), None));
+        }
+        let reduce_by = |op: &str| name == "reduce" && spine.len() == 2 && head_name(spine[0].0) == Some(op);
+        let rule = if SCALAR.contains(&name) {
+            Rule::Scalar(name)
+        } else if name == "f.sum" || reduce_by("f.+") {
+            Rule::Sum
+        } else if reduce_by("f.max") && spine[1].1.arg_cell.segs().len() == 1 {
+            Rule::Extremum("f.argmax")
+        } else if reduce_by("f.min") && spine[1].1.arg_cell.segs().len() == 1 {
+            Rule::Extremum("f.argmin")
+        } else if name == "select" {
+            Rule::Select
+        } else if name == "f.dot" {
+            Rule::Dot
+        } else if name == "f.matmul" {
+            Rule::Matmul
+        } else {
+            return Err(self.unsupported(e, &what));
+        };
+        let principal = spine
+            .last()
+            .map(|(_, l)| l.principal.clone())
+            .unwrap_or_else(Shape::scalar);
+        let out = self.bind(app(head_code.clone(), primals.clone()));
+        let ExprKind::Var(out_name) = &out.kind else {
+            return Err(self.unsupported(e, &what));
+        };
+        let out_name = out_name.name.clone();
+        let tangent = if self.mode == Mode::Forward {
+            let t = self.tangent(&rule, &head_code, &primals, &tangents, &args, &principal, &out);
+            t.map(|t| self.bind(t))
+        } else {
+            Some(var("∂unused"))
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule,
+            head: head_code,
+            args,
+            principal,
+            span: e.span,
+        });
+        Ok((out, tangent))
+    }
+
+    /// The arguments of an application: each one's primal (bound to a name
+    /// when it is a computation, so the adjoint code does not run it again)
+    /// and tangent.
+    #[allow(clippy::type_complexity)]
+    fn arguments(
+        &mut self,
+        spine: &[(&TExpr, &Lifted)],
+        env: &Env,
+    ) -> Result<(Vec<Arg>, Vec<ast::Expr>, Vec<Option<ast::Expr>>), Diagnostic> {
         let mut args = Vec::new();
         let mut primals = Vec::new();
         let mut tangents = Vec::new();
-        for (a, lifted) in &spine {
-            let (p, t) = self.expr(a, env)?;
+        for (a, lifted) in spine {
+            let (mut p, t) = self.expr(a, env)?;
+            if self.mode == Mode::Reverse
+                && !matches!(a.ty.atom, Atom::Arrow(..))
+                && matches!(
+                    p.kind,
+                    ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
+                )
+            {
+                p = self.bind(p);
+            }
             let varying = match (&t, &p.kind) {
                 (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
                 _ => None,
@@ -461,53 +940,7 @@ impl Walk<'_, '_> {
             primals.push(p);
             tangents.push(t);
         }
-        // No Float argument depends on the parameter (a Float made of a
-        // Bool or an Int): the derivative is zero.
-        if tangents.iter().all(Option::is_none) {
-            return Ok((app(self.w.expr(head), primals), None));
-        }
-        let rule = if SCALAR.contains(&name) {
-            Rule::Scalar(name)
-        } else if name == "f.sum"
-            || (name == "reduce" && spine.len() == 2 && matches!(head_name(spine[0].0), Some("f.+")))
-        {
-            Rule::Sum
-        } else {
-            return Err(self.unsupported(e, &what));
-        };
-        let principal = spine
-            .last()
-            .map(|(_, l)| l.principal.clone())
-            .unwrap_or_else(Shape::scalar);
-        let out = self.bind(app(self.w.expr(head), primals.clone()));
-        let ExprKind::Var(out_name) = &out.kind else {
-            return Err(self.unsupported(e, &what));
-        };
-        let out_name = out_name.name.clone();
-        let tangent = if self.mode == Mode::Forward {
-            let t = match rule {
-                Rule::Scalar(op) => self.scalar_tangent(op, &primals, &tangents, &args, &principal, &out),
-                Rule::Sum => {
-                    let mut ts = primals.clone();
-                    if let (Some(Some(t)), Some(last)) = (tangents.last(), ts.last_mut()) {
-                        *last = t.clone();
-                    }
-                    Some(app(self.w.expr(head), ts))
-                }
-                Rule::Alias => None,
-            };
-            t.map(|t| self.bind(t))
-        } else {
-            Some(var("∂unused"))
-        };
-        self.nodes.push(Node {
-            out: out_name,
-            rule,
-            args,
-            principal,
-            span: e.span,
-        });
-        Ok((out, tangent))
+        Ok((args, primals, tangents))
     }
 
     fn inline(
@@ -524,37 +957,142 @@ impl Walk<'_, '_> {
                 return Err(self.unsupported(e, "this call"));
             };
             let (p, t) = self.expr(a, env)?;
-            let name = self.w.var(param).name.clone();
-            self.binds.push((name.clone(), p.clone()));
-            match t {
-                Some(t) => {
-                    let dt = self.w.ad.fresh();
-                    if self.mode == Mode::Forward {
-                        self.binds.push((dt.clone(), t));
-                    }
-                    if let ExprKind::Var(src) = &p.kind {
-                        self.nodes.push(Node {
-                            out: name,
-                            rule: Rule::Alias,
-                            args: vec![Arg {
-                                primal: p.clone(),
-                                varying: Some(src.name.clone()),
-                                frame: Shape::scalar(),
-                                cell: Shape::scalar(),
-                            }],
-                            principal: Shape::scalar(),
-                            span: e.span,
-                        });
-                    }
-                    inner.insert(param, Some(dt));
-                }
-                None => {
-                    inner.insert(param, None);
-                }
-            }
+            self.bind_var(param, p, t, &mut inner, e.span);
             body = b;
         }
         self.expr(body, &inner)
+    }
+
+    /// A lifted call of a function defined in the program: the primal is
+    /// the call; the tangent (the adjoints) the function's forward (reverse)
+    /// derivative lifted over the same frame.
+    fn lifted_call(
+        &mut self,
+        f: &TExpr,
+        head: &TExpr,
+        spine: &[(&TExpr, &Lifted)],
+        env: &Env,
+        e: &TExpr,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let (params, body, rty) = params_of(f, spine.len());
+        if params.len() != spine.len() {
+            return Err(self.unsupported(e, "a lifted call of a function of this shape"));
+        }
+        let (args, primals, tangents) = self.arguments(spine, env)?;
+        let head_code = self.w.expr(head);
+        if tangents.iter().all(Option::is_none) {
+            return Ok((app(head_code, primals), None));
+        }
+        let params: Vec<Param> = params
+            .into_iter()
+            .zip(&tangents)
+            .map(|((var, ty), t)| Param {
+                var,
+                ty,
+                varying: t.is_some(),
+            })
+            .collect();
+        let out = self.bind(app(head_code.clone(), primals.clone()));
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        let principal = spine
+            .last()
+            .map(|(_, l)| l.principal.clone())
+            .unwrap_or_else(Shape::scalar);
+        if self.mode == Mode::Forward {
+            let d = forward_fn(self.w, &params, body)?;
+            let mut all = primals;
+            all.extend(tangents.into_iter().flatten());
+            let t = self.bind(app(d, all));
+            return Ok((out, Some(t)));
+        }
+        let mut fns = Vec::new();
+        for (i, p) in params.iter().enumerate() {
+            if !p.varying {
+                fns.push(None);
+                continue;
+            }
+            let ReverseCode {
+                params: mut names,
+                ct,
+                body: adj,
+            } = reverse_core(self.w, &params, body, i)?;
+            names.push((ct, rty.clone()));
+            fns.push(Some(lambdas(self.w, &names, adj)));
+        }
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Call(fns),
+            head: head_code,
+            args,
+            principal,
+            span: e.span,
+        });
+        Ok((out, Some(var("∂unused"))))
+    }
+
+    /// A rule's tangent, lifted like the function.
+    #[allow(clippy::too_many_arguments)]
+    fn tangent(
+        &self,
+        rule: &Rule,
+        head: &ast::Expr,
+        p: &[ast::Expr],
+        t: &[Option<ast::Expr>],
+        args: &[Arg],
+        principal: &Shape,
+        out: &ast::Expr,
+    ) -> Option<ast::Expr> {
+        let w = self.w;
+        let or_zero = |i: usize| -> ast::Expr {
+            match t.get(i).cloned().flatten() {
+                Some(x) => x,
+                None => zeros(w, p.get(i).cloned().unwrap_or_else(|| float(0.0))),
+            }
+        };
+        match rule {
+            Rule::Scalar(op) => self.scalar_tangent(op, p, t, args, principal, out),
+            Rule::Sum => {
+                let mut ts = p.to_vec();
+                if let (Some(Some(x)), Some(last)) = (t.last(), ts.last_mut()) {
+                    *last = x.clone();
+                }
+                Some(app(head.clone(), ts))
+            }
+            Rule::Extremum(arg) => {
+                // The tangent of the first item equal to the result.
+                let (x, dx) = (p.get(1).cloned()?, t.get(1).cloned().flatten()?);
+                let cell = float_type(&args.get(1)?.cell);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                    call("index", vec![v[1].clone(), call(arg, vec![v[0].clone()])])
+                }))
+            }
+            Rule::Select => Some(app(
+                head.clone(),
+                vec![p.first()?.clone(), or_zero(1), or_zero(2)],
+            )),
+            Rule::Dot | Rule::Matmul => {
+                let a = t.first().cloned().flatten().map(|ta| {
+                    app(
+                        head.clone(),
+                        vec![ta, p.get(1).cloned().unwrap_or_else(|| float(0.0))],
+                    )
+                });
+                let b = t.get(1).cloned().flatten().map(|tb| {
+                    app(
+                        head.clone(),
+                        vec![p.first().cloned().unwrap_or_else(|| float(0.0)), tb],
+                    )
+                });
+                match (a, b) {
+                    (Some(a), Some(b)) => Some(call("f.+", vec![a, b])),
+                    (a, b) => a.or(b),
+                }
+            }
+            Rule::Alias | Rule::Call(_) | Rule::If(_) | Rule::Frame(_) => None,
+        }
     }
 
     /// A scalar primitive's tangent, lifted like the primitive.
@@ -582,34 +1120,17 @@ impl Walk<'_, '_> {
         let ta = t.first().cloned().flatten();
         let tb = t.get(1).cloned().flatten();
         let f2 = |f: &str, a: ast::Expr, b: ast::Expr| call(f, vec![a, b]);
+        let sum = |a: Option<ast::Expr>, b: Option<ast::Expr>| match (a, b) {
+            (Some(a), Some(b)) => Some(f2("f.+", a, b)),
+            (Some(a), None) => Some(full(0, a)),
+            (None, Some(b)) => Some(full(1, b)),
+            (None, None) => None,
+        };
         match op {
-            "f.+" => match (ta, tb) {
-                (Some(a), Some(b)) => Some(f2("f.+", a, b)),
-                (Some(a), None) => Some(full(0, a)),
-                (None, Some(b)) => Some(full(1, b)),
-                (None, None) => None,
-            },
-            "f.-" => match (ta, tb) {
-                (Some(a), Some(b)) => Some(f2("f.-", a, b)),
-                (Some(a), None) => Some(full(0, a)),
-                (None, Some(b)) => Some(full(1, call("f.neg", vec![b]))),
-                (None, None) => None,
-            },
-            "f.*" => match (ta, tb) {
-                (Some(a), Some(b)) => Some(f2("f.+", f2("f.*", a, pb), f2("f.*", pa, b))),
-                (Some(a), None) => Some(f2("f.*", a, pb)),
-                (None, Some(b)) => Some(f2("f.*", pa, b)),
-                (None, None) => None,
-            },
-            "f./" => {
-                let da = ta.map(|a| f2("f./", a, pb.clone()));
-                let db = tb.map(|b| call("f.neg", vec![f2("f./", f2("f.*", b, out.clone()), pb.clone())]));
-                match (da, db) {
-                    (Some(a), Some(b)) => Some(f2("f.+", a, b)),
-                    (Some(a), None) => Some(a),
-                    (None, Some(b)) => Some(b),
-                    (None, None) => None,
-                }
+            "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.max" | "f.min" => {
+                let da = ta.map(|a| binary_partial(op, 0, a, &pa, &pb, out));
+                let db = tb.map(|b| binary_partial(op, 1, b, &pa, &pb, out));
+                sum(da, db)
             }
             _ => ta.map(|a| unary_derivative(op, a, pa, out.clone())),
         }
@@ -622,6 +1143,9 @@ impl Walk<'_, '_> {
         };
         let ct = var(&ct);
         let w = self.w;
+        if let Rule::If(node) = &n.rule {
+            return self.if_adjoint(node, &ct, adjoints);
+        }
         let pa = n
             .args
             .first()
@@ -633,11 +1157,20 @@ impl Walk<'_, '_> {
             .map(|a| a.primal.clone())
             .unwrap_or_else(|| float(0.0));
         let out = var(&n.out);
-        let f2 = |f: &str, a: ast::Expr, b: ast::Expr| call(f, vec![a, b]);
+        let result_cell = float_type(&Shape::from_segs(
+            n.args
+                .last()
+                .map(|a| a.cell.segs().len().saturating_sub(result_cell_rank(n)))
+                .and_then(|k| n.args.last().and_then(|a| a.cell.segs().get(k..)))
+                .unwrap_or_default()
+                .to_vec(),
+        ));
         for (i, arg) in n.args.iter().enumerate() {
             let Some(target) = &arg.varying else { continue };
-            let contribution = match n.rule {
+            let cell = float_type(&arg.cell);
+            let contribution = match &n.rule {
                 Rule::Alias => ct.clone(),
+                Rule::If(_) => continue,
                 Rule::Sum => {
                     if i + 1 != n.args.len() {
                         continue;
@@ -670,48 +1203,253 @@ impl Walk<'_, '_> {
                     });
                     app(rep, vec![ct.clone()])
                 }
-                Rule::Scalar(op) => match (op, i) {
-                    ("f.+", _) => ct.clone(),
-                    ("f.-", 0) => ct.clone(),
-                    ("f.-", _) => call("f.neg", vec![ct.clone()]),
-                    ("f.*", 0) => f2("f.*", ct.clone(), pb.clone()),
-                    ("f.*", _) => f2("f.*", ct.clone(), pa.clone()),
-                    ("f./", 0) => f2("f./", ct.clone(), pb.clone()),
-                    ("f./", _) => call(
-                        "f.neg",
-                        vec![f2("f./", f2("f.*", ct.clone(), out.clone()), pb.clone())],
-                    ),
+                Rule::Extremum(_) => {
+                    if i + 1 != n.args.len() {
+                        continue;
+                    }
+                    lift(
+                        w,
+                        vec![
+                            (arg.primal.clone(), cell.clone()),
+                            (out.clone(), result_cell.clone()),
+                            (ct.clone(), result_cell.clone()),
+                        ],
+                        |v| {
+                            call(
+                                "select",
+                                vec![
+                                    call("f.==", vec![v[0].clone(), v[1].clone()]),
+                                    v[2].clone(),
+                                    float(0.0),
+                                ],
+                            )
+                        },
+                    )
+                }
+                Rule::Select => {
+                    if i == 0 {
+                        continue;
+                    }
+                    let c = pa.clone();
+                    let z = zeros(w, ct.clone());
+                    let (a, b) = if i == 1 { (ct.clone(), z) } else { (z, ct.clone()) };
+                    app(n.head.clone(), vec![c, a, b])
+                }
+                Rule::Dot => {
+                    let other = if i == 0 { &pb } else { &pa };
+                    let other_cell = n
+                        .args
+                        .get(1 - i)
+                        .map(|a| float_type(&a.cell))
+                        .unwrap_or_else(|| cell.clone());
+                    lift(
+                        w,
+                        vec![
+                            (ct.clone(), float_type(&Shape::scalar())),
+                            (other.clone(), other_cell),
+                        ],
+                        |v| call("f.*", vec![v[0].clone(), v[1].clone()]),
+                    )
+                }
+                Rule::Matmul => {
+                    let other = if i == 0 { &pb } else { &pa };
+                    let other_cell = n
+                        .args
+                        .get(1 - i)
+                        .map(|a| float_type(&a.cell))
+                        .unwrap_or_else(|| cell.clone());
+                    let out_cell = matmul_out_cell(n).unwrap_or_else(|| cell.clone());
+                    lift(
+                        w,
+                        vec![(ct.clone(), out_cell), (other.clone(), other_cell)],
+                        |v| {
+                            if i == 0 {
+                                call(
+                                    "f.matmul",
+                                    vec![v[0].clone(), call("transpose2d", vec![v[1].clone()])],
+                                )
+                            } else {
+                                call(
+                                    "f.matmul",
+                                    vec![call("transpose2d", vec![v[1].clone()]), v[0].clone()],
+                                )
+                            }
+                        },
+                    )
+                }
+                Rule::Frame(shape) => {
+                    // The element's place, axis by axis (row-major).
+                    let mut place = Vec::new();
+                    let mut k = i as u64;
+                    for d in shape.iter().rev() {
+                        place.push(k % d.max(&1));
+                        k /= d.max(&1);
+                    }
+                    place
+                        .iter()
+                        .rev()
+                        .fold(ct.clone(), |c, &j| call("nth", vec![c, int(j as i64)]))
+                }
+                Rule::Call(fns) => {
+                    let Some(Some(f)) = fns.get(i) else { continue };
+                    let mut all: Vec<ast::Expr> = n.args.iter().map(|a| a.primal.clone()).collect();
+                    all.push(ct.clone());
+                    app(f.clone(), all)
+                }
+                Rule::Scalar(op) => match (*op, i) {
+                    ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.max" | "f.min", _) => {
+                        binary_partial(op, i, ct.clone(), &pa, &pb, &out)
+                    }
                     _ => unary_derivative(op, ct.clone(), pa.clone(), out.clone()),
                 },
             };
             // Summed over the frame axes the argument was replicated along.
-            let extra = n
-                .principal
-                .segs()
-                .get(arg.frame.segs().len()..)
-                .unwrap_or_default()
-                .to_vec();
-            let contribution = if extra.is_empty() || matches!(n.rule, Rule::Alias) {
+            let extra = Shape::from_segs(
+                n.principal
+                    .segs()
+                    .get(arg.frame.segs().len()..)
+                    .unwrap_or_default()
+                    .to_vec(),
+            );
+            let contribution = if extra.is_scalar() || matches!(n.rule, Rule::Alias) {
                 contribution
             } else {
-                let sum = node(ExprKind::IApp {
-                    func: Box::new(var("f.sum")),
-                    arg: ast::Ispace::Shape(w.shape(&Shape::from_segs(extra))),
-                });
-                app(sum, vec![contribution])
+                self.sum_axes(contribution, &extra, &arg.cell, n.span)?
             };
             let c = self.bind(contribution);
-            let total = match adjoints.get(target) {
-                Some(prev) => self.bind(f2("f.+", var(prev), c)),
-                None => c,
-            };
-            if let ExprKind::Var(t) = &total.kind {
-                adjoints.insert(target.clone(), t.name.clone());
-            }
+            self.accumulate(target, c, adjoints);
         }
-        let _ = n.span;
         Ok(())
     }
+
+    /// Adds the contribution `c` to the adjoint of `target`.
+    fn accumulate(&mut self, target: &str, c: ast::Expr, adjoints: &mut HashMap<String, String>) {
+        let total = match adjoints.get(target) {
+            Some(prev) => self.bind(call("f.+", vec![var(prev), c])),
+            None => c,
+        };
+        if let ExprKind::Var(t) = &total.kind {
+            adjoints.insert(target.to_string(), t.name.clone());
+        }
+    }
+
+    /// The adjoints of an `if`: for each varying variable its branches
+    /// read, the adjoint of the branch taken (its forward code run again).
+    fn if_adjoint(
+        &mut self,
+        node: &IfNode,
+        ct: &ast::Expr,
+        adjoints: &mut HashMap<String, String>,
+    ) -> Result<(), Diagnostic> {
+        for v in &node.free {
+            let mut code = Vec::new();
+            for b in &node.branches {
+                let mut sub = Walk::new(self.w, Mode::Reverse);
+                sub.binds = b.binds.clone();
+                let mut inner: HashMap<String, String> = HashMap::new();
+                if let (Some(out), ExprKind::Var(c)) = (&b.out, &ct.kind) {
+                    inner.insert(out.clone(), c.name.clone());
+                }
+                for n in b.nodes.iter().rev() {
+                    sub.adjoint(n, &mut inner)?;
+                }
+                let a = match inner.get(v) {
+                    Some(a) => var(a),
+                    None => zeros(self.w, var(v)),
+                };
+                code.push(let_in(sub.binds, a));
+            }
+            let mut code = code.into_iter();
+            let (Some(then), Some(otherwise)) = (code.next(), code.next()) else {
+                continue;
+            };
+            let c = self.bind(if_node(node.cond.clone(), then, otherwise));
+            self.accumulate(v, c, adjoints);
+        }
+        Ok(())
+    }
+
+    /// `c`, of shape frame ++ `extra` ++ `cell`, summed over the `extra` axes.
+    fn sum_axes(
+        &self,
+        c: ast::Expr,
+        extra: &Shape,
+        cell: &Shape,
+        span: Span,
+    ) -> Result<ast::Expr, Diagnostic> {
+        let w = self.w;
+        if cell.is_scalar() {
+            let sum = node(ExprKind::IApp {
+                func: Box::new(var("f.sum")),
+                arg: ast::Ispace::Shape(w.shape(extra)),
+            });
+            return Ok(app(sum, vec![c]));
+        }
+        // A cell of its own: each extra axis, outermost first, reduced.
+        let mut c = c;
+        let segs = extra.segs();
+        for (k, seg) in segs.iter().enumerate() {
+            if matches!(seg, Seg::Var(_)) {
+                return Err(Diagnostic::error(
+                    span,
+                    "cannot differentiate an argument replicated along a frame of unknown rank, with a cell of its own, yet",
+                ));
+            }
+            let rest = Shape::from_segs(segs.get(k + 1..).unwrap_or_default().to_vec()).concat(cell);
+            let rest_ty = float_type(&rest);
+            let plus = lambdas(
+                w,
+                &[
+                    ("∂a".to_string(), rest_ty.clone()),
+                    ("∂b".to_string(), rest_ty.clone()),
+                ],
+                call("f.+", vec![var("∂a"), var("∂b")]),
+            );
+            let zero = app(
+                node(ExprKind::IApp {
+                    func: Box::new(node(ExprKind::IApp {
+                        func: Box::new(node(ExprKind::TApp {
+                            func: Box::new(var("replicate")),
+                            arg: w.ty(&Type::scalar(Atom::Float)),
+                        })),
+                        arg: ast::Ispace::Shape(w.shape(&rest)),
+                    })),
+                    arg: ast::Ispace::Shape(w.shape(&Shape::scalar())),
+                }),
+                vec![float(0.0)],
+            );
+            let reduce = node(ExprKind::IApp {
+                func: Box::new(node(ExprKind::IApp {
+                    func: Box::new(node(ExprKind::TApp {
+                        func: Box::new(var("reduce/zero")),
+                        arg: w.ty(&Type::scalar(Atom::Float)),
+                    })),
+                    arg: ast::Ispace::Shape(w.shape(&Shape::from_segs(vec![seg.clone()]))),
+                })),
+                arg: ast::Ispace::Shape(w.shape(&rest)),
+            });
+            c = app(reduce, vec![plus, zero, c]);
+        }
+        Ok(c)
+    }
+}
+
+fn if_node(cond: ast::Expr, then: ast::Expr, otherwise: ast::Expr) -> ast::Expr {
+    node(ExprKind::If {
+        cond: Box::new(cond),
+        then: Box::new(then),
+        otherwise: Box::new(otherwise),
+    })
+}
+
+/// The cell of `f.matmul`'s result, `[Float m n]`, from its arguments'.
+fn matmul_out_cell(n: &Node) -> Option<Type> {
+    let a = n.args.first()?.cell.segs();
+    let b = n.args.get(1)?.cell.segs();
+    Some(float_type(&Shape::from_segs(vec![
+        a.first()?.clone(),
+        b.get(1)?.clone(),
+    ])))
 }
 
 /// The rank of a summing node's result cell (`reduce`'s `@s`; `f.sum`'s
@@ -723,16 +1461,77 @@ fn result_cell_rank(n: &Node) -> usize {
     }
 }
 
+/// `t · ∂f/∂(argument i)` for a binary scalar function `f` with
+/// `out = f(a, b)` (a tangent of argument `i`, or the cotangent of `out`).
+/// `f.max` and `f.min` pass it to the argument they chose, the first on a tie.
+fn binary_partial(
+    op: &str,
+    i: usize,
+    t: ast::Expr,
+    a: &ast::Expr,
+    b: &ast::Expr,
+    out: &ast::Expr,
+) -> ast::Expr {
+    let f2 = |f: &str, x: ast::Expr, y: ast::Expr| call(f, vec![x, y]);
+    let chosen = |cmp: &str, first: bool| {
+        let c = f2(cmp, a.clone(), b.clone());
+        let (x, y) = if first {
+            (t.clone(), float(0.0))
+        } else {
+            (float(0.0), t.clone())
+        };
+        call("select", vec![c, x, y])
+    };
+    match (op, i) {
+        ("f.+", _) | ("f.-", 0) => t,
+        ("f.-", _) => call("f.neg", vec![t]),
+        ("f.*", 0) => f2("f.*", t, b.clone()),
+        ("f.*", _) => f2("f.*", t, a.clone()),
+        ("f./", 0) => f2("f./", t, b.clone()),
+        ("f./", _) => call("f.neg", vec![f2("f./", f2("f.*", t, out.clone()), b.clone())]),
+        // d/da a^b = b·a^(b−1); d/db a^b = a^b·ln a
+        ("f.^", 0) => f2(
+            "f.*",
+            t,
+            f2(
+                "f.*",
+                b.clone(),
+                f2("f.^", a.clone(), f2("f.-", b.clone(), float(1.0))),
+            ),
+        ),
+        ("f.^", _) => f2("f.*", t, f2("f.*", out.clone(), call("f.ln", vec![a.clone()]))),
+        ("f.max", 0) => chosen("f.>=", true),
+        ("f.max", _) => chosen("f.>=", false),
+        ("f.min", 0) => chosen("f.<=", true),
+        _ => chosen("f.<=", false),
+    }
+}
+
 /// `t · f'(a)` for a unary scalar function `f` with `out = f(a)`.
 fn unary_derivative(op: &str, t: ast::Expr, a: ast::Expr, out: ast::Expr) -> ast::Expr {
     let f2 = |f: &str, x: ast::Expr, y: ast::Expr| call(f, vec![x, y]);
+    let one_minus_square = |x: ast::Expr| f2("f.-", float(1.0), f2("f.*", x.clone(), x));
+    let one_plus_square = |x: ast::Expr| f2("f.+", float(1.0), f2("f.*", x.clone(), x));
     match op {
         "f.neg" => call("f.neg", vec![t]),
+        // The subgradient 0 at 0 (`f.signum`).
+        "f.abs" => f2("f.*", t, call("f.signum", vec![a])),
         "f.exp" => f2("f.*", t, out),
         "f.ln" => f2("f./", t, a),
+        "f.log2" => f2("f./", t, f2("f.*", a, float(std::f32::consts::LN_2))),
+        "f.log10" => f2("f./", t, f2("f.*", a, float(std::f32::consts::LN_10))),
         "f.sin" => f2("f.*", t, call("f.cos", vec![a])),
         "f.cos" => call("f.neg", vec![f2("f.*", t, call("f.sin", vec![a]))]),
-        "f.tanh" => f2("f.*", t, f2("f.-", float(1.0), f2("f.*", out.clone(), out))),
+        "f.tan" => f2("f.*", t, one_plus_square(out)),
+        "f.sinh" => f2("f.*", t, call("f.cosh", vec![a])),
+        "f.cosh" => f2("f.*", t, call("f.sinh", vec![a])),
+        "f.asin" => f2("f./", t, call("f.sqrt", vec![one_minus_square(a)])),
+        "f.acos" => call(
+            "f.neg",
+            vec![f2("f./", t, call("f.sqrt", vec![one_minus_square(a)]))],
+        ),
+        "f.atan" => f2("f./", t, one_plus_square(a)),
+        "f.tanh" => f2("f.*", t, one_minus_square(out)),
         // f.sqrt, sqrt
         _ => f2("f./", t, f2("f.*", float(2.0), out)),
     }
