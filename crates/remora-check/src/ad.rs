@@ -371,6 +371,10 @@ enum Rule {
     Call(Vec<Option<ast::Expr>>),
     /// A frame of expressions, of this shape.
     Frame(Vec<u64>),
+    /// A record made of its fields' values, in this order.
+    Record(Vec<String>),
+    /// A field of a record of these fields.
+    Field(String, Fields),
     /// `if`: the condition, and each branch's forward code.
     If(Box<IfNode>),
 }
@@ -403,6 +407,45 @@ struct Walk<'w, 'a> {
     nodes: Vec<Node>,
     /// The variables renamed, with their earlier names, to restore.
     renamed: Vec<(VarId, Option<String>)>,
+    /// The names bound to records (or frames of records), with their
+    /// fields: their adjoints add field by field.
+    records: HashMap<String, Fields>,
+}
+
+/// A record type's fields.
+type Fields = Vec<(String, Type)>;
+
+/// The fields of a record of Float arrays.
+fn float_record(atom: &Atom) -> Option<Fields> {
+    match atom {
+        Atom::Record(fs) if fs.iter().all(|(_, t)| t.atom == Atom::Float) => Some(fs.to_vec()),
+        _ => None,
+    }
+}
+
+/// Whether values of this type have derivatives the walk follows.
+fn differentiable(atom: &Atom) -> bool {
+    matches!(atom, Atom::Float | Atom::Arrow(..)) || float_record(atom).is_some()
+}
+
+fn field_of(record: ast::Expr, name: &str) -> ast::Expr {
+    node(ExprKind::Field {
+        record: Box::new(record),
+        field: ident(name),
+    })
+}
+
+fn record_of(w: &Writer, fields: &Fields, mut value: impl FnMut(&str) -> ast::Expr) -> ast::Expr {
+    node(ExprKind::Record(
+        fields
+            .iter()
+            .map(|(name, t)| ast::RecordField {
+                name: ident(name.clone()),
+                cell: w.shape(&t.shape),
+                value: value(name),
+            })
+            .collect(),
+    ))
 }
 
 /// A value under the walk: its primal, and its tangent variable (forward
@@ -476,6 +519,9 @@ fn reverse_core(
     for p in params {
         let name = walk.rename(p.var);
         env.insert(p.var, p.varying.then(|| name.clone()));
+        if let Some(fields) = float_record(&p.ty.atom) {
+            walk.records.insert(name.clone(), fields);
+        }
         names.push((name, p.ty.clone()));
     }
     let (primal, tangent) = walk.expr(body, &env)?;
@@ -491,7 +537,7 @@ fn reverse_core(
     let target_name = names.get(target).map(|(n, _)| n.clone()).unwrap_or_default();
     let gradient = match adjoints.get(&target_name) {
         Some(a) => var(a),
-        None => zeros(w, var(&target_name)),
+        None => walk.zeros_of(&target_name),
     };
     let body = let_in(std::mem::take(&mut walk.binds), gradient);
     walk.restore();
@@ -541,11 +587,11 @@ fn derivative(
             format!("`{name}` of a value that is not a function"),
         ));
     };
-    if pty.atom != Atom::Float {
+    if pty.atom != Atom::Float && float_record(&pty.atom).is_none() {
         return Err(Diagnostic::error(
             f.span,
             format!(
-                "`{name}` differentiates with respect to a Float array, and this parameter is `{}` (records and other types: not yet)",
+                "`{name}` differentiates with respect to a Float array or a record of them, and this parameter is `{}`",
                 pty.show(w.names())
             ),
         ));
@@ -590,6 +636,16 @@ impl<'w, 'a> Walk<'w, 'a> {
             binds: Vec::new(),
             nodes: Vec::new(),
             renamed: Vec::new(),
+            records: HashMap::new(),
+        }
+    }
+
+    /// Zeros of the shape of the variable `name` (a record of them for a
+    /// record).
+    fn zeros_of(&self, name: &str) -> ast::Expr {
+        match self.records.get(name) {
+            Some(fields) => record_of(self.w, fields, |f| zeros(self.w, field_of(var(name), f))),
+            None => zeros(self.w, var(name)),
         }
     }
 
@@ -622,6 +678,11 @@ impl<'w, 'a> Walk<'w, 'a> {
     /// The variable `v` bound to the primal `p` (tangent `t`), in `env`.
     fn bind_var(&mut self, v: VarId, p: ast::Expr, t: Option<ast::Expr>, env: &mut Env, span: Span) {
         let name = self.rename(v);
+        if let ExprKind::Var(src) = &p.kind
+            && let Some(fields) = self.records.get(&src.name).cloned()
+        {
+            self.records.insert(name.clone(), fields);
+        }
         self.binds.push((name.clone(), p.clone()));
         match t {
             Some(t) => {
@@ -659,9 +720,17 @@ impl<'w, 'a> Walk<'w, 'a> {
     /// `e`'s primal (a name when it depends on the parameter) and tangent
     /// (`None`: zero).
     fn expr(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
-        if !Self::varying(e, env) || !matches!(e.ty.atom, Atom::Float | Atom::Arrow(..)) {
+        if !Self::varying(e, env) || !differentiable(&e.ty.atom) {
             return Ok((self.w.expr(e), None));
         }
+        let (p, t) = self.expr_varying(e, env)?;
+        if let (Some(fields), ExprKind::Var(v)) = (float_record(&e.ty.atom), &p.kind) {
+            self.records.insert(v.name.clone(), fields);
+        }
+        Ok((p, t))
+    }
+
+    fn expr_varying(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         match &e.kind {
             TExprKind::Var(v) => Ok((
                 node(ExprKind::Var(self.w.var(*v))),
@@ -680,8 +749,108 @@ impl<'w, 'a> Walk<'w, 'a> {
             } => self.if_(cond, then, otherwise, env),
             TExprKind::App { .. } => self.app(e, env),
             TExprKind::Frame { shape, elems } => self.frame(shape, elems, env, e.span),
+            TExprKind::Record(fields) => self.record(e, fields, env),
+            TExprKind::Field { record, field } => self.field(e, record, field, env),
             _ => Err(self.unsupported(e, "this expression")),
         }
+    }
+
+    /// A record of Float arrays: its tangent the record of the fields'
+    /// tangents; the adjoint of each field the cotangent's field.
+    fn record(
+        &mut self,
+        e: &TExpr,
+        fields: &[(String, TExpr)],
+        env: &Env,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let Some(types) = float_record(&e.ty.atom) else {
+            return Err(self.unsupported(e, "a record with fields that are not Float"));
+        };
+        let mut args = Vec::new();
+        let mut values = HashMap::new();
+        let mut tangents = HashMap::new();
+        for (name, x) in fields {
+            let (mut p, t) = self.expr(x, env)?;
+            if matches!(
+                p.kind,
+                ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
+            ) {
+                p = self.bind(p);
+            }
+            let varying = match (&t, &p.kind) {
+                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
+                _ => None,
+            };
+            args.push(Arg {
+                primal: p.clone(),
+                varying,
+                frame: Shape::scalar(),
+                cell: Shape::scalar(),
+            });
+            let t = t.unwrap_or_else(|| zeros(self.w, p.clone()));
+            values.insert(name.clone(), p);
+            tangents.insert(name.clone(), t);
+        }
+        let take = |m: &HashMap<String, ast::Expr>, f: &str| m.get(f).cloned().unwrap_or_else(|| float(0.0));
+        let out = self.bind(record_of(self.w, &types, |f| take(&values, f)));
+        if self.mode == Mode::Forward {
+            let t = self.bind(record_of(self.w, &types, |f| take(&tangents, f)));
+            return Ok((out, Some(t)));
+        }
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Record(fields.iter().map(|(n, _)| n.clone()).collect()),
+            head: var("∂record"),
+            args,
+            principal: Shape::scalar(),
+            span: e.span,
+        });
+        Ok((out, Some(var("∂unused"))))
+    }
+
+    /// A field of a record of Float arrays: the tangent's field; the adjoint
+    /// a record of the cotangent in that field and zeros in the others.
+    fn field(
+        &mut self,
+        e: &TExpr,
+        record: &TExpr,
+        field: &str,
+        env: &Env,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let Some(types) = float_record(&record.ty.atom) else {
+            return Err(self.unsupported(e, "a field of a record with fields that are not Float"));
+        };
+        let (p, t) = self.expr(record, env)?;
+        let out = self.bind(field_of(p.clone(), field));
+        if self.mode == Mode::Forward {
+            let t = t.map(|t| self.bind(field_of(t, field)));
+            return Ok((out, t));
+        }
+        let (Some(_), ExprKind::Var(r)) = (&t, &p.kind) else {
+            return Ok((out, None));
+        };
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Field(field.to_string(), types),
+            head: var("∂field"),
+            args: vec![Arg {
+                primal: p.clone(),
+                varying: Some(r.name.clone()),
+                frame: Shape::scalar(),
+                cell: Shape::scalar(),
+            }],
+            principal: Shape::scalar(),
+            span: e.span,
+        });
+        Ok((out, Some(var("∂unused"))))
     }
 
     /// A frame of expressions: the tangent is the frame of the tangents;
@@ -791,6 +960,7 @@ impl<'w, 'a> Walk<'w, 'a> {
         }
         let branch = |x: &TExpr| -> Result<(ast::Expr, Branch), Diagnostic> {
             let mut sub = Walk::new(self.w, self.mode);
+            sub.records = self.records.clone();
             let (p, t) = sub.expr(x, env)?;
             sub.restore();
             let out = match (&t, &p.kind) {
@@ -841,9 +1011,11 @@ impl<'w, 'a> Walk<'w, 'a> {
         let (head, spine) = e.spine();
         // A call of a lambda bound by name: unlifted, its body inlined;
         // lifted, its derivative lifted over the same frame.
-        if let TExprKind::Var(v) = &head.kind
-            && let Some(f) = self.w.ad.lambdas.get(v).copied()
-        {
+        let known = match &head.kind {
+            TExprKind::Var(v) => self.w.ad.lambdas.get(v).copied(),
+            _ => lambda(head).map(|_| head),
+        };
+        if let Some(f) = known {
             if spine.iter().all(|(_, l)| l.principal.is_scalar()) {
                 return self.inline(f, &spine, env, e);
             }
@@ -978,12 +1150,27 @@ impl<'w, 'a> Walk<'w, 'a> {
         if params.len() != spine.len() {
             return Err(self.unsupported(e, "a lifted call of a function of this shape"));
         }
-        let (args, primals, tangents) = self.arguments(spine, env)?;
+        let (mut args, primals, mut tangents) = self.arguments(spine, env)?;
+        // The varying variables the function closes over: parameters of
+        // its derivative too, whole values replicated over the frame.
+        let mut free = Vec::new();
+        let mut seen = HashSet::new();
+        body.any(&mut |x| {
+            if let TExprKind::Var(v) = &x.kind
+                && let Some(Some(t)) = env.get(v)
+                && seen.insert(*v)
+            {
+                free.push((*v, x.ty.clone(), t.clone()));
+            }
+            false
+        });
         let head_code = self.w.expr(head);
-        if tangents.iter().all(Option::is_none) {
+        if tangents.iter().all(Option::is_none) && free.is_empty() {
             return Ok((app(head_code, primals), None));
         }
-        let params: Vec<Param> = params
+        let out = self.bind(app(head_code.clone(), primals.clone()));
+        let mut primals = primals;
+        let mut params: Vec<Param> = params
             .into_iter()
             .zip(&tangents)
             .map(|((var, ty), t)| Param {
@@ -992,7 +1179,22 @@ impl<'w, 'a> Walk<'w, 'a> {
                 varying: t.is_some(),
             })
             .collect();
-        let out = self.bind(app(head_code.clone(), primals.clone()));
+        for (v, ty, t) in free {
+            let name = self.w.var(v).name;
+            primals.push(var(&name));
+            tangents.push(Some(var(&t)));
+            args.push(Arg {
+                primal: var(&name),
+                varying: Some(name),
+                frame: Shape::scalar(),
+                cell: ty.shape.clone(),
+            });
+            params.push(Param {
+                var: v,
+                ty,
+                varying: true,
+            });
+        }
         let out_name = match &out.kind {
             ExprKind::Var(v) => v.name.clone(),
             _ => String::new(),
@@ -1091,7 +1293,12 @@ impl<'w, 'a> Walk<'w, 'a> {
                     (a, b) => a.or(b),
                 }
             }
-            Rule::Alias | Rule::Call(_) | Rule::If(_) | Rule::Frame(_) => None,
+            Rule::Alias
+            | Rule::Call(_)
+            | Rule::If(_)
+            | Rule::Frame(_)
+            | Rule::Record(_)
+            | Rule::Field(..) => None,
         }
     }
 
@@ -1277,6 +1484,17 @@ impl<'w, 'a> Walk<'w, 'a> {
                         },
                     )
                 }
+                Rule::Record(names) => {
+                    let Some(name) = names.get(i) else { continue };
+                    field_of(ct.clone(), name)
+                }
+                Rule::Field(name, fields) => record_of(w, fields, |f| {
+                    if f == name {
+                        ct.clone()
+                    } else {
+                        zeros(w, field_of(arg.primal.clone(), f))
+                    }
+                }),
                 Rule::Frame(shape) => {
                     // The element's place, axis by axis (row-major).
                     let mut place = Vec::new();
@@ -1313,6 +1531,17 @@ impl<'w, 'a> Walk<'w, 'a> {
             );
             let contribution = if extra.is_scalar() || matches!(n.rule, Rule::Alias) {
                 contribution
+            } else if let Some(fields) = self.records.get(target).cloned() {
+                // A record replicated along the extra axes: each field summed.
+                let c = self.bind(contribution);
+                let mut sums = HashMap::new();
+                for (f, t) in &fields {
+                    sums.insert(
+                        f.clone(),
+                        self.sum_axes(field_of(c.clone(), f), &extra, &t.shape, n.span)?,
+                    );
+                }
+                record_of(w, &fields, |f| sums.remove(f).unwrap_or_else(|| float(0.0)))
             } else {
                 self.sum_axes(contribution, &extra, &arg.cell, n.span)?
             };
@@ -1324,9 +1553,15 @@ impl<'w, 'a> Walk<'w, 'a> {
 
     /// Adds the contribution `c` to the adjoint of `target`.
     fn accumulate(&mut self, target: &str, c: ast::Expr, adjoints: &mut HashMap<String, String>) {
-        let total = match adjoints.get(target) {
-            Some(prev) => self.bind(call("f.+", vec![var(prev), c])),
-            None => c,
+        let total = match (adjoints.get(target), self.records.get(target)) {
+            (Some(prev), Some(fields)) => {
+                let sum = record_of(self.w, fields, |f| {
+                    call("f.+", vec![field_of(var(prev), f), field_of(c.clone(), f)])
+                });
+                self.bind(sum)
+            }
+            (Some(prev), None) => self.bind(call("f.+", vec![var(prev), c])),
+            (None, _) => c,
         };
         if let ExprKind::Var(t) = &total.kind {
             adjoints.insert(target.to_string(), t.name.clone());
@@ -1346,6 +1581,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             for b in &node.branches {
                 let mut sub = Walk::new(self.w, Mode::Reverse);
                 sub.binds = b.binds.clone();
+                sub.records = self.records.clone();
                 let mut inner: HashMap<String, String> = HashMap::new();
                 if let (Some(out), ExprKind::Var(c)) = (&b.out, &ct.kind) {
                     inner.insert(out.clone(), c.name.clone());
@@ -1355,7 +1591,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 }
                 let a = match inner.get(v) {
                     Some(a) => var(a),
-                    None => zeros(self.w, var(v)),
+                    None => self.zeros_of(v),
                 };
                 code.push(let_in(sub.binds, a));
             }
