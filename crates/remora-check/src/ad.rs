@@ -27,10 +27,10 @@
 //! depends on the parameter is a positioned error naming the construct.
 
 use crate::elaborate::{Writer, ident, lambda, node, sp};
-use crate::typed::{TDecl, TExpr, TExprKind, VarId};
+use crate::typed::{TAtom, TAtomKind, TDecl, TExpr, TExprKind, VarId};
 use remora_syntax::ast::{self, AtomKind, BindKind, ExprKind};
 use remora_syntax::{Diagnostic, Span};
-use remora_types::{Atom, Lifted, Seg, Shape, Type};
+use remora_types::{Atom, IVar, Lifted, Seg, Shape, TVar, Type};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
@@ -38,6 +38,9 @@ use std::collections::{HashMap, HashSet};
 pub(crate) struct Pass<'a> {
     /// Lambdas bound by `def` and `let`, by variable.
     lambdas: HashMap<VarId, &'a TExpr>,
+    /// Polymorphic functions bound by `def` and `let` (a lambda under
+    /// `t-fn`s and `i-fn`s): their binders, outermost first, and lambda.
+    generic: HashMap<VarId, (Vec<Binder>, &'a TExpr)>,
     fresh: Cell<u32>,
     errors: RefCell<Vec<Diagnostic>>,
     /// The names the derivative code binds variables to, while it is
@@ -53,24 +56,28 @@ pub(crate) struct Pass<'a> {
 impl<'a> Pass<'a> {
     pub(crate) fn new(decls: &'a [TDecl], names: &crate::check::NameTable) -> Pass<'a> {
         let mut lambdas = HashMap::new();
+        let mut generic = HashMap::new();
         let mut globals = HashSet::new();
+        let mut known = |var: VarId, value: &'a TExpr| {
+            if lambda(value).is_some() {
+                lambdas.insert(var, value);
+            } else if let Some(g) = generic_lambda(value) {
+                generic.insert(var, g);
+            }
+        };
         for d in decls {
             let value = match d {
                 TDecl::Def { var, value, .. } => {
                     globals.insert(*var);
-                    if lambda(value).is_some() {
-                        lambdas.insert(*var, value);
-                    }
+                    known(*var, value);
                     value
                 }
                 TDecl::Expr(e) => e,
             };
             let mut stack = vec![value];
             while let Some(e) = stack.pop() {
-                if let TExprKind::Let { var, value, .. } = &e.kind
-                    && lambda(value).is_some()
-                {
-                    lambdas.insert(*var, &**value);
+                if let TExprKind::Let { var, value, .. } = &e.kind {
+                    known(*var, value);
                 }
                 e.push_children(&mut stack);
             }
@@ -92,6 +99,7 @@ impl<'a> Pass<'a> {
         }
         Pass {
             lambdas,
+            generic,
             fresh: Cell::new(0),
             errors: RefCell::new(Vec::new()),
             renames: RefCell::new(HashMap::new()),
@@ -171,6 +179,88 @@ pub(crate) fn fill_spans(e: &mut ast::Expr, span: Span) {
             }
             _ => {}
         }
+    }
+}
+
+/// A binder of a polymorphic function.
+#[derive(Clone, Copy)]
+enum Binder {
+    Type(TVar),
+    Index(IVar),
+}
+
+/// `e` as a lambda under one or more `t-fn`s and `i-fn`s.
+fn generic_lambda(e: &TExpr) -> Option<(Vec<Binder>, &TExpr)> {
+    let mut binders = Vec::new();
+    let mut e = e;
+    loop {
+        if lambda(e).is_some() {
+            return (!binders.is_empty()).then_some((binders, e));
+        }
+        let TExprKind::Array { shape, atoms } = &e.kind else {
+            return None;
+        };
+        let ([TAtom { kind, .. }], true) = (atoms.as_slice(), shape.is_empty()) else {
+            return None;
+        };
+        match kind {
+            TAtomKind::TLambda { param, body } => {
+                binders.push(Binder::Type(*param));
+                e = body;
+            }
+            TAtomKind::ILambda { param, body } => {
+                binders.push(Binder::Index(*param));
+                e = body;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// `d` under the binders of a polymorphic function, outermost first.
+fn under_binders(w: &Writer, binders: &[Binder], d: ast::Expr) -> ast::Expr {
+    binders.iter().rev().fold(d, |body, b| {
+        let kind = match b {
+            Binder::Type(t) => AtomKind::TLambda {
+                param: Box::new(ast::TParam { name: w.tvar(*t) }),
+                body: Box::new(body),
+            },
+            Binder::Index(i) => AtomKind::ILambda {
+                param: Box::new(w.iparam(*i)),
+                body: Box::new(body),
+            },
+        };
+        node(ExprKind::Array {
+            shape: Vec::new(),
+            atoms: vec![ast::Atom { kind, span: sp() }],
+        })
+    })
+}
+
+/// `head`, a variable under `t-app`s and `i-app`s, with `d` in the
+/// variable's place: `d` instantiated as the head was.
+fn instantiated(head: &ast::Expr, d: ast::Expr) -> ast::Expr {
+    match &head.kind {
+        ExprKind::TApp { func, arg } => node(ExprKind::TApp {
+            func: Box::new(instantiated(func, d)),
+            arg: arg.clone(),
+        }),
+        ExprKind::IApp { func, arg } => node(ExprKind::IApp {
+            func: Box::new(instantiated(func, d)),
+            arg: arg.clone(),
+        }),
+        _ => d,
+    }
+}
+
+/// The variable under `e`'s `t-app`s and `i-app`s, and how many there are.
+fn instantiated_var(e: &TExpr) -> Option<(VarId, usize)> {
+    match &e.kind {
+        TExprKind::Var(v) => Some((*v, 0)),
+        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => {
+            instantiated_var(func).map(|(v, n)| (v, n + 1))
+        }
+        _ => None,
     }
 }
 
@@ -1019,7 +1109,16 @@ impl<'w, 'a> Walk<'w, 'a> {
             if spine.iter().all(|(_, l)| l.principal.is_scalar()) {
                 return self.inline(f, &spine, env, e);
             }
-            return self.lifted_call(f, head, &spine, env, e);
+            return self.lifted_call(f, head, &[], &spine, env, e);
+        }
+        // A polymorphic function, instantiated: its derivative, under the
+        // same binders, instantiated the same way.
+        if let Some((v, n)) = instantiated_var(head)
+            && let Some((binders, f)) = self.w.ad.generic.get(&v)
+            && binders.len() == n
+        {
+            let binders = binders.clone();
+            return self.lifted_call(f, head, &binders, &spine, env, e);
         }
         let Some(name) = head_name(head) else {
             return Err(self.unsupported(e, "this application"));
@@ -1142,6 +1241,7 @@ impl<'w, 'a> Walk<'w, 'a> {
         &mut self,
         f: &TExpr,
         head: &TExpr,
+        binders: &[Binder],
         spine: &[(&TExpr, &Lifted)],
         env: &Env,
         e: &TExpr,
@@ -1203,8 +1303,16 @@ impl<'w, 'a> Walk<'w, 'a> {
             .last()
             .map(|(_, l)| l.principal.clone())
             .unwrap_or_else(Shape::scalar);
+        let w = self.w;
+        let instance = |d: ast::Expr| {
+            if binders.is_empty() {
+                d
+            } else {
+                instantiated(&head_code, under_binders(w, binders, d))
+            }
+        };
         if self.mode == Mode::Forward {
-            let d = forward_fn(self.w, &params, body)?;
+            let d = instance(forward_fn(self.w, &params, body)?);
             let mut all = primals;
             all.extend(tangents.into_iter().flatten());
             let t = self.bind(app(d, all));
@@ -1222,7 +1330,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 body: adj,
             } = reverse_core(self.w, &params, body, i)?;
             names.push((ct, rty.clone()));
-            fns.push(Some(lambdas(self.w, &names, adj)));
+            fns.push(Some(instance(lambdas(self.w, &names, adj))));
         }
         self.nodes.push(Node {
             out: out_name,

@@ -87,7 +87,7 @@ impl<'a> Writer<'a> {
             .unwrap_or_else(|| format!("v{}", v.0))
     }
 
-    fn tvar(&self, v: TVar) -> ast::Ident {
+    pub(crate) fn tvar(&self, v: TVar) -> ast::Ident {
         ident(
             self.names
                 .tvars
@@ -117,7 +117,7 @@ impl<'a> Writer<'a> {
         )
     }
 
-    fn iparam(&self, v: IVar) -> ast::IParam {
+    pub(crate) fn iparam(&self, v: IVar) -> ast::IParam {
         match v {
             IVar::Dim(d) => ast::IParam {
                 sort: Sort::Dim,
