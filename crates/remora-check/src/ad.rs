@@ -432,6 +432,8 @@ struct Node {
     args: Vec<Arg>,
     /// The application's principal frame.
     principal: Shape,
+    /// The cell of the result (its shape after the principal frame).
+    result_cell: Shape,
     span: Span,
 }
 
@@ -441,6 +443,9 @@ struct Arg {
     varying: Option<String>,
     frame: Shape,
     cell: Shape,
+    /// The argument's atom type (`Float` for the arguments that have
+    /// tangents).
+    atom: Atom,
 }
 
 enum Rule {
@@ -454,6 +459,10 @@ enum Rule {
     /// goes to every item equal to the result.
     Extremum(&'static str),
     Select,
+    /// A function linear in its Float arguments (a gather, a reshaping,
+    /// a prefix sum): the tangent is the function of the tangents; the
+    /// adjoint its transpose (a scatter, the inverse reshaping).
+    Linear(&'static str),
     Dot,
     Matmul,
     /// A function defined in the program, lifted: each varying argument's
@@ -547,6 +556,28 @@ const SCALAR: &[&str] = &[
     "f.+", "f.-", "f.*", "f./", "f.^", "f.max", "f.min", "f.neg", "f.abs", "f.exp", "f.ln", "f.sin", "f.cos",
     "f.tan", "f.sinh", "f.cosh", "f.asin", "f.acos", "f.atan", "f.log2", "f.log10", "f.tanh", "f.sqrt",
     "sqrt",
+];
+
+/// Functions linear in their Float arguments, with transposes below.
+const LINEAR: &[&str] = &[
+    "reverse",
+    "transpose2d",
+    "rotate",
+    "head",
+    "tail",
+    "last",
+    "curtail",
+    "take",
+    "drop",
+    "take-right",
+    "drop-right",
+    "append",
+    "nth",
+    "index",
+    "reshape",
+    "flatten",
+    "replicate",
+    "f.mean",
 ];
 
 /// Float functions whose derivative is zero wherever it exists.
@@ -790,8 +821,10 @@ impl<'w, 'a> Walk<'w, 'a> {
                             varying: Some(src.name.clone()),
                             frame: Shape::scalar(),
                             cell: Shape::scalar(),
+                            atom: Atom::Float,
                         }],
                         principal: Shape::scalar(),
+                        result_cell: Shape::scalar(),
                         span,
                     });
                 }
@@ -876,6 +909,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 varying,
                 frame: Shape::scalar(),
                 cell: Shape::scalar(),
+                atom: Atom::Float,
             });
             let t = t.unwrap_or_else(|| zeros(self.w, p.clone()));
             values.insert(name.clone(), p);
@@ -897,6 +931,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             head: var("∂record"),
             args,
             principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
             span: e.span,
         });
         Ok((out, Some(var("∂unused"))))
@@ -936,8 +971,10 @@ impl<'w, 'a> Walk<'w, 'a> {
                 varying: Some(r.name.clone()),
                 frame: Shape::scalar(),
                 cell: Shape::scalar(),
+                atom: Atom::Float,
             }],
             principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
             span: e.span,
         });
         Ok((out, Some(var("∂unused"))))
@@ -976,6 +1013,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 varying,
                 frame: Shape::scalar(),
                 cell: Shape::scalar(),
+                atom: Atom::Float,
             });
             primals.push(p);
             tangents.push(t);
@@ -1001,6 +1039,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             head: var("∂frame"),
             args,
             principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
             span,
         });
         Ok((out, Some(var("∂unused"))))
@@ -1084,6 +1123,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             head: var("∂if"),
             args: Vec::new(),
             principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
             span: then.span,
         });
         Ok((p, Some(var("∂unused"))))
@@ -1142,6 +1182,10 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Extremum("f.argmin")
         } else if name == "select" {
             Rule::Select
+        } else if LINEAR.contains(&name)
+            || ((name == "scan" || name == "iscan") && head_name(spine[0].0) == Some("f.+"))
+        {
+            Rule::Linear(name)
         } else if name == "f.dot" {
             Rule::Dot
         } else if name == "f.matmul" {
@@ -1164,12 +1208,20 @@ impl<'w, 'a> Walk<'w, 'a> {
         } else {
             Some(var("∂unused"))
         };
+        let principal_rank = principal.segs().len();
         self.nodes.push(Node {
             out: out_name,
             rule,
             head: head_code,
             args,
             principal,
+            result_cell: Shape::from_segs(
+                e.ty.shape
+                    .segs()
+                    .get(principal_rank..)
+                    .unwrap_or_default()
+                    .to_vec(),
+            ),
             span: e.span,
         });
         Ok((out, tangent))
@@ -1207,6 +1259,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 varying,
                 frame: lifted.arg_frame.clone(),
                 cell: lifted.arg_cell.clone(),
+                atom: a.ty.atom.clone(),
             });
             primals.push(p);
             tangents.push(t);
@@ -1288,6 +1341,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 varying: Some(name),
                 frame: Shape::scalar(),
                 cell: ty.shape.clone(),
+                atom: ty.atom.clone(),
             });
             params.push(Param {
                 var: v,
@@ -1332,12 +1386,20 @@ impl<'w, 'a> Walk<'w, 'a> {
             names.push((ct, rty.clone()));
             fns.push(Some(instance(lambdas(self.w, &names, adj))));
         }
+        let principal_rank = principal.segs().len();
         self.nodes.push(Node {
             out: out_name,
             rule: Rule::Call(fns),
             head: head_code,
             args,
             principal,
+            result_cell: Shape::from_segs(
+                e.ty.shape
+                    .segs()
+                    .get(principal_rank..)
+                    .unwrap_or_default()
+                    .to_vec(),
+            ),
             span: e.span,
         });
         Ok((out, Some(var("∂unused"))))
@@ -1382,6 +1444,19 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Select => Some(app(
                 head.clone(),
                 vec![p.first()?.clone(), or_zero(1), or_zero(2)],
+            )),
+            Rule::Linear(_) => Some(app(
+                head.clone(),
+                args.iter()
+                    .enumerate()
+                    .map(|(i, a)| {
+                        if a.atom == Atom::Float {
+                            or_zero(i)
+                        } else {
+                            a.primal.clone()
+                        }
+                    })
+                    .collect(),
             )),
             Rule::Dot | Rule::Matmul => {
                 let a = t.first().cloned().flatten().map(|ta| {
@@ -1550,6 +1625,47 @@ impl<'w, 'a> Walk<'w, 'a> {
                     let (a, b) = if i == 1 { (ct.clone(), z) } else { (z, ct.clone()) };
                     app(n.head.clone(), vec![c, a, b])
                 }
+                Rule::Linear(op) => {
+                    let mut cells = vec![(ct.clone(), float_type(&n.result_cell))];
+                    let mut place = Vec::new();
+                    for a in &n.args {
+                        if matches!(a.atom, Atom::Arrow(..)) {
+                            place.push(None);
+                        } else {
+                            place.push(Some(cells.len()));
+                            cells.push((
+                                a.primal.clone(),
+                                Type {
+                                    atom: a.atom.clone(),
+                                    shape: a.cell.clone(),
+                                },
+                            ));
+                        }
+                    }
+                    let mut failed = None;
+                    let c = lift(w, cells, |v| {
+                        let x = |j: usize| {
+                            place
+                                .get(j)
+                                .copied()
+                                .flatten()
+                                .and_then(|k| v.get(k).cloned())
+                                .unwrap_or_else(|| float(0.0))
+                        };
+                        let ct = v.first().cloned().unwrap_or_else(|| float(0.0));
+                        match self.transpose(op, i, ct, x, n, arg) {
+                            Ok(c) => c,
+                            Err(d) => {
+                                failed = Some(d);
+                                float(0.0)
+                            }
+                        }
+                    });
+                    if let Some(d) = failed {
+                        return Err(d);
+                    }
+                    c
+                }
                 Rule::Dot => {
                     let other = if i == 0 { &pb } else { &pa };
                     let other_cell = n
@@ -1657,6 +1773,88 @@ impl<'w, 'a> Walk<'w, 'a> {
             self.accumulate(target, c, adjoints);
         }
         Ok(())
+    }
+
+    /// The transpose of the linear function `op` for its argument `i`,
+    /// on cells: `ct` the result cell's cotangent, `x(j)` argument `j`'s cell.
+    fn transpose(
+        &self,
+        op: &str,
+        i: usize,
+        ct: ast::Expr,
+        x: impl Fn(usize) -> ast::Expr,
+        n: &Node,
+        arg: &Arg,
+    ) -> Result<ast::Expr, Diagnostic> {
+        let w = self.w;
+        let one = |e: ast::Expr| {
+            node(ExprKind::Frame {
+                shape: vec![1],
+                elems: vec![e],
+            })
+        };
+        let z = |e: ast::Expr| zeros(w, e);
+        let append = |a: ast::Expr, b: ast::Expr| call("append", vec![a, b]);
+        // The same instantiation, of another function of the same binders.
+        let like = |f: &str, e: ast::Expr| app(instantiated(&n.head, var(f)), vec![e]);
+        let reshape = |e: ast::Expr, from: &Shape, to: &Shape| {
+            let f = node(ExprKind::IApp {
+                func: Box::new(node(ExprKind::IApp {
+                    func: Box::new(node(ExprKind::TApp {
+                        func: Box::new(var("reshape")),
+                        arg: w.ty(&Type::scalar(Atom::Float)),
+                    })),
+                    arg: ast::Ispace::Shape(w.shape(from)),
+                })),
+                arg: ast::Ispace::Shape(w.shape(to)),
+            });
+            app(f, vec![e])
+        };
+        let scan_back = |e: ast::Expr| {
+            call(
+                "reverse",
+                vec![call("iscan", vec![var("f.+"), call("reverse", vec![e])])],
+            )
+        };
+        Ok(match (op, i) {
+            ("reverse", _) => call("reverse", vec![ct]),
+            ("transpose2d", _) => call("transpose2d", vec![ct]),
+            ("rotate", 0) => call("rotate", vec![ct, call("-", vec![int(0), x(1)])]),
+            ("head", _) => append(one(ct), z(call("tail", vec![x(0)]))),
+            ("last", _) => append(z(call("curtail", vec![x(0)])), one(ct)),
+            ("tail", _) => append(one(z(call("head", vec![x(0)]))), ct),
+            ("curtail", _) => append(ct, one(z(call("last", vec![x(0)])))),
+            ("take", _) => append(ct, z(like("drop", x(0)))),
+            ("drop", _) => append(z(like("take", x(0))), ct),
+            ("take-right", _) => append(z(like("drop-right", x(0))), ct),
+            ("drop-right", _) => append(ct, z(like("take-right", x(0)))),
+            ("append", 0) => like("take", ct),
+            ("append", _) => like("drop", ct),
+            // One place of the cell; the sum over the frame axes the cell
+            // was replicated along (several indices) adds them up.
+            ("nth" | "index", 0) => call("scatter", vec![z(x(0)), one(x(1)), one(ct)]),
+            ("reshape" | "flatten", _) => reshape(ct, &n.result_cell, &arg.cell),
+            ("replicate", _) => {
+                let k = n.result_cell.segs().len().saturating_sub(arg.cell.segs().len());
+                let f = Shape::from_segs(n.result_cell.segs().get(..k).unwrap_or_default().to_vec());
+                self.sum_axes(ct, &f, &arg.cell, n.span)?
+            }
+            ("iscan", 1) => scan_back(ct),
+            ("scan", 1) => call("reduce", vec![var("f.+"), ct]),
+            ("scan", 2) => scan_back(call("tail", vec![ct])),
+            ("f.mean", _) => broadcast(
+                w,
+                call("f./", vec![ct, call("i->f", vec![call("length", vec![x(0)])])]),
+                x(0),
+                &Atom::Float,
+            ),
+            _ => {
+                return Err(Diagnostic::error(
+                    n.span,
+                    format!("cannot differentiate `{op}` in reverse mode (`vjp`, `grad`) yet"),
+                ));
+            }
+        })
     }
 
     /// Adds the contribution `c` to the adjoint of `target`.
