@@ -459,6 +459,10 @@ enum Rule {
     /// goes to every item equal to the result.
     Extremum(&'static str),
     Select,
+    /// `f.product` or `(reduce f.* …)` of vectors: the derivative for each
+    /// item is the product of the others (by prefix and suffix products:
+    /// no division, right at zeros).
+    Product,
     /// A function linear in its Float arguments (a gather, a reshaping,
     /// a prefix sum): the tangent is the function of the tangents; the
     /// adjoint its transpose (a scatter, the inverse reshaping).
@@ -1199,6 +1203,10 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Extremum("f.argmax")
         } else if reduce_by("f.min") && spine[1].1.arg_cell.segs().len() == 1 {
             Rule::Extremum("f.argmin")
+        } else if (name == "f.product" || reduce_by("f.*"))
+            && spine.last().is_some_and(|(_, l)| l.arg_cell.segs().len() == 1)
+        {
+            Rule::Product
         } else if name == "select" {
             Rule::Select
         } else if LINEAR.contains(&name)
@@ -1464,6 +1472,16 @@ impl<'w, 'a> Walk<'w, 'a> {
                 head.clone(),
                 vec![p.first()?.clone(), or_zero(1), or_zero(2)],
             )),
+            Rule::Product => {
+                let (x, dx) = (p.last().cloned()?, t.last().cloned().flatten()?);
+                let cell = float_type(&args.last()?.cell);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                    call(
+                        "f.sum",
+                        vec![call("f.*", vec![v[1].clone(), product_of_others(v[0].clone())])],
+                    )
+                }))
+            }
             Rule::Linear(_) => Some(app(
                 head.clone(),
                 args.iter()
@@ -1647,6 +1665,19 @@ impl<'w, 'a> Walk<'w, 'a> {
                     let z = zeros(w, ct.clone());
                     let (a, b) = if i == 1 { (ct.clone(), z) } else { (z, ct.clone()) };
                     app(n.head.clone(), vec![c, a, b])
+                }
+                Rule::Product => {
+                    if i + 1 != n.args.len() {
+                        continue;
+                    }
+                    lift(
+                        w,
+                        vec![
+                            (ct.clone(), result_cell.clone()),
+                            (arg.primal.clone(), cell.clone()),
+                        ],
+                        |v| call("f.*", vec![v[0].clone(), product_of_others(v[1].clone())]),
+                    )
                 }
                 Rule::Linear(op) => {
                     let mut cells = vec![(ct.clone(), float_type(&n.result_cell))];
@@ -2265,6 +2296,15 @@ fn if_node(cond: ast::Expr, then: ast::Expr, otherwise: ast::Expr) -> ast::Expr 
         then: Box::new(then),
         otherwise: Box::new(otherwise),
     })
+}
+
+/// For a vector `x`, the product of the items other than each: the
+/// exclusive prefix products times the exclusive suffix products.
+fn product_of_others(x: ast::Expr) -> ast::Expr {
+    let scan = |e: ast::Expr| call("curtail", vec![call("scan", vec![var("f.*"), float(1.0), e])]);
+    let prefix = scan(x.clone());
+    let suffix = call("reverse", vec![scan(call("reverse", vec![x]))]);
+    call("f.*", vec![prefix, suffix])
 }
 
 /// The cell of `f.matmul`'s result, `[Float m n]`, from its arguments'.
