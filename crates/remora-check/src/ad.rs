@@ -582,6 +582,7 @@ const SCALAR: &[&str] = &[
 const LINEAR: &[&str] = &[
     "reverse",
     "transpose2d",
+    "transpose",
     "rotate",
     "head",
     "tail",
@@ -1873,6 +1874,35 @@ impl<'w, 'a> Walk<'w, 'a> {
         Ok(match (op, i) {
             ("reverse", _) => call("reverse", vec![ct]),
             ("transpose2d", _) => call("transpose2d", vec![ct]),
+            ("transpose", _) => {
+                let Some(inverse) = inverse_permutation(&n.head) else {
+                    return Err(Diagnostic::error(
+                        n.span,
+                        "cannot differentiate `transpose` by a permutation not written out in reverse mode yet",
+                    ));
+                };
+                let f = node(ExprKind::TApp {
+                    func: Box::new(node(ExprKind::IApp {
+                        func: Box::new(var("transpose")),
+                        arg: ast::Ispace::Shape(ast::Shape {
+                            kind: ast::ShapeKind::Splice(
+                                inverse
+                                    .into_iter()
+                                    .map(|k| {
+                                        ast::Ispace::Dim(ast::Dim {
+                                            kind: ast::DimKind::Nat(k),
+                                            span: sp(),
+                                        })
+                                    })
+                                    .collect(),
+                            ),
+                            span: sp(),
+                        }),
+                    })),
+                    arg: w.ty(&Type::scalar(Atom::Float)),
+                });
+                app(f, vec![ct])
+            }
             ("rotate", 0) => call("rotate", vec![ct, call("-", vec![int(0), x(1)])]),
             ("head", _) => append(one(ct), z(call("tail", vec![x(0)]))),
             ("last", _) => append(z(call("curtail", vec![x(0)])), one(ct)),
@@ -2305,6 +2335,38 @@ fn product_of_others(x: ast::Expr) -> ast::Expr {
     let prefix = scan(x.clone());
     let suffix = call("reverse", vec![scan(call("reverse", vec![x]))]);
     call("f.*", vec![prefix, suffix])
+}
+
+/// The inverse of the permutation of `(i-app transpose P)` under `head`'s
+/// instantiations, when `P` is written out.
+fn inverse_permutation(head: &ast::Expr) -> Option<Vec<u64>> {
+    match &head.kind {
+        ExprKind::IApp { func, arg } => {
+            if let (ExprKind::Var(v), ast::Ispace::Shape(shape)) = (&func.kind, arg)
+                && v.name == "transpose"
+                && let ast::ShapeKind::Splice(parts) = &shape.kind
+            {
+                let perm: Vec<u64> = parts
+                    .iter()
+                    .map(|p| match p {
+                        ast::Ispace::Dim(ast::Dim {
+                            kind: ast::DimKind::Nat(k),
+                            ..
+                        }) => Some(*k),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?;
+                let mut inverse = vec![0; perm.len()];
+                for (i, &k) in perm.iter().enumerate() {
+                    *inverse.get_mut(usize::try_from(k).ok()?)? = i as u64;
+                }
+                return Some(inverse);
+            }
+            inverse_permutation(func)
+        }
+        ExprKind::TApp { func, .. } => inverse_permutation(func),
+        _ => None,
+    }
 }
 
 /// The cell of `f.matmul`'s result, `[Float m n]`, from its arguments'.
