@@ -599,6 +599,8 @@ const LINEAR: &[&str] = &[
     "flatten",
     "replicate",
     "f.mean",
+    "scatter",
+    "f.sort",
 ];
 
 /// Float functions whose derivative is zero wherever it exists.
@@ -1211,7 +1213,7 @@ impl<'w, 'a> Walk<'w, 'a> {
         } else if name == "select" {
             Rule::Select
         } else if LINEAR.contains(&name)
-            || ((name == "scan" || name == "iscan") && head_name(spine[0].0) == Some("f.+"))
+            || ((name == "scan" || name == "iscan" || name == "hist") && head_name(spine[0].0) == Some("f.+"))
         {
             Rule::Linear(name)
         } else if name == "f.dot" {
@@ -1481,6 +1483,14 @@ impl<'w, 'a> Walk<'w, 'a> {
                         "f.sum",
                         vec![call("f.*", vec![v[1].clone(), product_of_others(v[0].clone())])],
                     )
+                }))
+            }
+            // Sorting permutes: the tangent permuted the same way.
+            Rule::Linear("f.sort") => {
+                let (x, dx) = (p.first().cloned()?, t.first().cloned().flatten()?);
+                let cell = float_type(&args.first()?.cell);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                    call("nth", vec![v[1].clone(), call("f.grade", vec![v[0].clone()])])
                 }))
             }
             Rule::Linear(_) => Some(app(
@@ -1926,6 +1936,21 @@ impl<'w, 'a> Walk<'w, 'a> {
             ("iscan", 1) => scan_back(ct),
             ("scan", 1) => call("reduce", vec![var("f.+"), ct]),
             ("scan", 2) => scan_back(call("tail", vec![ct])),
+            // hist by f.+ adds each value into its bin: the adjoint of the
+            // initial bins is the cotangent, of each value its bin's.
+            // (Every bin starts from the neutral cell.)
+            ("hist", 1) => {
+                let bins = Shape::from_segs(n.result_cell.segs().first().cloned().into_iter().collect());
+                self.sum_axes(ct, &bins, &arg.cell, n.span)?
+            }
+            ("hist", 3) => call("nth", vec![ct, x(2)]),
+            // scatter overwrites: the places written get no cotangent in the
+            // destination; each value its place's (with repeated places, each
+            // value gets it, though only one was kept).
+            ("scatter", 0) => call("scatter", vec![ct, x(1), z(x(2))]),
+            ("scatter", 2) => call("nth", vec![ct, x(1)]),
+            // The cotangent sent back to where each item came from.
+            ("f.sort", 0) => call("scatter", vec![z(x(0)), call("f.grade", vec![x(0)]), ct]),
             ("f.mean", _) => broadcast(
                 w,
                 call("f./", vec![ct, call("i->f", vec![call("length", vec![x(0)])])]),
