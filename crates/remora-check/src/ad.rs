@@ -573,9 +573,9 @@ fn record_of(w: &Writer, fields: &Fields, mut value: impl FnMut(&str) -> ast::Ex
 type Env = HashMap<VarId, Option<String>>;
 
 const SCALAR: &[&str] = &[
-    "f.+", "f.-", "f.*", "f./", "f.^", "f.max", "f.min", "f.neg", "f.abs", "f.exp", "f.ln", "f.sin", "f.cos",
-    "f.tan", "f.sinh", "f.cosh", "f.asin", "f.acos", "f.atan", "f.log2", "f.log10", "f.tanh", "f.sqrt",
-    "sqrt",
+    "f.+", "f.-", "f.*", "f./", "f.^", "f.atan2", "f.max", "f.min", "f.neg", "f.abs", "f.exp", "f.ln",
+    "f.sin", "f.cos", "f.tan", "f.sinh", "f.cosh", "f.asin", "f.acos", "f.atan", "f.log2", "f.log10",
+    "f.tanh", "f.sqrt", "sqrt",
 ];
 
 /// Functions linear in their Float arguments, with transposes below.
@@ -1566,7 +1566,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             (None, None) => None,
         };
         match op {
-            "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.max" | "f.min" => {
+            "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" => {
                 let da = ta.map(|a| binary_partial(op, 0, a, &pa, &pb, out));
                 let db = tb.map(|b| binary_partial(op, 1, b, &pa, &pb, out));
                 sum(da, db)
@@ -1804,7 +1804,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                     app(f.clone(), all)
                 }
                 Rule::Scalar(op) => match (*op, i) {
-                    ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.max" | "f.min", _) => {
+                    ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min", _) => {
                         binary_partial(op, i, ct.clone(), &pa, &pb, &out)
                     }
                     _ => unary_derivative(op, ct.clone(), pa.clone(), out.clone()),
@@ -2434,6 +2434,13 @@ fn binary_partial(
         };
         call("select", vec![c, x, y])
     };
+    let norm2 = || {
+        f2(
+            "f.+",
+            f2("f.*", a.clone(), a.clone()),
+            f2("f.*", b.clone(), b.clone()),
+        )
+    };
     match (op, i) {
         ("f.+", _) | ("f.-", 0) => t,
         ("f.-", _) => call("f.neg", vec![t]),
@@ -2452,6 +2459,9 @@ fn binary_partial(
             ),
         ),
         ("f.^", _) => f2("f.*", t, f2("f.*", out.clone(), call("f.ln", vec![a.clone()]))),
+        // d atan2(a, b) = (b·da − a·db) / (a² + b²)
+        ("f.atan2", 0) => f2("f./", f2("f.*", t, b.clone()), norm2()),
+        ("f.atan2", _) => call("f.neg", vec![f2("f./", f2("f.*", t, a.clone()), norm2())]),
         ("f.max", 0) => chosen("f.>=", true),
         ("f.max", _) => chosen("f.>=", false),
         ("f.min", 0) => chosen("f.<=", true),
