@@ -353,6 +353,28 @@ fn elaborated_programs_with_records_and_empty_arrays_run() {
 }
 
 #[test]
+fn elaborate_prints_the_differentiated_program_which_runs() {
+    let source = b"(def (fun (sq (x Float)) (f.* x x)))\n((grad sq) [1.0 2.0 -3.0])\n(jvp sq 3.0 2.0)\n";
+    let program = scratch_file("elab-ad", "ad.remora", source);
+    let out = remora(&["elaborate", &program.to_string_lossy()], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let elaborated = text(&out.stdout);
+    // No derivative form is left: each is its derivative program.
+    for form in ["grad", "jvp", "vjp"] {
+        assert!(!elaborated.contains(&format!("({form} ")), "{elaborated}");
+    }
+    assert!(elaborated.contains('∂'), "{elaborated}");
+    let written = scratch_file("elab-ad", "ad-elaborated.remora", &out.stdout);
+    let out = remora(&["run", &written.to_string_lossy()], None);
+    assert_eq!(
+        text(&out.stdout),
+        "[2.0 4.0 -6.0]\n12.0\n",
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn a_script_prints_each_value_before_a_later_failure() {
     let program = scratch_file("script", "s.remora", b"(+ 1 2)\n[1 2]\n(/ 1 0)\n(+ 3 4)\n");
     let out = remora(&["run", &program.to_string_lossy()], None);

@@ -5,14 +5,19 @@
 //! Remora and know nothing of derivatives.
 //!
 //! The function `f` must be a lambda, or a name bound to one by `def` or
-//! `let`, whose parameter is a `Float` array. Its body is walked once in
-//! A-normal form: every application of which the parameter's value
+//! `let`, whose (first) parameter is a `Float` array. Its body is walked
+//! once in A-normal form: every application of which the parameter's value
 //! depends is bound to a fresh name `∂N`, and its tangent (forward mode)
-//! beside it. Reverse mode walks the same bindings backwards, Schenck's
-//! way (thesis ch. 3) but without a tape: the adjoint code follows the
-//! forward code in one `let`, and each adjoint of a lifted application is
-//! the rule's scalar (or cell) adjoint lifted over the same frame, summed
-//! over the frame axes its argument was replicated along.
+//! beside it. Every variable the walk binds (a `let`, an inlined call's
+//! parameter) gets a fresh name too, through the pass's renaming that
+//! `Writer::var` consults, so shadowing and a function inlined twice keep
+//! their values apart. Reverse mode walks the same bindings backwards,
+//! Schenck's way (thesis ch. 3) but without a tape: the adjoint code
+//! follows the forward code in one `let`, and each adjoint of a lifted
+//! application is the rule's cell adjoint lifted over the same frame,
+//! summed over the frame axes its argument was replicated along. An `if`'s
+//! adjoint runs the branch taken again; a lifted call of a function the
+//! program defines is the function's own derivative, lifted.
 //!
 //! A derivative is an ordinary function: `(grad f)` applied to a frame of
 //! points is lifted like any function, giving the frame of gradients.
@@ -22,48 +27,83 @@
 //! depends on the parameter is a positioned error naming the construct.
 
 use crate::elaborate::{Writer, ident, lambda, node, sp};
-use crate::typed::{TDecl, TExpr, TExprKind, VarId};
+use crate::typed::{TAtom, TAtomKind, TDecl, TExpr, TExprKind, VarId};
 use remora_syntax::ast::{self, AtomKind, BindKind, ExprKind};
 use remora_syntax::{Diagnostic, Span};
-use remora_types::{Atom, Lifted, Shape, Type};
+use remora_types::{Atom, IVar, Lifted, Seg, Shape, TVar, Type};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The pass's state while a program is written back.
 pub(crate) struct Pass<'a> {
     /// Lambdas bound by `def` and `let`, by variable.
     lambdas: HashMap<VarId, &'a TExpr>,
+    /// Polymorphic functions bound by `def` and `let` (a lambda under
+    /// `t-fn`s and `i-fn`s): their binders, outermost first, and lambda.
+    generic: HashMap<VarId, (Vec<Binder>, &'a TExpr)>,
     fresh: Cell<u32>,
     errors: RefCell<Vec<Diagnostic>>,
+    /// The names the derivative code binds variables to, while it is
+    /// written: every binding it makes has a name of its own, so shadowing
+    /// and a function inlined twice keep their values apart.
+    renames: RefCell<HashMap<VarId, String>>,
+    /// Local variables named like a definition or an intrinsic, which the
+    /// derivative code (an inlined body, a rule) may name where they are
+    /// in scope: written `name∂N` in a program that uses a derivative form.
+    shadowing: HashMap<VarId, String>,
 }
 
 impl<'a> Pass<'a> {
-    pub(crate) fn new(decls: &'a [TDecl]) -> Pass<'a> {
+    pub(crate) fn new(decls: &'a [TDecl], names: &crate::check::NameTable) -> Pass<'a> {
         let mut lambdas = HashMap::new();
+        let mut generic = HashMap::new();
+        let mut globals = HashSet::new();
+        let mut known = |var: VarId, value: &'a TExpr| {
+            if lambda(value).is_some() {
+                lambdas.insert(var, value);
+            } else if let Some(g) = generic_lambda(value) {
+                generic.insert(var, g);
+            }
+        };
         for d in decls {
             let value = match d {
                 TDecl::Def { var, value, .. } => {
-                    if lambda(value).is_some() {
-                        lambdas.insert(*var, value);
-                    }
+                    globals.insert(*var);
+                    known(*var, value);
                     value
                 }
                 TDecl::Expr(e) => e,
             };
             let mut stack = vec![value];
             while let Some(e) = stack.pop() {
-                if let TExprKind::Let { var, value, .. } = &e.kind
-                    && lambda(value).is_some()
-                {
-                    lambdas.insert(*var, &**value);
+                if let TExprKind::Let { var, value, .. } = &e.kind {
+                    known(*var, value);
                 }
                 e.push_children(&mut stack);
             }
         }
+        let mut shadowing = HashMap::new();
+        if uses_ad(decls) {
+            let mut taken: HashSet<&str> = crate::intrinsics::names().map(|(n, _)| n).collect();
+            for v in &globals {
+                if let Some(n) = names.vars.get(v.0 as usize) {
+                    taken.insert(n);
+                }
+            }
+            for (i, n) in names.vars.iter().enumerate() {
+                let v = VarId(i as u32);
+                if !globals.contains(&v) && taken.contains(n.as_str()) {
+                    shadowing.insert(v, format!("{n}∂{i}"));
+                }
+            }
+        }
         Pass {
             lambdas,
+            generic,
             fresh: Cell::new(0),
             errors: RefCell::new(Vec::new()),
+            renames: RefCell::new(HashMap::new()),
+            shadowing,
         }
     }
 
@@ -76,6 +116,151 @@ impl<'a> Pass<'a> {
         let n = self.fresh.get() + 1;
         self.fresh.set(n);
         format!("∂{n}")
+    }
+
+    /// The name the code being written gives `v`, if not its source name.
+    pub(crate) fn name_of(&self, v: VarId) -> Option<String> {
+        self.renames
+            .borrow()
+            .get(&v)
+            .or_else(|| self.shadowing.get(&v))
+            .cloned()
+    }
+}
+
+/// Gives every expression in `e` still without a position `span` (the
+/// derivative code of a form: run-time errors in it point at the form).
+pub(crate) fn fill_spans(e: &mut ast::Expr, span: Span) {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        if e.span == Span::default() {
+            e.span = span;
+        }
+        match &mut e.kind {
+            ExprKind::Array { atoms, .. } => {
+                for a in atoms {
+                    match &mut a.kind {
+                        AtomKind::Lambda { body, .. }
+                        | AtomKind::TLambda { body, .. }
+                        | AtomKind::ILambda { body, .. }
+                        | AtomKind::Box { body, .. } => stack.push(body),
+                        _ => {}
+                    }
+                }
+            }
+            ExprKind::Frame { elems, .. } => stack.extend(elems.iter_mut()),
+            ExprKind::App { func, arg } => {
+                stack.push(func);
+                stack.push(arg);
+            }
+            ExprKind::TApp { func, .. } | ExprKind::IApp { func, .. } => stack.push(func),
+            ExprKind::Unbox { boxed, body, .. } => {
+                stack.push(boxed);
+                stack.push(body);
+            }
+            ExprKind::Let { binds, body } => {
+                for b in binds.iter_mut() {
+                    if let BindKind::Val { expr, .. } = &mut b.kind {
+                        stack.push(expr);
+                    }
+                }
+                stack.push(body);
+            }
+            ExprKind::Record(fields) => stack.extend(fields.iter_mut().map(|f| &mut f.value)),
+            ExprKind::Field { record, .. } => stack.push(record),
+            ExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                stack.push(cond);
+                stack.push(then);
+                stack.push(otherwise);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A binder of a polymorphic function.
+#[derive(Clone, Copy)]
+enum Binder {
+    Type(TVar),
+    Index(IVar),
+}
+
+/// `e` as a lambda under one or more `t-fn`s and `i-fn`s.
+fn generic_lambda(e: &TExpr) -> Option<(Vec<Binder>, &TExpr)> {
+    let mut binders = Vec::new();
+    let mut e = e;
+    loop {
+        if lambda(e).is_some() {
+            return (!binders.is_empty()).then_some((binders, e));
+        }
+        let TExprKind::Array { shape, atoms } = &e.kind else {
+            return None;
+        };
+        let ([TAtom { kind, .. }], true) = (atoms.as_slice(), shape.is_empty()) else {
+            return None;
+        };
+        match kind {
+            TAtomKind::TLambda { param, body } => {
+                binders.push(Binder::Type(*param));
+                e = body;
+            }
+            TAtomKind::ILambda { param, body } => {
+                binders.push(Binder::Index(*param));
+                e = body;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// `d` under the binders of a polymorphic function, outermost first.
+fn under_binders(w: &Writer, binders: &[Binder], d: ast::Expr) -> ast::Expr {
+    binders.iter().rev().fold(d, |body, b| {
+        let kind = match b {
+            Binder::Type(t) => AtomKind::TLambda {
+                param: Box::new(ast::TParam { name: w.tvar(*t) }),
+                body: Box::new(body),
+            },
+            Binder::Index(i) => AtomKind::ILambda {
+                param: Box::new(w.iparam(*i)),
+                body: Box::new(body),
+            },
+        };
+        node(ExprKind::Array {
+            shape: Vec::new(),
+            atoms: vec![ast::Atom { kind, span: sp() }],
+        })
+    })
+}
+
+/// `head`, a variable under `t-app`s and `i-app`s, with `d` in the
+/// variable's place: `d` instantiated as the head was.
+fn instantiated(head: &ast::Expr, d: ast::Expr) -> ast::Expr {
+    match &head.kind {
+        ExprKind::TApp { func, arg } => node(ExprKind::TApp {
+            func: Box::new(instantiated(func, d)),
+            arg: arg.clone(),
+        }),
+        ExprKind::IApp { func, arg } => node(ExprKind::IApp {
+            func: Box::new(instantiated(func, d)),
+            arg: arg.clone(),
+        }),
+        _ => d,
+    }
+}
+
+/// The variable under `e`'s `t-app`s and `i-app`s, and how many there are.
+fn instantiated_var(e: &TExpr) -> Option<(VarId, usize)> {
+    match &e.kind {
+        TExprKind::Var(v) => Some((*v, 0)),
+        TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => {
+            instantiated_var(func).map(|(v, n)| (v, n + 1))
+        }
+        _ => None,
     }
 }
 
@@ -152,6 +337,16 @@ fn float(x: f32) -> ast::Expr {
     })
 }
 
+fn int(x: i64) -> ast::Expr {
+    node(ExprKind::Array {
+        shape: Vec::new(),
+        atoms: vec![ast::Atom {
+            kind: AtomKind::Int(x),
+            span: sp(),
+        }],
+    })
+}
+
 fn lam(w: &Writer, param: &str, ty: &Type, body: ast::Expr) -> ast::Expr {
     node(ExprKind::Array {
         shape: Vec::new(),
@@ -202,32 +397,125 @@ fn zeros(w: &Writer, like: ast::Expr) -> ast::Expr {
     broadcast(w, float(0.0), like, &Atom::Float)
 }
 
+fn float_type(shape: &Shape) -> Type {
+    Type {
+        atom: Atom::Float,
+        shape: shape.clone(),
+    }
+}
+
+/// `(λ (x1 : t1) … (λ (xk : tk) body))`.
+fn lambdas(w: &Writer, params: &[(String, Type)], body: ast::Expr) -> ast::Expr {
+    params
+        .iter()
+        .rev()
+        .fold(body, |body, (name, ty)| lam(w, name, ty, body))
+}
+
+/// `body` of fresh names for `args`' cells, applied to `args`: lifted over
+/// their frames.
+fn lift(w: &Writer, args: Vec<(ast::Expr, Type)>, body: impl FnOnce(&[ast::Expr]) -> ast::Expr) -> ast::Expr {
+    let names: Vec<(String, Type)> = args.iter().map(|(_, t)| (w.ad.fresh(), t.clone())).collect();
+    let vars: Vec<ast::Expr> = names.iter().map(|(n, _)| var(n)).collect();
+    let f = lambdas(w, &names, body(&vars));
+    app(f, args.into_iter().map(|(a, _)| a).collect())
+}
+
 /// One application the body's value depends on, as reverse mode needs it.
 struct Node {
     out: String,
     rule: Rule,
+    /// The function applied, with its instantiations.
+    head: ast::Expr,
     /// Each argument: its primal, the name of its primal when it depends
     /// on the parameter, its type and its frame in the application.
     args: Vec<Arg>,
     /// The application's principal frame.
     principal: Shape,
+    /// The cell of the result (its shape after the principal frame).
+    result_cell: Shape,
     span: Span,
 }
 
+#[derive(Clone)]
 struct Arg {
     primal: ast::Expr,
     varying: Option<String>,
     frame: Shape,
     cell: Shape,
+    /// The argument's atom type (`Float` for the arguments that have
+    /// tangents).
+    atom: Atom,
 }
 
-#[derive(Clone, Copy)]
 enum Rule {
     /// `let x = y`, a parameter bound to an argument.
     Alias,
     Scalar(&'static str),
     /// `f.sum` or `(reduce f.+ …)`: the adjoint is replicated to the cell.
     Sum,
+    /// `(reduce f.max …)`, `(reduce f.min …)` of scalars (`f.argmax`,
+    /// `f.argmin`): the tangent is the first extreme item's, the adjoint
+    /// goes to every item equal to the result.
+    Extremum(&'static str),
+    Select,
+    /// `f.product` or `(reduce f.* …)` of vectors: the derivative for each
+    /// item is the product of the others (by prefix and suffix products:
+    /// no division, right at zeros).
+    Product,
+    /// A function linear in its Float arguments (a gather, a reshaping,
+    /// a prefix sum): the tangent is the function of the tangents; the
+    /// adjoint its transpose (a scatter, the inverse reshaping).
+    Linear(&'static str),
+    Dot,
+    Matmul,
+    /// A function defined in the program, lifted: each varying argument's
+    /// reverse derivative, `(λ (p1 … pk) (λ (ct) adjoint))`.
+    Call(Vec<Option<ast::Expr>>),
+    /// A frame of expressions, of this shape.
+    Frame(Vec<u64>),
+    /// A record made of its fields' values, in this order.
+    Record(Vec<String>),
+    /// A field of a record of these fields.
+    Field(String, Fields),
+    /// `fold`, with the states it went through.
+    Fold(Box<FoldNode>),
+    /// `if`: the condition, and each branch's forward code.
+    If(Box<IfNode>),
+}
+
+struct FoldNode {
+    /// The states each step started from, `[n A]`, and the items.
+    states: ast::Expr,
+    items: ast::Expr,
+    acc: Type,
+    item: Type,
+    /// The name of the initial state when it depends on the parameter.
+    init: Option<String>,
+    /// The step's reverse derivative for the state, and for each varying
+    /// variable it closes over (its name, type and derivative).
+    for_state: ast::Expr,
+    closed: Vec<(String, Type, ast::Expr)>,
+}
+
+struct IfNode {
+    cond: ast::Expr,
+    branches: [Branch; 2],
+    /// The names of the varying variables the branches read.
+    free: Vec<String>,
+}
+
+struct Branch {
+    binds: Vec<(String, ast::Expr)>,
+    nodes: Vec<Node>,
+    out: Option<String>,
+}
+
+/// A parameter of a function being differentiated.
+struct Param {
+    var: VarId,
+    ty: Type,
+    varying: bool,
 }
 
 /// One derivative walk: the bindings written so far and the nodes.
@@ -236,6 +524,47 @@ struct Walk<'w, 'a> {
     mode: Mode,
     binds: Vec<(String, ast::Expr)>,
     nodes: Vec<Node>,
+    /// The variables renamed, with their earlier names, to restore.
+    renamed: Vec<(VarId, Option<String>)>,
+    /// The names bound to records (or frames of records), with their
+    /// fields: their adjoints add field by field.
+    records: HashMap<String, Fields>,
+}
+
+/// A record type's fields.
+type Fields = Vec<(String, Type)>;
+
+/// The fields of a record of Float arrays.
+fn float_record(atom: &Atom) -> Option<Fields> {
+    match atom {
+        Atom::Record(fs) if fs.iter().all(|(_, t)| t.atom == Atom::Float) => Some(fs.to_vec()),
+        _ => None,
+    }
+}
+
+/// Whether values of this type have derivatives the walk follows.
+fn differentiable(atom: &Atom) -> bool {
+    matches!(atom, Atom::Float | Atom::Arrow(..)) || float_record(atom).is_some()
+}
+
+fn field_of(record: ast::Expr, name: &str) -> ast::Expr {
+    node(ExprKind::Field {
+        record: Box::new(record),
+        field: ident(name),
+    })
+}
+
+fn record_of(w: &Writer, fields: &Fields, mut value: impl FnMut(&str) -> ast::Expr) -> ast::Expr {
+    node(ExprKind::Record(
+        fields
+            .iter()
+            .map(|(name, t)| ast::RecordField {
+                name: ident(name.clone()),
+                cell: w.shape(&t.shape),
+                value: value(name),
+            })
+            .collect(),
+    ))
 }
 
 /// A value under the walk: its primal, and its tangent variable (forward
@@ -244,8 +573,134 @@ struct Walk<'w, 'a> {
 type Env = HashMap<VarId, Option<String>>;
 
 const SCALAR: &[&str] = &[
-    "f.+", "f.-", "f.*", "f./", "f.neg", "f.exp", "f.ln", "f.sin", "f.cos", "f.tanh", "f.sqrt", "sqrt",
+    "f.+", "f.-", "f.*", "f./", "f.^", "f.atan2", "f.max", "f.min", "f.neg", "f.abs", "f.exp", "f.ln",
+    "f.sin", "f.cos", "f.tan", "f.sinh", "f.cosh", "f.asin", "f.acos", "f.atan", "f.log2", "f.log10",
+    "f.tanh", "f.sqrt", "sqrt",
 ];
+
+/// Functions linear in their Float arguments, with transposes below.
+const LINEAR: &[&str] = &[
+    "reverse",
+    "transpose2d",
+    "transpose",
+    "rotate",
+    "head",
+    "tail",
+    "last",
+    "curtail",
+    "take",
+    "drop",
+    "take-right",
+    "drop-right",
+    "append",
+    "nth",
+    "index",
+    "reshape",
+    "flatten",
+    "replicate",
+    "f.mean",
+    "scatter",
+    "f.sort",
+];
+
+/// Float functions whose derivative is zero wherever it exists.
+const FLAT: &[&str] = &["f.signum", "f.floor", "f.ceiling", "f.round"];
+
+/// The lambdas `f` is made of, up to `n` of them: their parameters and
+/// types, the innermost body and its type.
+fn params_of(f: &TExpr, n: usize) -> (Vec<(VarId, Type)>, &TExpr, Type) {
+    let mut params = Vec::new();
+    let mut body = f;
+    let mut ty = f.ty.clone();
+    while params.len() < n {
+        let (Some((p, b)), Atom::Arrow(pt, rt)) = (lambda(body), &body.ty.atom) else {
+            break;
+        };
+        params.push((p, (**pt).clone()));
+        ty = (**rt).clone();
+        body = b;
+    }
+    (params, body, ty)
+}
+
+/// The forward derivative of the function of `params` and `body`:
+/// `(λ (p1 … pk) (λ (dp…) tangent))`, a tangent for each varying parameter.
+fn forward_fn(w: &Writer, params: &[Param], body: &TExpr) -> Result<ast::Expr, Diagnostic> {
+    let mut walk = Walk::new(w, Mode::Forward);
+    let mut env = Env::new();
+    let mut names = Vec::new();
+    let mut tangents = Vec::new();
+    for p in params {
+        names.push((walk.rename(p.var), p.ty.clone()));
+        if p.varying {
+            let dt = w.ad.fresh();
+            env.insert(p.var, Some(dt.clone()));
+            tangents.push((dt, p.ty.clone()));
+        } else {
+            env.insert(p.var, None);
+        }
+    }
+    let (primal, tangent) = walk.expr(body, &env)?;
+    let tangent = tangent.unwrap_or_else(|| zeros(w, primal));
+    let body = let_in(std::mem::take(&mut walk.binds), tangent);
+    walk.restore();
+    names.extend(tangents);
+    Ok(lambdas(w, &names, body))
+}
+
+/// The reverse derivative of the function of `params` and `body` for the
+/// parameter `target`: the parameters' names, the cotangent's name, and
+/// the adjoint's code (forward code, then adjoints, in one `let`).
+fn reverse_core(
+    w: &Writer,
+    params: &[Param],
+    body: &TExpr,
+    target: usize,
+) -> Result<ReverseCode, Diagnostic> {
+    let mut walk = Walk::new(w, Mode::Reverse);
+    let mut env = Env::new();
+    let mut names = Vec::new();
+    for p in params {
+        let name = walk.rename(p.var);
+        env.insert(p.var, p.varying.then(|| name.clone()));
+        if let Some(fields) = float_record(&p.ty.atom) {
+            walk.records.insert(name.clone(), fields);
+        }
+        names.push((name, p.ty.clone()));
+    }
+    let (primal, tangent) = walk.expr(body, &env)?;
+    let ct = w.ad.fresh();
+    let mut adjoints: HashMap<String, String> = HashMap::new();
+    if let (Some(_), ExprKind::Var(out)) = (&tangent, &primal.kind) {
+        adjoints.insert(out.name.clone(), ct.clone());
+    }
+    let nodes = std::mem::take(&mut walk.nodes);
+    for n in nodes.iter().rev() {
+        walk.adjoint(n, &mut adjoints)?;
+    }
+    let target_name = names.get(target).map(|(n, _)| n.clone()).unwrap_or_default();
+    let gradient = match adjoints.get(&target_name) {
+        Some(a) => var(a),
+        None => walk.zeros_of(&target_name),
+    };
+    let body = let_in(std::mem::take(&mut walk.binds), gradient);
+    walk.restore();
+    Ok(ReverseCode {
+        params: names,
+        ct,
+        body,
+    })
+}
+
+/// A function's reverse derivative for one parameter, as [`reverse_core`]
+/// writes it.
+struct ReverseCode {
+    /// The parameters' names and types.
+    params: Vec<(String, Type)>,
+    /// The cotangent's name.
+    ct: String,
+    body: ast::Expr,
+}
 
 fn derivative(
     w: &Writer,
@@ -262,7 +717,7 @@ fn derivative(
         TExprKind::Var(v) => w.ad.lambdas.get(v).copied(),
         _ => Some(f),
     };
-    let Some((param, body)) = lam_expr.and_then(lambda) else {
+    let Some(lam_expr) = lam_expr.filter(|l| lambda(l).is_some()) else {
         return Err(Diagnostic::error(
             f.span,
             format!(
@@ -270,74 +725,138 @@ fn derivative(
             ),
         ));
     };
-    let Atom::Arrow(pty, rty) = &f.ty.atom else {
+    let Atom::Arrow(pty, _) = &f.ty.atom else {
         return Err(Diagnostic::error(
             f.span,
             format!("`{name}` of a value that is not a function"),
         ));
     };
-    if pty.atom != Atom::Float {
+    if pty.atom != Atom::Float && float_record(&pty.atom).is_none() {
         return Err(Diagnostic::error(
             f.span,
             format!(
-                "`{name}` differentiates with respect to a Float array, and this parameter is `{}` (records and other types: not yet)",
-                pty.show(w_names(w))
+                "`{name}` differentiates with respect to a Float array or a record of them, and this parameter is `{}`",
+                pty.show(w.names())
             ),
         ));
     }
-    let mut walk = Walk {
-        w,
-        mode,
-        binds: Vec::new(),
-        nodes: Vec::new(),
-    };
-    let pname = w.var(param).name.clone();
-    let mut env = Env::new();
-    let dx = w.ad.fresh();
-    env.insert(param, Some(dx.clone()));
-    let (primal, tangent) = walk.expr(body, &env)?;
+    // `grad` of a function of several parameters: with respect to the
+    // first, the others held constant.
+    let count = if name == "grad" { usize::MAX } else { 1 };
+    let (params, body, rty) = params_of(lam_expr, count);
+    let params: Vec<Param> = params
+        .into_iter()
+        .enumerate()
+        .map(|(i, (var, ty))| Param {
+            var,
+            ty,
+            varying: i == 0,
+        })
+        .collect();
     let rest: Vec<ast::Expr> = args.iter().skip(1).map(|a| w.expr(a.0)).collect();
     match mode {
-        Mode::Forward => {
-            let tangent = tangent.unwrap_or_else(|| zeros(w, primal.clone()));
-            let body = let_in(walk.binds, tangent);
-            let f = lam(w, &pname, pty, lam(w, &dx, pty, body));
-            Ok(app(f, rest))
-        }
+        Mode::Forward => Ok(app(forward_fn(w, &params, body)?, rest)),
         Mode::Reverse => {
-            let ct = w.ad.fresh();
-            let mut adjoints: HashMap<String, String> = HashMap::new();
-            if let (Some(_), ExprKind::Var(out)) = (&tangent, &primal.kind) {
-                adjoints.insert(out.name.clone(), ct.clone());
-            }
-            let nodes = std::mem::take(&mut walk.nodes);
-            for n in nodes.iter().rev() {
-                walk.adjoint(n, &mut adjoints)?;
-            }
-            let gradient = match adjoints.get(&pname) {
-                Some(a) => var(a),
-                None => zeros(w, var(&pname)),
-            };
-            let body = let_in(walk.binds, gradient);
+            let ReverseCode {
+                params: mut names,
+                ct,
+                body,
+            } = reverse_core(w, &params, body, 0)?;
             if name == "grad" {
-                let body = let_in(vec![(ct, float(1.0))], body);
-                Ok(lam(w, &pname, pty, body))
+                Ok(lambdas(w, &names, let_in(vec![(ct, float(1.0))], body)))
             } else {
-                Ok(app(lam(w, &pname, pty, lam(w, &ct, rty, body)), rest))
+                names.push((ct, rty));
+                Ok(app(lambdas(w, &names, body), rest))
             }
         }
     }
 }
 
-fn w_names<'a>(w: &Writer<'a>) -> &'a crate::check::NameTable {
-    w.names()
-}
+impl<'w, 'a> Walk<'w, 'a> {
+    fn new(w: &'w Writer<'a>, mode: Mode) -> Walk<'w, 'a> {
+        Walk {
+            w,
+            mode,
+            binds: Vec::new(),
+            nodes: Vec::new(),
+            renamed: Vec::new(),
+            records: HashMap::new(),
+        }
+    }
 
-impl Walk<'_, '_> {
+    /// Zeros of the shape of the variable `name` (a record of them for a
+    /// record).
+    fn zeros_of(&self, name: &str) -> ast::Expr {
+        match self.records.get(name) {
+            Some(fields) => record_of(self.w, fields, |f| zeros(self.w, field_of(var(name), f))),
+            None => zeros(self.w, var(name)),
+        }
+    }
+
+    /// A fresh name for the variable `v`, which the code written from now
+    /// on calls it by.
+    fn rename(&mut self, v: VarId) -> String {
+        let name = format!("{}{}", self.w.source_name(v), self.w.ad.fresh());
+        let prev = self.w.ad.renames.borrow_mut().insert(v, name.clone());
+        self.renamed.push((v, prev));
+        name
+    }
+
+    /// The renamings of this walk undone.
+    fn restore(&mut self) {
+        let mut renames = self.w.ad.renames.borrow_mut();
+        for (v, prev) in self.renamed.drain(..).rev() {
+            match prev {
+                Some(p) => renames.insert(v, p),
+                None => renames.remove(&v),
+            };
+        }
+    }
+
     fn bind(&mut self, e: ast::Expr) -> ast::Expr {
         let name = self.w.ad.fresh();
         self.binds.push((name.clone(), e));
         var(&name)
+    }
+
+    /// The variable `v` bound to the primal `p` (tangent `t`), in `env`.
+    fn bind_var(&mut self, v: VarId, p: ast::Expr, t: Option<ast::Expr>, env: &mut Env, span: Span) {
+        let name = self.rename(v);
+        if let ExprKind::Var(src) = &p.kind
+            && let Some(fields) = self.records.get(&src.name).cloned()
+        {
+            self.records.insert(name.clone(), fields);
+        }
+        self.binds.push((name.clone(), p.clone()));
+        match t {
+            Some(t) => {
+                let dt = self.w.ad.fresh();
+                if self.mode == Mode::Forward {
+                    self.binds.push((dt.clone(), t));
+                }
+                if let ExprKind::Var(src) = &p.kind {
+                    self.nodes.push(Node {
+                        out: name,
+                        rule: Rule::Alias,
+                        head: var("∂alias"),
+                        args: vec![Arg {
+                            primal: p.clone(),
+                            varying: Some(src.name.clone()),
+                            frame: Shape::scalar(),
+                            cell: Shape::scalar(),
+                            atom: Atom::Float,
+                        }],
+                        principal: Shape::scalar(),
+                        result_cell: Shape::scalar(),
+                        span,
+                    });
+                }
+                env.insert(v, Some(dt));
+            }
+            None => {
+                env.insert(v, None);
+            }
+        }
     }
 
     fn varying(e: &TExpr, env: &Env) -> bool {
@@ -347,9 +866,17 @@ impl Walk<'_, '_> {
     /// `e`'s primal (a name when it depends on the parameter) and tangent
     /// (`None`: zero).
     fn expr(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
-        if !Self::varying(e, env) || !matches!(e.ty.atom, Atom::Float | Atom::Arrow(..)) {
+        if !Self::varying(e, env) || !differentiable(&e.ty.atom) {
             return Ok((self.w.expr(e), None));
         }
+        let (p, t) = self.expr_varying(e, env)?;
+        if let (Some(fields), ExprKind::Var(v)) = (float_record(&e.ty.atom), &p.kind) {
+            self.records.insert(v.name.clone(), fields);
+        }
+        Ok((p, t))
+    }
+
+    fn expr_varying(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         match &e.kind {
             TExprKind::Var(v) => Ok((
                 node(ExprKind::Var(self.w.var(*v))),
@@ -357,67 +884,272 @@ impl Walk<'_, '_> {
             )),
             TExprKind::Let { var: v, value, body } => {
                 let (p, t) = self.expr(value, env)?;
-                let name = self.w.var(*v).name.clone();
-                self.binds.push((name.clone(), p.clone()));
                 let mut inner = env.clone();
-                match t {
-                    Some(t) => {
-                        let dt = self.w.ad.fresh();
-                        if self.mode == Mode::Forward {
-                            self.binds.push((dt.clone(), t));
-                        }
-                        if let ExprKind::Var(src) = &p.kind {
-                            self.nodes.push(Node {
-                                out: name,
-                                rule: Rule::Alias,
-                                args: vec![Arg {
-                                    primal: p.clone(),
-                                    varying: Some(src.name.clone()),
-                                    frame: Shape::scalar(),
-                                    cell: Shape::scalar(),
-                                }],
-                                principal: Shape::scalar(),
-                                span: e.span,
-                            });
-                        }
-                        inner.insert(*v, Some(dt));
-                    }
-                    None => {
-                        inner.insert(*v, None);
-                    }
-                }
+                self.bind_var(*v, p, t, &mut inner, e.span);
                 self.expr(body, &inner)
             }
             TExprKind::If {
                 cond,
                 then,
                 otherwise,
-            } if self.mode == Mode::Forward => {
-                let c = self.w.expr(cond);
-                let mut branch = |x: &TExpr| -> Result<(ast::Expr, ast::Expr), Diagnostic> {
-                    let saved = std::mem::take(&mut self.binds);
-                    let (p, t) = self.expr(x, env)?;
-                    let t = t.unwrap_or_else(|| zeros(self.w, p.clone()));
-                    let binds = std::mem::replace(&mut self.binds, saved);
-                    Ok((let_in(binds.clone(), p), let_in(binds, t)))
-                };
-                let (pt, tt) = branch(then)?;
-                let (po, to) = branch(otherwise)?;
-                let p = self.bind(node(ExprKind::If {
-                    cond: Box::new(c.clone()),
-                    then: Box::new(pt),
-                    otherwise: Box::new(po),
-                }));
-                let t = self.bind(node(ExprKind::If {
-                    cond: Box::new(c),
-                    then: Box::new(tt),
-                    otherwise: Box::new(to),
-                }));
-                Ok((p, Some(t)))
-            }
+            } => self.if_(cond, then, otherwise, env),
             TExprKind::App { .. } => self.app(e, env),
+            TExprKind::Frame { shape, elems } => self.frame(shape, elems, env, e.span),
+            TExprKind::Record(fields) => self.record(e, fields, env),
+            TExprKind::Field { record, field } => self.field(e, record, field, env),
             _ => Err(self.unsupported(e, "this expression")),
         }
+    }
+
+    /// A record of Float arrays: its tangent the record of the fields'
+    /// tangents; the adjoint of each field the cotangent's field.
+    fn record(
+        &mut self,
+        e: &TExpr,
+        fields: &[(String, TExpr)],
+        env: &Env,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let Some(types) = float_record(&e.ty.atom) else {
+            return Err(self.unsupported(e, "a record with fields that are not Float"));
+        };
+        let mut args = Vec::new();
+        let mut values = HashMap::new();
+        let mut tangents = HashMap::new();
+        for (name, x) in fields {
+            let (mut p, t) = self.expr(x, env)?;
+            if matches!(
+                p.kind,
+                ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
+            ) {
+                p = self.bind(p);
+            }
+            let varying = match (&t, &p.kind) {
+                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
+                _ => None,
+            };
+            args.push(Arg {
+                primal: p.clone(),
+                varying,
+                frame: Shape::scalar(),
+                cell: Shape::scalar(),
+                atom: Atom::Float,
+            });
+            let t = t.unwrap_or_else(|| zeros(self.w, p.clone()));
+            values.insert(name.clone(), p);
+            tangents.insert(name.clone(), t);
+        }
+        let take = |m: &HashMap<String, ast::Expr>, f: &str| m.get(f).cloned().unwrap_or_else(|| float(0.0));
+        let out = self.bind(record_of(self.w, &types, |f| take(&values, f)));
+        if self.mode == Mode::Forward {
+            let t = self.bind(record_of(self.w, &types, |f| take(&tangents, f)));
+            return Ok((out, Some(t)));
+        }
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Record(fields.iter().map(|(n, _)| n.clone()).collect()),
+            head: var("∂record"),
+            args,
+            principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
+            span: e.span,
+        });
+        Ok((out, Some(var("∂unused"))))
+    }
+
+    /// A field of a record of Float arrays: the tangent's field; the adjoint
+    /// a record of the cotangent in that field and zeros in the others.
+    fn field(
+        &mut self,
+        e: &TExpr,
+        record: &TExpr,
+        field: &str,
+        env: &Env,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let Some(types) = float_record(&record.ty.atom) else {
+            return Err(self.unsupported(e, "a field of a record with fields that are not Float"));
+        };
+        let (p, t) = self.expr(record, env)?;
+        let out = self.bind(field_of(p.clone(), field));
+        if self.mode == Mode::Forward {
+            let t = t.map(|t| self.bind(field_of(t, field)));
+            return Ok((out, t));
+        }
+        let (Some(_), ExprKind::Var(r)) = (&t, &p.kind) else {
+            return Ok((out, None));
+        };
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Field(field.to_string(), types),
+            head: var("∂field"),
+            args: vec![Arg {
+                primal: p.clone(),
+                varying: Some(r.name.clone()),
+                frame: Shape::scalar(),
+                cell: Shape::scalar(),
+                atom: Atom::Float,
+            }],
+            principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
+            span: e.span,
+        });
+        Ok((out, Some(var("∂unused"))))
+    }
+
+    /// A frame of expressions: the tangent is the frame of the tangents;
+    /// the adjoint of each element the cell of the cotangent at its place.
+    fn frame(
+        &mut self,
+        shape: &[u64],
+        elems: &[TExpr],
+        env: &Env,
+        span: Span,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let mut args = Vec::new();
+        let mut primals = Vec::new();
+        let mut tangents = Vec::new();
+        for x in elems {
+            let (mut p, t) = self.expr(x, env)?;
+            if matches!(
+                p.kind,
+                ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
+            ) {
+                p = self.bind(p);
+            }
+            let varying = match (&t, &p.kind) {
+                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
+                _ => None,
+            };
+            let t = match t {
+                Some(t) => t,
+                None => zeros(self.w, p.clone()),
+            };
+            args.push(Arg {
+                primal: p.clone(),
+                varying,
+                frame: Shape::scalar(),
+                cell: Shape::scalar(),
+                atom: Atom::Float,
+            });
+            primals.push(p);
+            tangents.push(t);
+        }
+        let frame = |elems| {
+            node(ExprKind::Frame {
+                shape: shape.to_vec(),
+                elems,
+            })
+        };
+        let out = self.bind(frame(primals));
+        if self.mode == Mode::Forward {
+            let t = self.bind(frame(tangents));
+            return Ok((out, Some(t)));
+        }
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Frame(shape.to_vec()),
+            head: var("∂frame"),
+            args,
+            principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
+            span,
+        });
+        Ok((out, Some(var("∂unused"))))
+    }
+
+    fn if_(
+        &mut self,
+        cond: &TExpr,
+        then: &TExpr,
+        otherwise: &TExpr,
+        env: &Env,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let c = self.w.expr(cond);
+        let c = if matches!(c.kind, ExprKind::Var(_) | ExprKind::Array { .. }) {
+            c
+        } else {
+            self.bind(c)
+        };
+        if self.mode == Mode::Forward {
+            let mut branch = |x: &TExpr| -> Result<(ast::Expr, ast::Expr), Diagnostic> {
+                let saved = std::mem::take(&mut self.binds);
+                let (p, t) = self.expr(x, env)?;
+                let t = t.unwrap_or_else(|| zeros(self.w, p.clone()));
+                let binds = std::mem::replace(&mut self.binds, saved);
+                Ok((let_in(binds.clone(), p), let_in(binds, t)))
+            };
+            let (pt, tt) = branch(then)?;
+            let (po, to) = branch(otherwise)?;
+            let p = self.bind(if_node(c.clone(), pt, po));
+            let t = self.bind(if_node(c, tt, to));
+            return Ok((p, Some(t)));
+        }
+        // Reverse: each branch's forward code is kept, to run again in the
+        // branch's adjoint (no tape).
+        let mut free = Vec::new();
+        let mut seen = HashSet::new();
+        for x in [then, otherwise] {
+            x.any(&mut |y| {
+                if let TExprKind::Var(v) = &y.kind
+                    && matches!(env.get(v), Some(Some(_)))
+                    && seen.insert(*v)
+                {
+                    free.push(self.w.var(*v).name);
+                }
+                false
+            });
+        }
+        let branch = |x: &TExpr| -> Result<(ast::Expr, Branch), Diagnostic> {
+            let mut sub = Walk::new(self.w, self.mode);
+            sub.records = self.records.clone();
+            let (p, t) = sub.expr(x, env)?;
+            sub.restore();
+            let out = match (&t, &p.kind) {
+                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
+                _ => None,
+            };
+            let primal = let_in(sub.binds.clone(), p);
+            Ok((
+                primal,
+                Branch {
+                    binds: sub.binds,
+                    nodes: sub.nodes,
+                    out,
+                },
+            ))
+        };
+        let (pt, bt) = branch(then)?;
+        let (po, bo) = branch(otherwise)?;
+        let p = self.bind(if_node(c.clone(), pt, po));
+        let out = match &p.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out,
+            rule: Rule::If(Box::new(IfNode {
+                cond: c,
+                branches: [bt, bo],
+                free,
+            })),
+            head: var("∂if"),
+            args: Vec::new(),
+            principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
+            span: then.span,
+        });
+        Ok((p, Some(var("∂unused"))))
     }
 
     fn unsupported(&self, e: &TExpr, what: &str) -> Diagnostic {
@@ -430,24 +1162,124 @@ impl Walk<'_, '_> {
 
     fn app(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let (head, spine) = e.spine();
-        // A call of a lambda bound by name, unlifted: its body inlined.
-        if let TExprKind::Var(v) = &head.kind
-            && let Some(f) = self.w.ad.lambdas.get(v).copied()
-        {
+        // A call of a lambda bound by name: unlifted, its body inlined;
+        // lifted, its derivative lifted over the same frame.
+        let known = match &head.kind {
+            TExprKind::Var(v) => self.w.ad.lambdas.get(v).copied(),
+            _ => lambda(head).map(|_| head),
+        };
+        if let Some(f) = known {
             if spine.iter().all(|(_, l)| l.principal.is_scalar()) {
                 return self.inline(f, &spine, env, e);
             }
-            return Err(self.unsupported(e, "a lifted call of a function defined in the program"));
+            return self.lifted_call(f, head, &[], &spine, env, e);
+        }
+        // A polymorphic function, instantiated: its derivative, under the
+        // same binders, instantiated the same way.
+        if let Some((v, n)) = instantiated_var(head)
+            && let Some((binders, f)) = self.w.ad.generic.get(&v)
+            && binders.len() == n
+        {
+            let binders = binders.clone();
+            return self.lifted_call(f, head, &binders, &spine, env, e);
         }
         let Some(name) = head_name(head) else {
             return Err(self.unsupported(e, "this application"));
         };
         let what = format!("`{name}`");
+        if name == "fold" && spine.len() == 3 {
+            return self.fold(e, &spine, env);
+        }
+        let (args, primals, tangents) = self.arguments(&spine, env)?;
+        let head_code = self.w.expr(head);
+        // No Float argument depends on the parameter (a Float made of a
+        // Bool or an Int), or the function is flat: the derivative is zero.
+        if tangents.iter().all(Option::is_none) || FLAT.contains(&name) {
+            return Ok((app(head_code, primals), None));
+        }
+        let reduce_by = |op: &str| name == "reduce" && spine.len() == 2 && head_name(spine[0].0) == Some(op);
+        let rule = if SCALAR.contains(&name) {
+            Rule::Scalar(name)
+        } else if name == "f.sum" || reduce_by("f.+") {
+            Rule::Sum
+        } else if reduce_by("f.max") && spine[1].1.arg_cell.segs().len() == 1 {
+            Rule::Extremum("f.argmax")
+        } else if reduce_by("f.min") && spine[1].1.arg_cell.segs().len() == 1 {
+            Rule::Extremum("f.argmin")
+        } else if (name == "f.product" || reduce_by("f.*"))
+            && spine.last().is_some_and(|(_, l)| l.arg_cell.segs().len() == 1)
+        {
+            Rule::Product
+        } else if name == "select" {
+            Rule::Select
+        } else if LINEAR.contains(&name)
+            || ((name == "scan" || name == "iscan" || name == "hist") && head_name(spine[0].0) == Some("f.+"))
+        {
+            Rule::Linear(name)
+        } else if name == "f.dot" {
+            Rule::Dot
+        } else if name == "f.matmul" {
+            Rule::Matmul
+        } else {
+            return Err(self.unsupported(e, &what));
+        };
+        let principal = spine
+            .last()
+            .map(|(_, l)| l.principal.clone())
+            .unwrap_or_else(Shape::scalar);
+        let out = self.bind(app(head_code.clone(), primals.clone()));
+        let ExprKind::Var(out_name) = &out.kind else {
+            return Err(self.unsupported(e, &what));
+        };
+        let out_name = out_name.name.clone();
+        let tangent = if self.mode == Mode::Forward {
+            let t = self.tangent(&rule, &head_code, &primals, &tangents, &args, &principal, &out);
+            t.map(|t| self.bind(t))
+        } else {
+            Some(var("∂unused"))
+        };
+        let principal_rank = principal.segs().len();
+        self.nodes.push(Node {
+            out: out_name,
+            rule,
+            head: head_code,
+            args,
+            principal,
+            result_cell: Shape::from_segs(
+                e.ty.shape
+                    .segs()
+                    .get(principal_rank..)
+                    .unwrap_or_default()
+                    .to_vec(),
+            ),
+            span: e.span,
+        });
+        Ok((out, tangent))
+    }
+
+    /// The arguments of an application: each one's primal (bound to a name
+    /// when it is a computation, so the adjoint code does not run it again)
+    /// and tangent.
+    #[allow(clippy::type_complexity)]
+    fn arguments(
+        &mut self,
+        spine: &[(&TExpr, &Lifted)],
+        env: &Env,
+    ) -> Result<(Vec<Arg>, Vec<ast::Expr>, Vec<Option<ast::Expr>>), Diagnostic> {
         let mut args = Vec::new();
         let mut primals = Vec::new();
         let mut tangents = Vec::new();
-        for (a, lifted) in &spine {
-            let (p, t) = self.expr(a, env)?;
+        for (a, lifted) in spine {
+            let (mut p, t) = self.expr(a, env)?;
+            if self.mode == Mode::Reverse
+                && !matches!(a.ty.atom, Atom::Arrow(..))
+                && matches!(
+                    p.kind,
+                    ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
+                )
+            {
+                p = self.bind(p);
+            }
             let varying = match (&t, &p.kind) {
                 (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
                 _ => None,
@@ -457,57 +1289,12 @@ impl Walk<'_, '_> {
                 varying,
                 frame: lifted.arg_frame.clone(),
                 cell: lifted.arg_cell.clone(),
+                atom: a.ty.atom.clone(),
             });
             primals.push(p);
             tangents.push(t);
         }
-        // No Float argument depends on the parameter (a Float made of a
-        // Bool or an Int): the derivative is zero.
-        if tangents.iter().all(Option::is_none) {
-            return Ok((app(self.w.expr(head), primals), None));
-        }
-        let rule = if SCALAR.contains(&name) {
-            Rule::Scalar(name)
-        } else if name == "f.sum"
-            || (name == "reduce" && spine.len() == 2 && matches!(head_name(spine[0].0), Some("f.+")))
-        {
-            Rule::Sum
-        } else {
-            return Err(self.unsupported(e, &what));
-        };
-        let principal = spine
-            .last()
-            .map(|(_, l)| l.principal.clone())
-            .unwrap_or_else(Shape::scalar);
-        let out = self.bind(app(self.w.expr(head), primals.clone()));
-        let ExprKind::Var(out_name) = &out.kind else {
-            return Err(self.unsupported(e, &what));
-        };
-        let out_name = out_name.name.clone();
-        let tangent = if self.mode == Mode::Forward {
-            let t = match rule {
-                Rule::Scalar(op) => self.scalar_tangent(op, &primals, &tangents, &args, &principal, &out),
-                Rule::Sum => {
-                    let mut ts = primals.clone();
-                    if let (Some(Some(t)), Some(last)) = (tangents.last(), ts.last_mut()) {
-                        *last = t.clone();
-                    }
-                    Some(app(self.w.expr(head), ts))
-                }
-                Rule::Alias => None,
-            };
-            t.map(|t| self.bind(t))
-        } else {
-            Some(var("∂unused"))
-        };
-        self.nodes.push(Node {
-            out: out_name,
-            rule,
-            args,
-            principal,
-            span: e.span,
-        });
-        Ok((out, tangent))
+        Ok((args, primals, tangents))
     }
 
     fn inline(
@@ -524,37 +1311,227 @@ impl Walk<'_, '_> {
                 return Err(self.unsupported(e, "this call"));
             };
             let (p, t) = self.expr(a, env)?;
-            let name = self.w.var(param).name.clone();
-            self.binds.push((name.clone(), p.clone()));
-            match t {
-                Some(t) => {
-                    let dt = self.w.ad.fresh();
-                    if self.mode == Mode::Forward {
-                        self.binds.push((dt.clone(), t));
-                    }
-                    if let ExprKind::Var(src) = &p.kind {
-                        self.nodes.push(Node {
-                            out: name,
-                            rule: Rule::Alias,
-                            args: vec![Arg {
-                                primal: p.clone(),
-                                varying: Some(src.name.clone()),
-                                frame: Shape::scalar(),
-                                cell: Shape::scalar(),
-                            }],
-                            principal: Shape::scalar(),
-                            span: e.span,
-                        });
-                    }
-                    inner.insert(param, Some(dt));
-                }
-                None => {
-                    inner.insert(param, None);
-                }
-            }
+            self.bind_var(param, p, t, &mut inner, e.span);
             body = b;
         }
         self.expr(body, &inner)
+    }
+
+    /// A lifted call of a function defined in the program: the primal is
+    /// the call; the tangent (the adjoints) the function's forward (reverse)
+    /// derivative lifted over the same frame.
+    fn lifted_call(
+        &mut self,
+        f: &TExpr,
+        head: &TExpr,
+        binders: &[Binder],
+        spine: &[(&TExpr, &Lifted)],
+        env: &Env,
+        e: &TExpr,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let (params, body, rty) = params_of(f, spine.len());
+        if params.len() != spine.len() {
+            return Err(self.unsupported(e, "a lifted call of a function of this shape"));
+        }
+        let (mut args, primals, mut tangents) = self.arguments(spine, env)?;
+        // The varying variables the function closes over: parameters of
+        // its derivative too, whole values replicated over the frame.
+        let mut free = Vec::new();
+        let mut seen = HashSet::new();
+        body.any(&mut |x| {
+            if let TExprKind::Var(v) = &x.kind
+                && let Some(Some(t)) = env.get(v)
+                && seen.insert(*v)
+            {
+                free.push((*v, x.ty.clone(), t.clone()));
+            }
+            false
+        });
+        let head_code = self.w.expr(head);
+        if tangents.iter().all(Option::is_none) && free.is_empty() {
+            return Ok((app(head_code, primals), None));
+        }
+        let out = self.bind(app(head_code.clone(), primals.clone()));
+        let mut primals = primals;
+        let mut params: Vec<Param> = params
+            .into_iter()
+            .zip(&tangents)
+            .map(|((var, ty), t)| Param {
+                var,
+                ty,
+                varying: t.is_some(),
+            })
+            .collect();
+        for (v, ty, t) in free {
+            let name = self.w.var(v).name;
+            primals.push(var(&name));
+            tangents.push(Some(var(&t)));
+            args.push(Arg {
+                primal: var(&name),
+                varying: Some(name),
+                frame: Shape::scalar(),
+                cell: ty.shape.clone(),
+                atom: ty.atom.clone(),
+            });
+            params.push(Param {
+                var: v,
+                ty,
+                varying: true,
+            });
+        }
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        let principal = spine
+            .last()
+            .map(|(_, l)| l.principal.clone())
+            .unwrap_or_else(Shape::scalar);
+        let w = self.w;
+        let instance = |d: ast::Expr| {
+            if binders.is_empty() {
+                d
+            } else {
+                instantiated(&head_code, under_binders(w, binders, d))
+            }
+        };
+        if self.mode == Mode::Forward {
+            let d = instance(forward_fn(self.w, &params, body)?);
+            let mut all = primals;
+            all.extend(tangents.into_iter().flatten());
+            let t = self.bind(app(d, all));
+            return Ok((out, Some(t)));
+        }
+        let mut fns = Vec::new();
+        for (i, p) in params.iter().enumerate() {
+            if !p.varying {
+                fns.push(None);
+                continue;
+            }
+            let ReverseCode {
+                params: mut names,
+                ct,
+                body: adj,
+            } = reverse_core(self.w, &params, body, i)?;
+            names.push((ct, rty.clone()));
+            fns.push(Some(instance(lambdas(self.w, &names, adj))));
+        }
+        let principal_rank = principal.segs().len();
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Call(fns),
+            head: head_code,
+            args,
+            principal,
+            result_cell: Shape::from_segs(
+                e.ty.shape
+                    .segs()
+                    .get(principal_rank..)
+                    .unwrap_or_default()
+                    .to_vec(),
+            ),
+            span: e.span,
+        });
+        Ok((out, Some(var("∂unused"))))
+    }
+
+    /// A rule's tangent, lifted like the function.
+    #[allow(clippy::too_many_arguments)]
+    fn tangent(
+        &self,
+        rule: &Rule,
+        head: &ast::Expr,
+        p: &[ast::Expr],
+        t: &[Option<ast::Expr>],
+        args: &[Arg],
+        principal: &Shape,
+        out: &ast::Expr,
+    ) -> Option<ast::Expr> {
+        let w = self.w;
+        let or_zero = |i: usize| -> ast::Expr {
+            match t.get(i).cloned().flatten() {
+                Some(x) => x,
+                None => zeros(w, p.get(i).cloned().unwrap_or_else(|| float(0.0))),
+            }
+        };
+        match rule {
+            Rule::Scalar(op) => self.scalar_tangent(op, p, t, args, principal, out),
+            Rule::Sum => {
+                let mut ts = p.to_vec();
+                if let (Some(Some(x)), Some(last)) = (t.last(), ts.last_mut()) {
+                    *last = x.clone();
+                }
+                Some(app(head.clone(), ts))
+            }
+            Rule::Extremum(arg) => {
+                // The tangent of the first item equal to the result.
+                let (x, dx) = (p.get(1).cloned()?, t.get(1).cloned().flatten()?);
+                let cell = float_type(&args.get(1)?.cell);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                    call("index", vec![v[1].clone(), call(arg, vec![v[0].clone()])])
+                }))
+            }
+            Rule::Select => Some(app(
+                head.clone(),
+                vec![p.first()?.clone(), or_zero(1), or_zero(2)],
+            )),
+            Rule::Product => {
+                let (x, dx) = (p.last().cloned()?, t.last().cloned().flatten()?);
+                let cell = float_type(&args.last()?.cell);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                    call(
+                        "f.sum",
+                        vec![call("f.*", vec![v[1].clone(), product_of_others(v[0].clone())])],
+                    )
+                }))
+            }
+            // Sorting permutes: the tangent permuted the same way.
+            Rule::Linear("f.sort") => {
+                let (x, dx) = (p.first().cloned()?, t.first().cloned().flatten()?);
+                let cell = float_type(&args.first()?.cell);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                    call("nth", vec![v[1].clone(), call("f.grade", vec![v[0].clone()])])
+                }))
+            }
+            Rule::Linear(_) => Some(app(
+                head.clone(),
+                args.iter()
+                    .enumerate()
+                    .map(|(i, a)| {
+                        if a.atom == Atom::Float {
+                            or_zero(i)
+                        } else {
+                            a.primal.clone()
+                        }
+                    })
+                    .collect(),
+            )),
+            Rule::Dot | Rule::Matmul => {
+                let a = t.first().cloned().flatten().map(|ta| {
+                    app(
+                        head.clone(),
+                        vec![ta, p.get(1).cloned().unwrap_or_else(|| float(0.0))],
+                    )
+                });
+                let b = t.get(1).cloned().flatten().map(|tb| {
+                    app(
+                        head.clone(),
+                        vec![p.first().cloned().unwrap_or_else(|| float(0.0)), tb],
+                    )
+                });
+                match (a, b) {
+                    (Some(a), Some(b)) => Some(call("f.+", vec![a, b])),
+                    (a, b) => a.or(b),
+                }
+            }
+            Rule::Alias
+            | Rule::Call(_)
+            | Rule::If(_)
+            | Rule::Fold(_)
+            | Rule::Frame(_)
+            | Rule::Record(_)
+            | Rule::Field(..) => None,
+        }
     }
 
     /// A scalar primitive's tangent, lifted like the primitive.
@@ -582,34 +1559,17 @@ impl Walk<'_, '_> {
         let ta = t.first().cloned().flatten();
         let tb = t.get(1).cloned().flatten();
         let f2 = |f: &str, a: ast::Expr, b: ast::Expr| call(f, vec![a, b]);
+        let sum = |a: Option<ast::Expr>, b: Option<ast::Expr>| match (a, b) {
+            (Some(a), Some(b)) => Some(f2("f.+", a, b)),
+            (Some(a), None) => Some(full(0, a)),
+            (None, Some(b)) => Some(full(1, b)),
+            (None, None) => None,
+        };
         match op {
-            "f.+" => match (ta, tb) {
-                (Some(a), Some(b)) => Some(f2("f.+", a, b)),
-                (Some(a), None) => Some(full(0, a)),
-                (None, Some(b)) => Some(full(1, b)),
-                (None, None) => None,
-            },
-            "f.-" => match (ta, tb) {
-                (Some(a), Some(b)) => Some(f2("f.-", a, b)),
-                (Some(a), None) => Some(full(0, a)),
-                (None, Some(b)) => Some(full(1, call("f.neg", vec![b]))),
-                (None, None) => None,
-            },
-            "f.*" => match (ta, tb) {
-                (Some(a), Some(b)) => Some(f2("f.+", f2("f.*", a, pb), f2("f.*", pa, b))),
-                (Some(a), None) => Some(f2("f.*", a, pb)),
-                (None, Some(b)) => Some(f2("f.*", pa, b)),
-                (None, None) => None,
-            },
-            "f./" => {
-                let da = ta.map(|a| f2("f./", a, pb.clone()));
-                let db = tb.map(|b| call("f.neg", vec![f2("f./", f2("f.*", b, out.clone()), pb.clone())]));
-                match (da, db) {
-                    (Some(a), Some(b)) => Some(f2("f.+", a, b)),
-                    (Some(a), None) => Some(a),
-                    (None, Some(b)) => Some(b),
-                    (None, None) => None,
-                }
+            "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" => {
+                let da = ta.map(|a| binary_partial(op, 0, a, &pa, &pb, out));
+                let db = tb.map(|b| binary_partial(op, 1, b, &pa, &pb, out));
+                sum(da, db)
             }
             _ => ta.map(|a| unary_derivative(op, a, pa, out.clone())),
         }
@@ -622,6 +1582,12 @@ impl Walk<'_, '_> {
         };
         let ct = var(&ct);
         let w = self.w;
+        if let Rule::If(node) = &n.rule {
+            return self.if_adjoint(node, &ct, adjoints);
+        }
+        if let Rule::Fold(node) = &n.rule {
+            return self.fold_adjoint(node, &ct, adjoints);
+        }
         let pa = n
             .args
             .first()
@@ -633,11 +1599,20 @@ impl Walk<'_, '_> {
             .map(|a| a.primal.clone())
             .unwrap_or_else(|| float(0.0));
         let out = var(&n.out);
-        let f2 = |f: &str, a: ast::Expr, b: ast::Expr| call(f, vec![a, b]);
+        let result_cell = float_type(&Shape::from_segs(
+            n.args
+                .last()
+                .map(|a| a.cell.segs().len().saturating_sub(result_cell_rank(n)))
+                .and_then(|k| n.args.last().and_then(|a| a.cell.segs().get(k..)))
+                .unwrap_or_default()
+                .to_vec(),
+        ));
         for (i, arg) in n.args.iter().enumerate() {
             let Some(target) = &arg.varying else { continue };
-            let contribution = match n.rule {
+            let cell = float_type(&arg.cell);
+            let contribution = match &n.rule {
                 Rule::Alias => ct.clone(),
+                Rule::If(_) | Rule::Fold(_) => continue,
                 Rule::Sum => {
                     if i + 1 != n.args.len() {
                         continue;
@@ -670,48 +1645,763 @@ impl Walk<'_, '_> {
                     });
                     app(rep, vec![ct.clone()])
                 }
-                Rule::Scalar(op) => match (op, i) {
-                    ("f.+", _) => ct.clone(),
-                    ("f.-", 0) => ct.clone(),
-                    ("f.-", _) => call("f.neg", vec![ct.clone()]),
-                    ("f.*", 0) => f2("f.*", ct.clone(), pb.clone()),
-                    ("f.*", _) => f2("f.*", ct.clone(), pa.clone()),
-                    ("f./", 0) => f2("f./", ct.clone(), pb.clone()),
-                    ("f./", _) => call(
-                        "f.neg",
-                        vec![f2("f./", f2("f.*", ct.clone(), out.clone()), pb.clone())],
-                    ),
+                Rule::Extremum(_) => {
+                    if i + 1 != n.args.len() {
+                        continue;
+                    }
+                    lift(
+                        w,
+                        vec![
+                            (arg.primal.clone(), cell.clone()),
+                            (out.clone(), result_cell.clone()),
+                            (ct.clone(), result_cell.clone()),
+                        ],
+                        |v| {
+                            call(
+                                "select",
+                                vec![
+                                    call("f.==", vec![v[0].clone(), v[1].clone()]),
+                                    v[2].clone(),
+                                    float(0.0),
+                                ],
+                            )
+                        },
+                    )
+                }
+                Rule::Select => {
+                    if i == 0 {
+                        continue;
+                    }
+                    let c = pa.clone();
+                    let z = zeros(w, ct.clone());
+                    let (a, b) = if i == 1 { (ct.clone(), z) } else { (z, ct.clone()) };
+                    app(n.head.clone(), vec![c, a, b])
+                }
+                Rule::Product => {
+                    if i + 1 != n.args.len() {
+                        continue;
+                    }
+                    lift(
+                        w,
+                        vec![
+                            (ct.clone(), result_cell.clone()),
+                            (arg.primal.clone(), cell.clone()),
+                        ],
+                        |v| call("f.*", vec![v[0].clone(), product_of_others(v[1].clone())]),
+                    )
+                }
+                Rule::Linear(op) => {
+                    let mut cells = vec![(ct.clone(), float_type(&n.result_cell))];
+                    let mut place = Vec::new();
+                    for a in &n.args {
+                        if matches!(a.atom, Atom::Arrow(..)) {
+                            place.push(None);
+                        } else {
+                            place.push(Some(cells.len()));
+                            cells.push((
+                                a.primal.clone(),
+                                Type {
+                                    atom: a.atom.clone(),
+                                    shape: a.cell.clone(),
+                                },
+                            ));
+                        }
+                    }
+                    let mut failed = None;
+                    let c = lift(w, cells, |v| {
+                        let x = |j: usize| {
+                            place
+                                .get(j)
+                                .copied()
+                                .flatten()
+                                .and_then(|k| v.get(k).cloned())
+                                .unwrap_or_else(|| float(0.0))
+                        };
+                        let ct = v.first().cloned().unwrap_or_else(|| float(0.0));
+                        match self.transpose(op, i, ct, x, n, arg) {
+                            Ok(c) => c,
+                            Err(d) => {
+                                failed = Some(d);
+                                float(0.0)
+                            }
+                        }
+                    });
+                    if let Some(d) = failed {
+                        return Err(d);
+                    }
+                    c
+                }
+                Rule::Dot => {
+                    let other = if i == 0 { &pb } else { &pa };
+                    let other_cell = n
+                        .args
+                        .get(1 - i)
+                        .map(|a| float_type(&a.cell))
+                        .unwrap_or_else(|| cell.clone());
+                    lift(
+                        w,
+                        vec![
+                            (ct.clone(), float_type(&Shape::scalar())),
+                            (other.clone(), other_cell),
+                        ],
+                        |v| call("f.*", vec![v[0].clone(), v[1].clone()]),
+                    )
+                }
+                Rule::Matmul => {
+                    let other = if i == 0 { &pb } else { &pa };
+                    let other_cell = n
+                        .args
+                        .get(1 - i)
+                        .map(|a| float_type(&a.cell))
+                        .unwrap_or_else(|| cell.clone());
+                    let out_cell = matmul_out_cell(n).unwrap_or_else(|| cell.clone());
+                    lift(
+                        w,
+                        vec![(ct.clone(), out_cell), (other.clone(), other_cell)],
+                        |v| {
+                            if i == 0 {
+                                call(
+                                    "f.matmul",
+                                    vec![v[0].clone(), call("transpose2d", vec![v[1].clone()])],
+                                )
+                            } else {
+                                call(
+                                    "f.matmul",
+                                    vec![call("transpose2d", vec![v[1].clone()]), v[0].clone()],
+                                )
+                            }
+                        },
+                    )
+                }
+                Rule::Record(names) => {
+                    let Some(name) = names.get(i) else { continue };
+                    field_of(ct.clone(), name)
+                }
+                Rule::Field(name, fields) => record_of(w, fields, |f| {
+                    if f == name {
+                        ct.clone()
+                    } else {
+                        zeros(w, field_of(arg.primal.clone(), f))
+                    }
+                }),
+                Rule::Frame(shape) => {
+                    // The element's place, axis by axis (row-major).
+                    let mut place = Vec::new();
+                    let mut k = i as u64;
+                    for d in shape.iter().rev() {
+                        place.push(k % d.max(&1));
+                        k /= d.max(&1);
+                    }
+                    place
+                        .iter()
+                        .rev()
+                        .fold(ct.clone(), |c, &j| call("nth", vec![c, int(j as i64)]))
+                }
+                Rule::Call(fns) => {
+                    let Some(Some(f)) = fns.get(i) else { continue };
+                    let mut all: Vec<ast::Expr> = n.args.iter().map(|a| a.primal.clone()).collect();
+                    all.push(ct.clone());
+                    app(f.clone(), all)
+                }
+                Rule::Scalar(op) => match (*op, i) {
+                    ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min", _) => {
+                        binary_partial(op, i, ct.clone(), &pa, &pb, &out)
+                    }
                     _ => unary_derivative(op, ct.clone(), pa.clone(), out.clone()),
                 },
             };
             // Summed over the frame axes the argument was replicated along.
-            let extra = n
-                .principal
-                .segs()
-                .get(arg.frame.segs().len()..)
-                .unwrap_or_default()
-                .to_vec();
-            let contribution = if extra.is_empty() || matches!(n.rule, Rule::Alias) {
+            let extra = Shape::from_segs(
+                n.principal
+                    .segs()
+                    .get(arg.frame.segs().len()..)
+                    .unwrap_or_default()
+                    .to_vec(),
+            );
+            let contribution = if extra.is_scalar() || matches!(n.rule, Rule::Alias) {
                 contribution
+            } else if let Some(fields) = self.records.get(target).cloned() {
+                // A record replicated along the extra axes: each field summed.
+                let c = self.bind(contribution);
+                let mut sums = HashMap::new();
+                for (f, t) in &fields {
+                    sums.insert(
+                        f.clone(),
+                        self.sum_axes(field_of(c.clone(), f), &extra, &t.shape, n.span)?,
+                    );
+                }
+                record_of(w, &fields, |f| sums.remove(f).unwrap_or_else(|| float(0.0)))
             } else {
-                let sum = node(ExprKind::IApp {
-                    func: Box::new(var("f.sum")),
-                    arg: ast::Ispace::Shape(w.shape(&Shape::from_segs(extra))),
-                });
-                app(sum, vec![contribution])
+                self.sum_axes(contribution, &extra, &arg.cell, n.span)?
             };
             let c = self.bind(contribution);
-            let total = match adjoints.get(target) {
-                Some(prev) => self.bind(f2("f.+", var(prev), c)),
-                None => c,
-            };
-            if let ExprKind::Var(t) = &total.kind {
-                adjoints.insert(target.clone(), t.name.clone());
-            }
+            self.accumulate(target, c, adjoints);
         }
-        let _ = n.span;
         Ok(())
     }
+
+    /// The transpose of the linear function `op` for its argument `i`,
+    /// on cells: `ct` the result cell's cotangent, `x(j)` argument `j`'s cell.
+    fn transpose(
+        &self,
+        op: &str,
+        i: usize,
+        ct: ast::Expr,
+        x: impl Fn(usize) -> ast::Expr,
+        n: &Node,
+        arg: &Arg,
+    ) -> Result<ast::Expr, Diagnostic> {
+        let w = self.w;
+        let one = |e: ast::Expr| {
+            node(ExprKind::Frame {
+                shape: vec![1],
+                elems: vec![e],
+            })
+        };
+        let z = |e: ast::Expr| zeros(w, e);
+        let append = |a: ast::Expr, b: ast::Expr| call("append", vec![a, b]);
+        // The same instantiation, of another function of the same binders.
+        let like = |f: &str, e: ast::Expr| app(instantiated(&n.head, var(f)), vec![e]);
+        let reshape = |e: ast::Expr, from: &Shape, to: &Shape| {
+            let f = node(ExprKind::IApp {
+                func: Box::new(node(ExprKind::IApp {
+                    func: Box::new(node(ExprKind::TApp {
+                        func: Box::new(var("reshape")),
+                        arg: w.ty(&Type::scalar(Atom::Float)),
+                    })),
+                    arg: ast::Ispace::Shape(w.shape(from)),
+                })),
+                arg: ast::Ispace::Shape(w.shape(to)),
+            });
+            app(f, vec![e])
+        };
+        let scan_back = |e: ast::Expr| {
+            call(
+                "reverse",
+                vec![call("iscan", vec![var("f.+"), call("reverse", vec![e])])],
+            )
+        };
+        Ok(match (op, i) {
+            ("reverse", _) => call("reverse", vec![ct]),
+            ("transpose2d", _) => call("transpose2d", vec![ct]),
+            ("transpose", _) => {
+                let Some(inverse) = inverse_permutation(&n.head) else {
+                    return Err(Diagnostic::error(
+                        n.span,
+                        "cannot differentiate `transpose` by a permutation not written out in reverse mode yet",
+                    ));
+                };
+                let f = node(ExprKind::TApp {
+                    func: Box::new(node(ExprKind::IApp {
+                        func: Box::new(var("transpose")),
+                        arg: ast::Ispace::Shape(ast::Shape {
+                            kind: ast::ShapeKind::Splice(
+                                inverse
+                                    .into_iter()
+                                    .map(|k| {
+                                        ast::Ispace::Dim(ast::Dim {
+                                            kind: ast::DimKind::Nat(k),
+                                            span: sp(),
+                                        })
+                                    })
+                                    .collect(),
+                            ),
+                            span: sp(),
+                        }),
+                    })),
+                    arg: w.ty(&Type::scalar(Atom::Float)),
+                });
+                app(f, vec![ct])
+            }
+            ("rotate", 0) => call("rotate", vec![ct, call("-", vec![int(0), x(1)])]),
+            ("head", _) => append(one(ct), z(call("tail", vec![x(0)]))),
+            ("last", _) => append(z(call("curtail", vec![x(0)])), one(ct)),
+            ("tail", _) => append(one(z(call("head", vec![x(0)]))), ct),
+            ("curtail", _) => append(ct, one(z(call("last", vec![x(0)])))),
+            ("take", _) => append(ct, z(like("drop", x(0)))),
+            ("drop", _) => append(z(like("take", x(0))), ct),
+            ("take-right", _) => append(z(like("drop-right", x(0))), ct),
+            ("drop-right", _) => append(ct, z(like("take-right", x(0)))),
+            ("append", 0) => like("take", ct),
+            ("append", _) => like("drop", ct),
+            // One place of the cell; the sum over the frame axes the cell
+            // was replicated along (several indices) adds them up.
+            ("nth" | "index", 0) => call("scatter", vec![z(x(0)), one(x(1)), one(ct)]),
+            ("reshape" | "flatten", _) => reshape(ct, &n.result_cell, &arg.cell),
+            ("replicate", _) => {
+                let k = n.result_cell.segs().len().saturating_sub(arg.cell.segs().len());
+                let f = Shape::from_segs(n.result_cell.segs().get(..k).unwrap_or_default().to_vec());
+                self.sum_axes(ct, &f, &arg.cell, n.span)?
+            }
+            ("iscan", 1) => scan_back(ct),
+            ("scan", 1) => call("reduce", vec![var("f.+"), ct]),
+            ("scan", 2) => scan_back(call("tail", vec![ct])),
+            // hist by f.+ adds each value into its bin: the adjoint of the
+            // initial bins is the cotangent, of each value its bin's.
+            // (Every bin starts from the neutral cell.)
+            ("hist", 1) => {
+                let bins = Shape::from_segs(n.result_cell.segs().first().cloned().into_iter().collect());
+                self.sum_axes(ct, &bins, &arg.cell, n.span)?
+            }
+            ("hist", 3) => call("nth", vec![ct, x(2)]),
+            // scatter overwrites: the places written get no cotangent in the
+            // destination; each value its place's (with repeated places, each
+            // value gets it, though only one was kept).
+            ("scatter", 0) => call("scatter", vec![ct, x(1), z(x(2))]),
+            ("scatter", 2) => call("nth", vec![ct, x(1)]),
+            // The cotangent sent back to where each item came from.
+            ("f.sort", 0) => call("scatter", vec![z(x(0)), call("f.grade", vec![x(0)]), ct]),
+            ("f.mean", _) => broadcast(
+                w,
+                call("f./", vec![ct, call("i->f", vec![call("length", vec![x(0)])])]),
+                x(0),
+                &Atom::Float,
+            ),
+            _ => {
+                return Err(Diagnostic::error(
+                    n.span,
+                    format!("cannot differentiate `{op}` in reverse mode (`vjp`, `grad`) yet"),
+                ));
+            }
+        })
+    }
+
+    /// Adds the contribution `c` to the adjoint of `target`.
+    fn accumulate(&mut self, target: &str, c: ast::Expr, adjoints: &mut HashMap<String, String>) {
+        let total = match (adjoints.get(target), self.records.get(target)) {
+            (Some(prev), Some(fields)) => {
+                let sum = record_of(self.w, fields, |f| {
+                    call("f.+", vec![field_of(var(prev), f), field_of(c.clone(), f)])
+                });
+                self.bind(sum)
+            }
+            (Some(prev), None) => self.bind(call("f.+", vec![var(prev), c])),
+            (None, _) => c,
+        };
+        if let ExprKind::Var(t) = &total.kind {
+            adjoints.insert(target.to_string(), t.name.clone());
+        }
+    }
+
+    /// `(fold f init xs)`, by a state of type `A` over items `xs` that do
+    /// not depend on the parameter (a loop): forward, the state and its
+    /// tangent folded together; reverse, the states each step starts from
+    /// kept (a loop of n steps keeps its n states, not its intermediates),
+    /// and the adjoint folded backwards over them.
+    fn fold(
+        &mut self,
+        e: &TExpr,
+        spine: &[(&TExpr, &Lifted)],
+        env: &Env,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let (Some((fe, _)), Some((ie, _)), Some((xe, xl))) = (spine.first(), spine.get(1), spine.get(2))
+        else {
+            return Err(self.unsupported(e, "`fold`"));
+        };
+        let f = match &fe.kind {
+            TExprKind::Var(v) => self.w.ad.lambdas.get(v).copied(),
+            _ => lambda(fe).map(|_| *fe),
+        };
+        let Some(f) = f else {
+            return Err(self.unsupported(e, "`fold` by a function that is not a lambda"));
+        };
+        let (params, body, _) = params_of(f, 2);
+        let [(acc_var, acc), (item_var, item)] = params.as_slice() else {
+            return Err(self.unsupported(e, "`fold` by a function that is not a lambda of two parameters"));
+        };
+        if acc.atom != Atom::Float || !xl.principal.is_scalar() || Self::varying(xe, env) {
+            return Err(self.unsupported(
+                e,
+                "`fold` lifted, of a state that is not a Float array, or over items that depend on the parameter",
+            ));
+        }
+        let (p_init, t_init) = self.expr(ie, env)?;
+        let p_init = if matches!(p_init.kind, ExprKind::Var(_)) {
+            p_init
+        } else {
+            self.bind(p_init)
+        };
+        let xs = self.bind(self.w.expr(xe));
+        let f_code = self.w.expr(fe);
+        let mut free = Vec::new();
+        let mut seen = HashSet::new();
+        body.any(&mut |x| {
+            if let TExprKind::Var(v) = &x.kind
+                && let Some(Some(t)) = env.get(v)
+                && seen.insert(*v)
+            {
+                free.push((*v, x.ty.clone(), t.clone()));
+            }
+            false
+        });
+        if free.iter().any(|(_, t, _)| t.atom != Atom::Float) {
+            return Err(self.unsupported(e, "`fold` by a function that closes over a varying record"));
+        }
+        let mut params = vec![
+            Param {
+                var: *acc_var,
+                ty: acc.clone(),
+                varying: true,
+            },
+            Param {
+                var: *item_var,
+                ty: item.clone(),
+                varying: false,
+            },
+        ];
+        let closed: Vec<(String, Type, String)> = free
+            .iter()
+            .map(|(v, t, dt)| (self.w.var(*v).name, t.clone(), dt.clone()))
+            .collect();
+        params.extend(free.iter().map(|(v, t, _)| Param {
+            var: *v,
+            ty: t.clone(),
+            varying: true,
+        }));
+        let w = self.w;
+        let fields = |names: &[(&str, &Type)]| -> Fields {
+            names.iter().map(|(n, t)| (n.to_string(), (*t).clone())).collect()
+        };
+        if self.mode == Mode::Forward {
+            let d = forward_fn(w, &params, body)?;
+            let state = fields(&[("primal", acc), ("tangent", acc)]);
+            let r = w.ad.fresh();
+            let a = w.ad.fresh();
+            let mut all = vec![field_of(var(&r), "primal"), var(&a)];
+            all.extend(closed.iter().map(|(n, _, _)| var(n)));
+            all.push(field_of(var(&r), "tangent"));
+            all.extend(closed.iter().map(|(_, _, dt)| var(dt)));
+            let step_body = record_of(w, &state, |fname| {
+                if fname == "primal" {
+                    app(f_code.clone(), vec![field_of(var(&r), "primal"), var(&a)])
+                } else {
+                    app(d.clone(), all.clone())
+                }
+            });
+            let state_ty = Type::scalar(Atom::Record(state.clone().into()));
+            let step = lambdas(w, &[(r.clone(), state_ty), (a.clone(), item.clone())], step_body);
+            let t0 = t_init.unwrap_or_else(|| zeros(w, p_init.clone()));
+            let r0 = record_of(w, &state, |fname| {
+                if fname == "primal" {
+                    p_init.clone()
+                } else {
+                    t0.clone()
+                }
+            });
+            let res = self.bind(call("fold", vec![step, r0, xs]));
+            let out = self.bind(field_of(res.clone(), "primal"));
+            let t = self.bind(field_of(res, "tangent"));
+            return Ok((out, Some(t)));
+        }
+        // Reverse: the states, by a scan over records of (state, item).
+        let pair = fields(&[("state", acc), ("item", item)]);
+        let pair_ty = Type::scalar(Atom::Record(pair.clone().into()));
+        let (r, q) = (w.ad.fresh(), w.ad.fresh());
+        let step_body = record_of(w, &pair, |fname| {
+            if fname == "state" {
+                app(
+                    f_code.clone(),
+                    vec![field_of(var(&r), "state"), field_of(var(&q), "item")],
+                )
+            } else {
+                field_of(var(&q), "item")
+            }
+        });
+        let step = lambdas(w, &[(r, pair_ty.clone()), (q, pair_ty)], step_body);
+        let r0 = record_of(w, &pair, |fname| {
+            if fname == "state" {
+                p_init.clone()
+            } else {
+                call("head", vec![xs.clone()])
+            }
+        });
+        let pairs = record_of(w, &pair, |fname| {
+            if fname == "state" {
+                p_init.clone()
+            } else {
+                xs.clone()
+            }
+        });
+        let all_states = self.bind(field_of(call("scan", vec![step, r0, pairs]), "state"));
+        let states = self.bind(call("curtail", vec![all_states.clone()]));
+        let out = self.bind(call("last", vec![all_states]));
+        let derivative = |target: usize| -> Result<ast::Expr, Diagnostic> {
+            let ReverseCode {
+                params: mut names,
+                ct,
+                body: adj,
+            } = reverse_core(w, &params, body, target)?;
+            names.push((ct, acc.clone()));
+            Ok(lambdas(w, &names, adj))
+        };
+        let for_state = derivative(0)?;
+        let mut closed_fns = Vec::new();
+        for (k, (name, t, _)) in closed.iter().enumerate() {
+            closed_fns.push((name.clone(), t.clone(), derivative(k + 2)?));
+        }
+        let init = match (&t_init, &p_init.kind) {
+            (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
+            _ => None,
+        };
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Fold(Box::new(FoldNode {
+                states,
+                items: xs,
+                acc: acc.clone(),
+                item: item.clone(),
+                init,
+                for_state,
+                closed: closed_fns,
+            })),
+            head: var("∂fold"),
+            args: Vec::new(),
+            principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
+            span: e.span,
+        });
+        Ok((out, Some(var("∂unused"))))
+    }
+
+    /// The adjoints of a `fold`: the cotangent of the state folded back over
+    /// the steps, last first, with the adjoints of the variables the step
+    /// closes over summed along.
+    fn fold_adjoint(
+        &mut self,
+        node: &FoldNode,
+        ct: &ast::Expr,
+        adjoints: &mut HashMap<String, String>,
+    ) -> Result<(), Diagnostic> {
+        let w = self.w;
+        let mut fields: Fields = vec![("ct".to_string(), node.acc.clone())];
+        for (k, (_, t, _)) in node.closed.iter().enumerate() {
+            fields.push((format!("v{k}"), t.clone()));
+        }
+        let pair: Fields = vec![
+            ("state".to_string(), node.acc.clone()),
+            ("item".to_string(), node.item.clone()),
+        ];
+        let (r, q) = (w.ad.fresh(), w.ad.fresh());
+        let (s, a, c) = (
+            field_of(var(&q), "state"),
+            field_of(var(&q), "item"),
+            field_of(var(&r), "ct"),
+        );
+        let mut at = vec![s, a];
+        at.extend(node.closed.iter().map(|(n, _, _)| var(n)));
+        at.push(c);
+        let step_body = record_of(w, &fields, |fname| {
+            if fname == "ct" {
+                return app(node.for_state.clone(), at.clone());
+            }
+            let k: usize = fname.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
+            let d = node
+                .closed
+                .get(k)
+                .map(|(_, _, d)| d.clone())
+                .unwrap_or_else(|| float(0.0));
+            call("f.+", vec![field_of(var(&r), fname), app(d, at.clone())])
+        });
+        let step = lambdas(
+            w,
+            &[
+                (r, Type::scalar(Atom::Record(fields.clone().into()))),
+                (q, Type::scalar(Atom::Record(pair.clone().into()))),
+            ],
+            step_body,
+        );
+        let r0 = record_of(w, &fields, |fname| {
+            if fname == "ct" {
+                return ct.clone();
+            }
+            let k: usize = fname.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
+            node.closed
+                .get(k)
+                .map(|(n, _, _)| zeros(w, var(n)))
+                .unwrap_or_else(|| float(0.0))
+        });
+        let pairs = record_of(w, &pair, |fname| {
+            if fname == "state" {
+                node.states.clone()
+            } else {
+                node.items.clone()
+            }
+        });
+        let res = self.bind(call("fold", vec![step, r0, call("reverse", vec![pairs])]));
+        if let Some(init) = &node.init {
+            let c = self.bind(field_of(res.clone(), "ct"));
+            self.accumulate(init, c, adjoints);
+        }
+        for (k, (name, _, _)) in node.closed.iter().enumerate() {
+            let c = self.bind(field_of(res.clone(), &format!("v{k}")));
+            self.accumulate(name, c, adjoints);
+        }
+        Ok(())
+    }
+
+    /// The adjoints of an `if`: for each varying variable its branches
+    /// read, the adjoint of the branch taken (its forward code run again).
+    fn if_adjoint(
+        &mut self,
+        node: &IfNode,
+        ct: &ast::Expr,
+        adjoints: &mut HashMap<String, String>,
+    ) -> Result<(), Diagnostic> {
+        for v in &node.free {
+            let mut code = Vec::new();
+            for b in &node.branches {
+                let mut sub = Walk::new(self.w, Mode::Reverse);
+                sub.binds = b.binds.clone();
+                sub.records = self.records.clone();
+                let mut inner: HashMap<String, String> = HashMap::new();
+                if let (Some(out), ExprKind::Var(c)) = (&b.out, &ct.kind) {
+                    inner.insert(out.clone(), c.name.clone());
+                }
+                for n in b.nodes.iter().rev() {
+                    sub.adjoint(n, &mut inner)?;
+                }
+                let a = match inner.get(v) {
+                    Some(a) => var(a),
+                    None => self.zeros_of(v),
+                };
+                code.push(let_in(sub.binds, a));
+            }
+            let mut code = code.into_iter();
+            let (Some(then), Some(otherwise)) = (code.next(), code.next()) else {
+                continue;
+            };
+            let c = self.bind(if_node(node.cond.clone(), then, otherwise));
+            self.accumulate(v, c, adjoints);
+        }
+        Ok(())
+    }
+
+    /// `c`, of shape frame ++ `extra` ++ `cell`, summed over the `extra` axes.
+    fn sum_axes(
+        &self,
+        c: ast::Expr,
+        extra: &Shape,
+        cell: &Shape,
+        span: Span,
+    ) -> Result<ast::Expr, Diagnostic> {
+        let w = self.w;
+        if cell.is_scalar() {
+            let sum = node(ExprKind::IApp {
+                func: Box::new(var("f.sum")),
+                arg: ast::Ispace::Shape(w.shape(extra)),
+            });
+            return Ok(app(sum, vec![c]));
+        }
+        // A cell of its own: each extra axis, outermost first, reduced.
+        let mut c = c;
+        let segs = extra.segs();
+        for (k, seg) in segs.iter().enumerate() {
+            if matches!(seg, Seg::Var(_)) {
+                return Err(Diagnostic::error(
+                    span,
+                    "cannot differentiate an argument replicated along a frame of unknown rank, with a cell of its own, yet",
+                ));
+            }
+            let rest = Shape::from_segs(segs.get(k + 1..).unwrap_or_default().to_vec()).concat(cell);
+            let rest_ty = float_type(&rest);
+            let plus = lambdas(
+                w,
+                &[
+                    ("∂a".to_string(), rest_ty.clone()),
+                    ("∂b".to_string(), rest_ty.clone()),
+                ],
+                call("f.+", vec![var("∂a"), var("∂b")]),
+            );
+            let zero = app(
+                node(ExprKind::IApp {
+                    func: Box::new(node(ExprKind::IApp {
+                        func: Box::new(node(ExprKind::TApp {
+                            func: Box::new(var("replicate")),
+                            arg: w.ty(&Type::scalar(Atom::Float)),
+                        })),
+                        arg: ast::Ispace::Shape(w.shape(&rest)),
+                    })),
+                    arg: ast::Ispace::Shape(w.shape(&Shape::scalar())),
+                }),
+                vec![float(0.0)],
+            );
+            let reduce = node(ExprKind::IApp {
+                func: Box::new(node(ExprKind::IApp {
+                    func: Box::new(node(ExprKind::TApp {
+                        func: Box::new(var("reduce/zero")),
+                        arg: w.ty(&Type::scalar(Atom::Float)),
+                    })),
+                    arg: ast::Ispace::Shape(w.shape(&Shape::from_segs(vec![seg.clone()]))),
+                })),
+                arg: ast::Ispace::Shape(w.shape(&rest)),
+            });
+            c = app(reduce, vec![plus, zero, c]);
+        }
+        Ok(c)
+    }
+}
+
+fn if_node(cond: ast::Expr, then: ast::Expr, otherwise: ast::Expr) -> ast::Expr {
+    node(ExprKind::If {
+        cond: Box::new(cond),
+        then: Box::new(then),
+        otherwise: Box::new(otherwise),
+    })
+}
+
+/// For a vector `x`, the product of the items other than each: the
+/// exclusive prefix products times the exclusive suffix products.
+fn product_of_others(x: ast::Expr) -> ast::Expr {
+    let scan = |e: ast::Expr| call("curtail", vec![call("scan", vec![var("f.*"), float(1.0), e])]);
+    let prefix = scan(x.clone());
+    let suffix = call("reverse", vec![scan(call("reverse", vec![x]))]);
+    call("f.*", vec![prefix, suffix])
+}
+
+/// The inverse of the permutation of `(i-app transpose P)` under `head`'s
+/// instantiations, when `P` is written out.
+fn inverse_permutation(head: &ast::Expr) -> Option<Vec<u64>> {
+    match &head.kind {
+        ExprKind::IApp { func, arg } => {
+            if let (ExprKind::Var(v), ast::Ispace::Shape(shape)) = (&func.kind, arg)
+                && v.name == "transpose"
+                && let ast::ShapeKind::Splice(parts) = &shape.kind
+            {
+                let perm: Vec<u64> = parts
+                    .iter()
+                    .map(|p| match p {
+                        ast::Ispace::Dim(ast::Dim {
+                            kind: ast::DimKind::Nat(k),
+                            ..
+                        }) => Some(*k),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?;
+                let mut inverse = vec![0; perm.len()];
+                for (i, &k) in perm.iter().enumerate() {
+                    *inverse.get_mut(usize::try_from(k).ok()?)? = i as u64;
+                }
+                return Some(inverse);
+            }
+            inverse_permutation(func)
+        }
+        ExprKind::TApp { func, .. } => inverse_permutation(func),
+        _ => None,
+    }
+}
+
+/// The cell of `f.matmul`'s result, `[Float m n]`, from its arguments'.
+fn matmul_out_cell(n: &Node) -> Option<Type> {
+    let a = n.args.first()?.cell.segs();
+    let b = n.args.get(1)?.cell.segs();
+    Some(float_type(&Shape::from_segs(vec![
+        a.first()?.clone(),
+        b.get(1)?.clone(),
+    ])))
 }
 
 /// The rank of a summing node's result cell (`reduce`'s `@s`; `f.sum`'s
@@ -723,16 +2413,87 @@ fn result_cell_rank(n: &Node) -> usize {
     }
 }
 
+/// `t · ∂f/∂(argument i)` for a binary scalar function `f` with
+/// `out = f(a, b)` (a tangent of argument `i`, or the cotangent of `out`).
+/// `f.max` and `f.min` pass it to the argument they chose, the first on a tie.
+fn binary_partial(
+    op: &str,
+    i: usize,
+    t: ast::Expr,
+    a: &ast::Expr,
+    b: &ast::Expr,
+    out: &ast::Expr,
+) -> ast::Expr {
+    let f2 = |f: &str, x: ast::Expr, y: ast::Expr| call(f, vec![x, y]);
+    let chosen = |cmp: &str, first: bool| {
+        let c = f2(cmp, a.clone(), b.clone());
+        let (x, y) = if first {
+            (t.clone(), float(0.0))
+        } else {
+            (float(0.0), t.clone())
+        };
+        call("select", vec![c, x, y])
+    };
+    let norm2 = || {
+        f2(
+            "f.+",
+            f2("f.*", a.clone(), a.clone()),
+            f2("f.*", b.clone(), b.clone()),
+        )
+    };
+    match (op, i) {
+        ("f.+", _) | ("f.-", 0) => t,
+        ("f.-", _) => call("f.neg", vec![t]),
+        ("f.*", 0) => f2("f.*", t, b.clone()),
+        ("f.*", _) => f2("f.*", t, a.clone()),
+        ("f./", 0) => f2("f./", t, b.clone()),
+        ("f./", _) => call("f.neg", vec![f2("f./", f2("f.*", t, out.clone()), b.clone())]),
+        // d/da a^b = b·a^(b−1); d/db a^b = a^b·ln a
+        ("f.^", 0) => f2(
+            "f.*",
+            t,
+            f2(
+                "f.*",
+                b.clone(),
+                f2("f.^", a.clone(), f2("f.-", b.clone(), float(1.0))),
+            ),
+        ),
+        ("f.^", _) => f2("f.*", t, f2("f.*", out.clone(), call("f.ln", vec![a.clone()]))),
+        // d atan2(a, b) = (b·da − a·db) / (a² + b²)
+        ("f.atan2", 0) => f2("f./", f2("f.*", t, b.clone()), norm2()),
+        ("f.atan2", _) => call("f.neg", vec![f2("f./", f2("f.*", t, a.clone()), norm2())]),
+        ("f.max", 0) => chosen("f.>=", true),
+        ("f.max", _) => chosen("f.>=", false),
+        ("f.min", 0) => chosen("f.<=", true),
+        _ => chosen("f.<=", false),
+    }
+}
+
 /// `t · f'(a)` for a unary scalar function `f` with `out = f(a)`.
 fn unary_derivative(op: &str, t: ast::Expr, a: ast::Expr, out: ast::Expr) -> ast::Expr {
     let f2 = |f: &str, x: ast::Expr, y: ast::Expr| call(f, vec![x, y]);
+    let one_minus_square = |x: ast::Expr| f2("f.-", float(1.0), f2("f.*", x.clone(), x));
+    let one_plus_square = |x: ast::Expr| f2("f.+", float(1.0), f2("f.*", x.clone(), x));
     match op {
         "f.neg" => call("f.neg", vec![t]),
+        // The subgradient 0 at 0 (`f.signum`).
+        "f.abs" => f2("f.*", t, call("f.signum", vec![a])),
         "f.exp" => f2("f.*", t, out),
         "f.ln" => f2("f./", t, a),
+        "f.log2" => f2("f./", t, f2("f.*", a, float(std::f32::consts::LN_2))),
+        "f.log10" => f2("f./", t, f2("f.*", a, float(std::f32::consts::LN_10))),
         "f.sin" => f2("f.*", t, call("f.cos", vec![a])),
         "f.cos" => call("f.neg", vec![f2("f.*", t, call("f.sin", vec![a]))]),
-        "f.tanh" => f2("f.*", t, f2("f.-", float(1.0), f2("f.*", out.clone(), out))),
+        "f.tan" => f2("f.*", t, one_plus_square(out)),
+        "f.sinh" => f2("f.*", t, call("f.cosh", vec![a])),
+        "f.cosh" => f2("f.*", t, call("f.sinh", vec![a])),
+        "f.asin" => f2("f./", t, call("f.sqrt", vec![one_minus_square(a)])),
+        "f.acos" => call(
+            "f.neg",
+            vec![f2("f./", t, call("f.sqrt", vec![one_minus_square(a)]))],
+        ),
+        "f.atan" => f2("f./", t, one_plus_square(a)),
+        "f.tanh" => f2("f.*", t, one_minus_square(out)),
         // f.sqrt, sqrt
         _ => f2("f./", t, f2("f.*", float(2.0), out)),
     }

@@ -804,6 +804,9 @@ impl Checker {
             },
             ExprKind::App { func, arg } => {
                 let inner_of_plain_spine = std::mem::take(&mut self.plain_spine);
+                if !inner_of_plain_spine && let Some(typed) = self.grad_spine(e) {
+                    return typed;
+                }
                 // (Once a spine, at its outermost application.)
                 if !inner_of_plain_spine && self.foreign_form(e) {
                     return None;
@@ -2264,6 +2267,115 @@ impl Checker {
             ty,
             span,
         })
+    }
+
+    /// `(grad f)`, and its applications, typed by a rule of its own (`f`
+    /// may take several parameters, the gradient being with respect to the
+    /// first): `None` when `e`'s head is not the intrinsic `grad`.
+    #[inline(never)]
+    fn grad_spine(&mut self, e: &ast::Expr) -> Option<Option<TExpr>> {
+        let mut apps = Vec::new();
+        let mut head = e;
+        while let ExprKind::App { func, .. } = &head.kind {
+            apps.push(head);
+            head = func;
+        }
+        let is_grad = matches!(&head.kind, ExprKind::Var(v)
+            if matches!(self.values.get(&v.name), Some(Value::Intrinsic("grad", _))));
+        if !is_grad {
+            return None;
+        }
+        apps.reverse();
+        Some(self.grad_application(head, &apps))
+    }
+
+    fn grad_application(&mut self, head: &ast::Expr, apps: &[&ast::Expr]) -> Option<TExpr> {
+        let (first, rest) = apps.split_first()?;
+        let ExprKind::App { arg, .. } = &first.kind else {
+            return None;
+        };
+        let f = self.expr(arg)?;
+        let fty = self.resolve(&f.ty).into_owned();
+        let mut params = Vec::new();
+        let mut result = &fty;
+        while let Atom::Arrow(p, r) = &result.atom
+            && result.shape.is_scalar()
+        {
+            params.push(p.clone());
+            result = r;
+        }
+        let Some(first_param) = params.first().cloned() else {
+            let d = self.error(
+                arg.span,
+                format!("`grad` of a value that is not a function: `{}`", self.show(&fty)),
+            );
+            self.report(d);
+            return None;
+        };
+        if !(result.atom == Atom::Float && result.shape.is_scalar()) {
+            let d = self.error(
+                arg.span,
+                format!(
+                    "`grad` of a function whose result is `{}`, not a scalar Float",
+                    self.show(result)
+                ),
+            );
+            self.report(d);
+            return None;
+        }
+        let gty = params.iter().rev().fold(Type::clone(&first_param), |r, p| {
+            Type::scalar(Atom::Arrow(p.clone(), std::sync::Arc::new(r)))
+        });
+        let grad = TExpr {
+            kind: TExprKind::Intrinsic("grad"),
+            ty: Type::scalar(Atom::Arrow(
+                std::sync::Arc::new(fty),
+                std::sync::Arc::new(gty.clone()),
+            )),
+            span: head.span,
+        };
+        let mut typed = TExpr {
+            kind: TExprKind::App {
+                func: Box::new(grad),
+                arg: Box::new(f),
+                lifted: remora_types::Lifted {
+                    fun_frame: Shape::scalar(),
+                    arg_frame: Shape::scalar(),
+                    arg_cell: Shape::scalar(),
+                    principal: Shape::scalar(),
+                    result: gty.clone(),
+                },
+            },
+            ty: gty,
+            span: first.span,
+        };
+        for app in rest {
+            let ExprKind::App { arg, .. } = &app.kind else {
+                return None;
+            };
+            let a = self.expr(arg)?;
+            let fun_ty = self.resolve(&typed.ty).into_owned();
+            match apply(&fun_ty, &self.resolve(&a.ty)) {
+                Ok(lifted) => {
+                    let ty = lifted.result.clone();
+                    typed = TExpr {
+                        kind: TExprKind::App {
+                            func: Box::new(typed),
+                            arg: Box::new(a),
+                            lifted,
+                        },
+                        ty,
+                        span: app.span,
+                    };
+                }
+                Err(err) => {
+                    let d = self.application_error(app, &fun_ty, err);
+                    self.report(d);
+                    return None;
+                }
+            }
+        }
+        Some(typed)
     }
 
     /// Whether `func` is the intrinsic `transpose` (not shadowed).

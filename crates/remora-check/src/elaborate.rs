@@ -26,7 +26,7 @@ pub fn differentiated(
 ) -> Result<ast::Program, Vec<remora_syntax::Diagnostic>> {
     let w = Writer {
         names,
-        ad: crate::ad::Pass::new(decls),
+        ad: crate::ad::Pass::new(decls, names),
     };
     let program = ast::Program {
         decls: decls.iter().map(|d| w.decl(d)).collect(),
@@ -39,7 +39,7 @@ pub fn differentiated(
 pub fn expr(e: &TExpr, names: &NameTable) -> ast::Expr {
     Writer {
         names,
-        ad: crate::ad::Pass::new(&[]),
+        ad: crate::ad::Pass::new(&[], names),
     }
     .expr(e)
 }
@@ -70,17 +70,24 @@ impl<'a> Writer<'a> {
         self.names
     }
 
+    /// A variable's name: its source name, or the name the derivative
+    /// code binds it to (`crate::ad`).
     pub(crate) fn var(&self, v: VarId) -> ast::Ident {
-        ident(
-            self.names
-                .vars
-                .get(v.0 as usize)
-                .cloned()
-                .unwrap_or_else(|| format!("v{}", v.0)),
-        )
+        if let Some(name) = self.ad.name_of(v) {
+            return ident(name);
+        }
+        ident(self.source_name(v))
     }
 
-    fn tvar(&self, v: TVar) -> ast::Ident {
+    pub(crate) fn source_name(&self, v: VarId) -> String {
+        self.names
+            .vars
+            .get(v.0 as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("v{}", v.0))
+    }
+
+    pub(crate) fn tvar(&self, v: TVar) -> ast::Ident {
         ident(
             self.names
                 .tvars
@@ -110,7 +117,7 @@ impl<'a> Writer<'a> {
         )
     }
 
-    fn iparam(&self, v: IVar) -> ast::IParam {
+    pub(crate) fn iparam(&self, v: IVar) -> ast::IParam {
         match v {
             IVar::Dim(d) => ast::IParam {
                 sort: Sort::Dim,
@@ -163,10 +170,18 @@ impl<'a> Writer<'a> {
         ast::Decl { kind, span: sp() }
     }
 
+    /// `e` written back, with its position (derivative code: the form's).
     pub(crate) fn expr(&self, e: &TExpr) -> ast::Expr {
-        if let Some(derivative) = crate::ad::form(self, e) {
+        if let Some(mut derivative) = crate::ad::form(self, e) {
+            crate::ad::fill_spans(&mut derivative, e.span);
             return derivative;
         }
+        let mut x = self.expr_unspanned(e);
+        x.span = e.span;
+        x
+    }
+
+    fn expr_unspanned(&self, e: &TExpr) -> ast::Expr {
         match &e.kind {
             TExprKind::Array { shape, atoms } if atoms.is_empty() => node(ExprKind::EmptyArray {
                 shape: shape.clone(),
