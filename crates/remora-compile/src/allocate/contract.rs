@@ -23,22 +23,26 @@ pub(super) const BLOCKS: i64 = 1;
 
 /// Every nest in `body` (at any depth) that is a contraction, replaced by
 /// a call of the kernel.
-pub(super) fn contractions(body: &mut [Stmt]) {
-    for s in body.iter_mut() {
-        if let Some(call) = contraction(s) {
-            *s = call;
+pub(super) fn contractions(body: &mut Vec<Stmt>) {
+    let mut out = Vec::with_capacity(body.len());
+    for mut s in body.drain(..) {
+        if let Some(call) = contraction(&s) {
+            out.extend(call);
             continue;
         }
-        match s {
-            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } => contractions(body),
+        match &mut s {
+            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
+                contractions(body)
+            }
             Stmt::If { then, otherwise, .. } => {
                 contractions(then);
                 contractions(otherwise);
             }
-            Stmt::Reduce { body, .. } => contractions(body),
             _ => {}
         }
+        out.push(s);
     }
+    *body = out;
 }
 
 /// An index as `offset + Σ coefficient · variable` over the given
@@ -118,8 +122,9 @@ struct Operand {
 }
 
 /// `s` as a call of the kernel, if it is a contraction (see the module's
-/// documentation).
-fn contraction(s: &Stmt) -> Option<Stmt> {
+/// documentation), after the checks the loops' body made (each of the
+/// loops' invariants, raised where the loops run at least once).
+fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     let Stmt::For {
         index: outer,
         count: outer_count,
@@ -147,6 +152,12 @@ fn contraction(s: &Stmt) -> Option<Stmt> {
         ),
         _ => (None, Expr::Int(1), *outer, outer_count.clone(), body),
     };
+    // Checks first (`if` an invariant condition `fail`), then the sum.
+    let checks = cell
+        .iter()
+        .take_while(|s| matches!(s, Stmt::If { then, otherwise, .. } if otherwise.is_empty() && matches!(then.as_slice(), [Stmt::Fail { .. }])))
+        .count();
+    let (checks, cell) = cell.split_at(checks);
     let [
         Stmt::Reduce {
             acc,
@@ -164,7 +175,7 @@ fn contraction(s: &Stmt) -> Option<Stmt> {
             index: c_at,
             value: Expr::Var(stored),
         },
-    ] = cell.as_slice()
+    ] = cell
     else {
         return None;
     };
@@ -235,11 +246,32 @@ fn contraction(s: &Stmt) -> Option<Stmt> {
     if !is_zero(&c_at.coefs[2]) || *c == a.buf || *c == b.buf {
         return None;
     }
+    let mut out = Vec::new();
+    for check in checks {
+        let Stmt::If { cond, then, .. } = check else {
+            return None;
+        };
+        if !invariant(cond) {
+            return None;
+        }
+        let runs = Expr::op(
+            "and",
+            vec![
+                Expr::op("<", vec![Expr::Int(0), m.clone()]),
+                Expr::op("<", vec![Expr::Int(0), n.clone()]),
+            ],
+        );
+        out.push(Stmt::If {
+            cond: Expr::op("and", vec![runs, cond.clone()]),
+            then: then.clone(),
+            otherwise: Vec::new(),
+        });
+    }
     let addr = |buf: Var, at: &Affine| Expr::Addr {
         buf,
         index: Box::new(at.offset.clone()),
     };
-    Some(Stmt::Call {
+    out.push(Stmt::Call {
         func: "rt_contract_f32",
         args: vec![
             addr(a.buf, &a.at),
@@ -258,5 +290,6 @@ fn contraction(s: &Stmt) -> Option<Stmt> {
             Expr::Int(has_seed),
             seed,
         ],
-    })
+    });
+    Some(out)
 }
