@@ -793,50 +793,50 @@ typedef struct {
 /* One tile: the sums of the products of items 0 … kc-1 of a strip (kc ×
  * MR, item-major) and a panel (kc × NR), from the first product (or from
  * `start`), combined with `pops` tiles of the stack (each the left
- * operand), written to out (row stride `ld`). */
-static void rt_ct_tile(const float *ap, const float *bp, int64_t kc, int from_start, float start,
-                       float *const *stack, int64_t pops, float *out, int64_t ld) {
-  rt_ct_vec acc0[RT_CT_MR], acc1[RT_CT_MR];
-  int64_t kk = 0;
-  if (from_start) {
-#pragma GCC unroll 12
-    for (int r = 0; r < RT_CT_MR; r++) {
-      acc0[r] = (rt_ct_vec){0} + start;
-      acc1[r] = (rt_ct_vec){0} + start;
-    }
-  } else {
-    rt_ct_vec b0 = *(const rt_ct_vec *)bp, b1 = *(const rt_ct_vec *)(bp + 16);
-#pragma GCC unroll 12
-    for (int r = 0; r < RT_CT_MR; r++) {
-      acc0[r] = ap[r] * b0;
-      acc1[r] = ap[r] * b1;
-    }
-    kk = 1;
+ * operand), written to out (row stride `ld`). A tile of MR rows, and one
+ * of a single row (a matrix-vector product). */
+#define RT_CT_TILE(NAME, MR)                                                                              \
+  static void NAME(const float *ap, const float *bp, int64_t kc, int from_start, float start,            \
+                   float *const *stack, int64_t pops, float *out, int64_t ld) {                          \
+    rt_ct_vec acc0[MR], acc1[MR];                                                                        \
+    int64_t kk = 0;                                                                                      \
+    if (from_start) {                                                                                    \
+      _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                            \
+        acc0[r] = (rt_ct_vec){0} + start;                                                                \
+        acc1[r] = (rt_ct_vec){0} + start;                                                                \
+      }                                                                                                  \
+    } else {                                                                                             \
+      rt_ct_vec b0 = *(const rt_ct_vec *)bp, b1 = *(const rt_ct_vec *)(bp + 16);                         \
+      _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                            \
+        acc0[r] = ap[r] * b0;                                                                            \
+        acc1[r] = ap[r] * b1;                                                                            \
+      }                                                                                                  \
+      kk = 1;                                                                                            \
+    }                                                                                                    \
+    for (; kk < kc; kk++) {                                                                              \
+      const float *a = ap + kk * MR;                                                                     \
+      rt_ct_vec b0 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR);                                           \
+      rt_ct_vec b1 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR + 16);                                      \
+      _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                            \
+        rt_ct_vec t0 = a[r] * b0, t1 = a[r] * b1;                                                        \
+        acc0[r] = acc0[r] + t0;                                                                          \
+        acc1[r] = acc1[r] + t1;                                                                          \
+      }                                                                                                  \
+    }                                                                                                    \
+    for (int64_t q = 0; q < pops; q++) {                                                                 \
+      const float *s = stack[-1 - q];                                                                    \
+      _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                            \
+        acc0[r] = *(const rt_ct_vec *)(s + r * ld) + acc0[r];                                            \
+        acc1[r] = *(const rt_ct_vec *)(s + r * ld + 16) + acc1[r];                                       \
+      }                                                                                                  \
+    }                                                                                                    \
+    _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                              \
+      *(rt_ct_vec *)(out + r * ld) = acc0[r];                                                            \
+      *(rt_ct_vec *)(out + r * ld + 16) = acc1[r];                                                       \
+    }                                                                                                    \
   }
-  for (; kk < kc; kk++) {
-    const float *a = ap + kk * RT_CT_MR;
-    rt_ct_vec b0 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR), b1 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR + 16);
-#pragma GCC unroll 12
-    for (int r = 0; r < RT_CT_MR; r++) {
-      rt_ct_vec t0 = a[r] * b0, t1 = a[r] * b1;
-      acc0[r] = acc0[r] + t0;
-      acc1[r] = acc1[r] + t1;
-    }
-  }
-  for (int64_t q = 0; q < pops; q++) {
-    const float *s = stack[-1 - q];
-#pragma GCC unroll 12
-    for (int r = 0; r < RT_CT_MR; r++) {
-      acc0[r] = *(const rt_ct_vec *)(s + r * ld) + acc0[r];
-      acc1[r] = *(const rt_ct_vec *)(s + r * ld + 16) + acc1[r];
-    }
-  }
-#pragma GCC unroll 12
-  for (int r = 0; r < RT_CT_MR; r++) {
-    *(rt_ct_vec *)(out + r * ld) = acc0[r];
-    *(rt_ct_vec *)(out + r * ld + 16) = acc1[r];
-  }
-}
+RT_CT_TILE(rt_ct_tile, RT_CT_MR)
+RT_CT_TILE(rt_ct_tile1, 1)
 
 static void rt_ct_pack_b(void *raw, int64_t lo, int64_t hi) {
   const rt_ct_job *j = raw;
@@ -860,42 +860,49 @@ static void rt_ct_pack_b(void *raw, int64_t lo, int64_t hi) {
   }
 }
 
+/* Work item w: the rows of band w / chunks, the columns of chunk
+ * w % chunks (RT_CT_CW of them). A band of one row (a matrix-vector
+ * product) takes the tile of one row. */
+#define RT_CT_CW 256
 static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
   const rt_ct_job *j = raw;
-  int64_t ld = j->npad;
+  int64_t ld = j->npad, chunks = (ld + RT_CT_CW - 1) / RT_CT_CW;
   float *apack = rt_alloc((RT_CT_MC + RT_CT_MR) * RT_CT_LEAF, sizeof(float));
   float *stack_mem = rt_alloc((j->depth + 1) * (RT_CT_MC + RT_CT_MR) * ld, sizeof(float));
-  for (int64_t band = lo; band < hi; band++) {
+  for (int64_t w = lo; w < hi; w++) {
+    int64_t band = w / chunks, c0 = w % chunks * RT_CT_CW, c1 = c0 + RT_CT_CW < ld ? c0 + RT_CT_CW : ld;
     int64_t i0 = band * RT_CT_MC, mc = j->m - i0 < RT_CT_MC ? j->m - i0 : RT_CT_MC;
-    int64_t strips = (mc + RT_CT_MR - 1) / RT_CT_MR;
+    int mr = mc == 1 ? 1 : RT_CT_MR;
+    int64_t strips = (mc + mr - 1) / mr;
     int64_t sp = 0;
     float *stack[66];
     for (int64_t s = 0; s <= j->depth && s < 66; s++) stack[s] = stack_mem + s * (RT_CT_MC + RT_CT_MR) * ld;
     for (int64_t t = 0; t < j->leaves; t++) {
       int64_t k0 = j->bounds[t], kc = j->bounds[t + 1] - k0;
-      /* The band's rows of a, items k0 …, as strips of MR rows. */
+      /* The band's rows of a, items k0 …, as strips of mr rows. */
       for (int64_t s = 0; s < strips; s++)
         for (int64_t kk = 0; kk < kc; kk++)
-          for (int r = 0; r < RT_CT_MR; r++) {
-            int64_t i = s * RT_CT_MR + r;
-            apack[(s * kc + kk) * RT_CT_MR + r] = i < mc ? j->a[(i0 + i) * j->as_i + (k0 + kk) * j->as_p] : 0.0f;
+          for (int r = 0; r < mr; r++) {
+            int64_t i = s * mr + r;
+            apack[(s * kc + kk) * mr + r] = i < mc ? j->a[(i0 + i) * j->as_i + (k0 + kk) * j->as_p] : 0.0f;
           }
       int64_t pops = j->pops[t];
       float *out = stack[sp - pops];
       const float *leaf = j->bpack + k0 * ld;
-      for (int64_t j0 = 0; j0 < ld; j0 += RT_CT_NR)
+      for (int64_t j0 = c0; j0 < c1; j0 += RT_CT_NR)
         for (int64_t s = 0; s < strips; s++) {
-          int64_t at = s * RT_CT_MR * ld + j0;
+          int64_t at = s * mr * ld + j0;
           float *tops[66];
           for (int64_t q = 0; q < pops; q++) tops[q] = stack[sp - pops + q] + at;
-          rt_ct_tile(apack + s * kc * RT_CT_MR, leaf + j0 * kc, kc, j->from_seed, j->seed, tops + pops, pops,
-                     out + at, ld);
+          (mr == 1 ? rt_ct_tile1 : rt_ct_tile)(apack + s * kc * mr, leaf + j0 * kc, kc, j->from_seed, j->seed,
+                                               tops + pops, pops, out + at, ld);
         }
       sp = sp - pops + 1;
     }
     /* The total, the seed added first. */
+    int64_t x1 = c1 < j->n ? c1 : j->n;
     for (int64_t i = 0; i < mc; i++)
-      for (int64_t x = 0; x < j->n; x++) {
+      for (int64_t x = c0; x < x1; x++) {
         float v = stack[0][i * ld + x];
         j->c[(i0 + i) * j->cs_i + x * j->cs_j] = j->has_seed && !j->from_seed ? j->seed + v : v;
       }
@@ -944,8 +951,9 @@ static void rt_contract_f32(const float *a, int64_t as_i, int64_t as_p, const fl
   rt_ct_job j = {a, b, as_i, as_p, bs_j, bs_p, m, n, k, npad, c, cs_i, cs_j, bpack, bounds, pops, leaves, depth,
                  from_seed, has_seed != 0, seed};
   rt_parallel_for(leaves, (uint64_t)(bounds[1] - bounds[0]) * (uint64_t)npad + 1, rt_ct_pack_b, &j);
-  int64_t bands = (m + RT_CT_MC - 1) / RT_CT_MC;
-  rt_parallel_for(bands, (uint64_t)RT_CT_MC * (uint64_t)npad * (uint64_t)k + 1, rt_ct_band, &j);
+  int64_t bands = (m + RT_CT_MC - 1) / RT_CT_MC, chunks = (npad + RT_CT_CW - 1) / RT_CT_CW;
+  int64_t rows = m < RT_CT_MC ? m : RT_CT_MC, cols = npad < RT_CT_CW ? npad : RT_CT_CW;
+  rt_parallel_for(bands * chunks, (uint64_t)rows * (uint64_t)cols * (uint64_t)k + 1, rt_ct_band, &j);
   rt_free(bpack);
   rt_free(bounds);
   rt_free(pops);
