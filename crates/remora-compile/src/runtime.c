@@ -959,6 +959,38 @@ static void rt_contract_f32(const float *a, int64_t as_i, int64_t as_p, const fl
   rt_free(pops);
 }
 
+/* The same contraction of Int matrices: each sum wraps, so any order
+ * gives its bits; rows go to the threads, each row's sums carried along
+ * the items together. `order` is unused. */
+typedef struct {
+  const int64_t *a, *b;
+  int64_t as_i, as_p, bs_j, bs_p, n, k;
+  int64_t *c;
+  int64_t cs_i, cs_j, seed;
+} rt_cti_job;
+static void rt_cti_rows(void *raw, int64_t lo, int64_t hi) {
+  const rt_cti_job *j = raw;
+  uint64_t *acc = rt_alloc(j->n, sizeof *acc);
+  for (int64_t i = lo; i < hi; i++) {
+    for (int64_t x = 0; x < j->n; x++) acc[x] = (uint64_t)j->seed;
+    for (int64_t p = 0; p < j->k; p++) {
+      uint64_t av = (uint64_t)j->a[i * j->as_i + p * j->as_p];
+      const int64_t *bp = j->b + p * j->bs_p;
+      for (int64_t x = 0; x < j->n; x++) acc[x] += av * (uint64_t)bp[x * j->bs_j];
+    }
+    for (int64_t x = 0; x < j->n; x++) j->c[i * j->cs_i + x * j->cs_j] = (int64_t)acc[x];
+  }
+  rt_free(acc);
+}
+static void rt_contract_i64(const int64_t *a, int64_t as_i, int64_t as_p, const int64_t *b, int64_t bs_j,
+                            int64_t bs_p, int64_t m, int64_t n, int64_t k, int64_t *c, int64_t cs_i, int64_t cs_j,
+                            int64_t order, int64_t has_seed, int64_t seed) {
+  (void)order;
+  if (m <= 0 || n <= 0) return;
+  rt_cti_job j = {a, b, as_i, as_p, bs_j, bs_p, n, k < 0 ? 0 : k, c, cs_i, cs_j, has_seed ? seed : 0};
+  rt_parallel_for(m, (uint64_t)n * (uint64_t)(k < 0 ? 0 : k) + 1, rt_cti_rows, &j);
+}
+
 /* ---- reductions: a float sum's tree on several threads ----
  * The top `levels` levels of the fixed tree over lo … hi-1 (halves: the
  * first ⌊n/2⌋ items and the rest) split it into 2^levels nodes, summed

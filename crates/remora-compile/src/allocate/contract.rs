@@ -13,6 +13,8 @@
 //! one of the two loops. The tree's split points depend only on the
 //! number of items, never on the loops' indices, so the kernel sums a
 //! tile of many positions together, each in its own order: the same bits.
+//! An Int sum of products (`+` wraps: any order) is a contraction too
+//! (`rt_contract_i64`).
 
 use super::*;
 
@@ -161,10 +163,10 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     let [
         Stmt::Reduce {
             acc,
-            elem: Elem::Float,
-            op: "f.+",
+            elem,
+            op,
             seed,
-            order: Order::Tree,
+            order,
             index: p,
             count: k,
             body: lets,
@@ -178,6 +180,12 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     ] = cell
     else {
         return None;
+    };
+    // Float sums in the tree's order; Int sums wrap (any order).
+    let (func, times, unit) = match (elem, *op, order) {
+        (Elem::Float, "f.+", Order::Tree) => ("rt_contract_f32", "f.*", Expr::Float(0.0)),
+        (Elem::Int, "+", _) => ("rt_contract_i64", "*", Expr::Int(0)),
+        _ => return None,
     };
     if stored != acc {
         return None;
@@ -198,13 +206,16 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     // Without a seed the count must be known to be at least 1.
     let (has_seed, seed) = match seed {
         Some(s) => (1, s.clone()),
-        None if matches!(k, Expr::Int(x) if *x >= 1) => (0, Expr::Float(0.0)),
+        None if matches!(k, Expr::Int(x) if *x >= 1) => (0, unit),
         None => return None,
     };
     // The item: the product of two loads (each maybe named by a `let`).
-    let Expr::Op { op: "f.*", args } = item else {
+    let Expr::Op { op: product, args } = item else {
         return None;
     };
+    if *product != times {
+        return None;
+    }
     let [x, y] = args.as_slice() else {
         return None;
     };
@@ -272,7 +283,7 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
         index: Box::new(at.offset.clone()),
     };
     out.push(Stmt::Call {
-        func: "rt_contract_f32",
+        func,
         args: vec![
             addr(a.buf, &a.at),
             a.at.coefs[0].clone(),
