@@ -87,7 +87,10 @@ fn a_map_over_a_sum_of_products_is_one_contraction() {
     let text = "(def (fun (dot (xs [Int $n]) (ys [Int $n]) : Int) (sum (* xs ys)))) \
                 (entry (main (a [Int $m $k]) (b [Int $k $n])) ((fn ((row [Int $k])) (dot row (transpose2d b))) a))";
     let loops = loop_level(text);
-    assert!(loops.contains("(call rt_contract_i64") && !loops.contains("(for"), "{text}:\n{loops}");
+    assert!(
+        loops.contains("(call rt_contract_i64") && !loops.contains("(for"),
+        "{text}:\n{loops}"
+    );
     // Not a contraction: the product of a row with itself (one operand
     // varying with both of the map's indices), kept as a reduction.
     let text = format!("{dot} (entry (main (a [Float $m $k])) (dot a a))");
