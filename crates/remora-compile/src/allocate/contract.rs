@@ -254,7 +254,13 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
         return None;
     };
     let c_at = affine(c_at, &vars, &locals)?;
-    if !is_zero(&c_at.coefs[2]) || *c == a.buf || *c == b.buf {
+    // Each position its own atom of the result (the kernel writes them
+    // in no fixed order), which no operand reads.
+    let distinct = match i {
+        Some(_) => !is_zero(&c_at.coefs[0]) && !is_zero(&c_at.coefs[1]),
+        None => !is_zero(&c_at.coefs[1]),
+    };
+    if !distinct || !is_zero(&c_at.coefs[2]) || *c == a.buf || *c == b.buf {
         return None;
     }
     let mut out = Vec::new();
