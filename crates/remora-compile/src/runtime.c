@@ -748,11 +748,11 @@ static void rt_read_f32bin(const int64_t *path, int64_t stride, int64_t len, int
  * the items split into leaves (`rt_ct_leaves`), each summed left to right
  * from its first product, the leaves' sums combined as a postorder
  * program says (a tree, or one after another), the seed added last.
- * A register tile of RT_CT_MR × RT_CT_NR sums runs over a packed strip of
+ * A register tile of RT_CT_MR × RT_CT_NR (8 × 32) sums runs over a packed strip of
  * a and a packed panel of b; bands of RT_CT_MC rows go to the threads.
  * Multiplies and adds stay separate (no contraction): the bits are the
  * interpreter's. Int sums wrap (any order gives the same). */
-#define RT_CT_MR 12
+#define RT_CT_MR 8
 #define RT_CT_NR 32
 #define RT_CT_MC 48
 #define RT_CT_LEAF 256
@@ -801,13 +801,13 @@ typedef struct {
     rt_ct_vec acc0[MR], acc1[MR];                                                                        \
     int64_t kk = 0;                                                                                      \
     if (from_start) {                                                                                    \
-      _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                            \
+      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
         acc0[r] = (rt_ct_vec){0} + start;                                                                \
         acc1[r] = (rt_ct_vec){0} + start;                                                                \
       }                                                                                                  \
     } else {                                                                                             \
       rt_ct_vec b0 = *(const rt_ct_vec *)bp, b1 = *(const rt_ct_vec *)(bp + 16);                         \
-      _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                            \
+      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
         acc0[r] = ap[r] * b0;                                                                            \
         acc1[r] = ap[r] * b1;                                                                            \
       }                                                                                                  \
@@ -817,7 +817,7 @@ typedef struct {
       const float *a = ap + kk * MR;                                                                     \
       rt_ct_vec b0 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR);                                           \
       rt_ct_vec b1 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR + 16);                                      \
-      _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                            \
+      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
         rt_ct_vec t0 = a[r] * b0, t1 = a[r] * b1;                                                        \
         acc0[r] = acc0[r] + t0;                                                                          \
         acc1[r] = acc1[r] + t1;                                                                          \
@@ -825,12 +825,12 @@ typedef struct {
     }                                                                                                    \
     for (int64_t q = 0; q < pops; q++) {                                                                 \
       const float *s = stack[-1 - q];                                                                    \
-      _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                            \
+      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
         acc0[r] = *(const rt_ct_vec *)(s + r * ld) + acc0[r];                                            \
         acc1[r] = *(const rt_ct_vec *)(s + r * ld + 16) + acc1[r];                                       \
       }                                                                                                  \
     }                                                                                                    \
-    _Pragma("GCC unroll 12") for (int r = 0; r < MR; r++) {                                              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                              \
       *(rt_ct_vec *)(out + r * ld) = acc0[r];                                                            \
       *(rt_ct_vec *)(out + r * ld + 16) = acc1[r];                                                       \
     }                                                                                                    \
