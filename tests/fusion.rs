@@ -36,3 +36,67 @@ fn an_elementwise_chain_is_one_loop_into_its_result() {
     let text = "(entry (main (a Float) (x [Float $n]) (y [Float $n])) (f.- (f.* a x) (f.* y y)))";
     assert_eq!(census(text), (1, 1));
 }
+
+/// `text`'s `main` at the loop level, printed.
+fn loop_level(text: &str) -> String {
+    let mut sources = SourceMap::new();
+    let loaded = load_program_text(&mut sources, &RealFs, "fusion", None, text);
+    let checked = remora_check::check_program(&loaded.value);
+    assert!(!checked.has_errors(), "{text}: type errors");
+    match remora_compile::loops(&checked.value, &checked.names, "main") {
+        Ok(p) => p.print(),
+        Err(u) => format!("does not compile: {}", u.what),
+    }
+}
+
+/// A map over a float sum of products of the map's indices (a lifted dot:
+/// matrix product, matrix-vector product, weighted sums) is one call of
+/// the tiled contraction kernel, whatever way the lifting is written: no
+/// loop, no reduction per sum, nothing but the result allocated.
+#[test]
+fn a_map_over_a_sum_of_products_is_one_contraction() {
+    let dot = "(def (fun (dot (xs [Float $n]) (ys [Float $n]) : Float) (f.sum (f.* xs ys))))";
+    for main in [
+        // The papers' matrix product: a row dotted with every column.
+        "(entry (main (a [Float $m $k]) (b [Float $k $n])) \
+           ((fn ((row [Float $k])) (dot row (transpose2d b))) a))",
+        "(entry (main (a [Float $m $k]) (b [Float $n $k])) ((fn ((row [Float $k])) (dot row b)) a))",
+        // Bᵀ·Aᵀ: both operands transposed views.
+        "(entry (main (a [Float $m $k]) (b [Float $k $n])) \
+           ((fn ((row [Float $k])) (dot row a)) (transpose2d b)))",
+        // Matrix-vector and vector-matrix products.
+        "(entry (main (a [Float $m $k]) (v [Float $k])) (dot a v))",
+        "(entry (main (v [Float $k]) (b [Float $k $n])) (dot v (transpose2d b)))",
+        // A seedless reduce by f.+ of a fixed count, lifted.
+        "(entry (main (a [Float 3 300]) (b [Float 7 300])) \
+           ((fn ((row [Float 300])) ((fn ((col [Float 300])) (reduce f.+ (f.* row col))) b)) a))",
+    ] {
+        let text = format!("{dot} {main}");
+        let loops = loop_level(&text);
+        assert_eq!(
+            loops.matches("(call rt_contract_f32").count(),
+            1,
+            "{text}:\n{loops}"
+        );
+        assert!(
+            !loops.contains("(reduce") && !loops.contains("(for"),
+            "{text}:\n{loops}"
+        );
+    }
+    // Int: `+` wraps, in any order.
+    let text = "(def (fun (dot (xs [Int $n]) (ys [Int $n]) : Int) (sum (* xs ys)))) \
+                (entry (main (a [Int $m $k]) (b [Int $k $n])) ((fn ((row [Int $k])) (dot row (transpose2d b))) a))";
+    let loops = loop_level(text);
+    assert!(
+        loops.contains("(call rt_contract_i64") && !loops.contains("(for"),
+        "{text}:\n{loops}"
+    );
+    // Not a contraction: the product of a row with itself (one operand
+    // varying with both of the map's indices), kept as a reduction.
+    let text = format!("{dot} (entry (main (a [Float $m $k])) (dot a a))");
+    let loops = loop_level(&text);
+    assert!(
+        !loops.contains("rt_contract_f32") && loops.contains("(reduce"),
+        "{text}:\n{loops}"
+    );
+}

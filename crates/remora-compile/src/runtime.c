@@ -740,64 +740,255 @@ static void rt_read_f32bin(const int64_t *path, int64_t stride, int64_t len, int
   fclose(f);
 }
 
-/* ---- linear algebra: f.matmul (as the interpreter's matmul.rs) ---- */
+/* ---- linear algebra: contractions (f.matmul, and a lifted dot: a map
+ * over a float sum of products) ----
+ * c(i, j) = the sum over p < k of a(i, p) · b(j, p), for i < m, j < n,
+ * each operand at its own strides (a(i, p) = a[i·as_i + p·as_p], …; a
+ * stride may be 0), every sum in a fixed order of the interpreter's:
+ * the items split into leaves (`rt_ct_leaves`), each summed left to right
+ * from its first product, the leaves' sums combined as a postorder
+ * program says (a tree, or one after another), the seed added last.
+ * A register tile of RT_CT_MR × RT_CT_NR (8 × 32) sums runs over a packed strip of
+ * a and a packed panel of b; bands of RT_CT_MC rows go to the threads.
+ * Multiplies and adds stay separate (no contraction): the bits are the
+ * interpreter's. Int sums wrap (any order gives the same). */
+#define RT_CT_MR 8
+#define RT_CT_NR 32
+#define RT_CT_MC 48
+#define RT_CT_LEAF 256
+typedef float rt_ct_vec __attribute__((vector_size(64), aligned(4)));
 
-/* c = a·b for a [m k] and b [k n] Float matrices, each at its own strides
- * (rows, columns), into the contiguous c [m n]. Each sum in the
- * interpreter's order: the products of a block of 256 items added from
- * 0.0 in order, the blocks' sums added in order to 0.0. A register tile of
- * RT_MM_MR × RT_MM_NR sums at a time from a panel of b packed for it; bands
- * of RT_MM_MC rows shared among the threads. */
-#define RT_MM_MR 6
-#define RT_MM_NR 16
-#define RT_MM_KC 256
-#define RT_MM_MC 48
+/* The leaves of the interpreter's tree over n > 256 items (halves: the
+ * first ⌊n/2⌋ and the rest) into bounds, and after each leaf how many of
+ * the tree's nodes it completes (the pops of the postorder program). */
+static void rt_ct_tree(int64_t lo, int64_t hi, int64_t *bounds, int64_t *pops, int64_t *leaves) {
+  if (hi - lo <= RT_CT_LEAF) {
+    bounds[*leaves] = lo;
+    pops[*leaves] = 0;
+    ++*leaves;
+    bounds[*leaves] = hi;
+    return;
+  }
+  int64_t mid = lo + (hi - lo) / 2;
+  rt_ct_tree(lo, mid, bounds, pops, leaves);
+  rt_ct_tree(mid, hi, bounds, pops, leaves);
+  pops[*leaves - 1]++;
+}
+
 typedef struct {
   const float *a, *b;
-  int64_t as0, as1, bs0, bs1, m, k, n;
+  int64_t as_i, as_p, bs_j, bs_p;
+  int64_t m, n, k, npad;
   float *c;
-} rt_matmul_job;
-static void rt_matmul_band(void *raw, int64_t lo, int64_t hi) {
-  const rt_matmul_job *j = raw;
-  float *panel = rt_alloc(RT_MM_KC * RT_MM_NR, sizeof *panel);
-  int64_t row_end = hi * RT_MM_MC < j->m ? hi * RT_MM_MC : j->m;
-  for (int64_t j0 = 0; j0 < j->n; j0 += RT_MM_NR) {
-    int64_t nr = j->n - j0 < RT_MM_NR ? j->n - j0 : RT_MM_NR;
-    for (int64_t k0 = 0; k0 < j->k; k0 += RT_MM_KC) {
-      int64_t kc = j->k - k0 < RT_MM_KC ? j->k - k0 : RT_MM_KC;
-      for (int64_t kk = 0; kk < kc; kk++)
-        for (int64_t x = 0; x < RT_MM_NR; x++)
-          panel[kk * RT_MM_NR + x] = x < nr ? j->b[(k0 + kk) * j->bs0 + (j0 + x) * j->bs1] : 0.0f;
-      for (int64_t i0 = lo * RT_MM_MC; i0 < row_end; i0 += RT_MM_MR) {
-        int64_t mr = row_end - i0 < RT_MM_MR ? row_end - i0 : RT_MM_MR;
-        const float *arow[RT_MM_MR];
-        for (int r = 0; r < RT_MM_MR; r++) arow[r] = j->a + (i0 + (r < mr ? r : 0)) * j->as0 + k0 * j->as1;
-        float s[RT_MM_MR][RT_MM_NR];
-        for (int r = 0; r < RT_MM_MR; r++)
-          for (int x = 0; x < RT_MM_NR; x++) s[r][x] = 0.0f;
-        for (int64_t kk = 0; kk < kc; kk++) {
-          const float *bp = panel + kk * RT_MM_NR;
-          for (int r = 0; r < RT_MM_MR; r++) {
-            float av = arow[r][kk * j->as1];
-            for (int x = 0; x < RT_MM_NR; x++) s[r][x] = s[r][x] + av * bp[x];
-          }
-        }
-        for (int64_t r = 0; r < mr; r++) {
-          float *crow = j->c + (i0 + r) * j->n + j0;
-          for (int64_t x = 0; x < nr; x++) crow[x] = crow[x] + s[r][x];
-        }
+  int64_t cs_i, cs_j;
+  const float *bpack;      /* per leaf, per panel: kc × NR */
+  const int64_t *bounds;   /* leaf t: items bounds[t] … bounds[t+1]-1 */
+  const int64_t *pops;
+  int64_t leaves, depth;
+  int from_seed;           /* one leaf, folded from the seed */
+  int has_seed;
+  float seed;
+} rt_ct_job;
+
+/* One tile: the sums of the products of items 0 … kc-1 of a strip (kc ×
+ * MR, item-major) and a panel (kc × NR), from the first product (or from
+ * `start`), combined with `pops` tiles of the stack (each the left
+ * operand), written to out (row stride `ld`). A tile of MR rows, and one
+ * of a single row (a matrix-vector product). */
+#define RT_CT_TILE(NAME, MR)                                                                              \
+  static void NAME(const float *ap, const float *bp, int64_t kc, int from_start, float start,            \
+                   float *const *stack, int64_t pops, float *out, int64_t ld) {                          \
+    rt_ct_vec acc0[MR], acc1[MR];                                                                        \
+    int64_t kk = 0;                                                                                      \
+    if (from_start) {                                                                                    \
+      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
+        acc0[r] = (rt_ct_vec){0} + start;                                                                \
+        acc1[r] = (rt_ct_vec){0} + start;                                                                \
+      }                                                                                                  \
+    } else {                                                                                             \
+      rt_ct_vec b0 = *(const rt_ct_vec *)bp, b1 = *(const rt_ct_vec *)(bp + 16);                         \
+      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
+        acc0[r] = ap[r] * b0;                                                                            \
+        acc1[r] = ap[r] * b1;                                                                            \
+      }                                                                                                  \
+      kk = 1;                                                                                            \
+    }                                                                                                    \
+    for (; kk < kc; kk++) {                                                                              \
+      const float *a = ap + kk * MR;                                                                     \
+      rt_ct_vec b0 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR);                                           \
+      rt_ct_vec b1 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR + 16);                                      \
+      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
+        rt_ct_vec t0 = a[r] * b0, t1 = a[r] * b1;                                                        \
+        acc0[r] = acc0[r] + t0;                                                                          \
+        acc1[r] = acc1[r] + t1;                                                                          \
+      }                                                                                                  \
+    }                                                                                                    \
+    for (int64_t q = 0; q < pops; q++) {                                                                 \
+      const float *s = stack[-1 - q];                                                                    \
+      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
+        acc0[r] = *(const rt_ct_vec *)(s + r * ld) + acc0[r];                                            \
+        acc1[r] = *(const rt_ct_vec *)(s + r * ld + 16) + acc1[r];                                       \
+      }                                                                                                  \
+    }                                                                                                    \
+    _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                              \
+      *(rt_ct_vec *)(out + r * ld) = acc0[r];                                                            \
+      *(rt_ct_vec *)(out + r * ld + 16) = acc1[r];                                                       \
+    }                                                                                                    \
+  }
+RT_CT_TILE(rt_ct_tile, RT_CT_MR)
+RT_CT_TILE(rt_ct_tile1, 1)
+
+static void rt_ct_pack_b(void *raw, int64_t lo, int64_t hi) {
+  const rt_ct_job *j = raw;
+  float *bpack = (float *)j->bpack;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t k0 = j->bounds[t], kc = j->bounds[t + 1] - k0;
+    float *leaf = bpack + k0 * j->npad;
+    for (int64_t j0 = 0; j0 < j->npad; j0 += RT_CT_NR) {
+      float *panel = leaf + j0 * kc;
+      int64_t nr = j->n - j0 < RT_CT_NR ? j->n - j0 : RT_CT_NR;
+      for (int64_t kk = 0; kk < kc; kk++) {
+        const float *src = j->b + (k0 + kk) * j->bs_p + j0 * j->bs_j;
+        float *dst = panel + kk * RT_CT_NR;
+        if (j->bs_j == 1)
+          for (int64_t x = 0; x < nr; x++) dst[x] = src[x];
+        else
+          for (int64_t x = 0; x < nr; x++) dst[x] = src[x * j->bs_j];
+        for (int64_t x = nr; x < RT_CT_NR; x++) dst[x] = 0.0f;
       }
     }
   }
-  rt_free(panel);
 }
-static void rt_matmul_f32(const float *a, int64_t as0, int64_t as1, const float *b, int64_t bs0, int64_t bs1,
-                          int64_t m, int64_t k, int64_t n, float *c) {
-  for (int64_t i = 0; i < m * n; i++) c[i] = 0.0f;
-  if (m == 0 || n == 0 || k == 0) return;
-  rt_matmul_job j = {a, b, as0, as1, bs0, bs1, m, k, n, c};
-  int64_t bands = (m + RT_MM_MC - 1) / RT_MM_MC;
-  rt_parallel_for(bands, (uint64_t)RT_MM_MC * (uint64_t)n * (uint64_t)k + 1, rt_matmul_band, &j);
+
+/* Work item w: the rows of band w / chunks, the columns of chunk
+ * w % chunks (RT_CT_CW of them). A band of one row (a matrix-vector
+ * product) takes the tile of one row. */
+#define RT_CT_CW 256
+static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
+  const rt_ct_job *j = raw;
+  int64_t ld = j->npad, chunks = (ld + RT_CT_CW - 1) / RT_CT_CW;
+  float *apack = rt_alloc((RT_CT_MC + RT_CT_MR) * RT_CT_LEAF, sizeof(float));
+  float *stack_mem = rt_alloc((j->depth + 1) * (RT_CT_MC + RT_CT_MR) * ld, sizeof(float));
+  for (int64_t w = lo; w < hi; w++) {
+    int64_t band = w / chunks, c0 = w % chunks * RT_CT_CW, c1 = c0 + RT_CT_CW < ld ? c0 + RT_CT_CW : ld;
+    int64_t i0 = band * RT_CT_MC, mc = j->m - i0 < RT_CT_MC ? j->m - i0 : RT_CT_MC;
+    int mr = mc == 1 ? 1 : RT_CT_MR;
+    int64_t strips = (mc + mr - 1) / mr;
+    int64_t sp = 0;
+    float *stack[66];
+    for (int64_t s = 0; s <= j->depth && s < 66; s++) stack[s] = stack_mem + s * (RT_CT_MC + RT_CT_MR) * ld;
+    for (int64_t t = 0; t < j->leaves; t++) {
+      int64_t k0 = j->bounds[t], kc = j->bounds[t + 1] - k0;
+      /* The band's rows of a, items k0 …, as strips of mr rows. */
+      for (int64_t s = 0; s < strips; s++)
+        for (int64_t kk = 0; kk < kc; kk++)
+          for (int r = 0; r < mr; r++) {
+            int64_t i = s * mr + r;
+            apack[(s * kc + kk) * mr + r] = i < mc ? j->a[(i0 + i) * j->as_i + (k0 + kk) * j->as_p] : 0.0f;
+          }
+      int64_t pops = j->pops[t];
+      float *out = stack[sp - pops];
+      const float *leaf = j->bpack + k0 * ld;
+      for (int64_t j0 = c0; j0 < c1; j0 += RT_CT_NR)
+        for (int64_t s = 0; s < strips; s++) {
+          int64_t at = s * mr * ld + j0;
+          float *tops[66];
+          for (int64_t q = 0; q < pops; q++) tops[q] = stack[sp - pops + q] + at;
+          (mr == 1 ? rt_ct_tile1 : rt_ct_tile)(apack + s * kc * mr, leaf + j0 * kc, kc, j->from_seed, j->seed,
+                                               tops + pops, pops, out + at, ld);
+        }
+      sp = sp - pops + 1;
+    }
+    /* The total, the seed added first. */
+    int64_t x1 = c1 < j->n ? c1 : j->n;
+    for (int64_t i = 0; i < mc; i++)
+      for (int64_t x = c0; x < x1; x++) {
+        float v = stack[0][i * ld + x];
+        j->c[(i0 + i) * j->cs_i + x * j->cs_j] = j->has_seed && !j->from_seed ? j->seed + v : v;
+      }
+  }
+  rt_free(apack);
+  rt_free(stack_mem);
+}
+
+/* order: 0 the tree of `reduce f.+` (left to right up to 256 items),
+ * 1 blocks of 256 one after another (`f.matmul`). */
+static void rt_contract_f32(const float *a, int64_t as_i, int64_t as_p, const float *b, int64_t bs_j, int64_t bs_p,
+                            int64_t m, int64_t n, int64_t k, float *c, int64_t cs_i, int64_t cs_j, int64_t order,
+                            int64_t has_seed, float seed) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t x = 0; x < n; x++) c[i * cs_i + x * cs_j] = has_seed ? seed : 0.0f;
+    return;
+  }
+  int64_t leaves_max = k / (RT_CT_LEAF / 2) + 2;
+  int64_t *bounds = rt_alloc(leaves_max + 1, sizeof *bounds);
+  int64_t *pops = rt_alloc(leaves_max, sizeof *pops);
+  int64_t leaves = 0;
+  int from_seed = 0;
+  if (k <= RT_CT_LEAF) {
+    bounds[0] = 0, bounds[1] = k, pops[0] = 0, leaves = 1;
+    from_seed = has_seed != 0;
+  } else if (order == 0) {
+    rt_ct_tree(0, k, bounds, pops, &leaves);
+  } else {
+    for (int64_t k0 = 0; k0 < k; k0 += RT_CT_LEAF) {
+      bounds[leaves] = k0;
+      pops[leaves] = leaves > 0;
+      leaves++;
+      bounds[leaves] = k0 + RT_CT_LEAF < k ? k0 + RT_CT_LEAF : k;
+    }
+  }
+  int64_t depth = 0, sp = 0;
+  for (int64_t t = 0; t < leaves; t++) {
+    sp = sp - pops[t] + 1;
+    if (sp > depth) depth = sp;
+  }
+  if (depth > 64) rt_fail("internal error: a contraction's tree too deep");
+  int64_t npad = (n + RT_CT_NR - 1) / RT_CT_NR * RT_CT_NR;
+  float *bpack = rt_alloc(k * npad, sizeof *bpack);
+  rt_ct_job j = {a, b, as_i, as_p, bs_j, bs_p, m, n, k, npad, c, cs_i, cs_j, bpack, bounds, pops, leaves, depth,
+                 from_seed, has_seed != 0, seed};
+  rt_parallel_for(leaves, (uint64_t)(bounds[1] - bounds[0]) * (uint64_t)npad + 1, rt_ct_pack_b, &j);
+  int64_t bands = (m + RT_CT_MC - 1) / RT_CT_MC, chunks = (npad + RT_CT_CW - 1) / RT_CT_CW;
+  int64_t rows = m < RT_CT_MC ? m : RT_CT_MC, cols = npad < RT_CT_CW ? npad : RT_CT_CW;
+  rt_parallel_for(bands * chunks, (uint64_t)rows * (uint64_t)cols * (uint64_t)k + 1, rt_ct_band, &j);
+  rt_free(bpack);
+  rt_free(bounds);
+  rt_free(pops);
+}
+
+/* The same contraction of Int matrices: each sum wraps, so any order
+ * gives its bits; rows go to the threads, each row's sums carried along
+ * the items together. `order` is unused. */
+typedef struct {
+  const int64_t *a, *b;
+  int64_t as_i, as_p, bs_j, bs_p, n, k;
+  int64_t *c;
+  int64_t cs_i, cs_j, seed;
+} rt_cti_job;
+static void rt_cti_rows(void *raw, int64_t lo, int64_t hi) {
+  const rt_cti_job *j = raw;
+  uint64_t *acc = rt_alloc(j->n, sizeof *acc);
+  for (int64_t i = lo; i < hi; i++) {
+    for (int64_t x = 0; x < j->n; x++) acc[x] = (uint64_t)j->seed;
+    for (int64_t p = 0; p < j->k; p++) {
+      uint64_t av = (uint64_t)j->a[i * j->as_i + p * j->as_p];
+      const int64_t *bp = j->b + p * j->bs_p;
+      for (int64_t x = 0; x < j->n; x++) acc[x] += av * (uint64_t)bp[x * j->bs_j];
+    }
+    for (int64_t x = 0; x < j->n; x++) j->c[i * j->cs_i + x * j->cs_j] = (int64_t)acc[x];
+  }
+  rt_free(acc);
+}
+static void rt_contract_i64(const int64_t *a, int64_t as_i, int64_t as_p, const int64_t *b, int64_t bs_j,
+                            int64_t bs_p, int64_t m, int64_t n, int64_t k, int64_t *c, int64_t cs_i, int64_t cs_j,
+                            int64_t order, int64_t has_seed, int64_t seed) {
+  (void)order;
+  if (m <= 0 || n <= 0) return;
+  rt_cti_job j = {a, b, as_i, as_p, bs_j, bs_p, n, k < 0 ? 0 : k, c, cs_i, cs_j, has_seed ? seed : 0};
+  rt_parallel_for(m, (uint64_t)n * (uint64_t)(k < 0 ? 0 : k) + 1, rt_cti_rows, &j);
 }
 
 /* ---- reductions: a float sum's tree on several threads ----

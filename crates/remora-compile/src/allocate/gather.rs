@@ -387,7 +387,8 @@ impl<'m> Alloc<'m> {
     /// The matrix product. `matmul` wraps (any order); `f.matmul` adds
     /// each sum's products in blocks of 256 items, each block from 0.0 left
     /// to right, the blocks' sums added in order to 0.0 (the interpreter's
-    /// blocked loop), by the runtime's `rt_matmul_f32`.
+    /// blocked loop), by the runtime's `rt_contract_f32` (the kernel of
+    /// the lifted dot too, see `contract.rs`).
     fn matmul(&mut self, name: &str, a: &View, b: &View, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         let float = name == "f.matmul";
         let elem = if float { Elem::Float } else { Elem::Int };
@@ -399,19 +400,25 @@ impl<'m> Alloc<'m> {
                 buf: x.buf,
                 index: Box::new(x.offset.clone()),
             };
+            // (b(j, p) is b's item p, column j; the seed 0.0 added last.)
             body.push(Stmt::Call {
-                func: "rt_matmul_f32",
+                func: "rt_contract_f32",
                 args: vec![
                     addr(a),
                     a.strides[0].clone(),
                     a.strides[1].clone(),
                     addr(b),
-                    b.strides[0].clone(),
                     b.strides[1].clone(),
+                    b.strides[0].clone(),
                     m,
+                    n.clone(),
                     k,
-                    n,
                     addr(&dest),
+                    n,
+                    Expr::Int(1),
+                    Expr::Int(contract::BLOCKS),
+                    Expr::Int(1),
+                    Expr::Float(0.0),
                 ],
             });
             return Ok(Val::Array(dest));

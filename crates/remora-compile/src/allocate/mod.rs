@@ -27,6 +27,7 @@ use std::rc::Rc;
 
 mod boxes;
 mod boxframes;
+mod contract;
 mod empty;
 mod files;
 mod gather;
@@ -285,6 +286,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     }
     empty::skip_empty_nests(&mut body);
     trace::in_order(&mut body);
+    contract::contractions(&mut body);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),

@@ -1,0 +1,312 @@
+//! Contractions: a map over a float sum of products — a dot product
+//! lifted over the rows of one matrix and the columns of another (a
+//! matrix product as the papers write it), a matrix-vector product, a
+//! weighted sum — computed by the runtime's tiled kernel
+//! (`rt_contract_f32`) instead of one tree reduction per sum.
+//!
+//! The rule works on the loop level, after the maps are loops, so it holds
+//! however the program wrote the lifting (a function of vectors applied to
+//! matrices, `transpose2d`, `replicate`, a `let`): one or two nested `for`
+//! loops whose body is only a `reduce f.+` (the tree order) of products of
+//! two loads, stored at the loops' position; every index an affine function
+//! of the loops' indices and the item's, each operand varying with at most
+//! one of the two loops. The tree's split points depend only on the
+//! number of items, never on the loops' indices, so the kernel sums a
+//! tile of many positions together, each in its own order: the same bits.
+//! An Int sum of products (`+` wraps: any order) is a contraction too
+//! (`rt_contract_i64`).
+
+use super::*;
+
+/// The kernel's orders: the tree of `reduce f.+` (left to right up to 256
+/// items), or blocks of 256 items one after another (`f.matmul`).
+pub(super) const TREE: i64 = 0;
+pub(super) const BLOCKS: i64 = 1;
+
+/// Every nest in `body` (at any depth) that is a contraction, replaced by
+/// a call of the kernel.
+pub(super) fn contractions(body: &mut Vec<Stmt>) {
+    let mut out = Vec::with_capacity(body.len());
+    for mut s in body.drain(..) {
+        if let Some(call) = contraction(&s) {
+            out.extend(call);
+            continue;
+        }
+        match &mut s {
+            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
+                contractions(body)
+            }
+            Stmt::If { then, otherwise, .. } => {
+                contractions(then);
+                contractions(otherwise);
+            }
+            _ => {}
+        }
+        out.push(s);
+    }
+    *body = out;
+}
+
+/// An index as `offset + Σ coefficient · variable` over the given
+/// variables (each coefficient free of them).
+struct Affine {
+    offset: Expr,
+    coefs: Vec<Expr>,
+}
+
+fn affine(e: &Expr, vars: &[Var], locals: &[Var]) -> Option<Affine> {
+    let zero = || Affine {
+        offset: Expr::Int(0),
+        coefs: vec![Expr::Int(0); vars.len()],
+    };
+    let free = |e: &Expr| {
+        let mut ok = true;
+        e.each_var(&mut |v| ok &= !vars.contains(&v) && !locals.contains(&v));
+        ok && !has_load(e)
+    };
+    match e {
+        Expr::Var(v) if vars.contains(v) => {
+            let mut a = zero();
+            let k = vars.iter().position(|x| x == v)?;
+            a.coefs[k] = Expr::Int(1);
+            Some(a)
+        }
+        e if free(e) => Some(Affine {
+            offset: e.clone(),
+            coefs: vec![Expr::Int(0); vars.len()],
+        }),
+        Expr::Op { op: "+", args } if args.len() == 2 => {
+            let (x, y) = (affine(&args[0], vars, locals)?, affine(&args[1], vars, locals)?);
+            Some(Affine {
+                offset: Expr::add(x.offset, y.offset),
+                coefs: x
+                    .coefs
+                    .into_iter()
+                    .zip(y.coefs)
+                    .map(|(a, b)| Expr::add(a, b))
+                    .collect(),
+            })
+        }
+        Expr::Op { op: "*", args } if args.len() == 2 => {
+            let (scale, x) = if free(&args[0]) {
+                (&args[0], affine(&args[1], vars, locals)?)
+            } else if free(&args[1]) {
+                (&args[1], affine(&args[0], vars, locals)?)
+            } else {
+                return None;
+            };
+            Some(Affine {
+                offset: Expr::mul(scale.clone(), x.offset),
+                coefs: x.coefs.into_iter().map(|c| Expr::mul(scale.clone(), c)).collect(),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn has_load(e: &Expr) -> bool {
+    match e {
+        Expr::Load { .. } | Expr::Addr { .. } => true,
+        Expr::Op { args, .. } => args.iter().any(has_load),
+        _ => false,
+    }
+}
+
+fn is_zero(e: &Expr) -> bool {
+    matches!(e, Expr::Int(0))
+}
+
+/// A load of the reduction's item: its buffer and affine index over
+/// (outer loop, inner loop, item).
+struct Operand {
+    buf: Var,
+    at: Affine,
+}
+
+/// `s` as a call of the kernel, if it is a contraction (see the module's
+/// documentation), after the checks the loops' body made (each of the
+/// loops' invariants, raised where the loops run at least once).
+fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
+    let Stmt::For {
+        index: outer,
+        count: outer_count,
+        body,
+        ..
+    } = s
+    else {
+        return None;
+    };
+    // Two loops (i over rows, j over columns), or one (j alone).
+    let (i, m, j, n, cell) = match body.as_slice() {
+        [
+            Stmt::For {
+                index: inner,
+                count: inner_count,
+                body: cell,
+                ..
+            },
+        ] => (
+            Some(*outer),
+            outer_count.clone(),
+            *inner,
+            inner_count.clone(),
+            cell,
+        ),
+        _ => (None, Expr::Int(1), *outer, outer_count.clone(), body),
+    };
+    // Checks first (`if` an invariant condition `fail`), then the sum.
+    let checks = cell
+        .iter()
+        .take_while(|s| matches!(s, Stmt::If { then, otherwise, .. } if otherwise.is_empty() && matches!(then.as_slice(), [Stmt::Fail { .. }])))
+        .count();
+    let (checks, cell) = cell.split_at(checks);
+    let [
+        Stmt::Reduce {
+            acc,
+            elem,
+            op,
+            seed,
+            order,
+            index: p,
+            count: k,
+            body: lets,
+            item,
+        },
+        Stmt::Store {
+            buf: c,
+            index: c_at,
+            value: Expr::Var(stored),
+        },
+    ] = cell
+    else {
+        return None;
+    };
+    // Float sums in the tree's order; Int sums wrap (any order).
+    let (func, times, unit) = match (elem, *op, order) {
+        (Elem::Float, "f.+", Order::Tree) => ("rt_contract_f32", "f.*", Expr::Float(0.0)),
+        (Elem::Int, "+", _) => ("rt_contract_i64", "*", Expr::Int(0)),
+        _ => return None,
+    };
+    if stored != acc {
+        return None;
+    }
+    let vars = [i.unwrap_or(Var(u32::MAX)), j, *p];
+    // (The nest's own scalars are no part of an index.)
+    let mut locals = vec![*acc];
+    for s in lets {
+        if let Stmt::Let { var, .. } = s {
+            locals.push(*var);
+        }
+    }
+    // The loop-invariant parts: the count, the seed, the extents.
+    let invariant = |e: &Expr| affine(e, &vars, &locals).is_some_and(|a| a.coefs.iter().all(is_zero));
+    if !invariant(k) || !invariant(&n) || seed.as_ref().is_some_and(|s| !invariant(s)) {
+        return None;
+    }
+    // Without a seed the count must be known to be at least 1.
+    let (has_seed, seed) = match seed {
+        Some(s) => (1, s.clone()),
+        None if matches!(k, Expr::Int(x) if *x >= 1) => (0, unit),
+        None => return None,
+    };
+    // The item: the product of two loads (each maybe named by a `let`).
+    let Expr::Op { op: product, args } = item else {
+        return None;
+    };
+    if *product != times {
+        return None;
+    }
+    let [x, y] = args.as_slice() else {
+        return None;
+    };
+    let load = |e: &Expr| -> Option<Operand> {
+        let e = match e {
+            Expr::Var(v) => lets.iter().find_map(|s| match s {
+                Stmt::Let { var, value, .. } if var == v => Some(value),
+                _ => None,
+            })?,
+            e => e,
+        };
+        let Expr::Load { buf, index } = e else {
+            return None;
+        };
+        Some(Operand {
+            buf: *buf,
+            at: affine(index, &vars, &locals)?,
+        })
+    };
+    // Every `let` a load named by the product.
+    let named = |v: &Var| [x, y].iter().any(|e| matches!(e, Expr::Var(w) if w == v));
+    if !lets
+        .iter()
+        .all(|s| matches!(s, Stmt::Let { var, value: Expr::Load { .. }, .. } if named(var)))
+    {
+        return None;
+    }
+    let (x, y) = (load(x)?, load(y)?);
+    // a varies with i (not j), b with j (not i): the product is a·b or,
+    // the roles swapped, b·a (the same bits: multiplication commutes).
+    let (a, b) = if is_zero(&x.at.coefs[1]) && is_zero(&y.at.coefs[0]) {
+        (x, y)
+    } else if is_zero(&y.at.coefs[1]) && is_zero(&x.at.coefs[0]) {
+        (y, x)
+    } else {
+        return None;
+    };
+    let c_at = affine(c_at, &vars, &locals)?;
+    // Each position its own atom of the result (the kernel writes them
+    // in no fixed order), which no operand reads.
+    let distinct = match i {
+        Some(_) => !is_zero(&c_at.coefs[0]) && !is_zero(&c_at.coefs[1]),
+        None => !is_zero(&c_at.coefs[1]),
+    };
+    if !distinct || !is_zero(&c_at.coefs[2]) || *c == a.buf || *c == b.buf {
+        return None;
+    }
+    let mut out = Vec::new();
+    for check in checks {
+        let Stmt::If { cond, then, .. } = check else {
+            return None;
+        };
+        if !invariant(cond) {
+            return None;
+        }
+        let runs = Expr::op(
+            "and",
+            vec![
+                Expr::op("<", vec![Expr::Int(0), m.clone()]),
+                Expr::op("<", vec![Expr::Int(0), n.clone()]),
+            ],
+        );
+        out.push(Stmt::If {
+            cond: Expr::op("and", vec![runs, cond.clone()]),
+            then: then.clone(),
+            otherwise: Vec::new(),
+        });
+    }
+    let addr = |buf: Var, at: &Affine| Expr::Addr {
+        buf,
+        index: Box::new(at.offset.clone()),
+    };
+    out.push(Stmt::Call {
+        func,
+        args: vec![
+            addr(a.buf, &a.at),
+            a.at.coefs[0].clone(),
+            a.at.coefs[2].clone(),
+            addr(b.buf, &b.at),
+            b.at.coefs[1].clone(),
+            b.at.coefs[2].clone(),
+            m,
+            n,
+            k.clone(),
+            addr(*c, &c_at),
+            c_at.coefs[0].clone(),
+            c_at.coefs[1].clone(),
+            Expr::Int(TREE),
+            Expr::Int(has_seed),
+            seed,
+        ],
+    });
+    Some(out)
+}
