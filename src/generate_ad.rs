@@ -52,13 +52,6 @@ const fn rule(name: &'static str, template: &'static str) -> Rule {
     }
 }
 
-const fn forward_only(name: &'static str, template: &'static str) -> Rule {
-    Rule {
-        reverse: false,
-        ..rule(name, template)
-    }
-}
-
 const fn scalar_only(name: &'static str, template: &'static str) -> Rule {
     Rule {
         scalar_only: true,
@@ -68,8 +61,8 @@ const fn scalar_only(name: &'static str, template: &'static str) -> Rule {
 
 /// The rules the derivative transformation has. Arguments of `f.ln`,
 /// `f.sqrt`, `f./`'s divisor and `f.exp` are kept in their domains (and
-/// `f.exp`'s from overflowing) by construction. No template names a hole
-/// twice yet (see the last line).
+/// `f.exp`'s from overflowing) by construction. A hole named twice is the
+/// same text (`call twice`).
 pub const RULES: &[Rule] = &[
     rule("f.+", "(f.+ {a} {b})"),
     rule("f.+ lifted", "(f.+ {p} {a})"),
@@ -99,11 +92,10 @@ pub const RULES: &[Rule] = &[
         "constant parts",
         "(f.* {a} (i->f (+ 1 (bool->i (f.> {b} 0.3183099)))))",
     ),
-    forward_only("if", "(if (f.> {k} 0.0) {a} {b})"),
-    // Waiting for reverse mode to tell apart two bindings of one name (a
-    // function called twice, the same `let` twice: on main the adjoints
-    // are doubled):
-    // rule("call twice", "(f.+ ({g} {t}) ({g} {t}))"),
+    rule("if", "(if (f.> {k} 0.0) {a} {b})"),
+    rule("call twice", "(f.+ ({g} {t}) ({g} {t}))"),
+    rule("f.^", "(f.^ (f.+ 1.5 (f.sin {a})) 1.5)"),
+    rule("f.max", "(f.max {a} (f.* 0.5 {b}))"),
 ];
 
 /// A generated case: the program and what [`check`] needs to read it.
@@ -123,7 +115,7 @@ pub struct Case {
     pub x: Vec<f32>,
     pub v: Vec<f32>,
     pub u: Vec<f32>,
-    /// The finite-difference step: `x ± h·v`, `x ± (h/2)·v` … ([`STEPS`] of them).
+    /// The finite-difference step: `x ± h·v`, `x ± (h/4)·v` … ([`STEPS`] of them).
     pub h: f32,
 }
 
@@ -399,7 +391,7 @@ pub fn case(bytes: &[u8]) -> Case {
         }
     }
     let steps = (0..STEPS).flat_map(|i| {
-        let s = h / (1u32 << i) as f32;
+        let s = h / (1u32 << (2 * i)) as f32;
         [s, -s]
     });
     for step in steps {
@@ -497,15 +489,15 @@ pub fn transpose_law_holds(u: &[f32], jv: &[f32], jtu: &[f32], v: &[f32]) -> Res
     }
 }
 
-/// How many steps the central differences take: `h`, `h/2`, `h/4` …
-pub const STEPS: usize = 4;
+/// How many steps the central differences take: `h`, `h/4`, `h/16` …
+pub const STEPS: usize = 6;
 
 /// Central differences along `v` — `(f(x+s·v) − f(x−s·v)) / 2s` — at the
-/// steps `s = h, h/2, h/4 …` (`sides[i]` is `(f(x+s·v), f(x−s·v))` for
+/// steps `s = h, h/4, h/16 …` (`sides[i]` is `(f(x+s·v), f(x−s·v))` for
 /// the i-th), against the directional derivative `jv`, componentwise. The
 /// tolerance is f32 careful: of two successive steps, the truncation error
 /// of the finer is estimated from their difference (for a smooth function
-/// 3/4 of the coarser one's error), the rounding error of `f` is a few
+/// 15/16 of the coarser one's error), the rounding error of `f` is a few
 /// ulps of the largest |f| over the step, plus a relative 1e-3 of the
 /// derivative. A component agrees when some pair of successive steps
 /// agrees: the steps shrink until the function is smooth at their scale
@@ -523,11 +515,22 @@ pub fn central_difference_agrees(jv: &[f32], sides: &[(&[f32], &[f32])], h: f32)
             .iter()
             .enumerate()
             .map(|(i, (p, m))| {
-                let s = f64::from(h) / f64::from(1u32 << i);
+                let s = f64::from(h) / f64::from(1u32 << (2 * i));
                 let get = |xs: &[f32]| xs.get(j).copied().map_or(f64::NAN, f64::from);
                 (s, (get(p) - get(m)) / (2.0 * s))
             })
             .collect();
+        // Differences that never settle (a function turning faster than
+        // the finest step resolves, such as the sine of a large product)
+        // say nothing about the derivative: that component is left to the
+        // transpose law.
+        let settled = estimates.windows(2).any(|w| {
+            let ((_, coarse), (_, fine)) = (w[0], w[1]);
+            (coarse - fine).abs() <= 0.25 * coarse.abs().max(fine.abs()) + 1.0e-3
+        });
+        if !settled {
+            continue;
+        }
         let agrees = estimates.windows(2).any(|w| {
             let ((_, coarse), (s, fine)) = (w[0], w[1]);
             let rounding = 16.0 * ulp * largest / s;

@@ -61,8 +61,11 @@ fn first_stack() -> usize {
 /// mapped when it starts (the main thread's stack and first heap segment
 /// among it): the pipeline's stack, and two of the allocator's 32 MiB
 /// segments (its thread's first, and one more as its heap grows), so that
-/// a small program never meets an allocation that fails.
-pub const LEAST_ADDRESS_SPACE: usize = SMALLEST_STACK + (64 << 20);
+/// a small program never meets an allocation that fails, and 16 MiB of
+/// margin for what the process maps as it starts beyond what is counted
+/// (a larger executable's relocations and data: without it, a release
+/// binary 1.5 MB larger aborted just above the limit instead of saying so).
+pub const LEAST_ADDRESS_SPACE: usize = SMALLEST_STACK + (80 << 20);
 
 /// What the C library reserves for a new thread's own malloc arena: the
 /// pipeline thread's start registers its thread-local destructors through
