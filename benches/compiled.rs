@@ -290,6 +290,16 @@ fn baseline(row: &Row, args: &[Array]) -> f64 {
     }
 }
 
+/// The bytes of an argument's atoms as the compiled program holds them.
+fn argument_bytes(a: &Array) -> usize {
+    match &a.data {
+        Data::Int(x) => x.len() * 8,
+        Data::Float(x) => x.len() * 4,
+        Data::Bool(x) => x.len(),
+        _ => 0,
+    }
+}
+
 fn checksum(values: &[Array]) -> f64 {
     values
         .iter()
@@ -314,27 +324,29 @@ fn compile(row: &Row, cache: &std::path::Path) -> Result<common::Compiled, Strin
 }
 
 /// The compiled row run `reps` times on `threads` threads (0: all):
-/// median computation time, median whole-process time, checksum.
+/// median computation time, median whole-process time, checksum, and the
+/// most peak memory of a run in KiB.
 fn run_compiled(
     compiled: &common::Compiled,
     args: &[Array],
     reps: usize,
     threads: usize,
-) -> Option<(Duration, Duration, f64)> {
+) -> Option<(Duration, Duration, f64, u64)> {
     let threads = threads.to_string();
     let env: Vec<(&str, &str)> = if threads == "0" {
         Vec::new()
     } else {
         vec![("REMORA_THREADS", threads.as_str())]
     };
-    let (mut compute, mut whole, mut sum) = (Vec::new(), Vec::new(), 0.0);
+    let (mut compute, mut whole, mut sum, mut peak) = (Vec::new(), Vec::new(), 0.0, 0);
     for _ in 0..reps {
         let run = common::run_compiled_once(compiled, args, &env).ok()?;
         compute.push(run.compute);
         whole.push(run.whole);
         sum = checksum(&run.results);
+        peak = peak.max(run.peak_kib);
     }
-    Some((median(compute), median(whole), sum))
+    Some((median(compute), median(whole), sum, peak))
 }
 
 fn main() {
@@ -344,8 +356,18 @@ fn main() {
         .map(|s| s.split(',').map(str::to_string).collect());
     let cache = std::env::temp_dir().join(format!("remora-bench-{}", std::process::id()));
     println!(
-        "{:<12} {:>22} {:>9} {:>10} {:>10} {:>9} {:>7} {:>7} {:>8} {:>6}",
-        "row", "size", "cc ms", "compute ms", "process ms", "Rust ms", "ratio", "target", "2 vs 1", "agree"
+        "{:<12} {:>22} {:>9} {:>10} {:>10} {:>9} {:>7} {:>7} {:>8} {:>6} {:>9}",
+        "row",
+        "size",
+        "cc ms",
+        "compute ms",
+        "process ms",
+        "Rust ms",
+        "ratio",
+        "target",
+        "2 vs 1",
+        "agree",
+        "peak MiB"
     );
     let mut all_met = true;
     for row in rows(quick) {
@@ -370,6 +392,10 @@ fn main() {
             rust.push(start.elapsed());
         }
         let rust = median(rust);
+        // The arguments' bytes in KiB: the peak is shown as what the
+        // program used beside them (its results, temporaries, runtime)
+        // plus them.
+        let inputs = (args.iter().map(argument_bytes).sum::<usize>() / 1024) as u64;
         let (compiled, cc) = match compile(&row, &cache) {
             Ok(x) => {
                 let time = x.time;
@@ -381,14 +407,14 @@ fn main() {
                 continue;
             }
         };
-        let Some((compute, whole, sum)) = run_compiled(&compiled, &args, row.reps, 0) else {
+        let Some((compute, whole, sum, peak)) = run_compiled(&compiled, &args, row.reps, 0) else {
             all_met = false;
             println!("{:<12} {:>22} the compiled program failed", row.name, size_text);
             continue;
         };
         let scaling = if row.compute_bound {
             run_compiled(&compiled, &args, row.reps.min(3), 1)
-                .map(|(one, _, _)| format!("{:.2}×", one.as_secs_f64() / compute.as_secs_f64()))
+                .map(|(one, _, _, _)| format!("{:.2}×", one.as_secs_f64() / compute.as_secs_f64()))
         } else {
             None
         };
@@ -413,7 +439,7 @@ fn main() {
         }
         all_met &= ratio <= row.target && agree;
         println!(
-            "{:<12} {:>22} {:>9.0} {:>10.2} {:>10.2} {:>9.2} {:>7.2} {:>7} {:>8} {:>6}",
+            "{:<12} {:>22} {:>9.0} {:>10.2} {:>10.2} {:>9.2} {:>7.2} {:>7} {:>8} {:>6} {:>9}",
             row.name,
             size_text,
             common::ms(cc),
@@ -424,6 +450,11 @@ fn main() {
             format!("≤{}×", row.target),
             scaling.unwrap_or_else(|| "-".into()),
             if agree { "yes" } else { "NO" },
+            format!(
+                "{:.1}+{:.1}",
+                peak.saturating_sub(inputs) as f64 / 1024.0,
+                inputs as f64 / 1024.0
+            ),
         );
         if let Some((t, _, _)) = numpy {
             println!(

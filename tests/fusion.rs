@@ -100,3 +100,38 @@ fn a_map_over_a_sum_of_products_is_one_contraction() {
         "{text}:\n{loops}"
     );
 }
+
+/// The lengths of the buffers `text`'s `main` allocates outside every
+/// loop (those a loop body allocates are a cell's, freed each iteration).
+fn outer_allocations(text: &str) -> Vec<i64> {
+    let mut sources = SourceMap::new();
+    let loaded = load_program_text(&mut sources, &RealFs, "fusion", None, text);
+    let checked = remora_check::check_program(&loaded.value);
+    assert!(!checked.has_errors(), "{text}: type errors");
+    let Ok(p) = remora_compile::loops(&checked.value, &checked.names, "main") else {
+        return vec![i64::MAX];
+    };
+    p.body
+        .iter()
+        .filter_map(|s| match s {
+            remora_compile::loops::Stmt::Alloc { len, .. } => Some(match len {
+                remora_compile::loops::Expr::Int(n) => *n,
+                _ => i64::MAX,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn rows_of_a_lifted_function_read_cell_by_cell_allocate_only_the_result() {
+    // Mandelbrot's shape: a function giving a row of [x y] pairs, lifted
+    // over the rows, its pairs then read one at a time (here by a `while`):
+    // each row is computed where it is read, not all into a 100×100×2 grid.
+    let text = "(def (fun (row (y Float) (xs [Float 100]) : [Float 100 2]) ((fn ((x Float)) [x y]) xs)))
+        (def (fun (small (o [Float 2]) : Bool) (f.< (index o 0) 10.0)))
+        (def (fun (grow (o [Float 2]) : [Float 2]) (f.* 2.0 o)))
+        (entry (main (re [Float 100]) (im [Float 100]))
+          ((fn ((o [Float 2])) (index o 1)) (while small grow (row im re))))";
+    assert_eq!(outer_allocations(text), vec![100 * 100]);
+}

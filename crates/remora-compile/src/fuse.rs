@@ -161,10 +161,13 @@ fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type, names: &mu
 }
 
 /// Whether the map `body` over a frame `P ++ G` binds a variable to `v`,
-/// the result of `producer`, a map over `P` whose cell is a map over `G`
-/// (a nested map, `(map [r] … (map [c] …))`, read by one map over `[r
-/// c]`): split into a map over `P` of maps over `G`, the consumer fuses
-/// with the producer at both levels.
+/// the result of `producer`, a map over `P` (G not empty): split into a
+/// map over `P` of maps over `G`, the consumer fuses with the producer at
+/// the outer level, each of the producer's cells computed where the
+/// consumer reads it, a `G` of cells at a time (instead of all `P ++ G`
+/// into an array of their own). A producer's cell that is itself a map
+/// over `G` (a nested map, `(map [r] … (map [c] …))`, read by one map over
+/// `[r c]`) then fuses at the inner level too.
 fn splits_for(body: &Expr, producer: &Expr, v: VarId) -> bool {
     let (
         Kind::Map {
@@ -172,25 +175,18 @@ fn splits_for(body: &Expr, producer: &Expr, v: VarId) -> bool {
             binds,
             ..
         },
-        Kind::Map {
-            frame: outer,
-            body: cell,
-            ..
-        },
+        Kind::Map { frame: outer, .. },
     ) = (&body.kind, &producer.kind)
     else {
         return false;
     };
-    let Kind::Map { frame: inner, .. } = &cell.kind else {
-        return false;
-    };
-    if outer.is_scalar() || inner.is_scalar() || !outer.is_prefix_of(consumer).is_yes() {
+    if outer.is_scalar() || !outer.is_prefix_of(consumer).is_yes() {
         return false;
     }
     let Ok(rest) = consumer.strip_prefix(outer) else {
         return false;
     };
-    rest.equals(inner).is_yes()
+    !rest.is_scalar()
         && binds
             .iter()
             .any(|b| matches!(b.value.kind, Kind::Var(w) if w == v))
