@@ -61,11 +61,8 @@ fn first_stack() -> usize {
 /// mapped when it starts (the main thread's stack and first heap segment
 /// among it): the pipeline's stack, and two of the allocator's 32 MiB
 /// segments (its thread's first, and one more as its heap grows), so that
-/// a small program never meets an allocation that fails, and 16 MiB of
-/// margin for what the process maps as it starts beyond what is counted
-/// (a larger executable's relocations and data: without it, a release
-/// binary 1.5 MB larger aborted just above the limit instead of saying so).
-pub const LEAST_ADDRESS_SPACE: usize = SMALLEST_STACK + (80 << 20);
+/// a small program never meets an allocation that fails.
+pub const LEAST_ADDRESS_SPACE: usize = SMALLEST_STACK + (64 << 20);
 
 /// What the C library reserves for a new thread's own malloc arena: the
 /// pipeline thread's start registers its thread-local destructors through
@@ -73,7 +70,11 @@ pub const LEAST_ADDRESS_SPACE: usize = SMALLEST_STACK + (80 << 20);
 /// less than twice [`HEAP`] it is counted in the least a run needs: without
 /// it, a run under `ulimit -v 140000` aborted about one time in thirty.
 /// (Above that, the heap [`first_stack`] leaves holds it.)
-const THREAD_ARENA: usize = 64 << 20;
+/// It is counted with 16 MiB more for what the process maps as it goes
+/// beyond what it had mapped when it was measured (without them, a release
+/// binary 1.5 MB larger aborted under `ulimit -v 205000` instead of saying
+/// that the limit is too small).
+const THREAD_ARENA: usize = (64 + 16) << 20;
 
 /// Under an address-space limit too small for a run (less than
 /// [`LEAST_ADDRESS_SPACE`], and the pipeline's stack and the C library's
