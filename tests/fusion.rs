@@ -64,9 +64,6 @@ fn a_map_over_a_sum_of_products_is_one_contraction() {
         // Bᵀ·Aᵀ: both operands transposed views.
         "(entry (main (a [Float $m $k]) (b [Float $k $n])) \
            ((fn ((row [Float $k])) (dot row a)) (transpose2d b)))",
-        // Matrix-vector and vector-matrix products.
-        "(entry (main (a [Float $m $k]) (v [Float $k])) (dot a v))",
-        "(entry (main (v [Float $k]) (b [Float $k $n])) (dot v (transpose2d b)))",
         // A seedless reduce by f.+ of a fixed count, lifted.
         "(entry (main (a [Float 3 300]) (b [Float 7 300])) \
            ((fn ((row [Float 300])) ((fn ((col [Float 300])) (reduce f.+ (f.* row col))) b)) a))",
@@ -91,14 +88,24 @@ fn a_map_over_a_sum_of_products_is_one_contraction() {
         loops.contains("(call rt_contract_i64") && !loops.contains("(for"),
         "{text}:\n{loops}"
     );
-    // Not a contraction: the product of a row with itself (one operand
-    // varying with both of the map's indices), kept as a reduction.
-    let text = format!("{dot} (entry (main (a [Float $m $k])) (dot a a))");
-    let loops = loop_level(&text);
-    assert!(
-        !loops.contains("rt_contract_f32") && loops.contains("(reduce"),
-        "{text}:\n{loops}"
-    );
+    // Not contractions, kept as reductions: the product of a row with
+    // itself (one operand varying with both of the map's indices), and one
+    // loop of sums (matrix-vector and vector-matrix products, a filter
+    // over windows), whose operand the kernel would copy whole to reuse
+    // nothing.
+    for main in [
+        "(entry (main (a [Float $m $k])) (dot a a))",
+        "(entry (main (a [Float $m $k]) (v [Float $k])) (dot a v))",
+        "(entry (main (v [Float $k]) (b [Float $k $n])) (dot v (transpose2d b)))",
+        "(entry (main (xs [Float 1000]) (ws [Float 31])) (dot ws ((i-app windows [31]) xs)))",
+    ] {
+        let text = format!("{dot} {main}");
+        let loops = loop_level(&text);
+        assert!(
+            !loops.contains("rt_contract_f32") && loops.contains("(reduce"),
+            "{text}:\n{loops}"
+        );
+    }
 }
 
 /// The lengths of the buffers `text`'s `main` allocates outside every

@@ -1,12 +1,12 @@
 //! Contractions: a map over a float sum of products — a dot product
 //! lifted over the rows of one matrix and the columns of another (a
-//! matrix product as the papers write it), a matrix-vector product, a
-//! weighted sum — computed by the runtime's tiled kernel
+//! matrix product as the papers write it), an outer loop of weighted
+//! sums — computed by the runtime's tiled kernel
 //! (`rt_contract_f32`) instead of one tree reduction per sum.
 //!
 //! The rule works on the loop level, after the maps are loops, so it holds
 //! however the program wrote the lifting (a function of vectors applied to
-//! matrices, `transpose2d`, `replicate`, a `let`): one or two nested `for`
+//! matrices, `transpose2d`, `replicate`, a `let`): two nested `for`
 //! loops whose body is only a `reduce f.+` (the tree order) of products of
 //! two loads, stored at the loops' position; every index an affine function
 //! of the loops' indices and the item's, each operand varying with at most
@@ -136,7 +136,11 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     else {
         return None;
     };
-    // Two loops (i over rows, j over columns), or one (j alone).
+    // Two loops (i over rows, j over columns). One loop alone (a
+    // matrix-vector product, a weighted sum of windows) reuses nothing the
+    // kernel packs, and the packing is a copy of the whole operand (of
+    // every window: 31 times the signal for a filter of 31): it stays a
+    // loop of reductions.
     let (i, m, j, n, cell) = match body.as_slice() {
         [
             Stmt::For {
@@ -145,14 +149,8 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
                 body: cell,
                 ..
             },
-        ] => (
-            Some(*outer),
-            outer_count.clone(),
-            *inner,
-            inner_count.clone(),
-            cell,
-        ),
-        _ => (None, Expr::Int(1), *outer, outer_count.clone(), body),
+        ] => (*outer, outer_count.clone(), *inner, inner_count.clone(), cell),
+        _ => return None,
     };
     // Checks first (`if` an invariant condition `fail`), then the sum.
     let checks = cell
@@ -190,7 +188,7 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     if stored != acc {
         return None;
     }
-    let vars = [i.unwrap_or(Var(u32::MAX)), j, *p];
+    let vars = [i, j, *p];
     // (The nest's own scalars are no part of an index.)
     let mut locals = vec![*acc];
     for s in lets {
@@ -256,10 +254,7 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     let c_at = affine(c_at, &vars, &locals)?;
     // Each position its own atom of the result (the kernel writes them
     // in no fixed order), which no operand reads.
-    let distinct = match i {
-        Some(_) => !is_zero(&c_at.coefs[0]) && !is_zero(&c_at.coefs[1]),
-        None => !is_zero(&c_at.coefs[1]),
-    };
+    let distinct = !is_zero(&c_at.coefs[0]) && !is_zero(&c_at.coefs[1]);
     if !distinct || !is_zero(&c_at.coefs[2]) || *c == a.buf || *c == b.buf {
         return None;
     }
