@@ -11,9 +11,12 @@
 
 use libfuzzer_sys::fuzz_target;
 use remora::generate::{Verdict, compare, program};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+
+#[path = "worker.rs"]
+mod worker;
+use worker::Worker;
 
 /// Programs generated, checked, compiled (and compared).
 static COUNTS: [AtomicUsize; 3] = [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
@@ -41,38 +44,9 @@ fn run(bytes: &[u8]) {
     }
 }
 
-struct Worker {
-    inputs: SyncSender<Vec<u8>>,
-    done: Mutex<Receiver<()>>,
-}
-
-fn worker() -> &'static Worker {
-    static WORKER: OnceLock<Worker> = OnceLock::new();
-    WORKER.get_or_init(|| {
-        let (inputs, rx) = sync_channel::<Vec<u8>>(0);
-        let (tx, done) = sync_channel::<()>(0);
-        let spawned = std::thread::Builder::new()
-            .stack_size(remora_syntax::stack::PIPELINE_STACK)
-            .spawn(move || {
-                for bytes in rx {
-                    run(&bytes);
-                    if tx.send(()).is_err() {
-                        break;
-                    }
-                }
-            });
-        assert!(spawned.is_ok(), "cannot start the worker thread");
-        Worker {
-            inputs,
-            done: Mutex::new(done),
-        }
-    })
-}
+static WORKER: OnceLock<Worker<Vec<u8>>> = OnceLock::new();
 
 fuzz_target!(|data: &[u8]| {
-    let w = worker();
-    let done = w.done.lock().expect("worker lock");
-    w.inputs.send(data.to_vec()).expect("worker alive");
-    // (A panic on the worker closes the channel: reported as a crash.)
-    done.recv().expect("the program was compared without a disagreement");
+    Worker::get(&WORKER, |bytes: Vec<u8>| run(&bytes))
+        .run(data.to_vec(), "the program was compared without a disagreement");
 });

@@ -15,8 +15,11 @@
 use libfuzzer_sys::fuzz_target;
 use remora_syntax::{Dialect, FileLoader, SourceMap, print, render_all};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+
+#[path = "worker.rs"]
+mod worker;
+use worker::Worker;
 
 /// Imports see an empty file system.
 struct NoFiles;
@@ -41,7 +44,10 @@ fn check(text: &str) {
         let items = remora_syntax::reader::read(&printed, file, &mut diags);
         let reread = remora_syntax::parser::Parser::new(&mut diags, Dialect::Tree).file(&items);
         assert!(diags.is_empty(), "printed tree does not read back: {printed}");
-        assert!(reread.decls == program.value.decls, "round trip changed the tree: {printed}");
+        assert!(
+            reread.decls == program.value.decls,
+            "round trip changed the tree: {printed}"
+        );
         let checked = remora_check::check_program(&program.value);
         let _ = render_all(&checked.diagnostics, &sources);
         for d in &checked.value {
@@ -68,7 +74,10 @@ fn check(text: &str) {
             let run = |reference_only: bool| {
                 let mut interp = budgeted(reference_only);
                 interp.program(&checked.value).map(|(_, values)| {
-                    values.iter().map(remora_value::print::to_string).collect::<Vec<_>>()
+                    values
+                        .iter()
+                        .map(remora_value::print::to_string)
+                        .collect::<Vec<_>>()
                 })
             };
             let batched = run(false);
@@ -77,11 +86,17 @@ fn check(text: &str) {
                 assert!(raised.is_ok(), "cannot raise: {raised:?}: {text}");
                 if let Ok(decls) = raised {
                     let again = budgeted(false).program(&decls).map(|(_, values)| {
-                        values.iter().map(remora_value::print::to_string).collect::<Vec<_>>()
+                        values
+                            .iter()
+                            .map(remora_value::print::to_string)
+                            .collect::<Vec<_>>()
                     });
                     // (A budget spent differently is no disagreement.)
                     if let Ok(again) = again {
-                        assert!(&again == values, "lowered and raised: {again:?} against {values:?}: {text}");
+                        assert!(
+                            &again == values,
+                            "lowered and raised: {again:?} against {values:?}: {text}"
+                        );
                     }
                 }
             }
@@ -136,38 +151,11 @@ fn agree(
     assert!(b == r, "batched {b:?} but reference {r:?} for {text}");
 }
 
-struct Worker {
-    inputs: SyncSender<String>,
-    done: Mutex<Receiver<()>>,
-}
-
-fn worker() -> &'static Worker {
-    static WORKER: OnceLock<Worker> = OnceLock::new();
-    WORKER.get_or_init(|| {
-        let (inputs, rx) = sync_channel::<String>(0);
-        let (tx, done) = sync_channel::<()>(0);
-        let spawned = std::thread::Builder::new()
-            .stack_size(remora_syntax::stack::PIPELINE_STACK)
-            .spawn(move || {
-                for text in rx {
-                    check(&text);
-                    if tx.send(()).is_err() {
-                        break;
-                    }
-                }
-            });
-        assert!(spawned.is_ok(), "cannot start the worker thread");
-        Worker {
-            inputs,
-            done: Mutex::new(done),
-        }
-    })
-}
+static WORKER: OnceLock<Worker<String>> = OnceLock::new();
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let w = worker();
-    let done = w.done.lock().expect("worker lock");
-    w.inputs.send(text.to_string()).expect("worker alive");
-    done.recv().expect("worker finished the input");
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    Worker::get(&WORKER, |text: String| check(&text)).run(text.to_string(), "worker finished the input");
 });
