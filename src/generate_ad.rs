@@ -96,6 +96,10 @@ pub const RULES: &[Rule] = &[
     rule("call twice", "(f.+ ({g} {t}) ({g} {t}))"),
     rule("f.^", "(f.^ (f.+ 1.5 (f.sin {a})) 1.5)"),
     rule("f.max", "(f.max {a} (f.* 0.5 {b}))"),
+    rule("f.min", "(f.min {a} (f.* 0.5 {b}))"),
+    rule("f.abs", "(f.abs (f.+ 1.5 (f.sin {a})))"),
+    rule("select", "(select (f.> {k} 0.0) {a} {b})"),
+    scalar_only("reduce f.*", "(reduce f.* (f.+ 1.0 (f.* 0.25 (f.sin {r}))))"),
 ];
 
 /// A generated case: the program and what [`check`] needs to read it.
