@@ -455,8 +455,8 @@ enum Rule {
     /// `f.sum` or `(reduce f.+ …)`: the adjoint is replicated to the cell.
     Sum,
     /// `(reduce f.max …)`, `(reduce f.min …)` of scalars (`f.argmax`,
-    /// `f.argmin`): the tangent is the first extreme item's, the adjoint
-    /// goes to every item equal to the result.
+    /// `f.argmin`): the tangent and the adjoint are the first extreme
+    /// item's.
     Extremum(&'static str),
     Select,
     /// `f.product` or `(reduce f.* …)` of vectors: the derivative for each
@@ -1645,10 +1645,17 @@ impl<'w, 'a> Walk<'w, 'a> {
                     });
                     app(rep, vec![ct.clone()])
                 }
-                Rule::Extremum(_) => {
+                Rule::Extremum(which) => {
                     if i + 1 != n.args.len() {
                         continue;
                     }
+                    // To the first extreme item only, as forward mode's
+                    // tangent is that item's (at a tie the two modes
+                    // must choose alike for the transpose law).
+                    let positions = node(ExprKind::IApp {
+                        func: Box::new(var("iota/static")),
+                        arg: ast::Ispace::Shape(w.shape(&arg.cell)),
+                    });
                     lift(
                         w,
                         vec![
@@ -1660,7 +1667,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                             call(
                                 "select",
                                 vec![
-                                    call("f.==", vec![v[0].clone(), v[1].clone()]),
+                                    call("==", vec![positions.clone(), call(which, vec![v[0].clone()])]),
                                     v[2].clone(),
                                     float(0.0),
                                 ],
