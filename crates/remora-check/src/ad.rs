@@ -813,6 +813,19 @@ impl<'w, 'a> Walk<'w, 'a> {
         }
     }
 
+    /// `e` bound to a fresh name when it is a computation (an application,
+    /// a `let`, an `if`), so the adjoint code can read its primal by name.
+    fn named(&mut self, e: ast::Expr) -> ast::Expr {
+        if matches!(
+            e.kind,
+            ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
+        ) {
+            self.bind(e)
+        } else {
+            e
+        }
+    }
+
     fn bind(&mut self, e: ast::Expr) -> ast::Expr {
         let name = self.w.ad.fresh();
         self.binds.push((name.clone(), e));
@@ -917,16 +930,8 @@ impl<'w, 'a> Walk<'w, 'a> {
         let mut tangents = HashMap::new();
         for (name, x) in fields {
             let (mut p, t) = self.expr(x, env)?;
-            if matches!(
-                p.kind,
-                ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
-            ) {
-                p = self.bind(p);
-            }
-            let varying = match (&t, &p.kind) {
-                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
-                _ => None,
-            };
+            p = self.named(p);
+            let varying = varying_name(&t, &p);
             args.push(Arg {
                 primal: p.clone(),
                 varying,
@@ -1017,16 +1022,8 @@ impl<'w, 'a> Walk<'w, 'a> {
         let mut tangents = Vec::new();
         for x in elems {
             let (mut p, t) = self.expr(x, env)?;
-            if matches!(
-                p.kind,
-                ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
-            ) {
-                p = self.bind(p);
-            }
-            let varying = match (&t, &p.kind) {
-                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
-                _ => None,
-            };
+            p = self.named(p);
+            let varying = varying_name(&t, &p);
             let t = match t {
                 Some(t) => t,
                 None => zeros(self.w, p.clone()),
@@ -1115,10 +1112,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             sub.records = self.records.clone();
             let (p, t) = sub.expr(x, env)?;
             sub.restore();
-            let out = match (&t, &p.kind) {
-                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
-                _ => None,
-            };
+            let out = varying_name(&t, &p);
             let primal = let_in(sub.binds.clone(), p);
             Ok((
                 primal,
@@ -1271,19 +1265,10 @@ impl<'w, 'a> Walk<'w, 'a> {
         let mut tangents = Vec::new();
         for (a, lifted) in spine {
             let (mut p, t) = self.expr(a, env)?;
-            if self.mode == Mode::Reverse
-                && !matches!(a.ty.atom, Atom::Arrow(..))
-                && matches!(
-                    p.kind,
-                    ExprKind::App { .. } | ExprKind::Let { .. } | ExprKind::If { .. }
-                )
-            {
-                p = self.bind(p);
+            if self.mode == Mode::Reverse && !matches!(a.ty.atom, Atom::Arrow(..)) {
+                p = self.named(p);
             }
-            let varying = match (&t, &p.kind) {
-                (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
-                _ => None,
-            };
+            let varying = varying_name(&t, &p);
             args.push(Arg {
                 primal: p.clone(),
                 varying,
@@ -2146,10 +2131,7 @@ impl<'w, 'a> Walk<'w, 'a> {
         for (k, (name, t, _)) in closed.iter().enumerate() {
             closed_fns.push((name.clone(), t.clone(), derivative(k + 2)?));
         }
-        let init = match (&t_init, &p_init.kind) {
-            (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
-            _ => None,
-        };
+        let init = varying_name(&t_init, &p_init);
         let out_name = match &out.kind {
             ExprKind::Var(v) => v.name.clone(),
             _ => String::new(),
@@ -2503,5 +2485,14 @@ fn unary_derivative(op: &str, t: ast::Expr, a: ast::Expr, out: ast::Expr) -> ast
         "f.tanh" => f2("f.*", t, one_minus_square(out)),
         // f.sqrt, sqrt
         _ => f2("f./", t, f2("f.*", float(2.0), out)),
+    }
+}
+
+/// The name of a primal that depends on the parameter (it has a tangent
+/// and is a variable), which adjoints are keyed by.
+fn varying_name(tangent: &Option<ast::Expr>, primal: &ast::Expr) -> Option<String> {
+    match (tangent, &primal.kind) {
+        (Some(_), ExprKind::Var(v)) => Some(v.name.clone()),
+        _ => None,
     }
 }
