@@ -5,10 +5,11 @@
 //! the CPU (`benches/ad/mlp_numpy.py`, run in the same invocation; JAX is
 //! optional: its absence is reported).
 //!
-//! What Remora differentiates today (see the program's header): the loss
-//! as a function of W1 alone, replicated over the batch, the other weights
-//! held constant; NumPy and JAX compute all four gradients. The checksum
-//! compared is the float64 sum of the gradient with respect to W1. Times
+//! Remora's side is the loss written as one would (`f.matmul`, the biases
+//! added by `rerank`, a row's log-sum-exp less its largest logit) of the
+//! weights as a record; `grad` gives all four gradients, as NumPy and JAX
+//! compute them. The entry returns the one with respect to W1: the checksum
+//! compared is its float64 sum. Times
 //! are medians of the gradient alone (the arguments are built before, on
 //! every side); peak memory is each side's whole process, from a fresh
 //! process that computes one gradient (the compiled program's own peak).
@@ -44,39 +45,21 @@ fn centred(n: usize, seed: usize, by: f32) -> Vec<f32> {
     floats(n, seed).into_iter().map(|x| (x - 0.5) * by).collect()
 }
 
-/// The entry's arguments, the same data as `mlp_numpy.py`'s `data`, laid
-/// out as the program takes them (replicated, transposed).
+/// The entry's arguments, the same data as `mlp_numpy.py`'s `data`: the
+/// inputs, the four weights and the one-hot labels.
 fn arguments<'p>(sizes: &[(&'static str, usize)]) -> Vec<Value<'p>> {
     let at = |k: &str| common::size(sizes, k);
     let (b, d, h, k) = (at("B"), at("D"), at("H"), at("K"));
-    let x = floats(b * d, 1);
-    let w1 = centred(d * h, 2, 0.1);
-    let b1 = centred(h, 3, 0.1);
-    let w2 = centred(h * k, 4, 0.2);
-    let b2 = centred(k, 5, 0.1);
-    let mut w = Vec::with_capacity(b * h * d);
-    let mut xr = Vec::with_capacity(b * h * d);
-    for e in 0..b {
-        for j in 0..h {
-            w.extend((0..d).map(|i| w1[i * h + j]));
-            xr.extend_from_slice(&x[e * d..(e + 1) * d]);
-        }
-    }
-    let b1r: Vec<f32> = (0..b).flat_map(|_| b1.iter().copied()).collect();
-    let w2r: Vec<f32> = (0..k)
-        .flat_map(|c| (0..b).flat_map(move |_| (0..h).map(move |j| (j, c))))
-        .map(|(j, c)| w2[j * k + c])
-        .collect();
-    let y: Vec<f32> = (0..k)
-        .flat_map(|c| (0..b).map(move |e| if (e * 7) % k == c { 1.0 } else { 0.0 }))
+    let y: Vec<f32> = (0..b)
+        .flat_map(|e| (0..k).map(move |c| if (e * 7) % k == c { 1.0 } else { 0.0 }))
         .collect();
     vec![
-        common::float_array(vec![b, h, d], w),
-        common::float_array(vec![b, h, d], xr),
-        common::float_array(vec![b, h], b1r),
-        common::float_array(vec![k, b, h], w2r),
-        common::float_array(vec![k], b2),
-        common::float_array(vec![k, b], y),
+        common::float_array(vec![b, d], floats(b * d, 1)),
+        common::float_array(vec![d, h], centred(d * h, 2, 0.1)),
+        common::float_array(vec![h], centred(h, 3, 0.1)),
+        common::float_array(vec![h, k], centred(h * k, 4, 0.2)),
+        common::float_array(vec![k], centred(k, 5, 0.1)),
+        common::float_array(vec![b, k], y),
     ]
 }
 

@@ -264,6 +264,25 @@ fn instantiated_var(e: &TExpr) -> Option<(VarId, usize)> {
     }
 }
 
+/// The key under which the adjoint of one field of the record `name` is
+/// kept while contributions reach the fields one by one (not a name any
+/// program can spell).
+fn field_key(name: &str, field: &str) -> String {
+    format!("{name}\u{0}{field}")
+}
+
+/// The expression under `e`'s `t-app`s and `i-app`s when it is not a
+/// variable, and how many there are (at least one).
+fn instantiated_literal(e: &TExpr) -> Option<(&TExpr, usize)> {
+    let mut e = e;
+    let mut n = 0;
+    while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &e.kind {
+        e = func;
+        n += 1;
+    }
+    (n > 0 && !matches!(e.kind, TExprKind::Var(_))).then_some((e, n))
+}
+
 /// Whether the program uses a derivative form (and so must be rewritten).
 pub fn uses_ad(decls: &[TDecl]) -> bool {
     decls.iter().any(|d| {
@@ -679,8 +698,8 @@ fn reverse_core(
         walk.adjoint(n, &mut adjoints)?;
     }
     let target_name = names.get(target).map(|(n, _)| n.clone()).unwrap_or_default();
-    let gradient = match adjoints.get(&target_name) {
-        Some(a) => var(a),
+    let gradient = match walk.read_adjoint(&target_name, &mut adjoints) {
+        Some(a) => a,
         None => walk.zeros_of(&target_name),
     };
     let body = let_in(std::mem::take(&mut walk.binds), gradient);
@@ -1177,6 +1196,14 @@ impl<'w, 'a> Walk<'w, 'a> {
             let binders = binders.clone();
             return self.lifted_call(f, head, &binders, &spine, env, e);
         }
+        // A polymorphic lambda written in place and instantiated there
+        // (what `rerank` writes): the same, its binders read off the literal.
+        if let Some((literal, n)) = instantiated_literal(head)
+            && let Some((binders, f)) = generic_lambda(literal)
+            && binders.len() == n
+        {
+            return self.lifted_call(f, head, &binders, &spine, env, e);
+        }
         let Some(name) = head_name(head) else {
             return Err(self.unsupported(e, "this application"));
         };
@@ -1562,10 +1589,9 @@ impl<'w, 'a> Walk<'w, 'a> {
 
     /// The adjoint contributions of one node to its arguments.
     fn adjoint(&mut self, n: &Node, adjoints: &mut HashMap<String, String>) -> Result<(), Diagnostic> {
-        let Some(ct) = adjoints.get(&n.out).cloned() else {
+        let Some(ct) = self.read_adjoint(&n.out, adjoints) else {
             return Ok(());
         };
-        let ct = var(&ct);
         let w = self.w;
         if let Rule::If(node) = &n.rule {
             return self.if_adjoint(node, &ct, adjoints);
@@ -1769,6 +1795,14 @@ impl<'w, 'a> Walk<'w, 'a> {
                     let Some(name) = names.get(i) else { continue };
                     field_of(ct.clone(), name)
                 }
+                Rule::Field(name, _) if self.records.contains_key(target) => {
+                    // Kept per field: the record is built once, when its
+                    // adjoint is read, with zeros only in the fields no
+                    // contribution reached.
+                    let c = self.bind(ct.clone());
+                    self.accumulate(&field_key(target, name), c, adjoints);
+                    continue;
+                }
                 Rule::Field(name, fields) => record_of(w, fields, |f| {
                     if f == name {
                         ct.clone()
@@ -1959,6 +1993,35 @@ impl<'w, 'a> Walk<'w, 'a> {
     }
 
     /// Adds the contribution `c` to the adjoint of `target`.
+    /// The adjoint of `name` so far, if any contribution reached it: for a
+    /// record whose fields were reached one by one, the record of them
+    /// (zeros in the fields none reached), built now and kept whole.
+    fn read_adjoint(&mut self, name: &str, adjoints: &mut HashMap<String, String>) -> Option<ast::Expr> {
+        let whole = adjoints.get(name).cloned();
+        let Some(fields) = self.records.get(name).cloned() else {
+            return whole.map(|a| var(&a));
+        };
+        let parts: HashMap<&str, String> = fields
+            .iter()
+            .filter_map(|(f, _)| adjoints.remove(&field_key(name, f)).map(|a| (f.as_str(), a)))
+            .collect();
+        if parts.is_empty() {
+            return whole.map(|a| var(&a));
+        }
+        let w = self.w;
+        let record = record_of(w, &fields, |f| match (&whole, parts.get(f)) {
+            (Some(r), Some(a)) => call("f.+", vec![field_of(var(r), f), var(a)]),
+            (Some(r), None) => field_of(var(r), f),
+            (None, Some(a)) => var(a),
+            (None, None) => zeros(w, field_of(var(name), f)),
+        });
+        let total = self.bind(record);
+        if let ExprKind::Var(t) = &total.kind {
+            adjoints.insert(name.to_string(), t.name.clone());
+        }
+        Some(total)
+    }
+
     fn accumulate(&mut self, target: &str, c: ast::Expr, adjoints: &mut HashMap<String, String>) {
         let total = match (adjoints.get(target), self.records.get(target)) {
             (Some(prev), Some(fields)) => {
@@ -2253,8 +2316,8 @@ impl<'w, 'a> Walk<'w, 'a> {
                 for n in b.nodes.iter().rev() {
                     sub.adjoint(n, &mut inner)?;
                 }
-                let a = match inner.get(v) {
-                    Some(a) => var(a),
+                let a = match sub.read_adjoint(v, &mut inner) {
+                    Some(a) => a,
                     None => self.zeros_of(v),
                 };
                 code.push(let_in(sub.binds, a));

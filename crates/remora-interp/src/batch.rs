@@ -2616,10 +2616,15 @@ fn unbatchable(e: &TExpr) -> Option<&'static str> {
             .any(|a| {
                 !matches!(
                     a.kind,
-                    TAtomKind::Int(_) | TAtomKind::Float(_) | TAtomKind::Bool(_) | TAtomKind::Lambda { .. }
+                    TAtomKind::Int(_)
+                        | TAtomKind::Float(_)
+                        | TAtomKind::Bool(_)
+                        | TAtomKind::Lambda { .. }
+                        | TAtomKind::TLambda { .. }
+                        | TAtomKind::ILambda { .. }
                 )
             })
-            .then_some("a box or type-function literal"),
+            .then_some("a box literal"),
         TExprKind::Frame { elems, .. } => elems.iter().find_map(unbatchable),
         TExprKind::Let { value, body, .. } => unbatchable(value).or_else(|| unbatchable(body)),
         TExprKind::App { func, arg, .. } => unbatchable(func).or_else(|| unbatchable(arg)),
