@@ -147,7 +147,8 @@ pub fn emit(p: &Program) -> String {
         }
     }
     main.push_str("  rt_finish();\n  return 0;\n}\n");
-    let mut out = String::from(RUNTIME);
+    // The runtime's math reads the tables of the interpreter's own.
+    let mut out = RUNTIME.replace("/* @fmath-tables@ */", &remora_value::fmath_tables::c_arrays());
     out.push_str("\n/* ---- the program ---- */\n");
     out.push_str(&e.top);
     out.push_str(&main);

@@ -1051,15 +1051,23 @@ static void rt_trace(int64_t tag, int type, int64_t rank, const int64_t *shape, 
  * Evaluated in double and rounded once to float: the correctly rounded
  * result but for the rarest cases. The same double operations in the same
  * order as the interpreter's (remora-interp's fmath.rs; built without
- * contraction), so both engines give the same bits: change one, change
- * the other. No branches in the main path (special values by selects
- * after it), so loops over them vectorise. */
+ * contraction) on the same tables (rt_exp2, rt_ln_c, rt_log2_c: remora-
+ * value's fmath_tables.rs, which the compiler writes in at the marker
+ * below), so both engines give the same bits: change one, change the
+ * other. No branches in the main path (special values by selects after
+ * it; a table lookup is a gather), so loops over them vectorise. */
 #define RT_INV_LN2 1.4426950408889634
 #define RT_LN2_HI 0.6931471805598903 /* ln 2 to 42 bits: k * RT_LN2_HI is exact */
 #define RT_LN2_LO 5.497923018708371e-14
 #define RT_LN2 0.6931471805599453
+#define RT_N 128 /* entries per table */
+#define RT_INV_LN2_N 184.6649652337873 /* N / ln 2 */
+#define RT_LN2_N_HI 0.005415212348111709 /* ln 2 / N to 38 bits: k * it is exact */
+#define RT_LN2_N_LO 1.2864023111638346e-14
 #define RT_SHIFT 6755399441055744.0 /* 1.5 * 2^52 */
-#define RT_SQRT1_2_BITS 0x3fe6a09e667f3bcdULL
+#define RT_LN_OFF 0x3fe6900000000000ULL /* the low end of ln's reduced argument */
+#define RT_LN_HALF (1ULL << 44) /* half a subinterval of ln's, in bits */
+/* @fmath-tables@ */
 static inline uint64_t rt_bits(double x) {
   uint64_t u;
   memcpy(&u, &x, sizeof u);
@@ -1075,8 +1083,86 @@ static inline uint32_t rt_bits32(float x) {
   memcpy(&u, &x, sizeof u);
   return u;
 }
-/* e^r - 1 for |r| <= ln2/2: r + r^2/2! + ... + r^12/12!. */
+/* e^r - 1 for |r| <= ln2/2N: r + r^2/2! + ... + r^5/5!. */
 static inline double rt_expm1_poly(double r) {
+  double r2 = r * r;
+  double a = 0.5 + r * 0.16666666666666666;
+  double b = 0.041666666666666664 + r * 0.008333333333333333;
+  return r + r2 * (a + r2 * b);
+}
+/* The k at the low bits of kt (k + RT_SHIFT): j = k mod N (returned), the
+ * index of 2^(j/N), and 2^floor(k/N) in *scale. */
+static inline uint64_t rt_exp2_index(double kt, double *scale) {
+  uint64_t k_bits = rt_bits(kt) - rt_bits(RT_SHIFT);
+  *scale = rt_from_bits(((k_bits + 1023 * RT_N) & ~(uint64_t)(RT_N - 1)) << 45);
+  return k_bits % RT_N;
+}
+/* t = k ln2/N + r, |r| <= ln2/2N (t clamped to [-110, 90]): k + RT_SHIFT, and r in *r. */
+static inline double rt_exp_reduce(double t, double *r) {
+  t = t > 90.0 ? 90.0 : t;
+  t = t < -110.0 ? -110.0 : t;
+  double kt = t * RT_INV_LN2_N + RT_SHIFT;
+  double k = kt - RT_SHIFT;
+  *r = (t - k * RT_LN2_N_HI) - k * RT_LN2_N_LO;
+  return kt;
+}
+/* t = k/N + r/ln2 (t clamped to [-160, 130]): k + RT_SHIFT, and r in *r (0 for an integral t). */
+static inline double rt_exp2_reduce(double t, double *r) {
+  t = t > 130.0 ? 130.0 : t;
+  t = t < -160.0 ? -160.0 : t;
+  double kt = t * (double)RT_N + RT_SHIFT;
+  double k = kt - RT_SHIFT;
+  *r = (t - k * (1.0 / RT_N)) * RT_LN2;
+  return kt;
+}
+static inline double rt_exp_finish(double t, double r, double scale) {
+  return (t + t * rt_expm1_poly(r)) * scale;
+}
+static inline double rt_exp_core(double t) {
+  double r, scale;
+  double kt = rt_exp_reduce(t, &r);
+  uint64_t j = rt_exp2_index(kt, &scale);
+  return rt_exp_finish(rt_exp2[j], r, scale);
+}
+/* 2^t, exact for an integral t. */
+static inline double rt_exp2_core(double t) {
+  double r, scale;
+  double kt = rt_exp2_reduce(t, &r);
+  uint64_t j = rt_exp2_index(kt, &scale);
+  return rt_exp_finish(rt_exp2[j], r, scale);
+}
+/* x = 2^e z, z in ln's subinterval *i of centre c, x a positive normal
+ * double with 24 significant bits: e, and ln(z/c) in *q. */
+static inline double rt_ln_parts(double x, uint64_t *i, double *q) {
+  uint64_t bits = rt_bits(x);
+  uint64_t from_off = bits - RT_LN_OFF;
+  uint64_t e_biased = (from_off + (1ULL << 62)) >> 52;
+  *i = (from_off >> 45) % RT_N;
+  uint64_t z_bits = bits - (e_biased << 52) + (1024ULL << 52);
+  double z = rt_from_bits(z_bits);
+  double c = rt_from_bits((z_bits + RT_LN_HALF) & ~(2 * RT_LN_HALF - 1));
+  double e = rt_from_bits(rt_bits(RT_SHIFT) + e_biased) - (RT_SHIFT + 1024.0);
+  /* ln(z/c) = 2 atanh(s), |s| <= 2^-9; z - c and z + c are exact. */
+  double s = (z - c) / (z + c);
+  double w = s * s;
+  double p = w * (0.3333333333333333 + w * (0.2 + w * 0.14285714285714285));
+  double s2 = s + s;
+  *q = s2 + s2 * p;
+  return e;
+}
+/* t = k ln2 + r, |r| <= ln2/2 (t clamped to [-110, 90]): r, and 2^k in *scale (for tanh). */
+static inline double rt_reduce(double t, double *scale) {
+  t = t > 90.0 ? 90.0 : t;
+  t = t < -110.0 ? -110.0 : t;
+  double kt = t * RT_INV_LN2 + RT_SHIFT;
+  double k = kt - RT_SHIFT;
+  double r = (t - k * RT_LN2_HI) - k * RT_LN2_LO;
+  uint64_t k_bits = rt_bits(kt) - rt_bits(RT_SHIFT);
+  *scale = rt_from_bits((k_bits + 1023) << 52);
+  return r;
+}
+/* e^r - 1 for |r| <= ln2/2: r + r^2/2! + ... + r^12/12! (for tanh). */
+static inline double rt_expm1_poly12(double r) {
   double p = 2.08767569878681e-09;
   p = p * r + 2.505210838544172e-08;
   p = p * r + 2.755731922398589e-07;
@@ -1091,65 +1177,15 @@ static inline double rt_expm1_poly(double r) {
   p = p * r + 1.0;
   return p * r;
 }
-/* t = k ln2 + r, |r| <= ln2/2 (t clamped to [-110, 90]): r, and 2^k in *scale. */
-static inline double rt_reduce(double t, double *scale) {
-  t = t > 90.0 ? 90.0 : t;
-  t = t < -110.0 ? -110.0 : t;
-  double kt = t * RT_INV_LN2 + RT_SHIFT;
-  double k = kt - RT_SHIFT;
-  double r = (t - k * RT_LN2_HI) - k * RT_LN2_LO;
-  uint64_t k_bits = rt_bits(kt) - rt_bits(RT_SHIFT);
-  *scale = rt_from_bits((k_bits + 1023) << 52);
-  return r;
-}
-static inline double rt_exp_core(double t) {
-  double scale;
-  double r = rt_reduce(t, &scale);
-  double p = 1.0 + rt_expm1_poly(r);
-  return p * scale;
-}
-/* 2^t, exact for an integral t. */
-static inline double rt_exp2_core(double t) {
-  t = t > 130.0 ? 130.0 : t;
-  t = t < -160.0 ? -160.0 : t;
-  double kt = t + RT_SHIFT;
-  double k = kt - RT_SHIFT;
-  double r = (t - k) * RT_LN2;
-  uint64_t k_bits = rt_bits(kt) - rt_bits(RT_SHIFT);
-  double scale = rt_from_bits((k_bits + 1023) << 52);
-  double p = 1.0 + rt_expm1_poly(r);
-  return p * scale;
-}
-/* x = 2^e m, m in [sqrt(2)/2, sqrt(2)), x a positive normal double: e, and ln m in *ln_m. */
-static inline double rt_ln_parts(double x, double *ln_m) {
-  uint64_t bits = rt_bits(x);
-  uint64_t e_biased = (bits - RT_SQRT1_2_BITS + (1ULL << 62)) >> 52;
-  double m = rt_from_bits(bits - (e_biased << 52) + (1024ULL << 52));
-  double e = rt_from_bits(rt_bits(RT_SHIFT) + e_biased) - (RT_SHIFT + 1024.0);
-  double f = m - 1.0;
-  double s = f / (2.0 + f);
-  double z = s * s;
-  double p = 0.05263157894736842;
-  p = p * z + 0.058823529411764705;
-  p = p * z + 0.06666666666666667;
-  p = p * z + 0.07692307692307693;
-  p = p * z + 0.09090909090909091;
-  p = p * z + 0.1111111111111111;
-  p = p * z + 0.14285714285714285;
-  p = p * z + 0.2;
-  p = p * z + 0.3333333333333333;
-  double s2 = s + s;
-  *ln_m = s2 + s2 * (z * p);
-  return e;
-}
 static inline float rt_expf(float x) {
   float y = (float)rt_exp_core((double)x);
   return isnan(x) ? x + x : y;
 }
 static inline float rt_logf(float x) {
-  double ln_m;
-  double e = rt_ln_parts((double)x, &ln_m);
-  float y = (float)(e * RT_LN2_HI + (e * RT_LN2_LO + ln_m));
+  uint64_t i;
+  double q;
+  double e = rt_ln_parts((double)x, &i, &q);
+  float y = (float)(e * RT_LN2_HI + (rt_ln_c[i] + (e * RT_LN2_LO + q)));
   y = x == INFINITY ? x : y;
   y = x == 0.0f ? -INFINITY : y;
   y = x < 0.0f ? NAN : y;
@@ -1157,9 +1193,10 @@ static inline float rt_logf(float x) {
 }
 static inline float rt_powf(float x, float y) {
   float ax = fabsf(x);
-  double ln_m;
-  double e = rt_ln_parts((double)ax, &ln_m);
-  double l = e + ln_m * RT_INV_LN2;
+  uint64_t i;
+  double q;
+  double e = rt_ln_parts((double)ax, &i, &q);
+  double l = e + (rt_log2_c[i] + q * RT_INV_LN2);
   l = ax == 0.0f ? -INFINITY : l;
   l = ax == INFINITY ? INFINITY : l;
   float magnitude = (float)rt_exp2_core((double)y * l);
@@ -1180,7 +1217,7 @@ static inline float rt_tanhf(float x) {
   a = a > 20.0 ? 20.0 : a;
   double scale;
   double r = rt_reduce(a + a, &scale);
-  double em1 = scale * rt_expm1_poly(r) + (scale - 1.0);
+  double em1 = scale * rt_expm1_poly12(r) + (scale - 1.0);
   float t = (float)(em1 / (em1 + 2.0));
   t = signbit(x) ? -t : t;
   return isnan(x) ? x + x : t;

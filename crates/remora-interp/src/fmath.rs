@@ -1,15 +1,23 @@
 //! Remora's own Float `exp`, `ln`, `^` (pow) and `tanh`: evaluated in f64
-//! (a range reduction and a polynomial whose error is near 2^-52 relative)
-//! and rounded once to f32, so the result is the correctly rounded f32 in
-//! all but vanishingly rare cases, on every machine.
+//! (a range reduction by a table and a short polynomial, whose error is
+//! near 2^-53 relative) and rounded once to f32, so the result is the
+//! correctly rounded f32 in all but vanishingly rare cases, on every
+//! machine.
 //!
 //! The compiled engine's runtime (`remora-compile`'s `runtime.c`,
 //! `rt_expf`, `rt_logf`, `rt_powf`, `rt_tanhf`) performs the same f64
-//! operations in the same order (C built without contraction), so both
-//! engines give the same bits: change one, change the other.
+//! operations in the same order (C built without contraction) on the same
+//! tables (`remora_value::fmath_tables`, which the compiler writes into
+//! the C program), so both engines give the same bits: change one, change
+//! the other.
 //!
 //! The main path has no branches (special values are chosen by selects
-//! after it), so a loop over these functions vectorises.
+//! after it). The `*_lanes` forms compute each step for [`LANES`] items at
+//! once, so that the arithmetic vectorises though the table lookups
+//! between the steps do not (the C compiler vectorises the lookups as
+//! gathers); they give the scalar forms' bits.
+
+use remora_value::fmath_tables::{EXP2, LN_C, LOG2_C, N};
 
 /// 1/ln 2, the nearest double.
 const INV_LN2: f64 = std::f64::consts::LOG2_E;
@@ -19,57 +27,144 @@ const LN2_HI: f64 = 0.6931471805598903;
 const LN2_LO: f64 = 5.497923018708371e-14;
 /// ln 2, the nearest double.
 const LN2: f64 = std::f64::consts::LN_2;
+/// N/ln 2, the nearest double.
+const INV_LN2_N: f64 = 184.6649652337873;
+/// ln 2/N to 38 significant bits: `k * LN2_N_HI` is exact for |k| < 2^15.
+const LN2_N_HI: f64 = 0.005415212348111709;
+/// ln 2/N − `LN2_N_HI`, the nearest double.
+const LN2_N_LO: f64 = 1.2864023111638346e-14;
 /// 1.5 · 2^52: adding it to a double below 2^51 in magnitude rounds that
 /// to an integer, which is then the low bits of the sum.
 const SHIFT: f64 = 6755399441055744.0;
-/// The bits of √2/2, the low end of the reduced argument of `ln`.
-const SQRT1_2_BITS: u64 = 0x3fe6_a09e_667f_3bcd;
+/// The bits of the low end of ln's reduced argument z (0.705…, near
+/// √2/2). z's bits from here are N subintervals of 2^45 each; the one
+/// holding 1 is centred on it (1 − 2^-9 to 1 + 2^-8).
+const LN_OFF: u64 = 0x3fe6_9000_0000_0000;
+/// Half a subinterval of ln's, in bits.
+const LN_HALF: u64 = 1 << 44;
 
-/// Taylor coefficients of exp: 1/n! for n = 2..=12 (1/0! = 1/1! = 1).
-const E2: f64 = 0.5;
+/// Taylor coefficients of exp: 1/n! for n = 3..=5 (and 1/2).
 const E3: f64 = 0.16666666666666666;
 const E4: f64 = 0.041666666666666664;
 const E5: f64 = 0.008333333333333333;
-const E6: f64 = 0.001388888888888889;
-const E7: f64 = 0.0001984126984126984;
-const E8: f64 = 2.48015873015873e-05;
-const E9: f64 = 2.7557319223985893e-06;
-const E10: f64 = 2.755731922398589e-07;
-const E11: f64 = 2.505210838544172e-08;
-const E12: f64 = 2.08767569878681e-09;
 
-/// Coefficients of ln(m) = 2s + 2s·(s²/3 + s⁴/5 + …): 1/(2n+1), n = 1..=9.
-const L1: f64 = 0.3333333333333333;
-const L2: f64 = 0.2;
-const L3: f64 = 0.14285714285714285;
-const L4: f64 = 0.1111111111111111;
-const L5: f64 = 0.09090909090909091;
-const L6: f64 = 0.07692307692307693;
-const L7: f64 = 0.06666666666666667;
-const L8: f64 = 0.058823529411764705;
-const L9: f64 = 0.05263157894736842;
+/// Coefficients of 2 atanh(s) = 2s + 2s·(s²/3 + s⁴/5 + s⁶/7 + …).
+const A1: f64 = 0.3333333333333333;
+const A2: f64 = 0.2;
+const A3: f64 = 0.14285714285714285;
 
-/// exp(r) − 1 for |r| ≤ ln2/2, without the leading 1 (so that `expm1`
-/// keeps its relative accuracy near 0): r + r²/2! + … + r¹²/12!.
+/// Items per step of the `*_lanes` forms.
+pub const LANES: usize = 64;
+
+/// e^r − 1 for |r| ≤ ln2/2N: r + r²/2! + … + r⁵/5! (the next term is
+/// below 2^-60 of the result).
 #[inline(always)]
 fn expm1_poly(r: f64) -> f64 {
-    let p = E12;
-    let p = p * r + E11;
-    let p = p * r + E10;
-    let p = p * r + E9;
-    let p = p * r + E8;
-    let p = p * r + E7;
-    let p = p * r + E6;
-    let p = p * r + E5;
-    let p = p * r + E4;
-    let p = p * r + E3;
-    let p = p * r + E2;
-    let p = p * r + 1.0;
-    p * r
+    let r2 = r * r;
+    let a = 0.5 + r * E3;
+    let b = E4 + r * E5;
+    r + r2 * (a + r2 * b)
+}
+
+/// The k at the low bits of `kt` (k + `SHIFT`) as the index of 2^(j/N),
+/// j = k mod N, and 2^⌊k/N⌋.
+#[inline(always)]
+fn exp2_index(kt: f64) -> (usize, f64) {
+    let k_bits = kt.to_bits().wrapping_sub(SHIFT.to_bits());
+    let j = (k_bits % N as u64) as usize;
+    // (⌊k/N⌋ + 1023) << 52, with k + 1023·N never negative.
+    let scale_bits = (k_bits.wrapping_add(1023 * N as u64) & !(N as u64 - 1)) << 45;
+    (j, f64::from_bits(scale_bits))
+}
+
+/// e^t = 2^⌊k/N⌋ · 2^(j/N) · e^r for t = k·ln2/N + r, |r| ≤ ln2/2N: t
+/// clamped to [-110, 90] (beyond which every f32 result is 0 or
+/// infinite), then (k + `SHIFT`, r).
+#[inline(always)]
+fn exp_reduce(t: f64) -> (f64, f64) {
+    let t = if t > 90.0 { 90.0 } else { t };
+    let t = if t < -110.0 { -110.0 } else { t };
+    let kt = t * INV_LN2_N + SHIFT;
+    let k = kt - SHIFT;
+    (kt, (t - k * LN2_N_HI) - k * LN2_N_LO)
+}
+
+/// 2^t = 2^⌊k/N⌋ · 2^(j/N) · e^r for t = k/N + r/ln2: t clamped to [-160,
+/// 130], then (k + `SHIFT`, r); r = 0 for an integral t.
+#[inline(always)]
+fn exp2_reduce(t: f64) -> (f64, f64) {
+    let t = if t > 130.0 { 130.0 } else { t };
+    let t = if t < -160.0 { -160.0 } else { t };
+    let kt = t * N as f64 + SHIFT;
+    let k = kt - SHIFT;
+    // t − k/N is exact.
+    (kt, (t - k * (1.0 / N as f64)) * LN2)
+}
+
+/// 2^(j/N) · e^r · scale from the table entry `t` = 2^(j/N).
+#[inline(always)]
+fn exp_finish(t: f64, r: f64, scale: f64) -> f64 {
+    (t + t * expm1_poly(r)) * scale
+}
+
+/// e^t in f64 for t in f32's range of interest (NaN for NaN).
+#[inline(always)]
+fn exp_core(t: f64) -> f64 {
+    let (kt, r) = exp_reduce(t);
+    let (j, scale) = exp2_index(kt);
+    exp_finish(EXP2[j], r, scale)
+}
+
+/// 2^t in f64 for t in f32's range of interest (NaN for NaN): exactly
+/// 2^t for an integral t, so that `pow` of a power of 2 is exact.
+#[inline(always)]
+fn exp2_core(t: f64) -> f64 {
+    let (kt, r) = exp2_reduce(t);
+    let (j, scale) = exp2_index(kt);
+    exp_finish(EXP2[j], r, scale)
+}
+
+/// x = 2^e · z, z in ln's subinterval i of centre c: (e, i, ln(z/c)), x
+/// a positive normal double with 24 significant bits (an f32's value;
+/// garbage otherwise: the callers choose the special values).
+#[inline(always)]
+fn ln_parts(x: f64) -> (f64, usize, f64) {
+    let bits = x.to_bits();
+    let from_off = bits.wrapping_sub(LN_OFF);
+    // e + 1024: the top bits of the (never negative) from_off + 2^62.
+    let e_biased = from_off.wrapping_add(1 << 62) >> 52;
+    let i = ((from_off >> 45) % N as u64) as usize;
+    let z_bits = bits.wrapping_sub(e_biased << 52).wrapping_add(1024 << 52);
+    let z = f64::from_bits(z_bits);
+    // The centre's bits are a multiple of 2^45 (so c has 8 significant
+    // bits), 2^44 from the subinterval's ends.
+    let c = f64::from_bits(z_bits.wrapping_add(LN_HALF) & !(2 * LN_HALF - 1));
+    // e as a double without an integer conversion: SHIFT + e_biased is
+    // exact, and so is the difference.
+    let e = f64::from_bits(SHIFT.to_bits().wrapping_add(e_biased)) - (SHIFT + 1024.0);
+    // ln(z/c) = 2 atanh(s), s = (z − c)/(z + c), |s| ≤ 2^-9: z − c and
+    // z + c are exact.
+    let s = (z - c) / (z + c);
+    let w = s * s;
+    let p = w * (A1 + w * (A2 + w * A3));
+    let s2 = s + s;
+    (e, i, s2 + s2 * p)
+}
+
+/// ln(x) in f64 for x as `ln_parts` takes: e·ln2 + ln c + ln(z/c).
+#[inline(always)]
+fn ln_finish(e: f64, ln_c: f64, q: f64) -> f64 {
+    e * LN2_HI + (ln_c + (e * LN2_LO + q))
+}
+
+/// log2(x) in f64, as `ln_finish`: exactly e for x = 2^e.
+#[inline(always)]
+fn log2_finish(e: f64, log2_c: f64, q: f64) -> f64 {
+    e + (log2_c + q * INV_LN2)
 }
 
 /// `t` split as k·ln2 + r with k an integer and |r| ≤ ln2/2 (t clamped to
-/// [-110, 90], beyond which every f32 result is 0 or infinite): (r, 2^k).
+/// [-110, 90]): (r, 2^k), for `tanh`.
 #[inline(always)]
 fn reduce(t: f64) -> (f64, f64) {
     let t = if t > 90.0 { 90.0 } else { t };
@@ -82,84 +177,51 @@ fn reduce(t: f64) -> (f64, f64) {
     (r, scale)
 }
 
-/// e^t in f64 for t in f32's range of interest (NaN for NaN).
+/// exp(r) − 1 for |r| ≤ ln2/2, without the leading 1 (so that `expm1`
+/// keeps its relative accuracy near 0): r + r²/2! + … + r¹²/12!, for
+/// `tanh`.
 #[inline(always)]
-fn exp_core(t: f64) -> f64 {
-    let (r, scale) = reduce(t);
-    let p = 1.0 + expm1_poly(r);
-    p * scale
-}
-
-/// 2^t in f64 for t in f32's range of interest (NaN for NaN): exactly
-/// 2^t for an integral t, so that `pow` of a power of 2 is exact.
-#[inline(always)]
-fn exp2_core(t: f64) -> f64 {
-    let t = if t > 130.0 { 130.0 } else { t };
-    let t = if t < -160.0 { -160.0 } else { t };
-    let kt = t + SHIFT;
-    let k = kt - SHIFT;
-    let r = (t - k) * LN2;
-    let k_bits = kt.to_bits().wrapping_sub(SHIFT.to_bits());
-    let scale = f64::from_bits(k_bits.wrapping_add(1023) << 52);
-    let p = 1.0 + expm1_poly(r);
-    p * scale
-}
-
-/// ln(x) in f64 for x a positive normal double (garbage otherwise: the
-/// callers choose the special values).
-#[inline(always)]
-fn ln_core(x: f64) -> f64 {
-    let (e, ln_m) = ln_parts(x);
-    e * LN2_HI + (e * LN2_LO + ln_m)
-}
-
-/// log2(x) in f64, as `ln_core`: exactly e for x = 2^e.
-#[inline(always)]
-fn log2_core(x: f64) -> f64 {
-    let (e, ln_m) = ln_parts(x);
-    e + ln_m * INV_LN2
-}
-
-/// x = 2^e · m with m in [√2/2, √2): (e, ln m).
-#[inline(always)]
-fn ln_parts(x: f64) -> (f64, f64) {
-    // x = 2^e · m with m in [√2/2, √2): e + 1024 is the top bits of the
-    // (never negative) bits of x − √2/2 + 2^62.
-    let bits = x.to_bits();
-    let e_biased = bits.wrapping_sub(SQRT1_2_BITS).wrapping_add(1 << 62) >> 52;
-    let m = f64::from_bits(bits.wrapping_sub(e_biased << 52).wrapping_add(1024 << 52));
-    // e as a double without an integer conversion: SHIFT + e_biased is
-    // exact, and so is the difference.
-    let e = f64::from_bits(SHIFT.to_bits().wrapping_add(e_biased)) - (SHIFT + 1024.0);
-    // ln m = 2 atanh(s), s = (m−1)/(m+1), |s| ≤ 0.1716.
-    let f = m - 1.0;
-    let s = f / (2.0 + f);
-    let z = s * s;
-    let p = L9;
-    let p = p * z + L8;
-    let p = p * z + L7;
-    let p = p * z + L6;
-    let p = p * z + L5;
-    let p = p * z + L4;
-    let p = p * z + L3;
-    let p = p * z + L2;
-    let p = p * z + L1;
-    let s2 = s + s;
-    let ln_m = s2 + s2 * (z * p);
-    (e, ln_m)
+fn expm1_poly12(r: f64) -> f64 {
+    let p = 2.08767569878681e-09;
+    let p = p * r + 2.505210838544172e-08;
+    let p = p * r + 2.755731922398589e-07;
+    let p = p * r + 2.7557319223985893e-06;
+    let p = p * r + 2.48015873015873e-05;
+    let p = p * r + 0.0001984126984126984;
+    let p = p * r + 0.001388888888888889;
+    let p = p * r + E5;
+    let p = p * r + E4;
+    let p = p * r + E3;
+    let p = p * r + 0.5;
+    let p = p * r + 1.0;
+    p * r
 }
 
 /// `f.exp`: e^x.
 #[inline]
 pub fn exp(x: f32) -> f32 {
-    let y = exp_core(f64::from(x)) as f32;
+    exp_special(x, exp_core(f64::from(x)))
+}
+
+/// `exp`'s f32 result from the f64 one.
+#[inline(always)]
+fn exp_special(x: f32, y: f64) -> f32 {
+    let y = y as f32;
     if x.is_nan() { x + x } else { y }
 }
 
 /// `f.ln`: the natural logarithm (NaN below 0, −∞ at ±0).
 #[inline]
 pub fn ln(x: f32) -> f32 {
-    let y = ln_core(f64::from(x)) as f32;
+    let (e, i, q) = ln_parts(f64::from(x));
+    ln_special(x, ln_finish(e, LN_C[i], q))
+}
+
+/// `ln`'s f32 result from the f64 one, which is garbage where x is not
+/// positive and finite.
+#[inline(always)]
+fn ln_special(x: f32, y: f64) -> f32 {
+    let y = y as f32;
     let y = if x == f32::INFINITY { x } else { y };
     let y = if x == 0.0 { f32::NEG_INFINITY } else { y };
     let y = if x < 0.0 { f32::NAN } else { y };
@@ -171,11 +233,23 @@ pub fn ln(x: f32) -> f32 {
 /// only to an integral y (odd: negative), ±0 and ±∞ by the limits.
 #[inline]
 pub fn pow(x: f32, y: f32) -> f32 {
+    let (e, i, q) = ln_parts(f64::from(x.abs()));
+    let l = pow_log2(x, log2_finish(e, LOG2_C[i], q));
+    pow_special(x, y, exp2_core(f64::from(y) * l))
+}
+
+/// log2 |x| from the f64 one, which is garbage at 0 and ∞.
+#[inline(always)]
+fn pow_log2(x: f32, l: f64) -> f64 {
     let ax = x.abs();
-    let l = log2_core(f64::from(ax));
     let l = if ax == 0.0 { f64::NEG_INFINITY } else { l };
-    let l = if ax == f32::INFINITY { f64::INFINITY } else { l };
-    let magnitude = exp2_core(f64::from(y) * l) as f32;
+    if ax == f32::INFINITY { f64::INFINITY } else { l }
+}
+
+/// `pow`'s f32 result from |x|^y in f64.
+#[inline(always)]
+fn pow_special(x: f32, y: f32, magnitude: f64) -> f32 {
+    let magnitude = magnitude as f32;
     // Whether y is an integer (±∞ counts as an even one) and odd: below
     // 2^23, adding 2^23 rounds to an integer whose last bit is y's.
     let ay = y.abs();
@@ -207,10 +281,82 @@ pub fn tanh(x: f32) -> f32 {
     let a = if a > 20.0 { 20.0 } else { a };
     let (r, scale) = reduce(a + a);
     // e^t − 1 = 2^k·(e^r − 1) + (2^k − 1), both exact to a rounding.
-    let em1 = scale * expm1_poly(r) + (scale - 1.0);
+    let em1 = scale * expm1_poly12(r) + (scale - 1.0);
     let t = (em1 / (em1 + 2.0)) as f32;
     let t = if x.is_sign_negative() { -t } else { t };
     if x.is_nan() { x + x } else { t }
+}
+
+/// `exp` of each of `xs`.
+pub fn exp_lanes(xs: [f32; LANES]) -> [f32; LANES] {
+    let mut kt = [0.0; LANES];
+    let mut r = [0.0; LANES];
+    for l in 0..LANES {
+        (kt[l], r[l]) = exp_reduce(f64::from(xs[l]));
+    }
+    let mut t = [0.0; LANES];
+    let mut scale = [0.0; LANES];
+    for l in 0..LANES {
+        let j;
+        (j, scale[l]) = exp2_index(kt[l]);
+        t[l] = EXP2[j];
+    }
+    let mut out = [0.0; LANES];
+    for l in 0..LANES {
+        out[l] = exp_special(xs[l], exp_finish(t[l], r[l], scale[l]));
+    }
+    out
+}
+
+/// `ln` of each of `xs`.
+pub fn ln_lanes(xs: [f32; LANES]) -> [f32; LANES] {
+    let mut e = [0.0; LANES];
+    let mut i = [0; LANES];
+    let mut q = [0.0; LANES];
+    for l in 0..LANES {
+        (e[l], i[l], q[l]) = ln_parts(f64::from(xs[l]));
+    }
+    let mut ln_c = [0.0; LANES];
+    for l in 0..LANES {
+        ln_c[l] = LN_C[i[l]];
+    }
+    let mut out = [0.0; LANES];
+    for l in 0..LANES {
+        out[l] = ln_special(xs[l], ln_finish(e[l], ln_c[l], q[l]));
+    }
+    out
+}
+
+/// `pow` of each pair of `xs` and `ys`.
+pub fn pow_lanes(xs: [f32; LANES], ys: [f32; LANES]) -> [f32; LANES] {
+    let mut e = [0.0; LANES];
+    let mut i = [0; LANES];
+    let mut q = [0.0; LANES];
+    for l in 0..LANES {
+        (e[l], i[l], q[l]) = ln_parts(f64::from(xs[l].abs()));
+    }
+    let mut log2_c = [0.0; LANES];
+    for l in 0..LANES {
+        log2_c[l] = LOG2_C[i[l]];
+    }
+    let mut kt = [0.0; LANES];
+    let mut r = [0.0; LANES];
+    for l in 0..LANES {
+        let lg = pow_log2(xs[l], log2_finish(e[l], log2_c[l], q[l]));
+        (kt[l], r[l]) = exp2_reduce(f64::from(ys[l]) * lg);
+    }
+    let mut t = [0.0; LANES];
+    let mut scale = [0.0; LANES];
+    for l in 0..LANES {
+        let j;
+        (j, scale[l]) = exp2_index(kt[l]);
+        t[l] = EXP2[j];
+    }
+    let mut out = [0.0; LANES];
+    for l in 0..LANES {
+        out[l] = pow_special(xs[l], ys[l], exp_finish(t[l], r[l], scale[l]));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -341,6 +487,60 @@ mod tests {
         ];
         for &(x, want) in cases {
             assert!(same(tanh(x), want), "tanh({x:e}) = {:e}, not {want:e}", tanh(x));
+        }
+    }
+
+    /// Within a double's ulp of `want` (the f64 functions are within one
+    /// ulp; the tables are the nearest doubles).
+    fn near(got: f64, want: f64) -> bool {
+        got == want || (got - want).abs() <= f64::EPSILON * want.abs()
+    }
+
+    #[test]
+    fn the_tables_hold_their_functions() {
+        for (j, &t) in EXP2.iter().enumerate() {
+            assert!(near(t, (j as f64 / N as f64).exp2()), "EXP2[{j}] = {t:e}");
+        }
+        for i in 0..N {
+            // The centre of ln's subinterval i, as `ln_parts` computes it.
+            let c = f64::from_bits(LN_OFF + LN_HALF + (i as u64) * 2 * LN_HALF);
+            assert!(near(LN_C[i], c.ln()), "LN_C[{i}] = {:e}", LN_C[i]);
+            assert!(near(LOG2_C[i], c.log2()), "LOG2_C[{i}] = {:e}", LOG2_C[i]);
+        }
+        assert_eq!(LN_C[75], 0.0, "the subinterval holding 1 is centred on it");
+    }
+
+    /// The `*_lanes` forms give the scalar forms' bits.
+    #[test]
+    fn lanes_are_the_scalar_functions() {
+        let specials = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            2.0,
+            0.5,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1e-45,
+            f32::MAX,
+        ];
+        let xs: Vec<f32> = (0..40_000u32)
+            .map(|i| f32::from_bits(i.wrapping_mul(107_374)))
+            .chain(specials)
+            .collect();
+        for (n, block) in xs.chunks(LANES).enumerate() {
+            let mut x = [0.0; LANES];
+            x[..block.len()].copy_from_slice(block);
+            let mut y = x;
+            y.rotate_left(n % LANES);
+            let (e, l, p) = (exp_lanes(x), ln_lanes(x), pow_lanes(x, y));
+            for k in 0..LANES {
+                assert!(same(e[k], exp(x[k])), "exp_lanes at {:e}", x[k]);
+                assert!(same(l[k], ln(x[k])), "ln_lanes at {:e}", x[k]);
+                assert!(same(p[k], pow(x[k], y[k])), "pow_lanes at {:e}, {:e}", x[k], y[k]);
+            }
         }
     }
 

@@ -497,6 +497,130 @@ fn tree<T: Copy>(block: &[T], items: usize, inner: usize, f: &impl Fn(T, T) -> T
     acc
 }
 
+/// Atoms computed a block of `L` at a time (by a function of arrays, such
+/// as `fmath::exp_lanes`, whose steps vectorise): fed one at a time, in
+/// order, across runs; the atoms of a last short block are computed one
+/// at a time (by a function of one atom that gives the same results).
+struct Lanes<A, const L: usize> {
+    block: [A; L],
+    n: usize,
+}
+
+impl<A: Copy + Default, const L: usize> Lanes<A, L> {
+    fn new() -> Lanes<A, L> {
+        Lanes {
+            block: [A::default(); L],
+            n: 0,
+        }
+    }
+
+    /// Adds `x`; the block when it is full.
+    fn push(&mut self, x: A) -> Option<[A; L]> {
+        if let Some(slot) = self.block.get_mut(self.n) {
+            *slot = x;
+        }
+        self.n += 1;
+        (self.n == L).then(|| {
+            self.n = 0;
+            self.block
+        })
+    }
+
+    /// The atoms of the last, short block.
+    fn rest(&self) -> &[A] {
+        self.block.get(..self.n).unwrap_or_default()
+    }
+}
+
+/// The atom at `i` (a layout that fits was checked: never the default).
+fn atom<A: Copy + Default>(a: &[A], i: usize) -> A {
+    a.get(i).copied().unwrap_or_default()
+}
+
+/// `map1` by a function of `L` atoms at a time, `f`, and the same
+/// function of one atom, `f1`.
+pub fn map1_lanes<A: Copy + Default, R: Copy, const L: usize>(
+    shape: &[usize],
+    a: &[A],
+    la: &Layout,
+    (f, f1): (impl Fn([A; L]) -> [R; L], impl Fn(A) -> R),
+) -> Result<Vec<R>, &'static str> {
+    if !la.fits(shape, a.len()) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    let mut out = buffer(shape.iter().product())?;
+    let mut xs = Lanes::new();
+    for_each_run(shape, [la], |[oa], n, [sa]| {
+        for k in 0..n {
+            if let Some(x) = xs.push(atom(a, oa + k * sa)) {
+                out.extend_from_slice(&f(x));
+            }
+        }
+    });
+    out.extend(xs.rest().iter().map(|x| f1(*x)));
+    Ok(out)
+}
+
+/// `map2` by a function of `L` pairs at a time, `f`, and the same
+/// function of one pair, `f1`.
+pub fn map2_lanes<A: Copy + Default, B: Copy + Default, R: Copy, const L: usize>(
+    shape: &[usize],
+    (a, la): (&[A], &Layout),
+    (b, lb): (&[B], &Layout),
+    (f, f1): (impl Fn([A; L], [B; L]) -> [R; L], impl Fn(A, B) -> R),
+) -> Result<Vec<R>, &'static str> {
+    if !la.fits(shape, a.len()) || !lb.fits(shape, b.len()) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    let mut out = buffer(shape.iter().product())?;
+    let (mut xs, mut ys) = (Lanes::new(), Lanes::new());
+    for_each_run(shape, [la, lb], |[oa, ob], n, [sa, sb]| {
+        for k in 0..n {
+            let (x, y) = (atom(a, oa + k * sa), atom(b, ob + k * sb));
+            if let (Some(x), Some(y)) = (xs.push(x), ys.push(y)) {
+                out.extend_from_slice(&f(x, y));
+            }
+        }
+    });
+    out.extend(xs.rest().iter().zip(ys.rest()).map(|(x, y)| f1(*x, *y)));
+    Ok(out)
+}
+
+/// `zip_in_place` by a function of `L` pairs at a time, `f`, and the same
+/// function of one pair, `f1`.
+pub fn zip_in_place_lanes<A: Copy + Default, B: Copy + Default, const L: usize>(
+    shape: &[usize],
+    a: &mut [A],
+    (b, lb): (&[B], &Layout),
+    (f, f1): (impl Fn([A; L], [B; L]) -> [A; L], impl Fn(A, B) -> A),
+) -> Result<(), &'static str> {
+    let la = Layout::contiguous(shape);
+    if !la.fits(shape, a.len()) || !lb.fits(shape, b.len()) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    // The target's atoms in row-major order are a[0], a[1] … (it is
+    // contiguous): each block's results go back where it was read.
+    let (mut xs, mut ys) = (Lanes::new(), Lanes::new());
+    let (mut read, mut written) = (0, 0);
+    for_each_run(shape, [&la, lb], |[_, ob], n, [_, sb]| {
+        for k in 0..n {
+            let (x, y) = (atom(a, read), atom(b, ob + k * sb));
+            read += 1;
+            if let (Some(x), Some(y)) = (xs.push(x), ys.push(y)) {
+                for (slot, r) in a.iter_mut().skip(written).zip(f(x, y)) {
+                    *slot = r;
+                }
+                written += L;
+            }
+        }
+    });
+    let rest = xs.rest().iter().zip(ys.rest()).map(|(x, y)| f1(*x, *y));
+    for (slot, r) in a.iter_mut().skip(written).zip(rest) {
+        *slot = r;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -216,7 +216,17 @@ pub fn apply<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -
         "f.-" => binary!(Float, Float, |a: f32, b: f32| a - b),
         "f.*" => binary!(Float, Float, |a: f32, b: f32| a * b),
         "f./" => binary!(Float, Float, |a: f32, b: f32| a / b),
-        "f.^" => binary!(Float, Float, crate::fmath::pow),
+        "f.^" => {
+            let [(Data::Float(a), la), (Data::Float(b), lb)] = operands else {
+                return Err(format!("{name}: wrong operand types"));
+            };
+            let (a, b) = ((a.as_slice(), *la), (b.as_slice(), *lb));
+            Data::Float(
+                kernel::map2_lanes(shape, a, b, (crate::fmath::pow_lanes, crate::fmath::pow))
+                    .map_err(internal)?
+                    .into(),
+            )
+        }
         "f.max" => binary!(Float, Float, fmax),
         "f.min" => binary!(Float, Float, fmin),
         "f.atan2" => binary!(Float, Float, f32::atan2),
@@ -312,7 +322,20 @@ pub fn apply_in_place<F>(
         "f.-" => zip!(Float, |a: f32, b: f32| a - b),
         "f.*" => zip!(Float, |a: f32, b: f32| a * b),
         "f./" => zip!(Float, |a: f32, b: f32| a / b),
-        "f.^" => zip!(Float, crate::fmath::pow),
+        "f.^" => {
+            let (Data::Float(t), (Data::Float(o), lo)) = (target, other) else {
+                return None;
+            };
+            let t = t.unique_mut()?;
+            let (pow, pow1) = (crate::fmath::pow_lanes, crate::fmath::pow);
+            let o = (o.as_slice(), lo);
+            let r = if target_first {
+                kernel::zip_in_place_lanes(shape, t, o, (pow, pow1))
+            } else {
+                kernel::zip_in_place_lanes(shape, t, o, (|x, y| pow(y, x), |x, y| pow1(y, x)))
+            };
+            Some(r.map_err(|m| m.to_string()))
+        }
         "f.max" => zip!(Float, fmax),
         "f.min" => zip!(Float, fmin),
         "and" => zip!(Bool, |a: bool, b: bool| a && b),
@@ -366,13 +389,23 @@ fn unary<F>(name: &str, a: &Data<F>, la: &Layout, shape: &[usize]) -> Result<Dat
             )
         };
     }
+    // A Float function of blocks of atoms (fmath's `*_lanes`).
+    macro_rules! lanes {
+        ($v:expr, $f:expr, $f1:expr) => {
+            Data::Float(
+                kernel::map1_lanes(shape, $v.as_slice(), la, ($f, $f1))
+                    .map_err(internal)?
+                    .into(),
+            )
+        };
+    }
     Ok(match (name, a) {
         ("not", Data::Bool(v)) => un!(v, Bool, |b: bool| !b),
         ("bit-not", Data::Int(v)) => un!(v, Int, |x: i64| !x),
         ("popc", Data::Int(v)) => un!(v, Int, |x: i64| i64::from(x.count_ones())),
         ("sqrt" | "f.sqrt", Data::Float(v)) => un!(v, Float, f32::sqrt),
-        ("f.ln", Data::Float(v)) => un!(v, Float, crate::fmath::ln),
-        ("f.exp", Data::Float(v)) => un!(v, Float, crate::fmath::exp),
+        ("f.ln", Data::Float(v)) => lanes!(v, crate::fmath::ln_lanes, crate::fmath::ln),
+        ("f.exp", Data::Float(v)) => lanes!(v, crate::fmath::exp_lanes, crate::fmath::exp),
         ("f.tanh", Data::Float(v)) => un!(v, Float, crate::fmath::tanh),
         ("i->f", Data::Int(v)) => un!(v, Float, |x: i64| x as f32),
         ("i->bool", Data::Int(v)) => un!(v, Bool, |x: i64| x != 0),

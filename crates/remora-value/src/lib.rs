@@ -7,6 +7,7 @@
 //! interpreter: arrays are generic over it (`F`), and data read from text
 //! uses [`NoFun`], which has no values.
 
+pub mod fmath_tables;
 pub mod futhark;
 pub mod image;
 pub mod limits;
