@@ -753,32 +753,7 @@ impl<'m> Alloc<'m> {
             },
             Kind::App { func, args } => {
                 let f = self.value(func, body)?;
-                let consumes = matches!(&f, Val::Prim { name, .. } if FUSED_CONSUMERS.contains(name));
-                let mut vals = Vec::with_capacity(args.len());
-                for a in args {
-                    if consumes && delayable(a) && !matches!(a.ty.atom, TyAtom::Record(_)) {
-                        vals.push(Val::Delayed(Rc::new(Delayed {
-                            map: a,
-                            scope: self.scope.clone(),
-                            elem: elem_of(&a.ty.atom)?,
-                            dims: self.dims(&a.ty.shape)?,
-                            transposed: false,
-                        })));
-                        continue;
-                    }
-                    if let Some(m) = transposed_map(a).filter(|_| consumes) {
-                        vals.push(Val::Delayed(Rc::new(Delayed {
-                            map: m,
-                            scope: self.scope.clone(),
-                            elem: elem_of(&a.ty.atom)?,
-                            dims: self.dims(&a.ty.shape)?,
-                            transposed: true,
-                        })));
-                        continue;
-                    }
-                    let v = self.value(a, body)?;
-                    vals.push(self.named(v, "arg", body));
-                }
+                let vals = self.arguments(&f, args, body)?;
                 self.apply(f, vals, e, body)
             }
             Kind::Map { frame, .. } if frame.is_scalar() => self.let_(e, None, body),
@@ -898,6 +873,38 @@ impl<'m> Alloc<'m> {
                 _ => unsupported("records"),
             },
         }
+    }
+
+    /// The arguments of an application of `f`: a reduction's maps left
+    /// delayed (computed where it reads them), the others computed.
+    fn arguments(&mut self, f: &Val<'m>, args: &'m [maps::Expr], body: &mut Vec<Stmt>) -> Res<Vec<Val<'m>>> {
+        let consumes = matches!(f, Val::Prim { name, .. } if FUSED_CONSUMERS.contains(name));
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            if consumes && delayable(a) && !matches!(a.ty.atom, TyAtom::Record(_)) {
+                vals.push(Val::Delayed(Rc::new(Delayed {
+                    map: a,
+                    scope: self.scope.clone(),
+                    elem: elem_of(&a.ty.atom)?,
+                    dims: self.dims(&a.ty.shape)?,
+                    transposed: false,
+                })));
+                continue;
+            }
+            if let Some(m) = transposed_map(a).filter(|_| consumes) {
+                vals.push(Val::Delayed(Rc::new(Delayed {
+                    map: m,
+                    scope: self.scope.clone(),
+                    elem: elem_of(&a.ty.atom)?,
+                    dims: self.dims(&a.ty.shape)?,
+                    transposed: true,
+                })));
+                continue;
+            }
+            let v = self.value(a, body)?;
+            vals.push(self.named(v, "arg", body));
+        }
+        Ok(vals)
     }
 
     fn scalar(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Expr> {
@@ -1319,6 +1326,12 @@ impl<'m> Alloc<'m> {
                 }
                 Ok(())
             }
+            // A reduction whose items are cells: its accumulator is `dest`.
+            Kind::App { func, args } if is_reduce(func) && !dest.dims.is_empty() => {
+                let f = self.value(func, body)?;
+                let vals = self.arguments(&f, args, body)?;
+                self.reduce_into(f, vals, e, dest, body)
+            }
             // A function of the program applied: its body written into
             // `dest` (see `apply_into`).
             Kind::App { func, args } if names_a_function(func) && !dest.dims.is_empty() => {
@@ -1480,6 +1493,16 @@ fn is_fused_consumer(func: &maps::Expr) -> bool {
         f = func;
     }
     matches!(f.kind, Kind::Prim(name) if FUSED_CONSUMERS.contains(&name))
+}
+
+/// Whether `func` is `reduce` or `reduce/zero` (with its type and index
+/// arguments).
+fn is_reduce(func: &maps::Expr) -> bool {
+    let mut f = func;
+    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+        f = func;
+    }
+    matches!(f.kind, Kind::Prim("reduce" | "reduce/zero"))
 }
 
 /// The map `M` of `(transpose2d M)`, where `M` is a delayable map of
