@@ -35,6 +35,7 @@ mod iteration;
 mod order;
 mod prims;
 mod records;
+mod styles;
 mod trace;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at
@@ -287,6 +288,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     empty::skip_empty_nests(&mut body);
     trace::in_order(&mut body);
     contract::contractions(&mut body);
+    styles::turn_lifted_sums(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
@@ -891,6 +893,10 @@ impl<'m> Alloc<'m> {
                 })));
                 continue;
             }
+            if consumes && let Some(v) = self.delayed_through_functions(a, body)? {
+                vals.push(v);
+                continue;
+            }
             if let Some(m) = transposed_map(a).filter(|_| consumes) {
                 vals.push(Val::Delayed(Rc::new(Delayed {
                     map: m,
@@ -1191,6 +1197,17 @@ impl<'m> Alloc<'m> {
                 }
                 self.delayed_cell_in(inner, idx, elem, body)
             }
+            // A function applied to the map's variables: its body's cell.
+            Kind::App { .. } if !idx.is_empty() => match self.delayed_app_cell(e, idx, elem, body) {
+                Some(r) => r,
+                None => {
+                    let v = self.value(e, body)?;
+                    match cell_of(&v, idx) {
+                        Some(c) => Ok(cell_val(c)),
+                        None => unsupported("a cell of this expression"),
+                    }
+                }
+            },
             _ if idx.is_empty() && e.ty.shape.is_scalar() => Ok(Val::Scalar(elem, self.scalar(e, body)?)),
             _ if idx.is_empty() && delayable(e) => Ok(Val::Delayed(Rc::new(Delayed {
                 map: e,
@@ -1456,6 +1473,7 @@ const FUSED_CONSUMERS: &[&str] = &[
     "all",
     "reduce",
     "reduce/zero",
+    "count",
 ];
 
 /// Whether `e` is a map whose elements can be computed one at a time where

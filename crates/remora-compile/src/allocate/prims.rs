@@ -56,6 +56,9 @@ impl<'m> Alloc<'m> {
         // The families in files of their own: each gives `None` for a
         // name it does not take.
         // (one line per family here)
+        if let Some(r) = self.styles(name, &args, body) {
+            return r;
+        }
         if let Some(r) = self.files(name, indices, &args, e, body) {
             return r;
         }
@@ -251,7 +254,7 @@ impl<'m> Alloc<'m> {
 
     /// Every atom of `xs` (an array or a delayed map) combined by `op`
     /// from `seed`, in row-major order.
-    fn reduce_atoms(
+    pub(super) fn reduce_atoms(
         &mut self,
         xs: &Val<'m>,
         op: &'static str,
