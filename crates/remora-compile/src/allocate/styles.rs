@@ -547,14 +547,17 @@ impl<'m> Alloc<'m> {
         if !binds.iter().all(|b| cannot_fail(&b.value)) {
             return Ok(None);
         }
+        // (Decided before the `let`'s names are bound: nothing is computed
+        // twice where the map is not taken. A function the `let` binds is
+        // not looked into.)
+        if !self.cells_inline(cell, 4) {
+            return Ok(None);
+        }
         let saved = self.scope.clone();
         let r = (|| {
             for b in binds {
                 let v = self.bound(&b.value, body)?;
                 self.scope.vars.insert(b.var, v);
-            }
-            if !self.cells_inline(cell, 4) {
-                return Ok(None);
             }
             Ok(Some(Val::Delayed(Rc::new(Delayed {
                 map,
