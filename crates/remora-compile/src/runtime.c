@@ -379,7 +379,9 @@ static inline uint64_t rt_bool_key(bool b) { return b ? 1 : 0; }
 /* The stable permutation that orders `keys` (n of them) into `order`: a
  * bottom-up merge sort that takes from the right run only when its key is
  * strictly less. */
+static bool rt_grade_counting(const uint64_t *keys, int64_t *order, int64_t n);
 static void rt_grade_keys(const uint64_t *keys, int64_t *order, int64_t n) {
+  if (rt_grade_counting(keys, order, n)) return;
   for (int64_t i = 0; i < n; i++) order[i] = i;
   if (n < 2) return;
   int64_t *buf = rt_alloc(n, sizeof *buf);
@@ -1221,4 +1223,33 @@ static inline float rt_tanhf(float x) {
   float t = (float)(em1 / (em1 + 2.0));
   t = signbit(x) ? -t : t;
   return isnan(x) ? x + x : t;
+}
+
+/* ---- styles: a grade of keys of a small range (flags, bins, digits) ----
+ * The stable permutation of rt_grade_keys by counting: how many keys of
+ * each value, their first places, then each index to its key's next place
+ * in order (the one stable permutation, as the merge sort gives it), in
+ * O(n + range). Taken where the keys span fewer values than there are
+ * keys (and at most 2^20); otherwise false and nothing written. */
+static bool rt_grade_counting(const uint64_t *keys, int64_t *order, int64_t n) {
+  if (n < 64) return false;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int64_t i = 0; i < n; i++) {
+    lo = keys[i] < lo ? keys[i] : lo;
+    hi = keys[i] > hi ? keys[i] : hi;
+  }
+  uint64_t range = hi - lo;
+  if (range >= (uint64_t)n || range >= (UINT64_C(1) << 20)) return false;
+  int64_t *next = rt_alloc((int64_t)range + 1, sizeof *next);
+  memset(next, 0, (size_t)(range + 1) * sizeof *next);
+  for (int64_t i = 0; i < n; i++) next[keys[i] - lo]++;
+  int64_t at = 0;
+  for (uint64_t v = 0; v <= range; v++) {
+    int64_t c = next[v];
+    next[v] = at;
+    at += c;
+  }
+  for (int64_t i = 0; i < n; i++) order[next[keys[i] - lo]++] = i;
+  rt_free(next);
+  return true;
 }

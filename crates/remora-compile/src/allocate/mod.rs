@@ -35,6 +35,7 @@ mod iteration;
 mod order;
 mod prims;
 mod records;
+mod styles;
 mod trace;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at
@@ -287,6 +288,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     empty::skip_empty_nests(&mut body);
     trace::in_order(&mut body);
     contract::contractions(&mut body);
+    styles::turn_lifted_sums(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
@@ -753,32 +755,7 @@ impl<'m> Alloc<'m> {
             },
             Kind::App { func, args } => {
                 let f = self.value(func, body)?;
-                let consumes = matches!(&f, Val::Prim { name, .. } if FUSED_CONSUMERS.contains(name));
-                let mut vals = Vec::with_capacity(args.len());
-                for a in args {
-                    if consumes && delayable(a) && !matches!(a.ty.atom, TyAtom::Record(_)) {
-                        vals.push(Val::Delayed(Rc::new(Delayed {
-                            map: a,
-                            scope: self.scope.clone(),
-                            elem: elem_of(&a.ty.atom)?,
-                            dims: self.dims(&a.ty.shape)?,
-                            transposed: false,
-                        })));
-                        continue;
-                    }
-                    if let Some(m) = transposed_map(a).filter(|_| consumes) {
-                        vals.push(Val::Delayed(Rc::new(Delayed {
-                            map: m,
-                            scope: self.scope.clone(),
-                            elem: elem_of(&a.ty.atom)?,
-                            dims: self.dims(&a.ty.shape)?,
-                            transposed: true,
-                        })));
-                        continue;
-                    }
-                    let v = self.value(a, body)?;
-                    vals.push(self.named(v, "arg", body));
-                }
+                let vals = self.arguments(&f, args, body)?;
                 self.apply(f, vals, e, body)
             }
             Kind::Map { frame, .. } if frame.is_scalar() => self.let_(e, None, body),
@@ -898,6 +875,42 @@ impl<'m> Alloc<'m> {
                 _ => unsupported("records"),
             },
         }
+    }
+
+    /// The arguments of an application of `f`: a reduction's maps left
+    /// delayed (computed where it reads them), the others computed.
+    fn arguments(&mut self, f: &Val<'m>, args: &'m [maps::Expr], body: &mut Vec<Stmt>) -> Res<Vec<Val<'m>>> {
+        let consumes = matches!(f, Val::Prim { name, .. } if FUSED_CONSUMERS.contains(name));
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            if consumes && delayable(a) && !matches!(a.ty.atom, TyAtom::Record(_)) {
+                vals.push(Val::Delayed(Rc::new(Delayed {
+                    map: a,
+                    scope: self.scope.clone(),
+                    elem: elem_of(&a.ty.atom)?,
+                    dims: self.dims(&a.ty.shape)?,
+                    transposed: false,
+                })));
+                continue;
+            }
+            if consumes && let Some(v) = self.delayed_through_functions(a, body)? {
+                vals.push(v);
+                continue;
+            }
+            if let Some(m) = transposed_map(a).filter(|_| consumes) {
+                vals.push(Val::Delayed(Rc::new(Delayed {
+                    map: m,
+                    scope: self.scope.clone(),
+                    elem: elem_of(&a.ty.atom)?,
+                    dims: self.dims(&a.ty.shape)?,
+                    transposed: true,
+                })));
+                continue;
+            }
+            let v = self.value(a, body)?;
+            vals.push(self.named(v, "arg", body));
+        }
+        Ok(vals)
     }
 
     fn scalar(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Expr> {
@@ -1184,6 +1197,17 @@ impl<'m> Alloc<'m> {
                 }
                 self.delayed_cell_in(inner, idx, elem, body)
             }
+            // A function applied to the map's variables: its body's cell.
+            Kind::App { .. } if !idx.is_empty() => match self.delayed_app_cell(e, idx, elem, body) {
+                Some(r) => r,
+                None => {
+                    let v = self.value(e, body)?;
+                    match cell_of(&v, idx) {
+                        Some(c) => Ok(cell_val(c)),
+                        None => unsupported("a cell of this expression"),
+                    }
+                }
+            },
             _ if idx.is_empty() && e.ty.shape.is_scalar() => Ok(Val::Scalar(elem, self.scalar(e, body)?)),
             _ if idx.is_empty() && delayable(e) => Ok(Val::Delayed(Rc::new(Delayed {
                 map: e,
@@ -1319,6 +1343,12 @@ impl<'m> Alloc<'m> {
                 }
                 Ok(())
             }
+            // A reduction whose items are cells: its accumulator is `dest`.
+            Kind::App { func, args } if is_reduce(func) && !dest.dims.is_empty() => {
+                let f = self.value(func, body)?;
+                let vals = self.arguments(&f, args, body)?;
+                self.reduce_into(f, vals, e, dest, body)
+            }
             // A function of the program applied: its body written into
             // `dest` (see `apply_into`).
             Kind::App { func, args } if names_a_function(func) && !dest.dims.is_empty() => {
@@ -1443,6 +1473,7 @@ const FUSED_CONSUMERS: &[&str] = &[
     "all",
     "reduce",
     "reduce/zero",
+    "count",
 ];
 
 /// Whether `e` is a map whose elements can be computed one at a time where
@@ -1480,6 +1511,16 @@ fn is_fused_consumer(func: &maps::Expr) -> bool {
         f = func;
     }
     matches!(f.kind, Kind::Prim(name) if FUSED_CONSUMERS.contains(&name))
+}
+
+/// Whether `func` is `reduce` or `reduce/zero` (with its type and index
+/// arguments).
+fn is_reduce(func: &maps::Expr) -> bool {
+    let mut f = func;
+    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+        f = func;
+    }
+    matches!(f.kind, Kind::Prim("reduce" | "reduce/zero"))
 }
 
 /// The map `M` of `(transpose2d M)`, where `M` is a delayable map of

@@ -56,6 +56,9 @@ impl<'m> Alloc<'m> {
         // The families in files of their own: each gives `None` for a
         // name it does not take.
         // (one line per family here)
+        if let Some(r) = self.styles(name, &args, body) {
+            return r;
+        }
         if let Some(r) = self.files(name, indices, &args, e, body) {
             return r;
         }
@@ -120,7 +123,7 @@ impl<'m> Alloc<'m> {
                     }
                     _ => return unsupported(format!("{name} of these arguments")),
                 };
-                self.reduce(op.clone(), seed, &xs, e, body)
+                self.reduce(op.clone(), seed, &xs, e, None, body)
             }
             ("fold", [op, seed, Val::Array(xs)]) => self.fold(op.clone(), seed.clone(), &xs.clone(), e, body),
             ("reverse", [Val::Array(xs)]) => {
@@ -251,7 +254,7 @@ impl<'m> Alloc<'m> {
 
     /// Every atom of `xs` (an array or a delayed map) combined by `op`
     /// from `seed`, in row-major order.
-    fn reduce_atoms(
+    pub(super) fn reduce_atoms(
         &mut self,
         xs: &Val<'m>,
         op: &'static str,
@@ -309,13 +312,46 @@ impl<'m> Alloc<'m> {
         Ok(Val::Scalar(elem, Expr::Var(acc)))
     }
 
-    /// `reduce` or `reduce/zero` by `op` over the items of `xs`.
+    /// `f` (`reduce` or `reduce/zero`) applied to `args`, written into
+    /// `dest` (the accumulator of items that are cells: no buffer of its
+    /// own, no copy). `dest` is apart from the arguments.
+    pub(super) fn reduce_into(
+        &mut self,
+        f: Val<'m>,
+        args: Vec<Val<'m>>,
+        e: &'m maps::Expr,
+        dest: &View,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let items = |v: &Val<'m>| matches!(v, Val::Array(_) | Val::Delayed(_) | Val::Rotated(_));
+        if let Val::Prim { indices, .. } = &f {
+            self.indices_checked(indices, body);
+        }
+        let v = match (&f, args.as_slice()) {
+            (Val::Prim { .. }, [op, xs]) if items(xs) => {
+                self.reduce(op.clone(), None, xs, e, Some(dest), body)?
+            }
+            (Val::Prim { .. }, [op, seed, xs]) if items(xs) && !matches!(seed, Val::Record(_)) => {
+                let seed = self.force(seed.clone(), body)?;
+                self.reduce(op.clone(), Some(seed), xs, e, Some(dest), body)?
+            }
+            _ => self.apply(f, args, e, body)?,
+        };
+        match v {
+            Val::Array(v) if v.buf == dest.buf => Ok(()),
+            v => self.copy(v, dest, body),
+        }
+    }
+
+    /// `reduce` or `reduce/zero` by `op` over the items of `xs` (into
+    /// `into` where given, when the items are cells of its shape).
     fn reduce(
         &mut self,
         op: Val<'m>,
         seed: Option<Val<'m>>,
         xs: &Val<'m>,
         e: &'m maps::Expr,
+        into: Option<&View>,
         body: &mut Vec<Stmt>,
     ) -> Res<Val<'m>> {
         let Some(prim) = self.elementwise(&op) else {
@@ -395,7 +431,10 @@ impl<'m> Alloc<'m> {
             body.push(stmt);
             return Ok(Val::Scalar(elem, Expr::Var(acc)));
         }
-        let dest = self.alloc("red", elem, item_dims.clone(), body);
+        let dest = match into {
+            Some(d) if d.dims.len() == item_dims.len() && d.elem == elem => d.clone(),
+            _ => self.alloc("red", elem, item_dims.clone(), body),
+        };
         let mut inner = vec![
             stmt,
             Stmt::Store {
@@ -448,6 +487,15 @@ impl<'m> Alloc<'m> {
                         c => Expr::op("and", vec![c, not_closer]),
                     };
                 }
+                // (A count known here: one form only, so that a lifted
+                // reduction of many items is a loop nest later rules see
+                // whole, a contraction.)
+                if let Expr::Op { op: "<=", args } = &cond
+                    && let [Expr::Int(n), Expr::Int(leaf)] = args.as_slice()
+                {
+                    body.extend(if n <= leaf { by_items } else { inner });
+                    return Ok(Val::Array(dest));
+                }
                 body.push(Stmt::If {
                     cond,
                     then: by_items,
@@ -468,6 +516,9 @@ impl<'m> Alloc<'m> {
         dest: &View,
         items: &Expr,
     ) -> Res<Vec<Stmt>> {
+        if dest.dims.len() == 1 {
+            return self.reduce_by_items_blocked(prim, seed, xs, dest, items);
+        }
         let mut out = Vec::new();
         let outer = self.loop_depth;
         // The accumulator's first value: the seed, or item 0.
@@ -507,6 +558,103 @@ impl<'m> Alloc<'m> {
             count: Expr::op("-", vec![items.clone(), start]),
             parallel: false,
             body: step,
+        });
+        Ok(out)
+    }
+
+    /// The item-by-item form over vector items, in blocks of lanes: each
+    /// block (on the threads where no loop encloses it) its own
+    /// accumulator, kept in the first cache while every item adds its
+    /// part to it. Each lane sees the same combinations in the same order.
+    fn reduce_by_items_blocked(
+        &mut self,
+        prim: &'static str,
+        seed: Option<&Val<'m>>,
+        xs: &Val<'m>,
+        dest: &View,
+        items: &Expr,
+    ) -> Res<Vec<Stmt>> {
+        const LANES: i64 = 2048;
+        let mut out = Vec::new();
+        if seed.is_none() {
+            self.fail_if(
+                Expr::op("==", vec![items.clone(), Expr::Int(0)]),
+                "reduce of an empty array",
+                &mut out,
+            );
+        }
+        let outer = self.loop_depth;
+        let (blk, lo) = (self.fresh("blk"), self.fresh("lo"));
+        let lanes = dest.dims[0].clone();
+        let blocks = Expr::op(
+            "/",
+            vec![Expr::add(lanes.clone(), Expr::Int(LANES - 1)), Expr::Int(LANES)],
+        );
+        let mut block = dest.clone();
+        block.offset = Expr::add(
+            dest.offset.clone(),
+            Expr::mul(Expr::Var(lo), dest.strides[0].clone()),
+        );
+        block.dims[0] = Expr::op(
+            "min",
+            vec![Expr::Int(LANES), Expr::op("-", vec![lanes, Expr::Var(lo)])],
+        );
+        let full = move |idx: &[Expr]| vec![Expr::add(Expr::Var(lo), idx[0].clone())];
+        let mut inner = vec![Stmt::Let {
+            var: lo,
+            elem: Elem::Int,
+            value: Expr::mul(Expr::Var(blk), Expr::Int(LANES)),
+        }];
+        self.loop_depth += 1;
+        let r = (|| {
+            let start = match seed {
+                Some(s) => {
+                    let s = match s {
+                        Val::Array(v) if v.dims.len() == 1 => {
+                            let mut v = v.clone();
+                            v.offset = Expr::add(v.offset, Expr::mul(Expr::Var(lo), v.strides[0].clone()));
+                            v.dims[0] = block.dims[0].clone();
+                            Val::Array(v)
+                        }
+                        _ => return unsupported("a seed of another shape"),
+                    };
+                    self.copy(s, &block, &mut inner)?;
+                    Expr::Int(0)
+                }
+                None => {
+                    let first = self.item_cell(xs, Expr::Int(0), &mut inner)?;
+                    self.lanes(&block, &mut inner, outer + 1, |a, idx, lane| {
+                        a.element(&first, &full(idx), lane)
+                    })?;
+                    Expr::Int(1)
+                }
+            };
+            let (k, item) = (self.fresh("k"), self.fresh("item"));
+            let mut step = vec![Stmt::Let {
+                var: item,
+                elem: Elem::Int,
+                value: Expr::add(Expr::Var(k), start.clone()),
+            }];
+            let cell = self.item_cell(xs, Expr::Var(item), &mut step)?;
+            self.lanes(&block, &mut step, outer + 1, |a, idx, lane| {
+                let x = a.element(&cell, &full(idx), lane)?;
+                Ok(Expr::op(prim, vec![block.cell(idx).load(), x]))
+            })?;
+            inner.push(Stmt::For {
+                index: k,
+                count: Expr::op("-", vec![items.clone(), start]),
+                parallel: false,
+                body: step,
+            });
+            Ok(())
+        })();
+        self.loop_depth -= 1;
+        r?;
+        out.push(Stmt::For {
+            index: blk,
+            count: blocks,
+            parallel: outer == 0,
+            body: inner,
         });
         Ok(out)
     }

@@ -1,0 +1,708 @@
+//! Rules for the ways people write whole-array programs (the style
+//! matrix): `count` of a map computed where it is read (no array of
+//! flags), and a reduction lifted over a small independent axis turned
+//! inside out (a comparison matrix counted at once: one pass over the
+//! items, every lane's accumulator beside the others, no pass per lane).
+
+use super::*;
+
+impl<'m> Alloc<'m> {
+    pub(super) fn styles(
+        &mut self,
+        name: &'static str,
+        args: &[Val<'m>],
+        body: &mut Vec<Stmt>,
+    ) -> Option<Res<Val<'m>>> {
+        match (name, args) {
+            // `count` of a delayed map or a rotation: an Int sum (in any
+            // order) of the flags, each computed where it is added.
+            ("count", [xs @ (Val::Delayed(_) | Val::Rotated(_))]) => Some(self.count_fused(xs, body)),
+            // `filter` of a vector where no loop encloses it: in parts on
+            // the threads.
+            ("filter", [Val::Array(flags), Val::Array(xs)]) if self.loop_depth == 0 && xs.dims.len() == 1 => {
+                Some(Ok(self.filter_in_parts(flags, xs, body)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The kept items of `xs` in order: each part of the items counts its
+    /// kept ones (on the threads), the counts' running sums give each part
+    /// its first place, then each part copies its kept items there (on the
+    /// threads).
+    fn filter_in_parts(&mut self, flags: &View, xs: &View, body: &mut Vec<Stmt>) -> Val<'m> {
+        const PARTS: i64 = 64;
+        let n = xs.dims[0].clone();
+        let flag = |i: Expr| Expr::op("bool->i", vec![flags.cell(&[i]).load()]);
+        let starts = self.fresh("starts");
+        body.push(Stmt::Alloc {
+            buf: starts,
+            elem: Elem::Int,
+            len: Expr::Int(PARTS),
+        });
+        let bound = |p: Expr| Expr::op("/", vec![Expr::op("*", vec![p, n.clone()]), Expr::Int(PARTS)]);
+        let part_range = |a: &mut Self, p: Var| {
+            let (lo, hi) = (a.fresh("lo"), a.fresh("hi"));
+            let lets = vec![
+                Stmt::Let {
+                    var: lo,
+                    elem: Elem::Int,
+                    value: bound(Expr::Var(p)),
+                },
+                Stmt::Let {
+                    var: hi,
+                    elem: Elem::Int,
+                    value: bound(Expr::add(Expr::Var(p), Expr::Int(1))),
+                },
+            ];
+            (lo, hi, lets)
+        };
+        // Each part's count.
+        let (p, i, c) = (self.fresh("part"), self.fresh("i"), self.fresh("kept"));
+        let (lo, hi, mut count_part) = part_range(self, p);
+        count_part.push(Stmt::Let {
+            var: c,
+            elem: Elem::Int,
+            value: Expr::Int(0),
+        });
+        count_part.push(Stmt::For {
+            index: i,
+            count: Expr::op("-", vec![Expr::Var(hi), Expr::Var(lo)]),
+            parallel: false,
+            body: vec![Stmt::Set {
+                var: c,
+                value: Expr::op(
+                    "+",
+                    vec![Expr::Var(c), flag(Expr::add(Expr::Var(lo), Expr::Var(i)))],
+                ),
+            }],
+        });
+        count_part.push(Stmt::Store {
+            buf: starts,
+            index: Expr::Var(p),
+            value: Expr::Var(c),
+        });
+        body.push(Stmt::For {
+            index: p,
+            count: Expr::Int(PARTS),
+            parallel: true,
+            body: count_part,
+        });
+        // The running sums: each part's first place, and the count.
+        let (kept, q, cq) = (self.fresh("kept"), self.fresh("part"), self.fresh("c"));
+        body.push(Stmt::Let {
+            var: kept,
+            elem: Elem::Int,
+            value: Expr::Int(0),
+        });
+        body.push(Stmt::For {
+            index: q,
+            count: Expr::Int(PARTS),
+            parallel: false,
+            body: vec![
+                Stmt::Let {
+                    var: cq,
+                    elem: Elem::Int,
+                    value: Expr::load(starts, Expr::Var(q)),
+                },
+                Stmt::Store {
+                    buf: starts,
+                    index: Expr::Var(q),
+                    value: Expr::Var(kept),
+                },
+                Stmt::Set {
+                    var: kept,
+                    value: Expr::op("+", vec![Expr::Var(kept), Expr::Var(cq)]),
+                },
+            ],
+        });
+        let dest = self.fresh("kept");
+        body.push(Stmt::Alloc {
+            buf: dest,
+            elem: xs.elem,
+            len: Expr::Var(kept),
+        });
+        // Each part's kept items, from its first place.
+        let (p, i, at, k) = (
+            self.fresh("part"),
+            self.fresh("i"),
+            self.fresh("at"),
+            self.fresh("k"),
+        );
+        let (lo, hi, mut copy_part) = part_range(self, p);
+        copy_part.push(Stmt::Let {
+            var: at,
+            elem: Elem::Int,
+            value: Expr::load(starts, Expr::Var(p)),
+        });
+        copy_part.push(Stmt::For {
+            index: i,
+            count: Expr::op("-", vec![Expr::Var(hi), Expr::Var(lo)]),
+            parallel: false,
+            body: vec![
+                Stmt::Let {
+                    var: k,
+                    elem: Elem::Int,
+                    value: Expr::add(Expr::Var(lo), Expr::Var(i)),
+                },
+                Stmt::If {
+                    cond: flags.cell(&[Expr::Var(k)]).load(),
+                    then: vec![
+                        Stmt::Store {
+                            buf: dest,
+                            index: Expr::Var(at),
+                            value: xs.cell(&[Expr::Var(k)]).load(),
+                        },
+                        Stmt::Set {
+                            var: at,
+                            value: Expr::op("+", vec![Expr::Var(at), Expr::Int(1)]),
+                        },
+                    ],
+                    otherwise: Vec::new(),
+                },
+            ],
+        });
+        body.push(Stmt::For {
+            index: p,
+            count: Expr::Int(PARTS),
+            parallel: true,
+            body: copy_part,
+        });
+        let view = View::contiguous(dest, xs.elem, vec![Expr::Var(kept)]);
+        Val::Box {
+            witness: IndexVal::Dim(Expr::Var(kept)),
+            payload: std::boxed::Box::new(Val::Array(view)),
+        }
+    }
+
+    fn count_fused(&mut self, xs: &Val<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        // A map whose cells could fail, over cells that may have no atoms
+        // (whose `let`s would then not run): computed whole first, so that
+        // its error is raised (as `reduce` does).
+        let forced;
+        let xs = match xs {
+            Val::Delayed(d)
+                if !cannot_fail(d.map)
+                    && !d
+                        .dims
+                        .get(1..)
+                        .unwrap_or_default()
+                        .iter()
+                        .all(|n| matches!(n, Expr::Int(k) if *k > 0)) =>
+            {
+                forced = self.force(xs.clone(), body)?;
+                &forced
+            }
+            xs => xs,
+        };
+        let mut inner = Vec::new();
+        let flags = self.reduce_atoms(xs, "or", Some(Expr::Bool(false)), Order::Left, &mut inner)?;
+        // The reduction of the flags made, its combination made a count.
+        let (Val::Scalar(_, Expr::Var(acc)), Some(Stmt::Reduce { .. })) = (&flags, inner.last()) else {
+            return unsupported("count of this map");
+        };
+        let acc = *acc;
+        for s in &mut inner {
+            if let Stmt::Reduce {
+                acc: a,
+                elem,
+                op,
+                seed,
+                order,
+                item,
+                ..
+            } = s
+                && *a == acc
+            {
+                *elem = Elem::Int;
+                *op = "+";
+                *seed = Some(Expr::Int(0));
+                *order = Order::Tree;
+                *item = Expr::op("bool->i", vec![item.clone()]);
+            }
+        }
+        body.extend(inner);
+        Ok(Val::Scalar(Elem::Int, Expr::Var(acc)))
+    }
+}
+
+/// The most lanes a reduction turned inside out keeps (their accumulators
+/// stay in the first cache).
+const MOST_LANES: i64 = 1024;
+/// How many parts of the items a turned reduction at the top splits into
+/// (one accumulator row each, run on the threads, added at the end).
+const PARTS: i64 = 16;
+
+/// Every loop in `body` (at any depth) of the form
+/// `for b < M { let …; reduce acc + from seed over k < K {let …} item; store out[off + b] acc }`
+/// — an Int sum lifted over a small axis `b` whose items do not move with
+/// it (a comparison matrix counted: `(count (== bins b))` lifted over the
+/// bins) — turned inside out: one pass over the `k`, each adding to all
+/// `M` accumulators. Int `+` wraps, so any order gives the same bits; the
+/// `let`s are scalar steps that cannot fail, so running them for other
+/// (but the same) pairs changes nothing.
+pub(super) fn turn_lifted_sums(body: &mut Vec<Stmt>, names: &mut Vec<String>) {
+    let mut out = Vec::with_capacity(body.len());
+    for mut s in body.drain(..) {
+        if let Some(turned) = turned(&s, names) {
+            out.extend(turned);
+            continue;
+        }
+        match &mut s {
+            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
+                turn_lifted_sums(body, names)
+            }
+            Stmt::If { then, otherwise, .. } => {
+                turn_lifted_sums(then, names);
+                turn_lifted_sums(otherwise, names);
+            }
+            _ => {}
+        }
+        out.push(s);
+    }
+    *body = out;
+}
+
+fn fresh(names: &mut Vec<String>, name: &str) -> Var {
+    let v = Var(names.len() as u32);
+    names.push(name.to_string());
+    v
+}
+
+/// Whether `e` cannot fail (no division, power, shift or checked
+/// dimension arithmetic).
+fn total(e: &Expr) -> bool {
+    match e {
+        Expr::Op { op, args } => {
+            !matches!(*op, "/" | "mod" | "^" | "shl" | "shr" | "dim+" | "dim*" | "wrap")
+                && args.iter().all(total)
+        }
+        Expr::Load { index, .. } | Expr::Addr { index, .. } => total(index),
+        _ => true,
+    }
+}
+
+fn mentions(e: &Expr, vars: &[Var]) -> bool {
+    let mut found = false;
+    e.each_var(&mut |v| found |= vars.contains(&v));
+    found
+}
+
+fn turned(s: &Stmt, names: &mut Vec<String>) -> Option<Vec<Stmt>> {
+    let Stmt::For {
+        index: b,
+        count: Expr::Int(m),
+        parallel,
+        body,
+    } = s
+    else {
+        return None;
+    };
+    if !(1..=MOST_LANES).contains(m) {
+        return None;
+    }
+    let [
+        pre @ ..,
+        Stmt::Reduce {
+            acc,
+            elem: Elem::Int,
+            op: "+",
+            seed: Some(seed),
+            index: k,
+            count,
+            body: lets,
+            item,
+            ..
+        },
+        Stmt::Store {
+            buf: out,
+            index: at,
+            value: Expr::Var(stored),
+        },
+    ] = body.as_slice()
+    else {
+        return None;
+    };
+    if stored != acc {
+        return None;
+    }
+    // The lane's own scalars (the `let`s before the sum) and the item's.
+    let mut lane_vars = vec![*b];
+    for p in pre {
+        let Stmt::Let { var, value, .. } = p else {
+            return None;
+        };
+        if !total(value) {
+            return None;
+        }
+        lane_vars.push(*var);
+    }
+    let mut item_vars = vec![*k, *acc];
+    for l in lets {
+        let Stmt::Let { var, value, .. } = l else {
+            return None;
+        };
+        if !total(value) {
+            return None;
+        }
+        item_vars.push(*var);
+    }
+    if !total(item) {
+        return None;
+    }
+    // The count and seed the same for every lane; each lane its own atom
+    // of `out` (`off + b`), which nothing in the nest reads.
+    let mut nest_vars = lane_vars.clone();
+    nest_vars.extend(item_vars.iter().copied());
+    if mentions(count, &nest_vars) || mentions(seed, &nest_vars) {
+        return None;
+    }
+    let offset = match at {
+        Expr::Var(v) if v == b => Expr::Int(0),
+        Expr::Op { op: "+", args } => match args.as_slice() {
+            [off, Expr::Var(v)] | [Expr::Var(v), off] if v == b && !mentions(off, &nest_vars) => off.clone(),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let mut reads_out = false;
+    let mut check = |e: &Expr| e.each_var(&mut |v| reads_out |= v == *out);
+    for st in pre.iter().chain(lets) {
+        if let Stmt::Let { value, .. } = st {
+            check(value);
+        }
+    }
+    check(item);
+    check(&offset);
+    if reads_out {
+        return None;
+    }
+    // The item's `let`s that do not move with the lane: once per item.
+    let mut per_item = Vec::new();
+    let mut per_pair = pre.to_vec();
+    let mut moving = lane_vars.clone();
+    for l in lets {
+        if let Stmt::Let { var, value, .. } = l {
+            if mentions(value, &moving) {
+                moving.push(*var);
+                per_pair.push(l.clone());
+            } else {
+                per_item.push(l.clone());
+            }
+        }
+    }
+    let parts = if *parallel { PARTS } else { 1 };
+    let (part, lo, hi, j, lane, lane2, total_var) = (
+        fresh(names, "part"),
+        fresh(names, "lo"),
+        fresh(names, "hi"),
+        fresh(names, "j"),
+        fresh(names, "l"),
+        fresh(names, "l"),
+        fresh(names, "sum"),
+    );
+    let sums = fresh(names, "sums");
+    let n = count.clone();
+    let at_part = |l: Expr| Expr::add(Expr::mul(Expr::Var(part), Expr::Int(*m)), l);
+    // Part p: items [p·K/P, (p+1)·K/P), into its row of `sums`.
+    let bound = |p: Expr| Expr::op("/", vec![Expr::op("*", vec![p, n.clone()]), Expr::Int(parts)]);
+    let mut pair = per_pair;
+    pair.push(Stmt::Store {
+        buf: sums,
+        index: at_part(Expr::Var(*b)),
+        value: Expr::op("+", vec![Expr::load(sums, at_part(Expr::Var(*b))), item.clone()]),
+    });
+    let mut step = vec![Stmt::Let {
+        var: *k,
+        elem: Elem::Int,
+        value: Expr::add(Expr::Var(lo), Expr::Var(j)),
+    }];
+    step.extend(per_item);
+    step.push(Stmt::For {
+        index: *b,
+        count: Expr::Int(*m),
+        parallel: false,
+        body: pair,
+    });
+    let part_body = vec![
+        Stmt::Let {
+            var: lo,
+            elem: Elem::Int,
+            value: bound(Expr::Var(part)),
+        },
+        Stmt::Let {
+            var: hi,
+            elem: Elem::Int,
+            value: bound(Expr::add(Expr::Var(part), Expr::Int(1))),
+        },
+        Stmt::For {
+            index: lane,
+            count: Expr::Int(*m),
+            parallel: false,
+            body: vec![Stmt::Store {
+                buf: sums,
+                index: at_part(Expr::Var(lane)),
+                value: Expr::Int(0),
+            }],
+        },
+        Stmt::For {
+            index: j,
+            count: Expr::op("-", vec![Expr::Var(hi), Expr::Var(lo)]),
+            parallel: false,
+            body: step,
+        },
+    ];
+    let mut add_parts = vec![Stmt::Let {
+        var: total_var,
+        elem: Elem::Int,
+        value: seed.clone(),
+    }];
+    let p2 = fresh(names, "part");
+    add_parts.push(Stmt::For {
+        index: p2,
+        count: Expr::Int(parts),
+        parallel: false,
+        body: vec![Stmt::Set {
+            var: total_var,
+            value: Expr::op(
+                "+",
+                vec![
+                    Expr::Var(total_var),
+                    Expr::load(
+                        sums,
+                        Expr::add(Expr::mul(Expr::Var(p2), Expr::Int(*m)), Expr::Var(lane2)),
+                    ),
+                ],
+            ),
+        }],
+    });
+    add_parts.push(Stmt::Store {
+        buf: *out,
+        index: Expr::add(offset, Expr::Var(lane2)),
+        value: Expr::Var(total_var),
+    });
+    Some(vec![
+        Stmt::Alloc {
+            buf: sums,
+            elem: Elem::Int,
+            len: Expr::Int(parts * m),
+        },
+        Stmt::For {
+            index: part,
+            count: Expr::Int(parts),
+            parallel: *parallel,
+            body: part_body,
+        },
+        Stmt::For {
+            index: lane2,
+            count: Expr::Int(*m),
+            parallel: false,
+            body: add_parts,
+        },
+    ])
+}
+
+// -- maps whose cells are functions applied --------------------------------
+
+impl<'m> Alloc<'m> {
+    /// A reduction's argument `a` as a delayed map where its cells are a
+    /// function of the program applied to the map's variables and that
+    /// function's body is itself a map of such cells (an outer product
+    /// lifted over the columns of one matrix and the rows of another,
+    /// reduced at once: no `[N N N]` array, each atom computed where the
+    /// reduction reads it). A `let` around the map binds its names first.
+    pub(super) fn delayed_through_functions(
+        &mut self,
+        a: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Option<Val<'m>>> {
+        if matches!(a.ty.atom, TyAtom::Record(_)) {
+            return Ok(None);
+        }
+        let (binds, map) = match &a.kind {
+            Kind::Map {
+                frame,
+                binds,
+                body: inner,
+            } if frame.is_scalar() => (binds.as_slice(), inner.as_ref()),
+            _ => (&[][..], a),
+        };
+        let Kind::Map {
+            frame,
+            binds: map_binds,
+            body: cell,
+        } = &map.kind
+        else {
+            return Ok(None);
+        };
+        if frame.is_scalar()
+            || !map_binds
+                .iter()
+                .all(|b| matches!(b.value.kind, Kind::Var(_) | Kind::Array { .. }))
+            || delayable(map)
+        {
+            return Ok(None);
+        }
+        // The `let`'s names: views that cannot fail, bound here.
+        if !binds.iter().all(|b| cannot_fail(&b.value)) {
+            return Ok(None);
+        }
+        // (Decided before the `let`'s names are bound: nothing is computed
+        // twice where the map is not taken. A function the `let` binds is
+        // not looked into.)
+        if !self.cells_inline(cell, 4) {
+            return Ok(None);
+        }
+        let saved = self.scope.clone();
+        let r = (|| {
+            for b in binds {
+                let v = self.bound(&b.value, body)?;
+                self.scope.vars.insert(b.var, v);
+            }
+            Ok(Some(Val::Delayed(Rc::new(Delayed {
+                map,
+                scope: self.scope.clone(),
+                elem: elem_of(&a.ty.atom)?,
+                dims: self.dims(&a.ty.shape)?,
+                transposed: false,
+            }))))
+        })();
+        self.scope = saved;
+        r
+    }
+
+    /// Whether `cell` (in the current scope) is a scalar, a delayable
+    /// map, or a function of the program (or a lambda) applied to
+    /// variables whose body, its parameters bound, is such a cell (at most
+    /// `depth` calls deep).
+    fn cells_inline(&self, cell: &'m maps::Expr, depth: usize) -> bool {
+        // (A map with `let`s in its cells only where they cannot fail: a
+        // delayed cell's `let`s run only where an atom is read.)
+        if cell.ty.shape.is_scalar() || (delayable(cell) && cannot_fail(cell)) {
+            return true;
+        }
+        if depth == 0 {
+            return false;
+        }
+        match &cell.kind {
+            Kind::App { func, args } if args.iter().all(|x| matches!(x.kind, Kind::Var(_))) => {
+                match self.function_body(func, args.len()) {
+                    Some((inner, _)) => self.cells_inline(inner, depth - 1),
+                    None => false,
+                }
+            }
+            Kind::Map {
+                frame,
+                binds,
+                body: inner,
+            } if !frame.is_scalar()
+                && binds
+                    .iter()
+                    .all(|b| matches!(b.value.kind, Kind::Var(_) | Kind::Array { .. })) =>
+            {
+                self.cells_inline(inner, depth)
+            }
+            _ => false,
+        }
+    }
+
+    /// The body of the function `func` names (a variable bound to a
+    /// closure, or a lambda written in place) under `n` parameters, and
+    /// those parameters.
+    fn function_body(&self, func: &'m maps::Expr, n: usize) -> Option<(&'m maps::Expr, Vec<VarId>)> {
+        let mut e: &'m maps::Expr = match &func.kind {
+            Kind::Var(v) => match self.scope.vars.get(v) {
+                Some(Val::Func(c)) => {
+                    let Binder::Value(p) = c.binder else {
+                        return None;
+                    };
+                    return self.peel(c.body, n.checked_sub(1)?, vec![p]);
+                }
+                _ => return None,
+            },
+            _ => func,
+        };
+        let mut params = Vec::new();
+        for _ in 0..n {
+            let Kind::Array { shape, atoms } = &e.kind else {
+                return None;
+            };
+            let [Atom::Lambda { param, body, .. }] = atoms.as_slice() else {
+                return None;
+            };
+            if !shape.is_empty() {
+                return None;
+            }
+            params.push(*param);
+            e = body;
+        }
+        Some((e, params))
+    }
+
+    fn peel(
+        &self,
+        mut e: &'m maps::Expr,
+        n: usize,
+        mut params: Vec<VarId>,
+    ) -> Option<(&'m maps::Expr, Vec<VarId>)> {
+        for _ in 0..n {
+            let Kind::Array { shape, atoms } = &e.kind else {
+                return None;
+            };
+            let [Atom::Lambda { param, body, .. }] = atoms.as_slice() else {
+                return None;
+            };
+            if !shape.is_empty() {
+                return None;
+            }
+            params.push(*param);
+            e = body;
+        }
+        Some((e, params))
+    }
+
+    /// The cell at `idx` (not empty) of a function applied to variables
+    /// (see [`Alloc::delayed_through_functions`]): its body entered, the
+    /// parameters bound to the arguments, and its cell made there.
+    pub(super) fn delayed_app_cell(
+        &mut self,
+        e: &'m maps::Expr,
+        idx: &[Expr],
+        elem: Elem,
+        body: &mut Vec<Stmt>,
+    ) -> Option<Res<Val<'m>>> {
+        let Kind::App { func, args } = &e.kind else {
+            return None;
+        };
+        if idx.is_empty() || !args.iter().all(|x| matches!(x.kind, Kind::Var(_))) {
+            return None;
+        }
+        let (inner, params) = self.function_body(func, args.len())?;
+        if !self.cells_inline(inner, 4) {
+            return None;
+        }
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            match &a.kind {
+                Kind::Var(v) => vals.push(self.scope.vars.get(v)?.clone()),
+                _ => return None,
+            }
+        }
+        // The closure's own scope for a variable; the current one for a
+        // lambda written here.
+        let scope = match &func.kind {
+            Kind::Var(v) => match self.scope.vars.get(v) {
+                Some(Val::Func(c)) => c.scope.clone(),
+                _ => return None,
+            },
+            _ => self.scope.clone(),
+        };
+        let saved = std::mem::replace(&mut self.scope, scope);
+        for (p, v) in params.into_iter().zip(vals) {
+            self.scope.vars.insert(p, v);
+        }
+        let r = self.delayed_cell_in(inner, idx, elem, body);
+        self.scope = saved;
+        Some(r)
+    }
+}
