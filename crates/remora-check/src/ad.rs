@@ -34,6 +34,8 @@ use remora_types::{Atom, IVar, Lifted, Seg, Shape, TVar, Type};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
+mod loops;
+
 /// The pass's state while a program is written back.
 pub(crate) struct Pass<'a> {
     /// Lambdas bound by `def` and `let`, by variable.
@@ -478,24 +480,11 @@ enum Rule {
     Record(Vec<String>),
     /// A field of a record of these fields.
     Field(String, Fields),
-    /// `fold`, with the states it went through.
-    Fold(Box<FoldNode>),
+    /// A loop (`fold`, `iterate`, `while`, `scan`, a `reduce` by a
+    /// function of no rule of its own), with how it went.
+    Loop(Box<loops::LoopNode>),
     /// `if`: the condition, and each branch's forward code.
     If(Box<IfNode>),
-}
-
-struct FoldNode {
-    /// The states each step started from, `[n A]`, and the items.
-    states: ast::Expr,
-    items: ast::Expr,
-    acc: Type,
-    item: Type,
-    /// The name of the initial state when it depends on the parameter.
-    init: Option<String>,
-    /// The step's reverse derivative for the state, and for each varying
-    /// variable it closes over (its name, type and derivative).
-    for_state: ast::Expr,
-    closed: Vec<(String, Type, ast::Expr)>,
 }
 
 struct IfNode {
@@ -1181,8 +1170,8 @@ impl<'w, 'a> Walk<'w, 'a> {
             return Err(self.unsupported(e, "this application"));
         };
         let what = format!("`{name}`");
-        if name == "fold" && spine.len() == 3 {
-            return self.fold(e, &spine, env);
+        if let Some(result) = self.loop_form(name, e, &spine, env) {
+            return result;
         }
         let (args, primals, tangents) = self.arguments(&spine, env)?;
         let head_code = self.w.expr(head);
@@ -1512,7 +1501,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Alias
             | Rule::Call(_)
             | Rule::If(_)
-            | Rule::Fold(_)
+            | Rule::Loop(_)
             | Rule::Frame(_)
             | Rule::Record(_)
             | Rule::Field(..) => None,
@@ -1570,8 +1559,8 @@ impl<'w, 'a> Walk<'w, 'a> {
         if let Rule::If(node) = &n.rule {
             return self.if_adjoint(node, &ct, adjoints);
         }
-        if let Rule::Fold(node) = &n.rule {
-            return self.fold_adjoint(node, &ct, adjoints);
+        if let Rule::Loop(node) = &n.rule {
+            return self.loop_adjoint(node, &ct, adjoints);
         }
         let pa = n
             .args
@@ -1597,7 +1586,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             let cell = float_type(&arg.cell);
             let contribution = match &n.rule {
                 Rule::Alias => ct.clone(),
-                Rule::If(_) | Rule::Fold(_) => continue,
+                Rule::If(_) | Rule::Loop(_) => continue,
                 Rule::Sum => {
                     if i + 1 != n.args.len() {
                         continue;
@@ -1973,263 +1962,6 @@ impl<'w, 'a> Walk<'w, 'a> {
         if let ExprKind::Var(t) = &total.kind {
             adjoints.insert(target.to_string(), t.name.clone());
         }
-    }
-
-    /// `(fold f init xs)`, by a state of type `A` over items `xs` that do
-    /// not depend on the parameter (a loop): forward, the state and its
-    /// tangent folded together; reverse, the states each step starts from
-    /// kept (a loop of n steps keeps its n states, not its intermediates),
-    /// and the adjoint folded backwards over them.
-    fn fold(
-        &mut self,
-        e: &TExpr,
-        spine: &[(&TExpr, &Lifted)],
-        env: &Env,
-    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
-        let (Some((fe, _)), Some((ie, _)), Some((xe, xl))) = (spine.first(), spine.get(1), spine.get(2))
-        else {
-            return Err(self.unsupported(e, "`fold`"));
-        };
-        let f = match &fe.kind {
-            TExprKind::Var(v) => self.w.ad.lambdas.get(v).copied(),
-            _ => lambda(fe).map(|_| *fe),
-        };
-        let Some(f) = f else {
-            return Err(self.unsupported(e, "`fold` by a function that is not a lambda"));
-        };
-        let (params, body, _) = params_of(f, 2);
-        let [(acc_var, acc), (item_var, item)] = params.as_slice() else {
-            return Err(self.unsupported(e, "`fold` by a function that is not a lambda of two parameters"));
-        };
-        if acc.atom != Atom::Float || !xl.principal.is_scalar() || Self::varying(xe, env) {
-            return Err(self.unsupported(
-                e,
-                "`fold` lifted, of a state that is not a Float array, or over items that depend on the parameter",
-            ));
-        }
-        let (p_init, t_init) = self.expr(ie, env)?;
-        let p_init = if matches!(p_init.kind, ExprKind::Var(_)) {
-            p_init
-        } else {
-            self.bind(p_init)
-        };
-        let xs = self.bind(self.w.expr(xe));
-        let f_code = self.w.expr(fe);
-        let mut free = Vec::new();
-        let mut seen = HashSet::new();
-        body.any(&mut |x| {
-            if let TExprKind::Var(v) = &x.kind
-                && let Some(Some(t)) = env.get(v)
-                && seen.insert(*v)
-            {
-                free.push((*v, x.ty.clone(), t.clone()));
-            }
-            false
-        });
-        if free.iter().any(|(_, t, _)| t.atom != Atom::Float) {
-            return Err(self.unsupported(e, "`fold` by a function that closes over a varying record"));
-        }
-        let mut params = vec![
-            Param {
-                var: *acc_var,
-                ty: acc.clone(),
-                varying: true,
-            },
-            Param {
-                var: *item_var,
-                ty: item.clone(),
-                varying: false,
-            },
-        ];
-        let closed: Vec<(String, Type, String)> = free
-            .iter()
-            .map(|(v, t, dt)| (self.w.var(*v).name, t.clone(), dt.clone()))
-            .collect();
-        params.extend(free.iter().map(|(v, t, _)| Param {
-            var: *v,
-            ty: t.clone(),
-            varying: true,
-        }));
-        let w = self.w;
-        let fields = |names: &[(&str, &Type)]| -> Fields {
-            names.iter().map(|(n, t)| (n.to_string(), (*t).clone())).collect()
-        };
-        if self.mode == Mode::Forward {
-            let d = forward_fn(w, &params, body)?;
-            let state = fields(&[("primal", acc), ("tangent", acc)]);
-            let r = w.ad.fresh();
-            let a = w.ad.fresh();
-            let mut all = vec![field_of(var(&r), "primal"), var(&a)];
-            all.extend(closed.iter().map(|(n, _, _)| var(n)));
-            all.push(field_of(var(&r), "tangent"));
-            all.extend(closed.iter().map(|(_, _, dt)| var(dt)));
-            let step_body = record_of(w, &state, |fname| {
-                if fname == "primal" {
-                    app(f_code.clone(), vec![field_of(var(&r), "primal"), var(&a)])
-                } else {
-                    app(d.clone(), all.clone())
-                }
-            });
-            let state_ty = Type::scalar(Atom::Record(state.clone().into()));
-            let step = lambdas(w, &[(r.clone(), state_ty), (a.clone(), item.clone())], step_body);
-            let t0 = t_init.unwrap_or_else(|| zeros(w, p_init.clone()));
-            let r0 = record_of(w, &state, |fname| {
-                if fname == "primal" {
-                    p_init.clone()
-                } else {
-                    t0.clone()
-                }
-            });
-            let res = self.bind(call("fold", vec![step, r0, xs]));
-            let out = self.bind(field_of(res.clone(), "primal"));
-            let t = self.bind(field_of(res, "tangent"));
-            return Ok((out, Some(t)));
-        }
-        // Reverse: the states, by a scan over records of (state, item).
-        let pair = fields(&[("state", acc), ("item", item)]);
-        let pair_ty = Type::scalar(Atom::Record(pair.clone().into()));
-        let (r, q) = (w.ad.fresh(), w.ad.fresh());
-        let step_body = record_of(w, &pair, |fname| {
-            if fname == "state" {
-                app(
-                    f_code.clone(),
-                    vec![field_of(var(&r), "state"), field_of(var(&q), "item")],
-                )
-            } else {
-                field_of(var(&q), "item")
-            }
-        });
-        let step = lambdas(w, &[(r, pair_ty.clone()), (q, pair_ty)], step_body);
-        let r0 = record_of(w, &pair, |fname| {
-            if fname == "state" {
-                p_init.clone()
-            } else {
-                call("head", vec![xs.clone()])
-            }
-        });
-        let pairs = record_of(w, &pair, |fname| {
-            if fname == "state" {
-                p_init.clone()
-            } else {
-                xs.clone()
-            }
-        });
-        let all_states = self.bind(field_of(call("scan", vec![step, r0, pairs]), "state"));
-        let states = self.bind(call("curtail", vec![all_states.clone()]));
-        let out = self.bind(call("last", vec![all_states]));
-        let derivative = |target: usize| -> Result<ast::Expr, Diagnostic> {
-            let ReverseCode {
-                params: mut names,
-                ct,
-                body: adj,
-            } = reverse_core(w, &params, body, target)?;
-            names.push((ct, acc.clone()));
-            Ok(lambdas(w, &names, adj))
-        };
-        let for_state = derivative(0)?;
-        let mut closed_fns = Vec::new();
-        for (k, (name, t, _)) in closed.iter().enumerate() {
-            closed_fns.push((name.clone(), t.clone(), derivative(k + 2)?));
-        }
-        let init = varying_name(&t_init, &p_init);
-        let out_name = match &out.kind {
-            ExprKind::Var(v) => v.name.clone(),
-            _ => String::new(),
-        };
-        self.nodes.push(Node {
-            out: out_name,
-            rule: Rule::Fold(Box::new(FoldNode {
-                states,
-                items: xs,
-                acc: acc.clone(),
-                item: item.clone(),
-                init,
-                for_state,
-                closed: closed_fns,
-            })),
-            head: var("∂fold"),
-            args: Vec::new(),
-            principal: Shape::scalar(),
-            result_cell: Shape::scalar(),
-            span: e.span,
-        });
-        Ok((out, Some(var("∂unused"))))
-    }
-
-    /// The adjoints of a `fold`: the cotangent of the state folded back over
-    /// the steps, last first, with the adjoints of the variables the step
-    /// closes over summed along.
-    fn fold_adjoint(
-        &mut self,
-        node: &FoldNode,
-        ct: &ast::Expr,
-        adjoints: &mut HashMap<String, String>,
-    ) -> Result<(), Diagnostic> {
-        let w = self.w;
-        let mut fields: Fields = vec![("ct".to_string(), node.acc.clone())];
-        for (k, (_, t, _)) in node.closed.iter().enumerate() {
-            fields.push((format!("v{k}"), t.clone()));
-        }
-        let pair: Fields = vec![
-            ("state".to_string(), node.acc.clone()),
-            ("item".to_string(), node.item.clone()),
-        ];
-        let (r, q) = (w.ad.fresh(), w.ad.fresh());
-        let (s, a, c) = (
-            field_of(var(&q), "state"),
-            field_of(var(&q), "item"),
-            field_of(var(&r), "ct"),
-        );
-        let mut at = vec![s, a];
-        at.extend(node.closed.iter().map(|(n, _, _)| var(n)));
-        at.push(c);
-        let step_body = record_of(w, &fields, |fname| {
-            if fname == "ct" {
-                return app(node.for_state.clone(), at.clone());
-            }
-            let k: usize = fname.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
-            let d = node
-                .closed
-                .get(k)
-                .map(|(_, _, d)| d.clone())
-                .unwrap_or_else(|| float(0.0));
-            call("f.+", vec![field_of(var(&r), fname), app(d, at.clone())])
-        });
-        let step = lambdas(
-            w,
-            &[
-                (r, Type::scalar(Atom::Record(fields.clone().into()))),
-                (q, Type::scalar(Atom::Record(pair.clone().into()))),
-            ],
-            step_body,
-        );
-        let r0 = record_of(w, &fields, |fname| {
-            if fname == "ct" {
-                return ct.clone();
-            }
-            let k: usize = fname.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
-            node.closed
-                .get(k)
-                .map(|(n, _, _)| zeros(w, var(n)))
-                .unwrap_or_else(|| float(0.0))
-        });
-        let pairs = record_of(w, &pair, |fname| {
-            if fname == "state" {
-                node.states.clone()
-            } else {
-                node.items.clone()
-            }
-        });
-        let res = self.bind(call("fold", vec![step, r0, call("reverse", vec![pairs])]));
-        if let Some(init) = &node.init {
-            let c = self.bind(field_of(res.clone(), "ct"));
-            self.accumulate(init, c, adjoints);
-        }
-        for (k, (name, _, _)) in node.closed.iter().enumerate() {
-            let c = self.bind(field_of(res.clone(), &format!("v{k}")));
-            self.accumulate(name, c, adjoints);
-        }
-        Ok(())
     }
 
     /// The adjoints of an `if`: for each varying variable its branches
