@@ -564,7 +564,7 @@ type Env = HashMap<VarId, Option<String>>;
 const SCALAR: &[&str] = &[
     "f.+", "f.-", "f.*", "f./", "f.^", "f.atan2", "f.max", "f.min", "f.neg", "f.abs", "f.exp", "f.ln",
     "f.sin", "f.cos", "f.tan", "f.sinh", "f.cosh", "f.asin", "f.acos", "f.atan", "f.log2", "f.log10",
-    "f.tanh", "f.sqrt", "sqrt",
+    "f.tanh", "f.sqrt", "sqrt", "f.mod", "f.clip",
 ];
 
 /// Functions linear in their Float arguments, with transposes below.
@@ -590,6 +590,9 @@ const LINEAR: &[&str] = &[
     "f.mean",
     "scatter",
     "f.sort",
+    "windows",
+    "index2d",
+    "sort-by",
 ];
 
 /// Float functions whose derivative is zero wherever it exists.
@@ -1467,6 +1470,21 @@ impl<'w, 'a> Walk<'w, 'a> {
                     call("nth", vec![v[1].clone(), call("f.grade", vec![v[0].clone()])])
                 }))
             }
+            // By the comparator's permutation: result item i is item perm[i],
+            // written as a scatter by the inverse permutation (no gather whose
+            // reading of the index vector could be ambiguous).
+            Rule::Linear("sort-by") => {
+                let lt = p.first().cloned()?;
+                let (x, dx) = (p.get(1).cloned()?, t.get(1).cloned().flatten()?);
+                let cell = float_type(&args.get(1)?.cell);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                    let perm = call("grade-by", vec![lt.clone(), v[0].clone()]);
+                    call(
+                        "scatter",
+                        vec![zeros(w, v[1].clone()), call("grade", vec![perm]), v[1].clone()],
+                    )
+                }))
+            }
             Rule::Linear(_) => Some(app(
                 head.clone(),
                 args.iter()
@@ -1540,10 +1558,19 @@ impl<'w, 'a> Walk<'w, 'a> {
             (None, None) => None,
         };
         match op {
-            "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" => {
+            "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" | "f.mod" => {
                 let da = ta.map(|a| binary_partial(op, 0, a, &pa, &pb, out));
                 let db = tb.map(|b| binary_partial(op, 1, b, &pa, &pb, out));
                 sum(da, db)
+            }
+            "f.clip" => {
+                let pc = p.get(2).cloned().unwrap_or_else(|| float(0.0));
+                let terms: Vec<ast::Expr> = t
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, ti)| ti.clone().map(|ti| clip_partial(i, ti, &pa, &pb, &pc)))
+                    .collect();
+                terms.into_iter().reduce(|a, b| f2("f.+", a, b))
             }
             _ => ta.map(|a| unary_derivative(op, a, pa, out.clone())),
         }
@@ -1785,8 +1812,16 @@ impl<'w, 'a> Walk<'w, 'a> {
                     app(f.clone(), all)
                 }
                 Rule::Scalar(op) => match (*op, i) {
-                    ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min", _) => {
+                    ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" | "f.mod", _) => {
                         binary_partial(op, i, ct.clone(), &pa, &pb, &out)
+                    }
+                    ("f.clip", _) => {
+                        let pc = n
+                            .args
+                            .get(2)
+                            .map(|a| a.primal.clone())
+                            .unwrap_or_else(|| float(0.0));
+                        clip_partial(i, ct.clone(), &pa, &pb, &pc)
                     }
                     _ => unary_derivative(op, ct.clone(), pa.clone(), out.clone()),
                 },
@@ -1932,6 +1967,65 @@ impl<'w, 'a> Walk<'w, 'a> {
             ("scatter", 2) => call("nth", vec![ct, x(1)]),
             // The cotangent sent back to where each item came from.
             ("f.sort", 0) => call("scatter", vec![z(x(0)), call("f.grade", vec![x(0)]), ct]),
+            ("sort-by", 1) => {
+                let lt = n
+                    .args
+                    .first()
+                    .map(|a| a.primal.clone())
+                    .unwrap_or_else(|| float(0.0));
+                call("scatter", vec![z(x(1)), call("grade-by", vec![lt, x(1)]), ct])
+            }
+            // One place of the matrix: the row scattered into, scattered in.
+            ("index2d", 0) => {
+                let (i, j) = (
+                    call("index", vec![x(1), int(0)]),
+                    call("index", vec![x(1), int(1)]),
+                );
+                let row = call(
+                    "scatter",
+                    vec![z(call("nth", vec![x(0), i.clone()])), one(j), one(ct)],
+                );
+                call("scatter", vec![z(x(0)), one(i), one(row)])
+            }
+            // Each window's cotangent added into the places it covers: a
+            // histogram by f.+ of the flattened windows, binned by the
+            // windows of the positions.
+            ("windows", 0) => {
+                let (Some(items), Some(width)) = (
+                    static_dim(w, arg.cell.segs().first()),
+                    static_dim(w, n.result_cell.segs().get(1)),
+                ) else {
+                    return Err(Diagnostic::error(
+                        n.span,
+                        "cannot differentiate `windows` of an array of unknown rank in reverse mode (`vjp`, `grad`) yet",
+                    ));
+                };
+                let positions = node(ExprKind::IApp {
+                    func: Box::new(var("iota/static")),
+                    arg: ast::Ispace::Shape(ast::Shape {
+                        kind: ast::ShapeKind::Splice(vec![items.clone()]),
+                        span: sp(),
+                    }),
+                });
+                let windows = node(ExprKind::IApp {
+                    func: Box::new(var("windows")),
+                    arg: width,
+                });
+                let places = call("flatten", vec![app(windows, vec![positions])]);
+                let hist = node(ExprKind::IApp {
+                    func: Box::new(var("hist")),
+                    arg: items,
+                });
+                app(
+                    hist,
+                    vec![
+                        var("f.+"),
+                        z(call("head", vec![x(0)])),
+                        places,
+                        call("flatten", vec![ct]),
+                    ],
+                )
+            }
             ("f.mean", _) => broadcast(
                 w,
                 call("f./", vec![ct, call("i->f", vec![call("length", vec![x(0)])])]),
@@ -2115,6 +2209,18 @@ fn inverse_permutation(head: &ast::Expr) -> Option<Vec<u64>> {
     }
 }
 
+/// One axis of a shape as an index argument (`None`: a shape variable).
+fn static_dim(w: &Writer, seg: Option<&Seg>) -> Option<ast::Ispace> {
+    let seg = seg?;
+    if matches!(seg, Seg::Var(_)) {
+        return None;
+    }
+    match w.shape(&Shape::from_segs(vec![seg.clone()])).kind {
+        ast::ShapeKind::Splice(mut parts) if parts.len() == 1 => parts.pop(),
+        _ => None,
+    }
+}
+
 /// The cell of `f.matmul`'s result, `[Float m n]`, from its arguments'.
 fn matmul_out_cell(n: &Node) -> Option<Type> {
     let a = n.args.first()?.cell.segs();
@@ -2183,11 +2289,36 @@ fn binary_partial(
         // d atan2(a, b) = (b·da − a·db) / (a² + b²)
         ("f.atan2", 0) => f2("f./", f2("f.*", t, b.clone()), norm2()),
         ("f.atan2", _) => call("f.neg", vec![f2("f./", f2("f.*", t, a.clone()), norm2())]),
+        // x mod y = x − y·floor(x/y): 1 and −floor(x/y) (where floor is flat)
+        ("f.mod", 0) => t,
+        ("f.mod", _) => f2(
+            "f.*",
+            t,
+            call(
+                "f.neg",
+                vec![call("f.floor", vec![f2("f./", a.clone(), b.clone())])],
+            ),
+        ),
         ("f.max", 0) => chosen("f.>=", true),
         ("f.max", _) => chosen("f.>=", false),
         ("f.min", 0) => chosen("f.<=", true),
         _ => chosen("f.<=", false),
     }
+}
+
+/// `t · ∂(f.clip lo hi x)/∂(argument i)`: `(f.min (f.max x lo) hi)`, each
+/// passing the derivative to the argument it returns (the first on a tie),
+/// so `x` on the bounds, `hi` when the bounds cross.
+fn clip_partial(i: usize, t: ast::Expr, lo: &ast::Expr, hi: &ast::Expr, x: &ast::Expr) -> ast::Expr {
+    let f2 = |f: &str, a: ast::Expr, b: ast::Expr| call(f, vec![a, b]);
+    let raised = f2("f.max", x.clone(), lo.clone());
+    let below_hi = f2("f.<=", raised.clone(), hi.clone());
+    let cond = match i {
+        0 => f2("and", f2("f.<", x.clone(), lo.clone()), below_hi),
+        1 => call("not", vec![below_hi]),
+        _ => f2("and", f2("f.>=", x.clone(), lo.clone()), below_hi),
+    };
+    call("select", vec![cond, t, float(0.0)])
 }
 
 /// `t · f'(a)` for a unary scalar function `f` with `out = f(a)`.
