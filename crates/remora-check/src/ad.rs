@@ -34,6 +34,7 @@ use remora_types::{Atom, IVar, Lifted, Seg, Shape, TVar, Type};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
+mod boxes;
 mod loops;
 
 /// The pass's state while a program is written back.
@@ -485,6 +486,8 @@ enum Rule {
     Loop(Box<loops::LoopNode>),
     /// `if`: the condition, and each branch's forward code.
     If(Box<IfNode>),
+    /// `unbox`, its body's forward code kept to run again.
+    Unbox(Box<boxes::UnboxNode>),
 }
 
 struct IfNode {
@@ -902,6 +905,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             TExprKind::Frame { shape, elems } => self.frame(shape, elems, env, e.span),
             TExprKind::Record(fields) => self.record(e, fields, env),
             TExprKind::Field { record, field } => self.field(e, record, field, env),
+            TExprKind::Unbox { .. } => self.unbox(e, env),
             _ => Err(self.unsupported(e, "this expression")),
         }
     }
@@ -1520,6 +1524,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             | Rule::Call(_)
             | Rule::If(_)
             | Rule::Loop(_)
+            | Rule::Unbox(_)
             | Rule::Frame(_)
             | Rule::Record(_)
             | Rule::Field(..) => None,
@@ -1583,6 +1588,9 @@ impl<'w, 'a> Walk<'w, 'a> {
         };
         let ct = var(&ct);
         let w = self.w;
+        if let Rule::Unbox(node) = &n.rule {
+            return self.unbox_adjoint(node, &ct, adjoints);
+        }
         if let Rule::If(node) = &n.rule {
             return self.if_adjoint(node, &ct, adjoints);
         }
@@ -1613,7 +1621,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             let cell = float_type(&arg.cell);
             let contribution = match &n.rule {
                 Rule::Alias => ct.clone(),
-                Rule::If(_) | Rule::Loop(_) => continue,
+                Rule::If(_) | Rule::Loop(_) | Rule::Unbox(_) => continue,
                 Rule::Sum => {
                     if i + 1 != n.args.len() {
                         continue;
