@@ -274,7 +274,12 @@ pub fn uses_ad(decls: &[TDecl]) -> bool {
             TDecl::Def { value, .. } => value,
             TDecl::Expr(e) => e,
         };
-        e.any(&mut |x| matches!(x.kind, TExprKind::Intrinsic("jvp" | "vjp" | "grad")))
+        e.any(&mut |x| {
+            matches!(
+                x.kind,
+                TExprKind::Intrinsic("jvp" | "vjp" | "grad" | "value-and-grad")
+            )
+        })
     })
 }
 
@@ -294,7 +299,7 @@ pub(crate) fn form(w: &Writer, e: &TExpr) -> Option<ast::Expr> {
     let mode = match name {
         "jvp" if args.len() == 3 => Mode::Forward,
         "vjp" if args.len() == 3 => Mode::Reverse,
-        "grad" if args.len() == 1 => Mode::Reverse,
+        "grad" | "value-and-grad" if args.len() == 1 => Mode::Reverse,
         _ => return None,
     };
     let result = derivative(w, name, mode, &args, e.span);
@@ -684,6 +689,7 @@ fn reverse_core(
         params: names,
         ct,
         body,
+        primal,
     })
 }
 
@@ -695,6 +701,37 @@ struct ReverseCode {
     /// The cotangent's name.
     ct: String,
     body: ast::Expr,
+    /// The function's value, in scope at the end of `body`'s `let`.
+    primal: ast::Expr,
+}
+
+/// `body`, a `let` whose result is a gradient of the first parameter's
+/// type, with the record `{(value) (gradient)}` as its result instead.
+fn with_value(w: &Writer, body: ast::Expr, value: ast::Expr, params: &[(String, Type)]) -> ast::Expr {
+    let gradient_ty = params
+        .first()
+        .map(|(_, t)| t.clone())
+        .unwrap_or_else(|| Type::scalar(Atom::Float));
+    let fields: Fields = vec![
+        ("value".to_string(), Type::scalar(Atom::Float)),
+        ("gradient".to_string(), gradient_ty),
+    ];
+    let pair = |gradient: ast::Expr| {
+        record_of(w, &fields, |f| {
+            if f == "value" {
+                value.clone()
+            } else {
+                gradient.clone()
+            }
+        })
+    };
+    match body.kind {
+        ExprKind::Let { binds, body: inner } => node(ExprKind::Let {
+            binds,
+            body: Box::new(pair(*inner)),
+        }),
+        _ => pair(body),
+    }
 }
 
 fn derivative(
@@ -737,7 +774,11 @@ fn derivative(
     }
     // `grad` of a function of several parameters: with respect to the
     // first, the others held constant.
-    let count = if name == "grad" { usize::MAX } else { 1 };
+    let count = if name == "vjp" || name == "jvp" {
+        1
+    } else {
+        usize::MAX
+    };
     let (params, body, rty) = params_of(lam_expr, count);
     let params: Vec<Param> = params
         .into_iter()
@@ -756,9 +797,15 @@ fn derivative(
                 params: mut names,
                 ct,
                 body,
+                primal,
             } = reverse_core(w, &params, body, 0)?;
             if name == "grad" {
                 Ok(lambdas(w, &names, let_in(vec![(ct, float(1.0))], body)))
+            } else if name == "value-and-grad" {
+                // The value and the gradient from one forward pass: the
+                // adjoint code's result paired with the primal it kept.
+                let out = let_in(vec![(ct, float(1.0))], with_value(w, body, primal, &names));
+                Ok(lambdas(w, &names, out))
             } else {
                 names.push((ct, rty));
                 Ok(app(lambdas(w, &names, body), rest))
@@ -1393,6 +1440,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 params: mut names,
                 ct,
                 body: adj,
+                ..
             } = reverse_core(self.w, &params, body, i)?;
             names.push((ct, rty.clone()));
             fns.push(Some(instance(lambdas(self.w, &names, adj))));

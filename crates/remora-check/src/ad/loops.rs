@@ -417,6 +417,7 @@ impl Walk<'_, '_> {
                 params: mut names,
                 ct,
                 body: adj,
+                ..
             } = reverse_core(w, &ps, body, target)?;
             names.push((ct, acc.clone()));
             Ok(lambdas(w, &names, adj))
