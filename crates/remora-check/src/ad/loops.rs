@@ -29,6 +29,8 @@ use std::collections::{HashMap, HashSet};
 enum How {
     /// One step per item; the last state is the result.
     Fold,
+    /// `Fold` over items that may be none (`reduce`'s after the first).
+    Reduce,
     /// One step per item; every state is the result (`scan`'s `[n+1 A]`).
     Scan,
     /// This many steps (an Int expression).
@@ -86,6 +88,22 @@ fn dim_shape(name: &str) -> ast::Shape {
         })]),
         span: sp(),
     }
+}
+
+/// Zeros of a Float type (the items' place in a loop's first record, which
+/// may have no items to take one from).
+fn zeros_of_type(w: &super::Writer, ty: &Type) -> ast::Expr {
+    let rep = node(ExprKind::IApp {
+        func: Box::new(node(ExprKind::IApp {
+            func: Box::new(node(ExprKind::TApp {
+                func: Box::new(var("replicate")),
+                arg: w.ty(&Type::scalar(Atom::Float)),
+            })),
+            arg: ast::Ispace::Shape(w.shape(&ty.shape)),
+        })),
+        arg: ast::Ispace::Shape(w.shape(&Shape::scalar())),
+    });
+    app(rep, vec![super::float(0.0)])
 }
 
 fn record_type(fields: &super::Fields) -> Type {
@@ -198,7 +216,8 @@ impl Walk<'_, '_> {
             _ => self.lambda_step(fe, acc.clone(), item.clone(), item_varying, env, e, &what)?,
         };
         let how = match name {
-            "fold" | "reduce" => How::Fold,
+            "fold" => How::Fold,
+            "reduce" => How::Reduce,
             "scan" | "iscan" => How::Scan,
             "iterate" => {
                 let n = arg(0).map(|n| self.w.expr(n)).unwrap_or_else(|| int(0));
@@ -437,6 +456,10 @@ impl Walk<'_, '_> {
         let xs = || items.cloned().unwrap_or_else(|| var("undefined"));
         match how {
             How::Fold => call("fold", vec![step.code.clone(), init.clone(), xs()]),
+            How::Reduce => call(
+                "last",
+                vec![call("scan", vec![step.code.clone(), init.clone(), xs()])],
+            ),
             How::Scan => call("scan", vec![step.code.clone(), init.clone(), xs()]),
             How::Iterate(n) => call("iterate", vec![n.clone(), step.code.clone(), init.clone()]),
             How::While(test) => call("while", vec![test.clone(), step.code.clone(), init.clone()]),
@@ -513,12 +536,13 @@ impl Walk<'_, '_> {
         let r0 = record(
             p_init.clone(),
             t0.clone(),
-            call("head", vec![xs.clone()]),
-            call("head", vec![dxs.clone()]),
+            zeros_of_type(w, &item),
+            zeros_of_type(w, &item),
         );
         let each = record(p_init, t0, xs, dxs);
         let res = match how {
             How::Fold => call("fold", vec![f, r0, each]),
+            How::Reduce => call("last", vec![call("scan", vec![f, r0, each])]),
             How::Scan => call("scan", vec![f, r0, each]),
             How::Iterate(n) => call("iterate", vec![n, f, r0]),
             How::While(test) => {
@@ -551,7 +575,7 @@ impl Walk<'_, '_> {
         let xs = items.map(|(p, _)| p);
         let every_state = matches!(how, How::Scan);
         let (out, states) = match how {
-            How::Fold | How::Scan => {
+            How::Fold | How::Reduce | How::Scan => {
                 // The states, by a scan over records of (state, item).
                 let item = step.item.clone().unwrap_or_else(|| acc.clone());
                 let pair = fields(&[("state", &acc), ("item", &item)]);
@@ -573,7 +597,7 @@ impl Walk<'_, '_> {
                     if f == "state" {
                         p_init.clone()
                     } else {
-                        call("head", vec![xs.clone()])
+                        zeros_of_type(w, &item)
                     }
                 });
                 let each = record_of(
@@ -726,8 +750,7 @@ impl Walk<'_, '_> {
         let r0 = record_of(w, &all, |f| match f {
             "ct" => first_ct.clone(),
             "state" => lp.init.clone(),
-            "item" => call("head", vec![xs.clone()]),
-            "dit" => zeros(w, call("head", vec![xs.clone()])),
+            "item" | "dit" => zeros_of_type(w, &item),
             "out" => zeros(w, lp.init.clone()),
             f => closed_zero(f),
         });
