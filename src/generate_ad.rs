@@ -35,8 +35,10 @@ use std::fmt::Write as _;
 /// `{th}` its argument lifted over the rest (a lifted call); `{o}` of shape
 /// `[1] ++ S[1..]` and `{f}` of `[S0+1] ++ S[1..]` (rank ≥ 1); `{W}` of
 /// shape `[S0+S1−1] ++ S[2..]` and `{w}` the width `S1` (rank ≥ 2: its
-/// windows are of shape `S`). A hole named twice is the same expression
-/// twice.
+/// windows are of shape `S`); `{R}` a call of a function the program
+/// defines whose parameter is a record of two Float arrays, made of two
+/// expressions (its body reads the fields). A hole named twice is the
+/// same expression twice.
 #[derive(Clone, Copy, Debug)]
 pub struct Rule {
     pub name: &'static str,
@@ -146,6 +148,7 @@ pub const RULES: &[Rule] = &[
         "unbox",
         "(unbox ($n i (range 2)) (f.* {a} (i->f (reduce/zero + 1 i))))",
     ),
+    rule("record parameter", "{R}"),
 ];
 
 /// A generated case: the program and what [`check`] needs to read it.
@@ -397,6 +400,27 @@ impl Gen<'_> {
                     arg.extend(param);
                     helper = Some(arg);
                     g
+                }
+                "R" => {
+                    self.fresh += 1;
+                    let g = format!("g{}", self.fresh);
+                    let y = format!("z{}", self.fresh);
+                    let (a, b) = (self.bytes.shape(2), self.bytes.shape(1));
+                    // The fields bound to names (a loop's step may not
+                    // close over a varying record).
+                    let fields = vec![(format!("{y}a"), a.clone()), (format!("{y}b"), b.clone())];
+                    let body = self.expr(shape, &fields, depth);
+                    let _ = writeln!(
+                        self.defs,
+                        "(def (fun ({g} ({y} {{(a {}) (b {})}}) : {}) \
+                         (let ((val {y}a (field {y} a)) (val {y}b (field {y} b))) {body})))",
+                        type_of(&a),
+                        type_of(&b),
+                        type_of(shape)
+                    );
+                    let ea = self.expr(&a, scope, depth);
+                    let eb = self.expr(&b, scope, depth);
+                    format!("({g} {{(a {} {ea}) (b {} {eb})}})", index(&a), index(&b))
                 }
                 "th" => {
                     let arg = helper.clone().unwrap_or_default();
