@@ -112,8 +112,11 @@ pub const RULES: &[Rule] = &[
     rule("if", "(if (f.> {k} 0.0) {a} {b})"),
     rule("call twice", "(f.+ ({g} {t}) ({g} {t}))"),
     rule("f.^", "(f.^ (f.+ 1.5 (f.sin {a})) 1.5)"),
-    rule("f.max", "(f.max {a} (f.* 0.5 {b}))"),
-    rule("f.min", "(f.min {a} (f.* 0.5 {b}))"),
+    // (Offsets off the grid: `a` and `b` of one value, zero say, would
+    // otherwise meet at the kink, where central differences average the
+    // two sides.)
+    rule("f.max", "(f.max {a} (f.+ 0.1415926 (f.* 0.5 {b})))"),
+    rule("f.min", "(f.min {a} (f.+ 0.1415926 (f.* 0.5 {b})))"),
     rule("f.abs", "(f.abs (f.+ 1.5 (f.sin {a})))"),
     rule("select", "(select (f.> {k} 0.0) {a} {b})"),
     scalar_only("reduce f.*", "(reduce f.* (f.+ 1.0 (f.* 0.25 (f.sin {r}))))"),
@@ -122,7 +125,7 @@ pub const RULES: &[Rule] = &[
         "f.mod",
         "(f.mod (f.+ {a} 0.3183099) (f.+ 2.7182817 (f.* 0.25 (f.sin {b}))))",
     ),
-    rule("f.clip", "(f.clip -0.5 (f.+ 0.5 (f.* 0.5 {b})) {a})"),
+    rule("f.clip", "(f.clip -0.5 (f.+ 0.5314159 (f.* 0.5 {b})) {a})"),
     rule("head", "(head {r})"),
     rule("last", "(last {r})"),
     rule("nth", "(nth {r} 0)"),

@@ -106,6 +106,16 @@ fn zeros_of_type(w: &super::Writer, ty: &Type) -> ast::Expr {
     app(rep, vec![super::float(0.0)])
 }
 
+/// A value of the items' type for a loop's first record: zeros for Floats
+/// (there may be no items), else the first item (a `fold` has one).
+fn placeholder(w: &super::Writer, item: &Type, xs: &ast::Expr) -> ast::Expr {
+    if item.atom == Atom::Float {
+        zeros_of_type(w, item)
+    } else {
+        call("head", vec![xs.clone()])
+    }
+}
+
 fn record_type(fields: &super::Fields) -> Type {
     Type::scalar(Atom::Record(fields.clone().into()))
 }
@@ -210,7 +220,7 @@ impl Walk<'_, '_> {
             return Err(self.unsupported(e, &format!("{what} of a state that is not a Float array")));
         }
         let step = match head_name(fe) {
-            Some(op @ ("f.+" | "f.-" | "f.*" | "f./" | "f.max" | "f.min")) if item.is_some() => {
+            Some(op @ ("f.+" | "f.-" | "f.*" | "f./" | "f.max" | "f.min")) if item.as_ref() == Some(&acc) => {
                 self.op_step(op, acc.clone(), item_varying)
             }
             _ => self.lambda_step(fe, acc.clone(), item.clone(), item_varying, env, e, &what)?,
@@ -536,7 +546,7 @@ impl Walk<'_, '_> {
         let r0 = record(
             p_init.clone(),
             t0.clone(),
-            zeros_of_type(w, &item),
+            placeholder(w, &item, &xs),
             zeros_of_type(w, &item),
         );
         let each = record(p_init, t0, xs, dxs);
@@ -597,7 +607,7 @@ impl Walk<'_, '_> {
                     if f == "state" {
                         p_init.clone()
                     } else {
-                        zeros_of_type(w, &item)
+                        placeholder(w, &item, &xs)
                     }
                 });
                 let each = record_of(
@@ -750,7 +760,8 @@ impl Walk<'_, '_> {
         let r0 = record_of(w, &all, |f| match f {
             "ct" => first_ct.clone(),
             "state" => lp.init.clone(),
-            "item" | "dit" => zeros_of_type(w, &item),
+            "item" => placeholder(w, &item, &xs),
+            "dit" => zeros_of_type(w, &item),
             "out" => zeros(w, lp.init.clone()),
             f => closed_zero(f),
         });
