@@ -152,6 +152,11 @@ pub const RULES: &[Rule] = &[
         "(unbox ($n i (range 2)) (f.* {a} (i->f (reduce/zero + 1 i))))",
     ),
     rule("record parameter", "{R}"),
+    // A fold from a frame of initial states (lifted over `S`).
+    rule(
+        "fold lifted",
+        "(fold (fn ((s Float) (q Float)) (f.+ (f.* 0.5 (f.sin s)) (f.* q (f.cos s)))) {a} [0.5 -0.25 1.0])",
+    ),
 ];
 
 /// A generated case: the program and what [`check`] needs to read it.

@@ -40,6 +40,7 @@ enum How {
 }
 
 /// A loop's step as code.
+#[derive(Clone)]
 struct Step {
     /// The primal step function, `(f s x)` or `(f s)`.
     code: ast::Expr,
@@ -56,6 +57,16 @@ struct Step {
     for_state: Option<ast::Expr>,
     for_item: Option<ast::Expr>,
     for_closed: Vec<ast::Expr>,
+}
+
+/// The frames and cells of a lifted loop's arguments: the count's frame
+/// (`iterate`), the initial state's frame and cell, the items' frame, cell
+/// and atom, and the principal frame.
+struct LiftedArgs {
+    count: Option<Shape>,
+    init: (Shape, Shape),
+    items: Option<(Shape, Shape, Atom)>,
+    principal: Shape,
 }
 
 /// A loop, as reverse mode needs it.
@@ -162,9 +173,18 @@ impl Walk<'_, '_> {
         env: &Env,
     ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let what = format!("`{name}`");
-        if spine.iter().any(|(_, l)| !l.principal.is_scalar()) {
+        let lifted = spine.iter().any(|(_, l)| !l.principal.is_scalar());
+        let step_index = if matches!(name, "iterate" | "while") { 1 } else { 0 };
+        if lifted
+            && (!matches!(name, "fold" | "scan" | "iterate")
+                || spine
+                    .get(step_index)
+                    .is_some_and(|(_, l)| !l.arg_frame.is_scalar()))
+        {
             return Err(self.unsupported(e, &format!("{what} lifted over a frame")));
         }
+        // The cell of argument i.
+        let cell = |i: usize| spine.get(i).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
         let arg = |i: usize| spine.get(i).map(|(a, _)| *a);
         let (Some(fe), Some(last)) = (
             arg(if matches!(name, "iterate" | "while") { 1 } else { 0 }),
@@ -197,8 +217,15 @@ impl Walk<'_, '_> {
         let items = items.map(|(p, t)| (self.bind_named(p), t));
         let item_varying = items.as_ref().is_some_and(|(_, t)| t.is_some());
         let acc = match name {
-            "reduce" | "fold" | "iterate" | "while" => e.ty.clone(),
-            "scan" => arg(1).map(|i| i.ty.clone()).unwrap_or_else(|| e.ty.clone()),
+            "reduce" | "while" => e.ty.clone(),
+            "fold" | "scan" => Type {
+                atom: e.ty.atom.clone(),
+                shape: cell(1),
+            },
+            "iterate" => Type {
+                atom: e.ty.atom.clone(),
+                shape: cell(2),
+            },
             _ => Type {
                 atom: e.ty.atom.clone(),
                 shape: Shape::from_segs(e.ty.shape.segs().get(1..).unwrap_or_default().to_vec()),
@@ -207,7 +234,7 @@ impl Walk<'_, '_> {
         let item = match name {
             "fold" | "scan" => Some(Type {
                 atom: last.ty.atom.clone(),
-                shape: Shape::from_segs(last.ty.shape.segs().get(1..).unwrap_or_default().to_vec()),
+                shape: Shape::from_segs(cell(2).segs().get(1..).unwrap_or_default().to_vec()),
             }),
             "iterate" | "while" => None,
             _ => Some(acc.clone()),
@@ -246,10 +273,204 @@ impl Walk<'_, '_> {
                 ));
             }
         };
+        if lifted {
+            let frames = |i: usize| spine.get(i).map(|(_, l)| l.arg_frame.clone()).unwrap_or_default();
+            let (init_at, items_at) = if name == "iterate" {
+                (2, None)
+            } else {
+                (1, Some(2))
+            };
+            let cells = LiftedArgs {
+                count: (name == "iterate").then(|| frames(0)),
+                init: (frames(init_at), cell(init_at)),
+                items: items_at.map(|i| (frames(i), cell(i), last.ty.atom.clone())),
+                principal: spine.last().map(|(_, l)| l.principal.clone()).unwrap_or_default(),
+            };
+            return self.lifted_loop(how, step, (p_init, t_init), items, cells, e);
+        }
         match self.mode {
             Mode::Forward => Ok(self.forward_loop(how, &step, p_init, t_init, items)),
             Mode::Reverse => Ok(self.reverse_loop(how, step, p_init, t_init, items, e.span)),
         }
+    }
+
+    /// A loop lifted over a frame (`fold`, `scan` or `iterate` of a frame
+    /// of initial states, items or counts): the derivative of the loop on
+    /// cells, lifted as a function the program defines is (the adjoints of
+    /// arguments of shorter frames, and of the variables the step closes
+    /// over, summed over the frame axes they were replicated along).
+    #[allow(clippy::type_complexity)]
+    fn lifted_loop(
+        &mut self,
+        how: How,
+        step: Step,
+        init: (ast::Expr, Option<ast::Expr>),
+        items: Option<(ast::Expr, Option<ast::Expr>)>,
+        cells: LiftedArgs,
+        e: &TExpr,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let w = self.w;
+        // The cell arguments: name, cell type, primal, tangent, frame.
+        let mut args: Vec<(String, Type, ast::Expr, Option<ast::Expr>, Shape)> = Vec::new();
+        if let (Some(frame), How::Iterate(n)) = (&cells.count, &how) {
+            args.push((
+                w.ad.fresh(),
+                Type::scalar(Atom::Int),
+                n.clone(),
+                None,
+                frame.clone(),
+            ));
+        }
+        let (p_init, t_init) = init;
+        args.push((
+            w.ad.fresh(),
+            step.acc.clone(),
+            p_init,
+            t_init,
+            cells.init.0.clone(),
+        ));
+        if let (Some((p, t)), Some((frame, cell, atom))) = (items, &cells.items) {
+            let ty = Type {
+                atom: atom.clone(),
+                shape: cell.clone(),
+            };
+            args.push((w.ad.fresh(), ty, p, t, frame.clone()));
+        }
+        let has_count = cells.count.is_some();
+        let cell_how = |how: &How, names: &[String]| match how {
+            How::Iterate(_) => How::Iterate(var(names.first().map(String::as_str).unwrap_or("undefined"))),
+            How::Fold => How::Fold,
+            How::Reduce => How::Reduce,
+            How::Scan => How::Scan,
+            How::While(t) => How::While(t.clone()),
+        };
+        let names: Vec<String> = args.iter().map(|a| a.0.clone()).collect();
+        let init_at = usize::from(has_count);
+        let result_cell = Type {
+            atom: Atom::Float,
+            shape: Shape::from_segs(
+                e.ty.shape
+                    .segs()
+                    .get(cells.principal.segs().len()..)
+                    .unwrap_or_default()
+                    .to_vec(),
+            ),
+        };
+        let cell_items = |tangent: Option<ast::Expr>| args.get(init_at + 1).map(|(n, ..)| (var(n), tangent));
+        if self.mode == Mode::Forward {
+            let mut params: Vec<(String, Type)> =
+                args.iter().map(|(n, t, ..)| (n.clone(), t.clone())).collect();
+            let mut values: Vec<ast::Expr> = args.iter().map(|a| a.2.clone()).collect();
+            let mut tangent_of = Vec::new();
+            for (_, t, _, dt, _) in &args {
+                let name = dt.as_ref().map(|dt| {
+                    let n = w.ad.fresh();
+                    params.push((n.clone(), t.clone()));
+                    values.push(dt.clone());
+                    n
+                });
+                tangent_of.push(name);
+            }
+            let saved = std::mem::take(&mut self.binds);
+            let init_t = tangent_of.get(init_at).cloned().flatten().map(|n| var(&n));
+            let items_t = tangent_of.get(init_at + 1).cloned().flatten().map(|n| var(&n));
+            let init_p = var(names.get(init_at).map(String::as_str).unwrap_or("undefined"));
+            let (out, t) =
+                self.forward_loop(cell_how(&how, &names), &step, init_p, init_t, cell_items(items_t));
+            let binds = std::mem::replace(&mut self.binds, saved);
+            let t = t.unwrap_or_else(|| zeros(w, out.clone()));
+            let pair: super::Fields = vec![("p".into(), result_cell.clone()), ("t".into(), result_cell)];
+            let rec = record_of(w, &pair, |f| if f == "p" { out.clone() } else { t.clone() });
+            let res = self.bind(app(lambdas(w, &params, let_in(binds, rec)), values));
+            let out = self.bind(field_of(res.clone(), "p"));
+            let t = self.bind(field_of(res, "t"));
+            return Ok((out, Some(t)));
+        }
+        let out = {
+            let (init_p, items_p) = (
+                args.get(init_at).map(|a| a.2.clone()),
+                args.get(init_at + 1).map(|a| a.2.clone()),
+            );
+            let init_p = init_p.unwrap_or_else(|| var("undefined"));
+            self.bind(self.primal_loop(&how, &step, &init_p, items_p.as_ref()))
+        };
+        let mut node_args: Vec<Arg> = args
+            .iter()
+            .map(|(_, t, p, dt, frame)| Arg {
+                primal: p.clone(),
+                varying: varying_name(dt, p),
+                frame: frame.clone(),
+                cell: t.shape.clone(),
+                atom: t.atom.clone(),
+            })
+            .collect();
+        let mut params: Vec<(String, Type)> = args.iter().map(|(n, t, ..)| (n.clone(), t.clone())).collect();
+        for (name, ty, _) in &step.closed {
+            node_args.push(Arg {
+                primal: var(name),
+                varying: Some(name.clone()),
+                frame: Shape::scalar(),
+                cell: ty.shape.clone(),
+                atom: ty.atom.clone(),
+            });
+            params.push((name.clone(), ty.clone()));
+        }
+        let mut fns = Vec::new();
+        for (k, a) in node_args.iter().enumerate() {
+            if a.varying.is_none() {
+                fns.push(None);
+                continue;
+            }
+            let target = params.get(k).map(|p| p.0.clone()).unwrap_or_default();
+            let mut sub = Walk::new(w, Mode::Reverse);
+            sub.records = self.records.clone();
+            let marker = |i: usize| {
+                node_args
+                    .get(i)
+                    .and_then(|a| a.varying.as_ref())
+                    .map(|_| var("∂unused"))
+            };
+            let init_p = var(names.get(init_at).map(String::as_str).unwrap_or("undefined"));
+            let (o, _) = sub.reverse_loop(
+                cell_how(&how, &names),
+                step.clone(),
+                init_p,
+                marker(init_at),
+                cell_items(marker(init_at + 1)),
+                e.span,
+            );
+            let ct = w.ad.fresh();
+            let mut adjoints = HashMap::new();
+            if let ExprKind::Var(o) = &o.kind {
+                adjoints.insert(o.name.clone(), ct.clone());
+            }
+            let nodes = std::mem::take(&mut sub.nodes);
+            for n in nodes.iter().rev() {
+                sub.adjoint(n, &mut adjoints)?;
+            }
+            let result = match adjoints.get(&target) {
+                Some(a) => var(a),
+                None => zeros(w, var(&target)),
+            };
+            let body = let_in(std::mem::take(&mut sub.binds), result);
+            let mut all = params.clone();
+            all.push((ct, result_cell.clone()));
+            fns.push(Some(lambdas(w, &all, body)));
+        }
+        let out_name = match &out.kind {
+            ExprKind::Var(v) => v.name.clone(),
+            _ => String::new(),
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Call(fns),
+            head: var("∂loop"),
+            args: node_args,
+            principal: cells.principal.clone(),
+            result_cell: result_cell.shape.clone(),
+            span: e.span,
+        });
+        Ok((out, Some(var("∂unused"))))
     }
 
     /// `e` bound to a fresh name unless it is a variable or a literal.
