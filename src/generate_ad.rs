@@ -27,11 +27,18 @@ use std::fmt::Write as _;
 /// Holes in the template: `{a}` `{b}` an expression of shape `S`; `{p}` of
 /// a prefix of `S` (lifted over the rest); `{r}` of shape `[k] ++ S`;
 /// `{c}` of shape `S ++ C` with `{C}` the cell shape `C` written as an
-/// index (`[2 3]`); `{k}` a scalar constant; `{v}` a fresh variable and
-/// `{body}` an expression of shape `S` in which `{v}` (bound to `{a}`) is
-/// in scope; `{g}` a function the program defines, from an array of a
-/// random shape to one of shape `S`, and `{t}` its argument. A hole named
-/// twice is the same expression twice.
+/// index (`[2 3]`); `{k}` a scalar constant; `{v}` and `{u}` fresh
+/// variables of shape `S` and `{body}` an expression of shape `S` in which
+/// they are in scope; `{S}` the type `[Float S]`; `{g}` a function the
+/// program defines, from an array of a random shape to one of shape `S`,
+/// and `{t}` its argument; `{h}` such a function to a suffix of `S` and
+/// `{th}` its argument lifted over the rest (a lifted call); `{o}` of shape
+/// `[1] ++ S[1..]` and `{f}` of `[S0+1] ++ S[1..]` (rank ≥ 1); `{W}` of
+/// shape `[S0+S1−1] ++ S[2..]` and `{w}` the width `S1` (rank ≥ 2: its
+/// windows are of shape `S`); `{R}` a call of a function the program
+/// defines whose parameter is a record of two Float arrays, made of two
+/// expressions (its body reads the fields). A hole named twice is the
+/// same expression twice.
 #[derive(Clone, Copy, Debug)]
 pub struct Rule {
     pub name: &'static str,
@@ -41,6 +48,8 @@ pub struct Rule {
     pub reverse: bool,
     /// Whether the rule only builds scalars (`S` is `[]`).
     pub scalar_only: bool,
+    /// The least rank of `S` the rule builds.
+    pub min_rank: usize,
 }
 
 const fn rule(name: &'static str, template: &'static str) -> Rule {
@@ -49,6 +58,14 @@ const fn rule(name: &'static str, template: &'static str) -> Rule {
         template,
         reverse: true,
         scalar_only: false,
+        min_rank: 0,
+    }
+}
+
+const fn of_rank(min_rank: usize, name: &'static str, template: &'static str) -> Rule {
+    Rule {
+        min_rank,
+        ..rule(name, template)
     }
 }
 
@@ -95,11 +112,51 @@ pub const RULES: &[Rule] = &[
     rule("if", "(if (f.> {k} 0.0) {a} {b})"),
     rule("call twice", "(f.+ ({g} {t}) ({g} {t}))"),
     rule("f.^", "(f.^ (f.+ 1.5 (f.sin {a})) 1.5)"),
-    rule("f.max", "(f.max {a} (f.* 0.5 {b}))"),
-    rule("f.min", "(f.min {a} (f.* 0.5 {b}))"),
+    // (Offsets off the grid: `a` and `b` of one value, zero say, would
+    // otherwise meet at the kink, where central differences average the
+    // two sides.)
+    rule("f.max", "(f.max {a} (f.+ 0.1415926 (f.* 0.5 {b})))"),
+    rule("f.min", "(f.min {a} (f.+ 0.1415926 (f.* 0.5 {b})))"),
     rule("f.abs", "(f.abs (f.+ 1.5 (f.sin {a})))"),
     rule("select", "(select (f.> {k} 0.0) {a} {b})"),
     scalar_only("reduce f.*", "(reduce f.* (f.+ 1.0 (f.* 0.25 (f.sin {r}))))"),
+    rule("call lifted", "({h} {th})"),
+    rule(
+        "f.mod",
+        "(f.mod (f.+ {a} 0.3183099) (f.+ 2.7182817 (f.* 0.25 (f.sin {b}))))",
+    ),
+    rule("f.clip", "(f.clip -0.5 (f.+ 0.5314159 (f.* 0.5 {b})) {a})"),
+    rule("head", "(head {r})"),
+    rule("last", "(last {r})"),
+    rule("nth", "(nth {r} 0)"),
+    of_rank(1, "reverse", "(reverse {a})"),
+    of_rank(1, "rotate", "(rotate {a} 1)"),
+    of_rank(1, "tail", "(tail {f})"),
+    of_rank(1, "curtail", "(curtail {f})"),
+    of_rank(
+        1,
+        "append",
+        "(f.+ (tail (append {o} {a})) (curtail (append {a} {o})))",
+    ),
+    of_rank(2, "windows", "((i-app windows {w}) {W})"),
+    rule("iterate", "(iterate 2 (fn (({v} {S})) {body}) {a})"),
+    rule("fold", "(fold (fn (({v} {S}) ({u} {S})) {body}) {a} {r})"),
+    rule(
+        "scan lambda",
+        "(last (scan (fn (({v} {S}) ({u} {S})) {body}) {a} {r}))",
+    ),
+    rule("reduce lambda", "(reduce (fn (({v} {S}) ({u} {S})) {body}) {r})"),
+    rule("iscan f.*", "(last (iscan f.* (f.+ 1.0 (f.* 0.25 (f.sin {r})))))"),
+    rule(
+        "unbox",
+        "(unbox ($n i (range 2)) (f.* {a} (i->f (reduce/zero + 1 i))))",
+    ),
+    rule("record parameter", "{R}"),
+    // A fold from a frame of initial states (lifted over `S`).
+    rule(
+        "fold lifted",
+        "(fold (fn ((s Float) (q Float)) (f.+ (f.* 0.5 (f.sin s)) (f.* q (f.cos s)))) {a} [0.5 -0.25 1.0])",
+    ),
 ];
 
 /// A generated case: the program and what [`check`] needs to read it.
@@ -244,7 +301,7 @@ impl Gen<'_> {
             return self.leaf(shape, scope);
         }
         let usable: Vec<usize> = (0..RULES.len())
-            .filter(|&i| !RULES[i].scalar_only || shape.is_empty())
+            .filter(|&i| (!RULES[i].scalar_only || shape.is_empty()) && shape.len() >= RULES[i].min_rank)
             .collect();
         let i = usable[self.bytes.below(usable.len())];
         self.rules.insert(i);
@@ -255,7 +312,7 @@ impl Gen<'_> {
         let mut out = String::new();
         let mut holes: Vec<(String, String)> = Vec::new();
         let mut cell: Option<Vec<usize>> = None;
-        let mut bound: Option<(String, Vec<usize>)> = None;
+        let mut bound: Vec<(String, Vec<usize>)> = Vec::new();
         let mut helper: Option<Vec<usize>> = None;
         let mut rest = template;
         while let Some(open) = rest.find('{') {
@@ -303,18 +360,79 @@ impl Gen<'_> {
                     let x = self.bytes.value();
                     float(x)
                 }
-                "v" => {
+                "v" | "u" => {
                     self.fresh += 1;
                     let v = format!("y{}", self.fresh);
-                    bound = Some((v.clone(), shape.to_vec()));
+                    bound.push((v.clone(), shape.to_vec()));
                     v
                 }
                 "body" => {
                     let mut inner = scope.clone();
-                    if let Some(b) = &bound {
-                        inner.push(b.clone());
-                    }
+                    inner.extend(bound.iter().cloned());
                     self.expr(shape, &inner, depth)
+                }
+                "S" => type_of(shape),
+                "o" | "f" => {
+                    let mut s = shape.to_vec();
+                    if let Some(first) = s.first_mut() {
+                        *first = if name == "o" { 1 } else { *first + 1 };
+                    }
+                    self.expr(&s, scope, depth)
+                }
+                "w" => shape.get(1).copied().unwrap_or(1).to_string(),
+                "W" => {
+                    let mut s = shape.to_vec();
+                    if let [first, width, ..] = s.as_mut_slice() {
+                        *first += *width - 1;
+                    }
+                    if s.len() >= 2 {
+                        s.remove(1);
+                    }
+                    self.expr(&s, scope, depth)
+                }
+                "h" => {
+                    // A function to a suffix of `S`, lifted over the rest.
+                    self.fresh += 1;
+                    let g = format!("g{}", self.fresh);
+                    let split = self.bytes.below(shape.len() + 1);
+                    let param = self.bytes.shape(1);
+                    let y = format!("z{}", self.fresh);
+                    let body = self.expr(&shape[split..], &vec![(y.clone(), param.clone())], depth);
+                    let _ = writeln!(
+                        self.defs,
+                        "(def (fun ({g} ({y} {}) : {}) {body}))",
+                        type_of(&param),
+                        type_of(&shape[split..])
+                    );
+                    let mut arg = shape[..split].to_vec();
+                    arg.extend(param);
+                    helper = Some(arg);
+                    g
+                }
+                "R" => {
+                    self.fresh += 1;
+                    let g = format!("g{}", self.fresh);
+                    let y = format!("z{}", self.fresh);
+                    let (a, b) = (self.bytes.shape(2), self.bytes.shape(1));
+                    // The fields bound to names (a loop's step may not
+                    // close over a varying record).
+                    let fields = vec![(format!("{y}a"), a.clone()), (format!("{y}b"), b.clone())];
+                    let body = self.expr(shape, &fields, depth);
+                    let _ = writeln!(
+                        self.defs,
+                        "(def (fun ({g} ({y} {{(a {}) (b {})}}) : {}) \
+                         (let ((val {y}a (field {y} a)) (val {y}b (field {y} b))) {body})))",
+                        type_of(&a),
+                        type_of(&b),
+                        type_of(shape)
+                    );
+                    let ea = self.expr(&a, scope, depth);
+                    let eb = self.expr(&b, scope, depth);
+                    format!("({g} {{(a {} {ea}) (b {} {eb})}})", index(&a), index(&b))
+                }
+                "th" => {
+                    let arg = helper.clone().unwrap_or_default();
+                    self.expr(&arg, scope, depth)
                 }
                 "g" => {
                     self.fresh += 1;

@@ -34,6 +34,9 @@ use remora_types::{Atom, IVar, Lifted, Seg, Shape, TVar, Type};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
+mod boxes;
+mod loops;
+
 /// The pass's state while a program is written back.
 pub(crate) struct Pass<'a> {
     /// Lambdas bound by `def` and `let`, by variable.
@@ -290,7 +293,12 @@ pub fn uses_ad(decls: &[TDecl]) -> bool {
             TDecl::Def { value, .. } => value,
             TDecl::Expr(e) => e,
         };
-        e.any(&mut |x| matches!(x.kind, TExprKind::Intrinsic("jvp" | "vjp" | "grad")))
+        e.any(&mut |x| {
+            matches!(
+                x.kind,
+                TExprKind::Intrinsic("jvp" | "vjp" | "grad" | "value-and-grad")
+            )
+        })
     })
 }
 
@@ -310,7 +318,7 @@ pub(crate) fn form(w: &Writer, e: &TExpr) -> Option<ast::Expr> {
     let mode = match name {
         "jvp" if args.len() == 3 => Mode::Forward,
         "vjp" if args.len() == 3 => Mode::Reverse,
-        "grad" if args.len() == 1 => Mode::Reverse,
+        "grad" | "value-and-grad" if args.len() == 1 => Mode::Reverse,
         _ => return None,
     };
     let result = derivative(w, name, mode, &args, e.span);
@@ -497,24 +505,13 @@ enum Rule {
     Record(Vec<String>),
     /// A field of a record of these fields.
     Field(String, Fields),
-    /// `fold`, with the states it went through.
-    Fold(Box<FoldNode>),
+    /// A loop (`fold`, `iterate`, `while`, `scan`, a `reduce` by a
+    /// function of no rule of its own), with how it went.
+    Loop(Box<loops::LoopNode>),
     /// `if`: the condition, and each branch's forward code.
     If(Box<IfNode>),
-}
-
-struct FoldNode {
-    /// The states each step started from, `[n A]`, and the items.
-    states: ast::Expr,
-    items: ast::Expr,
-    acc: Type,
-    item: Type,
-    /// The name of the initial state when it depends on the parameter.
-    init: Option<String>,
-    /// The step's reverse derivative for the state, and for each varying
-    /// variable it closes over (its name, type and derivative).
-    for_state: ast::Expr,
-    closed: Vec<(String, Type, ast::Expr)>,
+    /// `unbox`, its body's forward code kept to run again.
+    Unbox(Box<boxes::UnboxNode>),
 }
 
 struct IfNode {
@@ -594,7 +591,7 @@ type Env = HashMap<VarId, Option<String>>;
 const SCALAR: &[&str] = &[
     "f.+", "f.-", "f.*", "f./", "f.^", "f.atan2", "f.max", "f.min", "f.neg", "f.abs", "f.exp", "f.ln",
     "f.sin", "f.cos", "f.tan", "f.sinh", "f.cosh", "f.asin", "f.acos", "f.atan", "f.log2", "f.log10",
-    "f.tanh", "f.sqrt", "sqrt",
+    "f.tanh", "f.sqrt", "sqrt", "f.mod", "f.clip",
 ];
 
 /// Functions linear in their Float arguments, with transposes below.
@@ -620,6 +617,9 @@ const LINEAR: &[&str] = &[
     "f.mean",
     "scatter",
     "f.sort",
+    "windows",
+    "index2d",
+    "sort-by",
 ];
 
 /// Float functions whose derivative is zero wherever it exists.
@@ -708,6 +708,7 @@ fn reverse_core(
         params: names,
         ct,
         body,
+        primal,
     })
 }
 
@@ -719,6 +720,37 @@ struct ReverseCode {
     /// The cotangent's name.
     ct: String,
     body: ast::Expr,
+    /// The function's value, in scope at the end of `body`'s `let`.
+    primal: ast::Expr,
+}
+
+/// `body`, a `let` whose result is a gradient of the first parameter's
+/// type, with the record `{(value) (gradient)}` as its result instead.
+fn with_value(w: &Writer, body: ast::Expr, value: ast::Expr, params: &[(String, Type)]) -> ast::Expr {
+    let gradient_ty = params
+        .first()
+        .map(|(_, t)| t.clone())
+        .unwrap_or_else(|| Type::scalar(Atom::Float));
+    let fields: Fields = vec![
+        ("value".to_string(), Type::scalar(Atom::Float)),
+        ("gradient".to_string(), gradient_ty),
+    ];
+    let pair = |gradient: ast::Expr| {
+        record_of(w, &fields, |f| {
+            if f == "value" {
+                value.clone()
+            } else {
+                gradient.clone()
+            }
+        })
+    };
+    match body.kind {
+        ExprKind::Let { binds, body: inner } => node(ExprKind::Let {
+            binds,
+            body: Box::new(pair(*inner)),
+        }),
+        _ => pair(body),
+    }
 }
 
 fn derivative(
@@ -761,7 +793,11 @@ fn derivative(
     }
     // `grad` of a function of several parameters: with respect to the
     // first, the others held constant.
-    let count = if name == "grad" { usize::MAX } else { 1 };
+    let count = if name == "vjp" || name == "jvp" {
+        1
+    } else {
+        usize::MAX
+    };
     let (params, body, rty) = params_of(lam_expr, count);
     let params: Vec<Param> = params
         .into_iter()
@@ -780,9 +816,15 @@ fn derivative(
                 params: mut names,
                 ct,
                 body,
+                primal,
             } = reverse_core(w, &params, body, 0)?;
             if name == "grad" {
                 Ok(lambdas(w, &names, let_in(vec![(ct, float(1.0))], body)))
+            } else if name == "value-and-grad" {
+                // The value and the gradient from one forward pass: the
+                // adjoint code's result paired with the primal it kept.
+                let out = let_in(vec![(ct, float(1.0))], with_value(w, body, primal, &names));
+                Ok(lambdas(w, &names, out))
             } else {
                 names.push((ct, rty));
                 Ok(app(lambdas(w, &names, body), rest))
@@ -929,6 +971,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             TExprKind::Frame { shape, elems } => self.frame(shape, elems, env, e.span),
             TExprKind::Record(fields) => self.record(e, fields, env),
             TExprKind::Field { record, field } => self.field(e, record, field, env),
+            TExprKind::Unbox { .. } => self.unbox(e, env),
             _ => Err(self.unsupported(e, "this expression")),
         }
     }
@@ -1208,8 +1251,8 @@ impl<'w, 'a> Walk<'w, 'a> {
             return Err(self.unsupported(e, "this application"));
         };
         let what = format!("`{name}`");
-        if name == "fold" && spine.len() == 3 {
-            return self.fold(e, &spine, env);
+        if let Some(result) = self.loop_form(name, e, &spine, env) {
+            return result;
         }
         let (args, primals, tangents) = self.arguments(&spine, env)?;
         let head_code = self.w.expr(head);
@@ -1424,6 +1467,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 params: mut names,
                 ct,
                 body: adj,
+                ..
             } = reverse_core(self.w, &params, body, i)?;
             names.push((ct, rty.clone()));
             fns.push(Some(instance(lambdas(self.w, &names, adj))));
@@ -1505,6 +1549,21 @@ impl<'w, 'a> Walk<'w, 'a> {
                     call("nth", vec![v[1].clone(), call("f.grade", vec![v[0].clone()])])
                 }))
             }
+            // By the comparator's permutation: result item i is item perm[i],
+            // written as a scatter by the inverse permutation (no gather whose
+            // reading of the index vector could be ambiguous).
+            Rule::Linear("sort-by") => {
+                let lt = p.first().cloned()?;
+                let (x, dx) = (p.get(1).cloned()?, t.get(1).cloned().flatten()?);
+                let cell = float_type(&args.get(1)?.cell);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                    let perm = call("grade-by", vec![lt.clone(), v[0].clone()]);
+                    call(
+                        "scatter",
+                        vec![zeros(w, v[1].clone()), call("grade", vec![perm]), v[1].clone()],
+                    )
+                }))
+            }
             Rule::Linear(_) => Some(app(
                 head.clone(),
                 args.iter()
@@ -1539,7 +1598,8 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Alias
             | Rule::Call(_)
             | Rule::If(_)
-            | Rule::Fold(_)
+            | Rule::Loop(_)
+            | Rule::Unbox(_)
             | Rule::Frame(_)
             | Rule::Record(_)
             | Rule::Field(..) => None,
@@ -1578,10 +1638,19 @@ impl<'w, 'a> Walk<'w, 'a> {
             (None, None) => None,
         };
         match op {
-            "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" => {
+            "f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" | "f.mod" => {
                 let da = ta.map(|a| binary_partial(op, 0, a, &pa, &pb, out));
                 let db = tb.map(|b| binary_partial(op, 1, b, &pa, &pb, out));
                 sum(da, db)
+            }
+            "f.clip" => {
+                let pc = p.get(2).cloned().unwrap_or_else(|| float(0.0));
+                let terms: Vec<ast::Expr> = t
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, ti)| ti.clone().map(|ti| clip_partial(i, ti, &pa, &pb, &pc)))
+                    .collect();
+                terms.into_iter().reduce(|a, b| f2("f.+", a, b))
             }
             _ => ta.map(|a| unary_derivative(op, a, pa, out.clone())),
         }
@@ -1593,11 +1662,14 @@ impl<'w, 'a> Walk<'w, 'a> {
             return Ok(());
         };
         let w = self.w;
+        if let Rule::Unbox(node) = &n.rule {
+            return self.unbox_adjoint(node, &ct, adjoints);
+        }
         if let Rule::If(node) = &n.rule {
             return self.if_adjoint(node, &ct, adjoints);
         }
-        if let Rule::Fold(node) = &n.rule {
-            return self.fold_adjoint(node, &ct, adjoints);
+        if let Rule::Loop(node) = &n.rule {
+            return self.loop_adjoint(node, &ct, adjoints);
         }
         let pa = n
             .args
@@ -1623,7 +1695,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             let cell = float_type(&arg.cell);
             let contribution = match &n.rule {
                 Rule::Alias => ct.clone(),
-                Rule::If(_) | Rule::Fold(_) => continue,
+                Rule::If(_) | Rule::Loop(_) | Rule::Unbox(_) => continue,
                 Rule::Sum => {
                     if i + 1 != n.args.len() {
                         continue;
@@ -1830,8 +1902,16 @@ impl<'w, 'a> Walk<'w, 'a> {
                     app(f.clone(), all)
                 }
                 Rule::Scalar(op) => match (*op, i) {
-                    ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min", _) => {
+                    ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" | "f.mod", _) => {
                         binary_partial(op, i, ct.clone(), &pa, &pb, &out)
+                    }
+                    ("f.clip", _) => {
+                        let pc = n
+                            .args
+                            .get(2)
+                            .map(|a| a.primal.clone())
+                            .unwrap_or_else(|| float(0.0));
+                        clip_partial(i, ct.clone(), &pa, &pb, &pc)
                     }
                     _ => unary_derivative(op, ct.clone(), pa.clone(), out.clone()),
                 },
@@ -1977,6 +2057,65 @@ impl<'w, 'a> Walk<'w, 'a> {
             ("scatter", 2) => call("nth", vec![ct, x(1)]),
             // The cotangent sent back to where each item came from.
             ("f.sort", 0) => call("scatter", vec![z(x(0)), call("f.grade", vec![x(0)]), ct]),
+            ("sort-by", 1) => {
+                let lt = n
+                    .args
+                    .first()
+                    .map(|a| a.primal.clone())
+                    .unwrap_or_else(|| float(0.0));
+                call("scatter", vec![z(x(1)), call("grade-by", vec![lt, x(1)]), ct])
+            }
+            // One place of the matrix: the row scattered into, scattered in.
+            ("index2d", 0) => {
+                let (i, j) = (
+                    call("index", vec![x(1), int(0)]),
+                    call("index", vec![x(1), int(1)]),
+                );
+                let row = call(
+                    "scatter",
+                    vec![z(call("nth", vec![x(0), i.clone()])), one(j), one(ct)],
+                );
+                call("scatter", vec![z(x(0)), one(i), one(row)])
+            }
+            // Each window's cotangent added into the places it covers: a
+            // histogram by f.+ of the flattened windows, binned by the
+            // windows of the positions.
+            ("windows", 0) => {
+                let (Some(items), Some(width)) = (
+                    static_dim(w, arg.cell.segs().first()),
+                    static_dim(w, n.result_cell.segs().get(1)),
+                ) else {
+                    return Err(Diagnostic::error(
+                        n.span,
+                        "cannot differentiate `windows` of an array of unknown rank in reverse mode (`vjp`, `grad`) yet",
+                    ));
+                };
+                let positions = node(ExprKind::IApp {
+                    func: Box::new(var("iota/static")),
+                    arg: ast::Ispace::Shape(ast::Shape {
+                        kind: ast::ShapeKind::Splice(vec![items.clone()]),
+                        span: sp(),
+                    }),
+                });
+                let windows = node(ExprKind::IApp {
+                    func: Box::new(var("windows")),
+                    arg: width,
+                });
+                let places = call("flatten", vec![app(windows, vec![positions])]);
+                let hist = node(ExprKind::IApp {
+                    func: Box::new(var("hist")),
+                    arg: items,
+                });
+                app(
+                    hist,
+                    vec![
+                        var("f.+"),
+                        z(call("head", vec![x(0)])),
+                        places,
+                        call("flatten", vec![ct]),
+                    ],
+                )
+            }
             ("f.mean", _) => broadcast(
                 w,
                 call("f./", vec![ct, call("i->f", vec![call("length", vec![x(0)])])]),
@@ -2036,263 +2175,6 @@ impl<'w, 'a> Walk<'w, 'a> {
         if let ExprKind::Var(t) = &total.kind {
             adjoints.insert(target.to_string(), t.name.clone());
         }
-    }
-
-    /// `(fold f init xs)`, by a state of type `A` over items `xs` that do
-    /// not depend on the parameter (a loop): forward, the state and its
-    /// tangent folded together; reverse, the states each step starts from
-    /// kept (a loop of n steps keeps its n states, not its intermediates),
-    /// and the adjoint folded backwards over them.
-    fn fold(
-        &mut self,
-        e: &TExpr,
-        spine: &[(&TExpr, &Lifted)],
-        env: &Env,
-    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
-        let (Some((fe, _)), Some((ie, _)), Some((xe, xl))) = (spine.first(), spine.get(1), spine.get(2))
-        else {
-            return Err(self.unsupported(e, "`fold`"));
-        };
-        let f = match &fe.kind {
-            TExprKind::Var(v) => self.w.ad.lambdas.get(v).copied(),
-            _ => lambda(fe).map(|_| *fe),
-        };
-        let Some(f) = f else {
-            return Err(self.unsupported(e, "`fold` by a function that is not a lambda"));
-        };
-        let (params, body, _) = params_of(f, 2);
-        let [(acc_var, acc), (item_var, item)] = params.as_slice() else {
-            return Err(self.unsupported(e, "`fold` by a function that is not a lambda of two parameters"));
-        };
-        if acc.atom != Atom::Float || !xl.principal.is_scalar() || Self::varying(xe, env) {
-            return Err(self.unsupported(
-                e,
-                "`fold` lifted, of a state that is not a Float array, or over items that depend on the parameter",
-            ));
-        }
-        let (p_init, t_init) = self.expr(ie, env)?;
-        let p_init = if matches!(p_init.kind, ExprKind::Var(_)) {
-            p_init
-        } else {
-            self.bind(p_init)
-        };
-        let xs = self.bind(self.w.expr(xe));
-        let f_code = self.w.expr(fe);
-        let mut free = Vec::new();
-        let mut seen = HashSet::new();
-        body.any(&mut |x| {
-            if let TExprKind::Var(v) = &x.kind
-                && let Some(Some(t)) = env.get(v)
-                && seen.insert(*v)
-            {
-                free.push((*v, x.ty.clone(), t.clone()));
-            }
-            false
-        });
-        if free.iter().any(|(_, t, _)| t.atom != Atom::Float) {
-            return Err(self.unsupported(e, "`fold` by a function that closes over a varying record"));
-        }
-        let mut params = vec![
-            Param {
-                var: *acc_var,
-                ty: acc.clone(),
-                varying: true,
-            },
-            Param {
-                var: *item_var,
-                ty: item.clone(),
-                varying: false,
-            },
-        ];
-        let closed: Vec<(String, Type, String)> = free
-            .iter()
-            .map(|(v, t, dt)| (self.w.var(*v).name, t.clone(), dt.clone()))
-            .collect();
-        params.extend(free.iter().map(|(v, t, _)| Param {
-            var: *v,
-            ty: t.clone(),
-            varying: true,
-        }));
-        let w = self.w;
-        let fields = |names: &[(&str, &Type)]| -> Fields {
-            names.iter().map(|(n, t)| (n.to_string(), (*t).clone())).collect()
-        };
-        if self.mode == Mode::Forward {
-            let d = forward_fn(w, &params, body)?;
-            let state = fields(&[("primal", acc), ("tangent", acc)]);
-            let r = w.ad.fresh();
-            let a = w.ad.fresh();
-            let mut all = vec![field_of(var(&r), "primal"), var(&a)];
-            all.extend(closed.iter().map(|(n, _, _)| var(n)));
-            all.push(field_of(var(&r), "tangent"));
-            all.extend(closed.iter().map(|(_, _, dt)| var(dt)));
-            let step_body = record_of(w, &state, |fname| {
-                if fname == "primal" {
-                    app(f_code.clone(), vec![field_of(var(&r), "primal"), var(&a)])
-                } else {
-                    app(d.clone(), all.clone())
-                }
-            });
-            let state_ty = Type::scalar(Atom::Record(state.clone().into()));
-            let step = lambdas(w, &[(r.clone(), state_ty), (a.clone(), item.clone())], step_body);
-            let t0 = t_init.unwrap_or_else(|| zeros(w, p_init.clone()));
-            let r0 = record_of(w, &state, |fname| {
-                if fname == "primal" {
-                    p_init.clone()
-                } else {
-                    t0.clone()
-                }
-            });
-            let res = self.bind(call("fold", vec![step, r0, xs]));
-            let out = self.bind(field_of(res.clone(), "primal"));
-            let t = self.bind(field_of(res, "tangent"));
-            return Ok((out, Some(t)));
-        }
-        // Reverse: the states, by a scan over records of (state, item).
-        let pair = fields(&[("state", acc), ("item", item)]);
-        let pair_ty = Type::scalar(Atom::Record(pair.clone().into()));
-        let (r, q) = (w.ad.fresh(), w.ad.fresh());
-        let step_body = record_of(w, &pair, |fname| {
-            if fname == "state" {
-                app(
-                    f_code.clone(),
-                    vec![field_of(var(&r), "state"), field_of(var(&q), "item")],
-                )
-            } else {
-                field_of(var(&q), "item")
-            }
-        });
-        let step = lambdas(w, &[(r, pair_ty.clone()), (q, pair_ty)], step_body);
-        let r0 = record_of(w, &pair, |fname| {
-            if fname == "state" {
-                p_init.clone()
-            } else {
-                call("head", vec![xs.clone()])
-            }
-        });
-        let pairs = record_of(w, &pair, |fname| {
-            if fname == "state" {
-                p_init.clone()
-            } else {
-                xs.clone()
-            }
-        });
-        let all_states = self.bind(field_of(call("scan", vec![step, r0, pairs]), "state"));
-        let states = self.bind(call("curtail", vec![all_states.clone()]));
-        let out = self.bind(call("last", vec![all_states]));
-        let derivative = |target: usize| -> Result<ast::Expr, Diagnostic> {
-            let ReverseCode {
-                params: mut names,
-                ct,
-                body: adj,
-            } = reverse_core(w, &params, body, target)?;
-            names.push((ct, acc.clone()));
-            Ok(lambdas(w, &names, adj))
-        };
-        let for_state = derivative(0)?;
-        let mut closed_fns = Vec::new();
-        for (k, (name, t, _)) in closed.iter().enumerate() {
-            closed_fns.push((name.clone(), t.clone(), derivative(k + 2)?));
-        }
-        let init = varying_name(&t_init, &p_init);
-        let out_name = match &out.kind {
-            ExprKind::Var(v) => v.name.clone(),
-            _ => String::new(),
-        };
-        self.nodes.push(Node {
-            out: out_name,
-            rule: Rule::Fold(Box::new(FoldNode {
-                states,
-                items: xs,
-                acc: acc.clone(),
-                item: item.clone(),
-                init,
-                for_state,
-                closed: closed_fns,
-            })),
-            head: var("∂fold"),
-            args: Vec::new(),
-            principal: Shape::scalar(),
-            result_cell: Shape::scalar(),
-            span: e.span,
-        });
-        Ok((out, Some(var("∂unused"))))
-    }
-
-    /// The adjoints of a `fold`: the cotangent of the state folded back over
-    /// the steps, last first, with the adjoints of the variables the step
-    /// closes over summed along.
-    fn fold_adjoint(
-        &mut self,
-        node: &FoldNode,
-        ct: &ast::Expr,
-        adjoints: &mut HashMap<String, String>,
-    ) -> Result<(), Diagnostic> {
-        let w = self.w;
-        let mut fields: Fields = vec![("ct".to_string(), node.acc.clone())];
-        for (k, (_, t, _)) in node.closed.iter().enumerate() {
-            fields.push((format!("v{k}"), t.clone()));
-        }
-        let pair: Fields = vec![
-            ("state".to_string(), node.acc.clone()),
-            ("item".to_string(), node.item.clone()),
-        ];
-        let (r, q) = (w.ad.fresh(), w.ad.fresh());
-        let (s, a, c) = (
-            field_of(var(&q), "state"),
-            field_of(var(&q), "item"),
-            field_of(var(&r), "ct"),
-        );
-        let mut at = vec![s, a];
-        at.extend(node.closed.iter().map(|(n, _, _)| var(n)));
-        at.push(c);
-        let step_body = record_of(w, &fields, |fname| {
-            if fname == "ct" {
-                return app(node.for_state.clone(), at.clone());
-            }
-            let k: usize = fname.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
-            let d = node
-                .closed
-                .get(k)
-                .map(|(_, _, d)| d.clone())
-                .unwrap_or_else(|| float(0.0));
-            call("f.+", vec![field_of(var(&r), fname), app(d, at.clone())])
-        });
-        let step = lambdas(
-            w,
-            &[
-                (r, Type::scalar(Atom::Record(fields.clone().into()))),
-                (q, Type::scalar(Atom::Record(pair.clone().into()))),
-            ],
-            step_body,
-        );
-        let r0 = record_of(w, &fields, |fname| {
-            if fname == "ct" {
-                return ct.clone();
-            }
-            let k: usize = fname.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
-            node.closed
-                .get(k)
-                .map(|(n, _, _)| zeros(w, var(n)))
-                .unwrap_or_else(|| float(0.0))
-        });
-        let pairs = record_of(w, &pair, |fname| {
-            if fname == "state" {
-                node.states.clone()
-            } else {
-                node.items.clone()
-            }
-        });
-        let res = self.bind(call("fold", vec![step, r0, call("reverse", vec![pairs])]));
-        if let Some(init) = &node.init {
-            let c = self.bind(field_of(res.clone(), "ct"));
-            self.accumulate(init, c, adjoints);
-        }
-        for (k, (name, _, _)) in node.closed.iter().enumerate() {
-            let c = self.bind(field_of(res.clone(), &format!("v{k}")));
-            self.accumulate(name, c, adjoints);
-        }
-        Ok(())
     }
 
     /// The adjoints of an `if`: for each varying variable its branches
@@ -2446,6 +2328,18 @@ fn inverse_permutation(head: &ast::Expr) -> Option<Vec<u64>> {
     }
 }
 
+/// One axis of a shape as an index argument (`None`: a shape variable).
+fn static_dim(w: &Writer, seg: Option<&Seg>) -> Option<ast::Ispace> {
+    let seg = seg?;
+    if matches!(seg, Seg::Var(_)) {
+        return None;
+    }
+    match w.shape(&Shape::from_segs(vec![seg.clone()])).kind {
+        ast::ShapeKind::Splice(mut parts) if parts.len() == 1 => parts.pop(),
+        _ => None,
+    }
+}
+
 /// The cell of `f.matmul`'s result, `[Float m n]`, from its arguments'.
 fn matmul_out_cell(n: &Node) -> Option<Type> {
     let a = n.args.first()?.cell.segs();
@@ -2514,11 +2408,36 @@ fn binary_partial(
         // d atan2(a, b) = (b·da − a·db) / (a² + b²)
         ("f.atan2", 0) => f2("f./", f2("f.*", t, b.clone()), norm2()),
         ("f.atan2", _) => call("f.neg", vec![f2("f./", f2("f.*", t, a.clone()), norm2())]),
+        // x mod y = x − y·floor(x/y): 1 and −floor(x/y) (where floor is flat)
+        ("f.mod", 0) => t,
+        ("f.mod", _) => f2(
+            "f.*",
+            t,
+            call(
+                "f.neg",
+                vec![call("f.floor", vec![f2("f./", a.clone(), b.clone())])],
+            ),
+        ),
         ("f.max", 0) => chosen("f.>=", true),
         ("f.max", _) => chosen("f.>=", false),
         ("f.min", 0) => chosen("f.<=", true),
         _ => chosen("f.<=", false),
     }
+}
+
+/// `t · ∂(f.clip lo hi x)/∂(argument i)`: `(f.min (f.max x lo) hi)`, each
+/// passing the derivative to the argument it returns (the first on a tie),
+/// so `x` on the bounds, `hi` when the bounds cross.
+fn clip_partial(i: usize, t: ast::Expr, lo: &ast::Expr, hi: &ast::Expr, x: &ast::Expr) -> ast::Expr {
+    let f2 = |f: &str, a: ast::Expr, b: ast::Expr| call(f, vec![a, b]);
+    let raised = f2("f.max", x.clone(), lo.clone());
+    let below_hi = f2("f.<=", raised.clone(), hi.clone());
+    let cond = match i {
+        0 => f2("and", f2("f.<", x.clone(), lo.clone()), below_hi),
+        1 => call("not", vec![below_hi]),
+        _ => f2("and", f2("f.>=", x.clone(), lo.clone()), below_hi),
+    };
+    call("select", vec![cond, t, float(0.0)])
 }
 
 /// `t · f'(a)` for a unary scalar function `f` with `out = f(a)`.

@@ -2280,16 +2280,26 @@ impl Checker {
             apps.push(head);
             head = func;
         }
-        let is_grad = matches!(&head.kind, ExprKind::Var(v)
-            if matches!(self.values.get(&v.name), Some(Value::Intrinsic("grad", _))));
-        if !is_grad {
-            return None;
-        }
+        let name = match &head.kind {
+            ExprKind::Var(v) => match self.values.get(&v.name) {
+                Some(Value::Intrinsic("grad", _)) => "grad",
+                Some(Value::Intrinsic("value-and-grad", _)) => "value-and-grad",
+                _ => return None,
+            },
+            _ => return None,
+        };
         apps.reverse();
-        Some(self.grad_application(head, &apps))
+        Some(self.grad_application(name, head, &apps))
     }
 
-    fn grad_application(&mut self, head: &ast::Expr, apps: &[&ast::Expr]) -> Option<TExpr> {
+    /// `(grad f)` or `(value-and-grad f)` (whose function gives the record
+    /// `{(value Float) (gradient …)}`), applied to `apps`' arguments.
+    fn grad_application(
+        &mut self,
+        name: &'static str,
+        head: &ast::Expr,
+        apps: &[&ast::Expr],
+    ) -> Option<TExpr> {
         let (first, rest) = apps.split_first()?;
         let ExprKind::App { arg, .. } = &first.kind else {
             return None;
@@ -2307,7 +2317,10 @@ impl Checker {
         let Some(first_param) = params.first().cloned() else {
             let d = self.error(
                 arg.span,
-                format!("`grad` of a value that is not a function: `{}`", self.show(&fty)),
+                format!(
+                    "`{name}` of a value that is not a function: `{}`",
+                    self.show(&fty)
+                ),
             );
             self.report(d);
             return None;
@@ -2316,18 +2329,26 @@ impl Checker {
             let d = self.error(
                 arg.span,
                 format!(
-                    "`grad` of a function whose result is `{}`, not a scalar Float",
+                    "`{name}` of a function whose result is `{}`, not a scalar Float",
                     self.show(result)
                 ),
             );
             self.report(d);
             return None;
         }
-        let gty = params.iter().rev().fold(Type::clone(&first_param), |r, p| {
+        let result = if name == "grad" {
+            Type::clone(&first_param)
+        } else {
+            Type::scalar(Atom::Record(std::sync::Arc::new(vec![
+                ("value".to_string(), Type::scalar(Atom::Float)),
+                ("gradient".to_string(), Type::clone(&first_param)),
+            ])))
+        };
+        let gty = params.iter().rev().fold(result, |r, p| {
             Type::scalar(Atom::Arrow(p.clone(), std::sync::Arc::new(r)))
         });
         let grad = TExpr {
-            kind: TExprKind::Intrinsic("grad"),
+            kind: TExprKind::Intrinsic(name),
             ty: Type::scalar(Atom::Arrow(
                 std::sync::Arc::new(fty),
                 std::sync::Arc::new(gty.clone()),

@@ -221,6 +221,10 @@ pub const AD: &[(&str, &str)] = &[
         "grad",
         "(∀ (&a) (Π (@a) (-> (-> [&a @a] Float) (-> [&a @a] [&a @a]))))",
     ),
+    (
+        "value-and-grad",
+        "(∀ (&a) (Π (@a) (-> (-> [&a @a] Float) (-> [&a @a] {(value Float) (gradient [&a @a])}))))",
+    ),
 ];
 
 /// Every intrinsic and prelude name, in table order.
