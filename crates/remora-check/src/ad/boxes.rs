@@ -230,15 +230,15 @@ impl Walk<'_, '_> {
         let mut values = Vec::new();
         for (k, (name, ty)) in node.free.iter().enumerate() {
             fields.push((format!("a{k}"), ty.clone()));
-            values.push(match inner.get(name) {
-                Some(a) => var(a),
-                None => zeros(w, var(name)),
+            values.push(match sub.read_adjoint(name, &mut inner) {
+                Some(a) => a,
+                None => sub.zeros_of(name),
             });
         }
         if let Some((xs, ty, items, places)) = &node.filtered {
             fields.push(("items".into(), ty.clone()));
-            let ct_items = match inner.get(items) {
-                Some(a) => var(a),
+            let ct_items = match sub.read_adjoint(items, &mut inner) {
+                Some(a) => a,
                 None => zeros(w, var(items)),
             };
             values.push(call("scatter", vec![zeros(w, var(xs)), var(places), ct_items]));

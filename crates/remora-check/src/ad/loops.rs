@@ -448,9 +448,9 @@ impl Walk<'_, '_> {
             for n in nodes.iter().rev() {
                 sub.adjoint(n, &mut adjoints)?;
             }
-            let result = match adjoints.get(&target) {
-                Some(a) => var(a),
-                None => zeros(w, var(&target)),
+            let result = match sub.read_adjoint(&target, &mut adjoints) {
+                Some(a) => a,
+                None => sub.zeros_of(&target),
             };
             let body = let_in(std::mem::take(&mut sub.binds), result);
             let mut all = params.clone();
