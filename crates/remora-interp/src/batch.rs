@@ -798,6 +798,9 @@ impl<'p> Interpreter {
         if let Some(r) = self.contraction(e, env) {
             return Some(r);
         }
+        if let Some(r) = self.tally(e, env) {
+            return r;
+        }
         let (head, spine) = e.spine();
         let f = self.eval_batched(head, env)?;
         let mut args = Vec::with_capacity(spine.len());
@@ -2313,6 +2316,17 @@ fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value
             }
         }
         Ok((sorted, graded))
+    }
+    // One row of Ints of a small range: graded by counting.
+    if name == "grade"
+        && let Data::Int(v) = &xs.data
+        && v.len() == d
+        && let Some(order) = crate::sort::grade_small_range(v)
+    {
+        return Some(Array {
+            shape: xs.shape.clone(),
+            data: Data::Int(order.ok()?.into()),
+        });
     }
     let data = match (name, &xs.data) {
         // One row: the radix sort's own result, not copied into another.
