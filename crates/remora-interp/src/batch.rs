@@ -398,6 +398,10 @@ impl<'p> Interpreter {
                     if let Some(v) = fused.filter(|v| v.nb == 0).and_then(|v| v.densify()) {
                         return Ok(Some(v.v));
                     }
+                    // A reduction of a lifted lambda: a block of items at a time.
+                    if let Some(v) = self.reduce_streamed(e, env)? {
+                        return Ok(Some(v));
+                    }
                     // An intrinsic applied in full: its rule over the
                     // arguments' frames, if it has one.
                     let p = p.clone();
@@ -2524,7 +2528,7 @@ fn bind<'p>(env: &Env<'p>, var: VarId, b: Batched<'p>) -> Env<'p> {
 
 /// Whether evaluating `e` can have no effect and costs next to nothing: a
 /// variable, a lambda literal, an intrinsic and its instantiations.
-fn pure(e: &TExpr) -> bool {
+pub(crate) fn pure(e: &TExpr) -> bool {
     match &e.kind {
         TExprKind::Var(_) | TExprKind::Intrinsic(_) => true,
         TExprKind::Array { atoms, .. } => {
@@ -2537,7 +2541,7 @@ fn pure(e: &TExpr) -> bool {
 
 /// How many more parameters a lambda body takes directly (`(fn ((x …)
 /// (y …)) e)` is a lambda whose body is a lambda literal).
-fn lambda_params(body: &TExpr) -> usize {
+pub(crate) fn lambda_params(body: &TExpr) -> usize {
     let mut n = 0;
     let mut e = body;
     while let TExprKind::Array { shape, atoms } = &e.kind {

@@ -21,6 +21,7 @@ pub mod random;
 pub mod scalar;
 pub mod search;
 pub mod sort;
+mod streamed;
 mod tally;
 mod vocab;
 
