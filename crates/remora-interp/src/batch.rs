@@ -97,6 +97,31 @@ impl<'p> Batched<'p> {
             && self.v.data.len() == atoms_in(&self.v.shape)
     }
 
+    /// Its steps over `shape` (`[batch nb, frame up to outer, cell]`):
+    /// zero along the axes it lacks, where it is replicated.
+    pub(crate) fn steps_over(
+        &self,
+        cell: usize,
+        nb: usize,
+        outer: usize,
+        shape: &[usize],
+    ) -> Try<Vec<usize>> {
+        if self.nb > nb {
+            return None;
+        }
+        let own_frame = self.own().len().checked_sub(cell)?;
+        let (batch_steps, rest) = self.strides.split_at_checked(self.nb)?;
+        let (frame_steps, cell_steps) = rest.split_at_checked(own_frame)?;
+        let mut strides = batch_steps.to_vec();
+        strides.resize(nb, 0);
+        strides.extend_from_slice(frame_steps);
+        strides.resize(outer, 0);
+        strides.extend_from_slice(cell_steps);
+        let lacking = shape.len().checked_sub(strides.len())?;
+        strides.extend(std::iter::repeat_n(0, lacking));
+        Some(strides)
+    }
+
     /// Where its atoms lie in its buffer.
     pub(crate) fn layout(&self) -> Layout {
         Layout {
@@ -113,19 +138,7 @@ impl<'p> Batched<'p> {
     /// frame up to axis `outer`, then its cell (of `cell` axes); replicated
     /// (a zero step) along the batch, frame or cell axes it lacks.
     fn laid_over(&self, cell: usize, nb: usize, outer: usize, shape: &[usize]) -> Try<Value<'p>> {
-        if self.nb > nb {
-            return None;
-        }
-        let own_frame = self.own().len().checked_sub(cell)?;
-        let (batch_steps, rest) = self.strides.split_at_checked(self.nb)?;
-        let (frame_steps, cell_steps) = rest.split_at_checked(own_frame)?;
-        let mut strides = batch_steps.to_vec();
-        strides.resize(nb, 0);
-        strides.extend_from_slice(frame_steps);
-        strides.resize(outer, 0);
-        strides.extend_from_slice(cell_steps);
-        let lacking = shape.len().checked_sub(strides.len())?;
-        strides.extend(std::iter::repeat_n(0, lacking));
+        let strides = self.steps_over(cell, nb, outer, shape)?;
         if shape == self.v.shape.as_slice() && self.is_dense() {
             // Already laid out so: shared, not copied.
             return Some(self.v.clone());
@@ -1218,6 +1231,11 @@ impl<'p> Interpreter {
         let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
         shape.extend(&frame);
         shape.extend(&cell);
+        // Operands that lie contiguously, or are one atom replicated (a
+        // scalar choice), are read where they are; records are laid out.
+        if let Some(data) = crate::choose::select_in_place(all, nb, nb + frame.len(), &shape) {
+            return Some(Batched::dense(Array { shape, data }, nb));
+        }
         let mut laid = Vec::with_capacity(3);
         for (a, acell) in all {
             laid.push(a.laid_over(acell.len(), nb, nb + frame.len(), &shape)?.data);

@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod cell_log;
+mod choose;
 mod contract;
 pub mod eval;
 pub mod fmath;
