@@ -137,7 +137,7 @@ impl<'p> Batched<'p> {
     /// The value laid out densely over `shape`: `nb` batch axes, then its
     /// frame up to axis `outer`, then its cell (of `cell` axes); replicated
     /// (a zero step) along the batch, frame or cell axes it lacks.
-    fn laid_over(&self, cell: usize, nb: usize, outer: usize, shape: &[usize]) -> Try<Value<'p>> {
+    pub(crate) fn laid_over(&self, cell: usize, nb: usize, outer: usize, shape: &[usize]) -> Try<Value<'p>> {
         let strides = self.steps_over(cell, nb, outer, shape)?;
         if shape == self.v.shape.as_slice() && self.is_dense() {
             // Already laid out so: shared, not copied.
@@ -995,6 +995,7 @@ impl<'p> Interpreter {
             | "sum" | "product" | "any" | "all" | "count" => self.fold_batched(p.name, &all),
             "while" => self.while_batched(&all),
             "select" => self.select_batched(&all),
+            "scatter" => crate::choose::scatter_whole(&all),
             "index" | "nth" if all.get(1).is_some_and(|(i, _)| i.nb > 0 || !i.v.shape.is_empty()) => {
                 self.gather_batched(p.name, &all)
             }
@@ -2455,6 +2456,7 @@ fn has_batched_rule(name: &str) -> bool {
                 | "count"
                 | "while"
                 | "select"
+                | "scatter"
                 | "index"
                 | "nth"
                 | "head"

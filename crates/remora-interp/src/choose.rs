@@ -86,3 +86,46 @@ pub(crate) fn select_in_place<'p>(
         _ => return None,
     })
 }
+
+/// `(scatter dest idx src)` outside any batch and frame: the destination
+/// laid out once as the result (a replicated one, `((i-app replicate
+/// [n]) 0.0)`, is never made and then copied) and the source's items
+/// written over it at their indices, in order (the last write wins;
+/// indices outside the destination are skipped, as the reference path
+/// skips them).
+pub(crate) fn scatter_whole<'p>(all: &[(Batched<'p>, Vec<usize>)]) -> Option<Batched<'p>> {
+    let [(dest, dcell), (idx, icell), (src, scell)] = all else {
+        return None;
+    };
+    if dest.nb != 0
+        || idx.nb != 0
+        || src.nb != 0
+        || dest.own() != dcell
+        || idx.own() != icell
+        || src.own() != scell
+    {
+        return None;
+    }
+    let m = *dcell.first()?;
+    let item = atoms_in(dcell.get(1..)?);
+    let n = *icell.first()?;
+    let idx = idx.densify()?;
+    let src = src.densify()?;
+    let Data::Int(iv) = &idx.v.data else {
+        return None;
+    };
+    let rows = iv
+        .get(..n)?
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &j)| usize::try_from(j).ok().filter(|j| *j < m).map(|j| (i, j)));
+    let mut data = dest.laid_over(dcell.len(), 0, 0, dcell)?.data;
+    crate::masked::put_rows(&mut data, &src.v.data, rows, item)?;
+    Some(Batched::dense(
+        remora_value::Array {
+            shape: dcell.clone(),
+            data,
+        },
+        0,
+    ))
+}
