@@ -26,6 +26,14 @@ use remora_value::{Atom, Data};
 /// A block of items holds about this many atoms (at least one item).
 const BLOCK_ATOMS: usize = 1 << 20;
 
+/// How the items go: the operator, the items per block (once the first
+/// has been made), and each item's shape.
+struct Stream<'o> {
+    op: &'o str,
+    per_block: Option<usize>,
+    cell_shape: Vec<usize>,
+}
+
 /// The lambda, its arguments (each with its cell), and what the reference
 /// path needs to apply it one argument at a time.
 struct Application<'p, 'e> {
@@ -118,24 +126,33 @@ impl<'p> Interpreter {
             let whole = self.block(&app, 0, items, e.span)?;
             return Ok(Some(self.reduce_written(&whole, e, env)?));
         }
-        let order = crate::intrinsics::fold_order("reduce", op);
-        // One item, to learn its size (and that the operator folds it).
-        let first = self.block(&app, 0, 1, e.span)?;
-        let item_atoms = atoms_in(first.shape.get(1..).unwrap_or_default()).max(1);
-        if crate::intrinsics::fold_primitive(op, None, &first.data, [1, 1, item_atoms], Order::Left).is_none()
-        {
+        // The operator must fold the atoms the items hold (it folds some
+        // kind of atom at all: the checker saw to the kind).
+        let folds = [
+            Data::Int(Vec::new().into()),
+            Data::Float(Vec::new().into()),
+            Data::Bool(Vec::new().into()),
+        ]
+        .iter()
+        .any(|d| crate::intrinsics::fold_primitive(op, None, d, [0, 0, 0], Order::Left).is_some());
+        if !folds {
             let whole = self.block(&app, 0, items, e.span)?;
             return Ok(Some(self.reduce_written(&whole, e, env)?));
         }
-        drop(first);
-        let per_block = (BLOCK_ATOMS / item_atoms).max(1);
-        let mut cell_shape = Vec::new();
+        let order = crate::intrinsics::fold_order("reduce", op);
+        // (The block size is learnt from the first item made, which is
+        // the first block: each item is made once, in order.)
+        let mut stream = Stream {
+            op,
+            per_block: None,
+            cell_shape: Vec::new(),
+        };
         let data = match order {
-            Order::Tree => self.subtree(&app, op, 0, items, per_block, &mut cell_shape, e.span)?,
-            _ => self.left(&app, op, None, 0, items, per_block, &mut cell_shape, e.span)?,
+            Order::Tree => self.subtree(&app, &mut stream, 0, items, e.span)?,
+            _ => self.left(&app, &mut stream, 0, items, e.span)?,
         };
         Ok(Some(Value {
-            shape: cell_shape,
+            shape: stream.cell_shape,
             data,
         }))
     }
@@ -159,51 +176,44 @@ impl<'p> Interpreter {
 
     /// The reduction of items `lo .. lo + len`, a subtree of `reduce`'s
     /// tree (`len ≥ 1`).
-    #[allow(clippy::too_many_arguments)]
     fn subtree(
         &mut self,
         app: &Application<'p, '_>,
-        op: &str,
+        stream: &mut Stream<'_>,
         lo: usize,
         len: usize,
-        per_block: usize,
-        cell_shape: &mut Vec<usize>,
         span: Span,
     ) -> Run<Data<Fun<'p>>> {
-        if len <= per_block {
+        if stream.per_block.is_some_and(|n| len <= n) {
             // One block: `reduce_axis` builds the same tree over it.
-            return self.fold_block(app, op, None, lo, len, Order::Tree, cell_shape, span);
+            return self.fold_block(app, stream, None, lo, len, Order::Tree, span);
         }
         if len <= PAIRWISE_LEAF {
             // A leaf, folded left to right a block at a time.
-            return self.left(app, op, None, lo, len, per_block, cell_shape, span);
+            return self.left(app, stream, lo, len, span);
         }
         let half = len / 2;
-        let a = self.subtree(app, op, lo, half, per_block, cell_shape, span)?;
-        let b = self.subtree(app, op, lo + half, len - half, per_block, cell_shape, span)?;
-        let inner = atoms_in(cell_shape);
-        combine(op, &a, &b, inner, span)
+        let a = self.subtree(app, stream, lo, half, span)?;
+        let b = self.subtree(app, stream, lo + half, len - half, span)?;
+        let inner = atoms_in(&stream.cell_shape);
+        combine(stream.op, &a, &b, inner, span)
     }
 
-    /// Items `lo .. lo + len` folded left to right onto `seed` (from the
-    /// first item without one), a block at a time.
-    #[allow(clippy::too_many_arguments)]
+    /// Items `lo .. lo + len` folded left to right, a block at a time (the
+    /// first item alone while the block size is not known yet).
     fn left(
         &mut self,
         app: &Application<'p, '_>,
-        op: &str,
-        seed: Option<Data<Fun<'p>>>,
+        stream: &mut Stream<'_>,
         lo: usize,
         len: usize,
-        per_block: usize,
-        cell_shape: &mut Vec<usize>,
         span: Span,
     ) -> Run<Data<Fun<'p>>> {
-        let mut acc = seed;
+        let mut acc: Option<Data<Fun<'p>>> = None;
         let mut at = lo;
         while at < lo + len {
-            let n = per_block.min(lo + len - at);
-            acc = Some(self.fold_block(app, op, acc.as_ref(), at, n, Order::Left, cell_shape, span)?);
+            let n = stream.per_block.unwrap_or(1).min(lo + len - at);
+            acc = Some(self.fold_block(app, stream, acc.as_ref(), at, n, Order::Left, span)?);
             at += n;
         }
         match acc {
@@ -217,21 +227,23 @@ impl<'p> Interpreter {
     fn fold_block(
         &mut self,
         app: &Application<'p, '_>,
-        op: &str,
+        stream: &mut Stream<'_>,
         seed: Option<&Data<Fun<'p>>>,
         lo: usize,
         len: usize,
         order: Order,
-        cell_shape: &mut Vec<usize>,
         span: Span,
     ) -> Run<Data<Fun<'p>>> {
         let block = self.block(app, lo, len, span)?;
-        *cell_shape = block.shape.get(1..).unwrap_or_default().to_vec();
-        let inner = atoms_in(cell_shape);
-        match crate::intrinsics::fold_primitive(op, seed, &block.data, [1, len, inner], order) {
+        stream.cell_shape = block.shape.get(1..).unwrap_or_default().to_vec();
+        let inner = atoms_in(&stream.cell_shape);
+        if stream.per_block.is_none() {
+            stream.per_block = Some((BLOCK_ATOMS / inner.max(1)).max(1));
+        }
+        match crate::intrinsics::fold_primitive(stream.op, seed, &block.data, [1, len, inner], order) {
             Some(Ok(d)) => Ok(d),
             Some(Err(m)) => crate::eval::fail(span, m),
-            None => crate::eval::fail(span, "internal error: the operator no longer folds"),
+            None => crate::eval::fail(span, "internal error: the operator does not fold the items"),
         }
     }
 
@@ -287,6 +299,6 @@ fn combine<'p>(
     match crate::intrinsics::fold_primitive(op, Some(a), b, [1, 1, inner], Order::Left) {
         Some(Ok(d)) => Ok(d),
         Some(Err(m)) => crate::eval::fail(span, m),
-        None => crate::eval::fail(span, "internal error: the operator no longer folds"),
+        None => crate::eval::fail(span, "internal error: the operator does not fold the items"),
     }
 }
