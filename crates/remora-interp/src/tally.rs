@@ -160,7 +160,7 @@ impl Cmp {
     /// The count from how many items are below the key (`lt`), at most
     /// the key (`le`), and how many are ordered at all (`ordered`, the
     /// items less the NaNs) of `n`.
-    fn from_ranks(self, lt: usize, le: usize, ordered: usize, n: usize) -> usize {
+    fn counted(self, lt: usize, le: usize, ordered: usize, n: usize) -> usize {
         match self {
             Cmp::Eq => le - lt,
             Cmp::Ne => n - (le - lt),
@@ -239,7 +239,7 @@ impl IntTable {
                 s.len(),
             ),
         };
-        op.from_ranks(lt, le, n, n) as i64
+        op.counted(lt, le, n, n) as i64
     }
 }
 
@@ -252,7 +252,7 @@ fn float_count(sorted: &[f32], n: usize, op: Cmp, k: f32) -> i64 {
     } else {
         let lt = sorted.partition_point(|&x| x < k);
         let le = sorted.partition_point(|&x| x <= k);
-        op.from_ranks(lt, le, sorted.len(), n)
+        op.counted(lt, le, sorted.len(), n)
     };
     count as i64
 }
