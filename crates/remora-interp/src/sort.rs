@@ -161,17 +161,23 @@ pub fn sort_ints(v: &[i64]) -> Result<Vec<i64>, &'static str> {
     radix_sort(v, &|x: i64| int_key(x))
 }
 
-/// The grade of Ints of a small range (at most the count of items, or
-/// 64 Ki values, from the least to the greatest), as Int data: a stable
-/// counting sort (one pass to count each value, one to place each index),
-/// without the 64-bit keys and pairs of the radix sort. `None` for a wider
-/// range.
+/// The grade of Ints of a small range (at most 64 Ki values from the
+/// least to the greatest: flags, bins, categories), as Int data: a stable
+/// counting sort (one pass to count each value, one to place each index)
+/// with a table that stays in cache, without the 64-bit keys and pairs of
+/// the radix sort. `None` for a wider range.
 pub fn grade_small_range(v: &[i64]) -> Option<Result<Vec<i64>, &'static str>> {
-    let (&low, &high) = (v.iter().min()?, v.iter().max()?);
-    let span = usize::try_from(i128::from(high) - i128::from(low)).ok()?;
-    if span > v.len().max(1 << 16) {
-        return None;
+    // (A wide range is found out within its first 64 Ki items or so.)
+    let first = *v.first()?;
+    let (mut low, mut high) = (first, first);
+    for &x in v {
+        low = low.min(x);
+        high = high.max(x);
+        if high.abs_diff(low) >= 1 << 16 {
+            return None;
+        }
     }
+    let span = high.abs_diff(low) as usize;
     let mut next = match buffer(span + 1) {
         Ok(next) => next,
         Err(m) => return Some(Err(m)),

@@ -197,16 +197,28 @@ enum IntTable {
 
 impl IntTable {
     fn new(xs: &[i64]) -> Option<IntTable> {
-        let (Some(&low), Some(&high)) = (xs.iter().min(), xs.iter().max()) else {
+        let Some(&first) = xs.first() else {
             return Some(IntTable::Range {
                 low: 0,
                 below: vec![0],
             });
         };
-        let span = usize::try_from(i128::from(high) - i128::from(low)).ok();
+        // A table no larger than the items (or 64 Ki entries); a wider
+        // range is found out as soon as it shows.
+        let limit = xs.len().max(1 << 16) as u64;
+        let (mut low, mut high) = (first, first);
+        let mut span = Some(0);
+        for &x in xs {
+            low = low.min(x);
+            high = high.max(x);
+            if high.abs_diff(low) > limit {
+                span = None;
+                break;
+            }
+        }
+        let span = span.map(|_| high.abs_diff(low) as usize);
         match span {
-            // A table no larger than the items (or 64 Ki entries).
-            Some(span) if span <= xs.len().max(1 << 16) => {
+            Some(span) => {
                 let mut below = crate::kernel::buffer(span + 2).ok()?;
                 below.resize(span + 2, 0usize);
                 for &x in xs {
