@@ -1536,3 +1536,15 @@ fn remora_build_names_the_program_after_the_file() {
     assert!(stderr.contains("would overwrite the program"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_reduction_of_a_lifted_lambda_makes_each_item_once() {
+    // `(reduce op (f xs))` runs `f` a block of items at a time: a `trace`
+    // in `f` (which gives batching up) still prints once per item, in order.
+    let program = "(def (fun (g (x Int) : Int) (trace x (* x x))))\n\
+                   (reduce + ((fn ((x Int)) (g x)) [1 2 3]))\n";
+    let out = remora(&["run", "--engine", "interp", "-e", program], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "14\n");
+    assert_eq!(text(&out.stderr), "1\n2\n3\n");
+}

@@ -97,6 +97,31 @@ impl<'p> Batched<'p> {
             && self.v.data.len() == atoms_in(&self.v.shape)
     }
 
+    /// Its steps over `shape` (`[batch nb, frame up to outer, cell]`):
+    /// zero along the axes it lacks, where it is replicated.
+    pub(crate) fn steps_over(
+        &self,
+        cell: usize,
+        nb: usize,
+        outer: usize,
+        shape: &[usize],
+    ) -> Try<Vec<usize>> {
+        if self.nb > nb {
+            return None;
+        }
+        let own_frame = self.own().len().checked_sub(cell)?;
+        let (batch_steps, rest) = self.strides.split_at_checked(self.nb)?;
+        let (frame_steps, cell_steps) = rest.split_at_checked(own_frame)?;
+        let mut strides = batch_steps.to_vec();
+        strides.resize(nb, 0);
+        strides.extend_from_slice(frame_steps);
+        strides.resize(outer, 0);
+        strides.extend_from_slice(cell_steps);
+        let lacking = shape.len().checked_sub(strides.len())?;
+        strides.extend(std::iter::repeat_n(0, lacking));
+        Some(strides)
+    }
+
     /// Where its atoms lie in its buffer.
     pub(crate) fn layout(&self) -> Layout {
         Layout {
@@ -112,20 +137,8 @@ impl<'p> Batched<'p> {
     /// The value laid out densely over `shape`: `nb` batch axes, then its
     /// frame up to axis `outer`, then its cell (of `cell` axes); replicated
     /// (a zero step) along the batch, frame or cell axes it lacks.
-    fn laid_over(&self, cell: usize, nb: usize, outer: usize, shape: &[usize]) -> Try<Value<'p>> {
-        if self.nb > nb {
-            return None;
-        }
-        let own_frame = self.own().len().checked_sub(cell)?;
-        let (batch_steps, rest) = self.strides.split_at_checked(self.nb)?;
-        let (frame_steps, cell_steps) = rest.split_at_checked(own_frame)?;
-        let mut strides = batch_steps.to_vec();
-        strides.resize(nb, 0);
-        strides.extend_from_slice(frame_steps);
-        strides.resize(outer, 0);
-        strides.extend_from_slice(cell_steps);
-        let lacking = shape.len().checked_sub(strides.len())?;
-        strides.extend(std::iter::repeat_n(0, lacking));
+    pub(crate) fn laid_over(&self, cell: usize, nb: usize, outer: usize, shape: &[usize]) -> Try<Value<'p>> {
+        let strides = self.steps_over(cell, nb, outer, shape)?;
         if shape == self.v.shape.as_slice() && self.is_dense() {
             // Already laid out so: shared, not copied.
             return Some(self.v.clone());
@@ -397,6 +410,10 @@ impl<'p> Interpreter {
                     self.batch = saved;
                     if let Some(v) = fused.filter(|v| v.nb == 0).and_then(|v| v.densify()) {
                         return Ok(Some(v.v));
+                    }
+                    // A reduction of a lifted lambda: a block of items at a time.
+                    if let Some(v) = self.reduce_streamed(e, env)? {
+                        return Ok(Some(v));
                     }
                     // An intrinsic applied in full: its rule over the
                     // arguments' frames, if it has one.
@@ -798,6 +815,9 @@ impl<'p> Interpreter {
         if let Some(r) = self.contraction(e, env) {
             return Some(r);
         }
+        if let Some(r) = self.tally(e, env) {
+            return r;
+        }
         let (head, spine) = e.spine();
         let f = self.eval_batched(head, env)?;
         let mut args = Vec::with_capacity(spine.len());
@@ -975,6 +995,7 @@ impl<'p> Interpreter {
             | "sum" | "product" | "any" | "all" | "count" => self.fold_batched(p.name, &all),
             "while" => self.while_batched(&all),
             "select" => self.select_batched(&all),
+            "scatter" => crate::choose::scatter_whole(&all),
             "index" | "nth" if all.get(1).is_some_and(|(i, _)| i.nb > 0 || !i.v.shape.is_empty()) => {
                 self.gather_batched(p.name, &all)
             }
@@ -1211,6 +1232,11 @@ impl<'p> Interpreter {
         let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
         shape.extend(&frame);
         shape.extend(&cell);
+        // Operands that lie contiguously, or are one atom replicated (a
+        // scalar choice), are read where they are; records are laid out.
+        if let Some(data) = crate::choose::select_in_place(all, nb, nb + frame.len(), &shape) {
+            return Some(Batched::dense(Array { shape, data }, nb));
+        }
         let mut laid = Vec::with_capacity(3);
         for (a, acell) in all {
             laid.push(a.laid_over(acell.len(), nb, nb + frame.len(), &shape)?.data);
@@ -2314,6 +2340,17 @@ fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value
         }
         Ok((sorted, graded))
     }
+    // One row of Ints of a small range: graded by counting.
+    if name == "grade"
+        && let Data::Int(v) = &xs.data
+        && v.len() == d
+        && let Some(order) = crate::sort::grade_small_range(v)
+    {
+        return Some(Array {
+            shape: xs.shape.clone(),
+            data: Data::Int(order.ok()?.into()),
+        });
+    }
     let data = match (name, &xs.data) {
         // One row: the radix sort's own result, not copied into another.
         // (Out of memory: `None`, with the shortage noted, so that nothing
@@ -2419,6 +2456,7 @@ fn has_batched_rule(name: &str) -> bool {
                 | "count"
                 | "while"
                 | "select"
+                | "scatter"
                 | "index"
                 | "nth"
                 | "head"
@@ -2510,7 +2548,7 @@ fn bind<'p>(env: &Env<'p>, var: VarId, b: Batched<'p>) -> Env<'p> {
 
 /// Whether evaluating `e` can have no effect and costs next to nothing: a
 /// variable, a lambda literal, an intrinsic and its instantiations.
-fn pure(e: &TExpr) -> bool {
+pub(crate) fn pure(e: &TExpr) -> bool {
     match &e.kind {
         TExprKind::Var(_) | TExprKind::Intrinsic(_) => true,
         TExprKind::Array { atoms, .. } => {
@@ -2523,7 +2561,7 @@ fn pure(e: &TExpr) -> bool {
 
 /// How many more parameters a lambda body takes directly (`(fn ((x …)
 /// (y …)) e)` is a lambda whose body is a lambda literal).
-fn lambda_params(body: &TExpr) -> usize {
+pub(crate) fn lambda_params(body: &TExpr) -> usize {
     let mut n = 0;
     let mut e = body;
     while let TExprKind::Array { shape, atoms } = &e.kind {

@@ -478,9 +478,11 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 ("sort", Data::Int(v)) => {
                     Data::Int(crate::sort::sort_ints(v).or_else(|m| fail(span, m))?.into())
                 }
-                ("grade", Data::Int(v)) => {
-                    grade_data(&keys(v.len(), &|i| crate::sort::int_key(v[i]))?).or_else(|m| fail(span, m))?
-                }
+                ("grade", Data::Int(v)) => match crate::sort::grade_small_range(v) {
+                    Some(order) => Data::Int(order.or_else(|m| fail(span, m))?.into()),
+                    None => grade_data(&keys(v.len(), &|i| crate::sort::int_key(v[i]))?)
+                        .or_else(|m| fail(span, m))?,
+                },
                 ("f.grade", Data::Float(v)) => grade_data(&keys(v.len(), &|i| crate::sort::float_key(v[i]))?)
                     .or_else(|m| fail(span, m))?,
                 ("f.sort", Data::Float(v)) => {

@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod cell_log;
+mod choose;
 mod contract;
 pub mod eval;
 pub mod fmath;
@@ -21,6 +22,8 @@ pub mod random;
 pub mod scalar;
 pub mod search;
 pub mod sort;
+mod streamed;
+mod tally;
 mod vocab;
 
 pub use eval::{Env, Fun, Interpreter, RunError, Value};

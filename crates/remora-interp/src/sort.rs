@@ -161,6 +161,59 @@ pub fn sort_ints(v: &[i64]) -> Result<Vec<i64>, &'static str> {
     radix_sort(v, &|x: i64| int_key(x))
 }
 
+/// The grade of Ints of a small range (at most 64 Ki values from the
+/// least to the greatest: flags, bins, categories), as Int data: a stable
+/// counting sort (one pass to count each value, one to place each index)
+/// with a table that stays in cache, without the 64-bit keys and pairs of
+/// the radix sort. `None` for a wider range.
+pub fn grade_small_range(v: &[i64]) -> Option<Result<Vec<i64>, &'static str>> {
+    // (A wide range is found out within its first 64 Ki items or so.)
+    let first = *v.first()?;
+    let (mut low, mut high) = (first, first);
+    for &x in v {
+        low = low.min(x);
+        high = high.max(x);
+        if high.abs_diff(low) >= 1 << 16 {
+            return None;
+        }
+    }
+    let span = high.abs_diff(low) as usize;
+    let mut next = match buffer(span + 1) {
+        Ok(next) => next,
+        Err(m) => return Some(Err(m)),
+    };
+    next.resize(span + 1, 0usize);
+    for &x in v {
+        // (x - low ≤ span, checked above.)
+        next[(x - low) as usize] += 1;
+    }
+    let mut start = 0;
+    for c in next.iter_mut() {
+        let count = *c;
+        *c = start;
+        start += count;
+    }
+    let mut order = match buffer(v.len()) {
+        Ok(order) => order,
+        Err(m) => return Some(Err(m)),
+    };
+    order.resize(v.len(), 0i64);
+    for (i, &x) in v.iter().enumerate() {
+        let slot = &mut next[(x - low) as usize];
+        order[*slot] = i as i64;
+        *slot += 1;
+    }
+    Some(Ok(order))
+}
+
+/// The Floats that are not NaN, in ascending order.
+pub fn sort_floats(v: &[f32]) -> Result<Vec<f32>, &'static str> {
+    let mut sorted = radix_sort(v, &|x: f32| float_key(x))?;
+    let ordered = sorted.partition_point(|x| !x.is_nan());
+    sorted.truncate(ordered);
+    Ok(sorted)
+}
+
 /// The stable permutation that orders the keys: position i of the result
 /// is the index of the i-th smallest key.
 pub fn grade(keys: &[u64]) -> Result<Vec<usize>, &'static str> {
