@@ -946,6 +946,63 @@ static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
   rt_free(stack_mem);
 }
 
+/* A matrix times a vector (n = 1): no packing, the sums of RT_CT_ROWS
+ * rows at a time, each its own chain, item by item (rows one after another
+ * in memory: one vector; a weighted sum of windows too); the last
+ * block's rows one by one. */
+#define RT_CT_ROWS 16
+static void rt_ct_rows(void *raw, int64_t lo, int64_t hi) {
+  const rt_ct_job *j = raw;
+  float(*stack)[RT_CT_ROWS] = rt_alloc(j->depth + 1, sizeof *stack);
+  for (int64_t blk = lo; blk < hi; blk++) {
+    int64_t i0 = blk * RT_CT_ROWS, mr = j->m - i0 < RT_CT_ROWS ? j->m - i0 : RT_CT_ROWS;
+    int64_t step = mr == RT_CT_ROWS ? j->as_i : 0;
+    const float *a0 = j->a + i0 * j->as_i;
+    int64_t sp = 0;
+    for (int64_t t = 0; t < j->leaves; t++) {
+      int64_t k0 = j->bounds[t], k1 = j->bounds[t + 1], pops = j->pops[t], p = k0;
+      float s[RT_CT_ROWS];
+      if (mr < RT_CT_ROWS) {
+        /* (the last block: row by row) */
+        for (int r = mr; r < RT_CT_ROWS; r++) s[r] = 0.0f;
+        for (int r = 0; r < mr; r++) {
+          const float *ar = a0 + r * j->as_i;
+          float v = j->from_seed ? j->seed : ar[k0 * j->as_p] * j->b[k0 * j->bs_p];
+          for (int64_t q = j->from_seed ? k0 : k0 + 1; q < k1; q++) v = v + ar[q * j->as_p] * j->b[q * j->bs_p];
+          s[r] = v;
+        }
+      } else {
+        if (j->from_seed) {
+          for (int r = 0; r < RT_CT_ROWS; r++) s[r] = j->seed;
+        } else {
+          float bv = j->b[p * j->bs_p];
+          for (int r = 0; r < RT_CT_ROWS; r++) s[r] = a0[r * step + p * j->as_p] * bv;
+          p++;
+        }
+        if (step == 1 && j->as_p == 1)
+          for (; p < k1; p++) {
+            float bv = j->b[p * j->bs_p];
+            for (int r = 0; r < RT_CT_ROWS; r++) s[r] = s[r] + a0[r + p] * bv;
+          }
+        else
+          for (; p < k1; p++) {
+            float bv = j->b[p * j->bs_p];
+            for (int r = 0; r < RT_CT_ROWS; r++) s[r] = s[r] + a0[r * step + p * j->as_p] * bv;
+          }
+      }
+      for (int64_t q = 0; q < pops; q++)
+        for (int r = 0; r < RT_CT_ROWS; r++) s[r] = stack[sp - 1 - q][r] + s[r];
+      for (int r = 0; r < RT_CT_ROWS; r++) stack[sp - pops][r] = s[r];
+      sp = sp - pops + 1;
+    }
+    for (int64_t r = 0; r < mr; r++) {
+      float v = stack[0][r];
+      j->c[(i0 + r) * j->cs_i] = j->has_seed && !j->from_seed ? j->seed + v : v;
+    }
+  }
+  rt_free(stack);
+}
+
 /* order: 0 the tree of `reduce f.+` (left to right up to 256 items),
  * 1 blocks of 256 one after another (`f.matmul`). */
 static void rt_contract_f32(const float *a, int64_t as_i, int64_t as_p, const float *b, int64_t bs_j, int64_t bs_p,
@@ -981,6 +1038,14 @@ static void rt_contract_f32(const float *a, int64_t as_i, int64_t as_p, const fl
     if (sp > depth) depth = sp;
   }
   if (depth > 64) rt_fail("internal error: a contraction's tree too deep");
+  if (n == 1) {
+    rt_ct_job j = {a, b, as_i, as_p, bs_j, bs_p, m, n, k, 0, c, cs_i, cs_j, NULL, bounds, pops, leaves, depth,
+                   0, 0, from_seed, has_seed != 0, seed};
+    rt_parallel_for((m + RT_CT_ROWS - 1) / RT_CT_ROWS, (uint64_t)RT_CT_ROWS * (uint64_t)k + 1, rt_ct_rows, &j);
+    rt_free(bounds);
+    rt_free(pops);
+    return;
+  }
   int64_t npad = (n + RT_CT_NR - 1) / RT_CT_NR * RT_CT_NR;
   float *bpack = rt_alloc(k * npad, sizeof *bpack);
   /* Work items: a band and all its chunks where there are bands enough
