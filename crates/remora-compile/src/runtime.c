@@ -884,24 +884,27 @@ static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
     int mr = mc == 1 ? 1 : RT_CT_MR;
     int64_t strips = (mc + mr - 1) / mr, rows = strips * mr;
     if (band != packed) {
-      /* Leaf by leaf (at k0 · rows), strips of mr rows, item-major, in
-       * blocks of 16 items (a line of each row's items, written as 16
-       * lines of the strip). */
+      /* Leaf by leaf (at k0 · rows), strips of mr rows, item-major, a
+       * strip's rows 16 items at a time (a line of each row, written as
+       * 16 lines of the strip; the next lines fetched meanwhile). */
       for (int64_t t = 0; t < j->leaves; t++) {
         int64_t k0 = j->bounds[t], kc = j->bounds[t + 1] - k0;
-        for (int64_t kb = 0; kb < kc; kb += 16) {
-          int64_t kn = kc - kb < 16 ? kc - kb : 16;
-          for (int64_t i = 0; i < rows; i++) {
-            float *dst = apack + k0 * rows + (i / mr) * kc * mr + kb * mr + i % mr;
-            const float *src = j->a + (i0 + i) * j->as_i + (k0 + kb) * j->as_p;
-            if (i >= mc)
-              for (int64_t x = 0; x < kn; x++) dst[x * mr] = 0.0f;
-            else if (j->as_p == 1)
-              for (int64_t x = 0; x < kn; x++) dst[x * mr] = src[x];
-            else
-              for (int64_t x = 0; x < kn; x++) dst[x * mr] = src[x * j->as_p];
+        for (int64_t s = 0; s < strips; s++)
+          for (int64_t kb = 0; kb < kc; kb += 16) {
+            int64_t kn = kc - kb < 16 ? kc - kb : 16;
+            for (int64_t i = s * mr; i < (s + 1) * mr; i++) {
+              float *dst = apack + k0 * rows + s * kc * mr + kb * mr + i % mr;
+              const float *src = j->a + (i0 + i) * j->as_i + (k0 + kb) * j->as_p;
+              if (i >= mc) {
+                for (int64_t x = 0; x < kn; x++) dst[x * mr] = 0.0f;
+              } else if (j->as_p == 1) {
+                __builtin_prefetch(src + 64);
+                for (int64_t x = 0; x < kn; x++) dst[x * mr] = src[x];
+              } else {
+                for (int64_t x = 0; x < kn; x++) dst[x * mr] = src[x * j->as_p];
+              }
+            }
           }
-        }
       }
       packed = band;
     }
