@@ -149,7 +149,13 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
                 body: cell,
                 ..
             },
-        ] => (*outer, outer_count.clone(), Some(*inner), inner_count.clone(), cell.as_slice()),
+        ] => (
+            *outer,
+            outer_count.clone(),
+            Some(*inner),
+            inner_count.clone(),
+            cell.as_slice(),
+        ),
         cell => (*outer, outer_count.clone(), None, Expr::Int(1), cell),
     };
     // Checks first (`if` an invariant condition `fail`), then the sum.
