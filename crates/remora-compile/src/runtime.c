@@ -752,16 +752,25 @@ static void rt_read_f32bin(const int64_t *path, int64_t stride, int64_t len, int
  * c(i, j) = the sum over p < k of a(i, p) · b(j, p), for i < m, j < n,
  * each operand at its own strides (a(i, p) = a[i·as_i + p·as_p], …; a
  * stride may be 0), every sum in a fixed order of the interpreter's:
- * the items split into leaves (`rt_ct_leaves`), each summed left to right
+ * the items split into leaves (`rt_ct_tree`), each summed left to right
  * from its first product, the leaves' sums combined as a postorder
  * program says (a tree, or one after another), the seed added last.
- * A register tile of RT_CT_MR × RT_CT_NR (8 × 32) sums runs over a packed strip of
- * a and a packed panel of b; bands of RT_CT_MC rows go to the threads.
+ * A register tile of RT_CT_MR rows × one vector of RT_CT_NR columns (16
+ * accumulators; each multiply takes its item of a from memory,
+ * broadcast, so the multiplies and the adds keep the two pairs of
+ * vector pipes busy) runs over a strip of a and a panel of b, both
+ * packed item-major once: b whole, by all threads, before the products;
+ * a by bands of RT_CT_MC rows. A band's columns, in chunks of RT_CT_CW,
+ * are one thread's work (the chunk's partial sums, one per open node of
+ * the tree, stay in its core's cache); each panel's items RT_CT_KC at a
+ * time, for every strip of the band (the panel's part stays in L1).
  * Multiplies and adds stay separate (no contraction): the bits are the
  * interpreter's. Int sums wrap (any order gives the same). */
-#define RT_CT_MR 8
-#define RT_CT_NR 32
-#define RT_CT_MC 48
+#define RT_CT_MR 16
+#define RT_CT_NR 16
+#define RT_CT_MC 64
+#define RT_CT_CW 256
+#define RT_CT_KC 128
 #define RT_CT_LEAF 256
 typedef float rt_ct_vec __attribute__((vector_size(64), aligned(4)));
 
@@ -788,59 +797,52 @@ typedef struct {
   int64_t m, n, k, npad;
   float *c;
   int64_t cs_i, cs_j;
-  const float *bpack;      /* per leaf, per panel: kc × NR */
-  const int64_t *bounds;   /* leaf t: items bounds[t] … bounds[t+1]-1 */
+  const float *bpack;    /* per leaf, per panel: kc × NR */
+  const int64_t *bounds; /* leaf t: items bounds[t] … bounds[t+1]-1 */
   const int64_t *pops;
   int64_t leaves, depth;
-  int from_seed;           /* one leaf, folded from the seed */
+  int64_t groups, per;   /* a band's chunks: `groups` work items of `per` chunks */
+  int from_seed;         /* one leaf, folded from the seed */
   int has_seed;
   float seed;
 } rt_ct_job;
 
+/* Where a tile's sums start: its first product, `start`, or the partial
+ * sums at `in` (the items before these). */
+enum { RT_CT_FIRST, RT_CT_START, RT_CT_MORE };
+
 /* One tile: the sums of the products of items 0 … kc-1 of a strip (kc ×
- * MR, item-major) and a panel (kc × NR), from the first product (or from
- * `start`), combined with `pops` tiles of the stack (each the left
- * operand), written to out (row stride `ld`). A tile of MR rows, and one
- * of a single row (a matrix-vector product). */
-#define RT_CT_TILE(NAME, MR)                                                                              \
-  static void NAME(const float *ap, const float *bp, int64_t kc, int from_start, float start,            \
-                   float *const *stack, int64_t pops, float *out, int64_t ld) {                          \
-    rt_ct_vec acc0[MR], acc1[MR];                                                                        \
-    int64_t kk = 0;                                                                                      \
-    if (from_start) {                                                                                    \
-      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
-        acc0[r] = (rt_ct_vec){0} + start;                                                                \
-        acc1[r] = (rt_ct_vec){0} + start;                                                                \
-      }                                                                                                  \
-    } else {                                                                                             \
-      rt_ct_vec b0 = *(const rt_ct_vec *)bp, b1 = *(const rt_ct_vec *)(bp + 16);                         \
-      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
-        acc0[r] = ap[r] * b0;                                                                            \
-        acc1[r] = ap[r] * b1;                                                                            \
-      }                                                                                                  \
-      kk = 1;                                                                                            \
-    }                                                                                                    \
-    for (; kk < kc; kk++) {                                                                              \
-      const float *a = ap + kk * MR;                                                                     \
-      rt_ct_vec b0 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR);                                           \
-      rt_ct_vec b1 = *(const rt_ct_vec *)(bp + kk * RT_CT_NR + 16);                                      \
-      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
-        rt_ct_vec t0 = a[r] * b0, t1 = a[r] * b1;                                                        \
-        acc0[r] = acc0[r] + t0;                                                                          \
-        acc1[r] = acc1[r] + t1;                                                                          \
-      }                                                                                                  \
-    }                                                                                                    \
-    for (int64_t q = 0; q < pops; q++) {                                                                 \
-      const float *s = stack[-1 - q];                                                                    \
-      _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                            \
-        acc0[r] = *(const rt_ct_vec *)(s + r * ld) + acc0[r];                                            \
-        acc1[r] = *(const rt_ct_vec *)(s + r * ld + 16) + acc1[r];                                       \
-      }                                                                                                  \
-    }                                                                                                    \
-    _Pragma("GCC unroll 8") for (int r = 0; r < MR; r++) {                                              \
-      *(rt_ct_vec *)(out + r * ld) = acc0[r];                                                            \
-      *(rt_ct_vec *)(out + r * ld + 16) = acc1[r];                                                       \
-    }                                                                                                    \
+ * MR, item-major) and a panel (kc × NR), combined with `pops` tiles of
+ * the stack (each the left operand), written to out (row stride `ld`).
+ * A tile of MR rows, and one of a single row (a band of one row). */
+#define RT_CT_TILE(NAME, MR)                                                                               \
+  __attribute__((noinline)) static void NAME(const float *ap, const float *bp, int64_t kc, int mode, float start, const float *in,    \
+                   float *const *stack, int64_t pops, float *out, int64_t ld) {                           \
+    rt_ct_vec acc[MR];                                                                                    \
+    int64_t kk = 0;                                                                                       \
+    if (mode == RT_CT_MORE) {                                                                             \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) acc[r] = *(const rt_ct_vec *)(in + r * ld);  \
+    } else if (mode == RT_CT_START) {                                                                     \
+      /* (start - 0 is start, -0.0 too) */                                                                \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) acc[r] = start - (rt_ct_vec){0};             \
+    } else {                                                                                              \
+      rt_ct_vec b = *(const rt_ct_vec *)bp;                                                               \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) acc[r] = ap[r] * b;                           \
+      kk = 1;                                                                                             \
+    }                                                                                                     \
+    for (; kk < kc; kk++) {                                                                               \
+      const float *a = ap + kk * MR;                                                                      \
+      rt_ct_vec b = *(const rt_ct_vec *)(bp + kk * RT_CT_NR);                                             \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                            \
+        rt_ct_vec t = a[r] * b;                                                                           \
+        acc[r] = acc[r] + t;                                                                              \
+      }                                                                                                   \
+    }                                                                                                     \
+    for (int64_t q = 0; q < pops; q++) {                                                                  \
+      const float *s = stack[-1 - q];                                                                     \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) acc[r] = *(const rt_ct_vec *)(s + r * ld) + acc[r]; \
+    }                                                                                                     \
+    _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) *(rt_ct_vec *)(out + r * ld) = acc[r];          \
   }
 RT_CT_TILE(rt_ct_tile, RT_CT_MR)
 RT_CT_TILE(rt_ct_tile1, 1)
@@ -867,55 +869,143 @@ static void rt_ct_pack_b(void *raw, int64_t lo, int64_t hi) {
   }
 }
 
-/* Work item w: the rows of band w / chunks, the columns of chunk
- * w % chunks (RT_CT_CW of them). A band of one row (a matrix-vector
- * product) takes the tile of one row. */
-#define RT_CT_CW 256
+/* Work item w: the rows of band w / groups (all items of a packed once
+ * per band), the chunks of columns of group w % groups. A band of one
+ * row (a vector times a matrix) takes the tile of one row. */
 static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
   const rt_ct_job *j = raw;
-  int64_t ld = j->npad, chunks = (ld + RT_CT_CW - 1) / RT_CT_CW;
-  float *apack = rt_alloc((RT_CT_MC + RT_CT_MR) * RT_CT_LEAF, sizeof(float));
-  float *stack_mem = rt_alloc((j->depth + 1) * (RT_CT_MC + RT_CT_MR) * ld, sizeof(float));
+  const int64_t ld = RT_CT_CW, chunks = (j->npad + RT_CT_CW - 1) / RT_CT_CW;
+  float *apack = rt_alloc(RT_CT_MC * j->k, sizeof(float));
+  float *stack_mem = rt_alloc((j->depth + 1) * RT_CT_MC * ld, sizeof(float));
+  float *stack[66];
+  for (int64_t s = 0; s <= j->depth && s < 66; s++) stack[s] = stack_mem + s * RT_CT_MC * ld;
+  int64_t packed = -1;
   for (int64_t w = lo; w < hi; w++) {
-    int64_t band = w / chunks, c0 = w % chunks * RT_CT_CW, c1 = c0 + RT_CT_CW < ld ? c0 + RT_CT_CW : ld;
+    int64_t band = w / j->groups, group = w % j->groups;
     int64_t i0 = band * RT_CT_MC, mc = j->m - i0 < RT_CT_MC ? j->m - i0 : RT_CT_MC;
     int mr = mc == 1 ? 1 : RT_CT_MR;
-    int64_t strips = (mc + mr - 1) / mr;
-    int64_t sp = 0;
-    float *stack[66];
-    for (int64_t s = 0; s <= j->depth && s < 66; s++) stack[s] = stack_mem + s * (RT_CT_MC + RT_CT_MR) * ld;
-    for (int64_t t = 0; t < j->leaves; t++) {
-      int64_t k0 = j->bounds[t], kc = j->bounds[t + 1] - k0;
-      /* The band's rows of a, items k0 …, as strips of mr rows. */
-      for (int64_t s = 0; s < strips; s++)
-        for (int64_t kk = 0; kk < kc; kk++)
-          for (int r = 0; r < mr; r++) {
-            int64_t i = s * mr + r;
-            apack[(s * kc + kk) * mr + r] = i < mc ? j->a[(i0 + i) * j->as_i + (k0 + kk) * j->as_p] : 0.0f;
+    int64_t strips = (mc + mr - 1) / mr, rows = strips * mr;
+    if (band != packed) {
+      /* Leaf by leaf (at k0 · rows), strips of mr rows, item-major, a
+       * strip's rows 16 items at a time (a line of each row, written as
+       * 16 lines of the strip; the next lines fetched meanwhile). */
+      for (int64_t t = 0; t < j->leaves; t++) {
+        int64_t k0 = j->bounds[t], kc = j->bounds[t + 1] - k0;
+        for (int64_t s = 0; s < strips; s++)
+          for (int64_t kb = 0; kb < kc; kb += 16) {
+            int64_t kn = kc - kb < 16 ? kc - kb : 16;
+            for (int64_t i = s * mr; i < (s + 1) * mr; i++) {
+              float *dst = apack + k0 * rows + s * kc * mr + kb * mr + i % mr;
+              const float *src = j->a + (i0 + i) * j->as_i + (k0 + kb) * j->as_p;
+              if (i >= mc) {
+                for (int64_t x = 0; x < kn; x++) dst[x * mr] = 0.0f;
+              } else if (j->as_p == 1) {
+                __builtin_prefetch(src + 64);
+                for (int64_t x = 0; x < kn; x++) dst[x * mr] = src[x];
+              } else {
+                for (int64_t x = 0; x < kn; x++) dst[x * mr] = src[x * j->as_p];
+              }
+            }
           }
-      int64_t pops = j->pops[t];
-      float *out = stack[sp - pops];
-      const float *leaf = j->bpack + k0 * ld;
-      for (int64_t j0 = c0; j0 < c1; j0 += RT_CT_NR)
-        for (int64_t s = 0; s < strips; s++) {
-          int64_t at = s * mr * ld + j0;
-          float *tops[66];
-          for (int64_t q = 0; q < pops; q++) tops[q] = stack[sp - pops + q] + at;
-          (mr == 1 ? rt_ct_tile1 : rt_ct_tile)(apack + s * kc * mr, leaf + j0 * kc, kc, j->from_seed, j->seed,
-                                               tops + pops, pops, out + at, ld);
-        }
-      sp = sp - pops + 1;
-    }
-    /* The total, the seed added first. */
-    int64_t x1 = c1 < j->n ? c1 : j->n;
-    for (int64_t i = 0; i < mc; i++)
-      for (int64_t x = c0; x < x1; x++) {
-        float v = stack[0][i * ld + x];
-        j->c[(i0 + i) * j->cs_i + x * j->cs_j] = j->has_seed && !j->from_seed ? j->seed + v : v;
       }
+      packed = band;
+    }
+    int64_t ch1 = (group + 1) * j->per < chunks ? (group + 1) * j->per : chunks;
+    for (int64_t ch = group * j->per; ch < ch1; ch++) {
+      int64_t c0 = ch * RT_CT_CW, c1 = c0 + RT_CT_CW < j->npad ? c0 + RT_CT_CW : j->npad;
+      int64_t sp = 0;
+      for (int64_t t = 0; t < j->leaves; t++) {
+        int64_t k0 = j->bounds[t], kc = j->bounds[t + 1] - k0;
+        int64_t pops = j->pops[t];
+        /* The leaf's sums go to the stack's slot sp - pops (after the
+         * pops), its partial sums meanwhile to slot sp (free). */
+        float *out = stack[sp - pops], *part = stack[sp];
+        const float *leaf_a = apack + k0 * rows, *leaf_b = j->bpack + k0 * j->npad;
+        for (int64_t j0 = c0; j0 < c1; j0 += RT_CT_NR)
+          for (int64_t kb = 0; kb < kc; kb += RT_CT_KC) {
+            int64_t kn = kc - kb < RT_CT_KC ? kc - kb : RT_CT_KC;
+            int last = kb + kn == kc;
+            int mode = kb > 0 ? RT_CT_MORE : j->from_seed ? RT_CT_START : RT_CT_FIRST;
+            for (int64_t s = 0; s < strips; s++) {
+              int64_t at = s * mr * ld + (j0 - c0);
+              float *tops[66];
+              int64_t q_n = last ? pops : 0;
+              for (int64_t q = 0; q < q_n; q++) tops[q] = stack[sp - pops + q] + at;
+              (mr == 1 ? rt_ct_tile1 : rt_ct_tile)(leaf_a + (s * kc + kb) * mr, leaf_b + j0 * kc + kb * RT_CT_NR, kn,
+                                                   mode, j->seed, part + at, tops + q_n, q_n,
+                                                   (last ? out : part) + at, ld);
+            }
+          }
+        sp = sp - pops + 1;
+      }
+      /* The total, the seed added first. */
+      int64_t x1 = c1 < j->n ? c1 : j->n;
+      for (int64_t i = 0; i < mc; i++)
+        for (int64_t x = c0; x < x1; x++) {
+          float v = stack[0][i * ld + x - c0];
+          j->c[(i0 + i) * j->cs_i + x * j->cs_j] = j->has_seed && !j->from_seed ? j->seed + v : v;
+        }
+    }
   }
   rt_free(apack);
   rt_free(stack_mem);
+}
+
+/* A matrix times a vector (n = 1): no packing, the sums of RT_CT_ROWS
+ * rows at a time, each its own chain, item by item (rows one after another
+ * in memory: one vector; a weighted sum of windows too); the last
+ * block's rows one by one. */
+#define RT_CT_ROWS 16
+static void rt_ct_rows(void *raw, int64_t lo, int64_t hi) {
+  const rt_ct_job *j = raw;
+  float(*stack)[RT_CT_ROWS] = rt_alloc(j->depth + 1, sizeof *stack);
+  for (int64_t blk = lo; blk < hi; blk++) {
+    int64_t i0 = blk * RT_CT_ROWS, mr = j->m - i0 < RT_CT_ROWS ? j->m - i0 : RT_CT_ROWS;
+    int64_t step = mr == RT_CT_ROWS ? j->as_i : 0;
+    const float *a0 = j->a + i0 * j->as_i;
+    int64_t sp = 0;
+    for (int64_t t = 0; t < j->leaves; t++) {
+      int64_t k0 = j->bounds[t], k1 = j->bounds[t + 1], pops = j->pops[t], p = k0;
+      float s[RT_CT_ROWS];
+      if (mr < RT_CT_ROWS) {
+        /* (the last block: row by row) */
+        for (int r = mr; r < RT_CT_ROWS; r++) s[r] = 0.0f;
+        for (int r = 0; r < mr; r++) {
+          const float *ar = a0 + r * j->as_i;
+          float v = j->from_seed ? j->seed : ar[k0 * j->as_p] * j->b[k0 * j->bs_p];
+          for (int64_t q = j->from_seed ? k0 : k0 + 1; q < k1; q++) v = v + ar[q * j->as_p] * j->b[q * j->bs_p];
+          s[r] = v;
+        }
+      } else {
+        if (j->from_seed) {
+          for (int r = 0; r < RT_CT_ROWS; r++) s[r] = j->seed;
+        } else {
+          float bv = j->b[p * j->bs_p];
+          for (int r = 0; r < RT_CT_ROWS; r++) s[r] = a0[r * step + p * j->as_p] * bv;
+          p++;
+        }
+        if (step == 1 && j->as_p == 1)
+          for (; p < k1; p++) {
+            float bv = j->b[p * j->bs_p];
+            for (int r = 0; r < RT_CT_ROWS; r++) s[r] = s[r] + a0[r + p] * bv;
+          }
+        else
+          for (; p < k1; p++) {
+            float bv = j->b[p * j->bs_p];
+            for (int r = 0; r < RT_CT_ROWS; r++) s[r] = s[r] + a0[r * step + p * j->as_p] * bv;
+          }
+      }
+      for (int64_t q = 0; q < pops; q++)
+        for (int r = 0; r < RT_CT_ROWS; r++) s[r] = stack[sp - 1 - q][r] + s[r];
+      for (int r = 0; r < RT_CT_ROWS; r++) stack[sp - pops][r] = s[r];
+      sp = sp - pops + 1;
+    }
+    for (int64_t r = 0; r < mr; r++) {
+      float v = stack[0][r];
+      j->c[(i0 + r) * j->cs_i] = j->has_seed && !j->from_seed ? j->seed + v : v;
+    }
+  }
+  rt_free(stack);
 }
 
 /* order: 0 the tree of `reduce f.+` (left to right up to 256 items),
@@ -953,14 +1043,25 @@ static void rt_contract_f32(const float *a, int64_t as_i, int64_t as_p, const fl
     if (sp > depth) depth = sp;
   }
   if (depth > 64) rt_fail("internal error: a contraction's tree too deep");
+  if (n == 1) {
+    rt_ct_job j = {a, b, as_i, as_p, bs_j, bs_p, m, n, k, 0, c, cs_i, cs_j, NULL, bounds, pops, leaves, depth,
+                   0, 0, from_seed, has_seed != 0, seed};
+    rt_parallel_for((m + RT_CT_ROWS - 1) / RT_CT_ROWS, (uint64_t)RT_CT_ROWS * (uint64_t)k + 1, rt_ct_rows, &j);
+    rt_free(bounds);
+    rt_free(pops);
+    return;
+  }
   int64_t npad = (n + RT_CT_NR - 1) / RT_CT_NR * RT_CT_NR;
   float *bpack = rt_alloc(k * npad, sizeof *bpack);
-  rt_ct_job j = {a, b, as_i, as_p, bs_j, bs_p, m, n, k, npad, c, cs_i, cs_j, bpack, bounds, pops, leaves, depth,
-                 from_seed, has_seed != 0, seed};
-  rt_parallel_for(leaves, (uint64_t)(bounds[1] - bounds[0]) * (uint64_t)npad + 1, rt_ct_pack_b, &j);
+  /* Work items: a band and all its chunks where there are bands enough
+   * for every thread, else a band and one chunk. */
   int64_t bands = (m + RT_CT_MC - 1) / RT_CT_MC, chunks = (npad + RT_CT_CW - 1) / RT_CT_CW;
-  int64_t rows = m < RT_CT_MC ? m : RT_CT_MC, cols = npad < RT_CT_CW ? npad : RT_CT_CW;
-  rt_parallel_for(bands * chunks, (uint64_t)rows * (uint64_t)cols * (uint64_t)k + 1, rt_ct_band, &j);
+  int64_t per = bands >= 4 * (int64_t)rt_threads ? chunks : 1, groups = (chunks + per - 1) / per;
+  rt_ct_job j = {a, b, as_i, as_p, bs_j, bs_p, m, n, k, npad, c, cs_i, cs_j, bpack, bounds, pops, leaves, depth,
+                 groups, per, from_seed, has_seed != 0, seed};
+  rt_parallel_for(leaves, (uint64_t)(bounds[1] - bounds[0]) * (uint64_t)npad + 1, rt_ct_pack_b, &j);
+  int64_t rows = m < RT_CT_MC ? m : RT_CT_MC, cols = per * RT_CT_CW < npad ? per * RT_CT_CW : npad;
+  rt_parallel_for(bands * groups, (uint64_t)rows * (uint64_t)cols * (uint64_t)k + 1, rt_ct_band, &j);
   rt_free(bpack);
   rt_free(bounds);
   rt_free(pops);

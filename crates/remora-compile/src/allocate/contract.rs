@@ -7,10 +7,12 @@
 //! The rule works on the loop level, after the maps are loops, so it holds
 //! however the program wrote the lifting (a function of vectors applied to
 //! matrices, `transpose2d`, `replicate`, a `let`): two nested `for`
-//! loops whose body is only a `reduce f.+` (the tree order) of products of
-//! two loads, stored at the loops' position; every index an affine function
-//! of the loops' indices and the item's, each operand varying with at most
-//! one of the two loops. The tree's split points depend only on the
+//! loops, or one (a matrix-vector product: one column), whose body is only
+//! a `reduce f.+` (the tree order) of products of two loads, stored at the
+//! loops' position; every index an affine function of the loops' indices
+//! and the item's, each operand varying with at most one of the two loops.
+//! A loop around such a nest (a batch of products) calls the kernel once
+//! per iteration. The tree's split points depend only on the
 //! number of items, never on the loops' indices, so the kernel sums a
 //! tile of many positions together, each in its own order: the same bits.
 //! An Int sum of products (`+` wraps: any order) is a contraction too
@@ -136,11 +138,9 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     else {
         return None;
     };
-    // Two loops (i over rows, j over columns). One loop alone (a
-    // matrix-vector product, a weighted sum of windows) reuses nothing the
-    // kernel packs, and the packing is a copy of the whole operand (of
-    // every window: 31 times the signal for a filter of 31): it stays a
-    // loop of reductions.
+    // Two loops (i over rows, j over columns), or one (a matrix-vector
+    // product, a weighted sum of windows: one column, which the kernel
+    // sums a block of rows at a time without packing).
     let (i, m, j, n, cell) = match body.as_slice() {
         [
             Stmt::For {
@@ -149,8 +149,14 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
                 body: cell,
                 ..
             },
-        ] => (*outer, outer_count.clone(), *inner, inner_count.clone(), cell),
-        _ => return None,
+        ] => (
+            *outer,
+            outer_count.clone(),
+            Some(*inner),
+            inner_count.clone(),
+            cell.as_slice(),
+        ),
+        cell => (*outer, outer_count.clone(), None, Expr::Int(1), cell),
     };
     // Checks first (`if` an invariant condition `fail`), then the sum.
     let checks = cell
@@ -188,7 +194,7 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     if stored != acc {
         return None;
     }
-    let vars = [i, j, *p];
+    let vars: Vec<Var> = [Some(i), j, Some(*p)].into_iter().flatten().collect();
     // (The nest's own scalars are no part of an index.)
     let mut locals = vec![*acc];
     for s in lets {
@@ -196,8 +202,16 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
             locals.push(*var);
         }
     }
+    // An index over (i, j, item), j's coefficient 0 where there is no j.
+    let at = |e: &Expr| {
+        let mut a = affine(e, &vars, &locals)?;
+        if j.is_none() {
+            a.coefs.insert(1, Expr::Int(0));
+        }
+        Some(a)
+    };
     // The loop-invariant parts: the count, the seed, the extents.
-    let invariant = |e: &Expr| affine(e, &vars, &locals).is_some_and(|a| a.coefs.iter().all(is_zero));
+    let invariant = |e: &Expr| at(e).is_some_and(|a| a.coefs.iter().all(is_zero));
     if !invariant(k) || !invariant(&n) || seed.as_ref().is_some_and(|s| !invariant(s)) {
         return None;
     }
@@ -230,7 +244,7 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
         };
         Some(Operand {
             buf: *buf,
-            at: affine(index, &vars, &locals)?,
+            at: at(index)?,
         })
     };
     // Every `let` a load named by the product.
@@ -251,10 +265,10 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     } else {
         return None;
     };
-    let c_at = affine(c_at, &vars, &locals)?;
+    let c_at = at(c_at)?;
     // Each position its own atom of the result (the kernel writes them
     // in no fixed order), which no operand reads.
-    let distinct = !is_zero(&c_at.coefs[0]) && !is_zero(&c_at.coefs[1]);
+    let distinct = !is_zero(&c_at.coefs[0]) && (j.is_none() || !is_zero(&c_at.coefs[1]));
     if !distinct || !is_zero(&c_at.coefs[2]) || *c == a.buf || *c == b.buf {
         return None;
     }
