@@ -1185,3 +1185,23 @@ static inline float rt_tanhf(float x) {
   t = signbit(x) ? -t : t;
   return isnan(x) ? x + x : t;
 }
+
+/* ---- tree reductions in lanes (c.rs, lanes.rs) ----
+ * The leaves of the tree over lo … hi-1 (nodes of at most 256 items; a
+ * node over that is its first ⌊n/2⌋ items and the rest): leaf k is
+ * b[k] … b[k+1]-1. Their number; b holds one more bound than that. */
+static void rt_tree_leaves_in(int64_t lo, int64_t hi, int64_t *b, int *n) {
+  if (hi - lo <= 256) {
+    b[(*n)++] = lo;
+    return;
+  }
+  int64_t mid = lo + (hi - lo) / 2;
+  rt_tree_leaves_in(lo, mid, b, n);
+  rt_tree_leaves_in(mid, hi, b, n);
+}
+static int rt_tree_leaves(int64_t lo, int64_t hi, int64_t *b) {
+  int n = 0;
+  rt_tree_leaves_in(lo, hi, b, &n);
+  b[n] = hi;
+  return n;
+}
