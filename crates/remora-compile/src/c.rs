@@ -18,6 +18,7 @@
 //! is a recursive function the same way.
 
 use crate::loops::{Elem, Expr, Extent, Order, Program, Stmt, Var, Written};
+mod lanes;
 use std::collections::HashSet;
 use std::fmt::Write;
 
@@ -324,7 +325,9 @@ impl Emitter {
                 let _ = writeln!(out, "{p}{t} {a};");
                 let _ = writeln!(out, "{p}{{ int64_t {n} = {};", self.expr(count));
                 if *order == Order::Tree {
-                    let f = self.tree_function(*elem, op, *index, body, item);
+                    // (Lanes only where the count may be over 256.)
+                    let small = matches!(count, Expr::Int(n) if *n <= 256);
+                    let f = self.tree_function(*elem, op, *index, body, item, !small);
                     let _ = writeln!(out, "{p}if ({n} > 256) {{");
                     let ctx = self.context_value();
                     let _ = writeln!(out, "{p}  {ctx}");
@@ -550,7 +553,15 @@ impl Emitter {
 
     /// A function `f(ctx, lo, hi)` giving the tree reduction of items
     /// `lo … hi-1`; its name. The context type is left in `last_ctx`.
-    fn tree_function(&mut self, elem: Elem, op: &str, index: Var, body: &[Stmt], item: &Expr) -> String {
+    fn tree_function(
+        &mut self,
+        elem: Elem,
+        op: &str,
+        index: Var,
+        body: &[Stmt],
+        item: &Expr,
+        lanes: bool,
+    ) -> String {
         let ctx = self.context_type(used_vars(body, &[item]));
         let used = self.last_used.clone();
         let name = self.fresh("tree");
@@ -558,8 +569,19 @@ impl Emitter {
         // On several threads, the top levels as parts (see
         // `rt_tree_parts`), combined level by level from the bottom.
         let combine = op_c(op, &["l".to_string(), "r".to_string()]);
+        // A small node's leaves side by side (`lanes.rs`).
+        let lanes = if lanes && lanes::fits(body) {
+            let text = self.tree_lanes(&name, &ctx, elem, op, index, body, item);
+            self.top.push_str(&text);
+            format!(
+                "    if (hi - lo <= {}) return {name}_lanes(c, lo, hi);\n",
+                lanes::NODE
+            )
+        } else {
+            String::new()
+        };
         let mut f = format!(
-            "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi) {{\n  if (hi - lo > 256) {{\n    int levels = rt_tree_levels(hi - lo);\n    if (levels > 0) {{\n      int parts = 1 << levels;\n      int64_t bounds[257];\n      {t} part[256];\n      rt_tree_bounds(lo, hi, levels, bounds);\n      rt_tree_parts({name}_half, (void *)c, bounds, parts, part, sizeof({t}));\n      for (int w = 1; w < parts; w *= 2)\n        for (int k = 0; k + w < parts; k += 2 * w) {{\n          {t} l = part[k], r = part[k + w];\n          part[k] = {combine};\n        }}\n      return part[0];\n    }}\n    int64_t mid = lo + (hi - lo) / 2;\n    {t} l, r;\n    rt_pair({name}_half, (void *)c, lo, mid, hi, &l, &r, sizeof({t}));\n    return {combine};\n  }}\n"
+            "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi) {{\n  if (hi - lo > 256) {{\n{lanes}    int levels = rt_tree_levels(hi - lo);\n    if (levels > 0) {{\n      int parts = 1 << levels;\n      int64_t bounds[257];\n      {t} part[256];\n      rt_tree_bounds(lo, hi, levels, bounds);\n      rt_tree_parts({name}_half, (void *)c, bounds, parts, part, sizeof({t}));\n      for (int w = 1; w < parts; w *= 2)\n        for (int k = 0; k + w < parts; k += 2 * w) {{\n          {t} l = part[k], r = part[k + w];\n          part[k] = {combine};\n        }}\n      return part[0];\n    }}\n    int64_t mid = lo + (hi - lo) / 2;\n    {t} l, r;\n    rt_pair({name}_half, (void *)c, lo, mid, hi, &l, &r, sizeof({t}));\n    return {combine};\n  }}\n"
         );
         f.push_str(&self.unpack());
         let acc = self.fresh("acc");

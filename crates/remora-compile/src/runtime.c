@@ -165,7 +165,9 @@ static void *rt_job_ctx;
 static int64_t rt_job_n, rt_job_chunk;
 static atomic_llong rt_next;
 static uint64_t rt_generation = 0;
-static int rt_pending = 0;
+/* Whether workers may still join the job, and how many are in it. */
+static int rt_open = 0;
+static int rt_active = 0;
 
 static void rt_chunks(void) {
   for (;;) {
@@ -184,10 +186,16 @@ static void *rt_worker(void *unused) {
     pthread_mutex_lock(&rt_mu);
     while (rt_generation == seen) pthread_cond_wait(&rt_go, &rt_mu);
     seen = rt_generation;
+    if (!rt_open) {
+      /* Woken too late: every chunk was taken and the job is done. */
+      pthread_mutex_unlock(&rt_mu);
+      continue;
+    }
+    rt_active++;
     pthread_mutex_unlock(&rt_mu);
     rt_chunks();
     pthread_mutex_lock(&rt_mu);
-    if (--rt_pending == 0) pthread_cond_signal(&rt_done);
+    if (--rt_active == 0) pthread_cond_signal(&rt_done);
     pthread_mutex_unlock(&rt_mu);
   }
   return NULL;
@@ -237,15 +245,20 @@ static void rt_parallel_for(int64_t n, uint64_t cost, rt_task f, void *ctx) {
   rt_job_n = n;
   rt_job_chunk = chunk;
   atomic_store(&rt_next, 0);
-  rt_pending = rt_threads - 1;
+  rt_open = 1;
+  rt_active = 0;
   rt_generation++;
   pthread_cond_broadcast(&rt_go);
   pthread_mutex_unlock(&rt_mu);
   rt_inside = 1;
   rt_chunks();
   rt_inside = 0;
+  /* Every chunk is taken: close the job to workers not yet in it (a
+   * worker the system has not run yet, on a busy machine, is not waited
+   * for: this thread did its share) and wait for those in it. */
   pthread_mutex_lock(&rt_mu);
-  while (rt_pending > 0) pthread_cond_wait(&rt_done, &rt_mu);
+  rt_open = 0;
+  while (rt_active > 0) pthread_cond_wait(&rt_done, &rt_mu);
   pthread_mutex_unlock(&rt_mu);
 }
 
@@ -332,6 +345,9 @@ static void rt_init(int argc, char **argv) {
   if (n < 1) n = 1;
   if (n > 256) n = 256;
   rt_threads = (int)n;
+  /* The pool now, while the arguments are read, not in the first
+   * parallel loop's time. */
+  if (rt_threads > 1) rt_start();
 }
 
 /* REMORA_TIMING=1: the computation's time (inputs read to results
@@ -1353,4 +1369,24 @@ static bool rt_grade_counting(const uint64_t *keys, int64_t *order, int64_t n) {
   for (int64_t i = 0; i < n; i++) order[next[keys[i] - lo]++] = i;
   rt_free(next);
   return true;
+}
+
+/* ---- tree reductions in lanes (c.rs, lanes.rs) ----
+ * The leaves of the tree over lo … hi-1 (nodes of at most 256 items; a
+ * node over that is its first ⌊n/2⌋ items and the rest): leaf k is
+ * b[k] … b[k+1]-1. Their number; b holds one more bound than that. */
+static void rt_tree_leaves_in(int64_t lo, int64_t hi, int64_t *b, int *n) {
+  if (hi - lo <= 256) {
+    b[(*n)++] = lo;
+    return;
+  }
+  int64_t mid = lo + (hi - lo) / 2;
+  rt_tree_leaves_in(lo, mid, b, n);
+  rt_tree_leaves_in(mid, hi, b, n);
+}
+static int rt_tree_leaves(int64_t lo, int64_t hi, int64_t *b) {
+  int n = 0;
+  rt_tree_leaves_in(lo, hi, b, &n);
+  b[n] = hi;
+  return n;
 }
