@@ -119,8 +119,8 @@ static size_t *rt_kept[RT_KEEP];
  * madvise): a fresh buffer's first touch then faults in 2 MiB at once,
  * where pages of 4 KiB fault one by one, about a microsecond each (1.5 MiB
  * of buffers: 0.44 ms of faults, 0.04 ms in a huge page). The region is
- * used once, front to back, and never given back: a buffer freed that
- * cannot be kept stays, and once it is used up buffers come from malloc
+ * used once, front to back: a buffer freed that cannot be kept gives its
+ * pages back but not its place, and once it is used up buffers come from malloc
  * (header word 1: 1 for the region's). Called holding rt_kept_mu. */
 #define RT_REGION ((size_t)64 << 20)
 #define RT_HUGE ((size_t)2 << 20)
@@ -190,7 +190,16 @@ static void rt_free(void *p) {
     }
     pthread_mutex_unlock(&rt_kept_mu);
   }
-  if (h[1] == 0) free(h);
+  if (h[1] == 0) {
+    free(h);
+    return;
+  }
+#if defined(MADV_DONTNEED)
+  /* The region's buffer not kept: its whole pages given back. */
+  uintptr_t lo = ((uintptr_t)h + 4095) & ~(uintptr_t)4095;
+  uintptr_t hi = ((uintptr_t)p + h[0]) & ~(uintptr_t)4095;
+  if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#endif
 }
 
 /* ---- the thread pool ---- */
