@@ -5,6 +5,7 @@
  * errors as a line "remora-error: WHAT" on stderr with exit status 3.
  * Plain C11; builds with gcc and clang as distributions install them. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, madvise (the big buffers' region) */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,6 +114,42 @@ static inline int64_t rt_integral(float x) {
 static pthread_mutex_t rt_kept_mu = PTHREAD_MUTEX_INITIALIZER;
 static size_t *rt_kept[RT_KEEP];
 
+/* Big buffers not kept come from one region of huge pages where the
+ * system gives them (Linux's transparent huge pages, asked for by
+ * madvise): a fresh buffer's first touch then faults in 2 MiB at once,
+ * where pages of 4 KiB fault one by one, about a microsecond each (1.5 MiB
+ * of buffers: 0.44 ms of faults, 0.04 ms in a huge page). The region is
+ * used once, front to back: a buffer freed that cannot be kept gives its
+ * pages back but not its place, and once it is used up buffers come from malloc
+ * (header word 1: 1 for the region's). Called holding rt_kept_mu. */
+#define RT_REGION ((size_t)64 << 20)
+#define RT_HUGE ((size_t)2 << 20)
+static char *rt_region_next, *rt_region_end;
+static int rt_region_tried;
+static size_t *rt_region_take(size_t bytes) {
+#if defined(MAP_ANONYMOUS) && defined(MADV_HUGEPAGE)
+  if (!rt_region_tried) {
+    rt_region_tried = 1;
+    void *p = mmap(NULL, RT_REGION + RT_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p != MAP_FAILED) {
+      char *start = (char *)(((uintptr_t)p + RT_HUGE - 1) & ~(uintptr_t)(RT_HUGE - 1));
+      (void)madvise(start, RT_REGION, MADV_HUGEPAGE);
+      rt_region_next = start;
+      rt_region_end = start + RT_REGION;
+    }
+  }
+  bytes = (bytes + 63) & ~(size_t)63;
+  if (rt_region_next == NULL || bytes > (size_t)(rt_region_end - rt_region_next)) return NULL;
+  size_t *h = (size_t *)rt_region_next;
+  rt_region_next += bytes;
+  return h;
+#else
+  (void)bytes;
+  return NULL;
+#endif
+}
+
 static void *rt_alloc(int64_t n, size_t size) {
   if (n < 0 || (uint64_t)n > (uint64_t)(SIZE_MAX / 4) / size) rt_fail("allocation too large");
   size_t bytes = (n == 0 ? 1 : (size_t)n * size);
@@ -125,11 +163,16 @@ static void *rt_alloc(int64_t n, size_t size) {
         return h + 2;
       }
     }
+    size_t *h = rt_region_take(bytes + 2 * sizeof(size_t));
     pthread_mutex_unlock(&rt_kept_mu);
+    if (h != NULL) {
+      h[0] = bytes, h[1] = 1;
+      return h + 2;
+    }
   }
   size_t *h = malloc(bytes + 2 * sizeof(size_t));
   if (h == NULL) rt_fail("allocation too large");
-  h[0] = bytes;
+  h[0] = bytes, h[1] = 0;
   return h + 2;
 }
 
@@ -147,7 +190,16 @@ static void rt_free(void *p) {
     }
     pthread_mutex_unlock(&rt_kept_mu);
   }
-  free(h);
+  if (h[1] == 0) {
+    free(h);
+    return;
+  }
+#if defined(MADV_DONTNEED)
+  /* The region's buffer not kept: its whole pages given back. */
+  uintptr_t lo = ((uintptr_t)h + 4095) & ~(uintptr_t)4095;
+  uintptr_t hi = ((uintptr_t)p + h[0]) & ~(uintptr_t)4095;
+  if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#endif
 }
 
 /* ---- the thread pool ---- */

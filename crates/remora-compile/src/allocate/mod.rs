@@ -772,13 +772,21 @@ impl<'m> Alloc<'m> {
                 let elem = elem_of(&e.ty.atom)?;
                 let dims = self.dims(&e.ty.shape)?;
                 let buf = self.fresh("arr");
+                let dest = View::contiguous(buf, elem, dims);
+                let mut made = Vec::new();
+                self.into(e, &dest, &mut made)?;
+                // A map that computes nothing but a copy of a buffer (a
+                // function that gives its argument back, lifted): that
+                // buffer.
+                if let Some(src) = copied_from(&made, buf) {
+                    return Ok(Val::Array(View::contiguous(src, elem, dest.dims)));
+                }
                 body.push(Stmt::Alloc {
                     buf,
                     elem,
-                    len: product(&dims),
+                    len: product(&dest.dims),
                 });
-                let dest = View::contiguous(buf, elem, dims);
-                self.into(e, &dest, body)?;
+                body.extend(made);
                 Ok(Val::Array(dest))
             }
             Kind::If {
@@ -1383,6 +1391,20 @@ impl<'m> Alloc<'m> {
         let saved = self.scope.vars.clone();
         let r = (|| {
             for (i, b) in binds.iter().enumerate() {
+                // A binding nothing reads, that cannot fail: not computed
+                // (a derivative's primal recomputed beside its adjoint).
+                if self.dead_binding(b, &binds[i + 1..], inner) {
+                    continue;
+                }
+                // The last binding, which the body only names: written
+                // straight into `dest` (no array of its own, no copy).
+                if let Some(d) = dest
+                    && i + 1 == binds.len()
+                    && matches!(inner.kind, Kind::Var(v) if v == b.var)
+                {
+                    self.into(&b.value, d, body)?;
+                    return Ok(Val::Array(d.clone()));
+                }
                 let v = if used_once_by_a_map(b.var, &binds[i + 1..], inner) {
                     self.value_lazy(&b.value, body)?
                 } else {
@@ -1400,6 +1422,34 @@ impl<'m> Alloc<'m> {
         })();
         self.scope.vars = saved;
         r
+    }
+
+    /// Whether `b`, of a `let` whose later bindings are `later` and body
+    /// `inner`, is read by none of them and computes nothing that could
+    /// fail: no run-time error (`cannot_fail`) and no value the interpreter
+    /// could not hold (every shape in it known and within its limit), so
+    /// that leaving it uncomputed changes no outcome.
+    fn dead_binding(&self, b: &maps::Bind, later: &[maps::Bind], inner: &maps::Expr) -> bool {
+        let mut read = false;
+        let mut look = |e: &maps::Expr| e.each(&mut |x| read |= matches!(x.kind, Kind::Var(v) if v == b.var));
+        for l in later {
+            look(&l.value);
+        }
+        look(inner);
+        if read || !cannot_fail(&b.value) {
+            return false;
+        }
+        let mut small = true;
+        b.value.each(&mut |x| {
+            let atoms = self.dims(&x.ty.shape).ok().and_then(|dims| {
+                dims.iter().try_fold(1u128, |n, d| match d {
+                    Expr::Int(d) => u128::try_from(*d).ok().map(|d| n.saturating_mul(d)),
+                    _ => None,
+                })
+            });
+            small &= atoms.is_some_and(|n| n <= remora_value::limits::MAX_ATOMS as u128);
+        });
+        small
     }
 
     /// `v` written into `dest`, atom by atom.
@@ -1498,6 +1548,16 @@ fn names_a_function(func: &maps::Expr) -> bool {
         Kind::Var(_) => true,
         Kind::Array { shape, atoms } => {
             shape.is_empty() && matches!(atoms.as_slice(), [maps::Atom::Lambda { .. }])
+        }
+        // A polymorphic lambda given its type or index arguments (a lifted
+        // function of `rerank`, or a derivative's piece).
+        Kind::TApp { func, .. } | Kind::IApp { func, .. } => {
+            let mut f = func.as_ref();
+            while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+                f = func;
+            }
+            matches!(&f.kind, Kind::Array { shape, atoms } if shape.is_empty()
+                && matches!(atoms.as_slice(), [maps::Atom::ILambda { .. } | maps::Atom::TLambda { .. }]))
         }
         _ => false,
     }
@@ -1599,6 +1659,27 @@ fn used_once_by_a_map(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> bo
     }
     count(body);
     uses >= 1 && uses == by_maps && maps.len() == 1
+}
+
+/// The buffer `stmts` copy into `dest` (all of it, as `into` fills its
+/// destination) atom for atom at the same positions, if that is all they
+/// do: loops nested around one store of a load at the store's own index.
+fn copied_from(stmts: &[Stmt], dest: Var) -> Option<Var> {
+    match stmts {
+        [Stmt::For { body, .. }] => copied_from(body, dest),
+        [
+            Stmt::Store {
+                buf,
+                index,
+                value:
+                    Expr::Load {
+                        buf: src,
+                        index: from,
+                    },
+            },
+        ] if *buf == dest && *src != dest && **from == *index => Some(*src),
+        _ => None,
+    }
 }
 
 /// Whether `e` can run without a run-time error: scalar operations that
