@@ -267,6 +267,24 @@ fn instantiated_var(e: &TExpr) -> Option<(VarId, usize)> {
     }
 }
 
+/// The varying variables `body` reads (a function's free variables that
+/// depend on the parameter), each once, in the order first read, with its
+/// type and tangent name.
+pub(crate) fn varying_free(body: &TExpr, env: &Env) -> Vec<(VarId, Type, String)> {
+    let mut free = Vec::new();
+    let mut seen = HashSet::new();
+    body.any(&mut |x| {
+        if let TExprKind::Var(v) = &x.kind
+            && let Some(Some(t)) = env.get(v)
+            && seen.insert(*v)
+        {
+            free.push((*v, x.ty.clone(), t.clone()));
+        }
+        false
+    });
+    free
+}
+
 /// The key under which the adjoint of one field of the record `name` is
 /// kept while contributions reach the fields one by one (not a name any
 /// program can spell).
@@ -1391,17 +1409,7 @@ impl<'w, 'a> Walk<'w, 'a> {
         let (mut args, primals, mut tangents) = self.arguments(spine, env)?;
         // The varying variables the function closes over: parameters of
         // its derivative too, whole values replicated over the frame.
-        let mut free = Vec::new();
-        let mut seen = HashSet::new();
-        body.any(&mut |x| {
-            if let TExprKind::Var(v) = &x.kind
-                && let Some(Some(t)) = env.get(v)
-                && seen.insert(*v)
-            {
-                free.push((*v, x.ty.clone(), t.clone()));
-            }
-            false
-        });
+        let free = varying_free(body, env);
         let head_code = self.w.expr(head);
         if tangents.iter().all(Option::is_none) && free.is_empty() {
             return Ok((app(head_code, primals), None));

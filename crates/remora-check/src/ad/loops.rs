@@ -23,7 +23,7 @@ use crate::typed::{TExpr, TExprKind};
 use remora_syntax::ast::{self, ExprKind};
 use remora_syntax::{Diagnostic, Span};
 use remora_types::{Atom, Dim, Lifted, Seg, Shape, Type};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// How a loop runs.
 enum How {
@@ -612,17 +612,7 @@ impl Walk<'_, '_> {
         if params.len() != arity {
             return Err(self.unsupported(e, &format!("{what} by a function of this shape")));
         }
-        let mut free = Vec::new();
-        let mut seen = HashSet::new();
-        body.any(&mut |x| {
-            if let TExprKind::Var(v) = &x.kind
-                && let Some(Some(t)) = env.get(v)
-                && seen.insert(*v)
-            {
-                free.push((*v, x.ty.clone(), t.clone()));
-            }
-            false
-        });
+        let free = super::varying_free(body, env);
         if free.iter().any(|(_, t, _)| t.atom != Atom::Float) {
             return Err(self.unsupported(
                 e,

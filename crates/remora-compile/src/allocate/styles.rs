@@ -610,33 +610,18 @@ impl<'m> Alloc<'m> {
     /// closure, or a lambda written in place) under `n` parameters, and
     /// those parameters.
     fn function_body(&self, func: &'m maps::Expr, n: usize) -> Option<(&'m maps::Expr, Vec<VarId>)> {
-        let mut e: &'m maps::Expr = match &func.kind {
+        match &func.kind {
             Kind::Var(v) => match self.scope.vars.get(v) {
                 Some(Val::Func(c)) => {
                     let Binder::Value(p) = c.binder else {
                         return None;
                     };
-                    return self.peel(c.body, n.checked_sub(1)?, vec![p]);
+                    self.peel(c.body, n.checked_sub(1)?, vec![p])
                 }
-                _ => return None,
+                _ => None,
             },
-            _ => func,
-        };
-        let mut params = Vec::new();
-        for _ in 0..n {
-            let Kind::Array { shape, atoms } = &e.kind else {
-                return None;
-            };
-            let [Atom::Lambda { param, body, .. }] = atoms.as_slice() else {
-                return None;
-            };
-            if !shape.is_empty() {
-                return None;
-            }
-            params.push(*param);
-            e = body;
+            _ => self.peel(func, n, Vec::new()),
         }
-        Some((e, params))
     }
 
     fn peel(
