@@ -287,13 +287,10 @@ pub fn tanh(x: f32) -> f32 {
     if x.is_nan() { x + x } else { t }
 }
 
-/// `exp` of each of `xs`.
-pub fn exp_lanes(xs: [f32; LANES]) -> [f32; LANES] {
-    let mut kt = [0.0; LANES];
-    let mut r = [0.0; LANES];
-    for l in 0..LANES {
-        (kt[l], r[l]) = exp_reduce(f64::from(xs[l]));
-    }
+/// For each lane's reduced argument `kt`: its table entry 2^(j/N) and
+/// its power-of-two scale (the step `exp` and `^` share, one lookup a lane).
+#[inline(always)]
+fn exp2_table_lanes(kt: &[f64; LANES]) -> ([f64; LANES], [f64; LANES]) {
     let mut t = [0.0; LANES];
     let mut scale = [0.0; LANES];
     for l in 0..LANES {
@@ -301,6 +298,17 @@ pub fn exp_lanes(xs: [f32; LANES]) -> [f32; LANES] {
         (j, scale[l]) = exp2_index(kt[l]);
         t[l] = EXP2[j];
     }
+    (t, scale)
+}
+
+/// `exp` of each of `xs`.
+pub fn exp_lanes(xs: [f32; LANES]) -> [f32; LANES] {
+    let mut kt = [0.0; LANES];
+    let mut r = [0.0; LANES];
+    for l in 0..LANES {
+        (kt[l], r[l]) = exp_reduce(f64::from(xs[l]));
+    }
+    let (t, scale) = exp2_table_lanes(&kt);
     let mut out = [0.0; LANES];
     for l in 0..LANES {
         out[l] = exp_special(xs[l], exp_finish(t[l], r[l], scale[l]));
@@ -345,13 +353,7 @@ pub fn pow_lanes(xs: [f32; LANES], ys: [f32; LANES]) -> [f32; LANES] {
         let lg = pow_log2(xs[l], log2_finish(e[l], log2_c[l], q[l]));
         (kt[l], r[l]) = exp2_reduce(f64::from(ys[l]) * lg);
     }
-    let mut t = [0.0; LANES];
-    let mut scale = [0.0; LANES];
-    for l in 0..LANES {
-        let j;
-        (j, scale[l]) = exp2_index(kt[l]);
-        t[l] = EXP2[j];
-    }
+    let (t, scale) = exp2_table_lanes(&kt);
     let mut out = [0.0; LANES];
     for l in 0..LANES {
         out[l] = pow_special(xs[l], ys[l], exp_finish(t[l], r[l], scale[l]));
