@@ -5,9 +5,18 @@
 //! panel at a time. Nothing of size `m·k·n` is ever built.
 //!
 //! Every sum runs over the items in order (`KC` at a time into the tile,
-//! each block added to the result in order), whatever the number of
-//! threads, so the result is the same bits on every run. Bands of rows
-//! are shared among threads (`crate::threads`).
+//! each block added to the result in order), whatever the tile, the
+//! vectors or the number of threads, so the result is the same bits on
+//! every run and every machine. Bands of rows are shared among threads
+//! (`crate::threads`).
+//!
+//! The tile of Float sums uses AVX2 where the CPU has it, chosen when the
+//! program runs (`pulp`), each lane one sum, a multiply then an add (never
+//! fused, which would round once where the compiled engine rounds twice);
+//! elsewhere, and for Int, a tile of plain loops that the compiler
+//! vectorises for the baseline target.
+
+use pulp::{Simd, WithSimd};
 
 /// What the loop needs of an atom: zero and a multiply-add (wrapping for
 /// Int, as `+` and `*` are; Float rounds the product, then the sum).
@@ -15,6 +24,12 @@ pub(crate) trait Ring: Copy + Send + Sync + 'static {
     const ZERO: Self;
     fn mul_add(self, a: Self, b: Self) -> Self;
     fn add(self, other: Self) -> Self;
+
+    /// `c = a·b` for row-major `a` `[m k]` and `b` `[k n]`, by the best
+    /// tile for this atom (checked sizes: see [`matmul`]).
+    fn product(a: &[Self], b: &[Self], m: usize, k: usize, n: usize) -> Result<Vec<Self>, &'static str> {
+        blocked(Portable, a, b, m, k, n)
+    }
 }
 
 impl Ring for f32 {
@@ -26,6 +41,10 @@ impl Ring for f32 {
     #[inline(always)]
     fn add(self, other: f32) -> f32 {
         self + other
+    }
+
+    fn product(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Result<Vec<f32>, &'static str> {
+        pulp::Arch::new().dispatch(FloatProduct { a, b, m, k, n })
     }
 }
 
@@ -41,11 +60,8 @@ impl Ring for i64 {
     }
 }
 
-/// Rows of a register tile.
-const MR: usize = 4;
-/// Columns of a register tile (two vectors of f32 lanes per row).
-const NR: usize = 8;
-/// Items per block (a strip of `a` and a panel of `b` stay in L1).
+/// Items per block (a strip of `a` and a panel of `b` stay in L1). The
+/// compiled engine's `f.matmul` sums in the same blocks.
 const KC: usize = 256;
 /// Rows per band (a band's packed strips stay in L2); the unit of work a
 /// thread takes.
@@ -53,6 +69,126 @@ const MC: usize = 64;
 
 /// `c = a·b` for row-major `a` `[m k]` and `b` `[k n]`.
 pub(crate) fn matmul<T: Ring>(
+    a: &[T],
+    b: &[T],
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<Vec<T>, &'static str> {
+    T::product(a, b, m, k, n)
+}
+
+/// A register tile: the `MR × NR` sums over a strip's and a panel's items.
+trait Tile<T: Ring>: Copy + Send + Sync {
+    /// Rows of the tile.
+    const MR: usize;
+    /// Columns of the tile.
+    const NR: usize;
+    /// The sums of `strip` (`kc` items of `MR` atoms) times `panel` (`kc`
+    /// items of `NR` atoms), each over the items in order from zero,
+    /// into `out` (`MR` rows of `NR`).
+    fn sums(self, strip: &[T], panel: &[T], out: &mut [T]);
+}
+
+/// The tile of plain loops: 4 × 8 (two SSE vectors of f32 lanes per row).
+#[derive(Clone, Copy)]
+struct Portable;
+
+impl<T: Ring> Tile<T> for Portable {
+    const MR: usize = 4;
+    const NR: usize = 8;
+
+    #[inline(always)]
+    fn sums(self, strip: &[T], panel: &[T], out: &mut [T]) {
+        let mut acc = [[T::ZERO; 8]; 4];
+        let (strip, _) = strip.as_chunks::<4>();
+        let (panel, _) = panel.as_chunks::<8>();
+        for (a, b) in strip.iter().zip(panel) {
+            for r in 0..4 {
+                for c in 0..8 {
+                    acc[r][c] = acc[r][c].mul_add(a[r], b[c]);
+                }
+            }
+        }
+        for (row, sums) in out.chunks_exact_mut(8).zip(&acc) {
+            row.copy_from_slice(sums);
+        }
+    }
+}
+
+/// The tile of `MR` rows of two vectors of `S` (AVX2: 6 × 16: twelve of
+/// the sixteen registers hold sums).
+#[derive(Clone, Copy)]
+struct Wide<S: Simd, const MR: usize> {
+    simd: S,
+}
+
+impl<S: Simd, const MR: usize> Tile<f32> for Wide<S, MR> {
+    const MR: usize = MR;
+    const NR: usize = 2 * S::F32_LANES;
+
+    fn sums(self, strip: &[f32], panel: &[f32], out: &mut [f32]) {
+        self.simd.vectorize(WideSums::<MR> { strip, panel, out })
+    }
+}
+
+/// [`Wide`]'s loop, run with the CPU's vector instructions enabled.
+struct WideSums<'a, const MR: usize> {
+    strip: &'a [f32],
+    panel: &'a [f32],
+    out: &'a mut [f32],
+}
+
+impl<const MR: usize> WithSimd for WideSums<'_, MR> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        let zero = simd.splat_f32s(0.0);
+        let mut acc = [[zero; 2]; MR];
+        let (strip, _) = self.strip.as_chunks::<MR>();
+        let (panel, _) = S::as_simd_f32s(self.panel);
+        for (a, b) in strip.iter().zip(panel.chunks_exact(2)) {
+            let (b0, b1) = (b[0], b[1]);
+            for r in 0..MR {
+                let x = simd.splat_f32s(a[r]);
+                acc[r][0] = simd.add_f32s(acc[r][0], simd.mul_f32s(x, b0));
+                acc[r][1] = simd.add_f32s(acc[r][1], simd.mul_f32s(x, b1));
+            }
+        }
+        let (out, _) = S::as_mut_simd_f32s(self.out);
+        for (row, sums) in out.chunks_exact_mut(2).zip(&acc) {
+            row.copy_from_slice(sums);
+        }
+    }
+}
+
+/// A Float product, by the tile that suits the vectors found.
+struct FloatProduct<'a> {
+    a: &'a [f32],
+    b: &'a [f32],
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+impl WithSimd for FloatProduct<'_> {
+    type Output = Result<Vec<f32>, &'static str>;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) -> Self::Output {
+        let Self { a, b, m, k, n } = self;
+        if S::F32_LANES >= 8 {
+            blocked(Wide::<S, 6> { simd }, a, b, m, k, n)
+        } else {
+            blocked(Portable, a, b, m, k, n)
+        }
+    }
+}
+
+/// `c = a·b` by the tile `t`.
+fn blocked<T: Ring, K: Tile<T>>(
+    t: K,
     a: &[T],
     b: &[T],
     m: usize,
@@ -69,7 +205,7 @@ pub(crate) fn matmul<T: Ring>(
     if size == 0 || k == 0 {
         return Ok(c);
     }
-    let packed = pack_b(b, k, n)?;
+    let packed = pack_b::<T, K>(b, k, n)?;
     let work = m.saturating_mul(n).saturating_mul(k);
     let bands: Vec<(usize, &mut [T])> = c
         .chunks_mut(MC * n)
@@ -79,13 +215,13 @@ pub(crate) fn matmul<T: Ring>(
     let threads = crate::threads().min(bands.len());
     if threads < 2 || work < 1 << 21 {
         for (row, rows) in bands {
-            band(a, &packed, row, rows, k, n)?;
+            band(t, a, &packed, row, rows, k, n)?;
         }
         return Ok(c);
     }
     // Bands shared among the threads.
     let ok = crate::in_parallel(bands, threads, |(row, rows)| {
-        band(a, &packed, row, rows, k, n).is_ok()
+        band(t, a, &packed, row, rows, k, n).is_ok()
     });
     if ok {
         Ok(c)
@@ -96,18 +232,19 @@ pub(crate) fn matmul<T: Ring>(
 
 /// `b` as panels: for each block of `KC` items, for each panel of `NR`
 /// columns (the last padded with zeros), its `kc × NR` atoms row by row.
-fn pack_b<T: Ring>(b: &[T], k: usize, n: usize) -> Result<Vec<T>, &'static str> {
-    let panels = n.div_ceil(NR);
-    let mut out = crate::kernel::buffer(k.saturating_mul(panels).saturating_mul(NR))?;
+fn pack_b<T: Ring, K: Tile<T>>(b: &[T], k: usize, n: usize) -> Result<Vec<T>, &'static str> {
+    let nr = K::NR;
+    let panels = n.div_ceil(nr);
+    let mut out = crate::kernel::buffer(k.saturating_mul(panels).saturating_mul(nr))?;
     for k0 in (0..k).step_by(KC) {
         let kc = KC.min(k - k0);
         for p in 0..panels {
-            let j0 = p * NR;
-            let w = NR.min(n - j0);
+            let j0 = p * nr;
+            let w = nr.min(n - j0);
             for kk in k0..k0 + kc {
                 let row = &b[kk * n + j0..kk * n + j0 + w];
                 out.extend_from_slice(row);
-                out.extend(std::iter::repeat_n(T::ZERO, NR - w));
+                out.extend(std::iter::repeat_n(T::ZERO, nr - w));
             }
         }
     }
@@ -115,8 +252,9 @@ fn pack_b<T: Ring>(b: &[T], k: usize, n: usize) -> Result<Vec<T>, &'static str> 
 }
 
 /// The rows `row ..` of `c` (as many as `rows` holds) from `a` and the
-/// packed `b`.
-fn band<T: Ring>(
+/// packed `b`, by the tile `t`.
+fn band<T: Ring, K: Tile<T>>(
+    t: K,
     a: &[T],
     packed: &[T],
     row: usize,
@@ -124,34 +262,42 @@ fn band<T: Ring>(
     k: usize,
     n: usize,
 ) -> Result<(), &'static str> {
+    let (mr, nr) = (K::MR, K::NR);
     let mc = rows.len() / n;
-    let strips = mc.div_ceil(MR);
-    let panels = n.div_ceil(NR);
-    let mut strip_pack = crate::kernel::buffer(strips * MR * KC.min(k))?;
+    let strips = mc.div_ceil(mr);
+    let panels = n.div_ceil(nr);
+    let mut strip_pack = crate::kernel::buffer(strips * mr * KC.min(k))?;
+    let mut sums = vec![T::ZERO; mr * nr];
     for k0 in (0..k).step_by(KC) {
         let kc = KC.min(k - k0);
         // The band's rows of `a`, items k0 .. k0 + kc, as strips of MR
         // rows, item by item (rows past the end are zeros).
+        // Each row read in order, its atoms placed `mr` apart.
         strip_pack.clear();
-        for s in 0..strips {
-            for kk in k0..k0 + kc {
-                for r in 0..MR {
-                    let i = s * MR + r;
-                    strip_pack.push(if i < mc { a[(row + i) * k + kk] } else { T::ZERO });
+        strip_pack.resize(strips * kc * mr, T::ZERO);
+        for (s, strip) in strip_pack.chunks_exact_mut(kc * mr).enumerate() {
+            for r in 0..mr.min(mc - s * mr) {
+                let from = (row + s * mr + r) * k + k0;
+                let atoms = a
+                    .get(from..from + kc)
+                    .ok_or("internal error: a matrix smaller than its shape")?;
+                for (item, x) in strip.chunks_exact_mut(mr).zip(atoms) {
+                    item[r] = *x;
                 }
             }
         }
-        let block = &packed[k0 * panels * NR..(k0 + kc) * panels * NR];
+        let block = &packed[k0 * panels * nr..(k0 + kc) * panels * nr];
         for p in 0..panels {
-            let panel = &block[p * kc * NR..(p + 1) * kc * NR];
-            let j0 = p * NR;
-            let w = NR.min(n - j0);
+            let panel = &block[p * kc * nr..(p + 1) * kc * nr];
+            let j0 = p * nr;
+            let w = nr.min(n - j0);
             for s in 0..strips {
-                let strip = &strip_pack[s * kc * MR..(s + 1) * kc * MR];
-                let tile = tile(strip, panel);
-                for (r, sums) in tile.iter().enumerate().take(mc.saturating_sub(s * MR).min(MR)) {
-                    let at = (s * MR + r) * n + j0;
-                    for (c, x) in rows[at..at + w].iter_mut().zip(sums) {
+                let strip = &strip_pack[s * kc * mr..(s + 1) * kc * mr];
+                t.sums(strip, panel, &mut sums);
+                let live = mc.saturating_sub(s * mr).min(mr);
+                for (r, tile_row) in sums.chunks_exact(nr).enumerate().take(live) {
+                    let at = (s * mr + r) * n + j0;
+                    for (c, x) in rows[at..at + w].iter_mut().zip(tile_row) {
                         *c = c.add(*x);
                     }
                 }
@@ -160,24 +306,6 @@ fn band<T: Ring>(
     }
     Ok(())
 }
-
-/// One `MR × NR` register tile: the sums over a strip's and a panel's
-/// items, in order.
-#[inline(always)]
-fn tile<T: Ring>(strip: &[T], panel: &[T]) -> [[T; NR]; MR] {
-    let mut acc = [[T::ZERO; NR]; MR];
-    let (strip, _) = strip.as_chunks::<MR>();
-    let (panel, _) = panel.as_chunks::<NR>();
-    for (a, b) in strip.iter().zip(panel) {
-        for r in 0..MR {
-            for c in 0..NR {
-                acc[r][c] = acc[r][c].mul_add(a[r], b[c]);
-            }
-        }
-    }
-    acc
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +335,50 @@ mod tests {
             let a: Vec<i64> = (0..m * k).map(|x| (x as i64 * 7919) % 23 - 11).collect();
             let b: Vec<i64> = (0..k * n).map(|x| (x as i64 * 104729) % 19 - 9).collect();
             assert_eq!(matmul(&a, &b, m, k, n), Ok(naive(&a, &b, m, k, n)), "{m}×{k}×{n}");
+        }
+    }
+
+    /// Each Float sum in the order the compiled engine keeps: blocks of
+    /// `KC` items, each summed from zero left to right, the blocks added
+    /// in order; a product rounded before its sum.
+    fn naive_float(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+        let mut c = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                for k0 in (0..k).step_by(KC) {
+                    let mut block = 0f32;
+                    for p in k0..(k0 + KC).min(k) {
+                        block += a[i * k + p] * b[p * n + j];
+                    }
+                    c[i * n + j] += block;
+                }
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn float_sums_in_blocks_of_items_whatever_the_tile() {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (7, 3, 17),
+            (70, 300, 33),
+            (9, 256, 40),
+            (130, 513, 65),
+            (3, 0, 2),
+        ] {
+            let a: Vec<f32> = (0..m * k).map(|x| ((x * 7919) % 23) as f32 / 7.0 - 1.3).collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|x| ((x * 104729) % 19) as f32 / 3.0 - 2.9)
+                .collect();
+            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+            let want = bits(naive_float(&a, &b, m, k, n));
+            assert_eq!(matmul(&a, &b, m, k, n).map(bits), Ok(want.clone()), "{m}×{k}×{n}");
+            assert_eq!(
+                blocked(Portable, &a, &b, m, k, n).map(bits),
+                Ok(want),
+                "{m}×{k}×{n}, portable"
+            );
         }
     }
 }
