@@ -16,7 +16,11 @@
 //! elsewhere, and for Int, a tile of plain loops that the compiler
 //! vectorises for the baseline target.
 
+use crate::batch::{Batched, Try};
+use crate::eval::check_size;
 use pulp::{Simd, WithSimd};
+use remora_syntax::Span;
+use remora_value::{Array, Data};
 
 /// What the loop needs of an atom: zero and a multiply-add (wrapping for
 /// Int, as `+` and `*` are; Float rounds the product, then the sum).
@@ -25,9 +29,15 @@ pub(crate) trait Ring: Copy + Send + Sync + 'static {
     fn mul_add(self, a: Self, b: Self) -> Self;
     fn add(self, other: Self) -> Self;
 
-    /// `c = a·b` for row-major `a` `[m k]` and `b` `[k n]`, by the best
-    /// tile for this atom (checked sizes: see [`matmul`]).
-    fn product(a: &[Self], b: &[Self], m: usize, k: usize, n: usize) -> Result<Vec<Self>, &'static str> {
+    /// `c = a·b` for `a` `[m k]` and `b` `[k n]`, by the best tile for
+    /// this atom.
+    fn product(
+        a: Strided<'_, Self>,
+        b: Strided<'_, Self>,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Result<Vec<Self>, &'static str> {
         blocked(Portable, a, b, m, k, n)
     }
 }
@@ -43,7 +53,13 @@ impl Ring for f32 {
         self + other
     }
 
-    fn product(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Result<Vec<f32>, &'static str> {
+    fn product(
+        a: Strided<'_, f32>,
+        b: Strided<'_, f32>,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Result<Vec<f32>, &'static str> {
         pulp::Arch::new().dispatch(FloatProduct { a, b, m, k, n })
     }
 }
@@ -75,7 +91,116 @@ pub(crate) fn matmul<T: Ring>(
     k: usize,
     n: usize,
 ) -> Result<Vec<T>, &'static str> {
+    T::product(Strided::rows(a, k), Strided::rows(b, n), m, k, n)
+}
+
+/// `c = a·b` for `a` `[m k]` and `b` `[k n]` read in place through their
+/// steps (a transposed matrix is a view: nothing is copied before the
+/// packing, which reads it either way).
+fn matmul_strided<T: Ring>(
+    a: Strided<'_, T>,
+    b: Strided<'_, T>,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<Vec<T>, &'static str> {
     T::product(a, b, m, k, n)
+}
+
+/// `(f.matmul a b)` of two Float matrices (no batch, no frame) read in
+/// place: a transposed argument (a view) is packed straight from where its
+/// atoms are, never gathered first. `None` when the arguments are not so
+/// (the vocabulary's rule then runs on dense cells).
+pub(crate) fn matmul_batched<'p>(all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+    let [(a, _), (b, _)] = all else {
+        return None;
+    };
+    let (Data::Float(da), Data::Float(db)) = (&a.v.data, &b.v.data) else {
+        return None;
+    };
+    let (&[m, k], &[k2, n], &[ar, ac], &[br, bc]) = (
+        a.v.shape.as_slice(),
+        b.v.shape.as_slice(),
+        a.strides.as_slice(),
+        b.strides.as_slice(),
+    ) else {
+        return None;
+    };
+    if a.nb != 0 || b.nb != 0 || k != k2 || ac == 0 {
+        return None;
+    }
+    check_size(m.checked_mul(n)?, Span::default()).ok()?;
+    let (a, b) = (
+        Strided {
+            data: da,
+            offset: a.offset,
+            row: ar,
+            col: ac,
+        },
+        Strided {
+            data: db,
+            offset: b.offset,
+            row: br,
+            col: bc,
+        },
+    );
+    let c = matmul_strided(a, b, m, k, n).ok()?;
+    Some(Batched::dense(
+        Array {
+            shape: vec![m, n],
+            data: Data::Float(c.into()),
+        },
+        0,
+    ))
+}
+
+const OUT_OF_BOUNDS: &str = "internal error: a matrix smaller than its shape";
+
+/// A matrix read in place: the atom at row `i`, column `j` is
+/// `data[offset + i·row + j·col]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Strided<'a, T> {
+    pub data: &'a [T],
+    pub offset: usize,
+    pub row: usize,
+    pub col: usize,
+}
+
+impl<'a, T: Copy> Strided<'a, T> {
+    /// A row-major matrix of `cols` columns.
+    fn rows(data: &'a [T], cols: usize) -> Self {
+        Strided {
+            data,
+            offset: 0,
+            row: cols,
+            col: 1,
+        }
+    }
+
+    /// Whether every atom of a `[rows cols]` matrix is within `data`.
+    fn holds(&self, rows: usize, cols: usize) -> bool {
+        if rows == 0 || cols == 0 {
+            return true;
+        }
+        let last = (rows - 1)
+            .checked_mul(self.row)
+            .zip((cols - 1).checked_mul(self.col))
+            .and_then(|(r, c)| r.checked_add(c)?.checked_add(self.offset));
+        last.is_some_and(|l| l < self.data.len())
+    }
+
+    /// Row `i`'s atoms `j0 .. j0 + w` onto `out`.
+    fn row_into(&self, i: usize, j0: usize, w: usize, out: &mut Vec<T>) -> Result<(), &'static str> {
+        let at = self.offset + i * self.row + j0 * self.col;
+        if self.col == 1 {
+            out.extend_from_slice(self.data.get(at..at + w).ok_or(OUT_OF_BOUNDS)?);
+        } else {
+            for j in 0..w {
+                out.push(*self.data.get(at + j * self.col).ok_or(OUT_OF_BOUNDS)?);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A register tile: the `MR × NR` sums over a strip's and a panel's items.
@@ -165,8 +290,8 @@ impl<const MR: usize> WithSimd for WideSums<'_, MR> {
 
 /// A Float product, by the tile that suits the vectors found.
 struct FloatProduct<'a> {
-    a: &'a [f32],
-    b: &'a [f32],
+    a: Strided<'a, f32>,
+    b: Strided<'a, f32>,
     m: usize,
     k: usize,
     n: usize,
@@ -189,15 +314,14 @@ impl WithSimd for FloatProduct<'_> {
 /// `c = a·b` by the tile `t`.
 fn blocked<T: Ring, K: Tile<T>>(
     t: K,
-    a: &[T],
-    b: &[T],
+    a: Strided<'_, T>,
+    b: Strided<'_, T>,
     m: usize,
     k: usize,
     n: usize,
 ) -> Result<Vec<T>, &'static str> {
-    const OUT_OF_BOUNDS: &str = "internal error: a matrix smaller than its shape";
     let size = m.checked_mul(n).ok_or(OUT_OF_BOUNDS)?;
-    if a.len() < m.saturating_mul(k) || b.len() < k.saturating_mul(n) {
+    if !a.holds(m, k) || !b.holds(k, n) {
         return Err(OUT_OF_BOUNDS);
     }
     let mut c = crate::kernel::buffer(size)?;
@@ -215,13 +339,13 @@ fn blocked<T: Ring, K: Tile<T>>(
     let threads = crate::threads().min(bands.len());
     if threads < 2 || work < 1 << 21 {
         for (row, rows) in bands {
-            band(t, a, &packed, row, rows, k, n)?;
+            band(t, &a, &packed, row, rows, k, n)?;
         }
         return Ok(c);
     }
     // Bands shared among the threads.
     let ok = crate::in_parallel(bands, threads, |(row, rows)| {
-        band(t, a, &packed, row, rows, k, n).is_ok()
+        band(t, &a, &packed, row, rows, k, n).is_ok()
     });
     if ok {
         Ok(c)
@@ -232,7 +356,7 @@ fn blocked<T: Ring, K: Tile<T>>(
 
 /// `b` as panels: for each block of `KC` items, for each panel of `NR`
 /// columns (the last padded with zeros), its `kc × NR` atoms row by row.
-fn pack_b<T: Ring, K: Tile<T>>(b: &[T], k: usize, n: usize) -> Result<Vec<T>, &'static str> {
+fn pack_b<T: Ring, K: Tile<T>>(b: Strided<'_, T>, k: usize, n: usize) -> Result<Vec<T>, &'static str> {
     let nr = K::NR;
     let panels = n.div_ceil(nr);
     let mut out = crate::kernel::buffer(k.saturating_mul(panels).saturating_mul(nr))?;
@@ -242,8 +366,7 @@ fn pack_b<T: Ring, K: Tile<T>>(b: &[T], k: usize, n: usize) -> Result<Vec<T>, &'
             let j0 = p * nr;
             let w = nr.min(n - j0);
             for kk in k0..k0 + kc {
-                let row = &b[kk * n + j0..kk * n + j0 + w];
-                out.extend_from_slice(row);
+                b.row_into(kk, j0, w, &mut out)?;
                 out.extend(std::iter::repeat_n(T::ZERO, nr - w));
             }
         }
@@ -255,7 +378,7 @@ fn pack_b<T: Ring, K: Tile<T>>(b: &[T], k: usize, n: usize) -> Result<Vec<T>, &'
 /// packed `b`, by the tile `t`.
 fn band<T: Ring, K: Tile<T>>(
     t: K,
-    a: &[T],
+    a: &Strided<'_, T>,
     packed: &[T],
     row: usize,
     rows: &mut [T],
@@ -272,16 +395,36 @@ fn band<T: Ring, K: Tile<T>>(
         let kc = KC.min(k - k0);
         // The band's rows of `a`, items k0 .. k0 + kc, as strips of MR
         // rows, item by item (rows past the end are zeros).
-        // Each row read in order, its atoms placed `mr` apart.
         strip_pack.clear();
         strip_pack.resize(strips * kc * mr, T::ZERO);
-        for (s, strip) in strip_pack.chunks_exact_mut(kc * mr).enumerate() {
+        if a.row == 1 {
+            // A transposed `a`: an item's atoms for the band's rows lie
+            // together, read in order and placed strip by strip.
+            for kk in 0..kc {
+                let from = a.offset + (k0 + kk) * a.col + row;
+                let atoms = a.data.get(from..from + mc).ok_or(OUT_OF_BOUNDS)?;
+                for (strip, live) in strip_pack.chunks_exact_mut(kc * mr).zip(atoms.chunks(mr)) {
+                    let to = &mut strip[kk * mr..kk * mr + mr];
+                    if live.len() == mr {
+                        // (`mr` a constant: a copy the compiler writes out.)
+                        to.copy_from_slice(&live[..K::MR]);
+                    } else {
+                        to[..live.len()].copy_from_slice(live);
+                    }
+                }
+            }
+        }
+        // Else each row read along its items, its atoms placed `mr` apart.
+        for (s, strip) in strip_pack
+            .chunks_exact_mut(kc * mr)
+            .enumerate()
+            .filter(|_| a.row != 1)
+        {
             for r in 0..mr.min(mc - s * mr) {
-                let from = (row + s * mr + r) * k + k0;
-                let atoms = a
-                    .get(from..from + kc)
-                    .ok_or("internal error: a matrix smaller than its shape")?;
-                for (item, x) in strip.chunks_exact_mut(mr).zip(atoms) {
+                let from = a.offset + (row + s * mr + r) * a.row + k0 * a.col;
+                let span = (kc - 1) * a.col + 1;
+                let atoms = a.data.get(from..from + span).ok_or(OUT_OF_BOUNDS)?;
+                for (item, x) in strip.chunks_exact_mut(mr).zip(atoms.iter().step_by(a.col.max(1))) {
                     item[r] = *x;
                 }
             }
@@ -358,6 +501,40 @@ mod tests {
     }
 
     #[test]
+    fn transposed_arguments_read_in_place() {
+        let (m, k, n) = (70, 300, 21);
+        let a: Vec<f32> = (0..m * k).map(|x| ((x * 7919) % 23) as f32 / 7.0 - 1.3).collect();
+        let b: Vec<f32> = (0..k * n)
+            .map(|x| ((x * 104729) % 19) as f32 / 3.0 - 2.9)
+            .collect();
+        // The same matrices stored transposed, one atom in from the start.
+        let mut at = vec![9.0f32; 1 + m * k];
+        let mut bt = vec![9.0f32; 1 + k * n];
+        for i in 0..m {
+            for p in 0..k {
+                at[1 + p * m + i] = a[i * k + p];
+            }
+        }
+        for p in 0..k {
+            for j in 0..n {
+                bt[1 + j * k + p] = b[p * n + j];
+            }
+        }
+        let view = |data, row, col| Strided {
+            data,
+            offset: 1,
+            row,
+            col,
+        };
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        assert_eq!(
+            matmul_strided(view(&at, 1, m), view(&bt, 1, k), m, k, n).map(bits),
+            matmul(&a, &b, m, k, n).map(bits)
+        );
+        assert!(matmul_strided(view(&at, 1, m + 1), view(&bt, 1, k), m, k, n).is_err());
+    }
+
+    #[test]
     fn float_sums_in_blocks_of_items_whatever_the_tile() {
         for &(m, k, n) in &[
             (1, 1, 1),
@@ -375,7 +552,7 @@ mod tests {
             let want = bits(naive_float(&a, &b, m, k, n));
             assert_eq!(matmul(&a, &b, m, k, n).map(bits), Ok(want.clone()), "{m}×{k}×{n}");
             assert_eq!(
-                blocked(Portable, &a, &b, m, k, n).map(bits),
+                blocked(Portable, Strided::rows(&a, k), Strided::rows(&b, n), m, k, n).map(bits),
                 Ok(want),
                 "{m}×{k}×{n}, portable"
             );

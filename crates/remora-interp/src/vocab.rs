@@ -74,6 +74,7 @@ impl Interpreter {
                 transpose_view(p, xs, axis)
             }
             "outer" => self.outer_batched(all),
+            "matmul" | "f.matmul" if let Some(c) = crate::matmul::matmul_batched(all) => Some(c),
             _ => {
                 let nb = all.iter().map(|(a, _)| a.nb).max()?;
                 let mut dense = Vec::with_capacity(all.len());
