@@ -233,14 +233,12 @@ fn ln_special(x: f32, y: f64) -> f32 {
 /// only to an integral y (odd: negative), ±0 and ±∞ by the limits.
 #[inline]
 pub fn pow(x: f32, y: f32) -> f32 {
-    let (e, i, q) = ln_parts(f64::from(x.abs()));
-    let l = pow_log2(x, log2_finish(e, LOG2_C[i], q));
-    pow_special(x, y, exp2_core(f64::from(y) * l))
+    pow_by_log2(x, pow_log2(x), y)
 }
 
 /// log2 |x| from the f64 one, which is garbage at 0 and ∞.
 #[inline(always)]
-fn pow_log2(x: f32, l: f64) -> f64 {
+fn pow_log2_special(x: f32, l: f64) -> f64 {
     let ax = x.abs();
     let l = if ax == 0.0 { f64::NEG_INFINITY } else { l };
     if ax == f32::INFINITY { f64::INFINITY } else { l }
@@ -367,13 +365,44 @@ fn ln_lanes_here(xs: [f32; LANES]) -> [f32; LANES] {
 pub fn pow_lanes(xs: [f32; LANES], ys: [f32; LANES]) -> [f32; LANES] {
     widest(
         #[inline(always)]
-        || pow_lanes_here(xs, ys),
+        || pow_by_log2_lanes_here(xs, pow_log2_lanes_here(xs), ys),
     )
 }
 
-/// `pow_lanes` in the instructions of the caller.
+/// log2 |x| as `pow` takes it (−∞ at 0, ∞ at ∞): the part of `x^y` that
+/// depends on x alone, for a base raised to many exponents.
+#[inline]
+pub fn pow_log2(x: f32) -> f64 {
+    let (e, i, q) = ln_parts(f64::from(x.abs()));
+    pow_log2_special(x, log2_finish(e, LOG2_C[i], q))
+}
+
+/// `pow` from the base's `pow_log2`, `l`: `pow(x, y)` is
+/// `pow_by_log2(x, pow_log2(x), y)`.
+#[inline]
+pub fn pow_by_log2(x: f32, l: f64, y: f32) -> f32 {
+    pow_special(x, y, exp2_core(f64::from(y) * l))
+}
+
+/// `pow_log2` of each of `xs`.
+pub fn pow_log2_lanes(xs: [f32; LANES]) -> [f64; LANES] {
+    widest(
+        #[inline(always)]
+        || pow_log2_lanes_here(xs),
+    )
+}
+
+/// `pow_by_log2` of each base, its log and exponent.
+pub fn pow_by_log2_lanes(xs: [f32; LANES], lg: [f64; LANES], ys: [f32; LANES]) -> [f32; LANES] {
+    widest(
+        #[inline(always)]
+        || pow_by_log2_lanes_here(xs, lg, ys),
+    )
+}
+
+/// `pow_log2_lanes` in the instructions of the caller.
 #[inline(always)]
-fn pow_lanes_here(xs: [f32; LANES], ys: [f32; LANES]) -> [f32; LANES] {
+fn pow_log2_lanes_here(xs: [f32; LANES]) -> [f64; LANES] {
     let mut e = [0.0; LANES];
     let mut i = [0; LANES];
     let mut q = [0.0; LANES];
@@ -384,11 +413,20 @@ fn pow_lanes_here(xs: [f32; LANES], ys: [f32; LANES]) -> [f32; LANES] {
     for l in 0..LANES {
         log2_c[l] = LOG2_C[i[l]];
     }
+    let mut lg = [0.0; LANES];
+    for l in 0..LANES {
+        lg[l] = pow_log2_special(xs[l], log2_finish(e[l], log2_c[l], q[l]));
+    }
+    lg
+}
+
+/// `pow_by_log2` of each lane, in the instructions of the caller.
+#[inline(always)]
+fn pow_by_log2_lanes_here(xs: [f32; LANES], lg: [f64; LANES], ys: [f32; LANES]) -> [f32; LANES] {
     let mut kt = [0.0; LANES];
     let mut r = [0.0; LANES];
     for l in 0..LANES {
-        let lg = pow_log2(xs[l], log2_finish(e[l], log2_c[l], q[l]));
-        (kt[l], r[l]) = exp2_reduce(f64::from(ys[l]) * lg);
+        (kt[l], r[l]) = exp2_reduce(f64::from(ys[l]) * lg[l]);
     }
     let (t, scale) = exp2_table_lanes(&kt);
     let mut out = [0.0; LANES];
@@ -575,7 +613,10 @@ mod tests {
             let mut y = x;
             y.rotate_left(n % LANES);
             let (e, l, p) = (exp_lanes(x), ln_lanes(x), pow_lanes(x, y));
+            let logs = pow_log2_lanes(x);
+            let p2 = pow_by_log2_lanes(x, logs, y);
             for k in 0..LANES {
+                assert!(same(p2[k], p[k]), "pow_by_log2_lanes at {:e}, {:e}", x[k], y[k]);
                 assert!(same(e[k], exp(x[k])), "exp_lanes at {:e}", x[k]);
                 assert!(same(l[k], ln(x[k])), "ln_lanes at {:e}", x[k]);
                 assert!(same(p[k], pow(x[k], y[k])), "pow_lanes at {:e}, {:e}", x[k], y[k]);
