@@ -46,7 +46,7 @@ impl Layout {
     }
 
     /// Whether every position of `shape` lies inside a buffer of `len`.
-    fn fits(&self, shape: &[usize], len: usize) -> bool {
+    pub(crate) fn fits(&self, shape: &[usize], len: usize) -> bool {
         if shape.contains(&0) {
             return true;
         }
@@ -62,7 +62,10 @@ impl Layout {
 
 /// The result's axes with runs merged where every operand steps alike, and
 /// each operand's steps over them; never empty (a scalar is one axis of 1).
-fn coalesce<const K: usize>(shape: &[usize], layouts: [&Layout; K]) -> (Vec<usize>, [Vec<usize>; K]) {
+pub(crate) fn coalesce<const K: usize>(
+    shape: &[usize],
+    layouts: [&Layout; K],
+) -> (Vec<usize>, [Vec<usize>; K]) {
     let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
     let mut strides: [Vec<usize>; K] = std::array::from_fn(|_| Vec::with_capacity(shape.len()));
     for (axis, &d) in shape.iter().enumerate() {
@@ -514,12 +517,32 @@ impl<A: Copy + Default, const L: usize> Lanes<A, L> {
         }
     }
 
-    /// Adds `x`; the block when it is full.
-    fn push(&mut self, x: A) -> Option<[A; L]> {
-        if let Some(slot) = self.block.get_mut(self.n) {
-            *slot = x;
+    /// Adds the first atoms of the run of `n` atoms of `a` from `offset`
+    /// at a step `step`, as many as the block has room for (a slice
+    /// copied, or one atom repeated, where the step is 1 or 0); how many.
+    fn take_run(&mut self, a: &[A], offset: usize, n: usize, step: usize) -> usize {
+        let take = (L - self.n).min(n);
+        let Some(slots) = self.block.get_mut(self.n..self.n + take) else {
+            return n;
+        };
+        match step {
+            0 => slots.fill(atom(a, offset)),
+            1 => match a.get(offset..offset + take) {
+                Some(run) => slots.copy_from_slice(run),
+                None => slots.fill(A::default()),
+            },
+            _ => {
+                for (slot, x) in slots.iter_mut().zip(run(a, offset, take, step)) {
+                    *slot = *x;
+                }
+            }
         }
-        self.n += 1;
+        self.n += take;
+        take
+    }
+
+    /// The block when it is full (then empty again).
+    fn full(&mut self) -> Option<[A; L]> {
         (self.n == L).then(|| {
             self.n = 0;
             self.block
@@ -551,8 +574,10 @@ pub fn map1_lanes<A: Copy + Default, R: Copy, const L: usize>(
     let mut out = buffer(shape.iter().product())?;
     let mut xs = Lanes::new();
     for_each_run(shape, [la], |[oa], n, [sa]| {
-        for k in 0..n {
-            if let Some(x) = xs.push(atom(a, oa + k * sa)) {
+        let mut k = 0;
+        while k < n {
+            k += xs.take_run(a, oa + k * sa, n - k, sa);
+            if let Some(x) = xs.full() {
                 out.extend_from_slice(&f(x));
             }
         }
@@ -575,9 +600,12 @@ pub fn map2_lanes<A: Copy + Default, B: Copy + Default, R: Copy, const L: usize>
     let mut out = buffer(shape.iter().product())?;
     let (mut xs, mut ys) = (Lanes::new(), Lanes::new());
     for_each_run(shape, [la, lb], |[oa, ob], n, [sa, sb]| {
-        for k in 0..n {
-            let (x, y) = (atom(a, oa + k * sa), atom(b, ob + k * sb));
-            if let (Some(x), Some(y)) = (xs.push(x), ys.push(y)) {
+        // The two blocks fill together: each takes as many as the other.
+        let mut k = 0;
+        while k < n {
+            ys.take_run(b, ob + k * sb, n - k, sb);
+            k += xs.take_run(a, oa + k * sa, n - k, sa);
+            if let (Some(x), Some(y)) = (xs.full(), ys.full()) {
                 out.extend_from_slice(&f(x, y));
             }
         }
@@ -603,12 +631,15 @@ pub fn zip_in_place_lanes<A: Copy + Default, B: Copy + Default, const L: usize>(
     let (mut xs, mut ys) = (Lanes::new(), Lanes::new());
     let (mut read, mut written) = (0, 0);
     for_each_run(shape, [&la, lb], |[_, ob], n, [_, sb]| {
-        for k in 0..n {
-            let (x, y) = (atom(a, read), atom(b, ob + k * sb));
-            read += 1;
-            if let (Some(x), Some(y)) = (xs.push(x), ys.push(y)) {
-                for (slot, r) in a.iter_mut().skip(written).zip(f(x, y)) {
-                    *slot = r;
+        let mut k = 0;
+        while k < n {
+            ys.take_run(b, ob + k * sb, n - k, sb);
+            let took = xs.take_run(a, read, n - k, 1);
+            read += took;
+            k += took;
+            if let (Some(x), Some(y)) = (xs.full(), ys.full()) {
+                if let Some(slots) = a.get_mut(written..written + L) {
+                    slots.copy_from_slice(&f(x, y));
                 }
                 written += L;
             }

@@ -17,6 +17,7 @@ pub mod intrinsics;
 pub mod kernel;
 mod masked;
 mod matmul;
+mod powers;
 pub mod program;
 pub mod random;
 pub mod scalar;

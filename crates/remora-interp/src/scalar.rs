@@ -220,9 +220,8 @@ pub fn apply<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -
             let [(Data::Float(a), la), (Data::Float(b), lb)] = operands else {
                 return Err(format!("{name}: wrong operand types"));
             };
-            let (a, b) = ((a.as_slice(), *la), (b.as_slice(), *lb));
             Data::Float(
-                kernel::map2_lanes(shape, a, b, (crate::fmath::pow_lanes, crate::fmath::pow))
+                crate::powers::pow(shape, (a, la), (b, lb))
                     .map_err(internal)?
                     .into(),
             )

@@ -1,0 +1,128 @@
+//! `f.^` over a frame, and its rule for a table of powers: where the
+//! bases repeat along an axis (each raised to many exponents, as in the
+//! powers of a vector lifted over the exponents), the part of `x^y` that
+//! depends on x alone — its log2, the costlier half — is computed once
+//! per base for a block of [`LANES`] bases, and each row of powers from
+//! it. The same operations on the same values as `fmath::pow`, so the
+//! same bits; nothing stored beyond the result.
+
+use crate::fmath::{self, LANES};
+use crate::kernel::{self, Layout};
+
+/// `f.^` of `a` and `b` at every position of `shape`.
+pub fn pow(
+    shape: &[usize],
+    (a, la): (&[f32], &Layout),
+    (b, lb): (&[f32], &Layout),
+) -> Result<Vec<f32>, &'static str> {
+    if !la.fits(shape, a.len()) || !lb.fits(shape, b.len()) {
+        return Err(kernel::OUT_OF_BOUNDS);
+    }
+    let (dims, [sa, sb]) = kernel::coalesce(shape, [la, lb]);
+    let k = dims.len();
+    // [outer …, rows, cols]: the bases step along the columns, the same
+    // for every row.
+    let table = k >= 2 && sa[k - 1] == 1 && sa[k - 2] == 0 && dims[k - 2] > 1 && dims[k - 1] >= LANES;
+    if !table {
+        return kernel::map2_lanes(shape, (a, la), (b, lb), (fmath::pow_lanes, fmath::pow));
+    }
+    let (rows, cols) = (dims[k - 2], dims[k - 1]);
+    let (row_step, col_step) = (sb[k - 2], sb[k - 1]);
+    let total: usize = dims.iter().product();
+    let mut out = kernel::buffer(total)?;
+    out.resize(total, 0.0);
+    let outer = dims.get(..k - 2).unwrap_or_default();
+    let outer_count: usize = outer.iter().product();
+    for (o, part) in out.chunks_exact_mut(rows * cols).enumerate().take(outer_count) {
+        // This outer position's offsets into the bases and exponents.
+        let (mut oa, mut ob, mut rest) = (la.offset, lb.offset, o);
+        for axis in (0..k - 2).rev() {
+            let i = rest % dims[axis];
+            rest /= dims[axis];
+            oa += i * sa[axis];
+            ob += i * sb[axis];
+        }
+        let mut j = 0;
+        while j < cols {
+            let n = LANES.min(cols - j);
+            let Some(bases) = a.get(oa + j..oa + j + n) else {
+                return Err(kernel::OUT_OF_BOUNDS);
+            };
+            let exponent = |r: usize, l: usize| b.get(ob + r * row_step + (j + l) * col_step).copied();
+            if let Ok(xs) = <[f32; LANES]>::try_from(bases) {
+                let logs = fmath::pow_log2_lanes(xs);
+                for r in 0..rows {
+                    let mut ys = [0.0; LANES];
+                    for (l, y) in ys.iter_mut().enumerate() {
+                        *y = exponent(r, l).ok_or(kernel::OUT_OF_BOUNDS)?;
+                    }
+                    let Some(slots) = part.get_mut(r * cols + j..r * cols + j + LANES) else {
+                        return Err(kernel::OUT_OF_BOUNDS);
+                    };
+                    slots.copy_from_slice(&fmath::pow_by_log2_lanes(xs, logs, ys));
+                }
+            } else {
+                // The last, short block: one base at a time.
+                for (l, &x) in bases.iter().enumerate() {
+                    let log = fmath::pow_log2(x);
+                    for r in 0..rows {
+                        let y = exponent(r, l).ok_or(kernel::OUT_OF_BOUNDS)?;
+                        if let Some(slot) = part.get_mut(r * cols + j + l) {
+                            *slot = fmath::pow_by_log2(x, log, y);
+                        }
+                    }
+                }
+            }
+            j += n;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table of powers — bases repeated along the rows, in blocks of
+    /// `LANES` and a short last one, under an outer axis — gives `pow`'s
+    /// bits at every position.
+    #[test]
+    fn a_table_of_powers_is_pow_at_every_position() {
+        let specials = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1e-45,
+        ];
+        let cols = 2 * LANES + 5;
+        let bases: Vec<f32> = (0..2 * cols)
+            .map(|i| specials.get(i % 40).copied().unwrap_or(i as f32 * 0.37 - 30.0))
+            .collect();
+        let exponents = [2.0, -1.0, 0.5, 3.0, f32::NAN, 0.0, -7.5];
+        let rows = exponents.len();
+        let shape = [2, rows, cols];
+        let la = Layout {
+            offset: 0,
+            strides: vec![cols, 0, 1],
+        };
+        let lb = Layout {
+            offset: 0,
+            strides: vec![0, 1, 0],
+        };
+        let got = pow(&shape, (&bases, &la), (&exponents, &lb));
+        let want: Vec<f32> = (0..2)
+            .flat_map(|o| (0..rows).flat_map(move |r| (0..cols).map(move |c| (o, r, c))))
+            .map(|(o, r, c)| fmath::pow(bases[o * cols + c], exponents[r]))
+            .collect();
+        let bits = |v: &[f32]| {
+            v.iter()
+                .map(|x| if x.is_nan() { 0x7fc0_0000 } else { x.to_bits() })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(got.map(|g| bits(&g)), Ok(bits(&want)));
+    }
+}
