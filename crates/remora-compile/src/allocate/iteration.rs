@@ -23,6 +23,24 @@ enum State {
 const SCAN_BLOCKS: i64 = 1024;
 const BLOCKED_SCAN_FROM: i64 = 1 << 16;
 
+/// From how many items a hist outside loops may split its bins into
+/// parts, one thread each (the loop over the parts then counts as work
+/// enough for the runtime to run it in parallel).
+const HIST_PARTS_FROM: i64 = 1 << 14;
+
+/// What a hist's scan of its items combines: `op` on cells of `cell`
+/// atoms `elem` into `out`'s bins, bin `idx[i]` from item `i` of `xs`
+/// (`direct`: in place, else through a buffer).
+struct HistScan<'a, 'm> {
+    op: &'a Val<'m>,
+    elem: Elem,
+    cell: &'a [Expr],
+    direct: bool,
+    out: &'a View,
+    idx: &'a View,
+    xs: &'a View,
+}
+
 impl<'m> Alloc<'m> {
     pub(super) fn iteration(
         &mut self,
@@ -682,10 +700,87 @@ impl<'m> Alloc<'m> {
         });
         let op = lifted.as_ref().unwrap_or(op);
         let direct = cell.is_empty() || matches!(op, Val::Prim { .. });
-        let tmp = if direct {
+        let scan = HistScan {
+            op,
+            elem,
+            cell: &cell,
+            direct,
+            out: &out,
+            idx,
+            xs,
+        };
+        // Outside loops, over many items whose combining is more than one
+        // primitive on atoms, the bins in parts, one thread each (the
+        // runtime says how many: one on one thread). The item count is
+        // known, so the loop over the parts is one the runtime runs in
+        // parallel.
+        let items = idx.dims[0].clone();
+        let many = matches!(items, Expr::Int(n) if n >= HIST_PARTS_FROM);
+        if self.loop_depth == 0 && many && !(cell.is_empty() && direct) {
+            let parts = self.alloc("parts", Elem::Int, Vec::new(), body);
+            body.push(Stmt::Call {
+                func: "rt_hist_parts",
+                args: vec![
+                    Expr::Addr {
+                        buf: parts.buf,
+                        index: Box::new(Expr::Int(0)),
+                    },
+                    bins.clone(),
+                    items,
+                    product(&cell),
+                ],
+            });
+            let count = self.fresh("parts");
+            body.push(Stmt::Let {
+                var: count,
+                elem: Elem::Int,
+                value: parts.load(),
+            });
+            let p = self.fresh("p");
+            let part = self.in_loop(|a, part| {
+                let bound = |k: Expr| Expr::op("/", vec![Expr::mul(k, bins.clone()), Expr::Var(count)]);
+                let (lo, hi) = (a.fresh("lo"), a.fresh("hi"));
+                part.push(Stmt::Let {
+                    var: lo,
+                    elem: Elem::Int,
+                    value: bound(Expr::Var(p)),
+                });
+                part.push(Stmt::Let {
+                    var: hi,
+                    elem: Elem::Int,
+                    value: bound(Expr::add(Expr::Var(p), Expr::Int(1))),
+                });
+                a.hist_scan(&scan, Expr::Var(lo), Expr::Var(hi), e, part)
+            })?;
+            body.push(Stmt::For {
+                index: p,
+                count: Expr::Var(count),
+                parallel: true,
+                body: part,
+            });
+        } else {
+            self.hist_scan(&scan, Expr::Int(0), bins, e, body)?;
+        }
+        Ok(Val::Array(out))
+    }
+
+    /// The items of a hist whose index is in `lo … hi-1` combined into
+    /// their bins, in order.
+    fn hist_scan(
+        &mut self,
+        scan: &HistScan<'_, 'm>,
+        lo: Expr,
+        hi: Expr,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        // A general operator on array cells may give a view of its
+        // accumulator: its value goes through a buffer of its own (one
+        // per part).
+        let tmp = if scan.direct {
             None
         } else {
-            Some(self.alloc("bin", elem, cell, body))
+            Some(self.alloc("bin", scan.elem, scan.cell.to_vec(), body))
         };
         let i = self.fresh("i");
         let j = self.fresh("j");
@@ -693,20 +788,26 @@ impl<'m> Alloc<'m> {
             inner.push(Stmt::Let {
                 var: j,
                 elem: Elem::Int,
-                value: idx.cell(&[Expr::Var(i)]).load(),
+                value: scan.idx.cell(&[Expr::Var(i)]).load(),
             });
-            let acc = out.cell(&[Expr::Var(j)]);
-            let args = vec![cell_val(acc.clone()), cell_val(xs.cell(&[Expr::Var(i)]))];
+            let acc = scan.out.cell(&[Expr::Var(j)]);
+            let args = vec![cell_val(acc.clone()), cell_val(scan.xs.cell(&[Expr::Var(i)]))];
             let mut then = Vec::new();
             match &tmp {
-                None => a.apply_into(op, args, e, &acc, &mut then)?,
+                None => a.apply_into(scan.op, args, e, &acc, &mut then)?,
                 Some(t) => {
-                    a.apply_into(op, args, e, t, &mut then)?;
+                    a.apply_into(scan.op, args, e, t, &mut then)?;
                     a.copy(Val::Array(t.clone()), &acc, &mut then)?;
                 }
             }
             inner.push(Stmt::If {
-                cond: in_range(Expr::Var(j), bins),
+                cond: Expr::op(
+                    "and",
+                    vec![
+                        Expr::op(">=", vec![Expr::Var(j), lo]),
+                        Expr::op("<", vec![Expr::Var(j), hi]),
+                    ],
+                ),
                 then,
                 otherwise: Vec::new(),
             });
@@ -714,11 +815,11 @@ impl<'m> Alloc<'m> {
         })?;
         body.push(Stmt::For {
             index: i,
-            count: idx.dims[0].clone(),
+            count: scan.idx.dims[0].clone(),
             parallel: false,
             body: inner,
         });
-        Ok(Val::Array(out))
+        Ok(())
     }
 
     /// A copy of `dest` with item `idx[i]` replaced by item `i` of `src`,
