@@ -28,6 +28,23 @@ const BLOCKED_SCAN_FROM: i64 = 1 << 16;
 /// enough for the runtime to run it in parallel).
 const HIST_PARTS_FROM: i64 = 1 << 14;
 
+/// How many parts of its items a hist by an exact combining splits
+/// them into (fixed, so that each part's count is known: see
+/// [`Alloc::hist_by_items`]).
+const HIST_ITEM_PARTS: i64 = 8;
+
+/// The Int combinings whose bits do not depend on grouping or order
+/// (Int arithmetic wraps), with their identities.
+const EXACT_INT: &[(&str, i64)] = &[
+    ("+", 0),
+    ("*", 1),
+    ("max", i64::MIN),
+    ("min", i64::MAX),
+    ("bit-and", -1),
+    ("bit-or", 0),
+    ("bit-xor", 0),
+];
+
 /// What a hist's scan of its items combines: `op` on cells of `cell`
 /// atoms `elem` into `out`'s bins, bin `idx[i]` from item `i` of `xs`
 /// (`direct`: in place, else through a buffer).
@@ -758,10 +775,143 @@ impl<'m> Alloc<'m> {
                 parallel: true,
                 body: part,
             });
+        } else if let Some(exact) = self.hist_items_exact(op, elem, &cell, &bins, &items) {
+            self.hist_by_items(exact, &out, &bins, idx, xs, body);
         } else {
             self.hist_scan(&scan, Expr::Int(0), bins, e, body)?;
         }
         Ok(Val::Array(out))
+    }
+
+    /// Where a hist of Int atoms outside loops may combine its items in
+    /// parts of the items (see [`Self::hist_by_items`]): a combining that
+    /// gives the same bits in any grouping and order, many items and few
+    /// bins. The combining, its identity and the item count.
+    fn hist_items_exact(
+        &self,
+        op: &Val<'m>,
+        elem: Elem,
+        cell: &[Expr],
+        bins: &Expr,
+        items: &Expr,
+    ) -> Option<(&'static str, i64, i64)> {
+        let Val::Prim { name, .. } = op else {
+            return None;
+        };
+        let (&Expr::Int(bins), &Expr::Int(items)) = (bins, items) else {
+            return None;
+        };
+        let few = bins.saturating_mul(HIST_ITEM_PARTS) <= items / 16;
+        if self.loop_depth != 0 || elem != Elem::Int || !cell.is_empty() || items < HIST_PARTS_FROM || !few {
+            return None;
+        }
+        EXACT_INT
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(name, identity)| (name, identity, items))
+    }
+
+    /// A hist of scalar Ints by an exact combining (Int arithmetic wraps:
+    /// any grouping gives the same bits) in parts of its items: each part
+    /// its own bins from the identity, in parallel, then each bin
+    /// combined with the parts' in order.
+    fn hist_by_items(
+        &mut self,
+        (name, identity, n): (&'static str, i64, i64),
+        out: &View,
+        bins: &Expr,
+        idx: &View,
+        xs: &View,
+        body: &mut Vec<Stmt>,
+    ) {
+        let parts = Expr::Int(HIST_ITEM_PARTS);
+        let own = self.alloc("own", Elem::Int, vec![parts.clone(), bins.clone()], body);
+        // Each part's count known (a constant), so that the runtime's
+        // estimate of the loop over the parts is its work.
+        let chunk = Expr::Int((n + HIST_ITEM_PARTS - 1) / HIST_ITEM_PARTS);
+        let (p, b, k, i, j) = (
+            self.fresh("p"),
+            self.fresh("b"),
+            self.fresh("k"),
+            self.fresh("i"),
+            self.fresh("j"),
+        );
+        let bin = |part: Expr, at: Expr| Expr::add(Expr::mul(part, bins.clone()), at);
+        let combine = |acc: Expr, x: Expr| Expr::op(name, vec![acc, x]);
+        let scan = vec![
+            Stmt::Let {
+                var: j,
+                elem: Elem::Int,
+                value: idx.cell(&[Expr::Var(i)]).load(),
+            },
+            Stmt::If {
+                cond: in_range(Expr::Var(j), bins.clone()),
+                then: vec![Stmt::Store {
+                    buf: own.buf,
+                    index: bin(Expr::Var(p), Expr::Var(j)),
+                    value: combine(
+                        Expr::load(own.buf, bin(Expr::Var(p), Expr::Var(j))),
+                        xs.cell(&[Expr::Var(i)]).load(),
+                    ),
+                }],
+                otherwise: Vec::new(),
+            },
+        ];
+        let part = vec![
+            Stmt::For {
+                index: b,
+                count: bins.clone(),
+                parallel: false,
+                body: vec![Stmt::Store {
+                    buf: own.buf,
+                    index: bin(Expr::Var(p), Expr::Var(b)),
+                    value: Expr::Int(identity),
+                }],
+            },
+            Stmt::For {
+                index: k,
+                count: chunk.clone(),
+                parallel: false,
+                body: vec![
+                    Stmt::Let {
+                        var: i,
+                        elem: Elem::Int,
+                        value: Expr::add(Expr::mul(Expr::Var(p), chunk), Expr::Var(k)),
+                    },
+                    Stmt::If {
+                        cond: Expr::op("<", vec![Expr::Var(i), Expr::Int(n)]),
+                        then: scan,
+                        otherwise: Vec::new(),
+                    },
+                ],
+            },
+        ];
+        body.push(Stmt::For {
+            index: p,
+            count: parts.clone(),
+            parallel: true,
+            body: part,
+        });
+        let (b, q) = (self.fresh("b"), self.fresh("q"));
+        let at = out.cell(&[Expr::Var(b)]).offset;
+        body.push(Stmt::For {
+            index: b,
+            count: bins.clone(),
+            parallel: false,
+            body: vec![Stmt::For {
+                index: q,
+                count: parts,
+                parallel: false,
+                body: vec![Stmt::Store {
+                    buf: out.buf,
+                    index: at.clone(),
+                    value: combine(
+                        Expr::load(out.buf, at),
+                        Expr::load(own.buf, bin(Expr::Var(q), Expr::Var(b))),
+                    ),
+                }],
+            }],
+        });
     }
 
     /// The items of a hist whose index is in `lo … hi-1` combined into
