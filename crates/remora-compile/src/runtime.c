@@ -1442,3 +1442,17 @@ static int rt_tree_leaves(int64_t lo, int64_t hi, int64_t *b) {
   b[n] = hi;
   return n;
 }
+
+/* ---- hist: its bins in parts (allocate/iteration.rs) ----
+ * How many parts a hist over `items` items, each combining `weight`
+ * atoms into its bin, splits its `bins` bins into: each part a range of
+ * bins, one thread scanning every item for those of its range (each bin
+ * combined in the items' order, as on one thread). One on one thread,
+ * inside a parallel loop, or for too little work. */
+static void rt_hist_parts(int64_t *parts, int64_t bins, int64_t items, int64_t weight) {
+  double work = (double)items * (double)(weight < 1 ? 1 : weight);
+  int64_t p = rt_threads;
+  if (rt_inside || p <= 1 || work < (double)(1 << 18)) p = 1;
+  if (p > bins) p = bins;
+  *parts = p < 1 ? 1 : p;
+}

@@ -23,6 +23,41 @@ enum State {
 const SCAN_BLOCKS: i64 = 1024;
 const BLOCKED_SCAN_FROM: i64 = 1 << 16;
 
+/// From how many items a hist outside loops may split its bins into
+/// parts, one thread each (the loop over the parts then counts as work
+/// enough for the runtime to run it in parallel).
+const HIST_PARTS_FROM: i64 = 1 << 14;
+
+/// How many parts of its items a hist by an exact combining splits
+/// them into (fixed, so that each part's count is known: see
+/// [`Alloc::hist_by_items`]).
+const HIST_ITEM_PARTS: i64 = 8;
+
+/// The Int combinings whose bits do not depend on grouping or order
+/// (Int arithmetic wraps), with their identities.
+const EXACT_INT: &[(&str, i64)] = &[
+    ("+", 0),
+    ("*", 1),
+    ("max", i64::MIN),
+    ("min", i64::MAX),
+    ("bit-and", -1),
+    ("bit-or", 0),
+    ("bit-xor", 0),
+];
+
+/// What a hist's scan of its items combines: `op` on cells of `cell`
+/// atoms `elem` into `out`'s bins, bin `idx[i]` from item `i` of `xs`
+/// (`direct`: in place, else through a buffer).
+struct HistScan<'a, 'm> {
+    op: &'a Val<'m>,
+    elem: Elem,
+    cell: &'a [Expr],
+    direct: bool,
+    out: &'a View,
+    idx: &'a View,
+    xs: &'a View,
+}
+
 impl<'m> Alloc<'m> {
     pub(super) fn iteration(
         &mut self,
@@ -682,10 +717,220 @@ impl<'m> Alloc<'m> {
         });
         let op = lifted.as_ref().unwrap_or(op);
         let direct = cell.is_empty() || matches!(op, Val::Prim { .. });
-        let tmp = if direct {
+        let scan = HistScan {
+            op,
+            elem,
+            cell: &cell,
+            direct,
+            out: &out,
+            idx,
+            xs,
+        };
+        // Outside loops, over many items whose combining is more than one
+        // primitive on atoms, the bins in parts, one thread each (the
+        // runtime says how many: one on one thread). The item count is
+        // known, so the loop over the parts is one the runtime runs in
+        // parallel.
+        let items = idx.dims[0].clone();
+        let many = matches!(items, Expr::Int(n) if n >= HIST_PARTS_FROM);
+        if self.loop_depth == 0 && many && !(cell.is_empty() && direct) {
+            let parts = self.alloc("parts", Elem::Int, Vec::new(), body);
+            body.push(Stmt::Call {
+                func: "rt_hist_parts",
+                args: vec![
+                    Expr::Addr {
+                        buf: parts.buf,
+                        index: Box::new(Expr::Int(0)),
+                    },
+                    bins.clone(),
+                    items,
+                    product(&cell),
+                ],
+            });
+            let count = self.fresh("parts");
+            body.push(Stmt::Let {
+                var: count,
+                elem: Elem::Int,
+                value: parts.load(),
+            });
+            let p = self.fresh("p");
+            let part = self.in_loop(|a, part| {
+                let bound = |k: Expr| Expr::op("/", vec![Expr::mul(k, bins.clone()), Expr::Var(count)]);
+                let (lo, hi) = (a.fresh("lo"), a.fresh("hi"));
+                part.push(Stmt::Let {
+                    var: lo,
+                    elem: Elem::Int,
+                    value: bound(Expr::Var(p)),
+                });
+                part.push(Stmt::Let {
+                    var: hi,
+                    elem: Elem::Int,
+                    value: bound(Expr::add(Expr::Var(p), Expr::Int(1))),
+                });
+                a.hist_scan(&scan, Expr::Var(lo), Expr::Var(hi), e, part)
+            })?;
+            body.push(Stmt::For {
+                index: p,
+                count: Expr::Var(count),
+                parallel: true,
+                body: part,
+            });
+        } else if let Some(exact) = self.hist_items_exact(op, elem, &cell, &bins, &items) {
+            self.hist_by_items(exact, &out, &bins, idx, xs, body);
+        } else {
+            self.hist_scan(&scan, Expr::Int(0), bins, e, body)?;
+        }
+        Ok(Val::Array(out))
+    }
+
+    /// Where a hist of Int atoms outside loops may combine its items in
+    /// parts of the items (see [`Self::hist_by_items`]): a combining that
+    /// gives the same bits in any grouping and order, many items and few
+    /// bins. The combining, its identity and the item count.
+    fn hist_items_exact(
+        &self,
+        op: &Val<'m>,
+        elem: Elem,
+        cell: &[Expr],
+        bins: &Expr,
+        items: &Expr,
+    ) -> Option<(&'static str, i64, i64)> {
+        let Val::Prim { name, .. } = op else {
+            return None;
+        };
+        let (&Expr::Int(bins), &Expr::Int(items)) = (bins, items) else {
+            return None;
+        };
+        let few = bins.saturating_mul(HIST_ITEM_PARTS) <= items / 16;
+        if self.loop_depth != 0 || elem != Elem::Int || !cell.is_empty() || items < HIST_PARTS_FROM || !few {
+            return None;
+        }
+        EXACT_INT
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(name, identity)| (name, identity, items))
+    }
+
+    /// A hist of scalar Ints by an exact combining (Int arithmetic wraps:
+    /// any grouping gives the same bits) in parts of its items: each part
+    /// its own bins from the identity, in parallel, then each bin
+    /// combined with the parts' in order.
+    fn hist_by_items(
+        &mut self,
+        (name, identity, n): (&'static str, i64, i64),
+        out: &View,
+        bins: &Expr,
+        idx: &View,
+        xs: &View,
+        body: &mut Vec<Stmt>,
+    ) {
+        let parts = Expr::Int(HIST_ITEM_PARTS);
+        let own = self.alloc("own", Elem::Int, vec![parts.clone(), bins.clone()], body);
+        // Each part's count known (a constant), so that the runtime's
+        // estimate of the loop over the parts is its work.
+        let chunk = Expr::Int((n + HIST_ITEM_PARTS - 1) / HIST_ITEM_PARTS);
+        let (p, b, k, i, j) = (
+            self.fresh("p"),
+            self.fresh("b"),
+            self.fresh("k"),
+            self.fresh("i"),
+            self.fresh("j"),
+        );
+        let bin = |part: Expr, at: Expr| Expr::add(Expr::mul(part, bins.clone()), at);
+        let combine = |acc: Expr, x: Expr| Expr::op(name, vec![acc, x]);
+        let scan = vec![
+            Stmt::Let {
+                var: j,
+                elem: Elem::Int,
+                value: idx.cell(&[Expr::Var(i)]).load(),
+            },
+            Stmt::If {
+                cond: in_range(Expr::Var(j), bins.clone()),
+                then: vec![Stmt::Store {
+                    buf: own.buf,
+                    index: bin(Expr::Var(p), Expr::Var(j)),
+                    value: combine(
+                        Expr::load(own.buf, bin(Expr::Var(p), Expr::Var(j))),
+                        xs.cell(&[Expr::Var(i)]).load(),
+                    ),
+                }],
+                otherwise: Vec::new(),
+            },
+        ];
+        let part = vec![
+            Stmt::For {
+                index: b,
+                count: bins.clone(),
+                parallel: false,
+                body: vec![Stmt::Store {
+                    buf: own.buf,
+                    index: bin(Expr::Var(p), Expr::Var(b)),
+                    value: Expr::Int(identity),
+                }],
+            },
+            Stmt::For {
+                index: k,
+                count: chunk.clone(),
+                parallel: false,
+                body: vec![
+                    Stmt::Let {
+                        var: i,
+                        elem: Elem::Int,
+                        value: Expr::add(Expr::mul(Expr::Var(p), chunk), Expr::Var(k)),
+                    },
+                    Stmt::If {
+                        cond: Expr::op("<", vec![Expr::Var(i), Expr::Int(n)]),
+                        then: scan,
+                        otherwise: Vec::new(),
+                    },
+                ],
+            },
+        ];
+        body.push(Stmt::For {
+            index: p,
+            count: parts.clone(),
+            parallel: true,
+            body: part,
+        });
+        let (b, q) = (self.fresh("b"), self.fresh("q"));
+        let at = out.cell(&[Expr::Var(b)]).offset;
+        body.push(Stmt::For {
+            index: b,
+            count: bins.clone(),
+            parallel: false,
+            body: vec![Stmt::For {
+                index: q,
+                count: parts,
+                parallel: false,
+                body: vec![Stmt::Store {
+                    buf: out.buf,
+                    index: at.clone(),
+                    value: combine(
+                        Expr::load(out.buf, at),
+                        Expr::load(own.buf, bin(Expr::Var(q), Expr::Var(b))),
+                    ),
+                }],
+            }],
+        });
+    }
+
+    /// The items of a hist whose index is in `lo … hi-1` combined into
+    /// their bins, in order.
+    fn hist_scan(
+        &mut self,
+        scan: &HistScan<'_, 'm>,
+        lo: Expr,
+        hi: Expr,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        // A general operator on array cells may give a view of its
+        // accumulator: its value goes through a buffer of its own (one
+        // per part).
+        let tmp = if scan.direct {
             None
         } else {
-            Some(self.alloc("bin", elem, cell, body))
+            Some(self.alloc("bin", scan.elem, scan.cell.to_vec(), body))
         };
         let i = self.fresh("i");
         let j = self.fresh("j");
@@ -693,20 +938,26 @@ impl<'m> Alloc<'m> {
             inner.push(Stmt::Let {
                 var: j,
                 elem: Elem::Int,
-                value: idx.cell(&[Expr::Var(i)]).load(),
+                value: scan.idx.cell(&[Expr::Var(i)]).load(),
             });
-            let acc = out.cell(&[Expr::Var(j)]);
-            let args = vec![cell_val(acc.clone()), cell_val(xs.cell(&[Expr::Var(i)]))];
+            let acc = scan.out.cell(&[Expr::Var(j)]);
+            let args = vec![cell_val(acc.clone()), cell_val(scan.xs.cell(&[Expr::Var(i)]))];
             let mut then = Vec::new();
             match &tmp {
-                None => a.apply_into(op, args, e, &acc, &mut then)?,
+                None => a.apply_into(scan.op, args, e, &acc, &mut then)?,
                 Some(t) => {
-                    a.apply_into(op, args, e, t, &mut then)?;
+                    a.apply_into(scan.op, args, e, t, &mut then)?;
                     a.copy(Val::Array(t.clone()), &acc, &mut then)?;
                 }
             }
             inner.push(Stmt::If {
-                cond: in_range(Expr::Var(j), bins),
+                cond: Expr::op(
+                    "and",
+                    vec![
+                        Expr::op(">=", vec![Expr::Var(j), lo]),
+                        Expr::op("<", vec![Expr::Var(j), hi]),
+                    ],
+                ),
                 then,
                 otherwise: Vec::new(),
             });
@@ -714,11 +965,11 @@ impl<'m> Alloc<'m> {
         })?;
         body.push(Stmt::For {
             index: i,
-            count: idx.dims[0].clone(),
+            count: scan.idx.dims[0].clone(),
             parallel: false,
             body: inner,
         });
-        Ok(Val::Array(out))
+        Ok(())
     }
 
     /// A copy of `dest` with item `idx[i]` replaced by item `i` of `src`,
