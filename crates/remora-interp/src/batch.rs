@@ -418,6 +418,10 @@ impl<'p> Interpreter {
                     // An intrinsic applied in full: its rule over the
                     // arguments' frames, if it has one.
                     let p = p.clone();
+                    // A gather by a grade: a stable partition.
+                    if let Some(v) = self.gather_by_grade(&p, &spine, env)? {
+                        return Ok(Some(v));
+                    }
                     let ruled = has_batched_rule(p.name);
                     let mut args = Vec::with_capacity(spine.len());
                     for (arg, lifted, _) in &spine {
@@ -480,6 +484,11 @@ impl<'p> Interpreter {
     /// (a transpose, windows, a replication) stays a view, for a batched
     /// rule or a lifted lambda to read in place.
     pub(crate) fn eval_view(&mut self, arg: &'p TExpr, env: &Env<'p>) -> crate::eval::Run<Batched<'p>> {
+        if let TExprKind::Var(v) = arg.kind
+            && let Some(view) = env.view(v)
+        {
+            return Ok(view.clone());
+        }
         if makes_view(arg) {
             let saved = std::mem::take(&mut self.batch);
             let view = self.eval_batched(arg, env);
@@ -489,6 +498,36 @@ impl<'p> Interpreter {
             }
         }
         Ok(Batched::plain(self.eval(arg, env)?))
+    }
+
+    /// Whether `eval_view` gives `arg` as a view: a view made there, or a
+    /// variable a `let` bound to one.
+    pub(crate) fn gives_view(&self, arg: &TExpr, env: &Env<'p>) -> bool {
+        makes_view(arg) || matches!(arg.kind, TExprKind::Var(v) if env.view(v).is_some())
+    }
+
+    /// `(let ((val var e)) …)` for an `e` that makes a view: the
+    /// environment with `var` bound to the view, not laid out (`None`:
+    /// `e` makes no view, nothing evaluated; or the view is dense, or
+    /// would be refused as too large laid out: then bound as usual).
+    pub(crate) fn bind_view(
+        &mut self,
+        var: remora_check::typed::VarId,
+        value: &'p TExpr,
+        env: &Env<'p>,
+    ) -> crate::eval::Run<Option<Env<'p>>> {
+        if self.reference_only || !makes_view(value) {
+            return Ok(None);
+        }
+        let view = self.eval_view(value, env)?;
+        let binding = if view.is_dense() {
+            crate::eval::Binding::Val(var, view.v)
+        } else if check_size(atoms_in(&view.v.shape), value.span).is_ok() {
+            crate::eval::Binding::View(var, view)
+        } else {
+            crate::eval::Binding::Val(var, self.eval(value, env)?)
+        };
+        Ok(Some(env.with(binding)))
     }
 
     /// An argument from `eval_view` laid out as an ordinary value (a view
@@ -1511,6 +1550,13 @@ impl<'p> Interpreter {
                 ),
                 Some([lines, items, 1]),
             )
+        } else if name == "reduce"
+            && seed.is_none()
+            && let Some(r) =
+                crate::strided::reduce_view(op, intrinsics::fold_order(name, op), &xs, outer_axes)
+        {
+            // A view reduced where it lies, never laid out.
+            return Some(r);
         } else {
             (xs.densify()?, None)
         };
@@ -2294,7 +2340,7 @@ type RowSort<T> = fn(&[T]) -> Result<Vec<T>, &'static str>;
 /// `sort`, `grade` and their Float forms over every row of a frame (the
 /// batch axes included): each row ordered as the intrinsic orders one
 /// vector (ascending, stable, NaN last), one pass over the rows.
-fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value<'p>> {
+pub(crate) fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value<'p>> {
     let [(xs, cell)] = args else {
         return None;
     };

@@ -17,12 +17,14 @@ pub mod intrinsics;
 pub mod kernel;
 mod masked;
 mod matmul;
+mod partition;
 pub mod program;
 pub mod random;
 pub mod scalar;
 pub mod search;
 pub mod sort;
 mod streamed;
+mod strided;
 mod tally;
 mod vocab;
 
