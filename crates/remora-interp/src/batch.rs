@@ -1040,7 +1040,15 @@ impl<'p> Interpreter {
             }
             "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
             | "index" | "nth" => items_batched(p, &all),
-            "rotate" => self.framed(&all, |args| intrinsics::rotate_framed(args, Span::default()).ok()),
+            "rotate" => match all.as_slice() {
+                // Shifts stepping evenly over the batch: a view.
+                [(xs, acell), (k, _)]
+                    if let Some(v) = crate::strided::rotate_view(xs, acell, k, &self.batch) =>
+                {
+                    Some(v)
+                }
+                _ => self.framed(&all, |args| intrinsics::rotate_framed(args, Span::default()).ok()),
+            },
             "transpose2d" | "windows" => view_batched(p, &all),
             "length" | "reshape" | "flatten" | "replicate" => reshape_batched(p, &all),
             "append" | "reverse" => self.framed(&all, |args| items_framed(p.name, args)),

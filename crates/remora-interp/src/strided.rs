@@ -36,3 +36,72 @@ pub(crate) fn reduce_view<'p>(op: &str, order: Order, xs: &Batched<'p>, axis: us
     }
     Some(Batched::dense(acc, xs.nb))
 }
+
+/// `(rotate xs s)` inside a batch, `xs` the same at every position (one
+/// array, no frame of its own) and the shift one number per position,
+/// stepping evenly along each batch axis (`(rotate xs k)` over `k` from a
+/// range, as a correlation or a stencil by shifts writes it): a view of
+/// `xs` laid out twice end to end, each position's rotation starting at
+/// its shift. `None` for any other shifts (the caller rotates each
+/// position's copy).
+pub(crate) fn rotate_view<'p>(
+    xs: &Batched<'p>,
+    acell: &[usize],
+    k: &Batched<'p>,
+    batch: &[usize],
+) -> Option<Batched<'p>> {
+    let d = *acell.first()?;
+    if xs.nb != 0 || xs.v.shape != acell || k.nb == 0 || !k.own().is_empty() || d == 0 {
+        return None;
+    }
+    let frame = batch.get(..k.nb)?;
+    let item: usize = acell.get(1..)?.iter().product();
+    let shifts = k.densify()?;
+    let remora_value::Data::Int(s) = &shifts.v.data else {
+        return None;
+    };
+    let d_i = i64::try_from(d).ok()?;
+    let at = |pos: usize| -> Option<usize> { usize::try_from(s.get(pos)?.rem_euclid(d_i)).ok() };
+    // The shift at the origin and its step along each batch axis (none
+    // backwards): every position's shift must be what they make.
+    let first = at(0)?;
+    let steps_in_atoms = crate::kernel::row_major(frame);
+    let mut steps = Vec::with_capacity(frame.len());
+    for (axis, &len) in frame.iter().enumerate() {
+        let step = if len > 1 {
+            at(*steps_in_atoms.get(axis)?)?.checked_sub(first)?
+        } else {
+            0
+        };
+        steps.push(step);
+    }
+    let positions: usize = frame.iter().product();
+    if positions > 1 << 20 {
+        return None;
+    }
+    for pos in 0..positions {
+        let mut want = first;
+        let mut rest = pos;
+        for (axis, &len) in frame.iter().enumerate().rev() {
+            want += (rest % len) * steps.get(axis)?;
+            rest /= len;
+        }
+        if want >= d || at(pos)? != want {
+            return None;
+        }
+    }
+    let once = xs.densify()?.v;
+    let mut twice = once.data.clone();
+    twice.append(once.data.clone()).ok()?;
+    let mut strides: Vec<usize> = steps.iter().map(|st| st * item).collect();
+    strides.extend(crate::kernel::row_major(acell));
+    Some(Batched {
+        v: Array {
+            shape: frame.iter().chain(acell).copied().collect(),
+            data: twice,
+        },
+        nb: k.nb,
+        offset: first * item,
+        strides,
+    })
+}
