@@ -506,20 +506,30 @@ impl<'p> Interpreter {
         makes_view(arg) || matches!(arg.kind, TExprKind::Var(v) if env.view(v).is_some())
     }
 
-    /// `(let ((val var e)) …)` for an `e` that makes a view: the
-    /// environment with `var` bound to the view, not laid out (`None`:
-    /// `e` makes no view, nothing evaluated; or the view is dense, or
-    /// would be refused as too large laid out: then bound as usual).
+    /// `(let ((val var e)) body)` for an `e` that makes a view (or a
+    /// lifted lambda whose result is one), `var` read at most twice in
+    /// `body` and never inside a lambda (each plain read lays the view out
+    /// again): the environment with `var` bound to the view, not laid out
+    /// (`None`: not such a `let`, nothing evaluated; a dense value, or a
+    /// view that would be refused as too large laid out, is bound as
+    /// usual).
     pub(crate) fn bind_view(
         &mut self,
         var: remora_check::typed::VarId,
         value: &'p TExpr,
+        body: &'p TExpr,
         env: &Env<'p>,
     ) -> crate::eval::Run<Option<Env<'p>>> {
-        if self.reference_only || !makes_view(value) {
+        if self.reference_only || !crate::partition::reads(body, var).is_some_and(|n| n <= 2) {
             return Ok(None);
         }
-        let view = self.eval_view(value, env)?;
+        let view = if makes_view(value) {
+            self.eval_view(value, env)?
+        } else if let Some(view) = self.lambda_view(value, env)? {
+            view
+        } else {
+            return Ok(None);
+        };
         let binding = if view.is_dense() {
             crate::eval::Binding::Val(var, view.v)
         } else if check_size(atoms_in(&view.v.shape), value.span).is_ok() {
@@ -528,6 +538,56 @@ impl<'p> Interpreter {
             crate::eval::Binding::Val(var, self.eval(value, env)?)
         };
         Ok(Some(env.with(binding)))
+    }
+
+    /// `(f a)`, `f` a lambda lifted over a frame of at most `STRIP_CELLS`
+    /// positions (run whole, not in strips), its batched result as it comes
+    /// out of the batch: a view when the body's result is one (a slice or a
+    /// rotation of an array from outside the lambda). `None` when `value`
+    /// is not such an application (nothing evaluated that matters: `f` is
+    /// a variable or a literal); an application that gives up batching
+    /// runs as usual and its value comes back dense.
+    fn lambda_view(&mut self, value: &'p TExpr, env: &Env<'p>) -> crate::eval::Run<Option<Batched<'p>>> {
+        let TExprKind::App { func, arg, lifted } = &value.kind else {
+            return Ok(None);
+        };
+        if !pure(func) || !matches!(func.kind, TExprKind::Var(_) | TExprKind::Array { .. }) {
+            return Ok(None);
+        }
+        let f = self.eval(func, env)?;
+        let fun = match &f.data {
+            Data::Atoms(funs) if f.shape.is_empty() => match funs.first() {
+                Some(Atom::Fun(fun @ Fun::Lambda { body, .. })) if lambda_params(body) == 0 => fun.clone(),
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let a = self.eval_view(arg, env)?;
+        let cell = self.shape_of(&lifted.arg_cell, env, value.span)?;
+        let frame =
+            a.v.shape
+                .get(..a.v.shape.len().saturating_sub(cell.len()))
+                .unwrap_or_default();
+        let whole = !frame.is_empty() && atoms_in(frame) <= STRIP_CELLS && atoms_in(&cell) > 0;
+        if whole && !(self.batching > 0 && fun.reads_batch()) {
+            crate::eval::clear_starved();
+            let saved = std::mem::take(&mut self.batch);
+            self.batching += 1;
+            let r = self.lambda_batched(&fun, vec![(a.clone(), cell.clone())]);
+            self.batching -= 1;
+            self.batch = saved;
+            if let Some(r) = r.filter(|r| r.nb == 0 && !holds_atoms(&r.v.data)) {
+                return Ok(Some(r));
+            }
+        } else if self.gives_view(arg, env)
+            && let Some(r) = self.apply_lambda_to_views(&fun, vec![(a.clone(), cell.clone())])
+        {
+            return Ok(Some(Batched::plain(r)));
+        }
+        // As the application runs anywhere else.
+        let a = self.dense_or_eval(a, arg, env)?;
+        let v = self.apply(&f, a, &cell, &value.ty, env, value.span)?;
+        Ok(Some(Batched::plain(v)))
     }
 
     /// An argument from `eval_view` laid out as an ordinary value (a view

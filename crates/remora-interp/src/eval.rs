@@ -758,7 +758,7 @@ impl<'p> Interpreter {
                 if let Some(env) = self.defer_grade(*var, value, body, env)? {
                     return self.eval(body, &env);
                 }
-                if let Some(env) = self.bind_view(*var, value, env)? {
+                if let Some(env) = self.bind_view(*var, value, body, env)? {
                     return self.eval(body, &env);
                 }
                 let v = self.eval(value, env)?;

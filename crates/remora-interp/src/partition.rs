@@ -41,8 +41,16 @@ impl<'p> Graded<'p> {
     }
 }
 
-/// The grade of every row of `d` keys of `key`.
+/// The grade of every row of `d` keys of `key` (flags, where the keys
+/// were written `(bool->i flags)`, are graded as those Ints).
 fn grade_rows<'p>(key: &Value<'p>, d: usize) -> Option<Value<'p>> {
+    if let Data::Bool(flags) = &key.data {
+        let ints = Array {
+            shape: key.shape.clone(),
+            data: Data::Int(flags.iter().map(|&b| i64::from(b)).collect()),
+        };
+        return grade_rows(&ints, d);
+    }
     if d == 0 || key.data.is_empty() {
         return Some(Array {
             shape: key.shape.clone(),
@@ -64,11 +72,19 @@ fn intrinsic_name(e: &TExpr) -> Option<&'static str> {
     }
 }
 
-/// `(grade k)`: the key expression and how it is lifted.
+/// `(grade k)`: the key expression and how it is lifted. Keys written
+/// `(bool->i flags)` are the flags themselves (0 before 1 is `#f` before
+/// `#t`): the Int keys are never made.
 fn grade_of(e: &TExpr) -> Option<(&TExpr, &Lifted)> {
     let (head, spine) = e.spine();
     match (intrinsic_name(head)?, spine.as_slice()) {
-        ("grade", [(k, lifted)]) => Some((k, lifted)),
+        ("grade", [(k, lifted)]) => {
+            let (inner, flags) = k.spine();
+            match (intrinsic_name(inner), flags.as_slice()) {
+                (Some("bool->i"), [(b, _)]) => Some((b, lifted)),
+                _ => Some((k, lifted)),
+            }
+        }
         _ => None,
     }
 }
@@ -97,7 +113,7 @@ impl<'p> Interpreter {
         }
         let key = self.eval(k, env)?;
         let cell = self.shape_of(&lifted.arg_cell, env, k.span)?;
-        let (Data::Int(_), [d]) = (&key.data, cell.as_slice()) else {
+        let (Data::Int(_) | Data::Bool(_), [d]) = (&key.data, cell.as_slice()) else {
             return crate::eval::fail(
                 value.span,
                 "internal error: a grade of keys that are not Int vectors",
@@ -157,8 +173,11 @@ impl<'p> Interpreter {
             && o_cell.is_empty()
             && key.shape.len() == 1
             && xs.shape.first() == key.shape.first()
-            && let Data::Int(keys) = &key.data
-            && let Some(data) = partition(keys, &xs.data, xs.shape.iter().skip(1).product())
+            && let Some(data) = match &key.data {
+                Data::Int(keys) => partition(keys, &xs.data, xs.shape.iter().skip(1).product()),
+                Data::Bool(flags) => partition_by_flags(flags, &xs.data, xs.shape.iter().skip(1).product()),
+                _ => None,
+            }
         {
             return Ok(Some(Array {
                 shape: xs.shape.clone(),
@@ -196,7 +215,7 @@ impl<'p> Interpreter {
 
 /// How many times `e` reads `var`; `None` when a lambda reads it (it may
 /// run many times).
-fn reads(e: &TExpr, var: VarId) -> Option<usize> {
+pub(crate) fn reads(e: &TExpr, var: VarId) -> Option<usize> {
     let mut count = 0;
     let mut under_lambda = false;
     e.any(&mut |x| {
@@ -216,6 +235,40 @@ fn reads(e: &TExpr, var: VarId) -> Option<usize> {
         false
     });
     (!under_lambda).then_some(count)
+}
+
+/// The items of `xs` (each `item` atoms) whose flag is `#f`, in order,
+/// then those whose flag is `#t`: the stable order of `(bool->i flags)`.
+fn partition_by_flags<F: Clone>(flags: &[bool], xs: &Data<F>, item: usize) -> Option<Data<F>> {
+    fn place<T: Copy + Default>(flags: &[bool], xs: &[T], item: usize) -> Option<Vec<T>> {
+        let falses = flags.iter().filter(|&&b| !b).count();
+        let mut out = crate::kernel::buffer(xs.len()).ok()?;
+        out.resize(xs.len(), T::default());
+        let (mut f, mut t) = (0, falses * item);
+        if item == 1 {
+            for (&b, &x) in flags.iter().zip(xs) {
+                let at = if b { &mut t } else { &mut f };
+                *out.get_mut(*at)? = x;
+                *at += 1;
+            }
+            return Some(out);
+        }
+        for (&b, x) in flags.iter().zip(xs.chunks_exact(item)) {
+            let at = if b { &mut t } else { &mut f };
+            out.get_mut(*at..*at + item)?.copy_from_slice(x);
+            *at += item;
+        }
+        Some(out)
+    }
+    if item == 0 {
+        return None;
+    }
+    Some(match xs {
+        Data::Float(v) => Data::Float(place(flags, v, item)?.into()),
+        Data::Int(v) => Data::Int(place(flags, v, item)?.into()),
+        Data::Bool(v) => Data::Bool(place(flags, v, item)?.into()),
+        _ => return None,
+    })
 }
 
 /// The items of `xs` (each `item` atoms) in the stable order of `keys`,
