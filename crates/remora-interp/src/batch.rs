@@ -520,7 +520,7 @@ impl<'p> Interpreter {
         body: &'p TExpr,
         env: &Env<'p>,
     ) -> crate::eval::Run<Option<Env<'p>>> {
-        if self.reference_only || !crate::partition::reads(body, var).is_some_and(|n| n <= 2) {
+        if self.reference_only || crate::partition::reads(body, var).is_none_or(|n| n > 2) {
             return Ok(None);
         }
         let view = if makes_view(value) {
