@@ -520,7 +520,11 @@ impl<'p> Interpreter {
         body: &'p TExpr,
         env: &Env<'p>,
     ) -> crate::eval::Run<Option<Env<'p>>> {
-        if self.reference_only || crate::partition::reads(body, var).is_none_or(|n| n > 2) {
+        let lambda_application = matches!(&value.kind, TExprKind::App { func, .. } if matches!(func.kind, TExprKind::Var(_) | TExprKind::Array { .. }));
+        if self.reference_only
+            || !(makes_view(value) || lambda_application)
+            || crate::partition::reads(body, var).is_none_or(|n| n > 2)
+        {
             return Ok(None);
         }
         let view = if makes_view(value) {

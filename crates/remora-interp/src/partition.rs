@@ -214,27 +214,54 @@ impl<'p> Interpreter {
 }
 
 /// How many times `e` reads `var`; `None` when a lambda reads it (it may
-/// run many times).
+/// run many times), or when `e` is too large to look through cheaply (a
+/// `let` asks this of its body: a long chain of them must stay linear).
 pub(crate) fn reads(e: &TExpr, var: VarId) -> Option<usize> {
+    const BUDGET: usize = 1 << 12;
     let mut count = 0;
-    let mut under_lambda = false;
-    e.any(&mut |x| {
+    let mut seen = 0;
+    // Each expression with whether it lies inside a lambda.
+    let mut stack: Vec<(&TExpr, bool)> = vec![(e, false)];
+    let mut children = Vec::new();
+    while let Some((x, inside)) = stack.pop() {
+        seen += 1;
+        if seen > BUDGET {
+            return None;
+        }
         match &x.kind {
-            TExprKind::Var(v) if *v == var => count += 1,
+            TExprKind::Var(v) if *v == var => {
+                if inside {
+                    return None;
+                }
+                count += 1;
+            }
             TExprKind::Array { atoms, .. } => {
-                under_lambda |= atoms.iter().any(|a| {
-                    matches!(
-                        &a.kind,
-                        TAtomKind::Lambda { body, .. } | TAtomKind::TLambda { body, .. } | TAtomKind::ILambda { body, .. }
-                            if body.any(&mut |y| matches!(y.kind, TExprKind::Var(v) if v == var))
-                    )
-                });
+                for a in atoms {
+                    match &a.kind {
+                        TAtomKind::Lambda { body, .. }
+                        | TAtomKind::TLambda { body, .. }
+                        | TAtomKind::ILambda { body, .. } => {
+                            stack.push((body, true));
+                        }
+                        TAtomKind::Box { body, .. } => stack.push((body, inside)),
+                        _ => {}
+                    }
+                }
+                continue;
+            }
+            TExprKind::Unbox { boxed, body, .. } => {
+                // (The body runs once per box.)
+                stack.push((boxed, inside));
+                stack.push((body, true));
+                continue;
             }
             _ => {}
         }
-        false
-    });
-    (!under_lambda).then_some(count)
+        children.clear();
+        x.push_children(&mut children);
+        stack.extend(children.iter().map(|c| (*c, inside)));
+    }
+    Some(count)
 }
 
 /// The items of `xs` (each `item` atoms) whose flag is `#f`, in order,
