@@ -418,6 +418,10 @@ impl<'p> Interpreter {
                     // An intrinsic applied in full: its rule over the
                     // arguments' frames, if it has one.
                     let p = p.clone();
+                    // A gather by a grade: a stable partition.
+                    if let Some(v) = self.gather_by_grade(&p, &spine, env)? {
+                        return Ok(Some(v));
+                    }
                     let ruled = has_batched_rule(p.name);
                     let mut args = Vec::with_capacity(spine.len());
                     for (arg, lifted, _) in &spine {
@@ -480,6 +484,11 @@ impl<'p> Interpreter {
     /// (a transpose, windows, a replication) stays a view, for a batched
     /// rule or a lifted lambda to read in place.
     pub(crate) fn eval_view(&mut self, arg: &'p TExpr, env: &Env<'p>) -> crate::eval::Run<Batched<'p>> {
+        if let TExprKind::Var(v) = arg.kind
+            && let Some(view) = env.view(v)
+        {
+            return Ok(view.clone());
+        }
         if makes_view(arg) {
             let saved = std::mem::take(&mut self.batch);
             let view = self.eval_batched(arg, env);
@@ -489,6 +498,100 @@ impl<'p> Interpreter {
             }
         }
         Ok(Batched::plain(self.eval(arg, env)?))
+    }
+
+    /// Whether `eval_view` gives `arg` as a view: a view made there, or a
+    /// variable a `let` bound to one.
+    pub(crate) fn gives_view(&self, arg: &TExpr, env: &Env<'p>) -> bool {
+        makes_view(arg) || matches!(arg.kind, TExprKind::Var(v) if env.view(v).is_some())
+    }
+
+    /// `(let ((val var e)) body)` for an `e` that makes a view (or a
+    /// lifted lambda whose result is one), `var` read at most twice in
+    /// `body` and never inside a lambda (each plain read lays the view out
+    /// again): the environment with `var` bound to the view, not laid out
+    /// (`None`: not such a `let`, nothing evaluated; a dense value, or a
+    /// view that would be refused as too large laid out, is bound as
+    /// usual).
+    pub(crate) fn bind_view(
+        &mut self,
+        var: remora_check::typed::VarId,
+        value: &'p TExpr,
+        body: &'p TExpr,
+        env: &Env<'p>,
+    ) -> crate::eval::Run<Option<Env<'p>>> {
+        let lambda_application = matches!(&value.kind, TExprKind::App { func, .. } if matches!(func.kind, TExprKind::Var(_) | TExprKind::Array { .. }));
+        if self.reference_only
+            || !(makes_view(value) || lambda_application)
+            || crate::partition::reads(body, var).is_none_or(|n| n > 2)
+        {
+            return Ok(None);
+        }
+        let view = if makes_view(value) {
+            self.eval_view(value, env)?
+        } else if let Some(view) = self.lambda_view(value, env)? {
+            view
+        } else {
+            return Ok(None);
+        };
+        let binding = if view.is_dense() {
+            crate::eval::Binding::Val(var, view.v)
+        } else if check_size(atoms_in(&view.v.shape), value.span).is_ok() {
+            crate::eval::Binding::View(var, view)
+        } else {
+            crate::eval::Binding::Val(var, self.eval(value, env)?)
+        };
+        Ok(Some(env.with(binding)))
+    }
+
+    /// `(f a)`, `f` a lambda lifted over a frame of at most `STRIP_CELLS`
+    /// positions (run whole, not in strips), its batched result as it comes
+    /// out of the batch: a view when the body's result is one (a slice or a
+    /// rotation of an array from outside the lambda). `None` when `value`
+    /// is not such an application (nothing evaluated that matters: `f` is
+    /// a variable or a literal); an application that gives up batching
+    /// runs as usual and its value comes back dense.
+    fn lambda_view(&mut self, value: &'p TExpr, env: &Env<'p>) -> crate::eval::Run<Option<Batched<'p>>> {
+        let TExprKind::App { func, arg, lifted } = &value.kind else {
+            return Ok(None);
+        };
+        if !pure(func) || !matches!(func.kind, TExprKind::Var(_) | TExprKind::Array { .. }) {
+            return Ok(None);
+        }
+        let f = self.eval(func, env)?;
+        let fun = match &f.data {
+            Data::Atoms(funs) if f.shape.is_empty() => match funs.first() {
+                Some(Atom::Fun(fun @ Fun::Lambda { body, .. })) if lambda_params(body) == 0 => fun.clone(),
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let a = self.eval_view(arg, env)?;
+        let cell = self.shape_of(&lifted.arg_cell, env, value.span)?;
+        let frame =
+            a.v.shape
+                .get(..a.v.shape.len().saturating_sub(cell.len()))
+                .unwrap_or_default();
+        let whole = !frame.is_empty() && atoms_in(frame) <= STRIP_CELLS && atoms_in(&cell) > 0;
+        if whole && !(self.batching > 0 && fun.reads_batch()) {
+            crate::eval::clear_starved();
+            let saved = std::mem::take(&mut self.batch);
+            self.batching += 1;
+            let r = self.lambda_batched(&fun, vec![(a.clone(), cell.clone())]);
+            self.batching -= 1;
+            self.batch = saved;
+            if let Some(r) = r.filter(|r| r.nb == 0 && !holds_atoms(&r.v.data)) {
+                return Ok(Some(r));
+            }
+        } else if self.gives_view(arg, env)
+            && let Some(r) = self.apply_lambda_to_views(&fun, vec![(a.clone(), cell.clone())])
+        {
+            return Ok(Some(Batched::plain(r)));
+        }
+        // As the application runs anywhere else.
+        let a = self.dense_or_eval(a, arg, env)?;
+        let v = self.apply(&f, a, &cell, &value.ty, env, value.span)?;
+        Ok(Some(Batched::plain(v)))
     }
 
     /// An argument from `eval_view` laid out as an ordinary value (a view
@@ -1001,7 +1104,15 @@ impl<'p> Interpreter {
             }
             "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
             | "index" | "nth" => items_batched(p, &all),
-            "rotate" => self.framed(&all, |args| intrinsics::rotate_framed(args, Span::default()).ok()),
+            "rotate" => match all.as_slice() {
+                // Shifts stepping evenly over the batch: a view.
+                [(xs, acell), (k, _)]
+                    if let Some(v) = crate::strided::rotate_view(xs, acell, k, &self.batch) =>
+                {
+                    Some(v)
+                }
+                _ => self.framed(&all, |args| intrinsics::rotate_framed(args, Span::default()).ok()),
+            },
             "transpose2d" | "windows" => view_batched(p, &all),
             "length" | "reshape" | "flatten" | "replicate" => reshape_batched(p, &all),
             "append" | "reverse" => self.framed(&all, |args| items_framed(p.name, args)),
@@ -1511,6 +1622,13 @@ impl<'p> Interpreter {
                 ),
                 Some([lines, items, 1]),
             )
+        } else if name == "reduce"
+            && seed.is_none()
+            && let Some(r) =
+                crate::strided::reduce_view(op, intrinsics::fold_order(name, op), &xs, outer_axes)
+        {
+            // A view reduced where it lies, never laid out.
+            return Some(r);
         } else {
             (xs.densify()?, None)
         };
@@ -2294,7 +2412,7 @@ type RowSort<T> = fn(&[T]) -> Result<Vec<T>, &'static str>;
 /// `sort`, `grade` and their Float forms over every row of a frame (the
 /// batch axes included): each row ordered as the intrinsic orders one
 /// vector (ascending, stable, NaN last), one pass over the rows.
-fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value<'p>> {
+pub(crate) fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value<'p>> {
     let [(xs, cell)] = args else {
         return None;
     };

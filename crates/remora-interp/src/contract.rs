@@ -184,6 +184,32 @@ fn relayout<'a>(
         .collect();
     let from: Vec<usize> = order.iter().map(|&i| steps[i]).collect();
     let packed = row_major(&extent);
+    let lanes_from = outer_axes.len() + 1;
+    // A view whose lanes lie one after another (outer and item steps any:
+    // shifted copies of one signal, a window) is read where it is too.
+    let mut run = 1;
+    let lanes_in_a_row = (lanes_from..order.len()).rev().all(|k| {
+        let ok = extent[k] == 1 || from[k] == run;
+        run *= extent[k];
+        ok
+    });
+    let last = (0..extent.len())
+        .map(|k| extent[k].saturating_sub(1).saturating_mul(from[k]))
+        .fold(0usize, usize::saturating_add);
+    if lanes_in_a_row && extent.iter().all(|&e| e > 0) && last < data.len() {
+        let step = |k: usize| if extent[k] == 1 { 0 } else { from[k] };
+        let lane = match (lanes_from..order.len()).map(step).any(|s| s != 0) {
+            false => 0,
+            true if (lanes_from..order.len()).all(|k| extent[k] == shape[order[k]]) => 1,
+            true => return None,
+        };
+        return Some(Relaid {
+            data: std::borrow::Cow::Borrowed(data),
+            outer: (0..outer_axes.len()).map(step).collect(),
+            item: step(outer_axes.len()),
+            lane,
+        });
+    }
     // An operand already laid out so is read where it is.
     let in_place =
         (0..extent.len()).all(|k| extent[k] == 1 || from[k] == packed[k]) && data.len() >= atoms_in(&extent);
@@ -197,7 +223,6 @@ fn relayout<'a>(
         std::borrow::Cow::Owned(crate::kernel::gather(&extent, data, &layout).ok()?)
     };
     let step = |k: usize| if extent[k] == 1 { 0 } else { packed[k] };
-    let lanes_from = outer_axes.len() + 1;
     // Lanes flattened: they must be all replicated or all dense.
     let lane_steps: Vec<usize> = (lanes_from..order.len()).map(step).collect();
     let lane = match lane_steps.last() {

@@ -117,6 +117,14 @@ pub(crate) enum Binding<'p> {
     /// A variable of a batched evaluation: its value has `nb` batch axes
     /// first (see `batch`); ordinary evaluation does not see it.
     Batched(VarId, crate::batch::Batched<'p>),
+    /// A grade not made until read (`partition.rs`: a grade used only to
+    /// gather need not be made at all).
+    Graded(VarId, Rc<crate::partition::Graded<'p>>),
+    /// A `let`'s value that is a view (windows, a transposition, a
+    /// replication: strided over another array's atoms, `nb` 0), kept so,
+    /// for a lifted function or primitive to read in place; laid out only
+    /// for what needs it so.
+    View(VarId, crate::batch::Batched<'p>),
     Dim(DVar, i64),
     Shape(SVar, Vec<i64>),
 }
@@ -139,11 +147,31 @@ impl<'p> Env<'p> {
         std::iter::successors(self.0.as_deref(), |n| n.next.0.as_deref())
     }
 
-    fn value(&self, v: VarId) -> Option<&Value<'p>> {
+    fn value(&self, v: VarId) -> Option<Value<'p>> {
         self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, val) if *w == v => Some(val),
+            Binding::Val(w, val) if *w == v => Some(val.clone()),
+            Binding::Graded(w, g) if *w == v => g.order(),
+            Binding::View(w, b) if *w == v => b.densify().map(|b| b.v),
             _ => None,
         })
+    }
+
+    /// The view that `v` is bound to, if it is one.
+    pub(crate) fn view(&self, v: VarId) -> Option<&crate::batch::Batched<'p>> {
+        self.nodes().find_map(|n| match &n.binding {
+            Binding::Val(w, _) | Binding::Batched(w, _) | Binding::Graded(w, _) if *w == v => Some(None),
+            Binding::View(w, b) if *w == v => Some(Some(b)),
+            _ => None,
+        })?
+    }
+
+    /// The grade not made yet that `v` is bound to, if it is one.
+    pub(crate) fn graded(&self, v: VarId) -> Option<&crate::partition::Graded<'p>> {
+        self.nodes().find_map(|n| match &n.binding {
+            Binding::Val(w, _) | Binding::Batched(w, _) if *w == v => Some(None),
+            Binding::Graded(w, g) if *w == v => Some(Some(&**g)),
+            _ => None,
+        })?
     }
 
     /// The same scope with every batched variable's value replaced by
@@ -173,6 +201,8 @@ impl<'p> Env<'p> {
                 Binding::Batched(v, b) => Binding::Batched(*v, f(b)?),
                 Binding::Val(_, val) if closure_inside(val) => return None,
                 Binding::Val(v, val) => Binding::Val(*v, val.clone()),
+                Binding::Graded(v, g) => Binding::Graded(*v, g.clone()),
+                Binding::View(v, b) => Binding::View(*v, b.clone()),
                 Binding::Dim(v, d) => Binding::Dim(*v, *d),
                 Binding::Shape(v, s) => Binding::Shape(*v, s.clone()),
             };
@@ -185,7 +215,7 @@ impl<'p> Env<'p> {
     fn is_batched(&self, v: VarId) -> bool {
         self.nodes()
             .find_map(|n| match &n.binding {
-                Binding::Val(w, _) if *w == v => Some(false),
+                Binding::Val(w, _) | Binding::Graded(w, _) | Binding::View(w, _) if *w == v => Some(false),
                 Binding::Batched(w, _) if *w == v => Some(true),
                 _ => None,
             })
@@ -202,6 +232,8 @@ impl<'p> Env<'p> {
     pub(crate) fn lookup_batched(&self, v: VarId) -> Option<crate::batch::Batched<'p>> {
         self.nodes().find_map(|n| match &n.binding {
             Binding::Val(w, val) if *w == v => Some(crate::batch::Batched::plain(val.clone())),
+            Binding::Graded(w, g) if *w == v => g.order().map(crate::batch::Batched::plain),
+            Binding::View(w, b) if *w == v => Some(b.clone()),
             Binding::Batched(w, b) if *w == v => Some(b.clone()),
             _ => None,
         })
@@ -596,7 +628,7 @@ impl<'p> Interpreter {
     }
 
     pub fn lookup(env: &Env<'p>, v: VarId) -> Option<Value<'p>> {
-        env.value(v).cloned()
+        env.value(v)
     }
 
     pub(crate) fn shape_of(&self, s: &remora_types::Shape, env: &Env<'p>, span: Span) -> Run<Vec<usize>> {
@@ -671,7 +703,7 @@ impl<'p> Interpreter {
                 Ok(v)
             }
             TExprKind::Var(v) => match env.value(*v) {
-                Some(val) => Ok(val.clone()),
+                Some(val) => Ok(val),
                 None => fail(span, "internal error: unbound variable at run time"),
             },
             TExprKind::Intrinsic("pi") => Ok(scalar_value(Data::Float(vec![std::f32::consts::PI].into()))),
@@ -697,7 +729,7 @@ impl<'p> Interpreter {
                 let a = match &f.data {
                     // A lambda given a view (`(f ((i-app windows 3) xs))`):
                     // its body reads the view in place.
-                    Data::Atoms(funs) if f.shape.is_empty() && crate::batch::makes_view(arg) => {
+                    Data::Atoms(funs) if f.shape.is_empty() && self.gives_view(arg, env) => {
                         let view = self.eval_view(arg, env)?;
                         if let Some(fun @ Fun::Lambda { .. }) = funs.first().and_then(|a| match a {
                             Atom::Fun(fun) => Some(fun),
@@ -723,6 +755,12 @@ impl<'p> Interpreter {
                 self.index_apply(&f, &i, &e.ty, env, span)
             }
             TExprKind::Let { var, value, body } => {
+                if let Some(env) = self.defer_grade(*var, value, body, env)? {
+                    return self.eval(body, &env);
+                }
+                if let Some(env) = self.bind_view(*var, value, body, env)? {
+                    return self.eval(body, &env);
+                }
                 let v = self.eval(value, env)?;
                 let env = env.with(Binding::Val(*var, v));
                 self.eval(body, &env)
@@ -1206,9 +1244,12 @@ impl<'p> Interpreter {
     }
 
     /// An intrinsic runs once it has all its arguments.
-    fn saturate(&mut self, p: Prim<'p>, span: Span) -> Run<Value<'p>> {
+    fn saturate(&mut self, mut p: Prim<'p>, span: Span) -> Run<Value<'p>> {
         if p.types.len() >= p.sig.types && p.indices.len() >= p.sig.indices && p.args.len() >= p.sig.values {
             admit(p.args.iter().map(|a| a.data.len()).sum(), span)?;
+            if let Some(v) = intrinsics::take_in_place(&mut p) {
+                return Ok(v);
+            }
             intrinsics::run(self, &p, span)
         } else {
             Ok(fun_value(Fun::Prim(Rc::new(p))))

@@ -873,6 +873,41 @@ fn boxed_items<'p>(k: usize, cell: &[usize], data: Data<Fun<'p>>) -> Value<'p> {
     ))
 }
 
+/// `take*` or `drop*` of an array no other value holds: its own buffer
+/// cut to the items kept (no copy, and no fresh memory), where `run`
+/// would copy them out. `None` when the buffer is shared, or the count out
+/// of range (`run` then reports it).
+pub(crate) fn take_in_place<'p>(p: &mut Prim<'p>) -> Option<Value<'p>> {
+    if !matches!(p.name, "take*" | "drop*") {
+        return None;
+    }
+    let n = usize::try_from(int_of(p.args.first()?)?).ok()?;
+    let d = dim(p, 0);
+    let cell = shape(p, 1);
+    let item: usize = cell.iter().product();
+    let a = p.args.get_mut(1)?;
+    if n > d || a.data.len() != d.checked_mul(item)? {
+        return None;
+    }
+    let (cut, k) = if p.name == "take*" {
+        (n * item..d * item, n)
+    } else {
+        (0..n * item, d - n)
+    };
+    fn cut_out<T>(v: &mut remora_value::Buf<T>, cut: std::ops::Range<usize>) -> Option<()> {
+        v.unique_mut()?.drain(cut);
+        Some(())
+    }
+    match &mut a.data {
+        Data::Int(v) => cut_out(v, cut)?,
+        Data::Float(v) => cut_out(v, cut)?,
+        Data::Bool(v) => cut_out(v, cut)?,
+        _ => return None,
+    }
+    let data = std::mem::replace(&mut a.data, Data::Int(Vec::new().into()));
+    Some(boxed_items(k, &cell, data))
+}
+
 /// A grade as Int data.
 fn grade_data<'p>(keys: &[u64]) -> Result<Data<Fun<'p>>, &'static str> {
     let order = crate::sort::grade(keys)?;

@@ -17,6 +17,7 @@ pub mod intrinsics;
 pub mod kernel;
 mod masked;
 mod matmul;
+mod partition;
 mod powers;
 pub mod program;
 pub mod random;
@@ -24,6 +25,7 @@ pub mod scalar;
 pub mod search;
 pub mod sort;
 mod streamed;
+mod strided;
 mod tally;
 mod vocab;
 

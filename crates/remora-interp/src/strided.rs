@@ -1,0 +1,107 @@
+//! A reduction along an axis of a view (`windows`, a transposition: atoms
+//! strided over another array's buffer) without laying the view out: the
+//! first item read out, then each further item combined into it where it
+//! lies. A 3×3 stencil written as windows of windows, summed, holds the
+//! sums, never the nine-times-larger blocks.
+
+use crate::batch::Batched;
+use crate::kernel::{Layout, Order, PAIRWISE_LEAF};
+use remora_value::Array;
+
+/// `(reduce op xs)` along axis `axis` of the view `xs` (no seed): left to
+/// right, as `reduce` combines up to `PAIRWISE_LEAF` items (and any number
+/// for an operator other than `f.+`), so the bits are those of the fold
+/// over the laid-out view. `None` when the view is laid out anyway (dense),
+/// the items are too many for that order, or `op` is not one that
+/// combines in place (the caller then lays the view out).
+pub(crate) fn reduce_view<'p>(op: &str, order: Order, xs: &Batched<'p>, axis: usize) -> Option<Batched<'p>> {
+    let items = *xs.v.shape.get(axis)?;
+    if xs.is_dense() || items == 0 || (order == Order::Tree && items > PAIRWISE_LEAF) || order == Order::Scan
+    {
+        return None;
+    }
+    let step = *xs.strides.get(axis)?;
+    let mut shape = xs.v.shape.clone();
+    let mut strides = xs.strides.clone();
+    shape.remove(axis);
+    strides.remove(axis);
+    let item = |i: usize| Layout {
+        offset: xs.offset + i * step,
+        strides: strides.clone(),
+    };
+    let first = xs.view(shape.clone(), xs.nb, xs.offset, strides.clone());
+    let mut acc: Array<_> = first.densify()?.v;
+    for i in 1..items {
+        crate::scalar::apply_in_place(op, &mut acc.data, (&xs.v.data, &item(i)), true, &shape)?.ok()?;
+    }
+    Some(Batched::dense(acc, xs.nb))
+}
+
+/// `(rotate xs s)` inside a batch, `xs` the same at every position (one
+/// array, no frame of its own) and the shift one number per position,
+/// stepping evenly along each batch axis (`(rotate xs k)` over `k` from a
+/// range, as a correlation or a stencil by shifts writes it): a view of
+/// `xs` laid out twice end to end, each position's rotation starting at
+/// its shift. `None` for any other shifts (the caller rotates each
+/// position's copy).
+pub(crate) fn rotate_view<'p>(
+    xs: &Batched<'p>,
+    acell: &[usize],
+    k: &Batched<'p>,
+    batch: &[usize],
+) -> Option<Batched<'p>> {
+    let d = *acell.first()?;
+    if xs.nb != 0 || xs.v.shape != acell || k.nb == 0 || !k.own().is_empty() || d == 0 {
+        return None;
+    }
+    let frame = batch.get(..k.nb)?;
+    let item: usize = acell.get(1..)?.iter().product();
+    let shifts = k.densify()?;
+    let remora_value::Data::Int(s) = &shifts.v.data else {
+        return None;
+    };
+    let d_i = i64::try_from(d).ok()?;
+    let at = |pos: usize| -> Option<usize> { usize::try_from(s.get(pos)?.rem_euclid(d_i)).ok() };
+    // The shift at the origin and its step along each batch axis (none
+    // backwards): every position's shift must be what they make.
+    let first = at(0)?;
+    let steps_in_atoms = crate::kernel::row_major(frame);
+    let mut steps = Vec::with_capacity(frame.len());
+    for (axis, &len) in frame.iter().enumerate() {
+        let step = if len > 1 {
+            at(*steps_in_atoms.get(axis)?)?.checked_sub(first)?
+        } else {
+            0
+        };
+        steps.push(step);
+    }
+    let positions: usize = frame.iter().product();
+    if positions > 1 << 20 {
+        return None;
+    }
+    for pos in 0..positions {
+        let mut want = first;
+        let mut rest = pos;
+        for (axis, &len) in frame.iter().enumerate().rev() {
+            want += (rest % len) * steps.get(axis)?;
+            rest /= len;
+        }
+        if want >= d || at(pos)? != want {
+            return None;
+        }
+    }
+    let once = xs.densify()?.v;
+    let mut twice = once.data.clone();
+    twice.append(once.data.clone()).ok()?;
+    let mut strides: Vec<usize> = steps.iter().map(|st| st * item).collect();
+    strides.extend(crate::kernel::row_major(acell));
+    Some(Batched {
+        v: Array {
+            shape: frame.iter().chain(acell).copied().collect(),
+            data: twice,
+        },
+        nb: k.nb,
+        offset: first * item,
+        strides,
+    })
+}
