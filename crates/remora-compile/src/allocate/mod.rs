@@ -30,6 +30,7 @@ mod boxframes;
 mod contract;
 mod empty;
 mod files;
+mod folds;
 mod gather;
 mod iteration;
 mod order;
@@ -289,6 +290,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     trace::in_order(&mut body);
     contract::contractions(&mut body);
     styles::turn_lifted_sums(&mut body, &mut a.out.names);
+    folds::interleave_lifted_folds(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),

@@ -779,6 +779,18 @@ impl<'m> Alloc<'m> {
             a: acc.buf,
             b: next.buf,
         });
+        let state = self.fresh("state");
+        let turned = match acc.dims.as_slice() {
+            [len] => self.fold_in_scalars(acc.buf, next.buf, i, &xs.dims[0], &inner, elem, len),
+            _ => None,
+        };
+        if let Some(turned) =
+            turned.or_else(|| folds::fold_per_atom(acc.buf, next.buf, i, &xs.dims[0], &inner, state, elem))
+        {
+            body.retain(|s| !matches!(s, Stmt::Alloc { buf, .. } if *buf == next.buf));
+            body.extend(turned);
+            return Ok(Val::Array(acc));
+        }
         body.push(Stmt::For {
             index: i,
             count: xs.dims[0].clone(),
