@@ -290,7 +290,6 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     trace::in_order(&mut body);
     contract::contractions(&mut body);
     styles::turn_lifted_sums(&mut body, &mut a.out.names);
-    folds::interleave_lifted_folds(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
