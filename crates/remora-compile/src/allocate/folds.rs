@@ -159,8 +159,7 @@ impl<'m> Alloc<'m> {
     /// end. The same operations on the same values: the same bits.
     pub(super) fn fold_in_scalars(
         &mut self,
-        acc: Var,
-        next: Var,
+        (acc, next): (Var, Var),
         k: Var,
         count: &Expr,
         step: &[Stmt],

@@ -781,7 +781,7 @@ impl<'m> Alloc<'m> {
         });
         let state = self.fresh("state");
         let turned = match acc.dims.as_slice() {
-            [len] => self.fold_in_scalars(acc.buf, next.buf, i, &xs.dims[0], &inner, elem, len),
+            [len] => self.fold_in_scalars((acc.buf, next.buf), i, &xs.dims[0], &inner, elem, len),
             _ => None,
         };
         if let Some(turned) =
