@@ -30,6 +30,7 @@ mod boxframes;
 mod contract;
 mod empty;
 mod files;
+mod folds;
 mod gather;
 mod iteration;
 mod order;

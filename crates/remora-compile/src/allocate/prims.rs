@@ -779,6 +779,18 @@ impl<'m> Alloc<'m> {
             a: acc.buf,
             b: next.buf,
         });
+        let state = self.fresh("state");
+        let turned = match acc.dims.as_slice() {
+            [len] => self.fold_in_scalars((acc.buf, next.buf), i, &xs.dims[0], &inner, elem, len),
+            _ => None,
+        };
+        if let Some(turned) =
+            turned.or_else(|| folds::fold_per_atom(acc.buf, next.buf, i, &xs.dims[0], &inner, state, elem))
+        {
+            body.retain(|s| !matches!(s, Stmt::Alloc { buf, .. } if *buf == next.buf));
+            body.extend(turned);
+            return Ok(Val::Array(acc));
+        }
         body.push(Stmt::For {
             index: i,
             count: xs.dims[0].clone(),
@@ -802,10 +814,15 @@ fn shape_of(xs: &Val<'_>) -> Res<(Elem, Vec<Expr>)> {
 /// The order a reduction by `op` may use: the tree for the operators whose
 /// every grouping gives the same bits (Int addition, products, max and
 /// min, bitwise and Boolean operations: the tree runs on several threads),
-/// else what the language fixes.
+/// else what the language fixes. `f.max` and `f.min` too: NaN if any item
+/// is NaN, else of the items that compare greatest (least) the last (the
+/// first) — ties of -0.0 and 0.0 — in any grouping that keeps the items'
+/// order, as the tree does.
 fn exact_order(op: &str, order: Order) -> Order {
     match op {
-        "+" | "*" | "max" | "min" | "bit-and" | "bit-or" | "bit-xor" | "and" | "or" => Order::Tree,
+        "+" | "*" | "max" | "min" | "bit-and" | "bit-or" | "bit-xor" | "and" | "or" | "f.max" | "f.min" => {
+            Order::Tree
+        }
         _ => order,
     }
 }

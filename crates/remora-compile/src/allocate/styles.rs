@@ -241,26 +241,146 @@ const PARTS: i64 = 16;
 /// `M` accumulators. Int `+` wraps, so any order gives the same bits; the
 /// `let`s are scalar steps that cannot fail, so running them for other
 /// (but the same) pairs changes nothing.
+///
+/// Where each lane's item is `(bool->i (== key lane))` with the key the
+/// same for every lane and the lane its own number (`b`, or an `iota`'s
+/// atom at `b`), the lanes' pass is a histogram: the one lane the key
+/// names (if any) counts one.
 pub(super) fn turn_lifted_sums(body: &mut Vec<Stmt>, names: &mut Vec<String>) {
+    let mut iotas = Vec::new();
+    find_iotas(body, &mut iotas);
+    iotas.retain(|&v| is_only_iota(body, v));
+    turn_in(body, names, &iotas);
+}
+
+fn turn_in(body: &mut Vec<Stmt>, names: &mut Vec<String>, iotas: &[Var]) {
     let mut out = Vec::with_capacity(body.len());
     for mut s in body.drain(..) {
-        if let Some(turned) = turned(&s, names) {
+        if let Some(turned) = turned(&s, names, iotas) {
             out.extend(turned);
             continue;
         }
         match &mut s {
             Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
-                turn_lifted_sums(body, names)
+                turn_in(body, names, iotas)
             }
             Stmt::If { then, otherwise, .. } => {
-                turn_lifted_sums(then, names);
-                turn_lifted_sums(otherwise, names);
+                turn_in(then, names, iotas);
+                turn_in(otherwise, names, iotas);
             }
             _ => {}
         }
         out.push(s);
     }
     *body = out;
+}
+
+/// The Int buffers filled as `for i < len: buf[i] = i` (an `iota`), at
+/// any depth: the candidates.
+fn find_iotas(body: &[Stmt], found: &mut Vec<Var>) {
+    for (n, s) in body.iter().enumerate() {
+        match s {
+            Stmt::Alloc {
+                buf,
+                elem: Elem::Int,
+                len,
+            } => {
+                if let Some(Stmt::For {
+                    index,
+                    count,
+                    body: fill,
+                    ..
+                }) = body.get(n + 1)
+                    && count == len
+                    && fill.as_slice()
+                        == [Stmt::Store {
+                            buf: *buf,
+                            index: Expr::Var(*index),
+                            value: Expr::Var(*index),
+                        }]
+                {
+                    found.push(*buf);
+                }
+            }
+            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
+                find_iotas(body, found)
+            }
+            Stmt::If { then, otherwise, .. } => {
+                find_iotas(then, found);
+                find_iotas(otherwise, found);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether `buf` is written only by its filling loop: one store in the
+/// whole program, never swapped, passed to a runtime call or given atoms.
+fn is_only_iota(body: &[Stmt], buf: Var) -> bool {
+    fn writes(body: &[Stmt], buf: Var, n: &mut usize) -> bool {
+        let addr = |e: &Expr| {
+            let mut found = false;
+            fn walk(e: &Expr, buf: Var, found: &mut bool) {
+                match e {
+                    Expr::Addr { buf: b, index } => {
+                        *found |= *b == buf;
+                        walk(index, buf, found)
+                    }
+                    Expr::Load { index, .. } => walk(index, buf, found),
+                    Expr::Op { args, .. } => args.iter().for_each(|a| walk(a, buf, found)),
+                    _ => {}
+                }
+            }
+            walk(e, buf, &mut found);
+            found
+        };
+        body.iter().all(|s| match s {
+            Stmt::Store { buf: b, .. } => {
+                *n += usize::from(*b == buf);
+                true
+            }
+            Stmt::Swap { a, b } => *a != buf && *b != buf,
+            Stmt::Data { buf: b, .. } => *b != buf,
+            Stmt::Call { args, .. } => !args.iter().any(addr),
+            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } => writes(body, buf, n),
+            Stmt::Reduce { body, .. } => writes(body, buf, n),
+            Stmt::If { then, otherwise, .. } => writes(then, buf, n) && writes(otherwise, buf, n),
+            _ => true,
+        })
+    }
+    let mut n = 0;
+    writes(body, buf, &mut n) && n == 1
+}
+
+/// The key of a lane's item `(bool->i (== key lane))` (either way round),
+/// where the key does not move with the lane and the lane is the lane's
+/// number `b` (or a `let` of an `iota`'s atom at `b`).
+fn counted_key(item: &Expr, per_pair: &[Stmt], b: Var, moving: &[Var], iotas: &[Var]) -> Option<Expr> {
+    let Expr::Op { op: "bool->i", args } = item else {
+        return None;
+    };
+    let [Expr::Op { op: "==", args }] = args.as_slice() else {
+        return None;
+    };
+    let [x, y] = args.as_slice() else {
+        return None;
+    };
+    let is_lane = |e: &Expr| match e {
+        Expr::Var(v) if *v == b => true,
+        Expr::Var(v) => per_pair.iter().any(|s| {
+            matches!(s, Stmt::Let { var, value: Expr::Load { buf, index }, .. }
+                if var == v && iotas.contains(buf) && **index == Expr::Var(b))
+        }),
+        Expr::Load { buf, index } => iotas.contains(buf) && **index == Expr::Var(b),
+        _ => false,
+    };
+    if is_lane(y) && !mentions(x, moving) {
+        Some(x.clone())
+    } else if is_lane(x) && !mentions(y, moving) {
+        Some(y.clone())
+    } else {
+        None
+    }
 }
 
 fn fresh(names: &mut Vec<String>, name: &str) -> Var {
@@ -288,7 +408,7 @@ fn mentions(e: &Expr, vars: &[Var]) -> bool {
     found
 }
 
-fn turned(s: &Stmt, names: &mut Vec<String>) -> Option<Vec<Stmt>> {
+fn turned(s: &Stmt, names: &mut Vec<String>, iotas: &[Var]) -> Option<Vec<Stmt>> {
     let Stmt::For {
         index: b,
         count: Expr::Int(m),
@@ -418,12 +538,38 @@ fn turned(s: &Stmt, names: &mut Vec<String>) -> Option<Vec<Stmt>> {
         value: Expr::add(Expr::Var(lo), Expr::Var(j)),
     }];
     step.extend(per_item);
-    step.push(Stmt::For {
-        index: *b,
-        count: Expr::Int(*m),
-        parallel: false,
-        body: pair,
-    });
+    match counted_key(item, &pair, *b, &moving, iotas) {
+        Some(key) => {
+            let kv = fresh(names, "key");
+            let at_key = at_part(Expr::Var(kv));
+            step.push(Stmt::Let {
+                var: kv,
+                elem: Elem::Int,
+                value: key,
+            });
+            step.push(Stmt::If {
+                cond: Expr::op(
+                    "and",
+                    vec![
+                        Expr::op(">=", vec![Expr::Var(kv), Expr::Int(0)]),
+                        Expr::op("<", vec![Expr::Var(kv), Expr::Int(*m)]),
+                    ],
+                ),
+                then: vec![Stmt::Store {
+                    buf: sums,
+                    index: at_key.clone(),
+                    value: Expr::op("+", vec![Expr::load(sums, at_key), Expr::Int(1)]),
+                }],
+                otherwise: Vec::new(),
+            });
+        }
+        None => step.push(Stmt::For {
+            index: *b,
+            count: Expr::Int(*m),
+            parallel: false,
+            body: pair,
+        }),
+    }
     let part_body = vec![
         Stmt::Let {
             var: lo,
