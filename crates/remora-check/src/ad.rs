@@ -678,7 +678,7 @@ fn forward_fn(w: &Writer, params: &[Param], body: &TExpr) -> Result<ast::Expr, D
         }
     }
     let (primal, tangent) = walk.expr(body, &env)?;
-    let tangent = tangent.unwrap_or_else(|| zeros(w, primal));
+    let tangent = tangent.unwrap_or_else(|| loops::zeros_like(w, &body.ty.atom, primal));
     let body = let_in(std::mem::take(&mut walk.binds), tangent);
     walk.restore();
     names.extend(tangents);

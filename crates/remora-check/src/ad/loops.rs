@@ -15,8 +15,9 @@
 //! varying variable the step closes over (summed over the steps).
 
 use super::{
-    Arg, Env, Mode, Node, Param, ReverseCode, Rule, Walk, app, binary_partial, call, field_of, forward_fn,
-    head_name, int, lambdas, let_in, params_of, record_of, reverse_core, var, varying_name, zeros,
+    Arg, Env, Mode, Node, Param, ReverseCode, Rule, Walk, app, binary_partial, call, field_of, float_record,
+    forward_fn, head_name, int, lambdas, let_in, params_of, record_of, reverse_core, var, varying_name,
+    zeros,
 };
 use crate::elaborate::{lambda, node, sp};
 use crate::typed::{TExpr, TExprKind};
@@ -101,9 +102,22 @@ fn dim_shape(name: &str) -> ast::Shape {
     }
 }
 
-/// Zeros of a Float type (the items' place in a loop's first record, which
-/// may have no items to take one from).
+/// Zeros of a Float type, or a record of them (the items' place in a
+/// loop's first record, which may have no items to take one from).
 fn zeros_of_type(w: &super::Writer, ty: &Type) -> ast::Expr {
+    if let Some(fields) = float_record(&ty.atom) {
+        return record_of(w, &fields, |f| {
+            let field_ty = fields.iter().find(|(n, _)| n == f).map(|(_, t)| t.clone());
+            let field_ty = field_ty.unwrap_or_else(|| Type::scalar(Atom::Float));
+            zeros_of_type(
+                w,
+                &Type {
+                    atom: Atom::Float,
+                    shape: ty.shape.concat(&field_ty.shape),
+                },
+            )
+        });
+    }
     let rep = node(ExprKind::IApp {
         func: Box::new(node(ExprKind::IApp {
             func: Box::new(node(ExprKind::TApp {
@@ -117,10 +131,35 @@ fn zeros_of_type(w: &super::Writer, ty: &Type) -> ast::Expr {
     app(rep, vec![super::float(0.0)])
 }
 
+/// Zeros like `like`, a Float array or an array of records of them (a
+/// loop's state may be a record: `{(pos …) (vel …)}`).
+pub(super) fn zeros_like(w: &super::Writer, atom: &Atom, like: ast::Expr) -> ast::Expr {
+    match float_record(atom) {
+        Some(fields) => record_of(w, &fields, |f| zeros(w, field_of(like.clone(), f))),
+        None => zeros(w, like),
+    }
+}
+
+/// `a + b`, Float arrays or records of them, field by field.
+fn plus(w: &super::Writer, atom: &Atom, a: ast::Expr, b: ast::Expr) -> ast::Expr {
+    match float_record(atom) {
+        Some(fields) => record_of(w, &fields, |f| {
+            call("f.+", vec![field_of(a.clone(), f), field_of(b.clone(), f)])
+        }),
+        None => call("f.+", vec![a, b]),
+    }
+}
+
+/// Whether a loop's state (or item, or a variable its step closes over)
+/// of this atom has a derivative the loop rules follow.
+fn float_state(atom: &Atom) -> bool {
+    *atom == Atom::Float || float_record(atom).is_some()
+}
+
 /// A value of the items' type for a loop's first record: zeros for Floats
 /// (there may be no items), else the first item (a `fold` has one).
 fn placeholder(w: &super::Writer, item: &Type, xs: &ast::Expr) -> ast::Expr {
-    if item.atom == Atom::Float {
+    if float_state(&item.atom) {
         zeros_of_type(w, item)
     } else {
         call("head", vec![xs.clone()])
@@ -239,10 +278,10 @@ impl Walk<'_, '_> {
             "iterate" | "while" => None,
             _ => Some(acc.clone()),
         };
-        if acc.atom != Atom::Float
+        if !float_state(&acc.atom)
             || item
                 .as_ref()
-                .is_some_and(|i| item_varying && i.atom != Atom::Float)
+                .is_some_and(|i| item_varying && !float_state(&i.atom))
         {
             return Err(self.unsupported(e, &format!("{what} of a state that is not a Float array")));
         }
@@ -347,7 +386,7 @@ impl Walk<'_, '_> {
         let names: Vec<String> = args.iter().map(|a| a.0.clone()).collect();
         let init_at = usize::from(has_count);
         let result_cell = Type {
-            atom: Atom::Float,
+            atom: e.ty.atom.clone(),
             shape: Shape::from_segs(
                 e.ty.shape
                     .segs()
@@ -378,7 +417,7 @@ impl Walk<'_, '_> {
             let (out, t) =
                 self.forward_loop(cell_how(&how, &names), &step, init_p, init_t, cell_items(items_t));
             let binds = std::mem::replace(&mut self.binds, saved);
-            let t = t.unwrap_or_else(|| zeros(w, out.clone()));
+            let t = t.unwrap_or_else(|| zeros_like(w, &e.ty.atom, out.clone()));
             let pair: super::Fields = vec![("p".into(), result_cell.clone()), ("t".into(), result_cell)];
             let rec = record_of(w, &pair, |f| if f == "p" { out.clone() } else { t.clone() });
             let res = self.bind(app(lambdas(w, &params, let_in(binds, rec)), values));
@@ -424,6 +463,11 @@ impl Walk<'_, '_> {
             let target = params.get(k).map(|p| p.0.clone()).unwrap_or_default();
             let mut sub = Walk::new(w, Mode::Reverse);
             sub.records = self.records.clone();
+            for (name, ty) in &params {
+                if let Some(fields) = float_record(&ty.atom) {
+                    sub.records.insert(name.clone(), fields);
+                }
+            }
             let marker = |i: usize| {
                 node_args
                     .get(i)
@@ -613,10 +657,10 @@ impl Walk<'_, '_> {
             return Err(self.unsupported(e, &format!("{what} by a function of this shape")));
         }
         let free = super::varying_free(body, env);
-        if free.iter().any(|(_, t, _)| t.atom != Atom::Float) {
+        if free.iter().any(|(_, t, _)| !float_state(&t.atom)) {
             return Err(self.unsupported(
                 e,
-                &format!("{what} by a function that closes over a varying record"),
+                &format!("{what} by a function that closes over a varying value that is not Float"),
             ));
         }
         let mut ps: Vec<Param> = params
@@ -699,7 +743,7 @@ impl Walk<'_, '_> {
         let w = self.w;
         let acc = &step.acc;
         let item = step.item.clone().unwrap_or_else(|| acc.clone());
-        let t0 = t_init.unwrap_or_else(|| zeros(w, p_init.clone()));
+        let t0 = t_init.unwrap_or_else(|| zeros_like(w, &acc.atom, p_init.clone()));
         let d = step.forward.clone().unwrap_or_else(|| var("undefined"));
         let (r, q) = (w.ad.fresh(), w.ad.fresh());
         let with_items = step.item.is_some();
@@ -745,7 +789,7 @@ impl Walk<'_, '_> {
             Some((p, t)) => (p, t),
             None => (var("undefined"), None),
         };
-        let dxs = dxs.unwrap_or_else(|| zeros(w, xs.clone()));
+        let dxs = dxs.unwrap_or_else(|| zeros_like(w, &item.atom, xs.clone()));
         let record = |p: ast::Expr, t: ast::Expr, x: ast::Expr, dx: ast::Expr| {
             record_of(w, &state, |f| match f {
                 "p" => p.clone(),
@@ -938,7 +982,7 @@ impl Walk<'_, '_> {
             "ct" => {
                 let c = app(step.for_state.clone().unwrap_or_else(undefined), at.clone());
                 if lp.every_state {
-                    call("f.+", vec![c, field_of(var(&q), "out")])
+                    plus(w, &acc.atom, c, field_of(var(&q), "out"))
                 } else {
                     c
                 }
@@ -948,7 +992,12 @@ impl Walk<'_, '_> {
             _ => {
                 let k: usize = f.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
                 let d = step.for_closed.get(k).cloned().unwrap_or_else(undefined);
-                call("f.+", vec![field_of(var(&r), f), app(d, at.clone())])
+                let atom = step
+                    .closed
+                    .get(k)
+                    .map(|(_, t, _)| t.atom.clone())
+                    .unwrap_or(Atom::Float);
+                plus(w, &atom, field_of(var(&r), f), app(d, at.clone()))
             }
         });
         let bstep = lambdas(w, &[(r, rty.clone()), (q, rty)], body);
@@ -956,7 +1005,7 @@ impl Walk<'_, '_> {
             let k: usize = f.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
             step.closed
                 .get(k)
-                .map(|(n, _, _)| zeros(w, var(n)))
+                .map(|(n, t, _)| zeros_like(w, &t.atom, var(n)))
                 .unwrap_or_else(undefined)
         };
         let xs = lp.items.clone().unwrap_or_else(undefined);
@@ -973,15 +1022,15 @@ impl Walk<'_, '_> {
             "state" => lp.init.clone(),
             "item" => placeholder(w, &item, &xs),
             "dit" => zeros_of_type(w, &item),
-            "out" => zeros(w, lp.init.clone()),
+            "out" => zeros_like(w, &acc.atom, lp.init.clone()),
             f => closed_zero(f),
         });
         let scan_back = |states: ast::Expr| {
             let each = record_of(w, &all, |f| match f {
-                "ct" => zeros(w, lp.init.clone()),
+                "ct" => zeros_like(w, &acc.atom, lp.init.clone()),
                 "state" => call("reverse", vec![states.clone()]),
                 "item" => call("reverse", vec![xs.clone()]),
-                "dit" => zeros(w, xs.clone()),
+                "dit" => zeros_like(w, &item.atom, xs.clone()),
                 "out" => outs.clone(),
                 f => closed_zero(f),
             });
@@ -1004,7 +1053,7 @@ impl Walk<'_, '_> {
                     func: Box::new(node(ExprKind::IApp {
                         func: Box::new(node(ExprKind::TApp {
                             func: Box::new(var("replicate")),
-                            arg: w.ty(&Type::scalar(Atom::Float)),
+                            arg: w.ty(&Type::scalar(acc.atom.clone())),
                         })),
                         arg: ast::Ispace::Shape(dim_shape(&d)),
                     })),
