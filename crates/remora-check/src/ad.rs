@@ -1106,7 +1106,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             let varying = varying_name(&t, &p);
             let t = match t {
                 Some(t) => t,
-                None => zeros(self.w, p.clone()),
+                None => loops::zeros_like(self.w, &x.ty.atom, p.clone()),
             };
             args.push(Arg {
                 primal: p.clone(),

@@ -68,6 +68,9 @@ struct LiftedArgs {
     init: (Shape, Shape),
     items: Option<(Shape, Shape, Atom)>,
     principal: Shape,
+    /// `reduce`, `iscan`: the initial state is each cell's first item,
+    /// the items the rest.
+    split: bool,
 }
 
 /// A loop, as reverse mode needs it.
@@ -213,15 +216,25 @@ impl Walk<'_, '_> {
     ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let what = format!("`{name}`");
         let lifted = spine.iter().any(|(_, l)| !l.principal.is_scalar());
-        let step_index = if matches!(name, "iterate" | "while") { 1 } else { 0 };
+        // The functions (the step; `while`'s test) must be one for the
+        // whole frame.
+        let functions = if name == "while" {
+            0..2
+        } else if name == "iterate" {
+            1..2
+        } else {
+            0..1
+        };
         if lifted
-            && (!matches!(name, "fold" | "scan" | "iterate")
-                || spine
-                    .get(step_index)
-                    .is_some_and(|(_, l)| !l.arg_frame.is_scalar()))
+            && spine
+                .get(functions)
+                .is_some_and(|fs| fs.iter().any(|(_, l)| !l.arg_frame.is_scalar()))
         {
-            return Err(self.unsupported(e, &format!("{what} lifted over a frame")));
+            return Err(self.unsupported(e, &format!("{what} lifted over a frame of functions")));
         }
+        // A lifted `reduce` or `iscan` splits each cell into its first
+        // item (the initial state) and the rest in the cell's derivative.
+        let split = lifted && matches!(name, "reduce" | "iscan");
         // The cell of argument i.
         let cell = |i: usize| spine.get(i).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
         let arg = |i: usize| spine.get(i).map(|(a, _)| *a);
@@ -242,6 +255,7 @@ impl Walk<'_, '_> {
                 (init, Some(items))
             }
             "iterate" | "while" => (self.expr(last, env)?, None),
+            _ if split => (self.expr(last, env)?, None),
             // reduce, iscan: the first item is the initial state.
             _ => {
                 let (p, t) = self.expr(last, env)?;
@@ -254,20 +268,24 @@ impl Walk<'_, '_> {
         let (p_init, t_init) = init;
         let p_init = self.bind_named(p_init);
         let items = items.map(|(p, t)| (self.bind_named(p), t));
-        let item_varying = items.as_ref().is_some_and(|(_, t)| t.is_some());
+        let item_varying = if split {
+            t_init.is_some()
+        } else {
+            items.as_ref().is_some_and(|(_, t)| t.is_some())
+        };
         let acc = match name {
-            "reduce" | "while" => e.ty.clone(),
             "fold" | "scan" => Type {
                 atom: e.ty.atom.clone(),
                 shape: cell(1),
             },
-            "iterate" => Type {
+            "iterate" | "while" => Type {
                 atom: e.ty.atom.clone(),
                 shape: cell(2),
             },
+            // reduce, iscan: an item of the cell.
             _ => Type {
                 atom: e.ty.atom.clone(),
-                shape: Shape::from_segs(e.ty.shape.segs().get(1..).unwrap_or_default().to_vec()),
+                shape: Shape::from_segs(cell(1).segs().get(1..).unwrap_or_default().to_vec()),
             },
         };
         let item = match name {
@@ -304,6 +322,7 @@ impl Walk<'_, '_> {
         let t_init = match t_init {
             Some(t) => Some(t),
             None if !step.closed.is_empty() || item_varying => None,
+            None if split => None,
             // Nothing varies: no derivative.
             None => {
                 return Ok((
@@ -314,16 +333,17 @@ impl Walk<'_, '_> {
         };
         if lifted {
             let frames = |i: usize| spine.get(i).map(|(_, l)| l.arg_frame.clone()).unwrap_or_default();
-            let (init_at, items_at) = if name == "iterate" {
-                (2, None)
-            } else {
-                (1, Some(2))
+            let (init_at, items_at) = match name {
+                "iterate" | "while" => (2, None),
+                "reduce" | "iscan" => (1, None),
+                _ => (1, Some(2)),
             };
             let cells = LiftedArgs {
                 count: (name == "iterate").then(|| frames(0)),
                 init: (frames(init_at), cell(init_at)),
                 items: items_at.map(|i| (frames(i), cell(i), last.ty.atom.clone())),
                 principal: spine.last().map(|(_, l)| l.principal.clone()).unwrap_or_default(),
+                split,
             };
             return self.lifted_loop(how, step, (p_init, t_init), items, cells, e);
         }
@@ -361,9 +381,17 @@ impl Walk<'_, '_> {
             ));
         }
         let (p_init, t_init) = init;
+        let init_ty = if cells.split {
+            Type {
+                atom: step.acc.atom.clone(),
+                shape: cells.init.1.clone(),
+            }
+        } else {
+            step.acc.clone()
+        };
         args.push((
             w.ad.fresh(),
-            step.acc.clone(),
+            init_ty.clone(),
             p_init,
             t_init,
             cells.init.0.clone(),
@@ -414,8 +442,14 @@ impl Walk<'_, '_> {
             let init_t = tangent_of.get(init_at).cloned().flatten().map(|n| var(&n));
             let items_t = tangent_of.get(init_at + 1).cloned().flatten().map(|n| var(&n));
             let init_p = var(names.get(init_at).map(String::as_str).unwrap_or("undefined"));
-            let (out, t) =
-                self.forward_loop(cell_how(&how, &names), &step, init_p, init_t, cell_items(items_t));
+            let (init_p, init_t, items) = if cells.split {
+                let (first, first_t) = self.structural("head", &init_p, &init_t, &init_ty, e.span);
+                let (rest, rest_t) = self.structural("tail", &init_p, &init_t, &init_ty, e.span);
+                (first, first_t, Some((rest, rest_t)))
+            } else {
+                (init_p, init_t, cell_items(items_t))
+            };
+            let (out, t) = self.forward_loop(cell_how(&how, &names), &step, init_p, init_t, items);
             let binds = std::mem::replace(&mut self.binds, saved);
             let t = t.unwrap_or_else(|| zeros_like(w, &e.ty.atom, out.clone()));
             let pair: super::Fields = vec![("p".into(), result_cell.clone()), ("t".into(), result_cell)];
@@ -431,7 +465,16 @@ impl Walk<'_, '_> {
                 args.get(init_at + 1).map(|a| a.2.clone()),
             );
             let init_p = init_p.unwrap_or_else(|| var("undefined"));
-            self.bind(self.primal_loop(&how, &step, &init_p, items_p.as_ref()))
+            if cells.split {
+                // Each cell's first item and the rest, in a lambda lifted
+                // over the frame.
+                let x = w.ad.fresh();
+                let (first, rest) = (call("head", vec![var(&x)]), call("tail", vec![var(&x)]));
+                let body = self.primal_loop(&how, &step, &first, Some(&rest));
+                self.bind(app(lambdas(w, &[(x, init_ty.clone())], body), vec![init_p]))
+            } else {
+                self.bind(self.primal_loop(&how, &step, &init_p, items_p.as_ref()))
+            }
         };
         let mut node_args: Vec<Arg> = args
             .iter()
@@ -475,12 +518,20 @@ impl Walk<'_, '_> {
                     .map(|_| var("∂unused"))
             };
             let init_p = var(names.get(init_at).map(String::as_str).unwrap_or("undefined"));
+            let (init_p, init_t, items) = if cells.split {
+                let init_t = marker(init_at);
+                let (first, first_t) = sub.structural("head", &init_p, &init_t, &init_ty, e.span);
+                let (rest, rest_t) = sub.structural("tail", &init_p, &init_t, &init_ty, e.span);
+                (first, first_t, Some((rest, rest_t)))
+            } else {
+                (init_p, marker(init_at), cell_items(marker(init_at + 1)))
+            };
             let (o, _) = sub.reverse_loop(
                 cell_how(&how, &names),
                 step.clone(),
                 init_p,
-                marker(init_at),
-                cell_items(marker(init_at + 1)),
+                init_t,
+                items,
                 e.span,
             );
             let ct = w.ad.fresh();
