@@ -35,6 +35,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
 mod boxes;
+mod hist;
 mod loops;
 
 /// The pass's state while a program is written back.
@@ -530,6 +531,8 @@ enum Rule {
     If(Box<IfNode>),
     /// `unbox`, its body's forward code kept to run again.
     Unbox(Box<boxes::UnboxNode>),
+    /// `hist` by `f.max`, `f.min` or `f.*`.
+    Hist(Box<hist::HistNode>),
 }
 
 struct IfNode {
@@ -1272,6 +1275,9 @@ impl<'w, 'a> Walk<'w, 'a> {
         if let Some(result) = self.loop_form(name, e, &spine, env) {
             return result;
         }
+        if let Some(result) = self.hist_form(name, e, &spine, env) {
+            return result;
+        }
         let (args, primals, tangents) = self.arguments(&spine, env)?;
         let head_code = self.w.expr(head);
         // No Float argument depends on the parameter (a Float made of a
@@ -1608,6 +1614,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             | Rule::If(_)
             | Rule::Loop(_)
             | Rule::Unbox(_)
+            | Rule::Hist(_)
             | Rule::Frame(_)
             | Rule::Record(_)
             | Rule::Field(..) => None,
@@ -1679,6 +1686,9 @@ impl<'w, 'a> Walk<'w, 'a> {
         if let Rule::Loop(node) = &n.rule {
             return self.loop_adjoint(node, &ct, adjoints);
         }
+        if let Rule::Hist(node) = &n.rule {
+            return self.hist_adjoint(node, &ct, adjoints, n.span);
+        }
         let pa = n
             .args
             .first()
@@ -1703,7 +1713,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             let cell = float_type(&arg.cell);
             let contribution = match &n.rule {
                 Rule::Alias => ct.clone(),
-                Rule::If(_) | Rule::Loop(_) | Rule::Unbox(_) => continue,
+                Rule::If(_) | Rule::Loop(_) | Rule::Unbox(_) | Rule::Hist(_) => continue,
                 Rule::Sum => {
                     if i + 1 != n.args.len() {
                         continue;

@@ -153,6 +153,17 @@ fn plus(w: &super::Writer, atom: &Atom, a: ast::Expr, b: ast::Expr) -> ast::Expr
     }
 }
 
+/// `(λ (s) (λ (x) (f x s)))`: `fold-right`'s step `f` (item first) as
+/// a step of a `fold` (state first).
+fn flip(w: &super::Writer, f: ast::Expr, acc: &Type, item: &Type) -> ast::Expr {
+    let (s, x) = (w.ad.fresh(), w.ad.fresh());
+    lambdas(
+        w,
+        &[(s.clone(), acc.clone()), (x.clone(), item.clone())],
+        app(f, vec![var(&x), var(&s)]),
+    )
+}
+
 /// Whether a loop's state (or item, or a variable its step closes over)
 /// of this atom has a derivative the loop rules follow.
 fn float_state(atom: &Atom) -> bool {
@@ -191,13 +202,13 @@ impl Walk<'_, '_> {
         let op = spine.first().and_then(|(f, _)| head_name(f));
         let vector = spine.last().is_some_and(|(_, l)| l.arg_cell.segs().len() == 1);
         let covered = match name {
-            "fold" | "iterate" | "while" => false,
+            "fold" | "fold-right" | "iterate" | "while" => false,
             "reduce" => op == Some("f.+") || (matches!(op, Some("f.max" | "f.min" | "f.*")) && vector),
             "scan" | "iscan" => op == Some("f.+"),
             _ => true,
         };
         let arity = match name {
-            "fold" | "iterate" | "while" | "scan" => 3,
+            "fold" | "fold-right" | "iterate" | "while" | "scan" => 3,
             _ => 2,
         };
         if covered || spine.len() != arity {
@@ -235,6 +246,12 @@ impl Walk<'_, '_> {
         // A lifted `reduce` or `iscan` splits each cell into its first
         // item (the initial state) and the rest in the cell's derivative.
         let split = lifted && matches!(name, "reduce" | "iscan");
+        // `fold-right` is a `fold` over the items reversed, by the step
+        // with its parameters the other way round.
+        let flipped = name == "fold-right";
+        if lifted && flipped {
+            return Err(self.unsupported(e, &format!("{what} lifted over a frame")));
+        }
         // The cell of argument i.
         let cell = |i: usize| spine.get(i).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
         let arg = |i: usize| spine.get(i).map(|(a, _)| *a);
@@ -253,6 +270,15 @@ impl Walk<'_, '_> {
                 let init = self.expr(ie, env)?;
                 let items = self.expr(xe, env)?;
                 (init, Some(items))
+            }
+            "fold-right" => {
+                let (Some(ie), Some(xe)) = (arg(1), arg(2)) else {
+                    return Err(self.unsupported(e, &what));
+                };
+                let init = self.expr(ie, env)?;
+                let (p, t) = self.expr(xe, env)?;
+                let p = self.bind_named(p);
+                (init, Some(self.structural("reverse", &p, &t, &xe.ty, e.span)))
             }
             "iterate" | "while" => (self.expr(last, env)?, None),
             _ if split => (self.expr(last, env)?, None),
@@ -274,7 +300,7 @@ impl Walk<'_, '_> {
             items.as_ref().is_some_and(|(_, t)| t.is_some())
         };
         let acc = match name {
-            "fold" | "scan" => Type {
+            "fold" | "fold-right" | "scan" => Type {
                 atom: e.ty.atom.clone(),
                 shape: cell(1),
             },
@@ -289,7 +315,7 @@ impl Walk<'_, '_> {
             },
         };
         let item = match name {
-            "fold" | "scan" => Some(Type {
+            "fold" | "fold-right" | "scan" => Some(Type {
                 atom: last.ty.atom.clone(),
                 shape: Shape::from_segs(cell(2).segs().get(1..).unwrap_or_default().to_vec()),
             }),
@@ -305,12 +331,21 @@ impl Walk<'_, '_> {
         }
         let step = match head_name(fe) {
             Some(op @ ("f.+" | "f.-" | "f.*" | "f./" | "f.max" | "f.min")) if item.as_ref() == Some(&acc) => {
-                self.op_step(op, acc.clone(), item_varying)
+                self.op_step(op, acc.clone(), item_varying, flipped)
             }
-            _ => self.lambda_step(fe, acc.clone(), item.clone(), item_varying, env, e, &what)?,
+            _ => self.lambda_step(
+                fe,
+                acc.clone(),
+                item.clone(),
+                item_varying,
+                flipped,
+                env,
+                e,
+                &what,
+            )?,
         };
         let how = match name {
-            "fold" => How::Fold,
+            "fold" | "fold-right" => How::Fold,
             "reduce" => How::Reduce,
             "scan" | "iscan" => How::Scan,
             "iterate" => {
@@ -602,6 +637,8 @@ impl Walk<'_, '_> {
         let cell = Shape::from_segs(ty.shape.segs().get(1..).unwrap_or_default().to_vec());
         let result_cell = if op == "head" {
             cell
+        } else if op == "reverse" {
+            ty.shape.clone()
         } else {
             let mut segs = ty.shape.segs().to_vec();
             if let Some(Seg::Dim(d)) = segs.first_mut() {
@@ -629,7 +666,7 @@ impl Walk<'_, '_> {
 
     /// A step by a scalar primitive (`(reduce f.* xs)` of matrices…),
     /// lifted over the cells: its derivatives by the primitive's partials.
-    fn op_step(&mut self, op: &str, acc: Type, item_varying: bool) -> Step {
+    fn op_step(&mut self, op: &str, acc: Type, item_varying: bool, flipped: bool) -> Step {
         let w = self.w;
         let (s, x, d, dx, ct) = (
             w.ad.fresh(),
@@ -638,8 +675,11 @@ impl Walk<'_, '_> {
             w.ad.fresh(),
             w.ad.fresh(),
         );
-        let out = call(op, vec![var(&s), var(&x)]);
-        let partial = |i: usize, t: &str| binary_partial(op, i, var(t), &var(&s), &var(&x), &out);
+        // `(op x s)` for `fold-right`: the state is the second argument.
+        let (a, b) = if flipped { (&x, &s) } else { (&s, &x) };
+        let out = call(op, vec![var(a), var(b)]);
+        let (state_at, item_at) = if flipped { (1, 0) } else { (0, 1) };
+        let partial = |i: usize, t: &str| binary_partial(op, i, var(t), &var(a), &var(b), &out);
         let mut forward = None;
         let (mut for_state, mut for_item) = (None, None);
         if self.mode == Mode::Forward {
@@ -648,10 +688,10 @@ impl Walk<'_, '_> {
                 (x.clone(), acc.clone()),
                 (d.clone(), acc.clone()),
             ];
-            let mut t = partial(0, &d);
+            let mut t = partial(state_at, &d);
             if item_varying {
                 params.push((dx.clone(), acc.clone()));
-                t = call("f.+", vec![t, partial(1, &dx)]);
+                t = call("f.+", vec![t, partial(item_at, &dx)]);
             }
             forward = Some(lambdas(w, &params, t));
         } else {
@@ -660,13 +700,18 @@ impl Walk<'_, '_> {
                 (x.clone(), acc.clone()),
                 (ct.clone(), acc.clone()),
             ];
-            for_state = Some(lambdas(w, &params, partial(0, &ct)));
+            for_state = Some(lambdas(w, &params, partial(state_at, &ct)));
             if item_varying {
-                for_item = Some(lambdas(w, &params, partial(1, &ct)));
+                for_item = Some(lambdas(w, &params, partial(item_at, &ct)));
             }
         }
+        let code = if flipped {
+            flip(w, var(op), &acc, &acc)
+        } else {
+            var(op)
+        };
         Step {
-            code: var(op),
+            code,
             item: Some(acc.clone()),
             acc,
             item_varying,
@@ -687,6 +732,7 @@ impl Walk<'_, '_> {
         acc: Type,
         item: Option<Type>,
         item_varying: bool,
+        flipped: bool,
         env: &Env,
         e: &TExpr,
         what: &str,
@@ -703,9 +749,12 @@ impl Walk<'_, '_> {
                 &format!("{what} by a function that is not a lambda or a primitive with a derivative"),
             ));
         };
-        let (params, body, _) = params_of(f, arity);
+        let (mut params, body, _) = params_of(f, arity);
         if params.len() != arity {
             return Err(self.unsupported(e, &format!("{what} by a function of this shape")));
+        }
+        if flipped {
+            params.reverse();
         }
         let free = super::varying_free(body, env);
         if free.iter().any(|(_, t, _)| !float_state(&t.atom)) {
@@ -732,8 +781,12 @@ impl Walk<'_, '_> {
             .iter()
             .map(|(v, t, dt)| (w.var(*v).name, t.clone(), dt.clone()))
             .collect();
+        let code = match (&item, flipped) {
+            (Some(item), true) => flip(w, w.expr(fe), &acc, item),
+            _ => w.expr(fe),
+        };
         let mut step = Step {
-            code: w.expr(fe),
+            code,
             acc: acc.clone(),
             item,
             item_varying,
