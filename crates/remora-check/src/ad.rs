@@ -518,6 +518,11 @@ enum Rule {
     /// A function defined in the program, lifted: each varying argument's
     /// reverse derivative, `(λ (p1 … pk) (λ (ct) adjoint))`.
     Call(Vec<Option<ast::Expr>>),
+    /// The same for several varying arguments at once: `(λ (p1 … pk) (λ
+    /// (ct) {(d1 …) …}))`, the record of their cotangents (field
+    /// [`grad_field`] of argument i's), from one forward and one backward
+    /// pass.
+    CallAll(ast::Expr),
     /// A frame of expressions, of this shape.
     Frame(Vec<u64>),
     /// A record made of its fields' values, in this order.
@@ -731,6 +736,67 @@ fn reverse_core(
         body,
         primal,
     })
+}
+
+/// The reverse derivative of the function of `params` and `body` for
+/// several parameters at once: one forward pass and one backward pass,
+/// the result the record of the targets' cotangents, field [`grad_field`]
+/// of each.
+fn reverse_many(
+    w: &Writer,
+    params: &[Param],
+    body: &TExpr,
+    targets: &[usize],
+) -> Result<ReverseCode, Diagnostic> {
+    let mut walk = Walk::new(w, Mode::Reverse);
+    let mut env = Env::new();
+    let mut names = Vec::new();
+    for p in params {
+        let name = walk.rename(p.var);
+        env.insert(p.var, p.varying.then(|| name.clone()));
+        if let Some(fields) = float_record(&p.ty.atom) {
+            walk.records.insert(name.clone(), fields);
+        }
+        names.push((name, p.ty.clone()));
+    }
+    let (primal, tangent) = walk.expr(body, &env)?;
+    let ct = w.ad.fresh();
+    let mut adjoints: HashMap<String, String> = HashMap::new();
+    if let (Some(_), ExprKind::Var(out)) = (&tangent, &primal.kind) {
+        adjoints.insert(out.name.clone(), ct.clone());
+    }
+    let nodes = std::mem::take(&mut walk.nodes);
+    for n in nodes.iter().rev() {
+        walk.adjoint(n, &mut adjoints)?;
+    }
+    let mut fields: Fields = Vec::new();
+    let mut values = HashMap::new();
+    for &t in targets {
+        let Some((name, ty)) = names.get(t).cloned() else {
+            continue;
+        };
+        let gradient = match walk.read_adjoint(&name, &mut adjoints) {
+            Some(a) => a,
+            None => walk.zeros_of(&name),
+        };
+        fields.push((grad_field(t), ty));
+        values.insert(grad_field(t), gradient);
+    }
+    let record = record_of(w, &fields, |f| values.remove(f).unwrap_or_else(|| float(0.0)));
+    let body = let_in(std::mem::take(&mut walk.binds), record);
+    walk.restore();
+    Ok(ReverseCode {
+        params: names,
+        ct,
+        body,
+        primal,
+    })
+}
+
+/// The field of [`reverse_many`]'s record holding parameter `i`'s
+/// cotangent.
+fn grad_field(i: usize) -> String {
+    format!("d{i}")
 }
 
 /// A function's reverse derivative for one parameter, as [`reverse_core`]
@@ -1471,25 +1537,40 @@ impl<'w, 'a> Walk<'w, 'a> {
             let t = self.bind(app(d, all));
             return Ok((out, Some(t)));
         }
-        let mut fns = Vec::new();
-        for (i, p) in params.iter().enumerate() {
-            if !p.varying {
-                fns.push(None);
-                continue;
-            }
+        let targets: Vec<usize> = (0..params.len()).filter(|&i| params[i].varying).collect();
+        let rule = if targets.len() > 1 {
+            // One forward and one backward pass for all the varying
+            // parameters: a record of their cotangents.
             let ReverseCode {
                 params: mut names,
                 ct,
                 body: adj,
                 ..
-            } = reverse_core(self.w, &params, body, i)?;
+            } = reverse_many(self.w, &params, body, &targets)?;
             names.push((ct, rty.clone()));
-            fns.push(Some(instance(lambdas(self.w, &names, adj))));
-        }
+            Rule::CallAll(instance(lambdas(self.w, &names, adj)))
+        } else {
+            let mut fns = Vec::new();
+            for (i, p) in params.iter().enumerate() {
+                if !p.varying {
+                    fns.push(None);
+                    continue;
+                }
+                let ReverseCode {
+                    params: mut names,
+                    ct,
+                    body: adj,
+                    ..
+                } = reverse_core(self.w, &params, body, i)?;
+                names.push((ct, rty.clone()));
+                fns.push(Some(instance(lambdas(self.w, &names, adj))));
+            }
+            Rule::Call(fns)
+        };
         let principal_rank = principal.segs().len();
         self.nodes.push(Node {
             out: out_name,
-            rule: Rule::Call(fns),
+            rule,
             head: head_code,
             args,
             principal,
@@ -1611,6 +1692,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             }
             Rule::Alias
             | Rule::Call(_)
+            | Rule::CallAll(_)
             | Rule::If(_)
             | Rule::Loop(_)
             | Rule::Unbox(_)
@@ -1708,6 +1790,8 @@ impl<'w, 'a> Walk<'w, 'a> {
                 .unwrap_or_default()
                 .to_vec(),
         ));
+        // `Rule::CallAll`: the record of every argument's cotangent, once.
+        let mut every: Option<ast::Expr> = None;
         for (i, arg) in n.args.iter().enumerate() {
             let Some(target) = &arg.varying else { continue };
             let cell = float_type(&arg.cell);
@@ -1918,6 +2002,19 @@ impl<'w, 'a> Walk<'w, 'a> {
                     let mut all: Vec<ast::Expr> = n.args.iter().map(|a| a.primal.clone()).collect();
                     all.push(ct.clone());
                     app(f.clone(), all)
+                }
+                Rule::CallAll(f) => {
+                    let all = match &every {
+                        Some(all) => all.clone(),
+                        None => {
+                            let mut xs: Vec<ast::Expr> = n.args.iter().map(|a| a.primal.clone()).collect();
+                            xs.push(ct.clone());
+                            let all = self.bind(app(f.clone(), xs));
+                            every = Some(all.clone());
+                            all
+                        }
+                    };
+                    field_of(all, &grad_field(i))
                 }
                 Rule::Scalar(op) => match (*op, i) {
                     ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" | "f.mod", _) => {
