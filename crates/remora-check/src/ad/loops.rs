@@ -532,13 +532,10 @@ impl Walk<'_, '_> {
             });
             params.push((name.clone(), ty.clone()));
         }
-        let mut fns = Vec::new();
-        for (k, a) in node_args.iter().enumerate() {
-            if a.varying.is_none() {
-                fns.push(None);
-                continue;
-            }
-            let target = params.get(k).map(|p| p.0.clone()).unwrap_or_default();
+        // The loop's reverse derivative on cells, for these arguments (by
+        // index): the cotangent of one, or the record of several's (one
+        // forward and one backward pass for all).
+        let derivative = |targets: &[usize]| -> Result<ast::Expr, Diagnostic> {
             let mut sub = Walk::new(w, Mode::Reverse);
             sub.records = self.records.clone();
             for (name, ty) in &params {
@@ -578,22 +575,54 @@ impl Walk<'_, '_> {
             for n in nodes.iter().rev() {
                 sub.adjoint(n, &mut adjoints)?;
             }
-            let result = match sub.read_adjoint(&target, &mut adjoints) {
-                Some(a) => a,
-                None => sub.zeros_of(&target),
+            let mut fields: super::Fields = Vec::new();
+            let mut values = HashMap::new();
+            for &k in targets {
+                let Some((target, ty)) = params.get(k).cloned() else {
+                    continue;
+                };
+                let result = match sub.read_adjoint(&target, &mut adjoints) {
+                    Some(a) => a,
+                    None => sub.zeros_of(&target),
+                };
+                fields.push((super::grad_field(k), ty));
+                values.insert(super::grad_field(k), result);
+            }
+            let result = if let [(only, _)] = fields.as_slice() {
+                values.remove(only).unwrap_or_else(|| var("undefined"))
+            } else {
+                record_of(w, &fields, |f| {
+                    values.remove(f).unwrap_or_else(|| var("undefined"))
+                })
             };
             let body = let_in(std::mem::take(&mut sub.binds), result);
             let mut all = params.clone();
             all.push((ct, result_cell.clone()));
-            fns.push(Some(lambdas(w, &all, body)));
-        }
+            Ok(lambdas(w, &all, body))
+        };
+        let targets: Vec<usize> = (0..node_args.len())
+            .filter(|&k| node_args.get(k).is_some_and(|a| a.varying.is_some()))
+            .collect();
+        let rule = if targets.len() > 1 {
+            Rule::CallAll(derivative(&targets)?)
+        } else {
+            let mut fns = Vec::new();
+            for k in 0..node_args.len() {
+                fns.push(if targets.contains(&k) {
+                    Some(derivative(&[k])?)
+                } else {
+                    None
+                });
+            }
+            Rule::Call(fns)
+        };
         let out_name = match &out.kind {
             ExprKind::Var(v) => v.name.clone(),
             _ => String::new(),
         };
         self.nodes.push(Node {
             out: out_name,
-            rule: Rule::Call(fns),
+            rule,
             head: var("∂loop"),
             args: node_args,
             principal: cells.principal.clone(),
