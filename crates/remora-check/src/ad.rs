@@ -1256,7 +1256,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 false
             });
         }
-        let branch = |x: &TExpr| -> Result<(ast::Expr, Branch), Diagnostic> {
+        let branch = |x: &TExpr| -> Result<(ast::Expr, Branch, HashMap<String, Fields>), Diagnostic> {
             let mut sub = Walk::new(self.w, self.mode);
             sub.records = self.records.clone();
             let (p, t) = sub.expr(x, env)?;
@@ -1270,10 +1270,14 @@ impl<'w, 'a> Walk<'w, 'a> {
                     nodes: sub.nodes,
                     out,
                 },
+                sub.records,
             ))
         };
-        let (pt, bt) = branch(then)?;
-        let (po, bo) = branch(otherwise)?;
+        let (pt, bt, rt) = branch(then)?;
+        let (po, bo, ro) = branch(otherwise)?;
+        // The records the branches bound (fresh names), for their adjoints.
+        self.records.extend(rt);
+        self.records.extend(ro);
         let p = self.bind(if_node(c.clone(), pt, po));
         let out = match &p.kind {
             ExprKind::Var(v) => v.name.clone(),

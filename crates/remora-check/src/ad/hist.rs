@@ -34,6 +34,8 @@ pub(super) struct HistNode {
     xs_name: Option<String>,
     ne_name: Option<String>,
     idx: ast::Expr,
+    /// `nth` of the bins' cotangents, instantiated.
+    nth: ast::Expr,
     /// The factor each item's cotangent is taken by (`[Float n @s]`) and
     /// the factor of `ne`'s from each bin's (`[Float m @s]`).
     per_item: ast::Expr,
@@ -55,6 +57,34 @@ fn eta_op(f: &TExpr) -> Option<&'static str> {
     (params.len() == 2 && is(x, params.first()) && is(y, params.get(1)))
         .then(|| super::head_name(head))
         .flatten()
+}
+
+/// `name` instantiated at `atom` and the indices `dims`.
+fn instantiated(w: &super::Writer, name: &str, atom: Atom, dims: Vec<ast::Ispace>) -> ast::Expr {
+    let t = super::node(ExprKind::TApp {
+        func: Box::new(v(name)),
+        arg: w.ty(&Type::scalar(atom)),
+    });
+    dims.into_iter().fold(t, |f, d| {
+        super::node(ExprKind::IApp {
+            func: Box::new(f),
+            arg: d,
+        })
+    })
+}
+
+/// `(λ (a b) (f a b))` on cells of `cell`, for a scalar primitive `f`.
+fn cell_fn(w: &super::Writer, f: &str, atom: Atom, cell: &Shape) -> ast::Expr {
+    let (a, b) = (w.ad.fresh(), w.ad.fresh());
+    let ty = Type {
+        atom,
+        shape: cell.clone(),
+    };
+    super::lambdas(
+        w,
+        &[(a.clone(), ty.clone()), (b.clone(), ty)],
+        call(f, vec![v(&a), v(&b)]),
+    )
 }
 
 fn v(name: &str) -> ast::Expr {
@@ -114,14 +144,29 @@ impl Walk<'_, '_> {
         let (head, _) = e.spine();
         let float_hist = w.expr(head);
         let bins = Shape::from_segs(e.ty.shape.segs().first().cloned().into_iter().collect());
-        // `hist` of Ints, the count of bins given.
-        let Some(m) = static_dim(w, bins.segs().first()) else {
+        let cell = spine.get(1).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
+        // The other `hist`s and scans, instantiated in full (inference
+        // could lift them over a frame instead), by functions of cells.
+        let items = spine.get(2).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
+        let (Some(m), Some(n)) = (
+            static_dim(w, bins.segs().first()),
+            static_dim(w, items.segs().first()),
+        ) else {
             return Err(self.unsupported(e, &format!("`hist` by `{op}` of an unknown count of bins")));
         };
-        let int_hist = super::node(ExprKind::IApp {
-            func: Box::new(v("hist")),
-            arg: m,
-        });
+        let cell_ispace = ast::Ispace::Shape(w.shape(&cell));
+        let hist_of = |atom: Atom, f: &str| {
+            let head = instantiated(
+                w,
+                "hist",
+                atom.clone(),
+                vec![m.clone(), n.clone(), cell_ispace.clone()],
+            );
+            (head, cell_fn(w, f, atom, &cell))
+        };
+        // Each item's bin's cell (`nth` of the bins by the indices).
+        let nth = |atom: Atom| instantiated(w, "nth", atom, vec![m.clone(), cell_ispace.clone()]);
+        let int_scan = instantiated(w, "iscan", Atom::Int, vec![n.clone(), cell_ispace.clone()]);
         let mut ps = Vec::new();
         let mut ts = Vec::new();
         for (a, _) in spine.iter().skip(1) {
@@ -134,14 +179,11 @@ impl Walk<'_, '_> {
             return Err(self.unsupported(e, "`hist`"));
         };
         let (dne, dxs) = (ts.first().cloned().flatten(), ts.get(2).cloned().flatten());
-        let cell = spine.get(1).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
         let op_code = spine.first().map(|(f, _)| w.expr(f)).unwrap_or_else(|| v(op));
         let out = self.bind(app(
             float_hist,
             vec![op_code, ne.clone(), idx.clone(), xs.clone()],
         ));
-        // The other `hist`s leave the cells to inference.
-        let float_hist = int_hist.clone();
         if dne.is_none() && dxs.is_none() {
             return Ok((out, None));
         }
@@ -168,19 +210,21 @@ impl Walk<'_, '_> {
             let ne_nonzero = self.bind(call("f.!=", vec![ne.clone(), float(0.0)]));
             // Each bin's product of its nonzero factors (`ne`'s among
             // them), and its count of zero factors.
+            let (times, by) = hist_of(Atom::Float, "f.*");
             let product = self.bind(app(
-                float_hist.clone(),
+                times.clone(),
                 vec![
-                    v("f.*"),
+                    by.clone(),
                     select(ne_nonzero.clone(), ne.clone(), float(1.0)),
                     idx.clone(),
                     factor.clone(),
                 ],
             ));
+            let (plus_head, plus_fn) = hist_of(Atom::Int, "+");
             let zeros_in = self.bind(app(
-                int_hist,
+                plus_head,
                 vec![
-                    v("+"),
+                    plus_fn,
                     select(ne_nonzero, int(0), int(1)),
                     idx.clone(),
                     select(nonzero.clone(), int(0), int(1)),
@@ -191,32 +235,36 @@ impl Walk<'_, '_> {
             let others_zero = call(
                 "-",
                 vec![
-                    call("nth", vec![zeros_in, idx.clone()]),
+                    app(nth(Atom::Int), vec![zeros_in, idx.clone()]),
                     select(nonzero, int(0), int(1)),
                 ],
             );
             let per_item = select(
                 call("==", vec![others_zero, int(0)]),
-                call("f./", vec![call("nth", vec![product, idx.clone()]), factor]),
+                call(
+                    "f./",
+                    vec![app(nth(Atom::Float), vec![product, idx.clone()]), factor],
+                ),
                 float(0.0),
             );
             // `ne`'s: the product of the bin's items.
             let ones = super::broadcast(w, float(1.0), ne.clone(), &Atom::Float);
-            let per_bin = app(float_hist.clone(), vec![v("f.*"), ones, idx.clone(), xs.clone()]);
+            let per_bin = app(times, vec![by, ones, idx.clone(), xs.clone()]);
             (per_item, per_bin)
         } else {
-            let at_item = call("nth", vec![out.clone(), idx.clone()]);
+            let at_item = app(nth(Atom::Float), vec![out.clone(), idx.clone()]);
             let equal = self.bind(call("f.==", vec![xs.clone(), at_item]));
             // Each item's position (from 1), where it equals its bin.
             let ones = app(
                 lam(w, &w.ad.fresh(), &Type::scalar(Atom::Float), int(1)),
                 vec![xs.clone()],
             );
-            let position = self.bind(call("iscan", vec![v("+"), ones]));
+            let position = self.bind(app(int_scan, vec![cell_fn(w, "+", Atom::Int, &cell), ones]));
             let candidate = select(equal.clone(), position.clone(), int(i64::MAX));
+            let (least_head, least_fn) = hist_of(Atom::Int, "min");
             let first = app(
-                int_hist,
-                vec![v("min"), int_cell(w, i64::MAX), idx.clone(), candidate],
+                least_head,
+                vec![least_fn, int_cell(w, i64::MAX), idx.clone(), candidate],
             );
             let first = self.bind(first);
             let from_ne = self.bind(with_ne(w, out.clone(), &|b, n| call("f.==", vec![b, n])));
@@ -227,8 +275,14 @@ impl Walk<'_, '_> {
                     call(
                         "and",
                         vec![
-                            call("==", vec![position, call("nth", vec![first, idx.clone()])]),
-                            call("not", vec![call("nth", vec![from_ne.clone(), idx.clone()])]),
+                            call(
+                                "==",
+                                vec![position, app(nth(Atom::Int), vec![first, idx.clone()])],
+                            ),
+                            call(
+                                "not",
+                                vec![app(nth(Atom::Bool), vec![from_ne.clone(), idx.clone()])],
+                            ),
                         ],
                     ),
                 ],
@@ -241,10 +295,8 @@ impl Walk<'_, '_> {
             let mut t: Option<ast::Expr> = None;
             if let Some(dx) = &dxs {
                 let scaled = call("f.*", vec![per_item.clone(), dx.clone()]);
-                t = Some(app(
-                    float_hist,
-                    vec![v("f.+"), zeros(w, ne.clone()), idx.clone(), scaled],
-                ));
+                let (sum, add) = hist_of(Atom::Float, "f.+");
+                t = Some(app(sum, vec![add, zeros(w, ne.clone()), idx.clone(), scaled]));
             }
             if let Some(dn) = &dne {
                 let b = w.ad.fresh();
@@ -268,6 +320,7 @@ impl Walk<'_, '_> {
             xs_name: super::varying_name(&dxs, &xs),
             ne_name: super::varying_name(&dne, &ne),
             idx,
+            nth: nth(Atom::Float),
             per_item,
             per_bin,
             bins,
@@ -309,7 +362,7 @@ impl Walk<'_, '_> {
                 "f.*",
                 vec![
                     node.per_item.clone(),
-                    call("nth", vec![ct.clone(), node.idx.clone()]),
+                    app(node.nth.clone(), vec![ct.clone(), node.idx.clone()]),
                 ],
             );
             let c = self.bind(c);
