@@ -163,6 +163,10 @@ pub const RULES: &[Rule] = &[
         "fold-right",
         "(fold-right (fn (({u} {S}) ({v} {S})) {body}) {a} {r})",
     ),
+    rule(
+        "reduce/zero",
+        "(reduce/zero (fn (({v} {S}) ({u} {S})) {body}) {a} {r})",
+    ),
     // Gathers and sorts whose indices and order come from keys computed
     // from the parameter but kept apart (distinct integers plus less than
     // 0.2 either way), so that no point sits on a tie.

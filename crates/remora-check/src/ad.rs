@@ -1372,6 +1372,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Select
         } else if LINEAR.contains(&name)
             || ((name == "scan" || name == "iscan" || name == "hist") && head_name(spine[0].0) == Some("f.+"))
+            || (name == "reduce/zero" && hist::adds(spine[0].0))
         {
             Rule::Linear(name)
         } else if name == "f.dot" {
@@ -2160,6 +2161,15 @@ impl<'w, 'a> Walk<'w, 'a> {
             }
             ("iscan", 1) => scan_back(ct),
             ("scan", 1) => call("reduce", vec![var("f.+"), ct]),
+            // A sum from a seed: the seed's cotangent is the sum's, and so
+            // is each item's.
+            ("reduce/zero", 1) => ct,
+            ("reduce/zero", 2) => {
+                let item = float_type(&Shape::from_segs(
+                    arg.cell.segs().get(1..).unwrap_or_default().to_vec(),
+                ));
+                app(lam(w, &w.ad.fresh(), &item, ct), vec![x(2)])
+            }
             ("scan", 2) => scan_back(call("tail", vec![ct])),
             // hist by f.+ adds each value into its bin: the adjoint of the
             // initial bins is the cotangent, of each value its bin's.

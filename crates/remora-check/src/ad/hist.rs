@@ -87,6 +87,12 @@ fn cell_fn(w: &super::Writer, f: &str, atom: Atom, cell: &Shape) -> ast::Expr {
     )
 }
 
+/// Whether `f` is `f.+`, or a lambda that only applies it to its two
+/// parameters in order (which the engines sum as they sum by `f.+`).
+pub(super) fn adds(f: &TExpr) -> bool {
+    super::head_name(f).or_else(|| eta_op(f)) == Some("f.+")
+}
+
 fn v(name: &str) -> ast::Expr {
     super::var(name)
 }

@@ -203,12 +203,14 @@ impl Walk<'_, '_> {
         let vector = spine.last().is_some_and(|(_, l)| l.arg_cell.segs().len() == 1);
         let covered = match name {
             "fold" | "fold-right" | "iterate" | "while" => false,
+            // By `f.+`: a sum (`Rule::Linear`), summed as the engines sum.
+            "reduce/zero" => spine.first().is_some_and(|(f, _)| super::hist::adds(f)),
             "reduce" => op == Some("f.+") || (matches!(op, Some("f.max" | "f.min" | "f.*")) && vector),
             "scan" | "iscan" => op == Some("f.+"),
             _ => true,
         };
         let arity = match name {
-            "fold" | "fold-right" | "iterate" | "while" | "scan" => 3,
+            "fold" | "fold-right" | "reduce/zero" | "iterate" | "while" | "scan" => 3,
             _ => 2,
         };
         if covered || spine.len() != arity {
@@ -263,7 +265,7 @@ impl Walk<'_, '_> {
         };
         // The initial state and the items, primal and tangent.
         let (init, items) = match name {
-            "fold" | "scan" => {
+            "fold" | "scan" | "reduce/zero" => {
                 let (Some(ie), Some(xe)) = (arg(1), arg(2)) else {
                     return Err(self.unsupported(e, &what));
                 };
@@ -300,7 +302,7 @@ impl Walk<'_, '_> {
             items.as_ref().is_some_and(|(_, t)| t.is_some())
         };
         let acc = match name {
-            "fold" | "fold-right" | "scan" => Type {
+            "fold" | "fold-right" | "reduce/zero" | "scan" => Type {
                 atom: e.ty.atom.clone(),
                 shape: cell(1),
             },
@@ -315,7 +317,7 @@ impl Walk<'_, '_> {
             },
         };
         let item = match name {
-            "fold" | "fold-right" | "scan" => Some(Type {
+            "fold" | "fold-right" | "reduce/zero" | "scan" => Some(Type {
                 atom: last.ty.atom.clone(),
                 shape: Shape::from_segs(cell(2).segs().get(1..).unwrap_or_default().to_vec()),
             }),
@@ -346,7 +348,8 @@ impl Walk<'_, '_> {
         };
         let how = match name {
             "fold" | "fold-right" => How::Fold,
-            "reduce" => How::Reduce,
+            // `reduce/zero`: a fold that may have no items.
+            "reduce" | "reduce/zero" => How::Reduce,
             "scan" | "iscan" => How::Scan,
             "iterate" => {
                 let n = arg(0).map(|n| self.w.expr(n)).unwrap_or_else(|| int(0));
@@ -507,6 +510,14 @@ impl Walk<'_, '_> {
                 let (first, rest) = (call("head", vec![var(&x)]), call("tail", vec![var(&x)]));
                 let body = self.primal_loop(&how, &step, &first, Some(&rest));
                 self.bind(app(lambdas(w, &[(x, init_ty.clone())], body), vec![init_p]))
+            } else if let (How::Reduce, Some(items_p), Some((_, items_ty, ..))) =
+                (&how, items_p.clone(), args.get(init_at + 1))
+            {
+                // (`reduce/zero`: `last` of a `scan`, on cells.)
+                let (s, x) = (w.ad.fresh(), w.ad.fresh());
+                let body = self.primal_loop(&how, &step, &var(&s), Some(&var(&x)));
+                let params = [(s, init_ty.clone()), (x, items_ty.clone())];
+                self.bind(app(lambdas(w, &params, body), vec![init_p, items_p]))
             } else {
                 self.bind(self.primal_loop(&how, &step, &init_p, items_p.as_ref()))
             }
