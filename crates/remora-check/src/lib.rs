@@ -87,20 +87,11 @@ pub fn check_program_with(program: &Program, options: Options) -> Checked<Vec<TD
 fn differentiate(mut checked: Checked<Vec<TDecl>>) -> Checked<Vec<TDecl>> {
     match elaborate::differentiated(&checked.value, &checked.names) {
         Ok(program) => {
-            if std::env::var_os("REMORA_AD_DEBUG").is_some() {
-                eprintln!(
-                    "{}",
-                    remora_syntax::print::with_source_records(|| remora_syntax::print::program(&program))
-                );
-            }
             let mut c = check::Checker::new();
             let value = c.program(&program);
             let mut diagnostics = checked.diagnostics;
             diagnostics.extend(c.diags.into_iter().map(|d| {
                 if d.is_error() {
-                    if std::env::var_os("REMORA_AD_DEBUG").is_some() {
-                        eprintln!("{} {:?}", d.message, d.notes);
-                    }
                     remora_syntax::Diagnostic::error_unpositioned(format!(
                         "internal: the derivative program does not check: {}",
                         d.message
