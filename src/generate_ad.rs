@@ -37,8 +37,15 @@ use std::fmt::Write as _;
 /// shape `[S0+S1−1] ++ S[2..]` and `{w}` the width `S1` (rank ≥ 2: its
 /// windows are of shape `S`); `{R}` a call of a function the program
 /// defines whose parameter is a record of two Float arrays, made of two
-/// expressions (its body reads the fields). A hole named twice is the
-/// same expression twice.
+/// expressions (its body reads the fields). Holes whose text the
+/// generator writes whole: `{sorted}` (`sort-by`), `{nth computed}`,
+/// `{index computed}` and `{gather}` (gathers by indices computed from
+/// the parameter), `{hist f.max}` `{hist f.min}` `{hist f.*}`, `{reduce
+/// lifted}` `{iscan lifted}` (by a lambda, explicitly instantiated so as
+/// to lift over a frame), `{record loop}` (an `iterate` whose state is a
+/// record); sort keys and extrema are kept apart (distinct integers plus
+/// less than 0.2 either way), so that no point sits on a tie. A hole named
+/// twice is the same expression twice.
 #[derive(Clone, Copy, Debug)]
 pub struct Rule {
     pub name: &'static str,
@@ -152,6 +159,27 @@ pub const RULES: &[Rule] = &[
         "(unbox ($n i (range 2)) (f.* {a} (i->f (reduce/zero + 1 i))))",
     ),
     rule("record parameter", "{R}"),
+    rule(
+        "fold-right",
+        "(fold-right (fn (({u} {S}) ({v} {S})) {body}) {a} {r})",
+    ),
+    rule(
+        "reduce/zero",
+        "(reduce/zero (fn (({v} {S}) ({u} {S})) {body}) {a} {r})",
+    ),
+    // Gathers and sorts whose indices and order come from keys computed
+    // from the parameter but kept apart (distinct integers plus less than
+    // 0.2 either way), so that no point sits on a tie.
+    of_rank(1, "sort-by", "{sorted}"),
+    rule("nth computed index", "{nth computed}"),
+    scalar_only("index computed index", "{index computed}"),
+    of_rank(1, "nth computed indices", "{gather}"),
+    of_rank(1, "hist f.max", "{hist f.max}"),
+    of_rank(1, "hist f.min", "{hist f.min}"),
+    of_rank(1, "hist f.*", "{hist f.*}"),
+    rule("reduce lifted", "{reduce lifted}"),
+    of_rank(1, "iscan lifted", "{iscan lifted}"),
+    rule("iterate of a record", "{record loop}"),
     // A fold from a frame of initial states (lifted over `S`).
     rule(
         "fold lifted",
@@ -267,6 +295,140 @@ fn index(shape: &[usize]) -> String {
 }
 
 impl Gen<'_> {
+    /// A random permutation of `0..n`.
+    fn permutation(&mut self, n: usize) -> Vec<usize> {
+        let mut p: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            let j = self.bytes.below(i + 1);
+            p.swap(i, j);
+        }
+        p
+    }
+
+    /// An expression of `shape` (`[k] ++ C`) whose items are kept apart:
+    /// every atom of item i is a distinct integer (a permutation) plus
+    /// less than 0.2 either way, so the items' order (by any atom, or by
+    /// the sum of a cell) never ties.
+    fn apart(&mut self, shape: &[usize], scope: &Scope, depth: usize) -> String {
+        let k = shape.first().copied().unwrap_or(1);
+        let cell: usize = shape.iter().skip(1).product();
+        let perm = self.permutation(k);
+        let offsets: Vec<f32> = perm
+            .iter()
+            .flat_map(|&p| std::iter::repeat_n(p as f32, cell))
+            .collect();
+        let e = self.expr(shape, scope, depth);
+        format!("(f.+ (f.* 0.2 (f.tanh {e})) {})", literal(shape, &offsets))
+    }
+
+    /// An index below `k` computed from the parameter: a place of the
+    /// grade of keys kept apart.
+    fn computed_index(&mut self, k: usize, scope: &Scope, depth: usize) -> String {
+        let keys = self.apart(&[k], scope, depth);
+        let j = self.bytes.below(k);
+        format!("(index (grade-by f.< {keys}) {j})")
+    }
+
+    /// `(sort-by lt items)` of shape `S` (`[k] ++ C`), by the sum of each
+    /// cell.
+    fn sorted(&mut self, shape: &[usize], scope: &Scope, depth: usize) -> String {
+        let items = self.apart(shape, scope, depth);
+        let cell = &shape[1..];
+        let lt = if cell.is_empty() {
+            "f.<".to_string()
+        } else {
+            let t = type_of(cell);
+            let sum = format!("(i-app f.sum {})", index(cell));
+            format!("(fn ((a {t}) (b {t})) (f.< ({sum} a) ({sum} b)))")
+        };
+        format!("(sort-by {lt} {items})")
+    }
+
+    /// `((i-app hist m) op ne idx xs)` of shape `S` (`[m] ++ C`): by an
+    /// extremum, every item and the initial cell kept apart (the initial
+    /// cell half way between two items' integers); by `f.*`, factors near 1.
+    fn hist(&mut self, op: &str, shape: &[usize], scope: &Scope, depth: usize) -> String {
+        let m = shape.first().copied().unwrap_or(1);
+        let cell = &shape[1..];
+        let n = 1 + self.bytes.below(3);
+        let mut items_shape = vec![n];
+        items_shape.extend(cell);
+        let bins: Vec<String> = (0..n).map(|_| self.bytes.below(m).to_string()).collect();
+        let (ne, items) = if op == "f.*" {
+            let ne = self.expr(cell, scope, depth);
+            let items = self.expr(&items_shape, scope, depth);
+            (
+                format!("(f.+ 1.0 (f.* 0.25 (f.sin {ne})))"),
+                format!("(f.+ 1.0 (f.* 0.25 (f.sin {items})))"),
+            )
+        } else {
+            let items = self.apart(&items_shape, scope, depth);
+            let at = self.bytes.below(n + 1) as f32 - 0.5;
+            let ne = self.expr(cell, scope, depth);
+            let size: usize = cell.iter().product();
+            let offset = literal(cell, &vec![at; size]);
+            (format!("(f.+ (f.* 0.2 (f.tanh {ne})) {offset})"), items)
+        };
+        format!("((i-app hist {m}) {op} {ne} [{}] {items})", bins.join(" "))
+    }
+
+    /// A `reduce` (of shape `S` = `F ++ C`) or `iscan` (`F ++ [k] ++ C`)
+    /// by a lambda, lifted over the frame `F`.
+    fn lifted_scan(&mut self, name: &str, shape: &[usize], scope: &Scope, depth: usize) -> String {
+        let reduce = name == "reduce lifted";
+        let (frame, k, cell) = if reduce {
+            let split = self.bytes.below(shape.len() + 1);
+            (
+                shape[..split].to_vec(),
+                1 + self.bytes.below(3),
+                shape[split..].to_vec(),
+            )
+        } else {
+            let at = self.bytes.below(shape.len());
+            (shape[..at].to_vec(), shape[at], shape[at + 1..].to_vec())
+        };
+        let mut arg = frame;
+        arg.push(k);
+        arg.extend(&cell);
+        self.fresh += 1;
+        let (v, u) = (format!("y{}", self.fresh), format!("w{}", self.fresh));
+        let mut inner = scope.clone();
+        inner.push((v.clone(), cell.clone()));
+        inner.push((u.clone(), cell.clone()));
+        let body = self.expr(&cell, &inner, depth);
+        let xs = self.expr(&arg, scope, depth);
+        let (f, d) = if reduce { ("reduce", k - 1) } else { ("iscan", k) };
+        let t = type_of(&cell);
+        format!(
+            "((i-app (t-app {f} Float) {d} {}) (fn (({v} {t}) ({u} {t})) {body}) {xs})",
+            index(&cell)
+        )
+    }
+
+    /// The field `a` of two steps of a loop whose state is a record of two
+    /// arrays of shape `S`.
+    fn record_loop(&mut self, shape: &[usize], scope: &Scope, depth: usize) -> String {
+        self.fresh += 1;
+        let (s, v, u) = (
+            format!("s{}", self.fresh),
+            format!("y{}", self.fresh),
+            format!("w{}", self.fresh),
+        );
+        let mut inner = scope.clone();
+        inner.push((v.clone(), shape.to_vec()));
+        inner.push((u.clone(), shape.to_vec()));
+        let a = self.expr(shape, &inner, depth);
+        let b = self.expr(shape, &inner, depth);
+        let a0 = self.expr(shape, scope, depth);
+        let b0 = self.expr(shape, scope, depth);
+        let (t, i) = (type_of(shape), index(shape));
+        format!(
+            "(field (iterate 2 (fn (({s} {{(a {t}) (b {t})}})) \
+             (let ((val {v} (field {s} a)) (val {u} (field {s} b))) {{(a {i} {a}) (b {i} {b})}})) \
+             {{(a {i} {a0}) (b {i} {b0})}}) a)"
+        )
+    }
+
     fn constant(&mut self, shape: &[usize]) -> String {
         let n: usize = shape.iter().product();
         let values: Vec<f32> = (0..n).map(|_| self.bytes.value()).collect();
@@ -430,6 +592,35 @@ impl Gen<'_> {
                     let eb = self.expr(&b, scope, depth);
                     format!("({g} {{(a {} {ea}) (b {} {eb})}})", index(&a), index(&b))
                 }
+                "sorted" => self.sorted(shape, scope, depth),
+                "nth computed" | "index computed" => {
+                    let k = 1 + self.bytes.below(3);
+                    let mut s = vec![k];
+                    s.extend(shape);
+                    let items = self.expr(&s, scope, depth);
+                    let at = self.computed_index(k, scope, depth);
+                    let f = if name == "nth computed" { "nth" } else { "index" };
+                    format!("({f} {items} {at})")
+                }
+                "gather" => {
+                    // Items of the source, some twice, some not at all.
+                    let m = 1 + self.bytes.below(3);
+                    let mut s = vec![m];
+                    s.extend(&shape[1..]);
+                    let source = self.expr(&s, scope, depth);
+                    let keys = self.apart(&[m], scope, depth);
+                    let picks: Vec<String> = (0..shape[0]).map(|_| self.bytes.below(m).to_string()).collect();
+                    // (Instantiated: with as many indices as items, `nth`
+                    // would otherwise be lifted over the items.)
+                    format!(
+                        "((i-app (t-app nth Float) {m} {}) {source} (index (grade-by f.< {keys}) [{}]))",
+                        index(&shape[1..]),
+                        picks.join(" ")
+                    )
+                }
+                "hist f.max" | "hist f.min" | "hist f.*" => self.hist(&name[5..], shape, scope, depth),
+                "reduce lifted" | "iscan lifted" => self.lifted_scan(name, shape, scope, depth),
+                "record loop" => self.record_loop(shape, scope, depth),
                 "th" => {
                     let arg = helper.clone().unwrap_or_default();
                     self.expr(&arg, scope, depth)

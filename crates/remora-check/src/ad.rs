@@ -35,6 +35,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 
 mod boxes;
+mod hist;
 mod loops;
 
 /// The pass's state while a program is written back.
@@ -517,6 +518,11 @@ enum Rule {
     /// A function defined in the program, lifted: each varying argument's
     /// reverse derivative, `(λ (p1 … pk) (λ (ct) adjoint))`.
     Call(Vec<Option<ast::Expr>>),
+    /// The same for several varying arguments at once: `(λ (p1 … pk) (λ
+    /// (ct) {(d1 …) …}))`, the record of their cotangents (field
+    /// [`grad_field`] of argument i's), from one forward and one backward
+    /// pass.
+    CallAll(ast::Expr),
     /// A frame of expressions, of this shape.
     Frame(Vec<u64>),
     /// A record made of its fields' values, in this order.
@@ -530,6 +536,8 @@ enum Rule {
     If(Box<IfNode>),
     /// `unbox`, its body's forward code kept to run again.
     Unbox(Box<boxes::UnboxNode>),
+    /// `hist` by `f.max`, `f.min` or `f.*`.
+    Hist(Box<hist::HistNode>),
 }
 
 struct IfNode {
@@ -678,7 +686,7 @@ fn forward_fn(w: &Writer, params: &[Param], body: &TExpr) -> Result<ast::Expr, D
         }
     }
     let (primal, tangent) = walk.expr(body, &env)?;
-    let tangent = tangent.unwrap_or_else(|| zeros(w, primal));
+    let tangent = tangent.unwrap_or_else(|| loops::zeros_like(w, &body.ty.atom, primal));
     let body = let_in(std::mem::take(&mut walk.binds), tangent);
     walk.restore();
     names.extend(tangents);
@@ -728,6 +736,67 @@ fn reverse_core(
         body,
         primal,
     })
+}
+
+/// The reverse derivative of the function of `params` and `body` for
+/// several parameters at once: one forward pass and one backward pass,
+/// the result the record of the targets' cotangents, field [`grad_field`]
+/// of each.
+fn reverse_many(
+    w: &Writer,
+    params: &[Param],
+    body: &TExpr,
+    targets: &[usize],
+) -> Result<ReverseCode, Diagnostic> {
+    let mut walk = Walk::new(w, Mode::Reverse);
+    let mut env = Env::new();
+    let mut names = Vec::new();
+    for p in params {
+        let name = walk.rename(p.var);
+        env.insert(p.var, p.varying.then(|| name.clone()));
+        if let Some(fields) = float_record(&p.ty.atom) {
+            walk.records.insert(name.clone(), fields);
+        }
+        names.push((name, p.ty.clone()));
+    }
+    let (primal, tangent) = walk.expr(body, &env)?;
+    let ct = w.ad.fresh();
+    let mut adjoints: HashMap<String, String> = HashMap::new();
+    if let (Some(_), ExprKind::Var(out)) = (&tangent, &primal.kind) {
+        adjoints.insert(out.name.clone(), ct.clone());
+    }
+    let nodes = std::mem::take(&mut walk.nodes);
+    for n in nodes.iter().rev() {
+        walk.adjoint(n, &mut adjoints)?;
+    }
+    let mut fields: Fields = Vec::new();
+    let mut values = HashMap::new();
+    for &t in targets {
+        let Some((name, ty)) = names.get(t).cloned() else {
+            continue;
+        };
+        let gradient = match walk.read_adjoint(&name, &mut adjoints) {
+            Some(a) => a,
+            None => walk.zeros_of(&name),
+        };
+        fields.push((grad_field(t), ty));
+        values.insert(grad_field(t), gradient);
+    }
+    let record = record_of(w, &fields, |f| values.remove(f).unwrap_or_else(|| float(0.0)));
+    let body = let_in(std::mem::take(&mut walk.binds), record);
+    walk.restore();
+    Ok(ReverseCode {
+        params: names,
+        ct,
+        body,
+        primal,
+    })
+}
+
+/// The field of [`reverse_many`]'s record holding parameter `i`'s
+/// cotangent.
+fn grad_field(i: usize) -> String {
+    format!("d{i}")
 }
 
 /// A function's reverse derivative for one parameter, as [`reverse_core`]
@@ -1106,7 +1175,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             let varying = varying_name(&t, &p);
             let t = match t {
                 Some(t) => t,
-                None => zeros(self.w, p.clone()),
+                None => loops::zeros_like(self.w, &x.ty.atom, p.clone()),
             };
             args.push(Arg {
                 primal: p.clone(),
@@ -1187,7 +1256,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                 false
             });
         }
-        let branch = |x: &TExpr| -> Result<(ast::Expr, Branch), Diagnostic> {
+        let branch = |x: &TExpr| -> Result<(ast::Expr, Branch, HashMap<String, Fields>), Diagnostic> {
             let mut sub = Walk::new(self.w, self.mode);
             sub.records = self.records.clone();
             let (p, t) = sub.expr(x, env)?;
@@ -1201,10 +1270,14 @@ impl<'w, 'a> Walk<'w, 'a> {
                     nodes: sub.nodes,
                     out,
                 },
+                sub.records,
             ))
         };
-        let (pt, bt) = branch(then)?;
-        let (po, bo) = branch(otherwise)?;
+        let (pt, bt, rt) = branch(then)?;
+        let (po, bo, ro) = branch(otherwise)?;
+        // The records the branches bound (fresh names), for their adjoints.
+        self.records.extend(rt);
+        self.records.extend(ro);
         let p = self.bind(if_node(c.clone(), pt, po));
         let out = match &p.kind {
             ExprKind::Var(v) => v.name.clone(),
@@ -1272,6 +1345,9 @@ impl<'w, 'a> Walk<'w, 'a> {
         if let Some(result) = self.loop_form(name, e, &spine, env) {
             return result;
         }
+        if let Some(result) = self.hist_form(name, e, &spine, env) {
+            return result;
+        }
         let (args, primals, tangents) = self.arguments(&spine, env)?;
         let head_code = self.w.expr(head);
         // No Float argument depends on the parameter (a Float made of a
@@ -1296,6 +1372,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Select
         } else if LINEAR.contains(&name)
             || ((name == "scan" || name == "iscan" || name == "hist") && head_name(spine[0].0) == Some("f.+"))
+            || (name == "reduce/zero" && hist::adds(spine[0].0))
         {
             Rule::Linear(name)
         } else if name == "f.dot" {
@@ -1465,25 +1542,40 @@ impl<'w, 'a> Walk<'w, 'a> {
             let t = self.bind(app(d, all));
             return Ok((out, Some(t)));
         }
-        let mut fns = Vec::new();
-        for (i, p) in params.iter().enumerate() {
-            if !p.varying {
-                fns.push(None);
-                continue;
-            }
+        let targets: Vec<usize> = (0..params.len()).filter(|&i| params[i].varying).collect();
+        let rule = if targets.len() > 1 {
+            // One forward and one backward pass for all the varying
+            // parameters: a record of their cotangents.
             let ReverseCode {
                 params: mut names,
                 ct,
                 body: adj,
                 ..
-            } = reverse_core(self.w, &params, body, i)?;
+            } = reverse_many(self.w, &params, body, &targets)?;
             names.push((ct, rty.clone()));
-            fns.push(Some(instance(lambdas(self.w, &names, adj))));
-        }
+            Rule::CallAll(instance(lambdas(self.w, &names, adj)))
+        } else {
+            let mut fns = Vec::new();
+            for (i, p) in params.iter().enumerate() {
+                if !p.varying {
+                    fns.push(None);
+                    continue;
+                }
+                let ReverseCode {
+                    params: mut names,
+                    ct,
+                    body: adj,
+                    ..
+                } = reverse_core(self.w, &params, body, i)?;
+                names.push((ct, rty.clone()));
+                fns.push(Some(instance(lambdas(self.w, &names, adj))));
+            }
+            Rule::Call(fns)
+        };
         let principal_rank = principal.segs().len();
         self.nodes.push(Node {
             out: out_name,
-            rule: Rule::Call(fns),
+            rule,
             head: head_code,
             args,
             principal,
@@ -1605,9 +1697,11 @@ impl<'w, 'a> Walk<'w, 'a> {
             }
             Rule::Alias
             | Rule::Call(_)
+            | Rule::CallAll(_)
             | Rule::If(_)
             | Rule::Loop(_)
             | Rule::Unbox(_)
+            | Rule::Hist(_)
             | Rule::Frame(_)
             | Rule::Record(_)
             | Rule::Field(..) => None,
@@ -1679,6 +1773,9 @@ impl<'w, 'a> Walk<'w, 'a> {
         if let Rule::Loop(node) = &n.rule {
             return self.loop_adjoint(node, &ct, adjoints);
         }
+        if let Rule::Hist(node) = &n.rule {
+            return self.hist_adjoint(node, &ct, adjoints, n.span);
+        }
         let pa = n
             .args
             .first()
@@ -1698,12 +1795,14 @@ impl<'w, 'a> Walk<'w, 'a> {
                 .unwrap_or_default()
                 .to_vec(),
         ));
+        // `Rule::CallAll`: the record of every argument's cotangent, once.
+        let mut every: Option<ast::Expr> = None;
         for (i, arg) in n.args.iter().enumerate() {
             let Some(target) = &arg.varying else { continue };
             let cell = float_type(&arg.cell);
             let contribution = match &n.rule {
                 Rule::Alias => ct.clone(),
-                Rule::If(_) | Rule::Loop(_) | Rule::Unbox(_) => continue,
+                Rule::If(_) | Rule::Loop(_) | Rule::Unbox(_) | Rule::Hist(_) => continue,
                 Rule::Sum => {
                     if i + 1 != n.args.len() {
                         continue;
@@ -1909,6 +2008,19 @@ impl<'w, 'a> Walk<'w, 'a> {
                     all.push(ct.clone());
                     app(f.clone(), all)
                 }
+                Rule::CallAll(f) => {
+                    let all = match &every {
+                        Some(all) => all.clone(),
+                        None => {
+                            let mut xs: Vec<ast::Expr> = n.args.iter().map(|a| a.primal.clone()).collect();
+                            xs.push(ct.clone());
+                            let all = self.bind(app(f.clone(), xs));
+                            every = Some(all.clone());
+                            all
+                        }
+                    };
+                    field_of(all, &grad_field(i))
+                }
                 Rule::Scalar(op) => match (*op, i) {
                     ("f.+" | "f.-" | "f.*" | "f./" | "f.^" | "f.atan2" | "f.max" | "f.min" | "f.mod", _) => {
                         binary_partial(op, i, ct.clone(), &pa, &pb, &out)
@@ -2049,6 +2161,15 @@ impl<'w, 'a> Walk<'w, 'a> {
             }
             ("iscan", 1) => scan_back(ct),
             ("scan", 1) => call("reduce", vec![var("f.+"), ct]),
+            // A sum from a seed: the seed's cotangent is the sum's, and so
+            // is each item's.
+            ("reduce/zero", 1) => ct,
+            ("reduce/zero", 2) => {
+                let item = float_type(&Shape::from_segs(
+                    arg.cell.segs().get(1..).unwrap_or_default().to_vec(),
+                ));
+                app(lam(w, &w.ad.fresh(), &item, ct), vec![x(2)])
+            }
             ("scan", 2) => scan_back(call("tail", vec![ct])),
             // hist by f.+ adds each value into its bin: the adjoint of the
             // initial bins is the cotangent, of each value its bin's.

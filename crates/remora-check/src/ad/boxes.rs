@@ -173,6 +173,8 @@ impl Walk<'_, '_> {
         sub.records = self.records.clone();
         let (p, t) = sub.expr(body, &inner)?;
         sub.restore();
+        // The records the body bound (fresh names), for its adjoint.
+        self.records.extend(sub.records.clone());
         let out = varying_name(&t, &p);
         let mut all = prelude.clone();
         all.extend(sub.binds.clone());

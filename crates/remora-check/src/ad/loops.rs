@@ -15,8 +15,9 @@
 //! varying variable the step closes over (summed over the steps).
 
 use super::{
-    Arg, Env, Mode, Node, Param, ReverseCode, Rule, Walk, app, binary_partial, call, field_of, forward_fn,
-    head_name, int, lambdas, let_in, params_of, record_of, reverse_core, var, varying_name, zeros,
+    Arg, Env, Mode, Node, Param, ReverseCode, Rule, Walk, app, binary_partial, call, field_of, float_record,
+    forward_fn, head_name, int, lambdas, let_in, params_of, record_of, reverse_core, var, varying_name,
+    zeros,
 };
 use crate::elaborate::{lambda, node, sp};
 use crate::typed::{TExpr, TExprKind};
@@ -67,6 +68,9 @@ struct LiftedArgs {
     init: (Shape, Shape),
     items: Option<(Shape, Shape, Atom)>,
     principal: Shape,
+    /// `reduce`, `iscan`: the initial state is each cell's first item,
+    /// the items the rest.
+    split: bool,
 }
 
 /// A loop, as reverse mode needs it.
@@ -101,9 +105,22 @@ fn dim_shape(name: &str) -> ast::Shape {
     }
 }
 
-/// Zeros of a Float type (the items' place in a loop's first record, which
-/// may have no items to take one from).
+/// Zeros of a Float type, or a record of them (the items' place in a
+/// loop's first record, which may have no items to take one from).
 fn zeros_of_type(w: &super::Writer, ty: &Type) -> ast::Expr {
+    if let Some(fields) = float_record(&ty.atom) {
+        return record_of(w, &fields, |f| {
+            let field_ty = fields.iter().find(|(n, _)| n == f).map(|(_, t)| t.clone());
+            let field_ty = field_ty.unwrap_or_else(|| Type::scalar(Atom::Float));
+            zeros_of_type(
+                w,
+                &Type {
+                    atom: Atom::Float,
+                    shape: ty.shape.concat(&field_ty.shape),
+                },
+            )
+        });
+    }
     let rep = node(ExprKind::IApp {
         func: Box::new(node(ExprKind::IApp {
             func: Box::new(node(ExprKind::TApp {
@@ -117,10 +134,46 @@ fn zeros_of_type(w: &super::Writer, ty: &Type) -> ast::Expr {
     app(rep, vec![super::float(0.0)])
 }
 
+/// Zeros like `like`, a Float array or an array of records of them (a
+/// loop's state may be a record: `{(pos …) (vel …)}`).
+pub(super) fn zeros_like(w: &super::Writer, atom: &Atom, like: ast::Expr) -> ast::Expr {
+    match float_record(atom) {
+        Some(fields) => record_of(w, &fields, |f| zeros(w, field_of(like.clone(), f))),
+        None => zeros(w, like),
+    }
+}
+
+/// `a + b`, Float arrays or records of them, field by field.
+fn plus(w: &super::Writer, atom: &Atom, a: ast::Expr, b: ast::Expr) -> ast::Expr {
+    match float_record(atom) {
+        Some(fields) => record_of(w, &fields, |f| {
+            call("f.+", vec![field_of(a.clone(), f), field_of(b.clone(), f)])
+        }),
+        None => call("f.+", vec![a, b]),
+    }
+}
+
+/// `(λ (s) (λ (x) (f x s)))`: `fold-right`'s step `f` (item first) as
+/// a step of a `fold` (state first).
+fn flip(w: &super::Writer, f: ast::Expr, acc: &Type, item: &Type) -> ast::Expr {
+    let (s, x) = (w.ad.fresh(), w.ad.fresh());
+    lambdas(
+        w,
+        &[(s.clone(), acc.clone()), (x.clone(), item.clone())],
+        app(f, vec![var(&x), var(&s)]),
+    )
+}
+
+/// Whether a loop's state (or item, or a variable its step closes over)
+/// of this atom has a derivative the loop rules follow.
+fn float_state(atom: &Atom) -> bool {
+    *atom == Atom::Float || float_record(atom).is_some()
+}
+
 /// A value of the items' type for a loop's first record: zeros for Floats
 /// (there may be no items), else the first item (a `fold` has one).
 fn placeholder(w: &super::Writer, item: &Type, xs: &ast::Expr) -> ast::Expr {
-    if item.atom == Atom::Float {
+    if float_state(&item.atom) {
         zeros_of_type(w, item)
     } else {
         call("head", vec![xs.clone()])
@@ -149,13 +202,15 @@ impl Walk<'_, '_> {
         let op = spine.first().and_then(|(f, _)| head_name(f));
         let vector = spine.last().is_some_and(|(_, l)| l.arg_cell.segs().len() == 1);
         let covered = match name {
-            "fold" | "iterate" | "while" => false,
+            "fold" | "fold-right" | "iterate" | "while" => false,
+            // By `f.+`: a sum (`Rule::Linear`), summed as the engines sum.
+            "reduce/zero" => spine.first().is_some_and(|(f, _)| super::hist::adds(f)),
             "reduce" => op == Some("f.+") || (matches!(op, Some("f.max" | "f.min" | "f.*")) && vector),
             "scan" | "iscan" => op == Some("f.+"),
             _ => true,
         };
         let arity = match name {
-            "fold" | "iterate" | "while" | "scan" => 3,
+            "fold" | "fold-right" | "reduce/zero" | "iterate" | "while" | "scan" => 3,
             _ => 2,
         };
         if covered || spine.len() != arity {
@@ -174,13 +229,29 @@ impl Walk<'_, '_> {
     ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let what = format!("`{name}`");
         let lifted = spine.iter().any(|(_, l)| !l.principal.is_scalar());
-        let step_index = if matches!(name, "iterate" | "while") { 1 } else { 0 };
+        // The functions (the step; `while`'s test) must be one for the
+        // whole frame.
+        let functions = if name == "while" {
+            0..2
+        } else if name == "iterate" {
+            1..2
+        } else {
+            0..1
+        };
         if lifted
-            && (!matches!(name, "fold" | "scan" | "iterate")
-                || spine
-                    .get(step_index)
-                    .is_some_and(|(_, l)| !l.arg_frame.is_scalar()))
+            && spine
+                .get(functions)
+                .is_some_and(|fs| fs.iter().any(|(_, l)| !l.arg_frame.is_scalar()))
         {
+            return Err(self.unsupported(e, &format!("{what} lifted over a frame of functions")));
+        }
+        // A lifted `reduce` or `iscan` splits each cell into its first
+        // item (the initial state) and the rest in the cell's derivative.
+        let split = lifted && matches!(name, "reduce" | "iscan");
+        // `fold-right` is a `fold` over the items reversed, by the step
+        // with its parameters the other way round.
+        let flipped = name == "fold-right";
+        if lifted && flipped {
             return Err(self.unsupported(e, &format!("{what} lifted over a frame")));
         }
         // The cell of argument i.
@@ -194,7 +265,7 @@ impl Walk<'_, '_> {
         };
         // The initial state and the items, primal and tangent.
         let (init, items) = match name {
-            "fold" | "scan" => {
+            "fold" | "scan" | "reduce/zero" => {
                 let (Some(ie), Some(xe)) = (arg(1), arg(2)) else {
                     return Err(self.unsupported(e, &what));
                 };
@@ -202,7 +273,17 @@ impl Walk<'_, '_> {
                 let items = self.expr(xe, env)?;
                 (init, Some(items))
             }
+            "fold-right" => {
+                let (Some(ie), Some(xe)) = (arg(1), arg(2)) else {
+                    return Err(self.unsupported(e, &what));
+                };
+                let init = self.expr(ie, env)?;
+                let (p, t) = self.expr(xe, env)?;
+                let p = self.bind_named(p);
+                (init, Some(self.structural("reverse", &p, &t, &xe.ty, e.span)))
+            }
             "iterate" | "while" => (self.expr(last, env)?, None),
+            _ if split => (self.expr(last, env)?, None),
             // reduce, iscan: the first item is the initial state.
             _ => {
                 let (p, t) = self.expr(last, env)?;
@@ -215,46 +296,60 @@ impl Walk<'_, '_> {
         let (p_init, t_init) = init;
         let p_init = self.bind_named(p_init);
         let items = items.map(|(p, t)| (self.bind_named(p), t));
-        let item_varying = items.as_ref().is_some_and(|(_, t)| t.is_some());
+        let item_varying = if split {
+            t_init.is_some()
+        } else {
+            items.as_ref().is_some_and(|(_, t)| t.is_some())
+        };
         let acc = match name {
-            "reduce" | "while" => e.ty.clone(),
-            "fold" | "scan" => Type {
+            "fold" | "fold-right" | "reduce/zero" | "scan" => Type {
                 atom: e.ty.atom.clone(),
                 shape: cell(1),
             },
-            "iterate" => Type {
+            "iterate" | "while" => Type {
                 atom: e.ty.atom.clone(),
                 shape: cell(2),
             },
+            // reduce, iscan: an item of the cell.
             _ => Type {
                 atom: e.ty.atom.clone(),
-                shape: Shape::from_segs(e.ty.shape.segs().get(1..).unwrap_or_default().to_vec()),
+                shape: Shape::from_segs(cell(1).segs().get(1..).unwrap_or_default().to_vec()),
             },
         };
         let item = match name {
-            "fold" | "scan" => Some(Type {
+            "fold" | "fold-right" | "reduce/zero" | "scan" => Some(Type {
                 atom: last.ty.atom.clone(),
                 shape: Shape::from_segs(cell(2).segs().get(1..).unwrap_or_default().to_vec()),
             }),
             "iterate" | "while" => None,
             _ => Some(acc.clone()),
         };
-        if acc.atom != Atom::Float
+        if !float_state(&acc.atom)
             || item
                 .as_ref()
-                .is_some_and(|i| item_varying && i.atom != Atom::Float)
+                .is_some_and(|i| item_varying && !float_state(&i.atom))
         {
             return Err(self.unsupported(e, &format!("{what} of a state that is not a Float array")));
         }
         let step = match head_name(fe) {
             Some(op @ ("f.+" | "f.-" | "f.*" | "f./" | "f.max" | "f.min")) if item.as_ref() == Some(&acc) => {
-                self.op_step(op, acc.clone(), item_varying)
+                self.op_step(op, acc.clone(), item_varying, flipped)
             }
-            _ => self.lambda_step(fe, acc.clone(), item.clone(), item_varying, env, e, &what)?,
+            _ => self.lambda_step(
+                fe,
+                acc.clone(),
+                item.clone(),
+                item_varying,
+                flipped,
+                env,
+                e,
+                &what,
+            )?,
         };
         let how = match name {
-            "fold" => How::Fold,
-            "reduce" => How::Reduce,
+            "fold" | "fold-right" => How::Fold,
+            // `reduce/zero`: a fold that may have no items.
+            "reduce" | "reduce/zero" => How::Reduce,
             "scan" | "iscan" => How::Scan,
             "iterate" => {
                 let n = arg(0).map(|n| self.w.expr(n)).unwrap_or_else(|| int(0));
@@ -265,6 +360,7 @@ impl Walk<'_, '_> {
         let t_init = match t_init {
             Some(t) => Some(t),
             None if !step.closed.is_empty() || item_varying => None,
+            None if split => None,
             // Nothing varies: no derivative.
             None => {
                 return Ok((
@@ -275,16 +371,17 @@ impl Walk<'_, '_> {
         };
         if lifted {
             let frames = |i: usize| spine.get(i).map(|(_, l)| l.arg_frame.clone()).unwrap_or_default();
-            let (init_at, items_at) = if name == "iterate" {
-                (2, None)
-            } else {
-                (1, Some(2))
+            let (init_at, items_at) = match name {
+                "iterate" | "while" => (2, None),
+                "reduce" | "iscan" => (1, None),
+                _ => (1, Some(2)),
             };
             let cells = LiftedArgs {
                 count: (name == "iterate").then(|| frames(0)),
                 init: (frames(init_at), cell(init_at)),
                 items: items_at.map(|i| (frames(i), cell(i), last.ty.atom.clone())),
                 principal: spine.last().map(|(_, l)| l.principal.clone()).unwrap_or_default(),
+                split,
             };
             return self.lifted_loop(how, step, (p_init, t_init), items, cells, e);
         }
@@ -322,9 +419,17 @@ impl Walk<'_, '_> {
             ));
         }
         let (p_init, t_init) = init;
+        let init_ty = if cells.split {
+            Type {
+                atom: step.acc.atom.clone(),
+                shape: cells.init.1.clone(),
+            }
+        } else {
+            step.acc.clone()
+        };
         args.push((
             w.ad.fresh(),
-            step.acc.clone(),
+            init_ty.clone(),
             p_init,
             t_init,
             cells.init.0.clone(),
@@ -347,7 +452,7 @@ impl Walk<'_, '_> {
         let names: Vec<String> = args.iter().map(|a| a.0.clone()).collect();
         let init_at = usize::from(has_count);
         let result_cell = Type {
-            atom: Atom::Float,
+            atom: e.ty.atom.clone(),
             shape: Shape::from_segs(
                 e.ty.shape
                     .segs()
@@ -375,10 +480,16 @@ impl Walk<'_, '_> {
             let init_t = tangent_of.get(init_at).cloned().flatten().map(|n| var(&n));
             let items_t = tangent_of.get(init_at + 1).cloned().flatten().map(|n| var(&n));
             let init_p = var(names.get(init_at).map(String::as_str).unwrap_or("undefined"));
-            let (out, t) =
-                self.forward_loop(cell_how(&how, &names), &step, init_p, init_t, cell_items(items_t));
+            let (init_p, init_t, items) = if cells.split {
+                let (first, first_t) = self.structural("head", &init_p, &init_t, &init_ty, e.span);
+                let (rest, rest_t) = self.structural("tail", &init_p, &init_t, &init_ty, e.span);
+                (first, first_t, Some((rest, rest_t)))
+            } else {
+                (init_p, init_t, cell_items(items_t))
+            };
+            let (out, t) = self.forward_loop(cell_how(&how, &names), &step, init_p, init_t, items);
             let binds = std::mem::replace(&mut self.binds, saved);
-            let t = t.unwrap_or_else(|| zeros(w, out.clone()));
+            let t = t.unwrap_or_else(|| zeros_like(w, &e.ty.atom, out.clone()));
             let pair: super::Fields = vec![("p".into(), result_cell.clone()), ("t".into(), result_cell)];
             let rec = record_of(w, &pair, |f| if f == "p" { out.clone() } else { t.clone() });
             let res = self.bind(app(lambdas(w, &params, let_in(binds, rec)), values));
@@ -392,7 +503,24 @@ impl Walk<'_, '_> {
                 args.get(init_at + 1).map(|a| a.2.clone()),
             );
             let init_p = init_p.unwrap_or_else(|| var("undefined"));
-            self.bind(self.primal_loop(&how, &step, &init_p, items_p.as_ref()))
+            if cells.split {
+                // Each cell's first item and the rest, in a lambda lifted
+                // over the frame.
+                let x = w.ad.fresh();
+                let (first, rest) = (call("head", vec![var(&x)]), call("tail", vec![var(&x)]));
+                let body = self.primal_loop(&how, &step, &first, Some(&rest));
+                self.bind(app(lambdas(w, &[(x, init_ty.clone())], body), vec![init_p]))
+            } else if let (How::Reduce, Some(items_p), Some((_, items_ty, ..))) =
+                (&how, items_p.clone(), args.get(init_at + 1))
+            {
+                // (`reduce/zero`: `last` of a `scan`, on cells.)
+                let (s, x) = (w.ad.fresh(), w.ad.fresh());
+                let body = self.primal_loop(&how, &step, &var(&s), Some(&var(&x)));
+                let params = [(s, init_ty.clone()), (x, items_ty.clone())];
+                self.bind(app(lambdas(w, &params, body), vec![init_p, items_p]))
+            } else {
+                self.bind(self.primal_loop(&how, &step, &init_p, items_p.as_ref()))
+            }
         };
         let mut node_args: Vec<Arg> = args
             .iter()
@@ -415,15 +543,17 @@ impl Walk<'_, '_> {
             });
             params.push((name.clone(), ty.clone()));
         }
-        let mut fns = Vec::new();
-        for (k, a) in node_args.iter().enumerate() {
-            if a.varying.is_none() {
-                fns.push(None);
-                continue;
-            }
-            let target = params.get(k).map(|p| p.0.clone()).unwrap_or_default();
+        // The loop's reverse derivative on cells, for these arguments (by
+        // index): the cotangent of one, or the record of several's (one
+        // forward and one backward pass for all).
+        let derivative = |targets: &[usize]| -> Result<ast::Expr, Diagnostic> {
             let mut sub = Walk::new(w, Mode::Reverse);
             sub.records = self.records.clone();
+            for (name, ty) in &params {
+                if let Some(fields) = float_record(&ty.atom) {
+                    sub.records.insert(name.clone(), fields);
+                }
+            }
             let marker = |i: usize| {
                 node_args
                     .get(i)
@@ -431,12 +561,20 @@ impl Walk<'_, '_> {
                     .map(|_| var("∂unused"))
             };
             let init_p = var(names.get(init_at).map(String::as_str).unwrap_or("undefined"));
+            let (init_p, init_t, items) = if cells.split {
+                let init_t = marker(init_at);
+                let (first, first_t) = sub.structural("head", &init_p, &init_t, &init_ty, e.span);
+                let (rest, rest_t) = sub.structural("tail", &init_p, &init_t, &init_ty, e.span);
+                (first, first_t, Some((rest, rest_t)))
+            } else {
+                (init_p, marker(init_at), cell_items(marker(init_at + 1)))
+            };
             let (o, _) = sub.reverse_loop(
                 cell_how(&how, &names),
                 step.clone(),
                 init_p,
-                marker(init_at),
-                cell_items(marker(init_at + 1)),
+                init_t,
+                items,
                 e.span,
             );
             let ct = w.ad.fresh();
@@ -448,22 +586,54 @@ impl Walk<'_, '_> {
             for n in nodes.iter().rev() {
                 sub.adjoint(n, &mut adjoints)?;
             }
-            let result = match sub.read_adjoint(&target, &mut adjoints) {
-                Some(a) => a,
-                None => sub.zeros_of(&target),
+            let mut fields: super::Fields = Vec::new();
+            let mut values = HashMap::new();
+            for &k in targets {
+                let Some((target, ty)) = params.get(k).cloned() else {
+                    continue;
+                };
+                let result = match sub.read_adjoint(&target, &mut adjoints) {
+                    Some(a) => a,
+                    None => sub.zeros_of(&target),
+                };
+                fields.push((super::grad_field(k), ty));
+                values.insert(super::grad_field(k), result);
+            }
+            let result = if let [(only, _)] = fields.as_slice() {
+                values.remove(only).unwrap_or_else(|| var("undefined"))
+            } else {
+                record_of(w, &fields, |f| {
+                    values.remove(f).unwrap_or_else(|| var("undefined"))
+                })
             };
             let body = let_in(std::mem::take(&mut sub.binds), result);
             let mut all = params.clone();
             all.push((ct, result_cell.clone()));
-            fns.push(Some(lambdas(w, &all, body)));
-        }
+            Ok(lambdas(w, &all, body))
+        };
+        let targets: Vec<usize> = (0..node_args.len())
+            .filter(|&k| node_args.get(k).is_some_and(|a| a.varying.is_some()))
+            .collect();
+        let rule = if targets.len() > 1 {
+            Rule::CallAll(derivative(&targets)?)
+        } else {
+            let mut fns = Vec::new();
+            for k in 0..node_args.len() {
+                fns.push(if targets.contains(&k) {
+                    Some(derivative(&[k])?)
+                } else {
+                    None
+                });
+            }
+            Rule::Call(fns)
+        };
         let out_name = match &out.kind {
             ExprKind::Var(v) => v.name.clone(),
             _ => String::new(),
         };
         self.nodes.push(Node {
             out: out_name,
-            rule: Rule::Call(fns),
+            rule,
             head: var("∂loop"),
             args: node_args,
             principal: cells.principal.clone(),
@@ -507,6 +677,8 @@ impl Walk<'_, '_> {
         let cell = Shape::from_segs(ty.shape.segs().get(1..).unwrap_or_default().to_vec());
         let result_cell = if op == "head" {
             cell
+        } else if op == "reverse" {
+            ty.shape.clone()
         } else {
             let mut segs = ty.shape.segs().to_vec();
             if let Some(Seg::Dim(d)) = segs.first_mut() {
@@ -534,7 +706,7 @@ impl Walk<'_, '_> {
 
     /// A step by a scalar primitive (`(reduce f.* xs)` of matrices…),
     /// lifted over the cells: its derivatives by the primitive's partials.
-    fn op_step(&mut self, op: &str, acc: Type, item_varying: bool) -> Step {
+    fn op_step(&mut self, op: &str, acc: Type, item_varying: bool, flipped: bool) -> Step {
         let w = self.w;
         let (s, x, d, dx, ct) = (
             w.ad.fresh(),
@@ -543,8 +715,11 @@ impl Walk<'_, '_> {
             w.ad.fresh(),
             w.ad.fresh(),
         );
-        let out = call(op, vec![var(&s), var(&x)]);
-        let partial = |i: usize, t: &str| binary_partial(op, i, var(t), &var(&s), &var(&x), &out);
+        // `(op x s)` for `fold-right`: the state is the second argument.
+        let (a, b) = if flipped { (&x, &s) } else { (&s, &x) };
+        let out = call(op, vec![var(a), var(b)]);
+        let (state_at, item_at) = if flipped { (1, 0) } else { (0, 1) };
+        let partial = |i: usize, t: &str| binary_partial(op, i, var(t), &var(a), &var(b), &out);
         let mut forward = None;
         let (mut for_state, mut for_item) = (None, None);
         if self.mode == Mode::Forward {
@@ -553,10 +728,10 @@ impl Walk<'_, '_> {
                 (x.clone(), acc.clone()),
                 (d.clone(), acc.clone()),
             ];
-            let mut t = partial(0, &d);
+            let mut t = partial(state_at, &d);
             if item_varying {
                 params.push((dx.clone(), acc.clone()));
-                t = call("f.+", vec![t, partial(1, &dx)]);
+                t = call("f.+", vec![t, partial(item_at, &dx)]);
             }
             forward = Some(lambdas(w, &params, t));
         } else {
@@ -565,13 +740,18 @@ impl Walk<'_, '_> {
                 (x.clone(), acc.clone()),
                 (ct.clone(), acc.clone()),
             ];
-            for_state = Some(lambdas(w, &params, partial(0, &ct)));
+            for_state = Some(lambdas(w, &params, partial(state_at, &ct)));
             if item_varying {
-                for_item = Some(lambdas(w, &params, partial(1, &ct)));
+                for_item = Some(lambdas(w, &params, partial(item_at, &ct)));
             }
         }
+        let code = if flipped {
+            flip(w, var(op), &acc, &acc)
+        } else {
+            var(op)
+        };
         Step {
-            code: var(op),
+            code,
             item: Some(acc.clone()),
             acc,
             item_varying,
@@ -592,6 +772,7 @@ impl Walk<'_, '_> {
         acc: Type,
         item: Option<Type>,
         item_varying: bool,
+        flipped: bool,
         env: &Env,
         e: &TExpr,
         what: &str,
@@ -608,15 +789,18 @@ impl Walk<'_, '_> {
                 &format!("{what} by a function that is not a lambda or a primitive with a derivative"),
             ));
         };
-        let (params, body, _) = params_of(f, arity);
+        let (mut params, body, _) = params_of(f, arity);
         if params.len() != arity {
             return Err(self.unsupported(e, &format!("{what} by a function of this shape")));
         }
+        if flipped {
+            params.reverse();
+        }
         let free = super::varying_free(body, env);
-        if free.iter().any(|(_, t, _)| t.atom != Atom::Float) {
+        if free.iter().any(|(_, t, _)| !float_state(&t.atom)) {
             return Err(self.unsupported(
                 e,
-                &format!("{what} by a function that closes over a varying record"),
+                &format!("{what} by a function that closes over a varying value that is not Float"),
             ));
         }
         let mut ps: Vec<Param> = params
@@ -637,8 +821,12 @@ impl Walk<'_, '_> {
             .iter()
             .map(|(v, t, dt)| (w.var(*v).name, t.clone(), dt.clone()))
             .collect();
+        let code = match (&item, flipped) {
+            (Some(item), true) => flip(w, w.expr(fe), &acc, item),
+            _ => w.expr(fe),
+        };
         let mut step = Step {
-            code: w.expr(fe),
+            code,
             acc: acc.clone(),
             item,
             item_varying,
@@ -699,7 +887,7 @@ impl Walk<'_, '_> {
         let w = self.w;
         let acc = &step.acc;
         let item = step.item.clone().unwrap_or_else(|| acc.clone());
-        let t0 = t_init.unwrap_or_else(|| zeros(w, p_init.clone()));
+        let t0 = t_init.unwrap_or_else(|| zeros_like(w, &acc.atom, p_init.clone()));
         let d = step.forward.clone().unwrap_or_else(|| var("undefined"));
         let (r, q) = (w.ad.fresh(), w.ad.fresh());
         let with_items = step.item.is_some();
@@ -745,7 +933,7 @@ impl Walk<'_, '_> {
             Some((p, t)) => (p, t),
             None => (var("undefined"), None),
         };
-        let dxs = dxs.unwrap_or_else(|| zeros(w, xs.clone()));
+        let dxs = dxs.unwrap_or_else(|| zeros_like(w, &item.atom, xs.clone()));
         let record = |p: ast::Expr, t: ast::Expr, x: ast::Expr, dx: ast::Expr| {
             record_of(w, &state, |f| match f {
                 "p" => p.clone(),
@@ -938,7 +1126,7 @@ impl Walk<'_, '_> {
             "ct" => {
                 let c = app(step.for_state.clone().unwrap_or_else(undefined), at.clone());
                 if lp.every_state {
-                    call("f.+", vec![c, field_of(var(&q), "out")])
+                    plus(w, &acc.atom, c, field_of(var(&q), "out"))
                 } else {
                     c
                 }
@@ -948,7 +1136,12 @@ impl Walk<'_, '_> {
             _ => {
                 let k: usize = f.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
                 let d = step.for_closed.get(k).cloned().unwrap_or_else(undefined);
-                call("f.+", vec![field_of(var(&r), f), app(d, at.clone())])
+                let atom = step
+                    .closed
+                    .get(k)
+                    .map(|(_, t, _)| t.atom.clone())
+                    .unwrap_or(Atom::Float);
+                plus(w, &atom, field_of(var(&r), f), app(d, at.clone()))
             }
         });
         let bstep = lambdas(w, &[(r, rty.clone()), (q, rty)], body);
@@ -956,7 +1149,7 @@ impl Walk<'_, '_> {
             let k: usize = f.get(1..).and_then(|k| k.parse().ok()).unwrap_or(0);
             step.closed
                 .get(k)
-                .map(|(n, _, _)| zeros(w, var(n)))
+                .map(|(n, t, _)| zeros_like(w, &t.atom, var(n)))
                 .unwrap_or_else(undefined)
         };
         let xs = lp.items.clone().unwrap_or_else(undefined);
@@ -973,15 +1166,15 @@ impl Walk<'_, '_> {
             "state" => lp.init.clone(),
             "item" => placeholder(w, &item, &xs),
             "dit" => zeros_of_type(w, &item),
-            "out" => zeros(w, lp.init.clone()),
+            "out" => zeros_like(w, &acc.atom, lp.init.clone()),
             f => closed_zero(f),
         });
         let scan_back = |states: ast::Expr| {
             let each = record_of(w, &all, |f| match f {
-                "ct" => zeros(w, lp.init.clone()),
+                "ct" => zeros_like(w, &acc.atom, lp.init.clone()),
                 "state" => call("reverse", vec![states.clone()]),
                 "item" => call("reverse", vec![xs.clone()]),
-                "dit" => zeros(w, xs.clone()),
+                "dit" => zeros_like(w, &item.atom, xs.clone()),
                 "out" => outs.clone(),
                 f => closed_zero(f),
             });
@@ -1004,7 +1197,7 @@ impl Walk<'_, '_> {
                     func: Box::new(node(ExprKind::IApp {
                         func: Box::new(node(ExprKind::TApp {
                             func: Box::new(var("replicate")),
-                            arg: w.ty(&Type::scalar(Atom::Float)),
+                            arg: w.ty(&Type::scalar(acc.atom.clone())),
                         })),
                         arg: ast::Ispace::Shape(dim_shape(&d)),
                     })),
