@@ -1524,6 +1524,10 @@ const FUSED_CONSUMERS: &[&str] = &[
     "reduce",
     "reduce/zero",
     "count",
+    // An Int sum scan of a map (`Alloc::sum_scan_of_map`), a scatter
+    // through a map of indices (`Alloc::scatter_of_map`); others computed.
+    "scan",
+    "scatter",
 ];
 
 /// Whether `e` is a map whose elements can be computed one at a time where

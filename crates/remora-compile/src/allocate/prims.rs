@@ -44,7 +44,12 @@ impl<'m> Alloc<'m> {
         }
         // Only the reductions take delayed maps and rotations: anything
         // else gets them computed.
-        let args = if FUSED_CONSUMERS.contains(&name) {
+        let args = if FUSED_CONSUMERS.contains(&name)
+            && match name {
+                "scan" => self.sum_scan_of_map(&args),
+                "scatter" => self.scatter_of_map(&args),
+                _ => true,
+            } {
             args
         } else {
             let mut forced = Vec::with_capacity(args.len());
