@@ -48,6 +48,7 @@ impl<'m> Alloc<'m> {
             && match name {
                 "scan" => self.sum_scan_of_map(&args),
                 "scatter" => self.scatter_of_map(&args),
+                "grade" => self.grades_a_map(&args),
                 _ => true,
             } {
             args
@@ -68,6 +69,9 @@ impl<'m> Alloc<'m> {
             return r;
         }
         if let Some(r) = self.records(name, indices, &args, e, body) {
+            return r;
+        }
+        if let Some(r) = self.compact(name, &args, e, body) {
             return r;
         }
         if let Some(r) = self.order(name, &args, e, body) {
