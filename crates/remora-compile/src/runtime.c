@@ -122,7 +122,7 @@ static size_t *rt_kept[RT_KEEP];
  * used once, front to back: a buffer freed that cannot be kept gives its
  * pages back but not its place, and once it is used up buffers come from malloc
  * (header word 1: 1 for the region's). Called holding rt_kept_mu. */
-#define RT_REGION ((size_t)16 << 30)
+#define RT_REGION ((size_t)64 << 20)
 #define RT_HUGE ((size_t)2 << 20)
 static char *rt_region_next, *rt_region_end;
 static int rt_region_tried;
