@@ -120,7 +120,19 @@ pub fn emit(p: &Program) -> String {
         }
     }
     main.push_str("  rt_clock_start();\n");
-    e.block(&mut main, &p.body, 1, true);
+    let mut written: Vec<&Expr> = Vec::new();
+    let mut results = HashSet::new();
+    for o in &p.outputs {
+        written.extend(o.dims.iter());
+        match &o.value {
+            Written::Buffer(b) => {
+                results.insert(*b);
+            }
+            Written::Scalar(x) => written.push(x),
+        }
+    }
+    results.extend(used_vars(&[], &written));
+    e.top_block(&mut main, &p.body, &results);
     main.push_str("  rt_clock_stop();\n");
     for o in &p.outputs {
         let dims: Vec<String> = o.dims.iter().map(|d| e.expr(d)).collect();
@@ -224,6 +236,50 @@ impl Emitter {
             }
         }
         self.scope.truncate(mark);
+    }
+
+    /// The program's own block: each heap buffer of it that no result
+    /// reads freed after the last statement that uses it, so that a big
+    /// temporary's pages go to the next buffer of about its size (the
+    /// runtime keeps them) instead of fresh ones. Buffers that a `swap`
+    /// exchanges stay to the end.
+    fn top_block(&mut self, out: &mut String, stmts: &[Stmt], results: &HashSet<Var>) {
+        fn swapped(stmts: &[Stmt], into: &mut HashSet<Var>) {
+            for s in stmts {
+                match s {
+                    Stmt::Swap { a, b } => {
+                        into.insert(*a);
+                        into.insert(*b);
+                    }
+                    Stmt::For { body, .. } | Stmt::Reduce { body, .. } | Stmt::DoWhile { body, .. } => {
+                        swapped(body, into)
+                    }
+                    Stmt::If { then, otherwise, .. } => {
+                        swapped(then, into);
+                        swapped(otherwise, into);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut kept = results.clone();
+        swapped(stmts, &mut kept);
+        let uses: Vec<HashSet<Var>> = stmts
+            .iter()
+            .map(|s| used_vars(std::slice::from_ref(s), &[]))
+            .collect();
+        let mut live: Vec<Var> = Vec::new();
+        for (k, s) in stmts.iter().enumerate() {
+            live.extend(heap_buffer(s).filter(|b| !kept.contains(b)));
+            self.stmt(out, s, 1);
+            live.retain(|b| {
+                let later = uses[k + 1..].iter().any(|u| u.contains(b));
+                if !later {
+                    let _ = writeln!(out, "  rt_free({});", v(*b));
+                }
+                later
+            });
+        }
     }
 
     fn stmt(&mut self, out: &mut String, s: &Stmt, depth: usize) {

@@ -603,8 +603,11 @@ static void rt_grade_keys(const uint64_t *keys, int64_t *order, int64_t n) {
 RT_RADIX(float, float, rt_float_key)
 RT_RADIX(int64_t, int, rt_int_key)
 
+static bool rt_grade_small_int(const int64_t *xs, int64_t stride, int64_t n, int64_t *out);
+static bool rt_grade_small_float(const float *xs, int64_t stride, int64_t n, int64_t *out);
 #define RT_ORDERING(T, NAME, KEY)                                            \
   static void rt_grade_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
+    if (rt_grade_small_##NAME(xs, stride, n, out)) return;                   \
     uint64_t *keys = rt_alloc(n, sizeof *keys);                              \
     for (int64_t i = 0; i < n; i++) keys[i] = KEY(xs[i * stride]);           \
     rt_grade_keys(keys, out, n);                                             \
@@ -1456,3 +1459,88 @@ static void rt_hist_parts(int64_t *parts, int64_t bins, int64_t items, int64_t w
   if (p > bins) p = bins;
   *parts = p < 1 ? 1 : p;
 }
+
+/* ---- compaction: grades of few distinct keys ---- */
+
+/* The grade of n atoms (at xs[0], xs[stride] …) whose keys span fewer
+ * than RT_SMALL_RANGE values, on every thread: the key range by parts,
+ * each part's count of each key, then each part writes its items' places
+ * (a stable counting sort, so the same permutation as the merge sort).
+ * False, having written nothing, where the keys span more or n is small. */
+#define RT_SMALL_RANGE 1024
+#define RT_SMALL_PARTS 64
+#define RT_GRADE_SMALL(T, NAME, KEY)                                                      \
+  typedef struct {                                                                        \
+    const T *xs;                                                                          \
+    int64_t stride, n, parts;                                                             \
+    uint64_t lo[RT_SMALL_PARTS], hi[RT_SMALL_PARTS], low;                                 \
+    int64_t *next, range;                                                                 \
+    int64_t *out;                                                                         \
+  } rt_small_##NAME##_job;                                                                \
+  static void rt_small_##NAME##_range(void *raw, int64_t lo, int64_t hi) {                \
+    rt_small_##NAME##_job *j = raw;                                                       \
+    for (int64_t p = lo; p < hi; p++) {                                                   \
+      uint64_t a = UINT64_MAX, b = 0;                                                     \
+      for (int64_t i = j->n * p / j->parts; i < j->n * (p + 1) / j->parts; i++) {         \
+        uint64_t k = KEY(j->xs[i * j->stride]);                                           \
+        a = k < a ? k : a;                                                                \
+        b = k > b ? k : b;                                                                \
+      }                                                                                   \
+      j->lo[p] = a;                                                                       \
+      j->hi[p] = b;                                                                       \
+    }                                                                                     \
+  }                                                                                       \
+  static void rt_small_##NAME##_count(void *raw, int64_t lo, int64_t hi) {                \
+    rt_small_##NAME##_job *j = raw;                                                       \
+    for (int64_t p = lo; p < hi; p++) {                                                   \
+      int64_t *c = j->next + p * j->range;                                                \
+      for (int64_t i = j->n * p / j->parts; i < j->n * (p + 1) / j->parts; i++)           \
+        c[KEY(j->xs[i * j->stride]) - j->low]++;                                          \
+    }                                                                                     \
+  }                                                                                       \
+  static void rt_small_##NAME##_write(void *raw, int64_t lo, int64_t hi) {                \
+    rt_small_##NAME##_job *j = raw;                                                       \
+    for (int64_t p = lo; p < hi; p++) {                                                   \
+      int64_t *c = j->next + p * j->range;                                                \
+      for (int64_t i = j->n * p / j->parts; i < j->n * (p + 1) / j->parts; i++)           \
+        j->out[c[KEY(j->xs[i * j->stride]) - j->low]++] = i;                              \
+    }                                                                                     \
+  }                                                                                       \
+  static bool rt_grade_small_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
+    if (n < ((int64_t)1 << 16)) return false;                                             \
+    rt_small_##NAME##_job *j = rt_alloc(1, sizeof *j);                                    \
+    j->xs = xs;                                                                           \
+    j->stride = stride;                                                                   \
+    j->n = n;                                                                             \
+    j->out = out;                                                                         \
+    j->parts = RT_SMALL_PARTS;                                                            \
+    uint64_t cost = (uint64_t)(n / j->parts) + 1;                                         \
+    rt_parallel_for(j->parts, cost, rt_small_##NAME##_range, j);                          \
+    uint64_t a = UINT64_MAX, b = 0;                                                       \
+    for (int64_t p = 0; p < j->parts; p++) {                                              \
+      a = j->lo[p] < a ? j->lo[p] : a;                                                    \
+      b = j->hi[p] > b ? j->hi[p] : b;                                                    \
+    }                                                                                     \
+    if (b - a >= RT_SMALL_RANGE) {                                                        \
+      rt_free(j);                                                                         \
+      return false;                                                                       \
+    }                                                                                     \
+    j->low = a;                                                                           \
+    j->range = (int64_t)(b - a) + 1;                                                      \
+    j->next = rt_alloc(j->parts * j->range, sizeof *j->next);                             \
+    memset(j->next, 0, (size_t)(j->parts * j->range) * sizeof *j->next);                  \
+    rt_parallel_for(j->parts, cost, rt_small_##NAME##_count, j);                          \
+    int64_t at = 0;                                                                       \
+    for (int64_t v = 0; v < j->range; v++)                                                \
+      for (int64_t p = 0; p < j->parts; p++) {                                            \
+        int64_t c = j->next[p * j->range + v];                                            \
+        j->next[p * j->range + v] = at;                                                   \
+        at += c;                                                                          \
+      }                                                                                   \
+    rt_parallel_for(j->parts, cost, rt_small_##NAME##_write, j);                          \
+    rt_free(j->next);                                                                     \
+    rt_free(j);                                                                           \
+    return true;                                                                          \
+  }
+RT_GRADE_SMALL(int64_t, int, rt_int_key)
+RT_GRADE_SMALL(float, float, rt_float_key)

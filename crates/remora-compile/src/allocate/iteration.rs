@@ -70,11 +70,19 @@ impl<'m> Alloc<'m> {
             ("iterate", [n, f, x]) => self.iterate(n, f, x, e, body),
             ("while", [test, step, x]) => self.while_(test, step, x, e, body),
             ("scan", [op, z, Val::Array(xs)]) => self.scan(op, z, xs, e, body),
+            ("scan", [_, z, xs @ Val::Delayed(_)]) => self.sum_scan_delayed(z, xs, e, body),
             ("iscan", [op, Val::Array(xs)]) => self.iscan(op, xs, e, body),
             ("fold-right", [op, z, Val::Array(xs)]) => self.fold_right(op, z, xs, e, body),
             ("hist", [op, ne, Val::Array(idx), Val::Array(xs)]) => self.hist(op, ne, idx, xs, e, body),
-            ("scatter", [Val::Array(dest), Val::Array(idx), Val::Array(src)]) => {
-                self.scatter(dest, idx, src, e, body)
+            ("scatter", [dest, idx @ (Val::Array(_) | Val::Delayed(_)), src]) => {
+                // (The indices only may come delayed: the others computed.)
+                let dest = self.force(dest.clone(), body);
+                let src = self.force(src.clone(), body);
+                match (dest, src) {
+                    (Ok(Val::Array(dest)), Ok(Val::Array(src))) => self.scatter(&dest, idx, &src, e, body),
+                    (Err(why), _) | (_, Err(why)) => Err(why),
+                    _ => return None,
+                }
             }
             ("count", [xs]) => self.count(xs, body),
             ("equal", [a, b]) => self.equal(a, b, body),
@@ -447,7 +455,7 @@ impl<'m> Alloc<'m> {
             && xs.dims.len() == 1
             && self.elementwise(op) == Some("+")
         {
-            let blocked = self.blocked_sum_scan(xs, &out);
+            let blocked = self.blocked_sum_scan(&Val::Array(xs.clone()), xs.dims[0].clone(), &out)?;
             body.push(Stmt::If {
                 cond: Expr::op(">=", vec![xs.dims[0].clone(), Expr::Int(BLOCKED_SCAN_FROM)]),
                 then: blocked,
@@ -459,12 +467,12 @@ impl<'m> Alloc<'m> {
         Ok(Val::Array(out))
     }
 
-    /// An exclusive Int sum scan of the vector `xs` into `out` (its item 0
+    /// An exclusive Int sum scan of the `n` items of `xs` (a vector or a
+    /// delayed map) into `out` (its item 0
     /// already the start) in `SCAN_BLOCKS` blocks: each block's sum (in
     /// parallel), the blocks' starts (in order), each block's partial sums
     /// from its start (in parallel).
-    fn blocked_sum_scan(&mut self, xs: &View, out: &View) -> Vec<Stmt> {
-        let n = xs.dims[0].clone();
+    fn blocked_sum_scan(&mut self, xs: &Val<'m>, n: Expr, out: &View) -> Res<Vec<Stmt>> {
         let size = self.fresh("size");
         let sums = self.fresh("sums");
         let mut stmts = vec![
@@ -522,6 +530,10 @@ impl<'m> Alloc<'m> {
         let b = self.fresh("b");
         let (lo, count, mut first) = block(self, b);
         let (k, acc) = (self.fresh("k"), self.fresh("acc"));
+        let mut lets = Vec::new();
+        self.loop_depth += 2;
+        let item = self.element(xs, &[Expr::add(Expr::Var(lo), Expr::Var(k))], &mut lets);
+        self.loop_depth -= 2;
         first.push(Stmt::Reduce {
             acc,
             elem: Elem::Int,
@@ -530,8 +542,8 @@ impl<'m> Alloc<'m> {
             order: Order::Left,
             index: k,
             count: Expr::Var(count),
-            body: Vec::new(),
-            item: xs.cell(&[Expr::add(Expr::Var(lo), Expr::Var(k))]).load(),
+            body: lets,
+            item: item?,
         });
         first.push(Stmt::Store {
             buf: sums,
@@ -581,26 +593,28 @@ impl<'m> Alloc<'m> {
             elem: Elem::Int,
             value: Expr::load(sums, Expr::Var(b)),
         });
+        let mut each = vec![Stmt::Let {
+            var: at,
+            elem: Elem::Int,
+            value: Expr::add(Expr::Var(lo), Expr::Var(k)),
+        }];
+        self.loop_depth += 2;
+        let item = self.element(xs, &[Expr::Var(at)], &mut each);
+        self.loop_depth -= 2;
+        each.push(Stmt::Set {
+            var: r,
+            value: Expr::op("+", vec![Expr::Var(r), item?]),
+        });
+        each.push(Stmt::Store {
+            buf: out.buf,
+            index: out.cell(&[Expr::add(Expr::Var(at), Expr::Int(1))]).offset,
+            value: Expr::Var(r),
+        });
         second.push(Stmt::For {
             index: k,
             count: Expr::Var(count),
             parallel: false,
-            body: vec![
-                Stmt::Let {
-                    var: at,
-                    elem: Elem::Int,
-                    value: Expr::add(Expr::Var(lo), Expr::Var(k)),
-                },
-                Stmt::Set {
-                    var: r,
-                    value: Expr::op("+", vec![Expr::Var(r), xs.cell(&[Expr::Var(at)]).load()]),
-                },
-                Stmt::Store {
-                    buf: out.buf,
-                    index: out.cell(&[Expr::add(Expr::Var(at), Expr::Int(1))]).offset,
-                    value: Expr::Var(r),
-                },
-            ],
+            body: each,
         });
         stmts.push(Stmt::For {
             index: b,
@@ -608,7 +622,67 @@ impl<'m> Alloc<'m> {
             parallel: true,
             body: second,
         });
-        stmts
+        Ok(stmts)
+    }
+
+    /// Whether `scan` of `args` takes its items delayed (a map computed
+    /// item by item where the scan reads it, never stored): an Int sum
+    /// scan at the outermost level of a map of Ints that cannot fail (the
+    /// blocked scan reads each item twice).
+    pub(super) fn sum_scan_of_map(&self, args: &[Val<'m>]) -> bool {
+        match args {
+            [op, z, Val::Delayed(d)] => {
+                self.loop_depth == 0
+                    && d.dims.len() == 1
+                    && d.elem == Elem::Int
+                    && !d.transposed
+                    && cannot_fail(d.map)
+                    && matches!(z, Val::Scalar(Elem::Int, _))
+                    && self.elementwise(op) == Some("+")
+            }
+            _ => false,
+        }
+    }
+
+    /// `scan` of `+` from `z` over a delayed map of Ints (see
+    /// [`Alloc::sum_scan_of_map`]): blocked over many items, else in order.
+    fn sum_scan_delayed(
+        &mut self,
+        z: &Val<'m>,
+        xs: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let dims = self.dims(&e.ty.shape)?;
+        let out = self.alloc("scan", Elem::Int, dims, body);
+        self.copy(z.clone(), &out.cell(&[Expr::Int(0)]), body)?;
+        let Val::Delayed(d) = xs else {
+            return unsupported("scan of these arguments");
+        };
+        let n = d.dims[0].clone();
+        let k = self.fresh("k");
+        let mut each = Vec::new();
+        self.loop_depth += 1;
+        let item = self.element(xs, &[Expr::Var(k)], &mut each);
+        self.loop_depth -= 1;
+        each.push(Stmt::Store {
+            buf: out.buf,
+            index: out.cell(&[Expr::add(Expr::Var(k), Expr::Int(1))]).offset,
+            value: Expr::op("+", vec![out.cell(&[Expr::Var(k)]).load(), item?]),
+        });
+        let in_order = Stmt::For {
+            index: k,
+            count: n.clone(),
+            parallel: false,
+            body: each,
+        };
+        let blocked = self.blocked_sum_scan(xs, n.clone(), &out)?;
+        body.push(Stmt::If {
+            cond: Expr::op(">=", vec![n, Expr::Int(BLOCKED_SCAN_FROM)]),
+            then: blocked,
+            otherwise: vec![in_order],
+        });
+        Ok(Val::Array(out))
     }
 
     /// The atom at item 0 of `out`.
@@ -973,11 +1047,12 @@ impl<'m> Alloc<'m> {
     }
 
     /// A copy of `dest` with item `idx[i]` replaced by item `i` of `src`,
-    /// in order; indices out of range skipped.
+    /// in order; indices out of range skipped. `idx` is a vector or (see
+    /// [`Alloc::scatter_of_map`]) a delayed map, computed where read.
     fn scatter(
         &mut self,
         dest: &View,
-        idx: &View,
+        idx: &Val<'m>,
         src: &View,
         e: &'m maps::Expr,
         body: &mut Vec<Stmt>,
@@ -986,13 +1061,46 @@ impl<'m> Alloc<'m> {
         let dims = self.dims(&e.ty.shape)?;
         let out = self.alloc("scatter", elem, dims.clone(), body);
         self.copy(Val::Array(dest.clone()), &out, body)?;
+        let in_order = self.scatter_loop(&out, idx, src, false)?;
+        // At the outermost level, indices that (where in range) strictly
+        // increase write each place at most once: the scatter of a
+        // compaction (an exclusive scan of flags, selected) then runs on
+        // every thread, after a check of the indices on every thread.
+        if self.loop_depth == 0
+            && let Some(n) = src.dims.first()
+        {
+            let increasing = self.increasing(idx, n, &dims[0], body)?;
+            let parallel = self.scatter_loop(&out, idx, src, true)?;
+            body.push(Stmt::If {
+                cond: Expr::Var(increasing),
+                then: vec![parallel],
+                otherwise: vec![in_order],
+            });
+            return Ok(Val::Array(out));
+        }
+        body.push(in_order);
+        Ok(Val::Array(out))
+    }
+
+    /// Whether `scatter` of `args` takes its indices delayed: a vector
+    /// map at the outermost level (its items computed twice, by the check
+    /// and by the scatter, where a buffer would be written and read twice).
+    pub(super) fn scatter_of_map(&self, args: &[Val<'m>]) -> bool {
+        matches!(args, [_, Val::Delayed(d), _]
+            if self.loop_depth == 0 && d.dims.len() == 1 && d.elem == Elem::Int && !d.transposed)
+    }
+
+    /// The loop of a scatter into `out`: item `i` of `src` copied to
+    /// item `idx[i]`, where that is in range.
+    fn scatter_loop(&mut self, out: &View, idx: &Val<'m>, src: &View, parallel: bool) -> Res<Stmt> {
         let i = self.fresh("i");
         let j = self.fresh("j");
         let inner = self.in_loop(|a, inner| {
+            let at = a.element(idx, &[Expr::Var(i)], inner)?;
             inner.push(Stmt::Let {
                 var: j,
                 elem: Elem::Int,
-                value: idx.cell(&[Expr::Var(i)]).load(),
+                value: at,
             });
             let mut then = Vec::new();
             a.copy(
@@ -1001,19 +1109,156 @@ impl<'m> Alloc<'m> {
                 &mut then,
             )?;
             inner.push(Stmt::If {
-                cond: in_range(Expr::Var(j), dims[0].clone()),
+                cond: in_range(Expr::Var(j), out.dims[0].clone()),
                 then,
                 otherwise: Vec::new(),
             });
             Ok(())
         })?;
-        body.push(Stmt::For {
+        Ok(Stmt::For {
             index: i,
-            count: idx.dims[0].clone(),
-            parallel: false,
+            count: src.dims[0].clone(),
+            parallel,
             body: inner,
+        })
+    }
+
+    /// A Bool variable: whether the `n` indices `idx` that are in 0 …
+    /// `bound`-1 strictly increase (the others skipped). In parts on the
+    /// threads (each part's first and last index in range and whether
+    /// they increase within it), then the parts in order.
+    fn increasing(&mut self, idx: &Val<'m>, n: &Expr, bound: &Expr, body: &mut Vec<Stmt>) -> Res<Var> {
+        const PARTS: i64 = 64;
+        let first = self.alloc("first", Elem::Int, vec![Expr::Int(PARTS)], body);
+        let last = self.alloc("last", Elem::Int, vec![Expr::Int(PARTS)], body);
+        let up = self.alloc("up", Elem::Bool, vec![Expr::Int(PARTS)], body);
+        let (p, lo, hi) = (self.fresh("part"), self.fresh("lo"), self.fresh("hi"));
+        let (f, l, u, i, j) = (
+            self.fresh("first"),
+            self.fresh("last"),
+            self.fresh("up"),
+            self.fresh("i"),
+            self.fresh("j"),
+        );
+        let bound_of = |k: Expr| Expr::op("/", vec![Expr::mul(k, n.clone()), Expr::Int(PARTS)]);
+        let int = |var, value| Stmt::Let {
+            var,
+            elem: Elem::Int,
+            value,
+        };
+        let mut each = Vec::new();
+        self.loop_depth += 2;
+        let at = self.element(idx, &[Expr::add(Expr::Var(lo), Expr::Var(i))], &mut each);
+        self.loop_depth -= 2;
+        each.push(int(j, at?));
+        each.push(Stmt::If {
+            cond: in_range(Expr::Var(j), bound.clone()),
+            then: vec![
+                Stmt::If {
+                    cond: Expr::op("<", vec![Expr::Var(f), Expr::Int(0)]),
+                    then: vec![Stmt::Set {
+                        var: f,
+                        value: Expr::Var(j),
+                    }],
+                    otherwise: vec![Stmt::Set {
+                        var: u,
+                        value: Expr::op(
+                            "and",
+                            vec![Expr::Var(u), Expr::op(">", vec![Expr::Var(j), Expr::Var(l)])],
+                        ),
+                    }],
+                },
+                Stmt::Set {
+                    var: l,
+                    value: Expr::Var(j),
+                },
+            ],
+            otherwise: Vec::new(),
         });
-        Ok(Val::Array(out))
+        body.push(Stmt::For {
+            index: p,
+            count: Expr::Int(PARTS),
+            parallel: true,
+            body: vec![
+                int(lo, bound_of(Expr::Var(p))),
+                int(hi, bound_of(Expr::add(Expr::Var(p), Expr::Int(1)))),
+                int(f, Expr::Int(-1)),
+                int(l, Expr::Int(-1)),
+                Stmt::Let {
+                    var: u,
+                    elem: Elem::Bool,
+                    value: Expr::Bool(true),
+                },
+                Stmt::For {
+                    index: i,
+                    count: Expr::op("-", vec![Expr::Var(hi), Expr::Var(lo)]),
+                    parallel: false,
+                    body: each,
+                },
+                Stmt::Store {
+                    buf: first.buf,
+                    index: Expr::Var(p),
+                    value: Expr::Var(f),
+                },
+                Stmt::Store {
+                    buf: last.buf,
+                    index: Expr::Var(p),
+                    value: Expr::Var(l),
+                },
+                Stmt::Store {
+                    buf: up.buf,
+                    index: Expr::Var(p),
+                    value: Expr::Var(u),
+                },
+            ],
+        });
+        let (ok, prev, q, fq) = (
+            self.fresh("increasing"),
+            self.fresh("prev"),
+            self.fresh("part"),
+            self.fresh("first"),
+        );
+        body.push(Stmt::Let {
+            var: ok,
+            elem: Elem::Bool,
+            value: Expr::Bool(true),
+        });
+        body.push(int(prev, Expr::Int(-1)));
+        body.push(Stmt::For {
+            index: q,
+            count: Expr::Int(PARTS),
+            parallel: false,
+            body: vec![
+                int(fq, Expr::load(first.buf, Expr::Var(q))),
+                Stmt::If {
+                    cond: Expr::op(">=", vec![Expr::Var(fq), Expr::Int(0)]),
+                    then: vec![
+                        Stmt::Set {
+                            var: ok,
+                            value: Expr::op(
+                                "and",
+                                vec![
+                                    Expr::Var(ok),
+                                    Expr::op(
+                                        "and",
+                                        vec![
+                                            Expr::load(up.buf, Expr::Var(q)),
+                                            Expr::op(">", vec![Expr::Var(fq), Expr::Var(prev)]),
+                                        ],
+                                    ),
+                                ],
+                            ),
+                        },
+                        Stmt::Set {
+                            var: prev,
+                            value: Expr::load(last.buf, Expr::Var(q)),
+                        },
+                    ],
+                    otherwise: Vec::new(),
+                },
+            ],
+        });
+        Ok(ok)
     }
 
     /// How many atoms are `#t` (an Int sum, in any order).

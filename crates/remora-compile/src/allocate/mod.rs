@@ -27,6 +27,7 @@ use std::rc::Rc;
 
 mod boxes;
 mod boxframes;
+mod compact;
 mod contract;
 mod empty;
 mod files;
@@ -1525,6 +1526,12 @@ const FUSED_CONSUMERS: &[&str] = &[
     "reduce",
     "reduce/zero",
     "count",
+    // An Int sum scan of a map (`Alloc::sum_scan_of_map`), a scatter
+    // through a map of indices (`Alloc::scatter_of_map`); others computed.
+    "scan",
+    "scatter",
+    // A grade of a map of Int keys (`Alloc::grades_a_map`).
+    "grade",
 ];
 
 /// Whether `e` is a map whose elements can be computed one at a time where

@@ -44,7 +44,13 @@ impl<'m> Alloc<'m> {
         }
         // Only the reductions take delayed maps and rotations: anything
         // else gets them computed.
-        let args = if FUSED_CONSUMERS.contains(&name) {
+        let args = if FUSED_CONSUMERS.contains(&name)
+            && match name {
+                "scan" => self.sum_scan_of_map(&args),
+                "scatter" => self.scatter_of_map(&args),
+                "grade" => self.grades_a_map(&args),
+                _ => true,
+            } {
             args
         } else {
             let mut forced = Vec::with_capacity(args.len());
@@ -63,6 +69,9 @@ impl<'m> Alloc<'m> {
             return r;
         }
         if let Some(r) = self.records(name, indices, &args, e, body) {
+            return r;
+        }
+        if let Some(r) = self.compact(name, &args, e, body) {
             return r;
         }
         if let Some(r) = self.order(name, &args, e, body) {

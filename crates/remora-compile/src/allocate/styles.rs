@@ -14,9 +14,13 @@ impl<'m> Alloc<'m> {
         body: &mut Vec<Stmt>,
     ) -> Option<Res<Val<'m>>> {
         match (name, args) {
-            // `count` of a delayed map or a rotation: an Int sum (in any
-            // order) of the flags, each computed where it is added.
+            // `count` of a delayed map or a rotation (or, where no loop
+            // encloses it, of a vector): an Int sum (in any order) of the
+            // flags, each computed where it is added.
             ("count", [xs @ (Val::Delayed(_) | Val::Rotated(_))]) => Some(self.count_fused(xs, body)),
+            ("count", [xs @ Val::Array(v)]) if self.loop_depth == 0 && v.dims.len() == 1 => {
+                Some(self.count_fused(xs, body))
+            }
             // `filter` of a vector where no loop encloses it: in parts on
             // the threads.
             ("filter", [Val::Array(flags), Val::Array(xs)]) if self.loop_depth == 0 && xs.dims.len() == 1 => {
@@ -685,12 +689,14 @@ impl<'m> Alloc<'m> {
             || !map_binds
                 .iter()
                 .all(|b| matches!(b.value.kind, Kind::Var(_) | Kind::Array { .. }))
-            || delayable(map)
+            || (binds.is_empty() && delayable(map))
         {
             return Ok(None);
         }
-        // The `let`'s names: views that cannot fail, bound here.
-        if !binds.iter().all(|b| cannot_fail(&b.value)) {
+        // The `let`'s names: views that cannot fail, bound here (any
+        // names around a map whose cells are read in place: bound here once
+        // either way).
+        if !delayable(map) && !binds.iter().all(|b| cannot_fail(&b.value)) {
             return Ok(None);
         }
         // (Decided before the `let`'s names are bound: nothing is computed
