@@ -702,39 +702,12 @@ fn reverse_core(
     body: &TExpr,
     target: usize,
 ) -> Result<ReverseCode, Diagnostic> {
-    let mut walk = Walk::new(w, Mode::Reverse);
-    let mut env = Env::new();
-    let mut names = Vec::new();
-    for p in params {
-        let name = walk.rename(p.var);
-        env.insert(p.var, p.varying.then(|| name.clone()));
-        if let Some(fields) = float_record(&p.ty.atom) {
-            walk.records.insert(name.clone(), fields);
+    reverse_pass(w, params, body, |walk, names, adjoints| {
+        let target_name = names.get(target).map(|(n, _)| n.clone()).unwrap_or_default();
+        match walk.read_adjoint(&target_name, adjoints) {
+            Some(a) => a,
+            None => walk.zeros_of(&target_name),
         }
-        names.push((name, p.ty.clone()));
-    }
-    let (primal, tangent) = walk.expr(body, &env)?;
-    let ct = w.ad.fresh();
-    let mut adjoints: HashMap<String, String> = HashMap::new();
-    if let (Some(_), ExprKind::Var(out)) = (&tangent, &primal.kind) {
-        adjoints.insert(out.name.clone(), ct.clone());
-    }
-    let nodes = std::mem::take(&mut walk.nodes);
-    for n in nodes.iter().rev() {
-        walk.adjoint(n, &mut adjoints)?;
-    }
-    let target_name = names.get(target).map(|(n, _)| n.clone()).unwrap_or_default();
-    let gradient = match walk.read_adjoint(&target_name, &mut adjoints) {
-        Some(a) => a,
-        None => walk.zeros_of(&target_name),
-    };
-    let body = let_in(std::mem::take(&mut walk.binds), gradient);
-    walk.restore();
-    Ok(ReverseCode {
-        params: names,
-        ct,
-        body,
-        primal,
     })
 }
 
@@ -747,6 +720,33 @@ fn reverse_many(
     params: &[Param],
     body: &TExpr,
     targets: &[usize],
+) -> Result<ReverseCode, Diagnostic> {
+    reverse_pass(w, params, body, |walk, names, adjoints| {
+        let mut fields: Fields = Vec::new();
+        let mut values = HashMap::new();
+        for &t in targets {
+            let Some((name, ty)) = names.get(t).cloned() else {
+                continue;
+            };
+            let gradient = match walk.read_adjoint(&name, adjoints) {
+                Some(a) => a,
+                None => walk.zeros_of(&name),
+            };
+            fields.push((grad_field(t), ty));
+            values.insert(grad_field(t), gradient);
+        }
+        record_of(w, &fields, |f| values.remove(f).unwrap_or_else(|| float(0.0)))
+    })
+}
+
+/// One forward pass over `body` and one backward pass over its nodes,
+/// the cotangent flowing in from the result; `result` reads the
+/// parameters' adjoints (by their names) into the derivative's value.
+fn reverse_pass(
+    w: &Writer,
+    params: &[Param],
+    body: &TExpr,
+    result: impl FnOnce(&mut Walk, &[(String, Type)], &mut HashMap<String, String>) -> ast::Expr,
 ) -> Result<ReverseCode, Diagnostic> {
     let mut walk = Walk::new(w, Mode::Reverse);
     let mut env = Env::new();
@@ -769,21 +769,8 @@ fn reverse_many(
     for n in nodes.iter().rev() {
         walk.adjoint(n, &mut adjoints)?;
     }
-    let mut fields: Fields = Vec::new();
-    let mut values = HashMap::new();
-    for &t in targets {
-        let Some((name, ty)) = names.get(t).cloned() else {
-            continue;
-        };
-        let gradient = match walk.read_adjoint(&name, &mut adjoints) {
-            Some(a) => a,
-            None => walk.zeros_of(&name),
-        };
-        fields.push((grad_field(t), ty));
-        values.insert(grad_field(t), gradient);
-    }
-    let record = record_of(w, &fields, |f| values.remove(f).unwrap_or_else(|| float(0.0)));
-    let body = let_in(std::mem::take(&mut walk.binds), record);
+    let value = result(&mut walk, &names, &mut adjoints);
+    let body = let_in(std::mem::take(&mut walk.binds), value);
     walk.restore();
     Ok(ReverseCode {
         params: names,

@@ -102,30 +102,7 @@ pub(super) fn fold_per_atom(
 /// `e` with `acc[i]` as the variable `state`; `None` where it reads `acc`
 /// elsewhere or `next` at all.
 fn read_state(e: &Expr, acc: Var, next: Var, i: Var, state: Var) -> Option<Expr> {
-    Some(match e {
-        Expr::Load { buf, index } if *buf == acc => {
-            if **index != Expr::Var(i) {
-                return None;
-            }
-            Expr::Var(state)
-        }
-        Expr::Load { buf, index } => {
-            if *buf == next || mentions(index, &[acc, next]) {
-                return None;
-            }
-            e.clone()
-        }
-        Expr::Addr { .. } => return None,
-        Expr::Op { op, args } => Expr::Op {
-            op,
-            args: args
-                .iter()
-                .map(|a| read_state(a, acc, next, i, state))
-                .collect::<Option<Vec<_>>>()?,
-        },
-        Expr::Var(v) if *v == acc || *v == next => return None,
-        _ => e.clone(),
-    })
+    with_states(e, acc, next, &|index| (*index == Expr::Var(i)).then_some(state))
 }
 
 fn mentions(e: &Expr, vars: &[Var]) -> bool {
@@ -251,11 +228,17 @@ fn constant(e: &Expr) -> Option<i64> {
 /// `e` with `acc[c]` (a constant place) as the state's scalar `c`; `None`
 /// where it reads `acc` elsewhere or `next` at all.
 fn state_at(e: &Expr, acc: Var, next: Var, states: &[Var]) -> Option<Expr> {
+    with_states(e, acc, next, &|index| {
+        states.get(usize::try_from(constant(index)?).ok()?).copied()
+    })
+}
+
+/// `e` with each load of `acc` replaced by the scalar variable `place`
+/// names for its index; `None` where `place` names none, or where `e`
+/// reads `acc` otherwise or `next` at all.
+fn with_states(e: &Expr, acc: Var, next: Var, place: &dyn Fn(&Expr) -> Option<Var>) -> Option<Expr> {
     Some(match e {
-        Expr::Load { buf, index } if *buf == acc => {
-            let c = constant(index)?;
-            Expr::Var(*states.get(usize::try_from(c).ok()?)?)
-        }
+        Expr::Load { buf, index } if *buf == acc => Expr::Var(place(index)?),
         Expr::Load { buf, index } => {
             if *buf == next || mentions(index, &[acc, next]) {
                 return None;
@@ -264,10 +247,10 @@ fn state_at(e: &Expr, acc: Var, next: Var, states: &[Var]) -> Option<Expr> {
         }
         Expr::Addr { .. } => return None,
         Expr::Op { op, args } => Expr::Op {
-            op,
+            op: *op,
             args: args
                 .iter()
-                .map(|a| state_at(a, acc, next, states))
+                .map(|a| with_states(a, acc, next, place))
                 .collect::<Option<Vec<_>>>()?,
         },
         Expr::Var(v) if *v == acc || *v == next => return None,
