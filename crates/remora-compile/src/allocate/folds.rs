@@ -247,7 +247,7 @@ fn with_states(e: &Expr, acc: Var, next: Var, place: &dyn Fn(&Expr) -> Option<Va
         }
         Expr::Addr { .. } => return None,
         Expr::Op { op, args } => Expr::Op {
-            op: *op,
+            op,
             args: args
                 .iter()
                 .map(|a| with_states(a, acc, next, place))
