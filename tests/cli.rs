@@ -628,6 +628,27 @@ fn compile_dumps_explicit_maps() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// The MLP gradient benchmark (the weights a record, bias added by
+/// `rerank`, a row loss lifted over the batch), at small sizes, reaches the
+/// compiler's loop level: its reverse pass maps a record-valued cell over a
+/// map the compiler first left delayed.
+#[test]
+fn the_mlp_gradient_benchmark_compiles() {
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/ad/mlp_grad.remora"))
+        .unwrap_or_default();
+    let small = [("{B}", "4"), ("{D}", "6"), ("{H}", "5"), ("{K}", "3")]
+        .iter()
+        .fold(source, |s, (k, v)| s.replace(k, v));
+    assert!(small.contains("(grad loss)"));
+    let dir = std::env::temp_dir().join(format!("remora-mlp-compiles-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let file = dir.join("mlp.remora");
+    assert!(std::fs::write(&file, small).is_ok());
+    let out = remora(&["compile", "--dump", "loops", &file.to_string_lossy()], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_compiled_engine_runs_an_entry_or_says_why_not() {
     if remora::native::c_compiler().is_none() {

@@ -290,7 +290,12 @@ impl<'m> Alloc<'m> {
                 let frame = self.dims(frame)?;
                 let mut arrays = Vec::with_capacity(binds.len());
                 for b in binds {
-                    match self.value(&b.value, body)? {
+                    let v = match self.value(&b.value, body)? {
+                        // A map left delayed (its consumer might have fused it): computed here.
+                        v @ Val::Delayed(_) => self.force(v, body)?,
+                        v => v,
+                    };
+                    match v {
                         v @ (Val::Array(_) | Val::Rotated(_) | Val::Record(_)) => arrays.push((b.var, v)),
                         _ => return unsupported("a map over an array of functions"),
                     }
