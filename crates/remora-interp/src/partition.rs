@@ -14,6 +14,7 @@
 
 use crate::batch::{Batched, sort_framed};
 use crate::eval::{Env, Interpreter, Prim, Run, Value};
+use crate::tally::intrinsic_name;
 use remora_check::typed::{TAtomKind, TExpr, TExprKind, VarId};
 use remora_types::Lifted;
 use remora_value::{Array, Data};
@@ -58,18 +59,6 @@ fn grade_rows<'p>(key: &Value<'p>, d: usize) -> Option<Value<'p>> {
         });
     }
     sort_framed("grade", &[(key.clone(), vec![d])])
-}
-
-/// The name of the intrinsic `e` is, instantiated or not.
-fn intrinsic_name(e: &TExpr) -> Option<&'static str> {
-    let mut e = e;
-    while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &e.kind {
-        e = func;
-    }
-    match e.kind {
-        TExprKind::Intrinsic(name) => Some(name),
-        _ => None,
-    }
 }
 
 /// `(grade k)`: the key expression and how it is lifted. Keys written

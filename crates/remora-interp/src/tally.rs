@@ -123,7 +123,7 @@ impl<'p> Interpreter {
 }
 
 /// The intrinsic's name, under any type and index applications.
-fn intrinsic_name(e: &TExpr) -> Option<&'static str> {
+pub(crate) fn intrinsic_name(e: &TExpr) -> Option<&'static str> {
     let mut e = e;
     while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &e.kind {
         e = func;

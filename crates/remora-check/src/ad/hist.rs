@@ -177,7 +177,7 @@ impl Walk<'_, '_> {
         let mut ts = Vec::new();
         for (a, _) in spine.iter().skip(1) {
             let (p, t) = self.expr(a, env)?;
-            ps.push(self.bind_plain(p));
+            ps.push(self.bind_named(p));
             ts.push(t);
         }
         let (Some(ne), Some(idx), Some(xs)) = (ps.first().cloned(), ps.get(1).cloned(), ps.get(2).cloned())
@@ -342,15 +342,6 @@ impl Walk<'_, '_> {
             span: e.span,
         });
         Ok((out, Some(v("∂unused"))))
-    }
-
-    /// A primal bound to a name unless it is one (or a literal).
-    fn bind_plain(&mut self, e: ast::Expr) -> ast::Expr {
-        if matches!(e.kind, ExprKind::Var(_) | ExprKind::Array { .. }) {
-            e
-        } else {
-            self.bind(e)
-        }
     }
 
     /// The adjoints of a `hist` by an extremum or a product: each item's

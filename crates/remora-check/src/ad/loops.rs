@@ -644,7 +644,7 @@ impl Walk<'_, '_> {
     }
 
     /// `e` bound to a fresh name unless it is a variable or a literal.
-    fn bind_named(&mut self, e: ast::Expr) -> ast::Expr {
+    pub(super) fn bind_named(&mut self, e: ast::Expr) -> ast::Expr {
         if matches!(e.kind, ExprKind::Var(_) | ExprKind::Array { .. }) {
             e
         } else {
