@@ -11,6 +11,18 @@ use remora::generate::{Verdict, compare, program, seeded_bytes};
 /// cached in ~/.cache/remora after the first run).
 const PROGRAMS: u64 = 300;
 
+/// The seeds to run: `0..PROGRAMS`, or `REMORA_DIFF_SEEDS=FROM..TO` for a
+/// longer run (several processes over disjoint ranges on a bigger machine).
+fn seeds() -> std::ops::Range<u64> {
+    std::env::var("REMORA_DIFF_SEEDS")
+        .ok()
+        .and_then(|v| {
+            let (from, to) = v.split_once("..")?;
+            Some(from.trim().parse().ok()?..to.trim().parse().ok()?)
+        })
+        .unwrap_or(0..PROGRAMS)
+}
+
 #[test]
 fn compiled_agrees_with_the_interpreter_on_random_programs() {
     if remora::native::c_compiler().is_none() {
@@ -22,7 +34,7 @@ fn compiled_agrees_with_the_interpreter_on_random_programs() {
             let mut counts = [0usize; 4];
             let mut reasons = std::collections::BTreeMap::<String, usize>::new();
             let mut disagreements = Vec::new();
-            for seed in 0..PROGRAMS {
+            for seed in seeds() {
                 let text = program(&seeded_bytes(seed, 512));
                 if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
                     eprintln!(";; seed {seed}\n{text}");
@@ -57,8 +69,9 @@ fn compiled_agrees_with_the_interpreter_on_random_programs() {
         Ok(r) => r,
         Err(e) => std::panic::resume_unwind(e),
     };
+    let programs = seeds().end.saturating_sub(seeds().start);
     eprintln!(
-        "{PROGRAMS} programs: {} rejected by the checker, {} over the interpreter's budget, \
+        "{programs} programs: {} rejected by the checker, {} over the interpreter's budget, \
          {} not compiled, {} compiled and agreed, {} disagreed",
         counts[0],
         counts[1],
@@ -70,7 +83,7 @@ fn compiled_agrees_with_the_interpreter_on_random_programs() {
     // The generator must mostly write programs the checker accepts, and
     // some of them must compile, or this test tests nothing.
     assert!(
-        counts[0] * 2 < PROGRAMS as usize,
+        counts[0] * 2 < programs as usize,
         "most generated programs were rejected"
     );
     assert!(counts[3] > 0, "no generated program compiled");
