@@ -359,11 +359,3 @@ fn boxed<'m>(witness: IndexVal, payload: Val<'m>) -> Val<'m> {
         payload: std::boxed::Box::new(payload),
     }
 }
-
-fn scalar_of(v: &Val<'_>) -> Option<Expr> {
-    match v {
-        Val::Scalar(_, x) => Some(x.clone()),
-        Val::Array(a) if a.dims.is_empty() => Some(a.load()),
-        _ => None,
-    }
-}

@@ -1426,15 +1426,6 @@ impl<'m> Alloc<'m> {
     }
 }
 
-/// A scalar value's expression (a rank-0 view's atom).
-fn scalar_of(v: &Val<'_>) -> Option<Expr> {
-    match v {
-        Val::Scalar(_, x) => Some(x.clone()),
-        Val::Array(v) if v.dims.is_empty() => Some(v.load()),
-        _ => None,
-    }
-}
-
 /// `0 <= j < n`.
 fn in_range(j: Expr, n: Expr) -> Expr {
     Expr::op(

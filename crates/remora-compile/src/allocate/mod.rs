@@ -924,10 +924,9 @@ impl<'m> Alloc<'m> {
     }
 
     fn scalar(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Expr> {
-        match self.value(e, body)? {
-            Val::Scalar(_, x) => Ok(x),
-            Val::Array(v) if v.dims.is_empty() => Ok(v.load()),
-            _ => unsupported("a function where a scalar is expected"),
+        match scalar_of(&self.value(e, body)?) {
+            Some(x) => Ok(x),
+            None => unsupported("a function where a scalar is expected"),
         }
     }
 
@@ -1883,6 +1882,15 @@ fn lifted_primitive(body: &maps::Expr, a: VarId, b: VarId) -> Option<&'static st
                 None
             }
         }
+        _ => None,
+    }
+}
+
+/// A scalar value's expression (a rank-0 view's atom).
+fn scalar_of(v: &Val<'_>) -> Option<Expr> {
+    match v {
+        Val::Scalar(_, x) => Some(x.clone()),
+        Val::Array(a) if a.dims.is_empty() => Some(a.load()),
         _ => None,
     }
 }

@@ -743,7 +743,7 @@ impl<'m> Alloc<'m> {
         let dims = self.dims(&e.ty.shape)?;
         let i = self.fresh("k");
         if dims.is_empty() {
-            let Val::Scalar(_, s) = seed else {
+            let Some(s) = scalar_of(&self.force(seed, body)?) else {
                 return unsupported("fold of this seed");
             };
             let acc = self.fresh("acc");
