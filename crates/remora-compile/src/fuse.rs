@@ -13,10 +13,17 @@
 //! nothing else moves, so what is computed, and in what order for each
 //! cell, is unchanged. Chains fuse to one map: a whole-array expression of
 //! elementwise steps becomes one map whose body is the steps for one cell.
+//! A map read by one map at several of its variables is computed once per
+//! cell there, bound to all of them; so a whole DAG of elementwise steps
+//! over one frame becomes one map.
+//!
+//! First, calls of the program's functions of whole arrays (outside the
+//! maps that lift them) are inlined, so that their maps meet the caller's.
 
-use crate::maps::{Bind, Decl, Expr, Kind, Program};
+use crate::maps::{Atom, Bind, Decl, Expr, Kind, Program};
 use remora_check::typed::VarId;
 use remora_types::Shape;
+use std::collections::HashMap;
 
 /// The program with its map chains fused.
 pub fn fuse_program(p: &Program) -> Program {
@@ -26,6 +33,8 @@ pub fn fuse_program(p: &Program) -> Program {
         return p.clone();
     }
     let mut names = p.var_names.clone();
+    // The functions defined so far (fused), for inlining their calls.
+    let mut functions = HashMap::new();
     let decls = p
         .decls
         .iter()
@@ -35,13 +44,19 @@ pub fn fuse_program(p: &Program) -> Program {
                 name,
                 entry,
                 value,
-            } => Decl::Def {
-                var: *var,
-                name: name.clone(),
-                entry: *entry,
-                value: fuse(value, &mut names),
-            },
-            Decl::Expr(e) => Decl::Expr(fuse(e, &mut names)),
+            } => {
+                let value = fuse(&inline(value, &functions, &mut names), &mut names);
+                if lambda(&value).is_some() {
+                    functions.insert(*var, value.clone());
+                }
+                Decl::Def {
+                    var: *var,
+                    name: name.clone(),
+                    entry: *entry,
+                    value,
+                }
+            }
+            Decl::Expr(e) => Decl::Expr(fuse(&inline(e, &functions, &mut names), &mut names)),
         })
         .collect();
     Program {
@@ -58,6 +73,92 @@ pub(crate) fn traces(p: &Program) -> bool {
         e.each(&mut |x| found |= matches!(x.kind, Kind::Prim("trace" | "trace/text" | "trace-file")));
     }
     found
+}
+
+/// `e` with each call of a function of the program outside the maps that
+/// lift it (a function of whole arrays applied to whole arrays) replaced by
+/// the function's body, a copy whose variables are renamed, its parameters
+/// bound by a `let` to the arguments: the maps inside the function then
+/// meet the maps around the call, and fuse with them (abstraction costs
+/// nothing). A call inside a map over a frame (a function lifted) stays a
+/// call: the loop level reads such a function through its body where it
+/// matters (an outer product reduced at once).
+fn inline(e: &Expr, functions: &HashMap<VarId, Expr>, names: &mut Vec<String>) -> Expr {
+    match &e.kind {
+        Kind::Map { frame, .. } if !frame.is_scalar() => return e.clone(),
+        Kind::App { func, args } => {
+            if let Kind::Var(f) = func.kind
+                && let Some(function) = functions.get(&f)
+            {
+                let args: Vec<Expr> = args.iter().map(|a| inline(a, functions, names)).collect();
+                if let Some(body) = inlined_call(function, args, &e.ty, names) {
+                    return body;
+                }
+            }
+        }
+        _ => {}
+    }
+    e.map_children(&mut |c| inline(c, functions, names))
+}
+
+/// The function's single λ atom, if it is one.
+fn lambda(e: &Expr) -> Option<(&VarId, &remora_types::Type, &Expr)> {
+    match &e.kind {
+        Kind::Array { shape, atoms } if shape.is_empty() => match atoms.as_slice() {
+            [
+                Atom::Lambda {
+                    param,
+                    param_ty,
+                    body,
+                },
+            ] => Some((param, param_ty, body)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `(let ((param arg) …) body)` for a copy of `function` (curried λs, one
+/// per argument), or nothing if it has fewer parameters than arguments.
+fn inlined_call(
+    function: &Expr,
+    args: Vec<Expr>,
+    ty: &remora_types::Type,
+    names: &mut Vec<String>,
+) -> Option<Expr> {
+    let mut body = function;
+    for _ in &args {
+        body = lambda(body)?.2;
+    }
+    let mut body = crate::maps::freshen(function, names);
+    let mut binds = Vec::with_capacity(args.len());
+    for value in args {
+        let Kind::Array { atoms, .. } = body.kind else {
+            return None;
+        };
+        let Some(Atom::Lambda {
+            param,
+            param_ty,
+            body: inner,
+        }) = atoms.into_iter().next()
+        else {
+            return None;
+        };
+        binds.push(Bind {
+            var: param,
+            ty: param_ty,
+            value,
+        });
+        body = *inner;
+    }
+    Some(Expr {
+        kind: Kind::Map {
+            frame: Shape::scalar(),
+            binds,
+            body: Box::new(body),
+        },
+        ty: ty.clone(),
+    })
 }
 
 /// `e` with its map chains fused, innermost first.
@@ -93,6 +194,17 @@ fn flatten_into(out: &mut Vec<Bind>, b: Bind) {
     }
 }
 
+/// `e` with each variable that `aliases` names replaced by what it names.
+fn renamed(e: &Expr, aliases: &HashMap<VarId, VarId>) -> Expr {
+    match e.kind {
+        Kind::Var(v) => Expr {
+            kind: Kind::Var(aliases.get(&v).copied().unwrap_or(v)),
+            ty: e.ty.clone(),
+        },
+        _ => e.map_children(&mut |c| renamed(c, aliases)),
+    }
+}
+
 /// How many times `v` occurs in `e`.
 fn uses(e: &Expr, v: VarId) -> usize {
     let mut n = 0;
@@ -114,7 +226,43 @@ fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type, names: &mu
     for b in binds {
         flatten_into(&mut flat, b);
     }
-    let mut binds = flat;
+    // A `let` in the body joins this one (`(let (a) (let (b) e))` is
+    // `(let (a b) e)`), so that the maps of both meet.
+    while let Kind::Map { frame, .. } = &body.kind {
+        if !frame.is_scalar() {
+            break;
+        }
+        let Kind::Map {
+            binds: inner,
+            body: rest,
+            ..
+        } = body.kind
+        else {
+            break;
+        };
+        for b in inner {
+            flatten_into(&mut flat, b);
+        }
+        body = *rest;
+    }
+    // A variable bound to another variable (a function's parameter, once
+    // the function is inlined) is that variable.
+    let mut aliases = HashMap::new();
+    let mut binds = Vec::with_capacity(flat.len());
+    for mut b in flat {
+        if !aliases.is_empty() {
+            b.value = renamed(&b.value, &aliases);
+        }
+        match b.value.kind {
+            Kind::Var(w) => {
+                aliases.insert(b.var, w);
+            }
+            _ => binds.push(b),
+        }
+    }
+    if !aliases.is_empty() {
+        body = renamed(&body, &aliases);
+    }
     let mut k = binds.len();
     while k > 0 {
         k -= 1;
@@ -124,11 +272,15 @@ fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type, names: &mu
                 continue;
             };
             let elsewhere: usize = binds[k + 1..].iter().map(|later| uses(&later.value, b.var)).sum();
-            let once = elsewhere == 0 && uses(&body, b.var) == 1;
+            let in_body = uses(&body, b.var);
+            let once = elsewhere == 0 && in_body == 1;
             let split =
                 once && consumer_slot(&body, frame, b.var).is_none() && splits_for(&body, &b.value, b.var);
+            // Read only by the body's map, over the same frame, at one
+            // slot or several (the maps that read it fused there first).
+            let slots = consumer_slots(&body, frame, b.var).len();
             (
-                once && (split || consumer_slot(&body, frame, b.var).is_some()),
+                elsewhere == 0 && (split || (slots > 0 && slots == in_body)),
                 split,
             )
         };
@@ -254,22 +406,28 @@ fn split_consumer(body: Expr, outer: &Shape, names: &mut Vec<String>) -> Expr {
     }
 }
 
-/// Where the map `body` (over `frame`) binds a variable to `v` itself.
+/// Where the map `body` (over `frame`) first binds a variable to `v` itself.
 fn consumer_slot(body: &Expr, frame: &Shape, v: VarId) -> Option<usize> {
+    consumer_slots(body, frame, v).first().copied()
+}
+
+/// Every place where the map `body` (over `frame`) binds a variable to
+/// `v` itself.
+fn consumer_slots(body: &Expr, frame: &Shape, v: VarId) -> Vec<usize> {
     let Kind::Map {
         frame: consumer,
         binds,
         ..
     } = &body.kind
     else {
-        return None;
+        return Vec::new();
     };
     if !consumer.equals(frame).is_yes() {
-        return None;
+        return Vec::new();
     }
-    binds
-        .iter()
-        .position(|b| matches!(b.value.kind, Kind::Var(w) if w == v))
+    (0..binds.len())
+        .filter(|&i| matches!(binds[i].value.kind, Kind::Var(w) if w == v))
+        .collect()
 }
 
 /// The consumer map `body` with the producer's map fused in at the slot
@@ -283,7 +441,8 @@ fn fuse_into(body: Expr, producer: Bind) -> Expr {
     else {
         return body;
     };
-    let Some(slot) = consumer_slot(&body, &pframe, producer.var) else {
+    let slots = consumer_slots(&body, &pframe, producer.var);
+    let Some(&slot) = slots.first() else {
         return body;
     };
     let ty = body.ty;
@@ -296,21 +455,42 @@ fn fuse_into(body: Expr, producer: Bind) -> Expr {
         return Expr { kind: body.kind, ty };
     };
     let mut binds = binds;
-    let cell = binds.remove(slot);
+    // Every slot that iterated the producer's result goes (the later ones
+    // first); the first slot's variable is bound to the producer's cell,
+    // computed once, and the others to that variable.
+    let mut cells: Vec<Bind> = slots.iter().rev().map(|&i| binds.remove(i)).collect();
+    cells.reverse();
     // The producer's arrays are iterated by the consumer now, its cells'
     // variables bound where the slot's was.
     for (i, b) in pbinds.into_iter().enumerate() {
         binds.insert(slot + i, b);
     }
+    let mut cells = cells.into_iter();
+    let mut lets = Vec::with_capacity(slots.len());
+    if let Some(first) = cells.next() {
+        let first_var = first.var;
+        let cell_ty = first.ty.clone();
+        lets.push(Bind {
+            var: first.var,
+            ty: first.ty,
+            value: *pbody,
+        });
+        for other in cells {
+            lets.push(Bind {
+                var: other.var,
+                ty: other.ty,
+                value: Expr {
+                    kind: Kind::Var(first_var),
+                    ty: cell_ty.clone(),
+                },
+            });
+        }
+    }
     let inner_ty = cbody.ty.clone();
     let cbody = Expr {
         kind: Kind::Map {
             frame: Shape::scalar(),
-            binds: vec![Bind {
-                var: cell.var,
-                ty: cell.ty,
-                value: *pbody,
-            }],
+            binds: lets,
             body: cbody,
         },
         ty: inner_ty,

@@ -838,3 +838,154 @@ mod tests {
         assert!(err.contains("not bound"), "{err}");
     }
 }
+
+/// A copy of `e` with every variable it binds renamed (new names pushed
+/// on `names`), so that two copies of one definition (two instances, two
+/// inlined calls) share no variable.
+pub fn freshen(e: &Expr, names: &mut Vec<String>) -> Expr {
+    Freshen::default().expr(e, names)
+}
+
+#[derive(Default)]
+struct Freshen {
+    renamed: HashMap<VarId, VarId>,
+}
+
+impl Freshen {
+    fn bind(&mut self, v: VarId, names: &mut Vec<String>) -> VarId {
+        let name = names.get(v.0 as usize).cloned().unwrap_or_else(|| "v".into());
+        let new = VarId(names.len() as u32);
+        names.push(name);
+        self.renamed.insert(v, new);
+        new
+    }
+
+    fn expr(&mut self, e: &Expr, names: &mut Vec<String>) -> Expr {
+        let kind = match &e.kind {
+            Kind::Array { shape, atoms } => Kind::Array {
+                shape: shape.clone(),
+                atoms: atoms.iter().map(|a| self.atom(a, names)).collect(),
+            },
+            Kind::Frame { shape, elems } => Kind::Frame {
+                shape: shape.clone(),
+                elems: elems.iter().map(|x| self.expr(x, names)).collect(),
+            },
+            Kind::Var(v) => Kind::Var(self.renamed.get(v).copied().unwrap_or(*v)),
+            Kind::Prim(_) => e.kind.clone(),
+            Kind::App { func, args } => Kind::App {
+                func: Box::new(self.expr(func, names)),
+                args: args.iter().map(|a| self.expr(a, names)).collect(),
+            },
+            Kind::TApp { func, arg } => Kind::TApp {
+                func: Box::new(self.expr(func, names)),
+                arg: arg.clone(),
+            },
+            Kind::IApp { func, arg } => Kind::IApp {
+                func: Box::new(self.expr(func, names)),
+                arg: arg.clone(),
+            },
+            Kind::Map { frame, binds, body } => {
+                // A map's arrays are outside its scope, its variables
+                // inside; a `let`'s bindings are in sequence.
+                let mut renamed = Vec::with_capacity(binds.len());
+                if frame.is_scalar() {
+                    for b in binds {
+                        let value = self.expr(&b.value, names);
+                        renamed.push(Bind {
+                            var: self.bind(b.var, names),
+                            ty: b.ty.clone(),
+                            value,
+                        });
+                    }
+                } else {
+                    let values: Vec<Expr> = binds.iter().map(|b| self.expr(&b.value, names)).collect();
+                    for (b, value) in binds.iter().zip(values) {
+                        renamed.push(Bind {
+                            var: self.bind(b.var, names),
+                            ty: b.ty.clone(),
+                            value,
+                        });
+                    }
+                }
+                let binds = renamed;
+                Kind::Map {
+                    frame: frame.clone(),
+                    binds,
+                    body: Box::new(self.expr(body, names)),
+                }
+            }
+            Kind::Unbox {
+                witness,
+                binder,
+                var,
+                var_ty,
+                boxed,
+                body,
+            } => {
+                let boxed = self.expr(boxed, names);
+                let var = self.bind(*var, names);
+                Kind::Unbox {
+                    witness: *witness,
+                    binder: *binder,
+                    var,
+                    var_ty: var_ty.clone(),
+                    boxed: Box::new(boxed),
+                    body: Box::new(self.expr(body, names)),
+                }
+            }
+            Kind::Record(fields) => Kind::Record(
+                fields
+                    .iter()
+                    .map(|(n, x)| (n.clone(), self.expr(x, names)))
+                    .collect(),
+            ),
+            Kind::Field { record, field } => Kind::Field {
+                record: Box::new(self.expr(record, names)),
+                field: field.clone(),
+            },
+            Kind::If {
+                cond,
+                then,
+                otherwise,
+            } => Kind::If {
+                cond: Box::new(self.expr(cond, names)),
+                then: Box::new(self.expr(then, names)),
+                otherwise: Box::new(self.expr(otherwise, names)),
+            },
+        };
+        Expr {
+            kind,
+            ty: e.ty.clone(),
+        }
+    }
+
+    fn atom(&mut self, a: &Atom, names: &mut Vec<String>) -> Atom {
+        match a {
+            Atom::Bool(_) | Atom::Int(_) | Atom::Float(_) => a.clone(),
+            Atom::Lambda {
+                param,
+                param_ty,
+                body,
+            } => {
+                let param = self.bind(*param, names);
+                Atom::Lambda {
+                    param,
+                    param_ty: param_ty.clone(),
+                    body: Box::new(self.expr(body, names)),
+                }
+            }
+            Atom::TLambda { param, body } => Atom::TLambda {
+                param: *param,
+                body: Box::new(self.expr(body, names)),
+            },
+            Atom::ILambda { param, body } => Atom::ILambda {
+                param: *param,
+                body: Box::new(self.expr(body, names)),
+            },
+            Atom::Box { witness, body } => Atom::Box {
+                witness: witness.clone(),
+                body: Box::new(self.expr(body, names)),
+            },
+        }
+    }
+}
