@@ -599,11 +599,18 @@ impl Emitter {
         self.last_ctx = ctx;
         self.last_used = used;
         let value = self.context_value();
+        // The trip counts known before the loop: Int variables in scope.
+        let known: HashSet<Var> = self
+            .scope
+            .iter()
+            .filter(|(_, d)| matches!(d, Decl::Scalar(Elem::Int)))
+            .map(|(x, _)| *x)
+            .collect();
         let _ = writeln!(
             out,
             "{p}{{ {value}\n{p}  rt_parallel_for({}, {}, {name}, &ctx); }}",
             self.expr(count),
-            cost(body)
+            cost(body, &known).c()
         );
     }
 
@@ -754,26 +761,111 @@ fn heap_buffer(s: &Stmt) -> Option<Var> {
 }
 
 /// A rough count of the operations of one iteration of `stmts`, for the
-/// runtime's choice of running a loop in parallel (a loop of a count known
-/// only at run time counts as 64 iterations, a `while` as 256, a runtime
-/// call as 1,000).
-fn cost(stmts: &[Stmt]) -> u64 {
-    let trips = |count: &Expr, guess: u64| match count {
-        Expr::Int(n) => u64::try_from(*n).unwrap_or(0),
-        _ => guess,
+/// runtime's choice of running a loop in parallel and of its chunks. A
+/// loop's trip count is its count where that is a constant, or an Int
+/// expression of the variables `known` before the loop (the cost is then
+/// computed at run time: a hist over a run-time count of items, a map
+/// over an `iota` of an argument); any other count counts as 64
+/// iterations, a `while` as 256, a runtime call as 1,000.
+fn cost(stmts: &[Stmt], known: &HashSet<Var>) -> Cost {
+    let trips = |count: &Expr| match count {
+        Expr::Int(n) => Cost::Known(u64::try_from(*n).unwrap_or(0)),
+        _ => trips_c(count, known).map_or(Cost::Known(64), |c| Cost::Run(format!("fmax(0.0, {c})"))),
     };
     stmts
         .iter()
         .map(|s| match s {
-            Stmt::For { count, body, .. } => trips(count, 64).saturating_mul(cost(body)),
-            Stmt::Reduce { count, body, .. } => trips(count, 64).saturating_mul(cost(body).saturating_add(1)),
-            Stmt::DoWhile { body, .. } => cost(body).saturating_mul(256),
-            Stmt::If { then, otherwise, .. } => cost(then).max(cost(otherwise)).saturating_add(1),
-            Stmt::Call { .. } | Stmt::Alloc { .. } => 1000,
-            _ => 1,
+            Stmt::For { count, body, .. } => trips(count).mul(cost(body, known)),
+            Stmt::Reduce { count, body, .. } => trips(count).mul(cost(body, known).add(Cost::Known(1))),
+            Stmt::DoWhile { body, .. } => cost(body, known).mul(Cost::Known(256)),
+            Stmt::If { then, otherwise, .. } => {
+                cost(then, known).max(cost(otherwise, known)).add(Cost::Known(1))
+            }
+            Stmt::Call { .. } | Stmt::Alloc { .. } => Cost::Known(1000),
+            _ => Cost::Known(1),
         })
-        .fold(0u64, u64::saturating_add)
-        .max(1)
+        .fold(Cost::Known(0), Cost::add)
+        .at_least_one()
+}
+
+/// A trip count as a C expression of type double, where it is Int
+/// arithmetic that cannot fail (a division only by a positive constant)
+/// on constants and `known` variables.
+fn trips_c(count: &Expr, known: &HashSet<Var>) -> Option<String> {
+    match count {
+        Expr::Int(n) => Some(format!("{n}.0")),
+        Expr::Var(x) if known.contains(x) => Some(format!("(double){}", v(*x))),
+        Expr::Op { op: "/", args } if args.len() == 2 && matches!(args[1], Expr::Int(d) if d > 0) => {
+            Some(format!(
+                "floor({} / {})",
+                trips_c(&args[0], known)?,
+                trips_c(&args[1], known)?
+            ))
+        }
+        Expr::Op { op, args } if args.len() == 2 => {
+            let a = trips_c(&args[0], known)?;
+            let b = trips_c(&args[1], known)?;
+            match *op {
+                "+" | "dim+" => Some(format!("({a} + {b})")),
+                "-" => Some(format!("({a} - {b})")),
+                "*" | "dim*" => Some(format!("({a} * {b})")),
+                "max" => Some(format!("fmax({a}, {b})")),
+                "min" => Some(format!("fmin({a}, {b})")),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// An estimate of operations: a constant, or C computing it (a double)
+/// before the loop.
+enum Cost {
+    Known(u64),
+    Run(String),
+}
+
+impl Cost {
+    fn join(self, other: Cost, known: fn(u64, u64) -> u64, run: fn(&str, &str) -> String) -> Cost {
+        match (self, other) {
+            (Cost::Known(a), Cost::Known(b)) => Cost::Known(known(a, b)),
+            (a, b) => Cost::Run(run(&a.double(), &b.double())),
+        }
+    }
+
+    fn add(self, other: Cost) -> Cost {
+        self.join(other, u64::saturating_add, |a, b| format!("({a} + {b})"))
+    }
+
+    fn mul(self, other: Cost) -> Cost {
+        self.join(other, u64::saturating_mul, |a, b| format!("({a} * {b})"))
+    }
+
+    fn max(self, other: Cost) -> Cost {
+        self.join(other, u64::max, |a, b| format!("fmax({a}, {b})"))
+    }
+
+    fn at_least_one(self) -> Cost {
+        match self {
+            Cost::Known(n) => Cost::Known(n.max(1)),
+            Cost::Run(c) => Cost::Run(format!("fmax(1.0, {c})")),
+        }
+    }
+
+    fn double(&self) -> String {
+        match self {
+            Cost::Known(n) => format!("{n}.0"),
+            Cost::Run(c) => c.clone(),
+        }
+    }
+
+    /// The cost as the runtime's argument.
+    fn c(&self) -> String {
+        match self {
+            Cost::Known(n) => n.to_string(),
+            Cost::Run(c) => format!("rt_cost({c})"),
+        }
+    }
 }
 
 /// A scalar primitive applied to operands written in C.

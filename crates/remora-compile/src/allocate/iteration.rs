@@ -33,6 +33,10 @@ const HIST_PARTS_FROM: i64 = 1 << 14;
 /// [`Alloc::hist_by_items`]).
 const HIST_ITEM_PARTS: i64 = 8;
 
+/// The most bins of a hist by an exact combining over a count of items
+/// known only at run time that still combines in parts of its items.
+const HIST_ITEM_BINS: i64 = 1024;
+
 /// The Int combinings whose bits do not depend on grouping or order
 /// (Int arithmetic wraps), with their identities.
 const EXACT_INT: &[(&str, i64)] = &[
@@ -802,11 +806,15 @@ impl<'m> Alloc<'m> {
         };
         // Outside loops, over many items whose combining is more than one
         // primitive on atoms, the bins in parts, one thread each (the
-        // runtime says how many: one on one thread). The item count is
-        // known, so the loop over the parts is one the runtime runs in
-        // parallel.
+        // runtime says how many: one on one thread, or for a count of
+        // items known only at run time that is small). The loop over the
+        // parts counts the items as its work (at run time where their
+        // count is), so the runtime runs it in parallel.
         let items = idx.dims[0].clone();
-        let many = matches!(items, Expr::Int(n) if n >= HIST_PARTS_FROM);
+        let many = match items {
+            Expr::Int(n) => n >= HIST_PARTS_FROM,
+            _ => true,
+        };
         if self.loop_depth == 0 && many && !(cell.is_empty() && direct) {
             let parts = self.alloc("parts", Elem::Int, Vec::new(), body);
             body.push(Stmt::Call {
@@ -860,7 +868,9 @@ impl<'m> Alloc<'m> {
     /// Where a hist of Int atoms outside loops may combine its items in
     /// parts of the items (see [`Self::hist_by_items`]): a combining that
     /// gives the same bits in any grouping and order, many items and few
-    /// bins. The combining, its identity and the item count.
+    /// bins (a count of items known only at run time: a constant count of
+    /// bins at most [`HIST_ITEM_BINS`]). The combining, its identity and
+    /// the item count.
     fn hist_items_exact(
         &self,
         op: &Val<'m>,
@@ -868,30 +878,37 @@ impl<'m> Alloc<'m> {
         cell: &[Expr],
         bins: &Expr,
         items: &Expr,
-    ) -> Option<(&'static str, i64, i64)> {
+    ) -> Option<(&'static str, i64, Expr)> {
         let Val::Prim { name, .. } = op else {
             return None;
         };
-        let (&Expr::Int(bins), &Expr::Int(items)) = (bins, items) else {
+        let &Expr::Int(bins) = bins else {
             return None;
         };
-        let few = bins.saturating_mul(HIST_ITEM_PARTS) <= items / 16;
-        if self.loop_depth != 0 || elem != Elem::Int || !cell.is_empty() || items < HIST_PARTS_FROM || !few {
+        let few = match *items {
+            Expr::Int(items) => {
+                items >= HIST_PARTS_FROM && bins.saturating_mul(HIST_ITEM_PARTS) <= items / 16
+            }
+            _ => bins <= HIST_ITEM_BINS,
+        };
+        if self.loop_depth != 0 || elem != Elem::Int || !cell.is_empty() || !few {
             return None;
         }
         EXACT_INT
             .iter()
             .find(|(n, _)| n == name)
-            .map(|&(name, identity)| (name, identity, items))
+            .map(|&(name, identity)| (name, identity, items.clone()))
     }
 
     /// A hist of scalar Ints by an exact combining (Int arithmetic wraps:
     /// any grouping gives the same bits) in parts of its items: each part
     /// its own bins from the identity, in parallel, then each bin
-    /// combined with the parts' in order.
+    /// combined with the parts' in order. Each part's bins start a cache
+    /// line of their own (a stride of the bins and 8 more), so that
+    /// threads do not share lines.
     fn hist_by_items(
         &mut self,
-        (name, identity, n): (&'static str, i64, i64),
+        (name, identity, n): (&'static str, i64, Expr),
         out: &View,
         bins: &Expr,
         idx: &View,
@@ -899,10 +916,21 @@ impl<'m> Alloc<'m> {
         body: &mut Vec<Stmt>,
     ) {
         let parts = Expr::Int(HIST_ITEM_PARTS);
-        let own = self.alloc("own", Elem::Int, vec![parts.clone(), bins.clone()], body);
-        // Each part's count known (a constant), so that the runtime's
-        // estimate of the loop over the parts is its work.
-        let chunk = Expr::Int((n + HIST_ITEM_PARTS - 1) / HIST_ITEM_PARTS);
+        let stride = Expr::add(bins.clone(), Expr::Int(8));
+        let own = self.alloc("own", Elem::Int, vec![parts.clone(), stride.clone()], body);
+        // Each part's count known before the loop over the parts (a
+        // constant, or an expression of the count), so that the runtime's
+        // estimate of that loop is its work.
+        let chunk = match n {
+            Expr::Int(n) => Expr::Int((n + HIST_ITEM_PARTS - 1) / HIST_ITEM_PARTS),
+            _ => Expr::op(
+                "/",
+                vec![
+                    Expr::add(n.clone(), Expr::Int(HIST_ITEM_PARTS - 1)),
+                    Expr::Int(HIST_ITEM_PARTS),
+                ],
+            ),
+        };
         let (p, b, k, i, j) = (
             self.fresh("p"),
             self.fresh("b"),
@@ -910,7 +938,7 @@ impl<'m> Alloc<'m> {
             self.fresh("i"),
             self.fresh("j"),
         );
-        let bin = |part: Expr, at: Expr| Expr::add(Expr::mul(part, bins.clone()), at);
+        let bin = |part: Expr, at: Expr| Expr::add(Expr::mul(part, stride.clone()), at);
         let combine = |acc: Expr, x: Expr| Expr::op(name, vec![acc, x]);
         let scan = vec![
             Stmt::Let {
@@ -953,7 +981,7 @@ impl<'m> Alloc<'m> {
                         value: Expr::add(Expr::mul(Expr::Var(p), chunk), Expr::Var(k)),
                     },
                     Stmt::If {
-                        cond: Expr::op("<", vec![Expr::Var(i), Expr::Int(n)]),
+                        cond: Expr::op("<", vec![Expr::Var(i), n.clone()]),
                         then: scan,
                         otherwise: Vec::new(),
                     },
