@@ -81,6 +81,12 @@ impl<'m> Alloc<'m> {
                 let payload = self.iota(dims.clone(), body);
                 Ok(boxed(IndexVal::Shape(dims), cell_val(payload)))
             }
+            ("take*" | "drop*", [n, xs @ Val::Delayed(_)]) => {
+                let Some(n) = scalar_of(n) else {
+                    return Some(unsupported(format!("{name} of an array of counts")));
+                };
+                self.taken_of_map(name == "take*", n, xs, body)
+            }
             ("take*" | "drop*", [n, Val::Array(xs)]) => {
                 let Some(n) = scalar_of(n) else {
                     return Some(unsupported(format!("{name} of an array of counts")));
@@ -116,6 +122,74 @@ impl<'m> Alloc<'m> {
             }
             _ => return None,
         })
+    }
+
+    /// Whether `take*` or `drop*` of `args` takes its vector delayed: a
+    /// map of atoms at the outermost level, of which only the items kept
+    /// are computed ([`Alloc::taken_of_map`]).
+    pub(super) fn takes_of_map(&self, args: &[Val<'m>]) -> bool {
+        matches!(args, [_, Val::Delayed(d)] if self.loop_depth == 0 && d.dims.len() == 1 && !d.transposed)
+    }
+
+    /// The items `take*` (`first`) or `drop*` keeps of a delayed map of
+    /// atoms: only those computed, on the threads, into a buffer of their
+    /// count (a gather then reads only what it keeps). A map that can
+    /// fail has the others' code run too, their atoms unused, so that it
+    /// fails where the interpreter's whole map would.
+    fn taken_of_map(&mut self, first: bool, n: Expr, xs: &Val<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let Val::Delayed(d) = xs else {
+            return unsupported("take*/drop* of these arguments");
+        };
+        let len = d.dims[0].clone();
+        let out = Expr::op(
+            "or",
+            vec![
+                Expr::op("<", vec![n.clone(), Expr::Int(0)]),
+                Expr::op(">", vec![n.clone(), len.clone()]),
+            ],
+        );
+        self.fail_if(out, "take*/drop*: count out of range", body);
+        let rest = self.fresh("k");
+        body.push(Stmt::Let {
+            var: rest,
+            elem: Elem::Int,
+            value: Expr::op("-", vec![len, n.clone()]),
+        });
+        // The items kept from `from`, `count` of them; the others from `skip`.
+        let (from, count, skip, skipped) = if first {
+            (Expr::Int(0), n.clone(), n, Expr::Var(rest))
+        } else {
+            (n.clone(), Expr::Var(rest), Expr::Int(0), n)
+        };
+        let kept = self.alloc("kept", d.elem, vec![count.clone()], body);
+        let pass = |a: &mut Self, from: Expr, count: Expr, store: bool| -> Res<Stmt> {
+            let i = a.fresh("i");
+            let mut each = Vec::new();
+            a.loop_depth += 1;
+            let x = a.element(xs, &[Expr::add(from, Expr::Var(i))], &mut each);
+            a.loop_depth -= 1;
+            let x = x?;
+            if store {
+                each.push(Stmt::Store {
+                    buf: kept.buf,
+                    index: Expr::Var(i),
+                    value: x,
+                });
+            }
+            Ok(Stmt::For {
+                index: i,
+                count,
+                parallel: true,
+                body: each,
+            })
+        };
+        let taken = pass(self, from, count.clone(), true)?;
+        body.push(taken);
+        if !cannot_fail(d.map) {
+            let checked = pass(self, skip, skipped, false)?;
+            body.push(checked);
+        }
+        Ok(boxed(IndexVal::Dim(count), Val::Array(kept)))
     }
 
     /// `unique` (the distinct atoms, ascending) or `unique-counts` (how

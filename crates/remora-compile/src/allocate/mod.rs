@@ -1532,6 +1532,9 @@ const FUSED_CONSUMERS: &[&str] = &[
     "scatter",
     // A grade of a map of Int keys (`Alloc::grades_a_map`).
     "grade",
+    // The items kept of a map of atoms (`Alloc::takes_of_map`).
+    "take*",
+    "drop*",
 ];
 
 /// Whether `e` is a map whose elements can be computed one at a time where
