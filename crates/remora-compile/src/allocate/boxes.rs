@@ -162,34 +162,65 @@ impl<'m> Alloc<'m> {
             (n.clone(), Expr::Var(rest), Expr::Int(0), n)
         };
         let kept = self.alloc("kept", d.elem, vec![count.clone()], body);
-        let pass = |a: &mut Self, from: Expr, count: Expr, store: bool| -> Res<Stmt> {
-            let i = a.fresh("i");
-            let mut each = Vec::new();
-            a.loop_depth += 1;
-            let x = a.element(xs, &[Expr::add(from, Expr::Var(i))], &mut each);
-            a.loop_depth -= 1;
-            let x = x?;
-            if store {
-                each.push(Stmt::Store {
-                    buf: kept.buf,
-                    index: Expr::Var(i),
-                    value: x,
-                });
+        match graded_bind(d) {
+            Some(graded) => {
+                let places = [(from, count.clone()), (skip, skipped)];
+                self.partition(xs, graded, places, &kept, body)?
             }
-            Ok(Stmt::For {
-                index: i,
-                count,
-                parallel: true,
-                body: each,
-            })
-        };
-        let taken = pass(self, from, count.clone(), true)?;
-        body.push(taken);
-        if !cannot_fail(d.map) {
-            let checked = pass(self, skip, skipped, false)?;
-            body.push(checked);
+            None => {
+                self.kept_items(xs, (from, count.clone()), &kept, body)?;
+                if !cannot_fail(d.map) {
+                    let pass = self.items_pass(xs, skip, skipped, None)?;
+                    body.push(pass);
+                }
+            }
         }
         Ok(boxed(IndexVal::Dim(count), Val::Array(kept)))
+    }
+
+    /// The `count` items from `from` of a delayed map of atoms computed
+    /// into `kept`, on the threads.
+    pub(super) fn kept_items(
+        &mut self,
+        xs: &Val<'m>,
+        (from, count): (Expr, Expr),
+        kept: &View,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let pass = self.items_pass(xs, from, count, Some(kept))?;
+        body.push(pass);
+        Ok(())
+    }
+
+    /// A loop on the threads over `count` items from `from` of a delayed
+    /// map of atoms, each stored into `kept` (from its start), or only its
+    /// code run (its atom unused).
+    pub(super) fn items_pass(
+        &mut self,
+        xs: &Val<'m>,
+        from: Expr,
+        count: Expr,
+        kept: Option<&View>,
+    ) -> Res<Stmt> {
+        let i = self.fresh("i");
+        let mut each = Vec::new();
+        self.loop_depth += 1;
+        let x = self.element(xs, &[Expr::add(from, Expr::Var(i))], &mut each);
+        self.loop_depth -= 1;
+        let x = x?;
+        if let Some(kept) = kept {
+            each.push(Stmt::Store {
+                buf: kept.buf,
+                index: Expr::Var(i),
+                value: x,
+            });
+        }
+        Ok(Stmt::For {
+            index: i,
+            count,
+            parallel: true,
+            body: each,
+        })
     }
 
     /// `unique` (the distinct atoms, ascending) or `unique-counts` (how
@@ -440,4 +471,24 @@ fn scalar_of(v: &Val<'_>) -> Option<Expr> {
         Val::Array(a) if a.dims.is_empty() => Some(a.load()),
         _ => None,
     }
+}
+
+/// The array (a variable) of a delayed vector map that is a grade not made
+/// ([`Val::Graded`]), if it has one.
+fn graded_bind<'a, 'm>(d: &'a Delayed<'m>) -> Option<(VarId, &'a compact::Graded<'m>)> {
+    let Kind::Map { binds, .. } = &d.map.kind else {
+        return None;
+    };
+    let mut graded = binds.iter().filter_map(|b| match &b.value.kind {
+        Kind::Var(v) => match d.scope.vars.get(v) {
+            Some(Val::Graded(g)) => Some((*v, &**g)),
+            _ => None,
+        },
+        _ => None,
+    });
+    let first = graded.next();
+    if graded.next().is_some() {
+        return None;
+    }
+    first
 }
