@@ -81,6 +81,12 @@ impl<'m> Alloc<'m> {
                 let payload = self.iota(dims.clone(), body);
                 Ok(boxed(IndexVal::Shape(dims), cell_val(payload)))
             }
+            ("take*" | "drop*", [n, xs @ Val::Delayed(_)]) => {
+                let Some(n) = scalar_of(n) else {
+                    return Some(unsupported(format!("{name} of an array of counts")));
+                };
+                self.taken_of_map(name == "take*", n, xs, body)
+            }
             ("take*" | "drop*", [n, Val::Array(xs)]) => {
                 let Some(n) = scalar_of(n) else {
                     return Some(unsupported(format!("{name} of an array of counts")));
@@ -115,6 +121,105 @@ impl<'m> Alloc<'m> {
                 self.unique(name, xs, body)
             }
             _ => return None,
+        })
+    }
+
+    /// Whether `take*` or `drop*` of `args` takes its vector delayed: a
+    /// map of atoms at the outermost level, of which only the items kept
+    /// are computed ([`Alloc::taken_of_map`]).
+    pub(super) fn takes_of_map(&self, args: &[Val<'m>]) -> bool {
+        matches!(args, [_, Val::Delayed(d)] if self.loop_depth == 0 && d.dims.len() == 1 && !d.transposed)
+    }
+
+    /// The items `take*` (`first`) or `drop*` keeps of a delayed map of
+    /// atoms: only those computed, on the threads, into a buffer of their
+    /// count (a gather then reads only what it keeps). A map that can
+    /// fail has the others' code run too, their atoms unused, so that it
+    /// fails where the interpreter's whole map would.
+    fn taken_of_map(&mut self, first: bool, n: Expr, xs: &Val<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let Val::Delayed(d) = xs else {
+            return unsupported("take*/drop* of these arguments");
+        };
+        let len = d.dims[0].clone();
+        let out = Expr::op(
+            "or",
+            vec![
+                Expr::op("<", vec![n.clone(), Expr::Int(0)]),
+                Expr::op(">", vec![n.clone(), len.clone()]),
+            ],
+        );
+        self.fail_if(out, "take*/drop*: count out of range", body);
+        let rest = self.fresh("k");
+        body.push(Stmt::Let {
+            var: rest,
+            elem: Elem::Int,
+            value: Expr::op("-", vec![len, n.clone()]),
+        });
+        // The items kept from `from`, `count` of them; the others from `skip`.
+        let (from, count, skip, skipped) = if first {
+            (Expr::Int(0), n.clone(), n, Expr::Var(rest))
+        } else {
+            (n.clone(), Expr::Var(rest), Expr::Int(0), n)
+        };
+        let kept = self.alloc("kept", d.elem, vec![count.clone()], body);
+        match graded_bind(d) {
+            Some(graded) => {
+                let places = [(from, count.clone()), (skip, skipped)];
+                self.partition(xs, graded, places, &kept, body)?
+            }
+            None => {
+                self.kept_items(xs, (from, count.clone()), &kept, body)?;
+                if !cannot_fail(d.map) {
+                    let pass = self.items_pass(xs, skip, skipped, None)?;
+                    body.push(pass);
+                }
+            }
+        }
+        Ok(boxed(IndexVal::Dim(count), Val::Array(kept)))
+    }
+
+    /// The `count` items from `from` of a delayed map of atoms computed
+    /// into `kept`, on the threads.
+    pub(super) fn kept_items(
+        &mut self,
+        xs: &Val<'m>,
+        (from, count): (Expr, Expr),
+        kept: &View,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let pass = self.items_pass(xs, from, count, Some(kept))?;
+        body.push(pass);
+        Ok(())
+    }
+
+    /// A loop on the threads over `count` items from `from` of a delayed
+    /// map of atoms, each stored into `kept` (from its start), or only its
+    /// code run (its atom unused).
+    pub(super) fn items_pass(
+        &mut self,
+        xs: &Val<'m>,
+        from: Expr,
+        count: Expr,
+        kept: Option<&View>,
+    ) -> Res<Stmt> {
+        let i = self.fresh("i");
+        let mut each = Vec::new();
+        self.loop_depth += 1;
+        let x = self.element(xs, &[Expr::add(from, Expr::Var(i))], &mut each);
+        self.loop_depth -= 1;
+        let x = x?;
+        if let Some(kept) = kept {
+            each.push(Stmt::Store {
+                buf: kept.buf,
+                index: Expr::Var(i),
+                value: x,
+            });
+        }
+        Ok(Stmt::For {
+            index: i,
+            count,
+            parallel: true,
+            body: each,
         })
     }
 
@@ -358,4 +463,24 @@ fn boxed<'m>(witness: IndexVal, payload: Val<'m>) -> Val<'m> {
         witness,
         payload: std::boxed::Box::new(payload),
     }
+}
+
+/// The array (a variable) of a delayed vector map that is a grade not made
+/// ([`Val::Graded`]), if it has one.
+fn graded_bind<'a, 'm>(d: &'a Delayed<'m>) -> Option<(VarId, &'a compact::Graded<'m>)> {
+    let Kind::Map { binds, .. } = &d.map.kind else {
+        return None;
+    };
+    let mut graded = binds.iter().filter_map(|b| match &b.value.kind {
+        Kind::Var(v) => match d.scope.vars.get(v) {
+            Some(Val::Graded(g)) => Some((*v, &**g)),
+            _ => None,
+        },
+        _ => None,
+    });
+    let first = graded.next();
+    if graded.next().is_some() {
+        return None;
+    }
+    first
 }

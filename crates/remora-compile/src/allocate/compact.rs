@@ -6,6 +6,12 @@
 //! its items' places (on the threads), each key computed where it is
 //! read. Otherwise the keys are stored and graded by the runtime. The
 //! counting sort is stable, so the grade is the interpreter's.
+//!
+//! A grade used only to gather (`let`-bound, read only by a map that
+//! `take*` or `drop*` keeps part of: the stream compaction "kept first")
+//! is a stable partition, as the interpreter's `partition.rs`: the grade
+//! is not made (`Graded`), and the counting sort's last pass computes each
+//! item's cell of the map at the item's place, where that place is kept.
 
 use super::*;
 
@@ -13,6 +19,17 @@ use super::*;
 const PARTS: i64 = 64;
 /// Keys spanning fewer values than this are counted.
 const SMALL_RANGE: i64 = 1024;
+
+/// What the last pass of a counting grade writes for each item: its code
+/// (`at`: the item's place in the order, `item`: its index) into `each`.
+type Place<'p, 'm> = &'p mut dyn FnMut(&mut Alloc<'m>, Expr, Expr, &mut Vec<Stmt>) -> Res<()>;
+
+/// A grade not made yet: the keys (a delayed map) of a `let`-bound
+/// `grade` read only by a map of which `take*` or `drop*` keeps part
+/// ([`Alloc::partition`]). Read any other way, it is made then.
+pub(super) struct Graded<'m> {
+    pub(super) keys: Val<'m>,
+}
 
 impl<'m> Alloc<'m> {
     pub(super) fn compact(
@@ -41,12 +58,48 @@ impl<'m> Alloc<'m> {
     }
 
     fn grade_of_map(&mut self, keys: &Val<'m>, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let dims = self.dims(&e.ty.shape)?;
+        self.grade_of_keys(keys, dims, body)
+    }
+
+    /// The grade of a delayed map of keys (see [`Alloc::grades_a_map`]),
+    /// of `dims`, into a buffer.
+    pub(super) fn grade_of_keys(
+        &mut self,
+        keys: &Val<'m>,
+        dims: Vec<Expr>,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
         let Val::Delayed(d) = keys else {
             return unsupported("grade of these arguments");
         };
         let n = d.dims[0].clone();
-        let dims = self.dims(&e.ty.shape)?;
         let out = self.alloc("grade", Elem::Int, dims, body);
+        let mut place = |_: &mut Self, at: Expr, item: Expr, each: &mut Vec<Stmt>| -> Res<()> {
+            each.push(Stmt::Store {
+                buf: out.buf,
+                index: out.cell(&[at]).offset,
+                value: item,
+            });
+            Ok(())
+        };
+        let stored = |a: &mut Self| a.stored_grade(keys, &n, &out);
+        self.by_key_range(keys, &n, &mut place, stored, body)?;
+        Ok(Val::Array(out))
+    }
+
+    /// The keys' range, by parts on the threads; where it spans fewer than
+    /// `SMALL_RANGE` values, the stable counting sort's passes, `place`
+    /// writing each item's code at its place in the order; otherwise
+    /// `stored`.
+    fn by_key_range(
+        &mut self,
+        keys: &Val<'m>,
+        n: &Expr,
+        place: Place<'_, 'm>,
+        stored: impl FnOnce(&mut Self) -> Res<Vec<Stmt>>,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
         let int = |var, value| Stmt::Let {
             var,
             elem: Elem::Int,
@@ -130,14 +183,169 @@ impl<'m> Alloc<'m> {
             op(">=", Expr::Var(span), Expr::Int(0)),
             op("<", Expr::Var(span), Expr::Int(SMALL_RANGE)),
         );
-        let counted = self.counting_grade(keys, &n, low, span, &out)?;
-        let stored = self.stored_grade(keys, &n, &out)?;
+        let counted = self.counting_grade(keys, n, low, span, place)?;
+        let stored = stored(self)?;
         body.push(Stmt::If {
             cond: small,
             then: counted,
             otherwise: stored,
         });
-        Ok(Val::Array(out))
+        Ok(())
+    }
+
+    /// The keys of `b`, a `let`'s binding of `(grade KEYS)`, where the
+    /// grade need not be made: KEYS a map the counting grade reads
+    /// delayed, the variable read only as the array of one map, which
+    /// `take*` or `drop*` keeps part of outside any map's cell or function
+    /// ([`Alloc::partition`]).
+    pub(super) fn graded(
+        &mut self,
+        b: &'m maps::Bind,
+        later: &'m [maps::Bind],
+        inner: &'m maps::Expr,
+    ) -> Res<Option<Val<'m>>> {
+        let Kind::App { func, args } = &b.value.kind else {
+            return Ok(None);
+        };
+        let [keys] = args.as_slice() else {
+            return Ok(None);
+        };
+        if prim_of(func) != Some("grade")
+            || self.loop_depth != 0
+            || !delayable(keys)
+            || !used_once_by_a_map(b.var, later, inner)
+            || !kept_in_part(b.var, later, inner)
+        {
+            return Ok(None);
+        }
+        let keys = Val::Delayed(Rc::new(Delayed {
+            map: keys,
+            scope: self.scope.clone(),
+            elem: elem_of(&keys.ty.atom)?,
+            dims: self.dims(&keys.ty.shape)?,
+            transposed: false,
+        }));
+        Ok(self.grades_a_map(std::slice::from_ref(&keys)).then_some(keys))
+    }
+
+    /// `take*` or `drop*` of `count` items from `from` (the others from
+    /// `skip`, `skipped` of them) of a map
+    /// over a grade not made (`graded`, the map's variable `var`): a stable
+    /// partition. Where the keys span a small range, the counting sort's
+    /// last pass computes each item's cell of the map (`var` its index)
+    /// straight into its place, if that place is kept (no grade, no
+    /// gather through it; a cell that can fail is computed for the others
+    /// too, unused); otherwise the grade is made and the map's kept items
+    /// computed through it.
+    pub(super) fn partition(
+        &mut self,
+        map: &Val<'m>,
+        (var, graded): (VarId, &Graded<'m>),
+        [(from, count), (skip, skipped)]: [(Expr, Expr); 2],
+        kept: &View,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let Val::Delayed(d) = map else {
+            return unsupported("a partition of this map");
+        };
+        let n = d.dims[0].clone();
+        let fails = !cannot_fail(d.map);
+        let keys = &graded.keys;
+        let mut place = |a: &mut Self, at: Expr, item: Expr, each: &mut Vec<Stmt>| -> Res<()> {
+            let mut then = Vec::new();
+            let x = a.graded_cell(d, var, item.clone(), at.clone(), &mut then)?;
+            then.push(Stmt::Store {
+                buf: kept.buf,
+                index: Expr::op("-", vec![at.clone(), from.clone()]),
+                value: x,
+            });
+            let mut otherwise = Vec::new();
+            if fails {
+                a.graded_cell(d, var, item, at.clone(), &mut otherwise)?;
+            }
+            each.push(Stmt::If {
+                cond: Expr::op(
+                    "and",
+                    vec![
+                        Expr::op(">=", vec![at.clone(), from.clone()]),
+                        Expr::op("<", vec![at, Expr::add(from.clone(), count.clone())]),
+                    ],
+                ),
+                then,
+                otherwise,
+            });
+            Ok(())
+        };
+        let stored = |a: &mut Self| -> Res<Vec<Stmt>> {
+            let mut stmts = Vec::new();
+            let order = a.alloc("grade", Elem::Int, vec![n.clone()], &mut stmts);
+            stmts.extend(a.stored_grade(keys, &n, &order)?);
+            let mut scope = d.scope.clone();
+            scope.vars.insert(var, Val::Array(order));
+            let through = Val::Delayed(Rc::new(Delayed {
+                map: d.map,
+                scope,
+                elem: d.elem,
+                dims: d.dims.clone(),
+                transposed: false,
+            }));
+            a.kept_items(&through, (from.clone(), count.clone()), kept, &mut stmts)?;
+            if fails {
+                let pass = a.items_pass(&through, skip, skipped, None)?;
+                stmts.push(pass);
+            }
+            Ok(stmts)
+        };
+        self.by_key_range(keys, &n, &mut place, stored, body)
+    }
+
+    /// The cell of the map of `d` at `at` whose variable `var` (its array
+    /// a grade) is `item`, its other variables their arrays' cells at
+    /// `at`; code into `each`.
+    fn graded_cell(
+        &mut self,
+        d: &Delayed<'m>,
+        var: VarId,
+        item: Expr,
+        at: Expr,
+        each: &mut Vec<Stmt>,
+    ) -> Res<Expr> {
+        let Kind::Map {
+            binds, body: cell, ..
+        } = &d.map.kind
+        else {
+            return unsupported("a partition of this map");
+        };
+        let saved = std::mem::replace(&mut self.scope, d.scope.clone());
+        self.delayed += 1;
+        let r = (|| {
+            for b in binds {
+                let v = if matches!(b.value.kind, Kind::Var(v) if v == var) {
+                    Val::Scalar(Elem::Int, item.clone())
+                } else {
+                    match self.value(&b.value, each)? {
+                        Val::Delayed(inner) if splits_at(inner.map, 1) => {
+                            self.delayed_cell(&inner, std::slice::from_ref(&at), each)?
+                        }
+                        v => match records::cell_val_of(&v, std::slice::from_ref(&at)) {
+                            Some(v) => v,
+                            None => return unsupported("a map over an array of functions"),
+                        },
+                    }
+                };
+                self.scope.vars.insert(b.var, v);
+            }
+            match self.delayed_cell_in(cell, &[], d.elem, each)? {
+                Val::Scalar(_, x) => Ok(x),
+                v => match cell_of(&v, &[]) {
+                    Some(v) if v.dims.is_empty() => Ok(v.load()),
+                    _ => unsupported("an element of a delayed map"),
+                },
+            }
+        })();
+        self.delayed -= 1;
+        self.scope = saved;
+        r
     }
 
     /// The key at `at` (code for it into `body`), computed inside a loop.
@@ -156,7 +364,7 @@ impl<'m> Alloc<'m> {
         n: &Expr,
         low: Var,
         span: Var,
-        out: &View,
+        place: Place<'_, 'm>,
     ) -> Res<Vec<Stmt>> {
         let int = |var, value| Stmt::Let {
             var,
@@ -187,7 +395,7 @@ impl<'m> Alloc<'m> {
             }],
         });
         // The slot of part p's count of the key at lo + i.
-        let pass = |a: &mut Self, write: bool| -> Res<Stmt> {
+        let mut pass = |a: &mut Self, write: bool| -> Res<Stmt> {
             let (p, lo, hi, i, slot, at) = (
                 a.fresh("part"),
                 a.fresh("lo"),
@@ -212,11 +420,15 @@ impl<'m> Alloc<'m> {
                 value: Expr::add(Expr::Var(at), Expr::Int(1)),
             });
             if write {
-                each.push(Stmt::Store {
-                    buf: out.buf,
-                    index: out.cell(&[Expr::Var(at)]).offset,
-                    value: Expr::add(Expr::Var(lo), Expr::Var(i)),
-                });
+                a.loop_depth += 2;
+                let r = place(
+                    a,
+                    Expr::Var(at),
+                    Expr::add(Expr::Var(lo), Expr::Var(i)),
+                    &mut each,
+                );
+                a.loop_depth -= 2;
+                r?;
             }
             Ok(Stmt::For {
                 index: p,
@@ -312,4 +524,48 @@ impl<'m> Alloc<'m> {
         });
         Ok(stmts)
     }
+}
+
+/// Whether the one map reading `var` (see `used_once_by_a_map`) is what
+/// `take*` or `drop*` keeps part of, outside any map's cell and any
+/// function (so that the `let` and it run at the same level).
+fn kept_in_part(var: VarId, later: &[maps::Bind], inner: &maps::Expr) -> bool {
+    let mut found = false;
+    let mut look = |e: &maps::Expr| {
+        let mut nested: Vec<*const maps::Expr> = Vec::new();
+        let mut kept: Vec<*const maps::Expr> = Vec::new();
+        e.each(&mut |x| match &x.kind {
+            Kind::Map { frame, body, .. } if !frame.is_scalar() => {
+                body.each(&mut |y| nested.push(std::ptr::from_ref(y)));
+            }
+            Kind::Array { atoms, .. } => {
+                for a in atoms {
+                    if let Atom::Lambda { body, .. }
+                    | Atom::TLambda { body, .. }
+                    | Atom::ILambda { body, .. } = a
+                    {
+                        body.each(&mut |y| nested.push(std::ptr::from_ref(y)));
+                    }
+                }
+            }
+            Kind::App { func, args } if matches!(prim_of(func), Some("take*" | "drop*")) => {
+                if let [_, m] = args.as_slice()
+                    && let Kind::Map { frame, binds, .. } = &m.kind
+                    && !frame.is_scalar()
+                    && binds
+                        .iter()
+                        .any(|b| matches!(b.value.kind, Kind::Var(v) if v == var))
+                {
+                    kept.push(std::ptr::from_ref(x));
+                }
+            }
+            _ => {}
+        });
+        found |= kept.iter().any(|k| !nested.contains(k));
+    };
+    for b in later {
+        look(&b.value);
+    }
+    look(inner);
+    found
 }

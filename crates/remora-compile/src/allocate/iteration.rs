@@ -1089,25 +1089,86 @@ impl<'m> Alloc<'m> {
         let dims = self.dims(&e.ty.shape)?;
         let out = self.alloc("scatter", elem, dims.clone(), body);
         self.copy(Val::Array(dest.clone()), &out, body)?;
-        let in_order = self.scatter_loop(&out, idx, src, false)?;
+        let whole = (Expr::Int(0), dims[0].clone());
         // At the outermost level, indices that (where in range) strictly
         // increase write each place at most once: the scatter of a
         // compaction (an exclusive scan of flags, selected) then runs on
         // every thread, after a check of the indices on every thread.
+        // Other indices (a permutation's, repeated ones) scatter in parts
+        // of the places, one thread each (as a hist's bins), each part
+        // scanning every item in order for its places: each place's last
+        // item is the one it keeps, on any number of threads.
         if self.loop_depth == 0
             && let Some(n) = src.dims.first()
         {
             let increasing = self.increasing(idx, n, &dims[0], body)?;
-            let parallel = self.scatter_loop(&out, idx, src, true)?;
+            let parallel = self.scatter_loop(&out, idx, src, &whole, true)?;
+            let parted = self.scatter_in_parts(&out, idx, src, n)?;
             body.push(Stmt::If {
                 cond: Expr::Var(increasing),
                 then: vec![parallel],
-                otherwise: vec![in_order],
+                otherwise: parted,
             });
             return Ok(Val::Array(out));
         }
+        let in_order = self.scatter_loop(&out, idx, src, &whole, false)?;
         body.push(in_order);
         Ok(Val::Array(out))
+    }
+
+    /// A scatter into `out` by parts of its places (as many as the
+    /// runtime's `rt_hist_parts` gives a hist of as many bins, items and
+    /// cell: one on one thread), the parts on the threads.
+    fn scatter_in_parts(&mut self, out: &View, idx: &Val<'m>, src: &View, n: &Expr) -> Res<Vec<Stmt>> {
+        let places = out.dims[0].clone();
+        let mut stmts = Vec::new();
+        let parts = self.alloc("parts", Elem::Int, Vec::new(), &mut stmts);
+        stmts.push(Stmt::Call {
+            func: "rt_hist_parts",
+            args: vec![
+                Expr::Addr {
+                    buf: parts.buf,
+                    index: Box::new(Expr::Int(0)),
+                },
+                places.clone(),
+                n.clone(),
+                product(&src.dims[1..]),
+            ],
+        });
+        let (count, p, lo, hi) = (
+            self.fresh("parts"),
+            self.fresh("p"),
+            self.fresh("lo"),
+            self.fresh("hi"),
+        );
+        stmts.push(Stmt::Let {
+            var: count,
+            elem: Elem::Int,
+            value: parts.load(),
+        });
+        let bound = |k: Expr| Expr::op("/", vec![Expr::mul(k, places.clone()), Expr::Var(count)]);
+        self.loop_depth += 1;
+        let part = self.scatter_loop(out, idx, src, &(Expr::Var(lo), Expr::Var(hi)), false);
+        self.loop_depth -= 1;
+        stmts.push(Stmt::For {
+            index: p,
+            count: Expr::Var(count),
+            parallel: true,
+            body: vec![
+                Stmt::Let {
+                    var: lo,
+                    elem: Elem::Int,
+                    value: bound(Expr::Var(p)),
+                },
+                Stmt::Let {
+                    var: hi,
+                    elem: Elem::Int,
+                    value: bound(Expr::add(Expr::Var(p), Expr::Int(1))),
+                },
+                part?,
+            ],
+        });
+        Ok(stmts)
     }
 
     /// Whether `scatter` of `args` takes its indices delayed: a vector
@@ -1119,8 +1180,15 @@ impl<'m> Alloc<'m> {
     }
 
     /// The loop of a scatter into `out`: item `i` of `src` copied to
-    /// item `idx[i]`, where that is in range.
-    fn scatter_loop(&mut self, out: &View, idx: &Val<'m>, src: &View, parallel: bool) -> Res<Stmt> {
+    /// item `idx[i]`, where that is in `places` (from, to).
+    fn scatter_loop(
+        &mut self,
+        out: &View,
+        idx: &Val<'m>,
+        src: &View,
+        places: &(Expr, Expr),
+        parallel: bool,
+    ) -> Res<Stmt> {
         let i = self.fresh("i");
         let j = self.fresh("j");
         let inner = self.in_loop(|a, inner| {
@@ -1136,8 +1204,18 @@ impl<'m> Alloc<'m> {
                 &out.cell(&[Expr::Var(j)]),
                 &mut then,
             )?;
+            let cond = match places {
+                (Expr::Int(0), to) => in_range(Expr::Var(j), to.clone()),
+                (from, to) => Expr::op(
+                    "and",
+                    vec![
+                        Expr::op(">=", vec![Expr::Var(j), from.clone()]),
+                        Expr::op("<", vec![Expr::Var(j), to.clone()]),
+                    ],
+                ),
+            };
             inner.push(Stmt::If {
-                cond: in_range(Expr::Var(j), out.dims[0].clone()),
+                cond,
                 then,
                 otherwise: Vec::new(),
             });

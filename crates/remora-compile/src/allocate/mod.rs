@@ -141,6 +141,9 @@ enum Val<'m> {
     Record(Vec<(String, Val<'m>)>),
     /// An array of boxes of different sizes, held ragged.
     Boxes(Rc<boxframes::BoxFrame>),
+    /// A `grade` not made yet (see [`compact::Graded`]); made where it is
+    /// read other than by a partition.
+    Graded(Rc<compact::Graded<'m>>),
 }
 
 /// See [`Val::Rotated`].
@@ -677,6 +680,11 @@ impl<'m> Alloc<'m> {
                 Ok(Val::Array(View::contiguous(buf, elem, dims)))
             }
             Kind::Var(v) => match self.scope.vars.get(v) {
+                Some(Val::Graded(g)) => {
+                    let g = g.clone();
+                    let dims = self.dims(&e.ty.shape)?;
+                    self.grade_of_keys(&g.keys, dims, body)
+                }
                 Some(x) => Ok(x.clone()),
                 None => unsupported(format!("the variable {}", self.name_of(*v))),
             },
@@ -1406,7 +1414,9 @@ impl<'m> Alloc<'m> {
                     self.into(&b.value, d, body)?;
                     return Ok(Val::Array(d.clone()));
                 }
-                let v = if used_once_by_a_map(b.var, &binds[i + 1..], inner) {
+                let v = if let Some(keys) = self.graded(b, &binds[i + 1..], inner)? {
+                    Val::Graded(Rc::new(compact::Graded { keys }))
+                } else if used_once_by_a_map(b.var, &binds[i + 1..], inner) {
                     self.value_lazy(&b.value, body)?
                 } else {
                     self.bound(&b.value, body)?
@@ -1531,6 +1541,11 @@ const FUSED_CONSUMERS: &[&str] = &[
     "scatter",
     // A grade of a map of Int keys (`Alloc::grades_a_map`).
     "grade",
+    // The items kept of a map of atoms (`Alloc::takes_of_map`).
+    "take*",
+    "drop*",
+    // A vector filtered by a map of flags (`Alloc::filters_a_vector`).
+    "filter",
 ];
 
 /// Whether `e` is a map whose elements can be computed one at a time where
@@ -1578,6 +1593,18 @@ fn is_fused_consumer(func: &maps::Expr) -> bool {
         f = func;
     }
     matches!(f.kind, Kind::Prim(name) if FUSED_CONSUMERS.contains(&name))
+}
+
+/// The intrinsic `func` names (with its type and index arguments).
+fn prim_of(func: &maps::Expr) -> Option<&'static str> {
+    let mut f = func;
+    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+        f = func;
+    }
+    match f.kind {
+        Kind::Prim(name) => Some(name),
+        _ => None,
+    }
 }
 
 /// Whether `func` is `reduce` or `reduce/zero` (with its type and index

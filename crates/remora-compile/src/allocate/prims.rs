@@ -49,6 +49,8 @@ impl<'m> Alloc<'m> {
                 "scan" => self.sum_scan_of_map(&args),
                 "scatter" => self.scatter_of_map(&args),
                 "grade" => self.grades_a_map(&args),
+                "take*" | "drop*" => self.takes_of_map(&args),
+                "filter" => self.loop_depth == 0 && self.filters_a_vector(&args),
                 _ => true,
             } {
             args

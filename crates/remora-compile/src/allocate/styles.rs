@@ -22,9 +22,15 @@ impl<'m> Alloc<'m> {
                 Some(self.count_fused(xs, body))
             }
             // `filter` of a vector where no loop encloses it: in parts on
-            // the threads.
-            ("filter", [Val::Array(flags), Val::Array(xs)]) if self.loop_depth == 0 && xs.dims.len() == 1 => {
-                Some(Ok(self.filter_in_parts(flags, xs, body)))
+            // the threads (its flags, a map that cannot fail, computed
+            // where they are read: no array of flags).
+            ("filter", [flags @ (Val::Array(_) | Val::Delayed(_)), xs])
+                if self.loop_depth == 0 && self.filters_a_vector(args) =>
+            {
+                Some(self.force(xs.clone(), body).and_then(|xs| match xs {
+                    Val::Array(xs) => self.filter_in_parts(flags, &xs, body),
+                    _ => unsupported("filter of these arguments"),
+                }))
             }
             _ => None,
         }
@@ -34,10 +40,16 @@ impl<'m> Alloc<'m> {
     /// kept ones (on the threads), the counts' running sums give each part
     /// its first place, then each part copies its kept items there (on the
     /// threads).
-    fn filter_in_parts(&mut self, flags: &View, xs: &View, body: &mut Vec<Stmt>) -> Val<'m> {
+    fn filter_in_parts(&mut self, flags: &Val<'m>, xs: &View, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         const PARTS: i64 = 64;
         let n = xs.dims[0].clone();
-        let flag = |i: Expr| Expr::op("bool->i", vec![flags.cell(&[i]).load()]);
+        // The flag at `i`, its code into `each` (two loops deep).
+        let flag = |a: &mut Self, i: Expr, each: &mut Vec<Stmt>| -> Res<Expr> {
+            a.loop_depth += 2;
+            let f = a.element(flags, &[i], each);
+            a.loop_depth -= 2;
+            f
+        };
         let starts = self.fresh("starts");
         body.push(Stmt::Alloc {
             buf: starts,
@@ -69,17 +81,17 @@ impl<'m> Alloc<'m> {
             elem: Elem::Int,
             value: Expr::Int(0),
         });
+        let mut each = Vec::new();
+        let f = flag(self, Expr::add(Expr::Var(lo), Expr::Var(i)), &mut each)?;
+        each.push(Stmt::Set {
+            var: c,
+            value: Expr::op("+", vec![Expr::Var(c), Expr::op("bool->i", vec![f])]),
+        });
         count_part.push(Stmt::For {
             index: i,
             count: Expr::op("-", vec![Expr::Var(hi), Expr::Var(lo)]),
             parallel: false,
-            body: vec![Stmt::Set {
-                var: c,
-                value: Expr::op(
-                    "+",
-                    vec![Expr::Var(c), flag(Expr::add(Expr::Var(lo), Expr::Var(i)))],
-                ),
-            }],
+            body: each,
         });
         count_part.push(Stmt::Store {
             buf: starts,
@@ -139,32 +151,32 @@ impl<'m> Alloc<'m> {
             elem: Elem::Int,
             value: Expr::load(starts, Expr::Var(p)),
         });
+        let mut each = vec![Stmt::Let {
+            var: k,
+            elem: Elem::Int,
+            value: Expr::add(Expr::Var(lo), Expr::Var(i)),
+        }];
+        let f = flag(self, Expr::Var(k), &mut each)?;
+        each.push(Stmt::If {
+            cond: f,
+            then: vec![
+                Stmt::Store {
+                    buf: dest,
+                    index: Expr::Var(at),
+                    value: xs.cell(&[Expr::Var(k)]).load(),
+                },
+                Stmt::Set {
+                    var: at,
+                    value: Expr::op("+", vec![Expr::Var(at), Expr::Int(1)]),
+                },
+            ],
+            otherwise: Vec::new(),
+        });
         copy_part.push(Stmt::For {
             index: i,
             count: Expr::op("-", vec![Expr::Var(hi), Expr::Var(lo)]),
             parallel: false,
-            body: vec![
-                Stmt::Let {
-                    var: k,
-                    elem: Elem::Int,
-                    value: Expr::add(Expr::Var(lo), Expr::Var(i)),
-                },
-                Stmt::If {
-                    cond: flags.cell(&[Expr::Var(k)]).load(),
-                    then: vec![
-                        Stmt::Store {
-                            buf: dest,
-                            index: Expr::Var(at),
-                            value: xs.cell(&[Expr::Var(k)]).load(),
-                        },
-                        Stmt::Set {
-                            var: at,
-                            value: Expr::op("+", vec![Expr::Var(at), Expr::Int(1)]),
-                        },
-                    ],
-                    otherwise: Vec::new(),
-                },
-            ],
+            body: each,
         });
         body.push(Stmt::For {
             index: p,
@@ -173,9 +185,27 @@ impl<'m> Alloc<'m> {
             body: copy_part,
         });
         let view = View::contiguous(dest, xs.elem, vec![Expr::Var(kept)]);
-        Val::Box {
+        Ok(Val::Box {
             witness: IndexVal::Dim(Expr::Var(kept)),
             payload: std::boxed::Box::new(Val::Array(view)),
+        })
+    }
+
+    /// Whether `filter` of `args` is of a vector (an array or a map) by
+    /// flags in an array or a map that cannot fail (then delayed: each
+    /// flag computed where it is read, twice).
+    pub(super) fn filters_a_vector(&self, args: &[Val<'m>]) -> bool {
+        let vector = |v: &Val<'m>| match v {
+            Val::Array(v) => v.dims.len() == 1,
+            Val::Delayed(d) => d.dims.len() == 1 && !d.transposed,
+            _ => false,
+        };
+        match args {
+            [Val::Delayed(d), xs] => {
+                vector(&args[0]) && d.elem == Elem::Bool && cannot_fail(d.map) && vector(xs)
+            }
+            [Val::Array(_), xs] => vector(&args[0]) && vector(xs),
+            _ => false,
         }
     }
 
