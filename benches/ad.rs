@@ -16,7 +16,9 @@
 //!
 //! Run with `cargo bench --bench ad`; `PYTHON` names the Python with NumPy
 //! (and JAX); `QUICK=1` uses a small batch and layers;
-//! `REMORA_ENGINE=interp|compiled` runs one engine (default both).
+//! `REMORA_ENGINE=interp|compiled` runs one engine (default both);
+//! `PROFILE_REPS=N` runs only the interpreter's gradient, N times, and
+//! prints its median (a run to profile, without the other sides).
 
 /// The allocator of the `remora` binary (see src/main.rs).
 #[global_allocator]
@@ -103,6 +105,12 @@ fn main() {
     let quick = std::env::var("QUICK").is_ok_and(|v| v == "1");
     let sizes = sizes(quick);
     let reps = if quick { 3 } else { 5 };
+    if let Some(n) = std::env::var("PROFILE_REPS").ok().and_then(|v| v.parse().ok()) {
+        let s = sizes.clone();
+        let (t, sum) = remora_syntax::stack::run_deep(move || interp(&s, n));
+        println!("interp median {:.3} ms, checksum {sum:.7}", ms(t));
+        return;
+    }
     if std::env::var_os("REMORA_BENCH_PEAK").is_some() {
         let s = sizes.clone();
         remora_syntax::stack::run_deep(move || interp(&s, 1));

@@ -273,7 +273,7 @@ fn pow_special(x: f32, y: f32, magnitude: f64) -> f32 {
 
 /// `f.tanh`: (e^2|x| − 1)/(e^2|x| + 1) with x's sign, from an e^t − 1
 /// that keeps its relative accuracy near 0.
-#[inline]
+#[inline(always)]
 pub fn tanh(x: f32) -> f32 {
     let a = f64::from(x.abs());
     let a = if a > 20.0 { 20.0 } else { a };
@@ -283,6 +283,20 @@ pub fn tanh(x: f32) -> f32 {
     let t = (em1 / (em1 + 2.0)) as f32;
     let t = if x.is_sign_negative() { -t } else { t };
     if x.is_nan() { x + x } else { t }
+}
+
+/// `tanh` of each of `xs` (no table: every step vectorises).
+pub fn tanh_lanes(xs: [f32; LANES]) -> [f32; LANES] {
+    widest(
+        #[inline(always)]
+        || {
+            let mut out = [0.0; LANES];
+            for l in 0..LANES {
+                out[l] = tanh(xs[l]);
+            }
+            out
+        },
+    )
 }
 
 /// `step` compiled for the widest vector instructions this machine has
@@ -613,18 +627,20 @@ mod tests {
             let mut y = x;
             y.rotate_left(n % LANES);
             let (e, l, p) = (exp_lanes(x), ln_lanes(x), pow_lanes(x, y));
+            let t = tanh_lanes(x);
             let logs = pow_log2_lanes(x);
             let p2 = pow_by_log2_lanes(x, logs, y);
             for k in 0..LANES {
                 assert!(same(p2[k], p[k]), "pow_by_log2_lanes at {:e}, {:e}", x[k], y[k]);
                 assert!(same(e[k], exp(x[k])), "exp_lanes at {:e}", x[k]);
                 assert!(same(l[k], ln(x[k])), "ln_lanes at {:e}", x[k]);
+                assert!(same(t[k], tanh(x[k])), "tanh_lanes at {:e}", x[k]);
                 assert!(same(p[k], pow(x[k], y[k])), "pow_lanes at {:e}, {:e}", x[k], y[k]);
             }
         }
     }
 
-    /// Every f32 through `exp_lanes` and `ln_lanes` (vectorised for this
+    /// Every f32 through `exp_lanes`, `ln_lanes` and `tanh_lanes` (vectorised for this
     /// machine's widest instructions) gives the scalar functions' bits,
     /// and `pow_lanes` every f32 base to a spread of exponents. Minutes in
     /// a debug build: `cargo test --release -p remora-interp -- --ignored`.
@@ -638,11 +654,14 @@ mod tests {
             for (l, slot) in x.iter_mut().enumerate() {
                 *slot = f32::from_bits((block * LANES as u64 + l as u64) as u32);
             }
-            let (e, g) = (exp_lanes(x), ln_lanes(x));
+            let (e, g, t) = (exp_lanes(x), ln_lanes(x), tanh_lanes(x));
             let y = [ys[(block % ys.len() as u64) as usize]; LANES];
             let p = pow_lanes(x, y);
             for k in 0..LANES {
-                let ok = same(e[k], exp(x[k])) && same(g[k], ln(x[k])) && same(p[k], pow(x[k], y[k]));
+                let ok = same(e[k], exp(x[k]))
+                    && same(g[k], ln(x[k]))
+                    && same(t[k], tanh(x[k]))
+                    && same(p[k], pow(x[k], y[k]));
                 bad += u64::from(!ok);
             }
         }

@@ -1,8 +1,9 @@
 //! The matrix product `[m k]·[k n]` (`matmul`, `f.matmul`) as a blocked,
 //! cache-friendly loop: `b` packed once into panels of `NR` columns,
-//! `KC` items deep; each band of rows of `a` packed into strips of `MR`
-//! rows; a register tile of `MR × NR` sums computed from one strip and one
-//! panel at a time. Nothing of size `m·k·n` is ever built.
+//! `KC` items deep; each band of rows of `a` taken as strips of `MR`
+//! rows, read in place where `a` is row-major or transposed (packed
+//! otherwise); a register tile of `MR × NR` sums computed from one strip
+//! and one panel at a time. Nothing of size `m·k·n` is ever built.
 //!
 //! Every sum runs over the items in order (`KC` at a time into the tile,
 //! each block added to the result in order), whatever the tile, the
@@ -203,6 +204,46 @@ impl<'a, T: Copy> Strided<'a, T> {
     }
 }
 
+/// Where a tile reads its `MR` rows of `a`, `kc` items each: item by item
+/// (each item's `MR` atoms together, `step` atoms after the last item's:
+/// packed, or a transposed `a` in place), or row by row (each row's items
+/// together: a row-major `a` in place). Either way nothing is copied for
+/// an `a` read in place.
+#[derive(Clone, Copy)]
+enum Strip<'a, T> {
+    Items { atoms: &'a [T], step: usize },
+    Rows(&'a [&'a [T]]),
+}
+
+impl<T: Copy> Strip<'_, T> {
+    /// Feeds `step` each item's `MR` atoms with the panel's item, in order.
+    #[inline(always)]
+    fn items<const MR: usize, B>(self, panel: &[B], mut step: impl FnMut([T; MR], &B)) {
+        match self {
+            Strip::Items { atoms, step: apart } if apart == MR => {
+                let (strip, _) = atoms.as_chunks::<MR>();
+                for (a, b) in strip.iter().zip(panel) {
+                    step(*a, b);
+                }
+            }
+            Strip::Items { atoms, step: apart } => {
+                for (kk, b) in panel.iter().enumerate() {
+                    let a = &atoms[kk * apart..kk * apart + MR];
+                    step(std::array::from_fn(|r| a[r]), b);
+                }
+            }
+            Strip::Rows(rows) => {
+                // (`band` gives `MR` rows of at least `kc` items.)
+                let kc = panel.len();
+                let rows: [&[T]; MR] = std::array::from_fn(|r| &rows[r][..kc]);
+                for (kk, b) in panel.iter().enumerate() {
+                    step(std::array::from_fn(|r| rows[r][kk]), b);
+                }
+            }
+        }
+    }
+}
+
 /// A register tile: the `MR × NR` sums over a strip's and a panel's items.
 trait Tile<T: Ring>: Copy + Send + Sync {
     /// Rows of the tile.
@@ -212,7 +253,7 @@ trait Tile<T: Ring>: Copy + Send + Sync {
     /// The sums of `strip` (`kc` items of `MR` atoms) times `panel` (`kc`
     /// items of `NR` atoms), each over the items in order from zero,
     /// into `out` (`MR` rows of `NR`).
-    fn sums(self, strip: &[T], panel: &[T], out: &mut [T]);
+    fn sums(self, strip: Strip<'_, T>, panel: &[T], out: &mut [T]);
 }
 
 /// The tile of plain loops: 4 × 8 (two SSE vectors of f32 lanes per row).
@@ -224,17 +265,20 @@ impl<T: Ring> Tile<T> for Portable {
     const NR: usize = 8;
 
     #[inline(always)]
-    fn sums(self, strip: &[T], panel: &[T], out: &mut [T]) {
+    fn sums(self, strip: Strip<'_, T>, panel: &[T], out: &mut [T]) {
         let mut acc = [[T::ZERO; 8]; 4];
-        let (strip, _) = strip.as_chunks::<4>();
         let (panel, _) = panel.as_chunks::<8>();
-        for (a, b) in strip.iter().zip(panel) {
-            for r in 0..4 {
-                for c in 0..8 {
-                    acc[r][c] = acc[r][c].mul_add(a[r], b[c]);
+        strip.items(
+            panel,
+            #[inline(always)]
+            |a: [T; 4], b| {
+                for r in 0..4 {
+                    for c in 0..8 {
+                        acc[r][c] = acc[r][c].mul_add(a[r], b[c]);
+                    }
                 }
-            }
-        }
+            },
+        );
         for (row, sums) in out.chunks_exact_mut(8).zip(&acc) {
             row.copy_from_slice(sums);
         }
@@ -252,14 +296,14 @@ impl<S: Simd, const MR: usize> Tile<f32> for Wide<S, MR> {
     const MR: usize = MR;
     const NR: usize = 2 * S::F32_LANES;
 
-    fn sums(self, strip: &[f32], panel: &[f32], out: &mut [f32]) {
+    fn sums(self, strip: Strip<'_, f32>, panel: &[f32], out: &mut [f32]) {
         self.simd.vectorize(WideSums::<MR> { strip, panel, out })
     }
 }
 
 /// [`Wide`]'s loop, run with the CPU's vector instructions enabled.
 struct WideSums<'a, const MR: usize> {
-    strip: &'a [f32],
+    strip: Strip<'a, f32>,
     panel: &'a [f32],
     out: &'a mut [f32],
 }
@@ -271,16 +315,19 @@ impl<const MR: usize> WithSimd for WideSums<'_, MR> {
     fn with_simd<S: Simd>(self, simd: S) {
         let zero = simd.splat_f32s(0.0);
         let mut acc = [[zero; 2]; MR];
-        let (strip, _) = self.strip.as_chunks::<MR>();
         let (panel, _) = S::as_simd_f32s(self.panel);
-        for (a, b) in strip.iter().zip(panel.chunks_exact(2)) {
-            let (b0, b1) = (b[0], b[1]);
-            for r in 0..MR {
-                let x = simd.splat_f32s(a[r]);
-                acc[r][0] = simd.add_f32s(acc[r][0], simd.mul_f32s(x, b0));
-                acc[r][1] = simd.add_f32s(acc[r][1], simd.mul_f32s(x, b1));
-            }
-        }
+        let (panel, _) = panel.as_chunks::<2>();
+        self.strip.items(
+            panel,
+            #[inline(always)]
+            |a: [f32; MR], &[b0, b1]| {
+                for r in 0..MR {
+                    let x = simd.splat_f32s(a[r]);
+                    acc[r][0] = simd.add_f32s(acc[r][0], simd.mul_f32s(x, b0));
+                    acc[r][1] = simd.add_f32s(acc[r][1], simd.mul_f32s(x, b1));
+                }
+            },
+        );
         let (out, _) = S::as_mut_simd_f32s(self.out);
         for (row, sums) in out.chunks_exact_mut(2).zip(&acc) {
             row.copy_from_slice(sums);
@@ -389,54 +436,28 @@ fn band<T: Ring, K: Tile<T>>(
     let mc = rows.len() / n;
     let strips = mc.div_ceil(mr);
     let panels = n.div_ceil(nr);
-    let mut strip_pack = crate::kernel::buffer(strips * mr * KC.min(k))?;
+    let mut band_strips = BandStrips {
+        a: *a,
+        row,
+        mc,
+        mr,
+        k0: 0,
+        kc: 0,
+        rows: Vec::new(),
+        pack: Vec::new(),
+        packed_from: 0,
+    };
     let mut sums = vec![T::ZERO; mr * nr];
     for k0 in (0..k).step_by(KC) {
         let kc = KC.min(k - k0);
-        // The band's rows of `a`, items k0 .. k0 + kc, as strips of MR
-        // rows, item by item (rows past the end are zeros).
-        strip_pack.clear();
-        strip_pack.resize(strips * kc * mr, T::ZERO);
-        if a.row == 1 {
-            // A transposed `a`: an item's atoms for the band's rows lie
-            // together, read in order and placed strip by strip.
-            for kk in 0..kc {
-                let from = a.offset + (k0 + kk) * a.col + row;
-                let atoms = a.data.get(from..from + mc).ok_or(OUT_OF_BOUNDS)?;
-                for (strip, live) in strip_pack.chunks_exact_mut(kc * mr).zip(atoms.chunks(mr)) {
-                    let to = &mut strip[kk * mr..kk * mr + mr];
-                    if live.len() == mr {
-                        // (`mr` a constant: a copy the compiler writes out.)
-                        to.copy_from_slice(&live[..K::MR]);
-                    } else {
-                        to[..live.len()].copy_from_slice(live);
-                    }
-                }
-            }
-        }
-        // Else each row read along its items, its atoms placed `mr` apart.
-        for (s, strip) in strip_pack
-            .chunks_exact_mut(kc * mr)
-            .enumerate()
-            .filter(|_| a.row != 1)
-        {
-            for r in 0..mr.min(mc - s * mr) {
-                let from = a.offset + (row + s * mr + r) * a.row + k0 * a.col;
-                let span = (kc - 1) * a.col + 1;
-                let atoms = a.data.get(from..from + span).ok_or(OUT_OF_BOUNDS)?;
-                for (item, x) in strip.chunks_exact_mut(mr).zip(atoms.iter().step_by(a.col.max(1))) {
-                    item[r] = *x;
-                }
-            }
-        }
+        band_strips.items(k0, kc)?;
         let block = &packed[k0 * panels * nr..(k0 + kc) * panels * nr];
         for p in 0..panels {
             let panel = &block[p * kc * nr..(p + 1) * kc * nr];
             let j0 = p * nr;
             let w = nr.min(n - j0);
             for s in 0..strips {
-                let strip = &strip_pack[s * kc * mr..(s + 1) * kc * mr];
-                t.sums(strip, panel, &mut sums);
+                t.sums(band_strips.strip(s), panel, &mut sums);
                 let live = mc.saturating_sub(s * mr).min(mr);
                 for (r, tile_row) in sums.chunks_exact(nr).enumerate().take(live) {
                     let at = (s * mr + r) * n + j0;
@@ -449,6 +470,91 @@ fn band<T: Ring, K: Tile<T>>(
     }
     Ok(())
 }
+
+/// The strips of `mr` of the `mc` rows `row ..` of `a`, items `k0 .. k0 +
+/// kc`, where the tile finds them. A row-major `a` (each row's items one
+/// after another) is read in place row by row, the rows past the band's
+/// last repeating it (their sums are not kept). A transposed `a` (each
+/// item's atoms for the band's rows one after another) is read in place
+/// item by item, from the first strip on whose `mr` atoms do not all lie
+/// within the buffer (the last), which is packed. Any other `a` is
+/// packed, item by item (rows past the end are zeros).
+struct BandStrips<'a, T> {
+    a: Strided<'a, T>,
+    row: usize,
+    mc: usize,
+    mr: usize,
+    k0: usize,
+    kc: usize,
+    /// A row-major `a`'s rows, each from item `k0`.
+    rows: Vec<&'a [T]>,
+    /// The packed strips, from strip `packed_from` on.
+    pack: Vec<T>,
+    packed_from: usize,
+}
+
+impl<'a, T: Ring> BandStrips<'a, T> {
+    /// Makes ready the strips of items `k0 .. k0 + kc`.
+    fn items(&mut self, k0: usize, kc: usize) -> Result<(), &'static str> {
+        let (a, mr, mc) = (self.a, self.mr, self.mc);
+        let strips = mc.div_ceil(mr);
+        (self.k0, self.kc) = (k0, kc);
+        if a.col == 1 {
+            self.rows.clear();
+            for r in 0..strips * mr {
+                let from = a.offset + (self.row + r.min(mc - 1)) * a.row + k0;
+                self.rows.push(a.data.get(from..from + kc).ok_or(OUT_OF_BOUNDS)?);
+            }
+            return Ok(());
+        }
+        self.packed_from = if a.row == 1 {
+            // The strips whose last item's `mr` atoms lie within the buffer.
+            let room = a
+                .data
+                .len()
+                .saturating_sub(a.offset + (k0 + kc - 1) * a.col + self.row);
+            (room / mr).min(strips)
+        } else {
+            0
+        };
+        let first = self.row + self.packed_from * mr;
+        let rows = mc.saturating_sub(self.packed_from * mr);
+        self.pack.clear();
+        self.pack.resize(rows.div_ceil(mr) * kc * mr, T::ZERO);
+        for (s, strip) in self.pack.chunks_exact_mut(kc * mr).enumerate() {
+            for r in 0..mr.min(rows - s * mr) {
+                let from = a.offset + (first + s * mr + r) * a.row + k0 * a.col;
+                let span = (kc - 1) * a.col + 1;
+                let atoms = a.data.get(from..from + span).ok_or(OUT_OF_BOUNDS)?;
+                for (item, x) in strip.chunks_exact_mut(mr).zip(atoms.iter().step_by(a.col.max(1))) {
+                    item[r] = *x;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Strip `s`.
+    fn strip(&self, s: usize) -> Strip<'_, T> {
+        let (a, mr, kc) = (&self.a, self.mr, self.kc);
+        if a.col == 1 {
+            Strip::Rows(&self.rows[s * mr..(s + 1) * mr])
+        } else if s < self.packed_from {
+            let from = a.offset + self.k0 * a.col + self.row + s * mr;
+            Strip::Items {
+                atoms: &a.data[from..from + (kc - 1) * a.col + mr],
+                step: a.col,
+            }
+        } else {
+            let s = s - self.packed_from;
+            Strip::Items {
+                atoms: &self.pack[s * kc * mr..(s + 1) * kc * mr],
+                step: mr,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -532,6 +638,28 @@ mod tests {
             matmul(&a, &b, m, k, n).map(bits)
         );
         assert!(matmul_strided(view(&at, 1, m + 1), view(&bt, 1, k), m, k, n).is_err());
+        // Row-major views whose rows lie further apart than their items
+        // (the left columns of wider matrices), read in place, and a
+        // transposed `a` with room after it (every strip in place).
+        let (wa, wb) = (k + 3, n + 5);
+        let mut aw = vec![9.0f32; 1 + m * wa];
+        let mut bw = vec![9.0f32; 1 + k * wb];
+        for i in 0..m {
+            aw[1 + i * wa..1 + i * wa + k].copy_from_slice(&a[i * k..(i + 1) * k]);
+        }
+        for p in 0..k {
+            bw[1 + p * wb..1 + p * wb + n].copy_from_slice(&b[p * n..(p + 1) * n]);
+        }
+        let roomy = [at.as_slice(), &[9.0; 16]].concat();
+        for (a_view, b_view) in [
+            (view(&aw, wa, 1), view(&bw, wb, 1)),
+            (view(&roomy, 1, m), view(&bw, wb, 1)),
+        ] {
+            assert_eq!(
+                matmul_strided(a_view, b_view, m, k, n).map(bits),
+                matmul(&a, &b, m, k, n).map(bits)
+            );
+        }
     }
 
     #[test]

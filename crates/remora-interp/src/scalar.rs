@@ -405,7 +405,7 @@ fn unary<F>(name: &str, a: &Data<F>, la: &Layout, shape: &[usize]) -> Result<Dat
         ("sqrt" | "f.sqrt", Data::Float(v)) => un!(v, Float, f32::sqrt),
         ("f.ln", Data::Float(v)) => lanes!(v, crate::fmath::ln_lanes, crate::fmath::ln),
         ("f.exp", Data::Float(v)) => lanes!(v, crate::fmath::exp_lanes, crate::fmath::exp),
-        ("f.tanh", Data::Float(v)) => un!(v, Float, crate::fmath::tanh),
+        ("f.tanh", Data::Float(v)) => lanes!(v, crate::fmath::tanh_lanes, crate::fmath::tanh),
         ("i->f", Data::Int(v)) => un!(v, Float, |x: i64| x as f32),
         ("i->bool", Data::Int(v)) => un!(v, Bool, |x: i64| x != 0),
         ("bool->i", Data::Bool(v)) => un!(v, Int, i64::from),
