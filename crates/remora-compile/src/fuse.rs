@@ -13,8 +13,13 @@
 //! nothing else moves, so what is computed, and in what order for each
 //! cell, is unchanged. Chains fuse to one map: a whole-array expression of
 //! elementwise steps becomes one map whose body is the steps for one cell.
+//!
+//! A lambda written in place and applied to variables (a lifted `(fn ((e
+//! Float)) …)`, the map's cell its argument) is a `let` of its parameters
+//! first, so that the maps of its body fuse, or stay delayed, as a named
+//! function's do.
 
-use crate::maps::{Bind, Decl, Expr, Kind, Program};
+use crate::maps::{Atom, Bind, Decl, Expr, Kind, Program};
 use remora_check::typed::VarId;
 use remora_types::Shape;
 
@@ -65,8 +70,49 @@ fn fuse(e: &Expr, names: &mut Vec<String>) -> Expr {
     let e = e.map_children(&mut |c| fuse(c, names));
     match e.kind {
         Kind::Map { frame, binds, body } if frame.is_scalar() => fuse_let(binds, *body, e.ty, names),
+        Kind::App { func, args } => match applied_lambda(&func, &args) {
+            Some((binds, body)) => fuse_let(binds, body, e.ty, names),
+            None => Expr {
+                kind: Kind::App { func, args },
+                ty: e.ty,
+            },
+        },
         kind => Expr { kind, ty: e.ty },
     }
+}
+
+/// `((λ (x) (λ (y) body)) a b)`, a lambda written in place applied to
+/// variables: its parameters bound to them and its body, `(let ((x a) (y
+/// b)) body)` (each variable is bound once in the program, so nothing is
+/// captured). The same cells in the same names, the same steps.
+fn applied_lambda(func: &Expr, args: &[Expr]) -> Option<(Vec<Bind>, Expr)> {
+    let mut binds = Vec::with_capacity(args.len());
+    let mut f = func;
+    for a in args {
+        let (Kind::Var(_), Kind::Array { shape, atoms }) = (&a.kind, &f.kind) else {
+            return None;
+        };
+        let (
+            [],
+            [
+                Atom::Lambda {
+                    param,
+                    param_ty,
+                    body,
+                },
+            ],
+        ) = (shape.as_slice(), atoms.as_slice())
+        else {
+            return None;
+        };
+        binds.push(Bind {
+            var: *param,
+            ty: param_ty.clone(),
+            value: a.clone(),
+        });
+        f = body;
+    }
+    (!binds.is_empty()).then(|| (binds, f.clone()))
 }
 
 /// `b` appended to `out`, the bindings of a `let` it is bound to first.
