@@ -34,6 +34,7 @@ mod files;
 mod folds;
 mod gather;
 mod iteration;
+mod lanes;
 mod order;
 mod prims;
 mod records;
@@ -291,6 +292,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     trace::in_order(&mut body);
     contract::contractions(&mut body);
     styles::turn_lifted_sums(&mut body, &mut a.out.names);
+    lanes::cells_in_lanes(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
