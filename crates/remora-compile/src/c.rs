@@ -128,6 +128,10 @@ pub fn emit(p: &Program) -> String {
             Written::Buffer(b) => {
                 results.insert(*b);
             }
+            Written::From { buf, offset } => {
+                results.insert(*buf);
+                written.push(offset);
+            }
             Written::Scalar(x) => written.push(x),
         }
     }
@@ -139,6 +143,7 @@ pub fn emit(p: &Program) -> String {
         let n = o.dims.len();
         let data = match &o.value {
             Written::Buffer(b) => v(*b),
+            Written::From { buf, offset } => format!("({} + {})", v(*buf), e.expr(offset)),
             Written::Scalar(x) => {
                 let _ = writeln!(main, "  {{ {} out = {};", ctype(o.elem), e.expr(x));
                 "&out".to_string()

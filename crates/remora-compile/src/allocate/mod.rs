@@ -511,8 +511,9 @@ impl<'m> Alloc<'m> {
     }
 
     /// How an output of `dims` writes `v`: a scalar as it is, a whole
-    /// buffer of that shape as it is, anything else copied into a buffer
-    /// of its own first.
+    /// buffer of that shape as it is (or its atoms from an offset on, a
+    /// dense run of them), anything else copied into a buffer of its own
+    /// first.
     fn written(
         &mut self,
         v: Val<'m>,
@@ -525,6 +526,10 @@ impl<'m> Alloc<'m> {
             Val::Array(view) if self.is_whole(&view) && view.dims.len() == dims.len() => {
                 loops::Written::Buffer(view.buf)
             }
+            Val::Array(view) if view.is_dense() && view.dims.len() == dims.len() => loops::Written::From {
+                buf: view.buf,
+                offset: view.offset,
+            },
             v => {
                 let dest = self.alloc("result", elem, dims.to_vec(), body);
                 self.copy(v, &dest, body)?;
