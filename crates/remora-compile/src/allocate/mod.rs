@@ -1557,8 +1557,10 @@ const FUSED_CONSUMERS: &[&str] = &[
     // through a map of indices (`Alloc::scatter_of_map`); others computed.
     "scan",
     "scatter",
-    // A grade of a map of Int keys (`Alloc::grades_a_map`).
+    // A grade of a map of Int keys (`Alloc::grades_a_map`), a hist by a
+    // map of bin numbers (`Alloc::hist_of_map`).
     "grade",
+    "hist",
 ];
 
 /// Whether `e` is a map whose elements can be computed one at a time where

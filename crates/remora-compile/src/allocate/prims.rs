@@ -53,6 +53,7 @@ impl<'m> Alloc<'m> {
                     "scan" => self.sum_scan_of_map(&args),
                     "scatter" => self.scatter_of_map(&args),
                     "grade" => self.grades_a_map(&args),
+                    "hist" => self.hist_of_map(&args),
                     _ => true,
                 } {
             args
