@@ -36,6 +36,7 @@ mod gather;
 mod iteration;
 mod lanes;
 mod order;
+mod powers;
 mod prims;
 mod records;
 mod styles;
@@ -295,6 +296,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     trace::in_order(&mut body);
     contract::contractions(&mut body);
     styles::turn_lifted_sums(&mut body, &mut a.out.names);
+    powers::shared_logs(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
