@@ -128,6 +128,10 @@ pub fn emit(p: &Program) -> String {
             Written::Buffer(b) => {
                 results.insert(*b);
             }
+            Written::From { buf, offset } => {
+                results.insert(*buf);
+                written.push(offset);
+            }
             Written::Scalar(x) => written.push(x),
         }
     }
@@ -139,6 +143,7 @@ pub fn emit(p: &Program) -> String {
         let n = o.dims.len();
         let data = match &o.value {
             Written::Buffer(b) => v(*b),
+            Written::From { buf, offset } => format!("({} + {})", v(*buf), e.expr(offset)),
             Written::Scalar(x) => {
                 let _ = writeln!(main, "  {{ {} out = {};", ctype(o.elem), e.expr(x));
                 "&out".to_string()
@@ -947,7 +952,11 @@ fn op_c(op: &str, a: &[String]) -> String {
         "random.uniform" => bin("rt_random_uniform"),
         "random.normal" => bin("rt_random_normal"),
         "random.int" => format!("rt_random_int({}, {}, {}, {})", a[0], a[1], a[2], a[3]),
-        // Not primitives of the language: `searchsorted` by element type
+        // Not primitives of the language: `f.^` in two halves (see
+        // `allocate/powers.rs`), log2 |x| held in an Int's bits …
+        "pow.log2" => un("rt_pow_log2_bits"),
+        "pow.by-log2" => format!("rt_pow_by_log2_bits({}, {}, {})", a[0], a[1], a[2]),
+        // … and `searchsorted` by element type
         // (breakpoints' address, stride, count, value, right?).
         "search.int" | "search.float" | "search.bool" => {
             format!("rt_search_{}({})", &op[7..], a.join(", "))

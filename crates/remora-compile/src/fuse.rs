@@ -19,6 +19,10 @@
 //!
 //! First, calls of the program's functions of whole arrays (outside the
 //! maps that lift them) are inlined, so that their maps meet the caller's.
+//! A lambda written in place and applied to variables (a lifted `(fn ((e
+//! Float)) …)`, the map's cell its argument) is a `let` of its parameters
+//! first, so that the maps of its body fuse, or stay delayed, as a named
+//! function's do.
 
 use crate::maps::{Atom, Bind, Decl, Expr, Kind, Program};
 use remora_check::typed::VarId;
@@ -166,8 +170,37 @@ fn fuse(e: &Expr, names: &mut Vec<String>) -> Expr {
     let e = e.map_children(&mut |c| fuse(c, names));
     match e.kind {
         Kind::Map { frame, binds, body } if frame.is_scalar() => fuse_let(binds, *body, e.ty, names),
+        Kind::App { func, args } => match applied_lambda(&func, &args) {
+            Some((binds, body)) => fuse_let(binds, body, e.ty, names),
+            None => Expr {
+                kind: Kind::App { func, args },
+                ty: e.ty,
+            },
+        },
         kind => Expr { kind, ty: e.ty },
     }
+}
+
+/// `((λ (x) (λ (y) body)) a b)`, a lambda written in place applied to
+/// variables: its parameters bound to them and its body, `(let ((x a) (y
+/// b)) body)` (each variable is bound once in the program, so nothing is
+/// captured). The same cells in the same names, the same steps.
+fn applied_lambda(func: &Expr, args: &[Expr]) -> Option<(Vec<Bind>, Expr)> {
+    let mut binds = Vec::with_capacity(args.len());
+    let mut f = func;
+    for a in args {
+        let Kind::Var(_) = a.kind else {
+            return None;
+        };
+        let (param, param_ty, body) = lambda(f)?;
+        binds.push(Bind {
+            var: *param,
+            ty: param_ty.clone(),
+            value: a.clone(),
+        });
+        f = body;
+    }
+    (!binds.is_empty()).then(|| (binds, f.clone()))
 }
 
 /// `b` appended to `out`, the bindings of a `let` it is bound to first.

@@ -257,6 +257,12 @@ pub enum Witness {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Written {
     Buffer(Var),
+    /// A buffer's atoms from `offset` on (the `tail` of a scan's result:
+    /// no copy).
+    From {
+        buf: Var,
+        offset: Expr,
+    },
     Scalar(Expr),
 }
 
@@ -351,6 +357,7 @@ impl Program {
             let dims: Vec<String> = o.dims.iter().map(|d| self.expr(d)).collect();
             let what = match &o.value {
                 Written::Buffer(b) => self.var(*b),
+                Written::From { buf, offset } => format!("(from {} {})", self.var(*buf), self.expr(offset)),
                 Written::Scalar(e) => self.expr(e),
             };
             if let Some(r) = &o.record {
@@ -534,6 +541,10 @@ pub fn verify(p: &Program) -> Result<(), String> {
     for o in &p.outputs {
         match &o.value {
             Written::Buffer(b) => v.expect(p, *b, Kind::Buffer(o.elem))?,
+            Written::From { buf, offset } => {
+                v.expect(p, *buf, Kind::Buffer(o.elem))?;
+                v.expr(p, offset)?
+            }
             Written::Scalar(e) => v.expr(p, e)?,
         }
         for d in &o.dims {

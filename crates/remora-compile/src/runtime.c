@@ -1408,14 +1408,19 @@ static inline float rt_logf(float x) {
   y = x < 0.0f ? NAN : y;
   return isnan(x) ? x + x : y;
 }
-static inline float rt_powf(float x, float y) {
+/* x^y in two halves: log2 |x| (the costlier, which depends on x alone:
+ * computed once for a base raised to many exponents), then the power from
+ * it. rt_powf is the one after the other. */
+static inline double rt_pow_log2(float x) {
   float ax = fabsf(x);
   uint64_t i;
   double q;
   double e = rt_ln_parts((double)ax, &i, &q);
   double l = e + (rt_log2_c[i] + q * RT_INV_LN2);
   l = ax == 0.0f ? -INFINITY : l;
-  l = ax == INFINITY ? INFINITY : l;
+  return ax == INFINITY ? INFINITY : l;
+}
+static inline float rt_pow_by_log2(float x, double l, float y) {
   float magnitude = (float)rt_exp2_core((double)y * l);
   float ay = fabsf(y);
   bool big = ay >= 8388608.0f;
@@ -1428,6 +1433,13 @@ static inline float rt_powf(float x, float y) {
   r = isnan(x) || isnan(y) ? NAN : r;
   r = x == -1.0f && ay == INFINITY ? 1.0f : r;
   return x == 1.0f || y == 0.0f ? 1.0f : r;
+}
+static inline float rt_powf(float x, float y) { return rt_pow_by_log2(x, rt_pow_log2(x), y); }
+/* The halves with log2 |x| held in an Int (its bits), as a loop's buffer
+ * of them holds it. */
+static inline int64_t rt_pow_log2_bits(float x) { return (int64_t)rt_bits(rt_pow_log2(x)); }
+static inline float rt_pow_by_log2_bits(float x, int64_t l, float y) {
+  return rt_pow_by_log2(x, rt_from_bits((uint64_t)l), y);
 }
 static inline float rt_tanhf(float x) {
   double a = (double)fabsf(x);

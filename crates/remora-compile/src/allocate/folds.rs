@@ -113,7 +113,7 @@ fn mentions(e: &Expr, vars: &[Var]) -> bool {
 
 /// Whether `e` cannot fail (no division, power, shift or checked
 /// dimension arithmetic).
-fn cannot_fail(e: &Expr) -> bool {
+pub(super) fn cannot_fail(e: &Expr) -> bool {
     match e {
         Expr::Op { op, args } => {
             !matches!(*op, "/" | "mod" | "^" | "shl" | "shr" | "dim+" | "dim*" | "wrap")

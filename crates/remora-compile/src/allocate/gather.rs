@@ -25,6 +25,9 @@ impl<'m> Alloc<'m> {
             ("take" | "drop" | "take-right" | "drop-right", [Val::Array(xs)]) if !xs.dims.is_empty() => {
                 self.slice(name, xs, e)
             }
+            ("take" | "drop" | "take-right" | "drop-right", [Val::Rotated(r)]) => {
+                self.slice_rotation(name, r, e, body)
+            }
             ("reshape", [Val::Scalar(elem, x)]) => {
                 // A scalar's one atom, laid out in the target shape.
                 let one = self.alloc("one", *elem, Vec::new(), body);
@@ -176,6 +179,7 @@ impl<'m> Alloc<'m> {
         Ok(Val::Rotated(Rotation {
             src: xs.clone(),
             split: Expr::Var(split),
+            dims: xs.dims.clone(),
         }))
     }
 
@@ -236,6 +240,41 @@ impl<'m> Alloc<'m> {
         v.offset = Expr::add(v.offset, Expr::mul(start, xs.strides[0].clone()));
         v.dims[0] = n;
         Ok(Val::Array(v))
+    }
+
+    /// `take`, `drop` … of a rotation: a rotation of fewer items, its
+    /// first item further on (no copy; the items still wrap around the
+    /// source).
+    fn slice_rotation(
+        &mut self,
+        name: &str,
+        r: &Rotation,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let dims = self.dims(&e.ty.shape)?;
+        let Some(n) = dims.first().cloned() else {
+            return unsupported(format!("{name} to a scalar"));
+        };
+        let start = match name {
+            "take" | "drop-right" => Expr::Int(0),
+            _ => Expr::op("-", vec![r.dims[0].clone(), n.clone()]),
+        };
+        // The first item's place in the source, in [0, d) again.
+        let d = r.src.dims[0].clone();
+        let split = match start {
+            Expr::Int(0) => r.split.clone(),
+            start => self.named_int(
+                "split",
+                Expr::op("wrap", vec![Expr::add(r.split.clone(), start), d]),
+                body,
+            ),
+        };
+        Ok(Val::Rotated(Rotation {
+            src: r.src.clone(),
+            split,
+            dims,
+        }))
     }
 
     /// `(windows xs)`: window `i`'s item `j` is item `i + j`, a view.

@@ -77,7 +77,9 @@ impl<'m> Alloc<'m> {
             ("scan", [_, z, xs @ Val::Delayed(_)]) => self.sum_scan_delayed(z, xs, e, body),
             ("iscan", [op, Val::Array(xs)]) => self.iscan(op, xs, e, body),
             ("fold-right", [op, z, Val::Array(xs)]) => self.fold_right(op, z, xs, e, body),
-            ("hist", [op, ne, Val::Array(idx), Val::Array(xs)]) => self.hist(op, ne, idx, xs, e, body),
+            ("hist", [op, ne, idx @ (Val::Array(_) | Val::Delayed(_)), Val::Array(xs)]) => {
+                self.hist(op, ne, idx, xs, e, body)
+            }
             ("scatter", [dest, idx @ (Val::Array(_) | Val::Delayed(_)), src]) => {
                 // (The indices only may come delayed: the others computed.)
                 let dest = self.force(dest.clone(), body);
@@ -756,13 +758,27 @@ impl<'m> Alloc<'m> {
         Ok(Self::state_val(&s))
     }
 
+    /// Whether `hist` of `args` takes its bin numbers delayed (a map of
+    /// Ints at the outermost level that cannot fail, each item's bin
+    /// computed where the hist reads it): it does where it combines its
+    /// items in parts (`hist_by_items`), else they are computed first.
+    pub(super) fn hist_of_map(&self, args: &[Val<'m>]) -> bool {
+        matches!(args, [_, Val::Scalar(Elem::Int, _), Val::Delayed(d), Val::Array(xs)]
+            if self.loop_depth == 0
+                && d.dims.len() == 1
+                && xs.dims.len() == 1
+                && d.elem == Elem::Int
+                && !d.transposed
+                && cannot_fail(d.map))
+    }
+
     /// `$m` bins from `ne`, item `i` of `xs` combined into bin `idx[i]`
     /// in order; indices out of range skipped.
     fn hist(
         &mut self,
         op: &Val<'m>,
         ne: &Val<'m>,
-        idx: &View,
+        keys: &Val<'m>,
         xs: &View,
         e: &'m maps::Expr,
         body: &mut Vec<Stmt>,
@@ -795,6 +811,15 @@ impl<'m> Alloc<'m> {
         });
         let op = lifted.as_ref().unwrap_or(op);
         let direct = cell.is_empty() || matches!(op, Val::Prim { .. });
+        let items = xs.dims[0].clone();
+        if let Some(exact) = self.hist_items_exact(op, elem, &cell, &bins, &items) {
+            self.hist_by_items(exact, &out, &bins, keys, xs, body)?;
+            return Ok(Val::Array(out));
+        }
+        let Val::Array(idx) = self.force(keys.clone(), body)? else {
+            return unsupported("a hist by bins of a function");
+        };
+        let idx = &idx;
         let scan = HistScan {
             op,
             elem,
@@ -810,7 +835,6 @@ impl<'m> Alloc<'m> {
         // items known only at run time that is small). The loop over the
         // parts counts the items as its work (at run time where their
         // count is), so the runtime runs it in parallel.
-        let items = idx.dims[0].clone();
         let many = match items {
             Expr::Int(n) => n >= HIST_PARTS_FROM,
             _ => true,
@@ -857,8 +881,6 @@ impl<'m> Alloc<'m> {
                 parallel: true,
                 body: part,
             });
-        } else if let Some(exact) = self.hist_items_exact(op, elem, &cell, &bins, &items) {
-            self.hist_by_items(exact, &out, &bins, idx, xs, body);
         } else {
             self.hist_scan(&scan, Expr::Int(0), bins, e, body)?;
         }
@@ -905,16 +927,17 @@ impl<'m> Alloc<'m> {
     /// its own bins from the identity, in parallel, then each bin
     /// combined with the parts' in order. Each part's bins start a cache
     /// line of their own (a stride of the bins and 8 more), so that
-    /// threads do not share lines.
+    /// threads do not share lines. Each item's bin number is read from
+    /// `idx`, or computed there (a delayed map: no array of them).
     fn hist_by_items(
         &mut self,
         (name, identity, n): (&'static str, i64, Expr),
         out: &View,
         bins: &Expr,
-        idx: &View,
+        idx: &Val<'m>,
         xs: &View,
         body: &mut Vec<Stmt>,
-    ) {
+    ) -> Res<()> {
         let parts = Expr::Int(HIST_ITEM_PARTS);
         let stride = Expr::add(bins.clone(), Expr::Int(8));
         let own = self.alloc("own", Elem::Int, vec![parts.clone(), stride.clone()], body);
@@ -940,11 +963,15 @@ impl<'m> Alloc<'m> {
         );
         let bin = |part: Expr, at: Expr| Expr::add(Expr::mul(part, stride.clone()), at);
         let combine = |acc: Expr, x: Expr| Expr::op(name, vec![acc, x]);
-        let scan = vec![
+        let mut scan = Vec::new();
+        self.loop_depth += 3;
+        let key = self.element(idx, &[Expr::Var(i)], &mut scan);
+        self.loop_depth -= 3;
+        scan.extend([
             Stmt::Let {
                 var: j,
                 elem: Elem::Int,
-                value: idx.cell(&[Expr::Var(i)]).load(),
+                value: key?,
             },
             Stmt::If {
                 cond: in_range(Expr::Var(j), bins.clone()),
@@ -958,7 +985,7 @@ impl<'m> Alloc<'m> {
                 }],
                 otherwise: Vec::new(),
             },
-        ];
+        ]);
         let part = vec![
             Stmt::For {
                 index: b,
@@ -1014,6 +1041,7 @@ impl<'m> Alloc<'m> {
                 }],
             }],
         });
+        Ok(())
     }
 
     /// The items of a hist whose index is in `lo … hi-1` combined into

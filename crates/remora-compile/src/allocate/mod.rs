@@ -34,7 +34,9 @@ mod files;
 mod folds;
 mod gather;
 mod iteration;
+mod lanes;
 mod order;
+mod powers;
 mod prims;
 mod records;
 mod styles;
@@ -146,11 +148,14 @@ enum Val<'m> {
     Graded(Rc<compact::Graded<'m>>),
 }
 
-/// See [`Val::Rotated`].
+/// See [`Val::Rotated`]: item `i` (of `dims[0]`, at most the source's
+/// items: a rotation taken or dropped from) is the source's item `(i +
+/// split) mod d`.
 #[derive(Clone, Debug)]
 struct Rotation {
     src: View,
     split: Expr,
+    dims: Vec<Expr>,
 }
 
 impl Rotation {
@@ -294,6 +299,8 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     trace::in_order(&mut body);
     contract::contractions(&mut body);
     styles::turn_lifted_sums(&mut body, &mut a.out.names);
+    powers::shared_logs(&mut body, &mut a.out.names);
+    lanes::cells_in_lanes(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
@@ -509,8 +516,9 @@ impl<'m> Alloc<'m> {
     }
 
     /// How an output of `dims` writes `v`: a scalar as it is, a whole
-    /// buffer of that shape as it is, anything else copied into a buffer
-    /// of its own first.
+    /// buffer of that shape as it is (or its atoms from an offset on, a
+    /// dense run of them), anything else copied into a buffer of its own
+    /// first.
     fn written(
         &mut self,
         v: Val<'m>,
@@ -523,6 +531,10 @@ impl<'m> Alloc<'m> {
             Val::Array(view) if self.is_whole(&view) && view.dims.len() == dims.len() => {
                 loops::Written::Buffer(view.buf)
             }
+            Val::Array(view) if view.is_dense() && view.dims.len() == dims.len() => loops::Written::From {
+                buf: view.buf,
+                offset: view.offset,
+            },
             v => {
                 let dest = self.alloc("result", elem, dims.to_vec(), body);
                 self.copy(v, &dest, body)?;
@@ -612,13 +624,23 @@ impl<'m> Alloc<'m> {
 
     fn named(&mut self, v: Val<'m>, name: &str, body: &mut Vec<Stmt>) -> Val<'m> {
         match v {
-            Val::Scalar(elem, x) if !x.is_trivial() => {
-                let var = self.fresh(name);
-                body.push(Stmt::Let { var, elem, value: x });
-                Val::Scalar(elem, Expr::Var(var))
-            }
+            Val::Scalar(elem, x) => Val::Scalar(elem, self.named_scalar(name, elem, x, body)),
             v => v,
         }
+    }
+
+    /// `x` bound to a variable of its own unless it costs nothing.
+    fn named_scalar(&mut self, name: &str, elem: Elem, x: Expr, body: &mut Vec<Stmt>) -> Expr {
+        if x.is_trivial() {
+            return x;
+        }
+        let var = self.fresh(name);
+        body.push(Stmt::Let { var, elem, value: x });
+        Expr::Var(var)
+    }
+
+    fn named_int(&mut self, name: &str, x: Expr, body: &mut Vec<Stmt>) -> Expr {
+        self.named_scalar(name, Elem::Int, x, body)
     }
 
     fn value(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
@@ -1105,7 +1127,7 @@ impl<'m> Alloc<'m> {
                 }
             }
             Val::Rotated(r) => {
-                let dest = self.alloc("rot", r.src.elem, r.src.dims.clone(), body);
+                let dest = self.alloc("rot", r.src.elem, r.dims.clone(), body);
                 self.copy_rotation(&r, &dest, body)?;
                 Ok(Val::Array(dest))
             }
@@ -1118,7 +1140,14 @@ impl<'m> Alloc<'m> {
     fn copy_rotation(&mut self, r: &Rotation, dest: &View, body: &mut Vec<Stmt>) -> Res<()> {
         let xs = &r.src;
         let split = r.split.clone();
-        let rest = Expr::op("-", vec![xs.dims[0].clone(), split.clone()]);
+        let mut rest = Expr::op("-", vec![xs.dims[0].clone(), split.clone()]);
+        let mut wrapped = split.clone();
+        // Fewer items than the source's (a rotation taken from): as many
+        // of those from `split` on as there are, the rest from the start.
+        if r.dims[0] != xs.dims[0] {
+            rest = self.named_int("rest", Expr::op("min", vec![r.dims[0].clone(), rest]), body);
+            wrapped = Expr::op("-", vec![r.dims[0].clone(), rest.clone()]);
+        }
         let mut tail = xs.clone();
         tail.offset = Expr::add(tail.offset, Expr::mul(split.clone(), xs.strides[0].clone()));
         tail.dims[0] = rest.clone();
@@ -1126,10 +1155,10 @@ impl<'m> Alloc<'m> {
         first.dims[0] = rest.clone();
         self.copy(Val::Array(tail), &first, body)?;
         let mut head = xs.clone();
-        head.dims[0] = split.clone();
+        head.dims[0] = wrapped.clone();
         let mut second = dest.clone();
         second.offset = Expr::add(second.offset, Expr::mul(rest, dest.strides[0].clone()));
-        second.dims[0] = split;
+        second.dims[0] = wrapped;
         self.copy(Val::Array(head), &second, body)
     }
 
@@ -1539,8 +1568,10 @@ const FUSED_CONSUMERS: &[&str] = &[
     // through a map of indices (`Alloc::scatter_of_map`); others computed.
     "scan",
     "scatter",
-    // A grade of a map of Int keys (`Alloc::grades_a_map`).
+    // A grade of a map of Int keys (`Alloc::grades_a_map`), a hist by a
+    // map of bin numbers (`Alloc::hist_of_map`).
     "grade",
+    "hist",
     // The items kept of a map of atoms (`Alloc::takes_of_map`).
     "take*",
     "drop*",
@@ -1728,7 +1759,15 @@ fn cannot_fail(e: &maps::Expr) -> bool {
                 crate::c::scalar_arity(name).is_some() && !matches!(*name, "/" | "mod" | "^" | "shl" | "shr");
             let view = matches!(
                 *name,
-                "rotate" | "reverse" | "transpose" | "transpose2d" | "replicate"
+                "rotate"
+                    | "reverse"
+                    | "transpose"
+                    | "transpose2d"
+                    | "replicate"
+                    | "take"
+                    | "drop"
+                    | "take-right"
+                    | "drop-right"
             );
             ok &= safe_scalar || view;
         }
@@ -1753,13 +1792,21 @@ fn delayable_cell(e: &maps::Expr) -> bool {
     match &e.kind {
         _ if e.ty.shape.is_scalar() => true,
         Kind::Map { frame, body, .. } if frame.is_scalar() => delayable_cell(body),
-        // A view made per cell (a rotation of a row): no loop, no copy.
-        Kind::App { func, .. } => {
+        // A view made per cell (a rotation of a row, its first items):
+        // no loop, no copy.
+        Kind::App { func, args } => {
             let mut f = func.as_ref();
             while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
                 f = func;
             }
-            matches!(f.kind, Kind::Prim("rotate" | "reverse" | "transpose2d")) && cannot_fail(e)
+            let view = match f.kind {
+                Kind::Prim("rotate" | "reverse" | "transpose2d") => true,
+                Kind::Prim("take" | "drop" | "take-right" | "drop-right") => {
+                    matches!(args.as_slice(), [a] if delayable_cell(a))
+                }
+                _ => false,
+            };
+            view && cannot_fail(e)
         }
         _ => delayable(e),
     }

@@ -42,17 +42,22 @@ impl<'m> Alloc<'m> {
             let elem = elem_of(&e.ty.atom)?;
             return Ok(Val::Scalar(elem, Expr::op(name, xs)));
         }
-        // Only the reductions take delayed maps and rotations: anything
-        // else gets them computed.
-        let args = if FUSED_CONSUMERS.contains(&name)
-            && match name {
-                "scan" => self.sum_scan_of_map(&args),
-                "scatter" => self.scatter_of_map(&args),
-                "grade" => self.grades_a_map(&args),
-                "take*" | "drop*" => self.takes_of_map(&args),
-                "filter" => self.loop_depth == 0 && self.filters_a_vector(&args),
-                _ => true,
-            } {
+        // Only the reductions take delayed maps and rotations (and a run
+        // of a rotation's items is a rotation): anything else gets them
+        // computed.
+        let slices_rotation = matches!(name, "take" | "drop" | "take-right" | "drop-right")
+            && matches!(args.as_slice(), [Val::Rotated(_)]);
+        let args = if slices_rotation
+            || FUSED_CONSUMERS.contains(&name)
+                && match name {
+                    "scan" => self.sum_scan_of_map(&args),
+                    "scatter" => self.scatter_of_map(&args),
+                    "grade" => self.grades_a_map(&args),
+                    "hist" => self.hist_of_map(&args),
+                    "take*" | "drop*" => self.takes_of_map(&args),
+                    "filter" => self.loop_depth == 0 && self.filters_a_vector(&args),
+                    _ => true,
+                } {
             args
         } else {
             let mut forced = Vec::with_capacity(args.len());
@@ -817,7 +822,7 @@ fn shape_of(xs: &Val<'_>) -> Res<(Elem, Vec<Expr>)> {
     match xs {
         Val::Array(v) => Ok((v.elem, v.dims.clone())),
         Val::Delayed(d) => Ok((d.elem, d.dims.clone())),
-        Val::Rotated(r) => Ok((r.src.elem, r.src.dims.clone())),
+        Val::Rotated(r) => Ok((r.src.elem, r.dims.clone())),
         _ => unsupported("a reduction of a function"),
     }
 }

@@ -70,7 +70,7 @@ impl<'m> Alloc<'m> {
         let (elem, dims) = match x {
             Val::Scalar(elem, _) => (*elem, Vec::new()),
             Val::Array(v) => (v.elem, v.dims.clone()),
-            Val::Rotated(r) => (r.src.elem, r.src.dims.clone()),
+            Val::Rotated(r) => (r.src.elem, r.dims.clone()),
             _ => return unsupported("trace of a value that is not Int, Float or Bool atoms"),
         };
         let data = self.alloc("traced", elem, dims.clone(), body);
