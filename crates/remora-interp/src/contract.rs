@@ -321,6 +321,9 @@ struct Factors<'a> {
     items_at: usize,
 }
 
+/// The fewest rows a product runs as `matmul.rs`'s blocked loop.
+const MIN_ROWS: usize = 4;
+
 /// What an axis of the result is to the two factors.
 #[derive(Clone, Copy, PartialEq)]
 enum Role {
@@ -391,8 +394,17 @@ impl Factors<'_> {
         let (n, col_step) = group(columns_from..axes.len(), cols.1)?;
         let k = self.shape[self.items_at];
         let positions: usize = axes[..frame].iter().map(|&i| self.shape[i]).product();
-        if positions > 1 && n < 8 {
-            // Many small products: the lanes' loops suit them better.
+        // The blocked loop packs the columns' factor (`k × n` atoms) once
+        // for all the rows: worth it for a few rows at least, and only
+        // where packing does not multiply what the factor holds (a
+        // `windows` view's columns overlap) beyond the result's size.
+        // Otherwise (and for many small products) the lanes' loops, which
+        // read the factors in place, suit better.
+        let packed = k.saturating_mul(n);
+        if m < MIN_ROWS
+            || (positions > 1 && n < 8)
+            || packed > cols.0.len().saturating_mul(2).max(m.saturating_mul(n))
+        {
             return None;
         }
         let mut out = crate::kernel::buffer(positions.checked_mul(m)?.checked_mul(n)?).ok()?;
