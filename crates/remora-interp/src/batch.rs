@@ -154,6 +154,23 @@ impl<'p> Batched<'p> {
     }
 }
 
+/// What a lambda's body makes inside a batch, taken back out to the
+/// level of the application: the axes of the lambda's frame (batch axes
+/// `outer .. depth`, the batch extended by them) become its own.
+pub(crate) trait Lifts<'p>: Sized {
+    fn outward(self, interp: &Interpreter, depth: usize, outer: usize) -> Try<Self>;
+}
+
+impl<'p> Lifts<'p> for Batched<'p> {
+    fn outward(self, interp: &Interpreter, depth: usize, outer: usize) -> Try<Self> {
+        let expanded = interp.expand(&self, depth)?;
+        Some(Batched {
+            nb: outer,
+            ..expanded
+        })
+    }
+}
+
 /// How many positions of a frame a batched application runs at once (see
 /// `apply_lambda_batched`).
 pub(crate) const STRIP_CELLS: usize = 1 << 14;
@@ -977,6 +994,17 @@ impl<'p> Interpreter {
 
     /// A lambda's chain of parameters applied to the arguments at once.
     fn lambda_batched(&mut self, fun: &Fun<'p>, args: Vec<(Batched<'p>, Vec<usize>)>) -> Try<Batched<'p>> {
+        self.lambda_batched_by(fun, args, Self::eval_batched)
+    }
+
+    /// `lambda_batched` with the body evaluated by `body_by` (which may
+    /// give what it makes in another form than a value, see [`Lifts`]).
+    pub(crate) fn lambda_batched_by<R: Lifts<'p>>(
+        &mut self,
+        fun: &Fun<'p>,
+        args: Vec<(Batched<'p>, Vec<usize>)>,
+        body_by: impl FnOnce(&mut Self, &'p TExpr, &Env<'p>) -> Try<R>,
+    ) -> Try<R> {
         let Fun::Lambda { param, body, env } = fun else {
             return None;
         };
@@ -1035,18 +1063,15 @@ impl<'p> Interpreter {
             inner = bind(&inner, *p, a);
         }
         self.batch.extend(&frame);
-        let result = self.eval_batched(body, &inner);
+        let result = body_by(self, body, &inner);
         self.batch.truncate(outer);
         let mut r = result?;
         if !frame.is_empty() {
             // Back in the outer level: the new axes become the result's frame.
             self.batch.extend(&frame);
-            let expanded = self.expand(&r, depth);
+            let outward = r.outward(self, depth, outer);
             self.batch.truncate(outer);
-            r = Batched {
-                nb: outer,
-                ..expanded?
-            };
+            r = outward?;
         }
         Some(r)
     }
@@ -2653,7 +2678,7 @@ pub(crate) fn gather_data<'p>(data: &Data<Fun<'p>>, shape: &[usize], layout: &La
     })
 }
 
-fn bind<'p>(env: &Env<'p>, var: VarId, b: Batched<'p>) -> Env<'p> {
+pub(crate) fn bind<'p>(env: &Env<'p>, var: VarId, b: Batched<'p>) -> Env<'p> {
     if b.nb == 0 {
         match b.densify() {
             Some(d) => env.with(Binding::Val(var, d.v)),

@@ -1,14 +1,15 @@
 //! The matrix product `[m k]·[k n]` (`matmul`, `f.matmul`) as a blocked,
 //! cache-friendly loop: `b` packed once into panels of `NR` columns,
-//! `KC` items deep; each band of rows of `a` taken as strips of `MR`
-//! rows, read in place where `a` is row-major or transposed (packed
-//! otherwise); a register tile of `MR × NR` sums computed from one strip
-//! and one panel at a time. Nothing of size `m·k·n` is ever built.
+//! `KC` items deep; each band of rows of `a` packed into strips of `MR`
+//! rows; a register tile of `MR × NR` sums computed from one strip and one
+//! panel at a time. Nothing of size `m·k·n` is ever built.
 //!
-//! Every sum runs over the items in order (`KC` at a time into the tile,
-//! each block added to the result in order), whatever the tile, the
-//! vectors or the number of threads, so the result is the same bits on
-//! every run and every machine. Bands of rows are shared among threads
+//! Every sum adds its products in one fixed [`Sums`] order whatever the
+//! tile, the vectors or the number of threads, so the result is the same
+//! bits on every run and every machine: `f.matmul`'s (`KC` at a time into
+//! the tile, each block added to the result in order), or `reduce f.+`'s
+//! tree (its leaves into the tile, combined as the tree combines them),
+//! which `contract.rs` asks for. Bands of rows are shared among threads
 //! (`crate::threads`).
 //!
 //! The tile of Float sums uses AVX2 where the CPU has it, chosen when the
@@ -19,6 +20,7 @@
 
 use crate::batch::{Batched, Try};
 use crate::eval::check_size;
+use crate::kernel::PAIRWISE_LEAF;
 use pulp::{Simd, WithSimd};
 use remora_syntax::Span;
 use remora_value::{Array, Data};
@@ -27,24 +29,27 @@ use remora_value::{Array, Data};
 /// Int, as `+` and `*` are; Float rounds the product, then the sum).
 pub(crate) trait Ring: Copy + Send + Sync + 'static {
     const ZERO: Self;
+    /// Where a sum that starts from its first term starts: `x` plus it is
+    /// `x` for every `x` (for Float −0.0: −0.0 + −0.0 is −0.0).
+    const START: Self;
     fn mul_add(self, a: Self, b: Self) -> Self;
     fn add(self, other: Self) -> Self;
 
-    /// `c = a·b` for `a` `[m k]` and `b` `[k n]`, by the best tile for
-    /// this atom.
+    /// `c = a·b` for `a` `[m k]` and `b` `[k n]`, each sum in the order
+    /// `sums`, by the best tile for this atom.
     fn product(
         a: Strided<'_, Self>,
         b: Strided<'_, Self>,
-        m: usize,
-        k: usize,
-        n: usize,
+        dims: [usize; 3],
+        sums: Sums<Self>,
     ) -> Result<Vec<Self>, &'static str> {
-        blocked(Portable, a, b, m, k, n)
+        blocked(Portable, a, b, dims, sums)
     }
 }
 
 impl Ring for f32 {
     const ZERO: f32 = 0.0;
+    const START: f32 = -0.0;
     #[inline(always)]
     fn mul_add(self, a: f32, b: f32) -> f32 {
         self + a * b
@@ -57,16 +62,16 @@ impl Ring for f32 {
     fn product(
         a: Strided<'_, f32>,
         b: Strided<'_, f32>,
-        m: usize,
-        k: usize,
-        n: usize,
+        dims: [usize; 3],
+        sums: Sums<f32>,
     ) -> Result<Vec<f32>, &'static str> {
-        pulp::Arch::new().dispatch(FloatProduct { a, b, m, k, n })
+        pulp::Arch::new().dispatch(FloatProduct { a, b, dims, sums })
     }
 }
 
 impl Ring for i64 {
     const ZERO: i64 = 0;
+    const START: i64 = 0;
     #[inline(always)]
     fn mul_add(self, a: i64, b: i64) -> i64 {
         self.wrapping_add(a.wrapping_mul(b))
@@ -80,6 +85,42 @@ impl Ring for i64 {
 /// Items per block (a strip of `a` and a panel of `b` stay in L1). The
 /// compiled engine's `f.matmul` sums in the same blocks.
 const KC: usize = 256;
+// (A leaf of `reduce`'s tree is one block.)
+const _: () = assert!(PAIRWISE_LEAF <= KC);
+
+/// The order in which each sum adds its products.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Sums<T> {
+    /// `f.matmul`'s: blocks of `KC` items, each summed from zero left to
+    /// right, the blocks added in order to zero.
+    Blocks,
+    /// `reduce f.+`'s (`kernel::Order::Tree`): left to right up to
+    /// `PAIRWISE_LEAF` items, else the tree over halves, each leaf from its
+    /// first product; with a seed (`f.sum`'s 0.0), the seed the first term
+    /// of a single leaf, else added to the tree's sum (`seed + tree`).
+    Tree { seed: Option<T> },
+}
+
+impl<T: Ring> Sums<T> {
+    /// The runs of items summed on their own, in order.
+    fn leaves(self, k: usize) -> Vec<std::ops::Range<usize>> {
+        fn halves(k0: usize, n: usize, out: &mut Vec<std::ops::Range<usize>>) {
+            if n <= PAIRWISE_LEAF {
+                out.push(k0..k0 + n);
+            } else {
+                halves(k0, n / 2, out);
+                halves(k0 + n / 2, n - n / 2, out);
+            }
+        }
+        let mut out = Vec::new();
+        match self {
+            Sums::Blocks => out.extend((0..k).step_by(KC).map(|k0| k0..(k0 + KC).min(k))),
+            Sums::Tree { .. } if k > 0 => halves(0, k, &mut out),
+            Sums::Tree { .. } => {}
+        }
+        out
+    }
+}
 /// Rows per band (a band's packed strips stay in L2); the unit of work a
 /// thread takes.
 const MC: usize = 64;
@@ -92,20 +133,19 @@ pub(crate) fn matmul<T: Ring>(
     k: usize,
     n: usize,
 ) -> Result<Vec<T>, &'static str> {
-    T::product(Strided::rows(a, k), Strided::rows(b, n), m, k, n)
+    T::product(Strided::rows(a, k), Strided::rows(b, n), [m, k, n], Sums::Blocks)
 }
 
 /// `c = a·b` for `a` `[m k]` and `b` `[k n]` read in place through their
 /// steps (a transposed matrix is a view: nothing is copied before the
-/// packing, which reads it either way).
-fn matmul_strided<T: Ring>(
+/// packing, which reads it either way), each sum in the order `sums`.
+pub(crate) fn matmul_strided<T: Ring>(
     a: Strided<'_, T>,
     b: Strided<'_, T>,
-    m: usize,
-    k: usize,
-    n: usize,
+    dims: [usize; 3],
+    sums: Sums<T>,
 ) -> Result<Vec<T>, &'static str> {
-    T::product(a, b, m, k, n)
+    T::product(a, b, dims, sums)
 }
 
 /// `(f.matmul a b)` of two Float matrices (no batch, no frame) read in
@@ -145,7 +185,7 @@ pub(crate) fn matmul_batched<'p>(all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batch
             col: bc,
         },
     );
-    let c = matmul_strided(a, b, m, k, n).ok()?;
+    let c = matmul_strided(a, b, [m, k, n], Sums::Blocks).ok()?;
     Some(Batched::dense(
         Array {
             shape: vec![m, n],
@@ -204,46 +244,6 @@ impl<'a, T: Copy> Strided<'a, T> {
     }
 }
 
-/// Where a tile reads its `MR` rows of `a`, `kc` items each: item by item
-/// (each item's `MR` atoms together, `step` atoms after the last item's:
-/// packed, or a transposed `a` in place), or row by row (each row's items
-/// together: a row-major `a` in place). Either way nothing is copied for
-/// an `a` read in place.
-#[derive(Clone, Copy)]
-enum Strip<'a, T> {
-    Items { atoms: &'a [T], step: usize },
-    Rows(&'a [&'a [T]]),
-}
-
-impl<T: Copy> Strip<'_, T> {
-    /// Feeds `step` each item's `MR` atoms with the panel's item, in order.
-    #[inline(always)]
-    fn items<const MR: usize, B>(self, panel: &[B], mut step: impl FnMut([T; MR], &B)) {
-        match self {
-            Strip::Items { atoms, step: apart } if apart == MR => {
-                let (strip, _) = atoms.as_chunks::<MR>();
-                for (a, b) in strip.iter().zip(panel) {
-                    step(*a, b);
-                }
-            }
-            Strip::Items { atoms, step: apart } => {
-                for (kk, b) in panel.iter().enumerate() {
-                    let a = &atoms[kk * apart..kk * apart + MR];
-                    step(std::array::from_fn(|r| a[r]), b);
-                }
-            }
-            Strip::Rows(rows) => {
-                // (`band` gives `MR` rows of at least `kc` items.)
-                let kc = panel.len();
-                let rows: [&[T]; MR] = std::array::from_fn(|r| &rows[r][..kc]);
-                for (kk, b) in panel.iter().enumerate() {
-                    step(std::array::from_fn(|r| rows[r][kk]), b);
-                }
-            }
-        }
-    }
-}
-
 /// A register tile: the `MR × NR` sums over a strip's and a panel's items.
 trait Tile<T: Ring>: Copy + Send + Sync {
     /// Rows of the tile.
@@ -251,9 +251,9 @@ trait Tile<T: Ring>: Copy + Send + Sync {
     /// Columns of the tile.
     const NR: usize;
     /// The sums of `strip` (`kc` items of `MR` atoms) times `panel` (`kc`
-    /// items of `NR` atoms), each over the items in order from zero,
+    /// items of `NR` atoms), each over the items in order from `start`,
     /// into `out` (`MR` rows of `NR`).
-    fn sums(self, strip: Strip<'_, T>, panel: &[T], out: &mut [T]);
+    fn sums(self, strip: &[T], panel: &[T], start: T, out: &mut [T]);
 }
 
 /// The tile of plain loops: 4 × 8 (two SSE vectors of f32 lanes per row).
@@ -265,20 +265,17 @@ impl<T: Ring> Tile<T> for Portable {
     const NR: usize = 8;
 
     #[inline(always)]
-    fn sums(self, strip: Strip<'_, T>, panel: &[T], out: &mut [T]) {
-        let mut acc = [[T::ZERO; 8]; 4];
+    fn sums(self, strip: &[T], panel: &[T], start: T, out: &mut [T]) {
+        let mut acc = [[start; 8]; 4];
+        let (strip, _) = strip.as_chunks::<4>();
         let (panel, _) = panel.as_chunks::<8>();
-        strip.items(
-            panel,
-            #[inline(always)]
-            |a: [T; 4], b| {
-                for r in 0..4 {
-                    for c in 0..8 {
-                        acc[r][c] = acc[r][c].mul_add(a[r], b[c]);
-                    }
+        for (a, b) in strip.iter().zip(panel) {
+            for r in 0..4 {
+                for c in 0..8 {
+                    acc[r][c] = acc[r][c].mul_add(a[r], b[c]);
                 }
-            },
-        );
+            }
+        }
         for (row, sums) in out.chunks_exact_mut(8).zip(&acc) {
             row.copy_from_slice(sums);
         }
@@ -296,15 +293,21 @@ impl<S: Simd, const MR: usize> Tile<f32> for Wide<S, MR> {
     const MR: usize = MR;
     const NR: usize = 2 * S::F32_LANES;
 
-    fn sums(self, strip: Strip<'_, f32>, panel: &[f32], out: &mut [f32]) {
-        self.simd.vectorize(WideSums::<MR> { strip, panel, out })
+    fn sums(self, strip: &[f32], panel: &[f32], start: f32, out: &mut [f32]) {
+        self.simd.vectorize(WideSums::<MR> {
+            strip,
+            panel,
+            start,
+            out,
+        })
     }
 }
 
 /// [`Wide`]'s loop, run with the CPU's vector instructions enabled.
 struct WideSums<'a, const MR: usize> {
-    strip: Strip<'a, f32>,
+    strip: &'a [f32],
     panel: &'a [f32],
+    start: f32,
     out: &'a mut [f32],
 }
 
@@ -313,21 +316,18 @@ impl<const MR: usize> WithSimd for WideSums<'_, MR> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
-        let zero = simd.splat_f32s(0.0);
-        let mut acc = [[zero; 2]; MR];
+        let start = simd.splat_f32s(self.start);
+        let mut acc = [[start; 2]; MR];
+        let (strip, _) = self.strip.as_chunks::<MR>();
         let (panel, _) = S::as_simd_f32s(self.panel);
-        let (panel, _) = panel.as_chunks::<2>();
-        self.strip.items(
-            panel,
-            #[inline(always)]
-            |a: [f32; MR], &[b0, b1]| {
-                for r in 0..MR {
-                    let x = simd.splat_f32s(a[r]);
-                    acc[r][0] = simd.add_f32s(acc[r][0], simd.mul_f32s(x, b0));
-                    acc[r][1] = simd.add_f32s(acc[r][1], simd.mul_f32s(x, b1));
-                }
-            },
-        );
+        for (a, b) in strip.iter().zip(panel.chunks_exact(2)) {
+            let (b0, b1) = (b[0], b[1]);
+            for r in 0..MR {
+                let x = simd.splat_f32s(a[r]);
+                acc[r][0] = simd.add_f32s(acc[r][0], simd.mul_f32s(x, b0));
+                acc[r][1] = simd.add_f32s(acc[r][1], simd.mul_f32s(x, b1));
+            }
+        }
         let (out, _) = S::as_mut_simd_f32s(self.out);
         for (row, sums) in out.chunks_exact_mut(2).zip(&acc) {
             row.copy_from_slice(sums);
@@ -339,9 +339,8 @@ impl<const MR: usize> WithSimd for WideSums<'_, MR> {
 struct FloatProduct<'a> {
     a: Strided<'a, f32>,
     b: Strided<'a, f32>,
-    m: usize,
-    k: usize,
-    n: usize,
+    dims: [usize; 3],
+    sums: Sums<f32>,
 }
 
 impl WithSimd for FloatProduct<'_> {
@@ -349,34 +348,46 @@ impl WithSimd for FloatProduct<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) -> Self::Output {
-        let Self { a, b, m, k, n } = self;
+        let Self { a, b, dims, sums } = self;
         if S::F32_LANES >= 8 {
-            blocked(Wide::<S, 6> { simd }, a, b, m, k, n)
+            blocked(Wide::<S, 6> { simd }, a, b, dims, sums)
         } else {
-            blocked(Portable, a, b, m, k, n)
+            blocked(Portable, a, b, dims, sums)
         }
     }
 }
 
-/// `c = a·b` by the tile `t`.
+/// `c = a·b` by the tile `t`, each sum in the order `sums`.
 fn blocked<T: Ring, K: Tile<T>>(
     t: K,
     a: Strided<'_, T>,
     b: Strided<'_, T>,
-    m: usize,
-    k: usize,
-    n: usize,
+    [m, k, n]: [usize; 3],
+    sums: Sums<T>,
 ) -> Result<Vec<T>, &'static str> {
     let size = m.checked_mul(n).ok_or(OUT_OF_BOUNDS)?;
     if !a.holds(m, k) || !b.holds(k, n) {
         return Err(OUT_OF_BOUNDS);
     }
     let mut c = crate::kernel::buffer(size)?;
-    c.resize(size, T::ZERO);
+    let empty = match sums {
+        Sums::Tree { seed: Some(s) } => s,
+        _ => T::ZERO,
+    };
+    c.resize(size, empty);
     if size == 0 || k == 0 {
         return Ok(c);
     }
-    let packed = pack_b::<T, K>(b, k, n)?;
+    let leaves = sums.leaves(k);
+    let packed = pack_b::<T, K>(b, &leaves, n)?;
+    let plan = Plan {
+        t,
+        a: &a,
+        packed: &packed,
+        leaves: &leaves,
+        n,
+        sums,
+    };
     let work = m.saturating_mul(n).saturating_mul(k);
     let bands: Vec<(usize, &mut [T])> = c
         .chunks_mut(MC * n)
@@ -386,14 +397,12 @@ fn blocked<T: Ring, K: Tile<T>>(
     let threads = crate::threads().min(bands.len());
     if threads < 2 || work < 1 << 21 {
         for (row, rows) in bands {
-            band(t, &a, &packed, row, rows, k, n)?;
+            plan.band(row, rows)?;
         }
         return Ok(c);
     }
     // Bands shared among the threads.
-    let ok = crate::in_parallel(bands, threads, |(row, rows)| {
-        band(t, &a, &packed, row, rows, k, n).is_ok()
-    });
+    let ok = crate::in_parallel(bands, threads, |(row, rows)| plan.band(row, rows).is_ok());
     if ok {
         Ok(c)
     } else {
@@ -401,18 +410,23 @@ fn blocked<T: Ring, K: Tile<T>>(
     }
 }
 
-/// `b` as panels: for each block of `KC` items, for each panel of `NR`
-/// columns (the last padded with zeros), its `kc × NR` atoms row by row.
-fn pack_b<T: Ring, K: Tile<T>>(b: Strided<'_, T>, k: usize, n: usize) -> Result<Vec<T>, &'static str> {
+/// `b` as panels: for each leaf (a run of items summed on its own), for
+/// each panel of `NR` columns (the last padded with zeros), its `kc × NR`
+/// atoms row by row.
+fn pack_b<T: Ring, K: Tile<T>>(
+    b: Strided<'_, T>,
+    leaves: &[std::ops::Range<usize>],
+    n: usize,
+) -> Result<Vec<T>, &'static str> {
     let nr = K::NR;
     let panels = n.div_ceil(nr);
+    let k = leaves.last().map_or(0, |l| l.end);
     let mut out = crate::kernel::buffer(k.saturating_mul(panels).saturating_mul(nr))?;
-    for k0 in (0..k).step_by(KC) {
-        let kc = KC.min(k - k0);
+    for leaf in leaves {
         for p in 0..panels {
             let j0 = p * nr;
             let w = nr.min(n - j0);
-            for kk in k0..k0 + kc {
+            for kk in leaf.clone() {
                 b.row_into(kk, j0, w, &mut out)?;
                 out.extend(std::iter::repeat_n(T::ZERO, nr - w));
             }
@@ -421,137 +435,163 @@ fn pack_b<T: Ring, K: Tile<T>>(b: Strided<'_, T>, k: usize, n: usize) -> Result<
     Ok(out)
 }
 
-/// The rows `row ..` of `c` (as many as `rows` holds) from `a` and the
-/// packed `b`, by the tile `t`.
-fn band<T: Ring, K: Tile<T>>(
+/// Everything a band of rows needs: the tile, `a`, the packed `b`, the
+/// leaves it was packed by, and the order of the sums.
+struct Plan<'a, T, K> {
     t: K,
-    a: &Strided<'_, T>,
-    packed: &[T],
-    row: usize,
-    rows: &mut [T],
-    k: usize,
+    a: &'a Strided<'a, T>,
+    packed: &'a [T],
+    leaves: &'a [std::ops::Range<usize>],
     n: usize,
-) -> Result<(), &'static str> {
-    let (mr, nr) = (K::MR, K::NR);
-    let mc = rows.len() / n;
-    let strips = mc.div_ceil(mr);
-    let panels = n.div_ceil(nr);
-    let mut band_strips = BandStrips {
-        a: *a,
-        row,
-        mc,
-        mr,
-        k0: 0,
-        kc: 0,
-        rows: Vec::new(),
-        pack: Vec::new(),
-        packed_from: 0,
-    };
-    let mut sums = vec![T::ZERO; mr * nr];
-    for k0 in (0..k).step_by(KC) {
-        let kc = KC.min(k - k0);
-        band_strips.items(k0, kc)?;
-        let block = &packed[k0 * panels * nr..(k0 + kc) * panels * nr];
+    sums: Sums<T>,
+}
+
+/// How a leaf's sums reach their destination.
+#[derive(Clone, Copy, PartialEq)]
+enum Dest {
+    /// Added to what is there (`f.matmul`'s blocks).
+    Add,
+    /// Written over it.
+    Set,
+}
+
+impl<T: Ring, K: Tile<T>> Plan<'_, T, K> {
+    /// The rows `row ..` of `c` (as many as `rows` holds).
+    fn band(&self, row: usize, rows: &mut [T]) -> Result<(), &'static str> {
+        let mc = rows.len() / self.n;
+        let strips = mc.div_ceil(K::MR);
+        let mut strip_pack = crate::kernel::buffer(strips * K::MR * KC)?;
+        match self.sums {
+            Sums::Blocks => {
+                for leaf in 0..self.leaves.len() {
+                    self.leaf(leaf, row, T::ZERO, Dest::Add, rows, &mut strip_pack)?;
+                }
+            }
+            Sums::Tree { seed } => match self.leaves {
+                [_] => self.leaf(0, row, seed.unwrap_or(T::START), Dest::Set, rows, &mut strip_pack)?,
+                _ => {
+                    let sums = self.subtree(0, self.leaves.len(), row, mc, &mut strip_pack)?;
+                    for (c, x) in rows.iter_mut().zip(sums) {
+                        *c = seed.map_or(x, |s| s.add(x));
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// The sums of the leaves `first .. first + count` (a subtree of
+    /// `reduce`'s tree, `count ≥ 1`) for the band's `mc` rows.
+    fn subtree(
+        &self,
+        first: usize,
+        count: usize,
+        row: usize,
+        mc: usize,
+        strip_pack: &mut Vec<T>,
+    ) -> Result<Vec<T>, &'static str> {
+        if count == 1 {
+            let mut sums = vec![T::ZERO; mc * self.n];
+            self.leaf(first, row, T::START, Dest::Set, &mut sums, strip_pack)?;
+            return Ok(sums);
+        }
+        // The tree halves the items; each half's leaves are its own.
+        let items = |l: usize| self.leaves.get(l).map_or(0, |r| r.len());
+        let total: usize = (first..first + count).map(items).sum();
+        let (mut left_items, mut half) = (0, 0);
+        while left_items < total / 2 {
+            left_items += items(first + half);
+            half += 1;
+        }
+        let mut left = self.subtree(first, half, row, mc, strip_pack)?;
+        let right = self.subtree(first + half, count - half, row, mc, strip_pack)?;
+        for (x, y) in left.iter_mut().zip(right) {
+            *x = x.add(y);
+        }
+        Ok(left)
+    }
+
+    /// The sums over leaf `leaf`'s items, each from `start`, for the rows
+    /// `row ..` (as many as `rows` holds), into `rows`.
+    fn leaf(
+        &self,
+        leaf: usize,
+        row: usize,
+        start: T,
+        into: Dest,
+        rows: &mut [T],
+        strip_pack: &mut Vec<T>,
+    ) -> Result<(), &'static str> {
+        let (a, n) = (self.a, self.n);
+        let (mr, nr) = (K::MR, K::NR);
+        let mc = rows.len() / n;
+        let strips = mc.div_ceil(mr);
+        let panels = n.div_ceil(nr);
+        let items = self.leaves.get(leaf).ok_or(OUT_OF_BOUNDS)?;
+        let (k0, kc) = (items.start, items.len());
+        let mut sums = vec![T::ZERO; mr * nr];
+        // The band's rows of `a`, items k0 .. k0 + kc, as strips of MR
+        // rows, item by item (rows past the end are zeros).
+        strip_pack.clear();
+        strip_pack.resize(strips * kc * mr, T::ZERO);
+        if a.row == 1 {
+            // A transposed `a`: an item's atoms for the band's rows lie
+            // together, read in order and placed strip by strip.
+            for kk in 0..kc {
+                let from = a.offset + (k0 + kk) * a.col + row;
+                let atoms = a.data.get(from..from + mc).ok_or(OUT_OF_BOUNDS)?;
+                for (strip, live) in strip_pack.chunks_exact_mut(kc * mr).zip(atoms.chunks(mr)) {
+                    let to = &mut strip[kk * mr..kk * mr + mr];
+                    if live.len() == mr {
+                        // (`mr` a constant: a copy the compiler writes out.)
+                        to.copy_from_slice(&live[..K::MR]);
+                    } else {
+                        to[..live.len()].copy_from_slice(live);
+                    }
+                }
+            }
+        }
+        // Else each row read along its items, its atoms placed `mr` apart.
+        for (s, strip) in strip_pack
+            .chunks_exact_mut(kc * mr)
+            .enumerate()
+            .filter(|_| a.row != 1)
+        {
+            for r in 0..mr.min(mc - s * mr) {
+                let from = a.offset + (row + s * mr + r) * a.row + k0 * a.col;
+                if a.col == 0 {
+                    // One atom for every item.
+                    let x = *a.data.get(from).ok_or(OUT_OF_BOUNDS)?;
+                    strip.chunks_exact_mut(mr).for_each(|item| item[r] = x);
+                    continue;
+                }
+                let span = (kc - 1) * a.col + 1;
+                let atoms = a.data.get(from..from + span).ok_or(OUT_OF_BOUNDS)?;
+                for (item, x) in strip.chunks_exact_mut(mr).zip(atoms.iter().step_by(a.col)) {
+                    item[r] = *x;
+                }
+            }
+        }
+        let block = &self.packed[k0 * panels * nr..(k0 + kc) * panels * nr];
         for p in 0..panels {
             let panel = &block[p * kc * nr..(p + 1) * kc * nr];
             let j0 = p * nr;
             let w = nr.min(n - j0);
             for s in 0..strips {
-                t.sums(band_strips.strip(s), panel, &mut sums);
+                let strip = &strip_pack[s * kc * mr..(s + 1) * kc * mr];
+                self.t.sums(strip, panel, start, &mut sums);
                 let live = mc.saturating_sub(s * mr).min(mr);
                 for (r, tile_row) in sums.chunks_exact(nr).enumerate().take(live) {
                     let at = (s * mr + r) * n + j0;
-                    for (c, x) in rows[at..at + w].iter_mut().zip(tile_row) {
-                        *c = c.add(*x);
+                    let to = &mut rows[at..at + w];
+                    match into {
+                        Dest::Add => to.iter_mut().zip(tile_row).for_each(|(c, x)| *c = c.add(*x)),
+                        Dest::Set => to.copy_from_slice(&tile_row[..w]),
                     }
                 }
             }
         }
-    }
-    Ok(())
-}
-
-/// The strips of `mr` of the `mc` rows `row ..` of `a`, items `k0 .. k0 +
-/// kc`, where the tile finds them. A row-major `a` (each row's items one
-/// after another) is read in place row by row, the rows past the band's
-/// last repeating it (their sums are not kept). A transposed `a` (each
-/// item's atoms for the band's rows one after another) is read in place
-/// item by item, from the first strip on whose `mr` atoms do not all lie
-/// within the buffer (the last), which is packed. Any other `a` is
-/// packed, item by item (rows past the end are zeros).
-struct BandStrips<'a, T> {
-    a: Strided<'a, T>,
-    row: usize,
-    mc: usize,
-    mr: usize,
-    k0: usize,
-    kc: usize,
-    /// A row-major `a`'s rows, each from item `k0`.
-    rows: Vec<&'a [T]>,
-    /// The packed strips, from strip `packed_from` on.
-    pack: Vec<T>,
-    packed_from: usize,
-}
-
-impl<'a, T: Ring> BandStrips<'a, T> {
-    /// Makes ready the strips of items `k0 .. k0 + kc`.
-    fn items(&mut self, k0: usize, kc: usize) -> Result<(), &'static str> {
-        let (a, mr, mc) = (self.a, self.mr, self.mc);
-        let strips = mc.div_ceil(mr);
-        (self.k0, self.kc) = (k0, kc);
-        if a.col == 1 {
-            self.rows.clear();
-            for r in 0..strips * mr {
-                let from = a.offset + (self.row + r.min(mc - 1)) * a.row + k0;
-                self.rows.push(a.data.get(from..from + kc).ok_or(OUT_OF_BOUNDS)?);
-            }
-            return Ok(());
-        }
-        self.packed_from = if a.row == 1 {
-            // The strips whose last item's `mr` atoms lie within the buffer.
-            let room = a
-                .data
-                .len()
-                .saturating_sub(a.offset + (k0 + kc - 1) * a.col + self.row);
-            (room / mr).min(strips)
-        } else {
-            0
-        };
-        let first = self.row + self.packed_from * mr;
-        let rows = mc.saturating_sub(self.packed_from * mr);
-        self.pack.clear();
-        self.pack.resize(rows.div_ceil(mr) * kc * mr, T::ZERO);
-        for (s, strip) in self.pack.chunks_exact_mut(kc * mr).enumerate() {
-            for r in 0..mr.min(rows - s * mr) {
-                let from = a.offset + (first + s * mr + r) * a.row + k0 * a.col;
-                let span = (kc - 1) * a.col + 1;
-                let atoms = a.data.get(from..from + span).ok_or(OUT_OF_BOUNDS)?;
-                for (item, x) in strip.chunks_exact_mut(mr).zip(atoms.iter().step_by(a.col.max(1))) {
-                    item[r] = *x;
-                }
-            }
-        }
         Ok(())
-    }
-
-    /// Strip `s`.
-    fn strip(&self, s: usize) -> Strip<'_, T> {
-        let (a, mr, kc) = (&self.a, self.mr, self.kc);
-        if a.col == 1 {
-            Strip::Rows(&self.rows[s * mr..(s + 1) * mr])
-        } else if s < self.packed_from {
-            let from = a.offset + self.k0 * a.col + self.row + s * mr;
-            Strip::Items {
-                atoms: &a.data[from..from + (kc - 1) * a.col + mr],
-                step: a.col,
-            }
-        } else {
-            let s = s - self.packed_from;
-            Strip::Items {
-                atoms: &self.pack[s * kc * mr..(s + 1) * kc * mr],
-                step: mr,
-            }
-        }
     }
 }
 
@@ -634,32 +674,10 @@ mod tests {
         };
         let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
         assert_eq!(
-            matmul_strided(view(&at, 1, m), view(&bt, 1, k), m, k, n).map(bits),
+            matmul_strided(view(&at, 1, m), view(&bt, 1, k), [m, k, n], Sums::Blocks).map(bits),
             matmul(&a, &b, m, k, n).map(bits)
         );
-        assert!(matmul_strided(view(&at, 1, m + 1), view(&bt, 1, k), m, k, n).is_err());
-        // Row-major views whose rows lie further apart than their items
-        // (the left columns of wider matrices), read in place, and a
-        // transposed `a` with room after it (every strip in place).
-        let (wa, wb) = (k + 3, n + 5);
-        let mut aw = vec![9.0f32; 1 + m * wa];
-        let mut bw = vec![9.0f32; 1 + k * wb];
-        for i in 0..m {
-            aw[1 + i * wa..1 + i * wa + k].copy_from_slice(&a[i * k..(i + 1) * k]);
-        }
-        for p in 0..k {
-            bw[1 + p * wb..1 + p * wb + n].copy_from_slice(&b[p * n..(p + 1) * n]);
-        }
-        let roomy = [at.as_slice(), &[9.0; 16]].concat();
-        for (a_view, b_view) in [
-            (view(&aw, wa, 1), view(&bw, wb, 1)),
-            (view(&roomy, 1, m), view(&bw, wb, 1)),
-        ] {
-            assert_eq!(
-                matmul_strided(a_view, b_view, m, k, n).map(bits),
-                matmul(&a, &b, m, k, n).map(bits)
-            );
-        }
+        assert!(matmul_strided(view(&at, 1, m + 1), view(&bt, 1, k), [m, k, n], Sums::Blocks).is_err());
     }
 
     #[test]
@@ -680,10 +698,87 @@ mod tests {
             let want = bits(naive_float(&a, &b, m, k, n));
             assert_eq!(matmul(&a, &b, m, k, n).map(bits), Ok(want.clone()), "{m}×{k}×{n}");
             assert_eq!(
-                blocked(Portable, Strided::rows(&a, k), Strided::rows(&b, n), m, k, n).map(bits),
+                blocked(
+                    Portable,
+                    Strided::rows(&a, k),
+                    Strided::rows(&b, n),
+                    [m, k, n],
+                    Sums::Blocks
+                )
+                .map(bits),
                 Ok(want),
                 "{m}×{k}×{n}, portable"
             );
         }
+    }
+
+    /// `reduce f.+`'s order (`kernel::Order::Tree`) over each column of
+    /// products, from `seed` as `f.sum` starts.
+    fn tree_float(a: &[f32], b: &[f32], [m, k, n]: [usize; 3], seed: Option<f32>) -> Vec<f32> {
+        use crate::kernel::{Order, reduce_axis};
+        let mut c = Vec::with_capacity(m * n);
+        for i in 0..m {
+            for j in 0..n {
+                let products: Vec<f32> = (0..k).map(|p| a[i * k + p] * b[p * n + j]).collect();
+                let seed = seed.map(|s| vec![s]);
+                let sum = reduce_axis(&products, [1, k, 1], seed.as_deref(), Order::Tree, |x, y| x + y);
+                c.extend(sum.unwrap_or_default());
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn float_sums_in_the_order_of_reduce_whatever_the_tile() {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (7, 3, 17),
+            (70, 300, 33),
+            (9, 256, 40),
+            (130, 1000, 65),
+            (5, 257, 3),
+        ] {
+            // Negative zeros among the products: a leaf starts from its
+            // first product (−0.0 stays), `f.sum` from 0.0.
+            let a: Vec<f32> = (0..m * k)
+                .map(|x| {
+                    if x % 5 == 0 {
+                        -0.0
+                    } else {
+                        ((x * 7919) % 23) as f32 / 7.0 - 1.3
+                    }
+                })
+                .collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|x| ((x * 104729) % 19) as f32 / 3.0 - 2.9)
+                .collect();
+            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+            for seed in [None, Some(0.0)] {
+                let want = bits(tree_float(&a, &b, [m, k, n], seed));
+                let sums = Sums::Tree { seed };
+                let (ra, rb) = (Strided::rows(&a, k), Strided::rows(&b, n));
+                assert_eq!(
+                    matmul_strided(ra, rb, [m, k, n], sums).map(bits),
+                    Ok(want.clone()),
+                    "{m}×{k}×{n} {seed:?}"
+                );
+                assert_eq!(
+                    blocked(Portable, ra, rb, [m, k, n], sums).map(bits),
+                    Ok(want),
+                    "{m}×{k}×{n} {seed:?}, portable"
+                );
+            }
+        }
+        // A lone −0.0 product: reduce keeps it, f.sum gives 0.0.
+        let one = |seed| {
+            matmul_strided(
+                Strided::rows(&[-1.0f32], 1),
+                Strided::rows(&[0.0], 1),
+                [1, 1, 1],
+                Sums::Tree { seed },
+            )
+        };
+        assert_eq!(one(None).map(|c| c[0].to_bits()), Ok((-0.0f32).to_bits()));
+        assert_eq!(one(Some(0.0)).map(|c| c[0].to_bits()), Ok(0.0f32.to_bits()));
     }
 }
