@@ -460,6 +460,17 @@ pub fn reduce_axis<T: Copy>(
                     &block[inner..]
                 }
             };
+            if inner == 1 {
+                // Items of one atom: the running value kept at hand.
+                let Some(mut acc) = out.last().copied() else {
+                    return Err(OUT_OF_BOUNDS);
+                };
+                out.extend(rest.iter().map(|&x| {
+                    acc = f(acc, x);
+                    acc
+                }));
+                continue;
+            }
             for item in rest.chunks_exact(inner) {
                 let prev = out.len() - inner;
                 for (k, x) in item.iter().enumerate() {
