@@ -101,10 +101,16 @@ fn columns(
         if let Ok(xs) = <[f32; LANES]>::try_from(bases) {
             let logs = fmath::pow_log2_lanes(xs);
             for (r, row) in rows.iter_mut().enumerate() {
-                let mut ys = [0.0; LANES];
-                for (l, y) in ys.iter_mut().enumerate() {
-                    *y = exponent(r, j + l)?;
-                }
+                let ys = if col_step == 0 {
+                    // One exponent along the row (a table of powers).
+                    [exponent(r, 0)?; LANES]
+                } else {
+                    let mut ys = [0.0; LANES];
+                    for (l, y) in ys.iter_mut().enumerate() {
+                        *y = exponent(r, j + l)?;
+                    }
+                    ys
+                };
                 row.get_mut(j..j + LANES)?
                     .copy_from_slice(&fmath::pow_by_log2_lanes(xs, logs, ys));
             }
@@ -151,27 +157,34 @@ mod tests {
         let bases: Vec<f32> = (0..2 * cols)
             .map(|i| specials.get(i % 40).copied().unwrap_or(i as f32 * 0.37 - 30.0))
             .collect();
-        let exponents = [2.0, -1.0, 0.5, 3.0, f32::NAN, 0.0, -7.5];
-        let rows = exponents.len();
-        let shape = [2, rows, cols];
-        let la = Layout {
-            offset: 0,
-            strides: vec![cols, 0, 1],
-        };
-        let lb = Layout {
-            offset: 0,
-            strides: vec![0, 1, 0],
-        };
-        let got = pow(&shape, (&bases, &la), (&exponents, &lb));
-        let want: Vec<f32> = (0..2)
-            .flat_map(|o| (0..rows).flat_map(move |r| (0..cols).map(move |c| (o, r, c))))
-            .map(|(o, r, c)| fmath::pow(bases[o * cols + c], exponents[r]))
-            .collect();
         let bits = |v: &[f32]| {
             v.iter()
                 .map(|x| if x.is_nan() { 0x7fc0_0000 } else { x.to_bits() })
                 .collect::<Vec<_>>()
         };
-        assert_eq!(got.map(|g| bits(&g)), Ok(bits(&want)));
+        let row_exponents = [2.0, -1.0, 0.5, 3.0, f32::NAN, 0.0, -7.5];
+        let rows = row_exponents.len();
+        let shape = [2, rows, cols];
+        let la = Layout {
+            offset: 0,
+            strides: vec![cols, 0, 1],
+        };
+        // One exponent per row, or one per row and column.
+        let per_atom: Vec<f32> = (0..rows * cols)
+            .map(|i| row_exponents[i % rows] + (i % 3) as f32)
+            .collect();
+        for (exponents, col_step) in [(&row_exponents[..], 0), (&per_atom[..], 1)] {
+            let row_step = if col_step == 0 { 1 } else { cols };
+            let lb = Layout {
+                offset: 0,
+                strides: vec![0, row_step, col_step],
+            };
+            let got = pow(&shape, (&bases, &la), (exponents, &lb));
+            let want: Vec<f32> = (0..2)
+                .flat_map(|o| (0..rows).flat_map(move |r| (0..cols).map(move |c| (o, r, c))))
+                .map(|(o, r, c)| fmath::pow(bases[o * cols + c], exponents[r * row_step + c * col_step]))
+                .collect();
+            assert_eq!(got.map(|g| bits(&g)), Ok(bits(&want)));
+        }
     }
 }
