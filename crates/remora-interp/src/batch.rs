@@ -506,7 +506,7 @@ impl<'p> Interpreter {
         {
             return Ok(view.clone());
         }
-        if makes_view(arg) {
+        if makes_view(arg) || slices_variable(arg) {
             let saved = std::mem::take(&mut self.batch);
             let view = self.eval_batched(arg, env);
             self.batch = saved;
@@ -520,7 +520,9 @@ impl<'p> Interpreter {
     /// Whether `eval_view` gives `arg` as a view: a view made there, or a
     /// variable a `let` bound to one.
     pub(crate) fn gives_view(&self, arg: &TExpr, env: &Env<'p>) -> bool {
-        makes_view(arg) || matches!(arg.kind, TExprKind::Var(v) if env.view(v).is_some())
+        makes_view(arg)
+            || slices_variable(arg)
+            || matches!(arg.kind, TExprKind::Var(v) if env.view(v).is_some())
     }
 
     /// `(let ((val var e)) body)` for an `e` that makes a view (or a
@@ -2564,16 +2566,41 @@ fn names_intrinsic(e: &TExpr) -> bool {
 /// Whether `e` applies an intrinsic whose batched rule gives a view of its
 /// argument (no atom copied).
 pub(crate) fn makes_view(e: &TExpr) -> bool {
+    matches!(
+        applied_intrinsic(e).0,
+        Some("transpose2d" | "windows" | "replicate" | "transpose")
+    )
+}
+
+/// Whether `e` takes leading items of a variable (`tail`, `curtail`,
+/// `take`, `head` …): a view from an offset of the variable's buffer, for
+/// an argument read in place (a slice of anything else would be evaluated
+/// batched first, and again where batching gave up).
+fn slices_variable(e: &TExpr) -> bool {
+    let (name, array) = applied_intrinsic(e);
+    matches!(
+        name,
+        Some("head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right")
+    ) && array.is_some_and(|a| matches!(a.kind, TExprKind::Var(_)))
+}
+
+/// The intrinsic `e` applies (under its type and index applications), and
+/// its last value argument.
+fn applied_intrinsic(e: &TExpr) -> (Option<&'static str>, Option<&TExpr>) {
     let mut head = e;
+    let mut last = None;
     while let TExprKind::App { func, .. } | TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } =
         &head.kind
     {
+        if let TExprKind::App { arg, .. } = &head.kind {
+            last = last.or(Some(&**arg));
+        }
         head = func;
     }
-    matches!(
-        head.kind,
-        TExprKind::Intrinsic("transpose2d" | "windows" | "replicate" | "transpose")
-    )
+    match head.kind {
+        TExprKind::Intrinsic(name) => (Some(name), last),
+        _ => (None, last),
+    }
 }
 
 /// Whether `prim_batched` has a rule for the intrinsic (besides running it

@@ -38,10 +38,21 @@ impl Reading {
         })
     }
 
-    fn get<T: Clone>(self, v: &[T], i: usize) -> Option<T> {
-        v.get(if self.replicated { self.at } else { self.at + i })
-            .cloned()
+    /// The operand's atoms for `n` positions: a run of its buffer, or its
+    /// one atom.
+    fn atoms<T: Clone>(self, v: &[T], n: usize) -> Option<Atoms<'_, T>> {
+        Some(if self.replicated {
+            Atoms::One(v.get(self.at)?.clone())
+        } else {
+            Atoms::Run(v.get(self.at..self.at.checked_add(n)?)?)
+        })
     }
+}
+
+/// An operand's atoms over the result (see [`Reading::atoms`]).
+enum Atoms<'v, T> {
+    Run(&'v [T]),
+    One(T),
 }
 
 /// `(select c a b)` over `shape` (`[batch nb, frame up to outer, cell]`),
@@ -62,7 +73,8 @@ pub(crate) fn select_in_place<'p>(
         return None;
     };
     let n = atoms_in(shape);
-    fn choose<T: Clone>(
+    // Each arm one loop over runs (a choice the compiler vectorises).
+    fn choose<T: Copy>(
         cv: &[bool],
         rc: Reading,
         a: (&[T], Reading),
@@ -70,12 +82,25 @@ pub(crate) fn select_in_place<'p>(
         n: usize,
     ) -> Option<Vec<T>> {
         let mut out = crate::kernel::buffer(n).ok()?;
-        for i in 0..n {
-            out.push(if rc.get(cv, i)? {
-                a.1.get(a.0, i)?
-            } else {
-                b.1.get(b.0, i)?
-            });
+        let pick = |c: bool, x: T, y: T| if c { x } else { y };
+        match (rc.atoms(cv, n)?, a.1.atoms(a.0, n)?, b.1.atoms(b.0, n)?) {
+            (Atoms::Run(c), Atoms::Run(x), Atoms::Run(y)) => {
+                out.extend(c.iter().zip(x).zip(y).map(|((&c, &x), &y)| pick(c, x, y)))
+            }
+            (Atoms::Run(c), Atoms::Run(x), Atoms::One(y)) => {
+                out.extend(c.iter().zip(x).map(|(&c, &x)| pick(c, x, y)))
+            }
+            (Atoms::Run(c), Atoms::One(x), Atoms::Run(y)) => {
+                out.extend(c.iter().zip(y).map(|(&c, &y)| pick(c, x, y)))
+            }
+            (Atoms::Run(c), Atoms::One(x), Atoms::One(y)) => out.extend(c.iter().map(|&c| pick(c, x, y))),
+            (Atoms::One(c), x, y) => {
+                // One choice for every position: the chosen operand.
+                match if c { x } else { y } {
+                    Atoms::Run(v) => out.extend_from_slice(v),
+                    Atoms::One(v) => out.resize(n, v),
+                }
+            }
         }
         Some(out)
     }

@@ -320,16 +320,29 @@ fn gather_transposed<A: Clone>(
     let outer = &dims[..k - 2];
     let mut index = vec![0usize; outer.len()];
     let mut base = la.offset;
+    // A tile's lines as they lie (one per column, contiguous), then
+    // written out a row at a time, each row of the tile contiguous.
+    let mut tile: Vec<A> = buffer(TILE * TILE)?;
     for plane in out.chunks_exact_mut(rows * cols) {
         for r0 in (0..rows).step_by(TILE) {
+            let height = TILE.min(rows - r0);
             for c0 in (0..cols).step_by(TILE) {
-                for c in c0..(c0 + TILE).min(cols) {
-                    let line = a.get(base + r0 + c * step..base + (r0 + TILE).min(rows) + c * step);
-                    let Some(line) = line else {
+                let width = TILE.min(cols - c0);
+                tile.clear();
+                for c in c0..c0 + width {
+                    let from = base + r0 + c * step;
+                    let Some(line) = a.get(from..from + height) else {
                         return Err(OUT_OF_BOUNDS);
                     };
-                    for (r, x) in line.iter().enumerate() {
-                        plane[(r0 + r) * cols + c] = x.clone();
+                    tile.extend_from_slice(line);
+                }
+                for r in 0..height {
+                    let at = (r0 + r) * cols + c0;
+                    let Some(row) = plane.get_mut(at..at + width) else {
+                        return Err(OUT_OF_BOUNDS);
+                    };
+                    for (slot, x) in row.iter_mut().zip(tile.iter().skip(r).step_by(height)) {
+                        *slot = x.clone();
                     }
                 }
             }
@@ -447,6 +460,17 @@ pub fn reduce_axis<T: Copy>(
                     &block[inner..]
                 }
             };
+            if inner == 1 {
+                // Items of one atom: the running value kept at hand.
+                let Some(mut acc) = out.last().copied() else {
+                    return Err(OUT_OF_BOUNDS);
+                };
+                out.extend(rest.iter().map(|&x| {
+                    acc = f(acc, x);
+                    acc
+                }));
+                continue;
+            }
             for item in rest.chunks_exact(inner) {
                 let prev = out.len() - inner;
                 for (k, x) in item.iter().enumerate() {
@@ -737,6 +761,28 @@ mod tests {
         assert_eq!(r, Ok(vec![1 - 3 - 5, 2 - 4 - 6, 10 - 30 - 50, 20 - 40 - 60]));
         let r = fold_axis(&data[..6], [1, 6, 1], Some(&[100]), |a: i64, b: i64| a - b);
         assert_eq!(r, Ok(vec![100 - 21]));
+    }
+
+    /// A transposition laid out in tiles — planes under an outer axis,
+    /// sides that are not whole tiles, from an offset — is every atom in
+    /// its place.
+    #[test]
+    fn a_transposition_in_tiles_is_every_atom_in_its_place() {
+        for (rows, cols) in [(TILE, TILE), (70, 45), (33, 100)] {
+            let offset = 3;
+            let data: Vec<i64> = (0..(offset + 2 * rows * cols) as i64).collect();
+            // Two planes, each the transposition of a [cols rows] matrix.
+            let shape = [2, rows, cols];
+            let layout = Layout {
+                offset,
+                strides: vec![rows * cols, 1, rows],
+            };
+            let want: Vec<i64> = (0..2)
+                .flat_map(|p| (0..rows).flat_map(move |r| (0..cols).map(move |c| (p, r, c))))
+                .map(|(p, r, c)| data[offset + p * rows * cols + r + c * rows])
+                .collect();
+            assert_eq!(gather(&shape, &data, &layout), Ok(want));
+        }
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! powers of a vector lifted over the exponents), the part of `x^y` that
 //! depends on x alone — its log2, the costlier half — is computed once
 //! per base for a block of [`LANES`] bases, and each row of powers from
-//! it. The same operations on the same values as `fmath::pow`, so the
-//! same bits; nothing stored beyond the result.
+//! it; a large table's columns are shared among threads, in runs of whole
+//! blocks. The same operations on the same values as `fmath::pow`, so the
+//! same bits on any number of threads; nothing stored beyond the result.
 
 use crate::fmath::{self, LANES};
 use crate::kernel::{self, Layout};
@@ -27,12 +28,21 @@ pub fn pow(
         return kernel::map2_lanes(shape, (a, la), (b, lb), (fmath::pow_lanes, fmath::pow));
     }
     let (rows, cols) = (dims[k - 2], dims[k - 1]);
-    let (row_step, col_step) = (sb[k - 2], sb[k - 1]);
+    let steps = (sb[k - 2], sb[k - 1]);
     let total: usize = dims.iter().product();
     let mut out = kernel::buffer(total)?;
     out.resize(total, 0.0);
     let outer = dims.get(..k - 2).unwrap_or_default();
     let outer_count: usize = outer.iter().product();
+    // Columns shared among the threads in runs of whole blocks of `LANES`
+    // (each base's log made once, by the thread that has its column); no
+    // power depends on which thread makes it.
+    let threads = crate::threads().min(cols / LANES);
+    let per = if threads < 2 || rows * cols < PARALLEL_POWERS {
+        cols
+    } else {
+        cols.div_ceil(LANES).div_ceil(threads * 4) * LANES
+    };
     for (o, part) in out.chunks_exact_mut(rows * cols).enumerate().take(outer_count) {
         // This outer position's offsets into the bases and exponents.
         let (mut oa, mut ob, mut rest) = (la.offset, lb.offset, o);
@@ -42,41 +52,80 @@ pub fn pow(
             oa += i * sa[axis];
             ob += i * sb[axis];
         }
-        let mut j = 0;
-        while j < cols {
-            let n = LANES.min(cols - j);
-            let Some(bases) = a.get(oa + j..oa + j + n) else {
-                return Err(kernel::OUT_OF_BOUNDS);
-            };
-            let exponent = |r: usize, l: usize| b.get(ob + r * row_step + (j + l) * col_step).copied();
-            if let Ok(xs) = <[f32; LANES]>::try_from(bases) {
-                let logs = fmath::pow_log2_lanes(xs);
-                for r in 0..rows {
-                    let mut ys = [0.0; LANES];
-                    for (l, y) in ys.iter_mut().enumerate() {
-                        *y = exponent(r, l).ok_or(kernel::OUT_OF_BOUNDS)?;
-                    }
-                    let Some(slots) = part.get_mut(r * cols + j..r * cols + j + LANES) else {
-                        return Err(kernel::OUT_OF_BOUNDS);
-                    };
-                    slots.copy_from_slice(&fmath::pow_by_log2_lanes(xs, logs, ys));
-                }
-            } else {
-                // The last, short block: one base at a time.
-                for (l, &x) in bases.iter().enumerate() {
-                    let log = fmath::pow_log2(x);
-                    for r in 0..rows {
-                        let y = exponent(r, l).ok_or(kernel::OUT_OF_BOUNDS)?;
-                        if let Some(slot) = part.get_mut(r * cols + j + l) {
-                            *slot = fmath::pow_by_log2(x, log, y);
-                        }
-                    }
-                }
+        // Each run of columns: its first column, and its part of every row.
+        let mut runs: Vec<(usize, Vec<&mut [f32]>)> = (0..cols.div_ceil(per.max(1)))
+            .map(|r| (r * per, Vec::with_capacity(rows)))
+            .collect();
+        for row in part.chunks_exact_mut(cols) {
+            let mut rest = row;
+            for (_, pieces) in &mut runs {
+                let (piece, after) = rest.split_at_mut(per.min(rest.len()));
+                pieces.push(piece);
+                rest = after;
             }
-            j += n;
+        }
+        let table = |(first, mut pieces): (usize, Vec<&mut [f32]>)| {
+            columns(a, b, (oa + first, ob + first * steps.1), steps, &mut pieces).is_some()
+        };
+        let done = if runs.len() < 2 {
+            runs.into_iter().all(table)
+        } else {
+            crate::in_parallel(runs, threads, table)
+        };
+        if !done {
+            return Err(kernel::OUT_OF_BOUNDS);
         }
     }
     Ok(out)
+}
+
+/// A table at least this large (atoms) is shared among threads.
+const PARALLEL_POWERS: usize = 1 << 17;
+
+/// A run of columns of a table of powers: `rows[r][c]` is the base at
+/// `a[oa + c]` raised to the exponent at `b[ob + r·row_step + c·col_step]`;
+/// each base's log made once for all its rows.
+fn columns(
+    a: &[f32],
+    b: &[f32],
+    (oa, ob): (usize, usize),
+    (row_step, col_step): (usize, usize),
+    rows: &mut [&mut [f32]],
+) -> Option<()> {
+    let cols = rows.first().map_or(0, |r| r.len());
+    let exponent = |r: usize, c: usize| b.get(ob + r * row_step + c * col_step).copied();
+    let mut j = 0;
+    while j < cols {
+        let n = LANES.min(cols - j);
+        let bases = a.get(oa + j..oa + j + n)?;
+        if let Ok(xs) = <[f32; LANES]>::try_from(bases) {
+            let logs = fmath::pow_log2_lanes(xs);
+            for (r, row) in rows.iter_mut().enumerate() {
+                let ys = if col_step == 0 {
+                    // One exponent along the row (a table of powers).
+                    [exponent(r, 0)?; LANES]
+                } else {
+                    let mut ys = [0.0; LANES];
+                    for (l, y) in ys.iter_mut().enumerate() {
+                        *y = exponent(r, j + l)?;
+                    }
+                    ys
+                };
+                row.get_mut(j..j + LANES)?
+                    .copy_from_slice(&fmath::pow_by_log2_lanes(xs, logs, ys));
+            }
+        } else {
+            // The last, short block: one base at a time.
+            for (l, &x) in bases.iter().enumerate() {
+                let log = fmath::pow_log2(x);
+                for (r, row) in rows.iter_mut().enumerate() {
+                    *row.get_mut(j + l)? = fmath::pow_by_log2(x, log, exponent(r, j + l)?);
+                }
+            }
+        }
+        j += n;
+    }
+    Some(())
 }
 
 #[cfg(test)]
@@ -84,10 +133,17 @@ mod tests {
     use super::*;
 
     /// A table of powers — bases repeated along the rows, in blocks of
-    /// `LANES` and a short last one, under an outer axis — gives `pow`'s
-    /// bits at every position.
+    /// `LANES` and a short last one, under an outer axis, small or large
+    /// enough to be shared among threads — gives `pow`'s bits at every
+    /// position.
     #[test]
     fn a_table_of_powers_is_pow_at_every_position() {
+        for cols in [2 * LANES + 5, PARALLEL_POWERS / 4 + 3 * LANES + 37] {
+            table_of(cols);
+        }
+    }
+
+    fn table_of(cols: usize) {
         let specials = [
             0.0,
             -0.0,
@@ -98,31 +154,37 @@ mod tests {
             f32::NAN,
             1e-45,
         ];
-        let cols = 2 * LANES + 5;
         let bases: Vec<f32> = (0..2 * cols)
             .map(|i| specials.get(i % 40).copied().unwrap_or(i as f32 * 0.37 - 30.0))
-            .collect();
-        let exponents = [2.0, -1.0, 0.5, 3.0, f32::NAN, 0.0, -7.5];
-        let rows = exponents.len();
-        let shape = [2, rows, cols];
-        let la = Layout {
-            offset: 0,
-            strides: vec![cols, 0, 1],
-        };
-        let lb = Layout {
-            offset: 0,
-            strides: vec![0, 1, 0],
-        };
-        let got = pow(&shape, (&bases, &la), (&exponents, &lb));
-        let want: Vec<f32> = (0..2)
-            .flat_map(|o| (0..rows).flat_map(move |r| (0..cols).map(move |c| (o, r, c))))
-            .map(|(o, r, c)| fmath::pow(bases[o * cols + c], exponents[r]))
             .collect();
         let bits = |v: &[f32]| {
             v.iter()
                 .map(|x| if x.is_nan() { 0x7fc0_0000 } else { x.to_bits() })
                 .collect::<Vec<_>>()
         };
-        assert_eq!(got.map(|g| bits(&g)), Ok(bits(&want)));
+        let row_exponents = [2.0, -1.0, 0.5, 3.0, f32::NAN, 0.0, -7.5];
+        let rows = row_exponents.len();
+        let shape = [2, rows, cols];
+        let la = Layout {
+            offset: 0,
+            strides: vec![cols, 0, 1],
+        };
+        // One exponent per row, or one per row and column.
+        let per_atom: Vec<f32> = (0..rows * cols)
+            .map(|i| row_exponents[i % rows] + (i % 3) as f32)
+            .collect();
+        for (exponents, col_step) in [(&row_exponents[..], 0), (&per_atom[..], 1)] {
+            let row_step = if col_step == 0 { 1 } else { cols };
+            let lb = Layout {
+                offset: 0,
+                strides: vec![0, row_step, col_step],
+            };
+            let got = pow(&shape, (&bases, &la), (exponents, &lb));
+            let want: Vec<f32> = (0..2)
+                .flat_map(|o| (0..rows).flat_map(move |r| (0..cols).map(move |c| (o, r, c))))
+                .map(|(o, r, c)| fmath::pow(bases[o * cols + c], exponents[r * row_step + c * col_step]))
+                .collect();
+            assert_eq!(got.map(|g| bits(&g)), Ok(bits(&want)));
+        }
     }
 }
