@@ -863,16 +863,7 @@ impl<'m> Alloc<'m> {
             let part = self.in_loop(|a, part| {
                 let bound = |k: Expr| Expr::op("/", vec![Expr::mul(k, bins.clone()), Expr::Var(count)]);
                 let (lo, hi) = (a.fresh("lo"), a.fresh("hi"));
-                part.push(Stmt::Let {
-                    var: lo,
-                    elem: Elem::Int,
-                    value: bound(Expr::Var(p)),
-                });
-                part.push(Stmt::Let {
-                    var: hi,
-                    elem: Elem::Int,
-                    value: bound(Expr::add(Expr::Var(p), Expr::Int(1))),
-                });
+                part.extend(part_bounds(lo, hi, p, bound));
                 a.hist_scan(&scan, Expr::Var(lo), Expr::Var(hi), e, part)
             })?;
             body.push(Stmt::For {
@@ -1182,19 +1173,7 @@ impl<'m> Alloc<'m> {
             index: p,
             count: Expr::Var(count),
             parallel: true,
-            body: vec![
-                Stmt::Let {
-                    var: lo,
-                    elem: Elem::Int,
-                    value: bound(Expr::Var(p)),
-                },
-                Stmt::Let {
-                    var: hi,
-                    elem: Elem::Int,
-                    value: bound(Expr::add(Expr::Var(p), Expr::Int(1))),
-                },
-                part?,
-            ],
+            body: part_bounds(lo, hi, p, bound).into_iter().chain([part?]).collect(),
         });
         Ok(stmts)
     }

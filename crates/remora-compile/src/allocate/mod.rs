@@ -1968,3 +1968,20 @@ fn scalar_of(v: &Val<'_>) -> Option<Expr> {
         _ => None,
     }
 }
+
+/// The bounds of part `p` of a split: `lo` bound to `bound(p)`, `hi` to
+/// `bound(p + 1)`.
+fn part_bounds(lo: Var, hi: Var, p: Var, bound: impl Fn(Expr) -> Expr) -> [Stmt; 2] {
+    [
+        Stmt::Let {
+            var: lo,
+            elem: Elem::Int,
+            value: bound(Expr::Var(p)),
+        },
+        Stmt::Let {
+            var: hi,
+            elem: Elem::Int,
+            value: bound(Expr::add(Expr::Var(p), Expr::Int(1))),
+        },
+    ]
+}

@@ -59,19 +59,7 @@ impl<'m> Alloc<'m> {
         let bound = |p: Expr| Expr::op("/", vec![Expr::op("*", vec![p, n.clone()]), Expr::Int(PARTS)]);
         let part_range = |a: &mut Self, p: Var| {
             let (lo, hi) = (a.fresh("lo"), a.fresh("hi"));
-            let lets = vec![
-                Stmt::Let {
-                    var: lo,
-                    elem: Elem::Int,
-                    value: bound(Expr::Var(p)),
-                },
-                Stmt::Let {
-                    var: hi,
-                    elem: Elem::Int,
-                    value: bound(Expr::add(Expr::Var(p), Expr::Int(1))),
-                },
-            ];
-            (lo, hi, lets)
+            (lo, hi, part_bounds(lo, hi, p, bound).to_vec())
         };
         // Each part's count.
         let (p, i, c) = (self.fresh("part"), self.fresh("i"), self.fresh("kept"));
@@ -604,17 +592,10 @@ fn turned(s: &Stmt, names: &mut Vec<String>, iotas: &[Var]) -> Option<Vec<Stmt>>
             body: pair,
         }),
     }
+    let [from, to] = part_bounds(lo, hi, part, bound);
     let part_body = vec![
-        Stmt::Let {
-            var: lo,
-            elem: Elem::Int,
-            value: bound(Expr::Var(part)),
-        },
-        Stmt::Let {
-            var: hi,
-            elem: Elem::Int,
-            value: bound(Expr::add(Expr::Var(part), Expr::Int(1))),
-        },
+        from,
+        to,
         Stmt::For {
             index: lane,
             count: Expr::Int(*m),
