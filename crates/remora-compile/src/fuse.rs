@@ -93,6 +93,7 @@ fn inline(e: &Expr, functions: &HashMap<VarId, Expr>, names: &mut Vec<String>) -
         Kind::App { func, args } => {
             if let Kind::Var(f) = func.kind
                 && let Some(function) = functions.get(&f)
+                && elementwise(function)
             {
                 let args: Vec<Expr> = args.iter().map(|a| inline(a, functions, names)).collect();
                 if let Some(body) = inlined_call(function, args, &e.ty, names) {
@@ -103,6 +104,19 @@ fn inline(e: &Expr, functions: &HashMap<VarId, Expr>, names: &mut Vec<String>) -
         _ => {}
     }
     e.map_children(&mut |c| inline(c, functions, names))
+}
+
+/// Whether every map over a frame in `e` has atoms for cells (its maps
+/// are elementwise): a function whose maps make array cells (a rotation
+/// lifted over rows) stays a call, which the loop level reads as views.
+fn elementwise(e: &Expr) -> bool {
+    let mut all = true;
+    e.each(&mut |x| {
+        if let Kind::Map { frame, body, .. } = &x.kind {
+            all &= frame.is_scalar() || body.ty.shape.is_scalar();
+        }
+    });
+    all
 }
 
 /// The function's single λ atom, if it is one.
@@ -310,10 +324,14 @@ fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type, names: &mu
             let split =
                 once && consumer_slot(&body, frame, b.var).is_none() && splits_for(&body, &b.value, b.var);
             // Read only by the body's map, over the same frame, at one
-            // slot or several (the maps that read it fused there first).
+            // slot, or at several (the maps that read it fused there
+            // first) where its cells are atoms: a cell that is an array
+            // is computed where it is bound, not once per reader.
             let slots = consumer_slots(&body, frame, b.var).len();
+            let atoms = matches!(&b.value.kind, Kind::Map { body: cell, .. } if cell.ty.shape.is_scalar());
             (
-                elsewhere == 0 && (split || (slots > 0 && slots == in_body)),
+                elsewhere == 0
+                    && (split || slots == 1 && in_body == 1 || (atoms && slots > 0 && slots == in_body)),
                 split,
             )
         };
