@@ -137,3 +137,29 @@ fn rows_of_a_lifted_function_read_cell_by_cell_allocate_only_the_result() {
           ((fn ((o [Float 2])) (index o 1)) (while small grow (row im re))))";
     assert_eq!(outer_allocations(text), vec![100 * 100]);
 }
+
+/// A DAG of elementwise steps through functions of whole arrays (a
+/// function called twice, its parameter and the caller's arrays read by
+/// several steps) is one loop into its result: the functions are inlined,
+/// and a map read at several places of one map is computed once there.
+/// (Not yet where the function is instantiated at a size known only at
+/// run time: it stays a call.)
+#[test]
+fn elementwise_steps_through_functions_are_one_loop() {
+    let text = "(def (fun (sq (d [Float $n]) : [Float $n]) (let ((val e (f.exp d))) (f./ e (f.+ 1.0 e))))) \
+                (entry (main (x [Float 1000]) (y [Float 1000])) \
+                  (let ((val s (f.sqrt y)) (val a (f./ x s)) (val b (f.- a s))) (f.+ (sq a) (f.* (sq b) s))))";
+    assert_eq!(census(text), (1, 1));
+}
+
+/// A function of rotations lifted over rows (Life's neighbour counts)
+/// stays a call: inlined, its rows would be fused where the caller reads
+/// atoms, and a whole row made once per atom. The loop level reads the
+/// rotations as views: the steps allocate only the result.
+#[test]
+fn rotations_of_rows_are_not_made_once_per_atom() {
+    let text = "(def (fun (rot-cols (b [Int 64 64]) (k Int) : [Int 64 64]) (@rotate (Int) (64 []) b k))) \
+                (entry (main (b [Int 64 64])) \
+                  (let ((val n (+ (+ (rot-cols b -1) b) (rot-cols b 1)))) (+ (bool->i (== n 3)) (* n 2))))";
+    assert_eq!(census(text).1, 1, "{}", loop_level(text));
+}
