@@ -190,6 +190,18 @@ pub enum Stmt {
     Swap { a: Var, b: Var },
 }
 
+impl Stmt {
+    /// The statement lists nested directly in this one (a loop's body, an
+    /// `if`'s two branches), for passes that walk them.
+    pub fn bodies_mut(&mut self) -> Vec<&mut Vec<Stmt>> {
+        match self {
+            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => vec![body],
+            Stmt::If { then, otherwise, .. } => vec![then, otherwise],
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// What the program reads: an entry's argument, into `buf`, its extents
 /// into `dims` (an extent already declared must be equal).
 #[derive(Clone, Debug, PartialEq)]

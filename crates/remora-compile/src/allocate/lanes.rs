@@ -41,14 +41,11 @@ pub(super) fn cells_in_lanes(body: &mut [Stmt], names: &mut Vec<String>) {
                     *s = cell.in_lanes(count, inner, names);
                 }
             }
-            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
-                cells_in_lanes(body, names)
+            s => {
+                for inner in s.bodies_mut() {
+                    cells_in_lanes(inner, names);
+                }
             }
-            Stmt::If { then, otherwise, .. } => {
-                cells_in_lanes(then, names);
-                cells_in_lanes(otherwise, names);
-            }
-            _ => {}
         }
     }
 }

@@ -15,15 +15,8 @@ use std::collections::HashSet;
 pub(super) fn shared_logs(body: &mut Vec<Stmt>, names: &mut Vec<String>) {
     let mut out = Vec::with_capacity(body.len());
     for mut s in body.drain(..) {
-        match &mut s {
-            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
-                shared_logs(body, names)
-            }
-            Stmt::If { then, otherwise, .. } => {
-                shared_logs(then, names);
-                shared_logs(otherwise, names);
-            }
-            _ => {}
+        for inner in s.bodies_mut() {
+            shared_logs(inner, names);
         }
         if let Stmt::For {
             index,
