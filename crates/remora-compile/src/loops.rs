@@ -193,11 +193,31 @@ pub enum Stmt {
 impl Stmt {
     /// The statement lists nested directly in this one (a loop's body, an
     /// `if`'s two branches), for passes that walk them.
+    pub fn bodies(&self) -> Vec<&Vec<Stmt>> {
+        match self {
+            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => vec![body],
+            Stmt::If { then, otherwise, .. } => vec![then, otherwise],
+            _ => Vec::new(),
+        }
+    }
+
+    /// [`Stmt::bodies`], to change them.
     pub fn bodies_mut(&mut self) -> Vec<&mut Vec<Stmt>> {
         match self {
             Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => vec![body],
             Stmt::If { then, otherwise, .. } => vec![then, otherwise],
             _ => Vec::new(),
+        }
+    }
+
+    /// `f` on every statement of `stmts`, at any depth, each before those
+    /// nested in it.
+    pub fn each(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
+        for s in stmts {
+            f(s);
+            for inner in s.bodies() {
+                Stmt::each(inner, f);
+            }
         }
     }
 }

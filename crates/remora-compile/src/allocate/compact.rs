@@ -126,13 +126,14 @@ impl<'m> Alloc<'m> {
         each.push(int(k, key));
         each.push(set(a, op("min", Expr::Var(a), Expr::Var(k))));
         each.push(set(b, op("max", Expr::Var(b), Expr::Var(k))));
+        let [from, to] = part_bounds(lo, hi, p, bound);
         body.push(Stmt::For {
             index: p,
             count: Expr::Int(PARTS),
             parallel: true,
             body: vec![
-                int(lo, bound(Expr::Var(p))),
-                int(hi, bound(Expr::add(Expr::Var(p), Expr::Int(1)))),
+                from,
+                to,
                 int(a, Expr::Int(i64::MAX)),
                 int(b, Expr::Int(i64::MIN)),
                 Stmt::For {
@@ -430,13 +431,14 @@ impl<'m> Alloc<'m> {
                 a.loop_depth -= 2;
                 r?;
             }
+            let [from, to] = part_bounds(lo, hi, p, bound);
             Ok(Stmt::For {
                 index: p,
                 count: Expr::Int(PARTS),
                 parallel: true,
                 body: vec![
-                    int(lo, bound(Expr::Var(p))),
-                    int(hi, bound(Expr::add(Expr::Var(p), Expr::Int(1)))),
+                    from,
+                    to,
                     Stmt::For {
                         index: i,
                         count: op("-", Expr::Var(hi), Expr::Var(lo)),

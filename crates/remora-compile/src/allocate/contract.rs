@@ -34,15 +34,8 @@ pub(super) fn contractions(body: &mut Vec<Stmt>) {
             out.extend(call);
             continue;
         }
-        match &mut s {
-            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
-                contractions(body)
-            }
-            Stmt::If { then, otherwise, .. } => {
-                contractions(then);
-                contractions(otherwise);
-            }
-            _ => {}
+        for inner in s.bodies_mut() {
+            contractions(inner);
         }
         out.push(s);
     }

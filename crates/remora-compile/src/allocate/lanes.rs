@@ -91,7 +91,7 @@ impl Cell {
             }
         }
         let mut written = false;
-        each_stmt(body, &mut |s| {
+        Stmt::each(body, &mut |s| {
             written |= matches!(s, Stmt::Store { buf, .. } if cell.tables.contains(buf));
         });
         if written {
@@ -166,7 +166,7 @@ impl Cell {
         let mut inside = HashSet::new();
         declared_in(body, &mut inside);
         let mut found = false;
-        each_stmt(body, &mut |s| match s {
+        Stmt::each(body, &mut |s| match s {
             Stmt::Set { var, .. } => found |= !inside.contains(var),
             Stmt::Store { buf, .. } => found |= self.buffers.contains_key(buf),
             _ => {}
@@ -286,7 +286,7 @@ impl Plan {
             }
             open = true;
             let g = self.groups;
-            each_stmt(std::slice::from_ref(s), &mut |s| {
+            Stmt::each(std::slice::from_ref(s), &mut |s| {
                 let mut note = |v: Var| {
                     self.groups_of.entry(v).or_default().insert(g);
                 };
@@ -498,7 +498,7 @@ fn unrolled(s: &Stmt) -> bool {
     };
     let mut ops = 0u64;
     let mut nested = false;
-    each_stmt(body, &mut |s| {
+    Stmt::each(body, &mut |s| {
         nested |= matches!(s, Stmt::For { .. } | Stmt::If { .. });
         each_expr_of(s, &mut |e| {
             each_expr(e, &mut |x| {
@@ -521,7 +521,7 @@ fn mentions_any(e: &Expr, vars: &HashSet<Var>) -> bool {
 
 /// The variables declared in `stmts`, at any depth.
 fn declared_in(stmts: &[Stmt], out: &mut HashSet<Var>) {
-    each_stmt(stmts, &mut |s| match s {
+    Stmt::each(stmts, &mut |s| match s {
         Stmt::Let { var, .. } => {
             out.insert(*var);
         }
@@ -532,27 +532,10 @@ fn declared_in(stmts: &[Stmt], out: &mut HashSet<Var>) {
     });
 }
 
-/// `f` on every statement of `stmts`, at any depth.
-fn each_stmt(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
-    for s in stmts {
-        f(s);
-        match s {
-            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
-                each_stmt(body, f)
-            }
-            Stmt::If { then, otherwise, .. } => {
-                each_stmt(then, f);
-                each_stmt(otherwise, f);
-            }
-            _ => {}
-        }
-    }
-}
-
 /// `f` on every expression of `stmts`, at any depth.
 fn each_stmt_expr(stmts: &[&Stmt], f: &mut dyn FnMut(&Expr)) {
     for s in stmts {
-        each_stmt(std::slice::from_ref(*s), &mut |s| each_expr_of(s, f));
+        Stmt::each(std::slice::from_ref(*s), &mut |s| each_expr_of(s, f));
     }
 }
 

@@ -43,7 +43,7 @@ fn hoist_logs(k: Var, n: &Expr, items: &mut [Stmt], names: &mut Vec<String>) -> 
     let mut written: HashSet<Var> = HashSet::new();
     let mut calls = false;
     let mut set: HashSet<Var> = HashSet::new();
-    each(items, &mut |s| match s {
+    Stmt::each(items, &mut |s| match s {
         Stmt::Let { var, .. } | Stmt::Alloc { buf: var, .. } | Stmt::Data { buf: var, .. } => {
             moving.insert(*var);
         }
@@ -258,20 +258,5 @@ fn renamed(e: &Expr, from: Var, to: Var) -> Expr {
         },
         Expr::Op { op, args } => Expr::op(op, args.iter().map(|a| renamed(a, from, to)).collect()),
         e => e.clone(),
-    }
-}
-
-/// `f` on every statement of `stmts`, at any depth.
-fn each(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {
-    for s in stmts {
-        f(s);
-        match s {
-            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => each(body, f),
-            Stmt::If { then, otherwise, .. } => {
-                each(then, f);
-                each(otherwise, f);
-            }
-            _ => {}
-        }
     }
 }

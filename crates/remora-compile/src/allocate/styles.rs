@@ -282,15 +282,8 @@ fn turn_in(body: &mut Vec<Stmt>, names: &mut Vec<String>, iotas: &[Var]) {
             out.extend(turned);
             continue;
         }
-        match &mut s {
-            Stmt::For { body, .. } | Stmt::DoWhile { body, .. } | Stmt::Reduce { body, .. } => {
-                turn_in(body, names, iotas)
-            }
-            Stmt::If { then, otherwise, .. } => {
-                turn_in(then, names, iotas);
-                turn_in(otherwise, names, iotas);
-            }
-            _ => {}
+        for inner in s.bodies_mut() {
+            turn_in(inner, names, iotas);
         }
         out.push(s);
     }
