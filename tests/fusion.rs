@@ -142,14 +142,23 @@ fn rows_of_a_lifted_function_read_cell_by_cell_allocate_only_the_result() {
 /// function called twice, its parameter and the caller's arrays read by
 /// several steps) is one loop into its result: the functions are inlined,
 /// and a map read at several places of one map is computed once there.
-/// (Not yet where the function is instantiated at a size known only at
-/// run time: it stays a call.)
+/// So too where the function is instantiated at a size known only at run
+/// time (an entry's `$n`), and through a function that calls another.
 #[test]
 fn elementwise_steps_through_functions_are_one_loop() {
-    let text = "(def (fun (sq (d [Float $n]) : [Float $n]) (let ((val e (f.exp d))) (f./ e (f.+ 1.0 e))))) \
-                (entry (main (x [Float 1000]) (y [Float 1000])) \
-                  (let ((val s (f.sqrt y)) (val a (f./ x s)) (val b (f.- a s))) (f.+ (sq a) (f.* (sq b) s))))";
-    assert_eq!(census(text), (1, 1));
+    let sq = "(def (fun (sq (d [Float $n]) : [Float $n]) (let ((val e (f.exp d))) (f./ e (f.+ 1.0 e)))))";
+    for entry in ["[Float 1000]", "[Float $n]"] {
+        let text = format!(
+            "{sq} (entry (main (x {entry}) (y {entry})) \
+               (let ((val s (f.sqrt y)) (val a (f./ x s)) (val b (f.- a s))) (f.+ (sq a) (f.* (sq b) s))))"
+        );
+        assert_eq!(census(&text), (1, 1), "{}", loop_level(&text));
+    }
+    let text = format!(
+        "{sq} (def (fun (twice (d [Float $m]) : [Float $m]) (sq (sq (f.* 2.0 d))))) \
+         (entry (main (x [Float $k])) (f.- (twice x) x))"
+    );
+    assert_eq!(census(&text), (1, 1), "{}", loop_level(&text));
 }
 
 /// A function of rotations lifted over rows (Life's neighbour counts)

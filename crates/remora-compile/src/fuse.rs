@@ -50,7 +50,7 @@ pub fn fuse_program(p: &Program) -> Program {
                 value,
             } => {
                 let value = fuse(&inline(value, &functions, &mut names), &mut names);
-                if lambda(&value).is_some() {
+                if lambda(&value).is_some() || crate::mono::binders(&value) > 0 {
                     functions.insert(*var, value.clone());
                 }
                 Decl::Def {
@@ -91,12 +91,11 @@ fn inline(e: &Expr, functions: &HashMap<VarId, Expr>, names: &mut Vec<String>) -
     match &e.kind {
         Kind::Map { frame, .. } if !frame.is_scalar() => return e.clone(),
         Kind::App { func, args } => {
-            if let Kind::Var(f) = func.kind
-                && let Some(function) = functions.get(&f)
-                && elementwise(function)
+            if let Some(function) = instance(func, functions)
+                && elementwise(&function)
             {
                 let args: Vec<Expr> = args.iter().map(|a| inline(a, functions, names)).collect();
-                if let Some(body) = inlined_call(function, args, &e.ty, names) {
+                if let Some(body) = inlined_call(&function, args, &e.ty, names) {
                     return body;
                 }
             }
@@ -104,6 +103,37 @@ fn inline(e: &Expr, functions: &HashMap<VarId, Expr>, names: &mut Vec<String>) -
         _ => {}
     }
     e.map_children(&mut |c| inline(c, functions, names))
+}
+
+/// The function of the program that `func` names, instantiated: a
+/// polymorphic function applied to its type and index arguments (sizes
+/// known only at run time among them, which monomorphisation leaves
+/// alone) has them substituted in its body.
+fn instance(func: &Expr, functions: &HashMap<VarId, Expr>) -> Option<Expr> {
+    use crate::mono::{Inst, instantiate_one};
+    let mut insts = Vec::new();
+    let mut head = func;
+    loop {
+        head = match &head.kind {
+            Kind::TApp { func, arg } => {
+                insts.push(Inst::Type(arg.clone()));
+                func
+            }
+            Kind::IApp { func, arg } => {
+                insts.push(Inst::Index(arg.clone()));
+                func
+            }
+            _ => break,
+        };
+    }
+    let Kind::Var(f) = head.kind else {
+        return None;
+    };
+    let mut function = functions.get(&f)?.clone();
+    for inst in insts.iter().rev() {
+        function = instantiate_one(&function, inst).ok()?;
+    }
+    Some(function)
 }
 
 /// Whether every map over a frame in `e` has atoms for cells (its maps

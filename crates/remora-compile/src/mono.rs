@@ -24,7 +24,7 @@ use std::collections::HashMap;
 
 /// One instantiation argument.
 #[derive(Clone, Debug)]
-enum Inst {
+pub(crate) enum Inst {
     Type(TyAtom),
     Index(Index),
 }
@@ -352,7 +352,7 @@ impl Mono {
 /// How many type and index binders a polymorphic value has in front
 /// (through `(let ((f v)) f)`, as `fun` with written instantiation
 /// parameters makes).
-fn binders(e: &Expr) -> usize {
+pub(crate) fn binders(e: &Expr) -> usize {
     let mut n = 0;
     let mut cur = through_let(e);
     loop {
@@ -406,7 +406,7 @@ fn closed_index(i: &Index) -> bool {
 }
 
 /// A polymorphic value's body with its first binder replaced by `arg`.
-fn instantiate_one(e: &Expr, arg: &Inst) -> Result<Expr, Unsupported> {
+pub(crate) fn instantiate_one(e: &Expr, arg: &Inst) -> Result<Expr, Unsupported> {
     let Kind::Array { atoms, .. } = &through_let(e).kind else {
         return unsupported("an instantiation of something that is not a polymorphic function");
     };
