@@ -72,6 +72,15 @@ fn a_map_over_a_sum_of_products_is_one_contraction() {
         "(entry (main (a [Float $m $k]) (v [Float $k])) (dot a v))",
         "(entry (main (v [Float $k]) (b [Float $k $n])) (dot v (transpose2d b)))",
         "(entry (main (xs [Float 1000]) (ws [Float 31])) (dot ws ((i-app windows [31]) xs)))",
+        // Named functions instantiated at sizes known only at run time:
+        // a row times the columns, rows scaled and added (a reduce of rows
+        // of a count known only at run time), a sum of outer products.
+        "(def (fun (row-times (row [Float $n]) (columns [Float $p $n]) : [Float $p]) (dot row columns))) \
+         (entry (main (a [Float $m $k]) (b [Float $k $n])) (row-times a (transpose2d b)))",
+        "(def (fun (vecmat (v [Float $n]) (b [Float $n $p]) : [Float $p]) (reduce f.+ (f.* v b)))) \
+         (entry (main (a [Float $m $k]) (b [Float $k $n])) (vecmat a b))",
+        "(def (fun (outer (u [Float $m]) (v [Float $p]) : [Float $m $p]) ((fn ((x Float)) (f.* x v)) u))) \
+         (entry (main (a [Float $m $k]) (b [Float $k $n])) (reduce f.+ (outer (transpose2d a) b)))",
     ] {
         let text = format!("{dot} {main}");
         let loops = loop_level(&text);
@@ -171,4 +180,43 @@ fn rotations_of_rows_are_not_made_once_per_atom() {
                 (entry (main (b [Int 64 64])) \
                   (let ((val n (+ (+ (rot-cols b -1) b) (rot-cols b 1)))) (+ (bool->i (== n 3)) (* n 2))))";
     assert_eq!(census(text).1, 1, "{}", loop_level(text));
+}
+
+/// Whether some `(reduce …)` of the printed loop level allocates or
+/// reduces inside its body (a buffer or a sum made once per item read).
+fn loops_per_item(loops: &str) -> bool {
+    loops.match_indices("(reduce").any(|(at, _)| {
+        let mut depth = 0usize;
+        for (k, ch) in loops[at..].char_indices() {
+            match ch {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        let body = &loops[at + 1..at + k];
+                        return body.contains("(alloc") || body.contains("(reduce");
+                    }
+                }
+                _ => {}
+            }
+        }
+        false
+    })
+}
+
+/// A cell of arrays whose `let`s are loops (a row scaled, its sum), read
+/// atom by atom by a reduction of every atom: each cell's `let`s are made
+/// once per cell, not once per atom read (which made the program
+/// quadratic in the row length).
+#[test]
+fn lets_in_cells_of_arrays_are_made_once_per_cell() {
+    for cell in [
+        "(let ((val r (f.* row 2.0))) (f.+ r (f.sum r)))",
+        "(let ((val s (f.sum row))) (f.- row s))",
+    ] {
+        let text = format!("(entry (main (m [Float $r $c])) (f.sum ((fn ((row [Float $c])) {cell}) m)))");
+        let loops = loop_level(&text);
+        assert!(!loops_per_item(&loops), "{text}:\n{loops}");
+        assert!(!loops.contains("does not compile"), "{text}:\n{loops}");
+    }
 }

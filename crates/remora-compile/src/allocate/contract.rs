@@ -34,12 +34,92 @@ pub(super) fn contractions(body: &mut Vec<Stmt>) {
             out.extend(call);
             continue;
         }
+        // (A choice of two forms of the same sums, the lane-by-lane
+        // one a contraction: the kernel.)
+        if let Some((check, [lanes])) = choice(&s)
+            && let Some(call) = contraction_of(lanes, true)
+        {
+            out.extend(check);
+            out.extend(call);
+            continue;
+        }
         for inner in s.bodies_mut() {
             contractions(inner);
         }
         out.push(s);
     }
     *body = out;
+}
+
+/// Whether `s` is a check: `if` a condition `fail`.
+fn is_check(s: &Stmt) -> bool {
+    matches!(s, Stmt::If { then, otherwise, .. }
+        if otherwise.is_empty() && matches!(then.as_slice(), [Stmt::Fail { .. }]))
+}
+
+/// A reduction of rows whose count is known only at run time is written
+/// in two forms of the same sums (see `reduce` in prims.rs): item by item
+/// into the whole accumulator up to 256 items, lane by lane (a tree per
+/// position) over more. The tree of up to 256 items is the left-to-right
+/// sum, so the lane-by-lane form alone gives the same bits for every
+/// count but 0, which item by item checks first. For such a choice `s`:
+/// that check (where there is no seed) and the lane-by-lane form.
+fn choice(s: &Stmt) -> Option<(Vec<Stmt>, &[Stmt])> {
+    let Stmt::If { cond, otherwise, .. } = s else {
+        return None;
+    };
+    // The lane loops, then the reduction of each lane.
+    let mut nest = otherwise.as_slice();
+    while let [Stmt::For { body, .. }] = nest {
+        nest = body;
+    }
+    let [Stmt::Reduce { count, seed, .. }, Stmt::Store { .. }] = nest else {
+        return None;
+    };
+    if std::ptr::eq(nest, otherwise.as_slice()) {
+        return None;
+    }
+    // (`(<= count 256)`, maybe with a condition on the strides.)
+    let short = Expr::op("<=", vec![count.clone(), Expr::Int(256)]);
+    let chooses = match cond {
+        Expr::Op { op: "and", args } => args.first() == Some(&short),
+        c => *c == short,
+    };
+    if !chooses {
+        return None;
+    }
+    let check = match seed {
+        Some(_) => Vec::new(),
+        None => vec![Stmt::If {
+            cond: Expr::op("==", vec![count.clone(), Expr::Int(0)]),
+            then: vec![Stmt::Fail {
+                what: "reduce of an empty array".into(),
+            }],
+            otherwise: Vec::new(),
+        }],
+    };
+    Some((check, otherwise))
+}
+
+/// A loop whose body is checks and a [`choice`]: the loop with the
+/// choice's lane-by-lane form.
+fn lane_by_lane(s: &Stmt) -> Option<Stmt> {
+    let Stmt::For { body, .. } = s else {
+        return None;
+    };
+    let checks = body.iter().take_while(|s| is_check(s)).count();
+    let [last] = &body[checks..] else {
+        return None;
+    };
+    let (check, lanes) = choice(last)?;
+    let mut one_form = s.clone();
+    let Stmt::For { body, .. } = &mut one_form else {
+        return None;
+    };
+    body.truncate(checks);
+    body.extend(check);
+    body.extend(lanes.iter().cloned());
+    Some(one_form)
 }
 
 /// An index as `offset + Σ coefficient · variable` over the given
@@ -122,6 +202,12 @@ struct Operand {
 /// documentation), after the checks the loops' body made (each of the
 /// loops' invariants, raised where the loops run at least once).
 fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
+    contraction_of(s, false)
+}
+
+/// [`contraction`], where `nonempty` says the sums' count was checked not
+/// to be 0 before `s`.
+fn contraction_of(s: &Stmt, nonempty: bool) -> Option<Vec<Stmt>> {
     let Stmt::For {
         index: outer,
         count: outer_count,
@@ -131,10 +217,17 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     else {
         return None;
     };
+    if let Some(one_form) = lane_by_lane(s) {
+        return contraction(&one_form);
+    }
+    // Checks of the outer loop's invariants before the inner loop (raised
+    // where the outer loop runs at least once).
+    let outer_checks = body.iter().take_while(|s| is_check(s)).count();
+    let (outer_checks, body) = body.split_at(outer_checks);
     // Two loops (i over rows, j over columns), or one (a matrix-vector
     // product, a weighted sum of windows: one column, which the kernel
     // sums a block of rows at a time without packing).
-    let (i, m, j, n, cell) = match body.as_slice() {
+    let (i, m, j, n, cell) = match body {
         [
             Stmt::For {
                 index: inner,
@@ -151,11 +244,11 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
         ),
         cell => (*outer, outer_count.clone(), None, Expr::Int(1), cell),
     };
+    if j.is_none() && !outer_checks.is_empty() {
+        return None;
+    }
     // Checks first (`if` an invariant condition `fail`), then the sum.
-    let checks = cell
-        .iter()
-        .take_while(|s| matches!(s, Stmt::If { then, otherwise, .. } if otherwise.is_empty() && matches!(then.as_slice(), [Stmt::Fail { .. }])))
-        .count();
+    let checks = cell.iter().take_while(|s| is_check(s)).count();
     let (checks, cell) = cell.split_at(checks);
     let [
         Stmt::Reduce {
@@ -208,10 +301,15 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     if !invariant(k) || !invariant(&n) || seed.as_ref().is_some_and(|s| !invariant(s)) {
         return None;
     }
-    // Without a seed the count must be known to be at least 1.
+    // Without a seed the count must be known to be at least 1 (or checked
+    // before the loops).
+    let empty = Expr::op("==", vec![k.clone(), Expr::Int(0)]);
+    let checked = outer_checks
+        .iter()
+        .any(|s| matches!(s, Stmt::If { cond, .. } if *cond == empty));
     let (has_seed, seed) = match seed {
         Some(s) => (1, s.clone()),
-        None if matches!(k, Expr::Int(x) if *x >= 1) => (0, unit),
+        None if nonempty || checked || matches!(k, Expr::Int(x) if *x >= 1) => (0, unit),
         None => return None,
     };
     // The item: the product of two loads (each maybe named by a `let`).
@@ -266,20 +364,19 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
         return None;
     }
     let mut out = Vec::new();
-    for check in checks {
+    let outer_runs = Expr::op("<", vec![Expr::Int(0), m.clone()]);
+    let inner_runs = Expr::op("<", vec![Expr::Int(0), n.clone()]);
+    for (check, runs) in outer_checks.iter().map(|c| (c, outer_runs.clone())).chain(
+        checks
+            .iter()
+            .map(|c| (c, Expr::op("and", vec![outer_runs.clone(), inner_runs.clone()]))),
+    ) {
         let Stmt::If { cond, then, .. } = check else {
             return None;
         };
         if !invariant(cond) {
             return None;
         }
-        let runs = Expr::op(
-            "and",
-            vec![
-                Expr::op("<", vec![Expr::Int(0), m.clone()]),
-                Expr::op("<", vec![Expr::Int(0), n.clone()]),
-            ],
-        );
         out.push(Stmt::If {
             cond: Expr::op("and", vec![runs, cond.clone()]),
             then: then.clone(),

@@ -768,19 +768,10 @@ impl<'m> Alloc<'m> {
                         IndexVal::Dim(d) => vec![d.clone()],
                         IndexVal::Shape(ds) => ds.clone(),
                     };
-                    for d in dims {
-                        match d {
-                            Expr::Int(n) if n < 0 => return unsupported("a negative dimension"),
-                            Expr::Int(_) => {}
-                            d => body.push(Stmt::If {
-                                cond: Expr::op("<", vec![d, Expr::Int(0)]),
-                                then: vec![Stmt::Fail {
-                                    what: "negative dimension".into(),
-                                }],
-                                otherwise: Vec::new(),
-                            }),
-                        }
+                    if dims.iter().any(|d| matches!(d, Expr::Int(n) if *n < 0)) {
+                        return unsupported("a negative dimension");
                     }
+                    self.non_negative(&dims, body);
                     self.enter(&c, Some(Arg::Index(i)), body)
                 }
                 _ => unsupported("an index application"),
@@ -1603,14 +1594,25 @@ fn names_a_function(func: &maps::Expr) -> bool {
             shape.is_empty() && matches!(atoms.as_slice(), [maps::Atom::Lambda { .. }])
         }
         // A polymorphic lambda given its type or index arguments (a lifted
-        // function of `rerank`, or a derivative's piece).
+        // function of `rerank`, or a derivative's piece), or a variable
+        // (a function of the program instantiated at sizes known only at
+        // run time, which monomorphisation leaves polymorphic).
         Kind::TApp { func, .. } | Kind::IApp { func, .. } => {
             let mut f = func.as_ref();
             while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
                 f = func;
             }
-            matches!(&f.kind, Kind::Array { shape, atoms } if shape.is_empty()
-                && matches!(atoms.as_slice(), [maps::Atom::ILambda { .. } | maps::Atom::TLambda { .. }]))
+            match &f.kind {
+                Kind::Var(_) => true,
+                Kind::Array { shape, atoms } => {
+                    shape.is_empty()
+                        && matches!(
+                            atoms.as_slice(),
+                            [maps::Atom::ILambda { .. } | maps::Atom::TLambda { .. }]
+                        )
+                }
+                _ => false,
+            }
         }
         _ => false,
     }
@@ -1752,6 +1754,12 @@ fn copied_from(stmts: &[Stmt], dest: Var) -> Option<Var> {
 /// variables, literals, maps and lets of those. (A delayed map is computed
 /// only where it is read: one that could fail must not be left unread.)
 fn cannot_fail(e: &maps::Expr) -> bool {
+    cannot_fail_calling(e, &mut |_| false)
+}
+
+/// [`cannot_fail`], where an application of something other than an
+/// intrinsic cannot fail if `call` says so.
+fn cannot_fail_calling(e: &maps::Expr, call: &mut dyn FnMut(&maps::Expr) -> bool) -> bool {
     let mut ok = true;
     e.each(&mut |x| match &x.kind {
         Kind::Prim(name) => {
@@ -1777,12 +1785,44 @@ fn cannot_fail(e: &maps::Expr) -> bool {
             while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
                 f = func;
             }
-            ok &= matches!(f.kind, Kind::Prim(_));
+            ok &= matches!(f.kind, Kind::Prim(_)) || call(x);
         }
         Kind::Unbox { .. } | Kind::Record(_) | Kind::Field { .. } => ok = false,
         _ => {}
     });
     ok
+}
+
+/// Whether `e` costs a few operations, whatever its shape: a variable, a
+/// scalar literal, scalar operations or views (a rotation, a slice, a
+/// transposition) of such, a `let` of such (no loop: no map over a frame,
+/// no reduction, no call of a function of the program).
+fn few_operations(e: &maps::Expr) -> bool {
+    match &e.kind {
+        Kind::Var(_) => true,
+        Kind::Array { shape, atoms } => {
+            shape.is_empty() && matches!(atoms.as_slice(), [Atom::Int(_) | Atom::Float(_) | Atom::Bool(_)])
+        }
+        Kind::Map { frame, binds, body } => {
+            frame.is_scalar() && binds.iter().all(|b| few_operations(&b.value)) && few_operations(body)
+        }
+        Kind::App { func, args } => {
+            let mut f = func.as_ref();
+            while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
+                f = func;
+            }
+            let Kind::Prim(name) = f.kind else {
+                return false;
+            };
+            let cheap = crate::c::scalar_arity(name).is_some()
+                || matches!(
+                    name,
+                    "rotate" | "reverse" | "transpose2d" | "take" | "drop" | "take-right" | "drop-right"
+                );
+            cheap && args.iter().all(few_operations)
+        }
+        _ => false,
+    }
 }
 
 /// Whether a delayed map's cell can be computed position by position: a
@@ -1791,7 +1831,12 @@ fn cannot_fail(e: &maps::Expr) -> bool {
 fn delayable_cell(e: &maps::Expr) -> bool {
     match &e.kind {
         _ if e.ty.shape.is_scalar() => true,
-        Kind::Map { frame, body, .. } if frame.is_scalar() => delayable_cell(body),
+        // (A `let` in a cell of arrays runs wherever an atom of the cell is
+        // read: only one whose values cost a few operations each, so that
+        // reading a cell atom by atom costs what making it once does.)
+        Kind::Map { frame, binds, body } if frame.is_scalar() => {
+            binds.iter().all(|b| few_operations(&b.value)) && delayable_cell(body)
+        }
         // A view made per cell (a rotation of a row, its first items):
         // no loop, no copy.
         Kind::App { func, args } => {

@@ -400,8 +400,8 @@ impl<'m> Alloc<'m> {
         let forced;
         let xs = match xs {
             Val::Delayed(d)
-                if !super::cannot_fail(d.map)
-                    && !d.dims[1..].iter().all(|n| matches!(n, Expr::Int(k) if *k > 0)) =>
+                if !d.dims[1..].iter().all(|n| matches!(n, Expr::Int(k) if *k > 0))
+                    && !self.delayed_cannot_fail(d) =>
             {
                 forced = self.force(xs.clone(), body)?;
                 &forced

@@ -658,6 +658,18 @@ fn turned(s: &Stmt, names: &mut Vec<String>, iotas: &[Var]) -> Option<Vec<Stmt>>
 
 // -- maps whose cells are functions applied --------------------------------
 
+/// The binder of a polymorphic λ written as an atom, and its body.
+fn polymorphic_binder(e: &maps::Expr) -> Option<(Binder, &maps::Expr)> {
+    let Kind::Array { shape, atoms } = &e.kind else {
+        return None;
+    };
+    match atoms.as_slice() {
+        [Atom::ILambda { param, body }] if shape.is_empty() => Some((Binder::Index(*param), body)),
+        [Atom::TLambda { body, .. }] if shape.is_empty() => Some((Binder::Type, body)),
+        _ => None,
+    }
+}
+
 impl<'m> Alloc<'m> {
     /// A reduction's argument `a` as a delayed map where its cells are a
     /// function of the program applied to the map's variables and that
@@ -727,6 +739,34 @@ impl<'m> Alloc<'m> {
         r
     }
 
+    /// Whether the cells of a delayed map cannot fail, the functions of
+    /// the program they apply looked into (at most 4 calls deep).
+    pub(super) fn delayed_cannot_fail(&mut self, d: &Delayed<'m>) -> bool {
+        let saved = std::mem::replace(&mut self.scope, d.scope.clone());
+        let ok = self.calls_cannot_fail(d.map, 4);
+        self.scope = saved;
+        ok
+    }
+
+    fn calls_cannot_fail(&self, e: &'m maps::Expr, depth: usize) -> bool {
+        super::cannot_fail_calling(e, &mut |app| {
+            let Kind::App { func, args } = &app.kind else {
+                return false;
+            };
+            let never_negative = |i: &IndexVal| match i {
+                IndexVal::Dim(d) => matches!(d, Expr::Var(_) | Expr::Int(0..)),
+                IndexVal::Shape(ds) => ds.iter().all(|d| matches!(d, Expr::Var(_) | Expr::Int(0..))),
+            };
+            depth > 0
+                && self
+                    .function_body(func, args.len())
+                    .is_some_and(|(body, _, indices)| {
+                        indices.iter().all(|(_, i)| never_negative(i))
+                            && self.calls_cannot_fail(body, depth - 1)
+                    })
+        })
+    }
+
     /// Whether `cell` (in the current scope) is a scalar, a delayable
     /// map, or a function of the program (or a lambda) applied to
     /// variables whose body, its parameters bound, is such a cell (at most
@@ -743,7 +783,7 @@ impl<'m> Alloc<'m> {
         match &cell.kind {
             Kind::App { func, args } if args.iter().all(|x| matches!(x.kind, Kind::Var(_))) => {
                 match self.function_body(func, args.len()) {
-                    Some((inner, _)) => self.cells_inline(inner, depth - 1),
+                    Some((inner, ..)) => self.cells_inline(inner, depth - 1),
                     None => false,
                 }
             }
@@ -763,29 +803,71 @@ impl<'m> Alloc<'m> {
     }
 
     /// The body of the function `func` names (a variable bound to a
-    /// closure, or a lambda written in place) under `n` parameters, and
-    /// those parameters.
-    fn function_body(&self, func: &'m maps::Expr, n: usize) -> Option<(&'m maps::Expr, Vec<VarId>)> {
-        match &func.kind {
+    /// closure, maybe given its type and index arguments, or a lambda
+    /// written in place) under `n` parameters, those parameters, and the
+    /// index arguments' values for its index parameters.
+    #[allow(clippy::type_complexity)]
+    fn function_body(
+        &self,
+        func: &'m maps::Expr,
+        n: usize,
+    ) -> Option<(&'m maps::Expr, Vec<VarId>, Vec<(IVar, IndexVal)>)> {
+        // The type and index arguments, first first.
+        let mut insts = Vec::new();
+        let mut head = func;
+        while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &head.kind {
+            insts.push(head);
+            head = func;
+        }
+        insts.reverse();
+        match &head.kind {
             Kind::Var(v) => match self.scope.vars.get(v) {
                 Some(Val::Func(c)) => {
-                    let Binder::Value(p) = c.binder else {
-                        return None;
-                    };
-                    self.peel(c.body, n.checked_sub(1)?, vec![p])
+                    let mut indices = Vec::new();
+                    let mut binder = Some(c.binder);
+                    let mut e = c.body;
+                    for inst in insts {
+                        // The closure's own binder first, then the λs of
+                        // its body.
+                        let b = match binder.take() {
+                            Some(b) => b,
+                            None => {
+                                let (b, body) = polymorphic_binder(e)?;
+                                e = body;
+                                b
+                            }
+                        };
+                        match (b, &inst.kind) {
+                            (Binder::Type, Kind::TApp { .. }) => {}
+                            (Binder::Index(p), Kind::IApp { arg, .. }) => {
+                                indices.push((p, self.index(arg).ok()?))
+                            }
+                            _ => return None,
+                        }
+                    }
+                    match binder {
+                        Some(Binder::Value(p)) => {
+                            let (body, params, _) = self.peel(e, n.checked_sub(1)?, vec![p])?;
+                            Some((body, params, indices))
+                        }
+                        Some(_) => None,
+                        None => self.peel(e, n, Vec::new()).map(|(b, p, _)| (b, p, indices)),
+                    }
                 }
                 _ => None,
             },
-            _ => self.peel(func, n, Vec::new()),
+            _ if insts.is_empty() => self.peel(func, n, Vec::new()),
+            _ => None,
         }
     }
 
+    #[allow(clippy::type_complexity)]
     fn peel(
         &self,
         mut e: &'m maps::Expr,
         n: usize,
         mut params: Vec<VarId>,
-    ) -> Option<(&'m maps::Expr, Vec<VarId>)> {
+    ) -> Option<(&'m maps::Expr, Vec<VarId>, Vec<(IVar, IndexVal)>)> {
         for _ in 0..n {
             let Kind::Array { shape, atoms } = &e.kind else {
                 return None;
@@ -799,7 +881,7 @@ impl<'m> Alloc<'m> {
             params.push(*param);
             e = body;
         }
-        Some((e, params))
+        Some((e, params, Vec::new()))
     }
 
     /// The cell at `idx` (not empty) of a function applied to variables
@@ -818,7 +900,7 @@ impl<'m> Alloc<'m> {
         if idx.is_empty() || !args.iter().all(|x| matches!(x.kind, Kind::Var(_))) {
             return None;
         }
-        let (inner, params) = self.function_body(func, args.len())?;
+        let (inner, params, indices) = self.function_body(func, args.len())?;
         if !self.cells_inline(inner, 4) {
             return None;
         }
@@ -831,14 +913,40 @@ impl<'m> Alloc<'m> {
         }
         // The closure's own scope for a variable; the current one for a
         // lambda written here.
-        let scope = match &func.kind {
+        let mut head = func;
+        while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &head.kind {
+            head = func;
+        }
+        let scope = match &head.kind {
             Kind::Var(v) => match self.scope.vars.get(v) {
                 Some(Val::Func(c)) => c.scope.clone(),
                 _ => return None,
             },
             _ => self.scope.clone(),
         };
+        // (The index arguments are the closure's sizes: never negative
+        // where they are variables, checked here otherwise.)
+        for (_, i) in &indices {
+            match i {
+                IndexVal::Dim(d) => self.non_negative(std::slice::from_ref(d), body),
+                IndexVal::Shape(ds) => self.non_negative(ds, body),
+            }
+        }
         let saved = std::mem::replace(&mut self.scope, scope);
+        for (p, i) in indices {
+            match (p, i) {
+                (IVar::Dim(d), IndexVal::Dim(x)) => {
+                    self.scope.dims.insert(d, x);
+                }
+                (IVar::Shape(s), IndexVal::Shape(x)) => {
+                    self.scope.shapes.insert(s, x);
+                }
+                _ => {
+                    self.scope = saved;
+                    return None;
+                }
+            }
+        }
         for (p, v) in params.into_iter().zip(vals) {
             self.scope.vars.insert(p, v);
         }
