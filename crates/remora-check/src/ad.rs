@@ -122,6 +122,15 @@ impl<'a> Pass<'a> {
         format!("∂{n}")
     }
 
+    /// A variable of the derivative code's own (a parameter of a function
+    /// it makes), named `∂N`.
+    fn fresh_var(&self) -> VarId {
+        let name = self.fresh();
+        let var = VarId(u32::MAX - self.fresh.get());
+        self.renames.borrow_mut().insert(var, name);
+        var
+    }
+
     /// The name the code being written gives `v`, if not its source name.
     pub(crate) fn name_of(&self, v: VarId) -> Option<String> {
         self.renames
