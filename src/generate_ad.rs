@@ -44,7 +44,8 @@ use std::fmt::Write as _;
 /// lambda}` `{hist lifted}`, `{reduce
 /// lifted}` `{iscan lifted}` (by a lambda, explicitly instantiated so as
 /// to lift over a frame), `{record loop}` (an `iterate` whose state is a
-/// record); sort keys and extrema are kept apart (distinct integers plus
+/// record), `{unbox record}` (a record made outside an `unbox`, read in
+/// it); sort keys and extrema are kept apart (distinct integers plus
 /// less than 0.2 either way), so that no point sits on a tie. A hole named
 /// twice is the same expression twice.
 #[derive(Clone, Copy, Debug)]
@@ -187,6 +188,8 @@ pub const RULES: &[Rule] = &[
     rule("reduce lifted", "{reduce lifted}"),
     of_rank(1, "iscan lifted", "{iscan lifted}"),
     rule("iterate of a record", "{record loop}"),
+    // A record made of the parameter outside an `unbox`, read inside it.
+    rule("unbox of a record", "{unbox record}"),
     // A fold from a frame of initial states (lifted over `S`).
     rule(
         "fold lifted",
@@ -675,6 +678,16 @@ impl Gen<'_> {
                 }
                 "reduce lifted" | "iscan lifted" => self.lifted_scan(name, shape, scope, depth),
                 "record loop" => self.record_loop(shape, scope, depth),
+                "unbox record" => {
+                    self.fresh += 1;
+                    let r = format!("rr{}", self.fresh);
+                    let (a, b) = (self.expr(shape, scope, depth), self.expr(shape, scope, depth));
+                    let i = index(shape);
+                    format!(
+                        "(let ((val {r} {{(p {i} {a}) (q {i} {b})}})) (unbox ($n i (range 2)) \
+                         (f.* (field {r} p) (f.+ (field {r} q) (i->f (reduce/zero + 1 i))))))"
+                    )
+                }
                 "th" => {
                     let arg = helper.clone().unwrap_or_default();
                     self.expr(&arg, scope, depth)

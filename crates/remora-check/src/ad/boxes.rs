@@ -1,5 +1,6 @@
 //! `unbox` under differentiation: of a box that does not depend on the
-//! parameter (`(range n)`…), whose body reads values that do; and of
+//! parameter (`(range n)`…), whose body reads values that do (Float
+//! arrays, records of them); and of
 //! `(filter mask xs)` with `xs` Floats that do.
 //!
 //! The body is differentiated inside the unbox, where its witness is in
@@ -12,8 +13,8 @@
 //! beside the items).
 
 use super::{
-    Branch, Env, Fields, Mode, Node, Rule, Walk, call, field_of, head_name, let_in, record_of, var,
-    varying_name, zeros,
+    Branch, Env, Fields, Mode, Node, Rule, Walk, call, field_of, float_record, head_name, let_in, record_of,
+    var, varying_name, zeros,
 };
 use crate::typed::{TExpr, TExprKind};
 use remora_syntax::Diagnostic;
@@ -166,8 +167,11 @@ impl Walk<'_, '_> {
             }
             false
         });
-        if free.iter().any(|(_, t)| t.atom != Atom::Float) {
-            return Err(self.unsupported(e, "`unbox` whose body reads a varying record"));
+        if free
+            .iter()
+            .any(|(_, t)| t.atom != Atom::Float && float_record(&t.atom).is_none())
+        {
+            return Err(self.unsupported(e, "`unbox` whose body reads a varying value that is not Float"));
         }
         let mut sub = Walk::new(w, self.mode);
         sub.records = self.records.clone();
@@ -228,14 +232,27 @@ impl Walk<'_, '_> {
         for n in node.body.nodes.iter().rev() {
             sub.adjoint(n, &mut inner)?;
         }
+        // One field per variable (per field of a record: `a{k}_{field}`).
         let mut fields: Fields = Vec::new();
         let mut values = Vec::new();
         for (k, (name, ty)) in node.free.iter().enumerate() {
-            fields.push((format!("a{k}"), ty.clone()));
-            values.push(match sub.read_adjoint(name, &mut inner) {
+            let adjoint = match sub.read_adjoint(name, &mut inner) {
                 Some(a) => a,
                 None => sub.zeros_of(name),
-            });
+            };
+            match float_record(&ty.atom) {
+                Some(record) => {
+                    let adjoint = sub.bind(adjoint);
+                    for (f, fty) in record {
+                        fields.push((format!("a{k}_{f}"), fty.lift(&ty.shape)));
+                        values.push(field_of(adjoint.clone(), &f));
+                    }
+                }
+                None => {
+                    fields.push((format!("a{k}"), ty.clone()));
+                    values.push(adjoint);
+                }
+            }
         }
         if let Some((xs, ty, items, places)) = &node.filtered {
             fields.push(("items".into(), ty.clone()));
@@ -260,8 +277,12 @@ impl Walk<'_, '_> {
             span: crate::elaborate::sp(),
         };
         let res = self.bind(code);
-        for (k, (name, _)) in node.free.iter().enumerate() {
-            let c = self.bind(field_of(res.clone(), &format!("a{k}")));
+        for (k, (name, ty)) in node.free.iter().enumerate() {
+            let c = match float_record(&ty.atom) {
+                Some(record) => record_of(w, &record, |f| field_of(res.clone(), &format!("a{k}_{f}"))),
+                None => field_of(res.clone(), &format!("a{k}")),
+            };
+            let c = self.bind(c);
             self.accumulate(name, c, adjoints);
         }
         if let Some((xs, ..)) = &node.filtered {
