@@ -45,7 +45,7 @@ use std::fmt::Write as _;
 /// lifted}` `{iscan lifted}` (by a lambda, explicitly instantiated so as
 /// to lift over a frame), `{record loop}` (an `iterate` whose state is a
 /// record), `{unbox record}` (a record made outside an `unbox`, read in
-/// it); sort keys and extrema are kept apart (distinct integers plus
+/// it), `{outer}` (by a lambda on cells, maybe lifted over a frame); sort keys and extrema are kept apart (distinct integers plus
 /// less than 0.2 either way), so that no point sits on a tie. A hole named
 /// twice is the same expression twice.
 #[derive(Clone, Copy, Debug)]
@@ -188,6 +188,9 @@ pub const RULES: &[Rule] = &[
     rule("reduce lifted", "{reduce lifted}"),
     of_rank(1, "iscan lifted", "{iscan lifted}"),
     rule("iterate of a record", "{record loop}"),
+    // `S` = a frame (maybe none) ++ [m n] ++ a cell: by a lambda on cells
+    // that closes over a varying cell, lifted over the frame.
+    of_rank(2, "outer", "{outer}"),
     // A record made of the parameter outside an `unbox`, read inside it.
     rule("unbox of a record", "{unbox record}"),
     // A fold from a frame of initial states (lifted over `S`).
@@ -678,6 +681,18 @@ impl Gen<'_> {
                 }
                 "reduce lifted" | "iscan lifted" => self.lifted_scan(name, shape, scope, depth),
                 "record loop" => self.record_loop(shape, scope, depth),
+                "outer" => {
+                    let k = self.bytes.below(shape.len() - 1);
+                    let (frame, cell) = (&shape[..k], &shape[k + 2..]);
+                    let side = |d: usize| [frame, &[d], cell].concat();
+                    let a = self.expr(&side(shape[k]), scope, depth);
+                    let b = self.expr(&side(shape[k + 1]), scope, depth);
+                    let closed = self.expr(cell, scope, depth);
+                    let t = type_of(cell);
+                    format!(
+                        "(outer (fn ((a {t}) (b {t})) (f.+ (f.* a (f.cos b)) (f.* {closed} (f.sin (f.* a b))))) {a} {b})"
+                    )
+                }
                 "unbox record" => {
                     self.fresh += 1;
                     let r = format!("rr{}", self.fresh);

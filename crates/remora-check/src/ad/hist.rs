@@ -34,12 +34,11 @@ use super::{
     Env, Mode, Node, Rule, Walk, app, call, field_of, float, int, lam, lambdas, let_in, record_of,
     static_dim, zeros,
 };
-use crate::typed::{TAtom, TAtomKind, TExpr, TExprKind};
+use crate::typed::TExpr;
 use remora_syntax::Diagnostic;
 use remora_syntax::ast::{self, ExprKind};
 use remora_types::{Atom, Lifted, Shape, Type};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// A `hist` by an extremum, a product or a lambda, as reverse mode needs it.
 pub(super) enum HistNode {
@@ -204,100 +203,12 @@ impl Walk<'_, '_> {
             _ => "a function",
         };
         if spine.iter().any(|(_, l)| !l.principal.is_scalar()) {
-            return Some(self.lifted_hist(e, spine, env));
+            return Some(self.lifted_on_cells("`hist`", e, spine, env));
         }
         if op == "a function" {
             return Some(self.hist_by(e, spine, env));
         }
         Some(self.hist(op, e, spine, env))
-    }
-
-    /// `hist` lifted over a frame: a call of `(λ (ne idx xs) (hist f ne idx
-    /// xs))` on cells lifted over it, differentiated as a lifted call of a
-    /// function the program defines is (its derivative on cells, by the
-    /// rules above, lifted over the same frame; the adjoints of arguments
-    /// of shorter frames summed over the axes they were replicated along).
-    #[allow(clippy::type_complexity)]
-    fn lifted_hist(
-        &mut self,
-        e: &TExpr,
-        spine: &[(&TExpr, &Lifted)],
-        env: &Env,
-    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
-        let (head, _) = e.spine();
-        let (Some((f, f_lifted)), Some(args)) = (spine.first(), spine.get(1..)) else {
-            return Err(self.unsupported(e, "`hist`"));
-        };
-        if !f_lifted.arg_frame.is_scalar() {
-            return Err(self.unsupported(e, "`hist` lifted over a frame of functions"));
-        }
-        let unlifted = |l: &Lifted, ty: Type| Lifted {
-            fun_frame: Shape::scalar(),
-            arg_frame: Shape::scalar(),
-            arg_cell: l.arg_cell.clone(),
-            principal: Shape::scalar(),
-            result: ty,
-        };
-        let principal = &f_lifted.principal;
-        let mut call = TExpr {
-            kind: TExprKind::App {
-                func: Box::new(head.clone()),
-                arg: Box::new((*f).clone()),
-                lifted: unlifted(f_lifted, f_lifted.result.clone()),
-            },
-            ty: f_lifted.result.clone(),
-            span: e.span,
-        };
-        let mut params = Vec::new();
-        for (a, l) in args {
-            let param = self.w.ad.fresh_var();
-            let ty = Type {
-                atom: a.ty.atom.clone(),
-                shape: l.arg_cell.clone(),
-            };
-            let principal = if l.principal.is_scalar() {
-                principal
-            } else {
-                &l.principal
-            };
-            let result = Type {
-                atom: l.result.atom.clone(),
-                shape: l
-                    .result
-                    .shape
-                    .strip_prefix(principal)
-                    .unwrap_or_else(|_| l.result.shape.clone()),
-            };
-            call = TExpr {
-                kind: TExprKind::App {
-                    func: Box::new(call),
-                    arg: Box::new(TExpr {
-                        kind: TExprKind::Var(param),
-                        ty: ty.clone(),
-                        span: a.span,
-                    }),
-                    lifted: unlifted(l, result.clone()),
-                },
-                ty: result,
-                span: e.span,
-            };
-            params.push((param, ty));
-        }
-        let lambda = params.into_iter().rev().fold(call, |body, (param, ty)| TExpr {
-            ty: Type::scalar(Atom::Arrow(Arc::new(ty), Arc::new(body.ty.clone()))),
-            kind: TExprKind::Array {
-                shape: Vec::new(),
-                atoms: vec![TAtom {
-                    kind: TAtomKind::Lambda {
-                        param,
-                        body: Box::new(body),
-                    },
-                    span: e.span,
-                }],
-            },
-            span: e.span,
-        });
-        self.lifted_call(&lambda, &lambda, &[], args, env, e)
     }
 
     /// `hist` by a lambda `f` (Schenck's rule for any operator, thesis
