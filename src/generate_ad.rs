@@ -161,6 +161,15 @@ pub const RULES: &[Rule] = &[
         "(unbox ($n i (range 2)) (f.* {a} (i->f (reduce/zero + 1 i))))",
     ),
     rule("record parameter", "{R}"),
+    // Boxes of a varying array's first items, and of all but its first.
+    rule(
+        "unbox take*",
+        "(unbox ($m t (take* 1 {r})) (reduce/zero f.+ {a} (f.sin t)))",
+    ),
+    rule(
+        "unbox drop*",
+        "(unbox ($m t (drop* 1 {r})) (reduce/zero f.+ {a} (f.* t t)))",
+    ),
     rule(
         "fold-right",
         "(fold-right (fn (({u} {S}) ({v} {S})) {body}) {a} {r})",
