@@ -40,10 +40,12 @@ use std::fmt::Write as _;
 /// expressions (its body reads the fields). Holes whose text the
 /// generator writes whole: `{sorted}` (`sort-by`), `{nth computed}`,
 /// `{index computed}` and `{gather}` (gathers by indices computed from
-/// the parameter), `{hist f.max}` `{hist f.min}` `{hist f.*}`, `{reduce
+/// the parameter), `{hist f.max}` `{hist f.min}` `{hist f.*}` `{hist
+/// lambda}` `{hist lifted}`, `{reduce
 /// lifted}` `{iscan lifted}` (by a lambda, explicitly instantiated so as
 /// to lift over a frame), `{record loop}` (an `iterate` whose state is a
-/// record); sort keys and extrema are kept apart (distinct integers plus
+/// record), `{unbox record}` (a record made outside an `unbox`, read in
+/// it), `{outer}` (by a lambda on cells, maybe lifted over a frame); sort keys and extrema are kept apart (distinct integers plus
 /// less than 0.2 either way), so that no point sits on a tie. A hole named
 /// twice is the same expression twice.
 #[derive(Clone, Copy, Debug)]
@@ -159,6 +161,15 @@ pub const RULES: &[Rule] = &[
         "(unbox ($n i (range 2)) (f.* {a} (i->f (reduce/zero + 1 i))))",
     ),
     rule("record parameter", "{R}"),
+    // Boxes of a varying array's first items, and of all but its first.
+    rule(
+        "unbox take*",
+        "(unbox ($m t (take* 1 {r})) (reduce/zero f.+ {a} (f.sin t)))",
+    ),
+    rule(
+        "unbox drop*",
+        "(unbox ($m t (drop* 1 {r})) (reduce/zero f.+ {a} (f.* t t)))",
+    ),
     rule(
         "fold-right",
         "(fold-right (fn (({u} {S}) ({v} {S})) {body}) {a} {r})",
@@ -177,13 +188,28 @@ pub const RULES: &[Rule] = &[
     of_rank(1, "hist f.max", "{hist f.max}"),
     of_rank(1, "hist f.min", "{hist f.min}"),
     of_rank(1, "hist f.*", "{hist f.*}"),
+    // By a lambda that is not associative and closes over a varying
+    // cell; some indices out of range (skipped).
+    of_rank(1, "hist lambda", "{hist lambda}"),
+    // Lifted over a frame (`S` is the frame and the bins): by a lambda, or
+    // by `f.*` of factors near 1, the items (and `ne`) of that frame.
+    of_rank(1, "hist lifted", "{hist lifted}"),
     rule("reduce lifted", "{reduce lifted}"),
     of_rank(1, "iscan lifted", "{iscan lifted}"),
     rule("iterate of a record", "{record loop}"),
+    // `S` = a frame (maybe none) ++ [m n] ++ a cell: by a lambda on cells
+    // that closes over a varying cell, lifted over the frame.
+    of_rank(2, "outer", "{outer}"),
+    // A record made of the parameter outside an `unbox`, read inside it.
+    rule("unbox of a record", "{unbox record}"),
     // A fold from a frame of initial states (lifted over `S`).
     rule(
         "fold lifted",
         "(fold (fn ((s Float) (q Float)) (f.+ (f.* 0.5 (f.sin s)) (f.* q (f.cos s)))) {a} [0.5 -0.25 1.0])",
+    ),
+    rule(
+        "fold-right lifted",
+        "(fold-right (fn ((q Float) (s Float)) (f.+ (f.* 0.5 (f.sin s)) (f.* q (f.cos s)))) {a} [0.5 -0.25 1.0])",
     ),
 ];
 
@@ -347,13 +373,54 @@ impl Gen<'_> {
     /// `((i-app hist m) op ne idx xs)` of shape `S` (`[m] ++ C`): by an
     /// extremum, every item and the initial cell kept apart (the initial
     /// cell half way between two items' integers); by `f.*`, factors near 1.
+    /// Lifted, `S` is a frame and `[m]`, the items of that frame.
     fn hist(&mut self, op: &str, shape: &[usize], scope: &Scope, depth: usize) -> String {
+        if op == "lifted" {
+            // `S` = frame ++ [m], scalar cells.
+            let m = shape.last().copied().unwrap_or(1);
+            let frame = &shape[..shape.len() - 1];
+            let n = 1 + self.bytes.below(3);
+            let bins: Vec<String> = (0..n).map(|_| self.bytes.below(m + 1).to_string()).collect();
+            let mut items_shape = frame.to_vec();
+            items_shape.push(n);
+            let ne = self.expr(frame, scope, depth);
+            let items = self.expr(&items_shape, scope, depth);
+            let (op, ne, items) = if self.bytes.below(2) == 0 {
+                (
+                    "(fn ((a Float) (b Float)) (f.+ (f.* 0.5 (f.sin a)) (f.* b (f.cos a))))".to_string(),
+                    ne,
+                    items,
+                )
+            } else {
+                (
+                    "f.*".to_string(),
+                    format!("(f.+ 1.0 (f.* 0.25 (f.sin {ne})))"),
+                    format!("(f.+ 1.0 (f.* 0.25 (f.sin {items})))"),
+                )
+            };
+            // (Instantiated in full: the items' cell is `[n]`, lifted over
+            // the frame.)
+            return format!(
+                "((i-app (t-app hist Float) {m} {n} []) {op} {ne} [{}] {items})",
+                bins.join(" ")
+            );
+        }
         let m = shape.first().copied().unwrap_or(1);
         let cell = &shape[1..];
         let n = 1 + self.bytes.below(3);
         let mut items_shape = vec![n];
         items_shape.extend(cell);
-        let bins: Vec<String> = (0..n).map(|_| self.bytes.below(m).to_string()).collect();
+        // (By a lambda, bin `m` is out of range: its items are skipped.)
+        let range = if op == "lambda" { m + 1 } else { m };
+        let bins: Vec<String> = (0..n).map(|_| self.bytes.below(range).to_string()).collect();
+        if op == "lambda" {
+            let ne = self.expr(cell, scope, depth);
+            let items = self.expr(&items_shape, scope, depth);
+            let closed = self.expr(cell, scope, depth);
+            let t = type_of(cell);
+            let f = format!("(fn ((a {t}) (b {t})) (f.+ (f.* 0.5 (f.sin a)) (f.* b (f.cos {closed}))))");
+            return format!("((i-app hist {m}) {f} {ne} [{}] {items})", bins.join(" "));
+        }
         let (ne, items) = if op == "f.*" {
             let ne = self.expr(cell, scope, depth);
             let items = self.expr(&items_shape, scope, depth);
@@ -618,9 +685,33 @@ impl Gen<'_> {
                         picks.join(" ")
                     )
                 }
-                "hist f.max" | "hist f.min" | "hist f.*" => self.hist(&name[5..], shape, scope, depth),
+                "hist f.max" | "hist f.min" | "hist f.*" | "hist lambda" | "hist lifted" => {
+                    self.hist(&name[5..], shape, scope, depth)
+                }
                 "reduce lifted" | "iscan lifted" => self.lifted_scan(name, shape, scope, depth),
                 "record loop" => self.record_loop(shape, scope, depth),
+                "outer" => {
+                    let k = self.bytes.below(shape.len() - 1);
+                    let (frame, cell) = (&shape[..k], &shape[k + 2..]);
+                    let side = |d: usize| [frame, &[d], cell].concat();
+                    let a = self.expr(&side(shape[k]), scope, depth);
+                    let b = self.expr(&side(shape[k + 1]), scope, depth);
+                    let closed = self.expr(cell, scope, depth);
+                    let t = type_of(cell);
+                    format!(
+                        "(outer (fn ((a {t}) (b {t})) (f.+ (f.* a (f.cos b)) (f.* {closed} (f.sin (f.* a b))))) {a} {b})"
+                    )
+                }
+                "unbox record" => {
+                    self.fresh += 1;
+                    let r = format!("rr{}", self.fresh);
+                    let (a, b) = (self.expr(shape, scope, depth), self.expr(shape, scope, depth));
+                    let i = index(shape);
+                    format!(
+                        "(let ((val {r} {{(p {i} {a}) (q {i} {b})}})) (unbox ($n i (range 2)) \
+                         (f.* (field {r} p) (f.+ (field {r} q) (i->f (reduce/zero + 1 i))))))"
+                    )
+                }
                 "th" => {
                     let arg = helper.clone().unwrap_or_default();
                     self.expr(&arg, scope, depth)

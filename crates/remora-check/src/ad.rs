@@ -37,6 +37,7 @@ use std::collections::{HashMap, HashSet};
 mod boxes;
 mod hist;
 mod loops;
+mod outer;
 
 /// The pass's state while a program is written back.
 pub(crate) struct Pass<'a> {
@@ -120,6 +121,15 @@ impl<'a> Pass<'a> {
         let n = self.fresh.get() + 1;
         self.fresh.set(n);
         format!("∂{n}")
+    }
+
+    /// A variable of the derivative code's own (a parameter of a function
+    /// it makes), named `∂N`.
+    fn fresh_var(&self) -> VarId {
+        let name = self.fresh();
+        let var = VarId(u32::MAX - self.fresh.get());
+        self.renames.borrow_mut().insert(var, name);
+        var
     }
 
     /// The name the code being written gives `v`, if not its source name.
@@ -538,6 +548,7 @@ enum Rule {
     Unbox(Box<boxes::UnboxNode>),
     /// `hist` by `f.max`, `f.min` or `f.*`.
     Hist(Box<hist::HistNode>),
+    Outer(Box<outer::OuterNode>),
 }
 
 struct IfNode {
@@ -1335,6 +1346,9 @@ impl<'w, 'a> Walk<'w, 'a> {
         if let Some(result) = self.hist_form(name, e, &spine, env) {
             return result;
         }
+        if let Some(result) = self.outer_form(name, e, &spine, env) {
+            return result;
+        }
         let (args, primals, tangents) = self.arguments(&spine, env)?;
         let head_code = self.w.expr(head);
         // No Float argument depends on the parameter (a Float made of a
@@ -1401,6 +1415,100 @@ impl<'w, 'a> Walk<'w, 'a> {
             span: e.span,
         });
         Ok((out, tangent))
+    }
+
+    /// An intrinsic that takes a function first (`hist`, `outer`), lifted
+    /// over a frame, as a call of `(λ (a …) (name f a …))` on cells lifted
+    /// over it: differentiated as a lifted call of a function the program
+    /// defines is (its derivative on cells, by the intrinsic's rule,
+    /// lifted over the same frame; the adjoints of arguments of shorter
+    /// frames summed over the axes they were replicated along). A frame of
+    /// functions is an error.
+    #[allow(clippy::type_complexity)]
+    fn lifted_on_cells(
+        &mut self,
+        what: &str,
+        e: &TExpr,
+        spine: &[(&TExpr, &Lifted)],
+        env: &Env,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let (head, _) = e.spine();
+        let (Some((f, f_lifted)), Some(args)) = (spine.first(), spine.get(1..)) else {
+            return Err(self.unsupported(e, what));
+        };
+        if !f_lifted.arg_frame.is_scalar() {
+            return Err(self.unsupported(e, &format!("{what} lifted over a frame of functions")));
+        }
+        let unlifted = |l: &Lifted, ty: Type| Lifted {
+            fun_frame: Shape::scalar(),
+            arg_frame: Shape::scalar(),
+            arg_cell: l.arg_cell.clone(),
+            principal: Shape::scalar(),
+            result: ty,
+        };
+        let principal = &f_lifted.principal;
+        let mut call = TExpr {
+            kind: TExprKind::App {
+                func: Box::new(head.clone()),
+                arg: Box::new((*f).clone()),
+                lifted: unlifted(f_lifted, f_lifted.result.clone()),
+            },
+            ty: f_lifted.result.clone(),
+            span: e.span,
+        };
+        let mut params = Vec::new();
+        for (a, l) in args {
+            let param = self.w.ad.fresh_var();
+            let ty = Type {
+                atom: a.ty.atom.clone(),
+                shape: l.arg_cell.clone(),
+            };
+            let principal = if l.principal.is_scalar() {
+                principal
+            } else {
+                &l.principal
+            };
+            let result = Type {
+                atom: l.result.atom.clone(),
+                shape: l
+                    .result
+                    .shape
+                    .strip_prefix(principal)
+                    .unwrap_or_else(|_| l.result.shape.clone()),
+            };
+            call = TExpr {
+                kind: TExprKind::App {
+                    func: Box::new(call),
+                    arg: Box::new(TExpr {
+                        kind: TExprKind::Var(param),
+                        ty: ty.clone(),
+                        span: a.span,
+                    }),
+                    lifted: unlifted(l, result.clone()),
+                },
+                ty: result,
+                span: e.span,
+            };
+            params.push((param, ty));
+        }
+        let lambda = params.into_iter().rev().fold(call, |body, (param, ty)| TExpr {
+            ty: Type::scalar(Atom::Arrow(
+                std::sync::Arc::new(ty),
+                std::sync::Arc::new(body.ty.clone()),
+            )),
+            kind: TExprKind::Array {
+                shape: Vec::new(),
+                atoms: vec![TAtom {
+                    kind: TAtomKind::Lambda {
+                        param,
+                        body: Box::new(body),
+                    },
+                    span: e.span,
+                }],
+            },
+            span: e.span,
+        });
+        self.lifted_call(&lambda, &lambda, &[], args, env, e)
     }
 
     /// The arguments of an application: each one's primal (bound to a name
@@ -1689,6 +1797,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             | Rule::Loop(_)
             | Rule::Unbox(_)
             | Rule::Hist(_)
+            | Rule::Outer(_)
             | Rule::Frame(_)
             | Rule::Record(_)
             | Rule::Field(..) => None,
@@ -1763,6 +1872,9 @@ impl<'w, 'a> Walk<'w, 'a> {
         if let Rule::Hist(node) = &n.rule {
             return self.hist_adjoint(node, &ct, adjoints, n.span);
         }
+        if let Rule::Outer(node) = &n.rule {
+            return self.outer_adjoint(node, &ct, adjoints, n.span);
+        }
         let pa = n
             .args
             .first()
@@ -1789,7 +1901,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             let cell = float_type(&arg.cell);
             let contribution = match &n.rule {
                 Rule::Alias => ct.clone(),
-                Rule::If(_) | Rule::Loop(_) | Rule::Unbox(_) | Rule::Hist(_) => continue,
+                Rule::If(_) | Rule::Loop(_) | Rule::Unbox(_) | Rule::Hist(_) | Rule::Outer(_) => continue,
                 Rule::Sum => {
                     if i + 1 != n.args.len() {
                         continue;

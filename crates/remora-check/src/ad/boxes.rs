@@ -1,19 +1,21 @@
 //! `unbox` under differentiation: of a box that does not depend on the
-//! parameter (`(range n)`…), whose body reads values that do; and of
-//! `(filter mask xs)` with `xs` Floats that do.
+//! parameter (`(range n)`…), whose body reads values that do (Float
+//! arrays, records of them); and of `(filter mask xs)`, `(take* n xs)`
+//! and `(drop* n xs)` with `xs` Floats that do (the mask and the count
+//! constant: Bool and Int). The result's shape may not be the witness.
 //!
 //! The body is differentiated inside the unbox, where its witness is in
 //! scope. Forward mode unboxes a record of the primal and the tangent
 //! (`filter` of a record of the items and their tangents: the same items
-//! kept). Reverse mode, as for `if`, keeps the body's forward code and runs
+//! kept; `take*` and `drop*` alike). Reverse mode, as for `if`, keeps the body's forward code and runs
 //! it again in the adjoint, inside the unbox again, returning a record of
 //! the adjoints of the varying variables the body reads; a filtered item's
 //! adjoint goes back to its place by a scatter (the places filtered
 //! beside the items).
 
 use super::{
-    Branch, Env, Fields, Mode, Node, Rule, Walk, call, field_of, head_name, let_in, record_of, var,
-    varying_name, zeros,
+    Branch, Env, Fields, Mode, Node, Rule, Walk, call, field_of, float_record, head_name, let_in, record_of,
+    var, varying_name, zeros,
 };
 use crate::typed::{TExpr, TExprKind};
 use remora_syntax::Diagnostic;
@@ -44,33 +46,41 @@ impl Walk<'_, '_> {
         env: &Env,
     ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let TExprKind::Unbox {
+            witness: escapes,
             binder,
             var: v,
             boxed,
             body,
-            ..
         } = &e.kind
         else {
             return Err(self.unsupported(e, "this expression"));
         };
+        // (The derivative code names the result's type outside the unbox.)
+        if e.ty.mentions(*escapes) || e.ty.mentions(*binder) {
+            return Err(self.unsupported(e, "`unbox` whose result's shape is its box's witness"));
+        }
         let w = self.w;
         let witness = w.iparam(*binder);
-        // A filter of varying Float items: its arguments.
+        // A `filter` (`take*`, `drop*`) of varying Float items: the
+        // function, its mask (count) and the items.
         let mut filtered = None;
         if Self::varying(boxed, env) {
             let (head, spine) = boxed.spine();
-            let (Some("filter"), [(mask, _), (xs, xl)]) = (head_name(head), spine.as_slice()) else {
+            let (Some(keep @ ("filter" | "take*" | "drop*")), [(mask, _), (xs, xl)]) =
+                (head_name(head), spine.as_slice())
+            else {
                 return Err(self.unsupported(
                     e,
-                    "`unbox` of a box that depends on the parameter, but `filter`'s",
+                    "`unbox` of a box that depends on the parameter, but `filter`'s, `take*`'s or `drop*`'s",
                 ));
             };
             if xs.ty.atom != Atom::Float || !xl.principal.is_scalar() {
-                return Err(
-                    self.unsupported(e, "`unbox` of a `filter` lifted, or of items that are not Floats")
-                );
+                return Err(self.unsupported(
+                    e,
+                    &format!("`unbox` of a `{keep}` lifted, or of items that are not Floats"),
+                ));
             }
-            filtered = Some((*mask, *xs));
+            filtered = Some((keep, *mask, *xs));
         }
         let result = &e.ty;
         let mut inner = env.clone();
@@ -79,7 +89,7 @@ impl Walk<'_, '_> {
         let mut prelude = Vec::new();
         let boxed_code;
         let mut filter_info = None;
-        if let Some((mask, xs)) = filtered {
+        if let Some((keep, mask, xs)) = filtered {
             let (p, t) = self.expr(xs, env)?;
             let p = if matches!(p.kind, ExprKind::Var(_)) {
                 p
@@ -97,14 +107,16 @@ impl Walk<'_, '_> {
                 let pair: Fields = vec![("p".into(), float_cell.clone()), ("t".into(), float_cell)];
                 let t = t.unwrap_or_else(|| zeros(w, p.clone()));
                 let rec = record_of(w, &pair, |f| if f == "p" { p.clone() } else { t.clone() });
-                boxed_code = call("filter", vec![mask_code, rec]);
+                boxed_code = call(keep, vec![mask_code, rec]);
                 prelude.push((v_name.clone(), field_of(var(&r), "p")));
                 prelude.push((dt.clone(), field_of(var(&r), "t")));
             } else {
                 let int = Type::scalar(Atom::Int);
                 let pair: Fields = vec![("p".into(), float_cell), ("place".into(), int)];
                 let Some(first) = super::static_dim(w, xs.ty.shape.segs().first()) else {
-                    return Err(self.unsupported(e, "`unbox` of a `filter` of an array of unknown rank"));
+                    return Err(
+                        self.unsupported(e, &format!("`unbox` of a `{keep}` of an array of unknown rank"))
+                    );
                 };
                 let places = ast::Expr {
                     kind: ExprKind::IApp {
@@ -117,7 +129,7 @@ impl Walk<'_, '_> {
                     span: crate::elaborate::sp(),
                 };
                 let rec = record_of(w, &pair, |f| if f == "p" { p.clone() } else { places.clone() });
-                boxed_code = call("filter", vec![mask_code, rec]);
+                boxed_code = call(keep, vec![mask_code, rec]);
                 let place_name = w.ad.fresh();
                 prelude.push((v_name.clone(), field_of(var(&r), "p")));
                 prelude.push((place_name.clone(), field_of(var(&r), "place")));
@@ -166,8 +178,11 @@ impl Walk<'_, '_> {
             }
             false
         });
-        if free.iter().any(|(_, t)| t.atom != Atom::Float) {
-            return Err(self.unsupported(e, "`unbox` whose body reads a varying record"));
+        if free
+            .iter()
+            .any(|(_, t)| t.atom != Atom::Float && float_record(&t.atom).is_none())
+        {
+            return Err(self.unsupported(e, "`unbox` whose body reads a varying value that is not Float"));
         }
         let mut sub = Walk::new(w, self.mode);
         sub.records = self.records.clone();
@@ -228,14 +243,27 @@ impl Walk<'_, '_> {
         for n in node.body.nodes.iter().rev() {
             sub.adjoint(n, &mut inner)?;
         }
+        // One field per variable (per field of a record: `a{k}_{field}`).
         let mut fields: Fields = Vec::new();
         let mut values = Vec::new();
         for (k, (name, ty)) in node.free.iter().enumerate() {
-            fields.push((format!("a{k}"), ty.clone()));
-            values.push(match sub.read_adjoint(name, &mut inner) {
+            let adjoint = match sub.read_adjoint(name, &mut inner) {
                 Some(a) => a,
                 None => sub.zeros_of(name),
-            });
+            };
+            match float_record(&ty.atom) {
+                Some(record) => {
+                    let adjoint = sub.bind(adjoint);
+                    for (f, fty) in record {
+                        fields.push((format!("a{k}_{f}"), fty.lift(&ty.shape)));
+                        values.push(field_of(adjoint.clone(), &f));
+                    }
+                }
+                None => {
+                    fields.push((format!("a{k}"), ty.clone()));
+                    values.push(adjoint);
+                }
+            }
         }
         if let Some((xs, ty, items, places)) = &node.filtered {
             fields.push(("items".into(), ty.clone()));
@@ -260,8 +288,12 @@ impl Walk<'_, '_> {
             span: crate::elaborate::sp(),
         };
         let res = self.bind(code);
-        for (k, (name, _)) in node.free.iter().enumerate() {
-            let c = self.bind(field_of(res.clone(), &format!("a{k}")));
+        for (k, (name, ty)) in node.free.iter().enumerate() {
+            let c = match float_record(&ty.atom) {
+                Some(record) => record_of(w, &record, |f| field_of(res.clone(), &format!("a{k}_{f}"))),
+                None => field_of(res.clone(), &format!("a{k}")),
+            };
+            let c = self.bind(c);
             self.accumulate(name, c, adjoints);
         }
         if let Some((xs, ..)) = &node.filtered {

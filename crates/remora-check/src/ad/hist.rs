@@ -1,5 +1,4 @@
-//! `hist` by `f.max`, `f.min` and `f.*` under differentiation (`hist` by
-//! `f.+` is linear: `Rule::Linear`).
+//! `hist` under differentiation, but by `f.+` (linear: `Rule::Linear`).
 //!
 //! `((i-app hist m) op ne idx xs)` starts every bin from `ne` and combines
 //! each item into its bin by `(op acc item)`, in order.
@@ -16,20 +15,80 @@
 //!   products of the others are the bin's product of its nonzero factors,
 //!   divided by the item when it is not zero, and zero when another factor
 //!   is: right at zeros.
+//! * Any other function (a lambda, a name, `f.-`, `f./`): each bin is a
+//!   fold of its items, in item order. A stable grade of the indices brings
+//!   each bin's items together; a scan along them finds the accumulator
+//!   each item was combined with; tangents are scanned forward along them,
+//!   cotangents back, by the function's own derivative (Schenck's rule for
+//!   a general operator, thesis §3.4.2, but sequential within a bin, so
+//!   the function need not be associative). Items whose indices are out
+//!   of range get no derivative.
 //!
-//! Indices must be in range (each item reads its bin's value), as for
-//! `hist` by `f.+`. Lifted over a frame, and by any other function (a
-//! lambda), `hist` is a positioned error.
+//! Indices must be in range for the extrema and products (each item reads
+//! its bin's value), as for `hist` by `f.+`. Lifted over a frame, `hist` is
+//! a call of `(λ (ne idx xs) (hist op ne idx xs))` lifted over it, whose
+//! derivative on cells is lifted (a frame of functions is an error).
 
-use super::{Env, Mode, Node, Rule, Walk, app, call, float, int, lam, static_dim, zeros};
+use super::loops::{Step, fields, record_type};
+use super::{
+    Env, Mode, Node, Rule, Walk, app, call, field_of, float, int, lam, lambdas, let_in, record_of,
+    static_dim, zeros,
+};
 use crate::typed::TExpr;
 use remora_syntax::Diagnostic;
 use remora_syntax::ast::{self, ExprKind};
 use remora_types::{Atom, Lifted, Shape, Type};
 use std::collections::HashMap;
 
-/// `hist` by an extremum or a product, as reverse mode needs it.
-pub(super) struct HistNode {
+/// A `hist` by an extremum, a product or a lambda, as reverse mode needs it.
+pub(super) enum HistNode {
+    Op(Box<OpHist>),
+    By(Box<ByHist>),
+}
+
+/// A `hist`'s arguments as its rules read them.
+struct HistArgs {
+    /// The static counts of bins and items.
+    m: ast::Ispace,
+    n: ast::Ispace,
+    bins: Shape,
+    cell: Shape,
+    ne: ast::Expr,
+    idx: ast::Expr,
+    xs: ast::Expr,
+    dne: Option<ast::Expr>,
+    dxs: Option<ast::Expr>,
+    /// The primal, bound to a name.
+    out: ast::Expr,
+}
+
+/// `hist` by a lambda: its items in the order of a stable grade of the
+/// indices (each bin's items together, in item order), and the accumulator
+/// each was combined with, found by a scan along them.
+pub(super) struct ByHist {
+    xs_name: Option<String>,
+    ne_name: Option<String>,
+    ne: ast::Expr,
+    xs: ast::Expr,
+    step: Step,
+    /// The grade; the indices, items and accumulators in its order.
+    perm: ast::Expr,
+    sidx: ast::Expr,
+    sxs: ast::Expr,
+    accs: ast::Expr,
+    /// Whether each item (in the grade's order) is its bin's first, and
+    /// its last; whether its index is a bin's; whether each bin has none.
+    first: ast::Expr,
+    last: ast::Expr,
+    valid: ast::Expr,
+    empty: ast::Expr,
+    items: Shape,
+    bins: Shape,
+    cell: Shape,
+}
+
+/// `hist` by an extremum or a product.
+pub(super) struct OpHist {
     /// The items' and `ne`'s names, when they depend on the parameter.
     xs_name: Option<String>,
     ne_name: Option<String>,
@@ -97,6 +156,24 @@ fn v(name: &str) -> ast::Expr {
     super::var(name)
 }
 
+fn if_(cond: ast::Expr, then: ast::Expr, otherwise: ast::Expr) -> ast::Expr {
+    super::node(ExprKind::If {
+        cond: Box::new(cond),
+        then: Box::new(then),
+        otherwise: Box::new(otherwise),
+    })
+}
+
+fn bool_(b: bool) -> ast::Expr {
+    super::node(ExprKind::Array {
+        shape: Vec::new(),
+        atoms: vec![ast::Atom {
+            kind: ast::AtomKind::Bool(b),
+            span: crate::elaborate::sp(),
+        }],
+    })
+}
+
 fn select(c: ast::Expr, a: ast::Expr, b: ast::Expr) -> ast::Expr {
     call("select", vec![c, a, b])
 }
@@ -123,19 +200,409 @@ impl Walk<'_, '_> {
             Some("f.max") => "f.max",
             Some("f.min") => "f.min",
             Some("f.*") => "f.*",
-            _ => {
-                return Some(Err(self.unsupported(
-                    e,
-                    "`hist` by a function other than `f.+`, `f.max`, `f.min` and `f.*`",
-                )));
-            }
+            _ => "a function",
         };
         if spine.iter().any(|(_, l)| !l.principal.is_scalar()) {
-            return Some(Err(
-                self.unsupported(e, &format!("`hist` by `{op}` lifted over a frame"))
-            ));
+            return Some(self.lifted_on_cells("`hist`", e, spine, env));
+        }
+        if op == "a function" {
+            return Some(self.hist_by(e, spine, env));
         }
         Some(self.hist(op, e, spine, env))
+    }
+
+    /// `hist` by a lambda `f` (Schenck's rule for any operator, thesis
+    /// §3.4.2, run in item order, so `f` need not be associative): each
+    /// bin's items are a fold by `f` from `ne`. A stable grade of the
+    /// indices brings each bin's items together; a scan along them finds
+    /// the accumulator each item was combined with. Forward mode scans the
+    /// tangents along them the same way; reverse mode scans the
+    /// cotangents back (`hist_by_adjoint`).
+    #[allow(clippy::type_complexity)]
+    fn hist_by(
+        &mut self,
+        e: &TExpr,
+        spine: &[(&TExpr, &Lifted)],
+        env: &Env,
+    ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
+        let w = self.w;
+        let what = "`hist` by a function";
+        let Some((fe, _)) = spine.first() else {
+            return Err(self.unsupported(e, what));
+        };
+        if e.ty.atom != Atom::Float {
+            return Err(self.unsupported(e, what));
+        }
+        let HistArgs {
+            m,
+            n,
+            bins,
+            cell,
+            ne,
+            idx,
+            xs,
+            dne,
+            dxs,
+            out,
+        } = self.hist_args(what, e, spine, env)?;
+        let cell_ty = Type {
+            atom: Atom::Float,
+            shape: cell.clone(),
+        };
+        let step = match super::head_name(fe) {
+            // (`f.+`, the extrema and `f.*` have rules of their own.)
+            Some(op @ ("f.-" | "f./")) => self.op_step(op, cell_ty.clone(), dxs.is_some(), false),
+            _ => self.lambda_step(
+                fe,
+                cell_ty.clone(),
+                Some(cell_ty.clone()),
+                dxs.is_some(),
+                false,
+                env,
+                e,
+                what,
+            )?,
+        };
+        if step.closed.iter().any(|(_, t, _)| t.atom != Atom::Float) {
+            return Err(self.unsupported(e, &format!("{what} that closes over a varying record")));
+        }
+        if dne.is_none() && dxs.is_none() && step.closed.is_empty() {
+            return Ok((out, None));
+        }
+        let items = spine.get(2).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
+        let cell_ispace = ast::Ispace::Shape(w.shape(&cell));
+        let scalar = ast::Ispace::Shape(w.shape(&Shape::scalar()));
+        let perm = self.bind(call("grade", vec![idx.clone()]));
+        let sidx = self.bind(app(
+            instantiated(w, "nth", Atom::Int, vec![n.clone(), scalar.clone()]),
+            vec![idx.clone(), perm.clone()],
+        ));
+        let gather = instantiated(w, "nth", Atom::Float, vec![n.clone(), cell_ispace.clone()]);
+        let sxs = self.bind(app(gather.clone(), vec![xs.clone(), perm.clone()]));
+        let positions = super::node(ExprKind::IApp {
+            func: Box::new(v("iota/static")),
+            arg: ast::Ispace::Shape(w.shape(&items)),
+        });
+        let positions = self.bind(positions);
+        // An item is its bin's first (last) where the one before (after)
+        // it in the grade's order is another bin's, or there is none.
+        let border = |by: i64, at: i64| {
+            call(
+                "or",
+                vec![
+                    call(
+                        "==",
+                        vec![call("rotate", vec![positions.clone(), int(at)]), int(0)],
+                    ),
+                    call(
+                        "!=",
+                        vec![sidx.clone(), call("rotate", vec![sidx.clone(), int(by)])],
+                    ),
+                ],
+            )
+        };
+        let first = self.bind(border(-1, 0));
+        let last = self.bind(border(1, 1));
+        let m_int = super::node(ExprKind::IApp {
+            func: Box::new(v("reify-dim")),
+            arg: m.clone(),
+        });
+        let valid = self.bind(call(
+            "and",
+            vec![
+                call(">=", vec![sidx.clone(), int(0)]),
+                call("<", vec![sidx.clone(), m_int]),
+            ],
+        ));
+        // The accumulator each item was combined with: `ne` at its bin's
+        // first, else the state the item before it left.
+        let acc_fields = fields(&[("f", &Type::scalar(Atom::Bool)), ("l", &cell_ty), ("x", &cell_ty)]);
+        let (s, q, l) = (w.ad.fresh(), w.ad.fresh(), w.ad.fresh());
+        let acc_ty = record_type(&acc_fields);
+        let acc_step = lambdas(
+            w,
+            &[(s.clone(), acc_ty.clone()), (q.clone(), acc_ty)],
+            let_in(
+                vec![(
+                    l.clone(),
+                    if_(field_of(v(&q), "f"), ne.clone(), field_of(v(&s), "x")),
+                )],
+                record_of(w, &acc_fields, |f| match f {
+                    "f" => field_of(v(&q), "f"),
+                    "l" => v(&l),
+                    _ => app(step.code.clone(), vec![v(&l), field_of(v(&q), "x")]),
+                }),
+            ),
+        );
+        let init = record_of(w, &acc_fields, |f| match f {
+            "f" => bool_(true),
+            _ => ne.clone(),
+        });
+        let along = record_of(w, &acc_fields, |f| match f {
+            "f" => first.clone(),
+            _ => sxs.clone(),
+        });
+        let states = call("tail", vec![call("scan", vec![acc_step, init, along])]);
+        let accs = self.bind(field_of(states, "l"));
+        if self.mode == Mode::Forward {
+            // Each item's state's tangent, from `ne`'s at its bin's first;
+            // each bin's, its last item's (`ne`'s where it has none).
+            let dne = dne.unwrap_or_else(|| zeros(w, ne.clone()));
+            let dsxs = dxs.map(|d| app(gather, vec![d, perm.clone()]));
+            let t_fields = fields(&[
+                ("f", &Type::scalar(Atom::Bool)),
+                ("l", &cell_ty),
+                ("x", &cell_ty),
+                ("t", &cell_ty),
+            ]);
+            let t_ty = record_type(&t_fields);
+            let (s, q) = (w.ad.fresh(), w.ad.fresh());
+            let mut at = vec![field_of(v(&q), "l"), field_of(v(&q), "x")];
+            at.extend(step.closed.iter().map(|(c, _, _)| v(c)));
+            at.push(if_(field_of(v(&q), "f"), dne.clone(), field_of(v(&s), "t")));
+            if step.item_varying {
+                at.push(field_of(v(&q), "t"));
+            }
+            at.extend(step.closed.iter().map(|(_, _, dc)| v(dc)));
+            let d = step.forward.clone().unwrap_or_else(|| v("undefined"));
+            let t_step = lambdas(
+                w,
+                &[(s.clone(), t_ty.clone()), (q.clone(), t_ty)],
+                record_of(w, &t_fields, |f| match f {
+                    "t" => app(d.clone(), at.clone()),
+                    f => field_of(v(&q), f),
+                }),
+            );
+            let init = record_of(w, &t_fields, |f| match f {
+                "f" => bool_(true),
+                "t" => dne.clone(),
+                _ => ne.clone(),
+            });
+            let along = record_of(w, &t_fields, |f| match f {
+                "f" => first.clone(),
+                "l" => accs.clone(),
+                "t" => dsxs.clone().unwrap_or_else(|| sxs.clone()),
+                _ => sxs.clone(),
+            });
+            let ts = field_of(call("tail", vec![call("scan", vec![t_step, init, along])]), "t");
+            let to_bins = app(
+                instantiated(
+                    w,
+                    "replicate",
+                    Atom::Float,
+                    vec![ast::Ispace::Shape(w.shape(&bins)), cell_ispace.clone()],
+                ),
+                vec![dne],
+            );
+            let scatter = instantiated(w, "scatter", Atom::Float, vec![m.clone(), n.clone(), cell_ispace]);
+            let t = self.bind(app(scatter, vec![to_bins, sidx, ts]));
+            return Ok((out, Some(t)));
+        }
+        let ones = app(
+            lam(w, &w.ad.fresh(), &Type::scalar(Atom::Int), int(1)),
+            vec![idx.clone()],
+        );
+        let count = app(
+            instantiated(w, "hist", Atom::Int, vec![m.clone(), n.clone(), scalar]),
+            vec![cell_fn(w, "+", Atom::Int, &Shape::scalar()), int(0), idx, ones],
+        );
+        let empty = self.bind(call("==", vec![count, int(0)]));
+        let out_name = match &out.kind {
+            ExprKind::Var(o) => o.name.clone(),
+            _ => String::new(),
+        };
+        let node = ByHist {
+            xs_name: super::varying_name(&dxs, &xs),
+            ne_name: super::varying_name(&dne, &ne),
+            ne,
+            xs,
+            step,
+            perm,
+            sidx,
+            sxs,
+            accs,
+            first,
+            last,
+            valid,
+            empty,
+            items,
+            bins,
+            cell,
+        };
+        self.nodes.push(Node {
+            out: out_name,
+            rule: Rule::Hist(Box::new(HistNode::By(Box::new(node)))),
+            head: v("∂hist"),
+            args: Vec::new(),
+            principal: Shape::scalar(),
+            result_cell: Shape::scalar(),
+            span: e.span,
+        });
+        Ok((out, Some(v("∂unused"))))
+    }
+
+    /// The adjoints of a `hist` by a lambda: the cotangent of each item's
+    /// state, scanned back along the grade's order (its bin's cotangent at
+    /// its bin's last item, else the next item's, taken back through `f`),
+    /// gives each item's cotangent, `ne`'s (at each bin's first item, and
+    /// each empty bin's own) and those of the variables `f` closes over.
+    fn hist_by_adjoint(
+        &mut self,
+        node: &ByHist,
+        ct: &ast::Expr,
+        adjoints: &mut HashMap<String, String>,
+        span: remora_syntax::Span,
+    ) -> Result<(), Diagnostic> {
+        let w = self.w;
+        let step = &node.step;
+        let cell_ty = Type {
+            atom: Atom::Float,
+            shape: node.cell.clone(),
+        };
+        let boolean = Type::scalar(Atom::Bool);
+        let c_fields = fields(&[
+            ("e", &boolean),
+            ("v", &boolean),
+            ("b", &Type::scalar(Atom::Int)),
+            ("l", &cell_ty),
+            ("x", &cell_ty),
+            ("c", &cell_ty),
+        ]);
+        let c_ty = record_type(&c_fields);
+        let (s, q) = (w.ad.fresh(), w.ad.fresh());
+        let closed: Vec<ast::Expr> = step.closed.iter().map(|(c, _, _)| v(c)).collect();
+        let through = |d: &Option<ast::Expr>, l: ast::Expr, x: ast::Expr, c: ast::Expr| {
+            let mut at = vec![l, x];
+            at.extend(closed.iter().cloned());
+            at.push(c);
+            app(d.clone().unwrap_or_else(|| v("undefined")), at)
+        };
+        let zero = zeros(w, node.ne.clone());
+        let nth = instantiated(
+            w,
+            "nth",
+            Atom::Float,
+            vec![
+                static_dim(w, node.bins.segs().first()).unwrap_or(ast::Ispace::Shape(w.shape(&node.bins))),
+                ast::Ispace::Shape(w.shape(&node.cell)),
+            ],
+        );
+        let of_bin = if_(
+            field_of(v(&q), "v"),
+            app(nth, vec![ct.clone(), field_of(v(&q), "b")]),
+            zero.clone(),
+        );
+        let back = through(
+            &step.for_state,
+            field_of(v(&s), "l"),
+            field_of(v(&s), "x"),
+            field_of(v(&s), "c"),
+        );
+        let c_step = lambdas(
+            w,
+            &[(s.clone(), c_ty.clone()), (q.clone(), c_ty)],
+            record_of(w, &c_fields, |f| match f {
+                "c" => if_(field_of(v(&q), "e"), of_bin.clone(), back.clone()),
+                f => field_of(v(&q), f),
+            }),
+        );
+        let init = record_of(w, &c_fields, |f| match f {
+            "e" => bool_(true),
+            "v" => bool_(false),
+            "b" => int(0),
+            "c" => zero.clone(),
+            _ => node.ne.clone(),
+        });
+        let along = record_of(w, &c_fields, |f| match f {
+            "e" => node.last.clone(),
+            "v" => node.valid.clone(),
+            "b" => node.sidx.clone(),
+            "l" => node.accs.clone(),
+            _ => node.sxs.clone(),
+        });
+        let back_along = call("scan", vec![c_step, init, call("reverse", vec![along])]);
+        let cs = call("reverse", vec![field_of(call("tail", vec![back_along]), "c")]);
+        let cs = self.bind(cs);
+        let (accs, sxs) = (node.accs.clone(), node.sxs.clone());
+        if let Some(xs) = &node.xs_name {
+            let c = self.bind(through(&step.for_item, accs.clone(), sxs.clone(), cs.clone()));
+            let c = call("scatter", vec![zeros(w, node.xs.clone()), node.perm.clone(), c]);
+            let c = self.bind(c);
+            self.accumulate(xs, c, adjoints);
+        }
+        if let Some(ne) = &node.ne_name {
+            let c = self.bind(through(&step.for_state, accs.clone(), sxs.clone(), cs.clone()));
+            let at_first = call("select", vec![node.first.clone(), c, float(0.0)]);
+            let at_first = self.sum_axes(at_first, &node.items, &node.cell, span)?;
+            let unreached = call("select", vec![node.empty.clone(), ct.clone(), float(0.0)]);
+            let unreached = self.sum_axes(unreached, &node.bins, &node.cell, span)?;
+            let c = self.bind(call("f.+", vec![at_first, unreached]));
+            self.accumulate(ne, c, adjoints);
+        }
+        for (k, (name, ty, _)) in step.closed.iter().enumerate() {
+            let d = step.for_closed.get(k).cloned();
+            let c = self.bind(through(&d, accs.clone(), sxs.clone(), cs.clone()));
+            let c = self.sum_axes(c, &node.items, &ty.shape, span)?;
+            let c = self.bind(c);
+            self.accumulate(name, c, adjoints);
+        }
+        Ok(())
+    }
+
+    /// A `hist`'s arguments, primal and tangent, its static counts of bins
+    /// and items, and its primal bound to a name.
+    fn hist_args(
+        &mut self,
+        what: &str,
+        e: &TExpr,
+        spine: &[(&TExpr, &Lifted)],
+        env: &Env,
+    ) -> Result<HistArgs, Diagnostic> {
+        let w = self.w;
+        let (head, _) = e.spine();
+        let bins = Shape::from_segs(e.ty.shape.segs().first().cloned().into_iter().collect());
+        let cell = spine.get(1).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
+        // The other `hist`s, scans and gathers, instantiated in full
+        // (inference could lift them over a frame instead), by functions
+        // of cells.
+        let items = spine.get(2).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
+        let (Some(m), Some(n)) = (
+            static_dim(w, bins.segs().first()),
+            static_dim(w, items.segs().first()),
+        ) else {
+            return Err(self.unsupported(e, &format!("{what} of an unknown count of bins")));
+        };
+        let mut ps = Vec::new();
+        let mut ts = Vec::new();
+        for (a, _) in spine.iter().skip(1) {
+            let (p, t) = self.expr(a, env)?;
+            ps.push(self.bind_named(p));
+            ts.push(t);
+        }
+        let (Some(ne), Some(idx), Some(xs), Some((f, _))) = (
+            ps.first().cloned(),
+            ps.get(1).cloned(),
+            ps.get(2).cloned(),
+            spine.first(),
+        ) else {
+            return Err(self.unsupported(e, "`hist`"));
+        };
+        let out = self.bind(app(
+            w.expr(head),
+            vec![w.expr(f), ne.clone(), idx.clone(), xs.clone()],
+        ));
+        Ok(HistArgs {
+            m,
+            n,
+            bins,
+            cell,
+            ne,
+            idx,
+            xs,
+            dne: ts.first().cloned().flatten(),
+            dxs: ts.get(2).cloned().flatten(),
+            out,
+        })
     }
 
     #[allow(clippy::type_complexity)]
@@ -147,19 +614,21 @@ impl Walk<'_, '_> {
         env: &Env,
     ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let w = self.w;
-        let (head, _) = e.spine();
-        let float_hist = w.expr(head);
-        let bins = Shape::from_segs(e.ty.shape.segs().first().cloned().into_iter().collect());
-        let cell = spine.get(1).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
-        // The other `hist`s and scans, instantiated in full (inference
-        // could lift them over a frame instead), by functions of cells.
-        let items = spine.get(2).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
-        let (Some(m), Some(n)) = (
-            static_dim(w, bins.segs().first()),
-            static_dim(w, items.segs().first()),
-        ) else {
-            return Err(self.unsupported(e, &format!("`hist` by `{op}` of an unknown count of bins")));
-        };
+        let HistArgs {
+            m,
+            n,
+            bins,
+            cell,
+            ne,
+            idx,
+            xs,
+            dne,
+            dxs,
+            out,
+        } = self.hist_args(&format!("`hist` by `{op}`"), e, spine, env)?;
+        if dne.is_none() && dxs.is_none() {
+            return Ok((out, None));
+        }
         let cell_ispace = ast::Ispace::Shape(w.shape(&cell));
         let hist_of = |atom: Atom, f: &str| {
             let head = instantiated(
@@ -173,26 +642,6 @@ impl Walk<'_, '_> {
         // Each item's bin's cell (`nth` of the bins by the indices).
         let nth = |atom: Atom| instantiated(w, "nth", atom, vec![m.clone(), cell_ispace.clone()]);
         let int_scan = instantiated(w, "iscan", Atom::Int, vec![n.clone(), cell_ispace.clone()]);
-        let mut ps = Vec::new();
-        let mut ts = Vec::new();
-        for (a, _) in spine.iter().skip(1) {
-            let (p, t) = self.expr(a, env)?;
-            ps.push(self.bind_named(p));
-            ts.push(t);
-        }
-        let (Some(ne), Some(idx), Some(xs)) = (ps.first().cloned(), ps.get(1).cloned(), ps.get(2).cloned())
-        else {
-            return Err(self.unsupported(e, "`hist`"));
-        };
-        let (dne, dxs) = (ts.first().cloned().flatten(), ts.get(2).cloned().flatten());
-        let op_code = spine.first().map(|(f, _)| w.expr(f)).unwrap_or_else(|| v(op));
-        let out = self.bind(app(
-            float_hist,
-            vec![op_code, ne.clone(), idx.clone(), xs.clone()],
-        ));
-        if dne.is_none() && dxs.is_none() {
-            return Ok((out, None));
-        }
         let cell_ty = Type {
             atom: Atom::Float,
             shape: cell.clone(),
@@ -322,7 +771,7 @@ impl Walk<'_, '_> {
             ExprKind::Var(o) => o.name.clone(),
             _ => String::new(),
         };
-        let node = HistNode {
+        let node = HistNode::Op(Box::new(OpHist {
             xs_name: super::varying_name(&dxs, &xs),
             ne_name: super::varying_name(&dne, &ne),
             idx,
@@ -331,7 +780,7 @@ impl Walk<'_, '_> {
             per_bin,
             bins,
             cell,
-        };
+        }));
         self.nodes.push(Node {
             out: out_name,
             rule: Rule::Hist(Box::new(node)),
@@ -350,6 +799,19 @@ impl Walk<'_, '_> {
     pub(super) fn hist_adjoint(
         &mut self,
         node: &HistNode,
+        ct: &ast::Expr,
+        adjoints: &mut HashMap<String, String>,
+        span: remora_syntax::Span,
+    ) -> Result<(), Diagnostic> {
+        match node {
+            HistNode::Op(node) => self.op_hist_adjoint(node, ct, adjoints, span),
+            HistNode::By(node) => self.hist_by_adjoint(node, ct, adjoints, span),
+        }
+    }
+
+    fn op_hist_adjoint(
+        &mut self,
+        node: &OpHist,
         ct: &ast::Expr,
         adjoints: &mut HashMap<String, String>,
         span: remora_syntax::Span,

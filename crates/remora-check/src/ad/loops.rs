@@ -42,22 +42,22 @@ enum How {
 
 /// A loop's step as code.
 #[derive(Clone)]
-struct Step {
+pub(super) struct Step {
     /// The primal step function, `(f s x)` or `(f s)`.
-    code: ast::Expr,
-    acc: Type,
+    pub(super) code: ast::Expr,
+    pub(super) acc: Type,
     /// The items' type, when the step takes items.
-    item: Option<Type>,
-    item_varying: bool,
+    pub(super) item: Option<Type>,
+    pub(super) item_varying: bool,
     /// The varying variables the step closes over: name, type, tangent.
-    closed: Vec<(String, Type, String)>,
+    pub(super) closed: Vec<(String, Type, String)>,
     /// Forward mode: `(λ (s [x] closed… ds [dx] dclosed…) ds')`.
-    forward: Option<ast::Expr>,
+    pub(super) forward: Option<ast::Expr>,
     /// Reverse mode: `(λ (s [x] closed… ct) …)` for the state, the item
     /// (when varying), and each closed variable.
-    for_state: Option<ast::Expr>,
-    for_item: Option<ast::Expr>,
-    for_closed: Vec<ast::Expr>,
+    pub(super) for_state: Option<ast::Expr>,
+    pub(super) for_item: Option<ast::Expr>,
+    pub(super) for_closed: Vec<ast::Expr>,
 }
 
 /// The frames and cells of a lifted loop's arguments: the count's frame
@@ -180,11 +180,11 @@ fn placeholder(w: &super::Writer, item: &Type, xs: &ast::Expr) -> ast::Expr {
     }
 }
 
-fn record_type(fields: &super::Fields) -> Type {
+pub(super) fn record_type(fields: &super::Fields) -> Type {
     Type::scalar(Atom::Record(fields.clone().into()))
 }
 
-fn fields(names: &[(&str, &Type)]) -> super::Fields {
+pub(super) fn fields(names: &[(&str, &Type)]) -> super::Fields {
     names.iter().map(|(n, t)| (n.to_string(), (*t).clone())).collect()
 }
 
@@ -251,11 +251,9 @@ impl Walk<'_, '_> {
         // `fold-right` is a `fold` over the items reversed, by the step
         // with its parameters the other way round.
         let flipped = name == "fold-right";
-        if lifted && flipped {
-            return Err(self.unsupported(e, &format!("{what} lifted over a frame")));
-        }
-        // The cell of argument i.
+        // The cell and frame of argument i.
         let cell = |i: usize| spine.get(i).map(|(_, l)| l.arg_cell.clone()).unwrap_or_default();
+        let frame = |i: usize| spine.get(i).map(|(_, l)| l.arg_frame.clone()).unwrap_or_default();
         let arg = |i: usize| spine.get(i).map(|(a, _)| *a);
         let (Some(fe), Some(last)) = (
             arg(if matches!(name, "iterate" | "while") { 1 } else { 0 }),
@@ -280,7 +278,15 @@ impl Walk<'_, '_> {
                 let init = self.expr(ie, env)?;
                 let (p, t) = self.expr(xe, env)?;
                 let p = self.bind_named(p);
-                (init, Some(self.structural("reverse", &p, &t, &xe.ty, e.span)))
+                // Lifted, each cell's items reversed.
+                let items = Type {
+                    atom: xe.ty.atom.clone(),
+                    shape: cell(2),
+                };
+                (
+                    init,
+                    Some(self.structural("reverse", &p, &t, &items, &frame(2), e.span)),
+                )
             }
             "iterate" | "while" => (self.expr(last, env)?, None),
             _ if split => (self.expr(last, env)?, None),
@@ -288,8 +294,8 @@ impl Walk<'_, '_> {
             _ => {
                 let (p, t) = self.expr(last, env)?;
                 let p = self.bind_named(p);
-                let first = self.structural("head", &p, &t, &last.ty, e.span);
-                let rest = self.structural("tail", &p, &t, &last.ty, e.span);
+                let first = self.structural("head", &p, &t, &last.ty, &Shape::scalar(), e.span);
+                let rest = self.structural("tail", &p, &t, &last.ty, &Shape::scalar(), e.span);
                 (first, Some(rest))
             }
         };
@@ -370,7 +376,7 @@ impl Walk<'_, '_> {
             }
         };
         if lifted {
-            let frames = |i: usize| spine.get(i).map(|(_, l)| l.arg_frame.clone()).unwrap_or_default();
+            let frames = frame;
             let (init_at, items_at) = match name {
                 "iterate" | "while" => (2, None),
                 "reduce" | "iscan" => (1, None),
@@ -481,8 +487,10 @@ impl Walk<'_, '_> {
             let items_t = tangent_of.get(init_at + 1).cloned().flatten().map(|n| var(&n));
             let init_p = var(names.get(init_at).map(String::as_str).unwrap_or("undefined"));
             let (init_p, init_t, items) = if cells.split {
-                let (first, first_t) = self.structural("head", &init_p, &init_t, &init_ty, e.span);
-                let (rest, rest_t) = self.structural("tail", &init_p, &init_t, &init_ty, e.span);
+                let (first, first_t) =
+                    self.structural("head", &init_p, &init_t, &init_ty, &Shape::scalar(), e.span);
+                let (rest, rest_t) =
+                    self.structural("tail", &init_p, &init_t, &init_ty, &Shape::scalar(), e.span);
                 (first, first_t, Some((rest, rest_t)))
             } else {
                 (init_p, init_t, cell_items(items_t))
@@ -563,8 +571,10 @@ impl Walk<'_, '_> {
             let init_p = var(names.get(init_at).map(String::as_str).unwrap_or("undefined"));
             let (init_p, init_t, items) = if cells.split {
                 let init_t = marker(init_at);
-                let (first, first_t) = sub.structural("head", &init_p, &init_t, &init_ty, e.span);
-                let (rest, rest_t) = sub.structural("tail", &init_p, &init_t, &init_ty, e.span);
+                let (first, first_t) =
+                    sub.structural("head", &init_p, &init_t, &init_ty, &Shape::scalar(), e.span);
+                let (rest, rest_t) =
+                    sub.structural("tail", &init_p, &init_t, &init_ty, &Shape::scalar(), e.span);
                 (first, first_t, Some((rest, rest_t)))
             } else {
                 (init_p, marker(init_at), cell_items(marker(init_at + 1)))
@@ -653,7 +663,8 @@ impl Walk<'_, '_> {
     }
 
     /// `(op x)` for a structural `op` without instantiations (`head`,
-    /// `tail`) of a variable `x` of type `ty`, with its tangent or its
+    /// `tail`, `reverse`) of a variable `x` of cells of type `ty` in the
+    /// frame `frame` (lifted: `op` on each cell), with its tangent or its
     /// reverse-mode node.
     fn structural(
         &mut self,
@@ -661,14 +672,23 @@ impl Walk<'_, '_> {
         x: &ast::Expr,
         t: &Option<ast::Expr>,
         ty: &Type,
+        frame: &Shape,
         span: Span,
     ) -> (ast::Expr, Option<ast::Expr>) {
-        let out = self.bind(call(op, vec![x.clone()]));
+        let w = self.w;
+        let on_cells = |x: &ast::Expr| {
+            if frame.is_scalar() {
+                call(op, vec![x.clone()])
+            } else {
+                super::lift(w, vec![(x.clone(), ty.clone())], |v| call(op, v.to_vec()))
+            }
+        };
+        let out = self.bind(on_cells(x));
         let Some(t) = t else {
             return (out, None);
         };
         if self.mode == Mode::Forward {
-            let dt = self.bind(call(op, vec![t.clone()]));
+            let dt = self.bind(on_cells(t));
             return (out, Some(dt));
         }
         let (ExprKind::Var(o), ExprKind::Var(src)) = (&out.kind, &x.kind) else {
@@ -693,11 +713,11 @@ impl Walk<'_, '_> {
             args: vec![Arg {
                 primal: x.clone(),
                 varying: Some(src.name.clone()),
-                frame: Shape::scalar(),
+                frame: frame.clone(),
                 cell: ty.shape.clone(),
                 atom: Atom::Float,
             }],
-            principal: Shape::scalar(),
+            principal: frame.clone(),
             result_cell,
             span,
         });
@@ -706,7 +726,7 @@ impl Walk<'_, '_> {
 
     /// A step by a scalar primitive (`(reduce f.* xs)` of matrices…),
     /// lifted over the cells: its derivatives by the primitive's partials.
-    fn op_step(&mut self, op: &str, acc: Type, item_varying: bool, flipped: bool) -> Step {
+    pub(super) fn op_step(&mut self, op: &str, acc: Type, item_varying: bool, flipped: bool) -> Step {
         let w = self.w;
         let (s, x, d, dx, ct) = (
             w.ad.fresh(),
@@ -766,7 +786,7 @@ impl Walk<'_, '_> {
     /// A step by a lambda (or a name bound to one): its derivatives by
     /// differentiating its body.
     #[allow(clippy::too_many_arguments)]
-    fn lambda_step(
+    pub(super) fn lambda_step(
         &mut self,
         fe: &TExpr,
         acc: Type,
