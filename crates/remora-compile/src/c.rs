@@ -484,6 +484,25 @@ impl Emitter {
         let p = pad(depth);
         let a = v(acc);
         let i = v(index);
+        // `f.max`, `f.min`: one loop over the items' order keys.
+        if let Some(how @ lanes::Unordered::Extreme(_)) = lanes::unordered(op).filter(|_| lanes::fits(body)) {
+            let _ = writeln!(out, "{p}if ({n} > {from}) {{");
+            self.unordered_fold(out, &a, how, op, index, (from, n), body, item, depth + 1);
+            match seed {
+                Some(s) => {
+                    let s = self.expr(s);
+                    let _ = writeln!(
+                        out,
+                        "{p}  {a} = {};\n{p}}} else {a} = {s};",
+                        op_c(op, &[s.clone(), a.clone()])
+                    );
+                }
+                None => {
+                    let _ = writeln!(out, "{p}}} else rt_fail(\"reduce of an empty array\");");
+                }
+            }
+            return;
+        }
         let start = match seed {
             Some(s) => {
                 let _ = writeln!(out, "{p}{a} = {};", self.expr(s));
@@ -639,7 +658,10 @@ impl Emitter {
         let combine = op_c(op, &["l".to_string(), "r".to_string()]);
         // A small node's leaves side by side (`lanes.rs`).
         let lanes = if lanes && lanes::fits(body) {
-            let text = self.tree_lanes(&name, &ctx, elem, op, index, body, item);
+            let text = match lanes::unordered(op) {
+                Some(how) => self.tree_unordered(&name, &ctx, elem, op, how, index, body, item),
+                None => self.tree_lanes(&name, &ctx, elem, op, index, body, item),
+            };
             self.top.push_str(&text);
             format!(
                 "    if (hi - lo <= {}) return {name}_lanes(c, lo, hi);\n",

@@ -78,6 +78,21 @@ static inline int64_t rt_abs(int64_t a) { return a < 0 ? rt_sub(0, a) : a; }
 static inline int64_t rt_signum(int64_t a) { return (a > 0) - (a < 0); }
 static inline float rt_fmax(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : (a <= b ? b : a); }
 static inline float rt_fmin(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : (a <= b ? a : b); }
+/* A float's place in an order of its bits as an Int (-0 before +0, and
+ * its own inverse): a reduction by f.max or f.min compares these, which
+ * the C compiler vectorises, where rt_fmax's choice among equal operands
+ * would keep the items in order (c/lanes.rs). */
+static inline int32_t rt_order_key(float x) {
+  int32_t b;
+  memcpy(&b, &x, sizeof b);
+  return b ^ (int32_t)((uint32_t)(b >> 31) >> 1);
+}
+static inline float rt_order_float(int32_t k) {
+  int32_t b = k ^ (int32_t)((uint32_t)(k >> 31) >> 1);
+  float x;
+  memcpy(&x, &b, sizeof x);
+  return x;
+}
 static inline float rt_fmod(float a, float b) {
   float r = fmodf(a, b);
   if (r == 0.0f) return copysignf(0.0f, b);

@@ -39,6 +39,7 @@ mod order;
 mod powers;
 mod prims;
 mod records;
+mod stacked;
 mod styles;
 mod trace;
 
@@ -297,6 +298,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     }
     empty::skip_empty_nests(&mut body);
     trace::in_order(&mut body);
+    stacked::read_in_place(&mut body, &a.out.outputs);
     contract::contractions(&mut body);
     styles::turn_lifted_sums(&mut body, &mut a.out.names);
     powers::shared_logs(&mut body, &mut a.out.names);
