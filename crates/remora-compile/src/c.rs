@@ -19,7 +19,7 @@
 
 use crate::loops::{Elem, Expr, Extent, Order, Program, Stmt, Var, Written};
 mod lanes;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 /// The runtime every program starts with.
@@ -630,11 +630,13 @@ impl Emitter {
             .filter(|(_, d)| matches!(d, Decl::Scalar(Elem::Int)))
             .map(|(x, _)| *x)
             .collect();
+        let mut inside = HashMap::new();
+        middle(index, count, &known, &mut inside);
         let _ = writeln!(
             out,
             "{p}{{ {value}\n{p}  rt_parallel_for({}, {}, {name}, &ctx); }}",
             self.expr(count),
-            cost(body, &known).c()
+            cost(body, &known, &inside).c()
         );
     }
 
@@ -792,46 +794,93 @@ fn heap_buffer(s: &Stmt) -> Option<Var> {
 /// loop's trip count is its count where that is a constant, or an Int
 /// expression of the variables `known` before the loop (the cost is then
 /// computed at run time: a hist over a run-time count of items, a map
-/// over an `iota` of an argument); any other count counts as 64
-/// iterations, a `while` as 256, a runtime call as 1,000.
-fn cost(stmts: &[Stmt], known: &HashSet<Var>) -> Cost {
-    let trips = |count: &Expr| match count {
-        Expr::Int(n) => Cost::Known(u64::try_from(*n).unwrap_or(0)),
-        _ => trips_c(count, known).map_or(Cost::Known(64), |c| Cost::Run(format!("fmax(0.0, {c})"))),
-    };
-    stmts
-        .iter()
-        .map(|s| match s {
-            Stmt::For { count, body, .. } => trips(count).mul(cost(body, known)),
-            Stmt::Reduce { count, body, .. } => trips(count).mul(cost(body, known).add(Cost::Known(1))),
-            Stmt::DoWhile { body, .. } => cost(body, known).mul(Cost::Known(256)),
-            Stmt::If { then, otherwise, .. } => {
-                cost(then, known).max(cost(otherwise, known)).add(Cost::Known(1))
+/// over an `iota` of an argument) and of those `inside` it: its Int
+/// `let`s of such expressions, and each enclosing loop's index at its
+/// middle iteration (a loop over a part `lo … hi` of the items, `lo` and
+/// `hi` computed from the part's index: about the items over the parts);
+/// any other count counts as 64 iterations, a `while` as 256, a runtime
+/// call as 1,000.
+fn cost(stmts: &[Stmt], known: &HashSet<Var>, inside: &HashMap<Var, String>) -> Cost {
+    let mut inside = inside.clone();
+    let mut total = Cost::Known(0);
+    for s in stmts {
+        let trips = |count: &Expr, inside: &HashMap<Var, String>| match count {
+            Expr::Int(n) => Cost::Known(u64::try_from(*n).unwrap_or(0)),
+            _ => trips_c(count, known, inside)
+                .map_or(Cost::Known(64), |c| Cost::Run(format!("fmax(0.0, {c})"))),
+        };
+        let one = match s {
+            Stmt::Let {
+                var,
+                elem: Elem::Int,
+                value,
+            } => {
+                if let Some(c) = trips_c(value, known, &inside).filter(|c| c.len() <= LONGEST_TRIPS) {
+                    inside.insert(*var, c);
+                }
+                Cost::Known(1)
             }
+            Stmt::Set { var, .. } => {
+                inside.remove(var);
+                Cost::Known(1)
+            }
+            Stmt::For {
+                index, count, body, ..
+            } => {
+                let mut within = inside.clone();
+                middle(*index, count, known, &mut within);
+                trips(count, &inside).mul(cost(body, known, &within))
+            }
+            Stmt::Reduce {
+                index, count, body, ..
+            } => {
+                let mut within = inside.clone();
+                middle(*index, count, known, &mut within);
+                trips(count, &inside).mul(cost(body, known, &within).add(Cost::Known(1)))
+            }
+            Stmt::DoWhile { body, .. } => cost(body, known, &inside).mul(Cost::Known(256)),
+            Stmt::If { then, otherwise, .. } => cost(then, known, &inside)
+                .max(cost(otherwise, known, &inside))
+                .add(Cost::Known(1)),
             Stmt::Call { .. } | Stmt::Alloc { .. } => Cost::Known(1000),
             _ => Cost::Known(1),
-        })
-        .fold(Cost::Known(0), Cost::add)
-        .at_least_one()
+        };
+        total = total.add(one);
+    }
+    total.at_least_one()
+}
+
+/// The longest C expression a variable inside a loop stands for in a
+/// trip count (each use of a `let` copies its expression).
+const LONGEST_TRIPS: usize = 400;
+
+/// A loop's `index` at its middle iteration, as [`trips_c`] writes it,
+/// into `inside`, where its `count` is such an expression.
+fn middle(index: Var, count: &Expr, known: &HashSet<Var>, inside: &mut HashMap<Var, String>) {
+    if let Some(c) = trips_c(count, known, inside).filter(|c| c.len() <= LONGEST_TRIPS) {
+        inside.insert(index, format!("floor(({c} - 1.0) / 2.0)"));
+    }
 }
 
 /// A trip count as a C expression of type double, where it is Int
 /// arithmetic that cannot fail (a division only by a positive constant)
-/// on constants and `known` variables.
-fn trips_c(count: &Expr, known: &HashSet<Var>) -> Option<String> {
+/// on constants, `known` variables and those `inside` a loop (each given
+/// as such an expression).
+fn trips_c(count: &Expr, known: &HashSet<Var>, inside: &HashMap<Var, String>) -> Option<String> {
     match count {
         Expr::Int(n) => Some(format!("{n}.0")),
         Expr::Var(x) if known.contains(x) => Some(format!("(double){}", v(*x))),
+        Expr::Var(x) => inside.get(x).cloned(),
         Expr::Op { op: "/", args } if args.len() == 2 && matches!(args[1], Expr::Int(d) if d > 0) => {
             Some(format!(
                 "floor({} / {})",
-                trips_c(&args[0], known)?,
-                trips_c(&args[1], known)?
+                trips_c(&args[0], known, inside)?,
+                trips_c(&args[1], known, inside)?
             ))
         }
         Expr::Op { op, args } if args.len() == 2 => {
-            let a = trips_c(&args[0], known)?;
-            let b = trips_c(&args[1], known)?;
+            let a = trips_c(&args[0], known, inside)?;
+            let b = trips_c(&args[1], known, inside)?;
             match *op {
                 "+" | "dim+" => Some(format!("({a} + {b})")),
                 "-" => Some(format!("({a} - {b})")),

@@ -401,6 +401,57 @@ static void rt_pair(rt_half half, void *c, int64_t lo, int64_t mid, int64_t hi, 
   half(c, mid, hi, r);
 }
 
+/* A big buffer that a loop on this thread writes in order (a float scan:
+ * one chain, that cannot be split) has its pages faulted in by another
+ * thread meanwhile (Linux's MADV_POPULATE_WRITE: the pages made
+ * writable as a first write would, their contents untouched, so it may
+ * race with the loop's writes): the chain then runs at its own speed, not
+ * stopping at every fresh page (a 40 MB scan: 6.7 ms with its faults, 5.0
+ * without). Nothing is done on one thread, under RT_POPULATE_FROM bytes,
+ * or where the system has no such advice; rt_populate_end waits for the
+ * helper. */
+#define RT_POPULATE_FROM ((size_t)4 << 20)
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static pthread_t rt_populating;
+static int rt_populate_on = 0;
+static struct {
+  void *p;
+  size_t bytes;
+} rt_populate_job;
+static void *rt_populate_task(void *unused) {
+  (void)unused;
+  (void)madvise(rt_populate_job.p, rt_populate_job.bytes, MADV_POPULATE_WRITE);
+  return NULL;
+}
+#endif
+static void rt_populate_begin(void *p, int64_t n, int64_t size) {
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+  if (rt_threads <= 1 || rt_populate_on || n <= 0 || size <= 0) return;
+  if ((uint64_t)n > (uint64_t)SIZE_MAX / (uint64_t)size) return;
+  size_t bytes = (size_t)n * (size_t)size;
+  if (bytes < RT_POPULATE_FROM) return;
+  uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+  uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+  if (hi <= lo) return;
+  rt_populate_job.p = (void *)lo;
+  rt_populate_job.bytes = hi - lo;
+  rt_populate_on = pthread_create(&rt_populating, NULL, rt_populate_task, NULL) == 0;
+#else
+  (void)p;
+  (void)n;
+  (void)size;
+#endif
+}
+static void rt_populate_end(void) {
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+  if (rt_populate_on) pthread_join(rt_populating, NULL);
+  rt_populate_on = 0;
+#endif
+}
+
 /* ---- values in and out: Futhark's binary format ---- */
 
 static const char *rt_type_names[3] = {" i64", " f32", "bool"};

@@ -1,11 +1,15 @@
 //! Compaction: `grade` of a map of Int keys at the outermost level (the
 //! grade of flags that puts the kept items first) without the keys ever
-//! stored. The keys' range, by parts on the threads; where it spans fewer
-//! than `SMALL_RANGE` values, a stable counting sort: each part's count
-//! of each key (on the threads), the places in order, each part writing
-//! its items' places (on the threads), each key computed where it is
-//! read. Otherwise the keys are stored and graded by the runtime. The
-//! counting sort is stable, so the grade is the interpreter's.
+//! stored. The keys' range, by parts on the threads (unless the keys'
+//! cell gives it: `bool->i` of anything, Int literals of an `if`); where
+//! it spans fewer than `SMALL_RANGE` values, a stable counting sort: each
+//! part's count of each key (on the threads), the places in order, each
+//! part writing its items' places (on the threads), each key computed
+//! where it is read. Two keys (flags) are counted by a sum per part and
+//! each part's two running places are scalars, chosen by arithmetic: no
+//! count in memory per item, no branch. Otherwise the keys are stored and
+//! graded by the runtime. The counting sort is stable, so the grade is
+//! the interpreter's.
 //!
 //! A grade used only to gather (`let`-bound, read only by a map that
 //! `take*` or `drop*` keeps part of: the stream compaction "kept first")
@@ -23,6 +27,11 @@ const SMALL_RANGE: i64 = 1024;
 /// What the last pass of a counting grade writes for each item: its code
 /// (`at`: the item's place in the order, `item`: its index) into `each`.
 type Place<'p, 'm> = &'p mut dyn FnMut(&mut Alloc<'m>, Expr, Expr, &mut Vec<Stmt>) -> Res<()>;
+
+/// What a pass of a two-key grade does for each item of a part: its
+/// key less the least (a variable), and its index, code into the item's
+/// statements.
+type PartItem<'p, 'm> = &'p mut dyn FnMut(&mut Alloc<'m>, Var, Expr, &mut Vec<Stmt>) -> Res<()>;
 
 /// A grade not made yet: the keys (a delayed map) of a `let`-bound
 /// `grade` read only by a map of which `take*` or `drop*` keeps part
@@ -109,6 +118,20 @@ impl<'m> Alloc<'m> {
         let op = |name: &'static str, a: Expr, b: Expr| Expr::op(name, vec![a, b]);
         let bound = |k: Expr| op("/", Expr::mul(k, n.clone()), Expr::Int(PARTS));
 
+        // Keys whose range the map's cell gives (`bool->i` of flags) are
+        // counted without a pass finding it.
+        if let Val::Delayed(d) = keys
+            && let Some((least, most)) = key_range(d.map)
+            && let Some(width) = most.checked_sub(least).filter(|w| *w < SMALL_RANGE)
+        {
+            let (low, span) = (self.fresh("low"), self.fresh("span"));
+            body.push(int(low, Expr::Int(least)));
+            body.push(int(span, Expr::Int(width)));
+            let counted = self.counting_grade(keys, n, (low, width), span, place)?;
+            body.extend(counted);
+            return Ok(());
+        }
+
         // Each part's least and greatest key.
         let least = self.alloc("least", Elem::Int, vec![Expr::Int(PARTS)], body);
         let most = self.alloc("most", Elem::Int, vec![Expr::Int(PARTS)], body);
@@ -184,7 +207,7 @@ impl<'m> Alloc<'m> {
             op(">=", Expr::Var(span), Expr::Int(0)),
             op("<", Expr::Var(span), Expr::Int(SMALL_RANGE)),
         );
-        let counted = self.counting_grade(keys, n, low, span, place)?;
+        let counted = self.counting_grade(keys, n, (low, -1), span, place)?;
         let stored = stored(self)?;
         body.push(Stmt::If {
             cond: small,
@@ -358,15 +381,21 @@ impl<'m> Alloc<'m> {
     }
 
     /// The stable counting sort of keys from `low` spanning `span` + 1
-    /// values, into `out`.
+    /// values (`known`: that span where it is known here, else -1), into
+    /// `out`. Two keys (a stable partition) are counted by a sum per part
+    /// and each part's two running places are scalars (no count in memory
+    /// per item).
     fn counting_grade(
         &mut self,
         keys: &Val<'m>,
         n: &Expr,
-        low: Var,
+        (low, known): (Var, i64),
         span: Var,
         place: Place<'_, 'm>,
     ) -> Res<Vec<Stmt>> {
+        if known == 1 {
+            return self.two_key_grade(keys, n, low, place);
+        }
         let int = |var, value| Stmt::Let {
             var,
             elem: Elem::Int,
@@ -489,6 +518,159 @@ impl<'m> Alloc<'m> {
         Ok(stmts)
     }
 
+    /// [`Alloc::counting_grade`] of keys `low` and `low + 1`: each part's
+    /// count of the greater key a sum (`counts`: part p's count of `low`
+    /// at 2p, of `low + 1` at 2p + 1), the places in order, then each
+    /// part's items placed from its two running places.
+    fn two_key_grade(&mut self, keys: &Val<'m>, n: &Expr, low: Var, place: Place<'_, 'm>) -> Res<Vec<Stmt>> {
+        let int = |var, value| Stmt::Let {
+            var,
+            elem: Elem::Int,
+            value,
+        };
+        let op = |name: &'static str, a: Expr, b: Expr| Expr::op(name, vec![a, b]);
+        let bound = |k: Expr| op("/", Expr::mul(k, n.clone()), Expr::Int(PARTS));
+        let counts = self.fresh("counts");
+        let mut stmts = vec![Stmt::Alloc {
+            buf: counts,
+            elem: Elem::Int,
+            len: Expr::Int(2 * PARTS),
+        }];
+        let slot = |p: Var, k: i64| Expr::add(Expr::mul(Expr::Var(p), Expr::Int(2)), Expr::Int(k));
+        // Part p of the items, `each` run for item lo + i after its key
+        // less `low` (0 or 1) is bound to `high`.
+        let part = |a: &mut Self,
+                    start: &dyn Fn(Var) -> Vec<Stmt>,
+                    each: PartItem<'_, 'm>,
+                    end: &dyn Fn(Var, Var, Var) -> Vec<Stmt>|
+         -> Res<Stmt> {
+            let (p, lo, hi, i, high) = (
+                a.fresh("part"),
+                a.fresh("lo"),
+                a.fresh("hi"),
+                a.fresh("i"),
+                a.fresh("high"),
+            );
+            let mut item = Vec::new();
+            let key = a.key(keys, Expr::add(Expr::Var(lo), Expr::Var(i)), &mut item)?;
+            item.push(int(high, op("-", key, Expr::Var(low))));
+            a.loop_depth += 2;
+            let r = each(a, high, Expr::add(Expr::Var(lo), Expr::Var(i)), &mut item);
+            a.loop_depth -= 2;
+            r?;
+            let [from, to] = part_bounds(lo, hi, p, bound);
+            let mut body = vec![from, to];
+            body.extend(start(p));
+            body.push(Stmt::For {
+                index: i,
+                count: op("-", Expr::Var(hi), Expr::Var(lo)),
+                parallel: false,
+                body: item,
+            });
+            body.extend(end(p, lo, hi));
+            Ok(Stmt::For {
+                index: p,
+                count: Expr::Int(PARTS),
+                parallel: true,
+                body,
+            })
+        };
+        let highs = self.fresh("highs");
+        let counted = part(
+            self,
+            &|_| vec![int(highs, Expr::Int(0))],
+            &mut |_, high, _, item| {
+                item.push(Stmt::Set {
+                    var: highs,
+                    value: Expr::add(Expr::Var(highs), Expr::Var(high)),
+                });
+                Ok(())
+            },
+            &|p, lo, hi| {
+                vec![
+                    Stmt::Store {
+                        buf: counts,
+                        index: slot(p, 0),
+                        value: op("-", op("-", Expr::Var(hi), Expr::Var(lo)), Expr::Var(highs)),
+                    },
+                    Stmt::Store {
+                        buf: counts,
+                        index: slot(p, 1),
+                        value: Expr::Var(highs),
+                    },
+                ]
+            },
+        )?;
+        stmts.push(counted);
+        // Each part's first place for each key: the lesser key's parts in
+        // order, then the greater's.
+        let (run, v, q, at, c) = (
+            self.fresh("run"),
+            self.fresh("v"),
+            self.fresh("part"),
+            self.fresh("at"),
+            self.fresh("c"),
+        );
+        stmts.push(int(run, Expr::Int(0)));
+        stmts.push(Stmt::For {
+            index: v,
+            count: Expr::Int(2),
+            parallel: false,
+            body: vec![Stmt::For {
+                index: q,
+                count: Expr::Int(PARTS),
+                parallel: false,
+                body: vec![
+                    int(at, Expr::add(Expr::mul(Expr::Var(q), Expr::Int(2)), Expr::Var(v))),
+                    int(c, Expr::load(counts, Expr::Var(at))),
+                    Stmt::Store {
+                        buf: counts,
+                        index: Expr::Var(at),
+                        value: Expr::Var(run),
+                    },
+                    Stmt::Set {
+                        var: run,
+                        value: Expr::add(Expr::Var(run), Expr::Var(c)),
+                    },
+                ],
+            }],
+        });
+        // Each item's place: its key's running place (`high` chooses by
+        // arithmetic, not a branch), which then moves on.
+        let (lows, highs, at) = (self.fresh("lows"), self.fresh("highs"), self.fresh("at"));
+        let placed = part(
+            self,
+            &|p| {
+                vec![
+                    int(lows, Expr::load(counts, slot(p, 0))),
+                    int(highs, Expr::load(counts, slot(p, 1))),
+                ]
+            },
+            &mut |a, high, item, each| {
+                let h = || Expr::Var(high);
+                each.push(int(
+                    at,
+                    Expr::add(
+                        Expr::Var(lows),
+                        Expr::mul(h(), op("-", Expr::Var(highs), Expr::Var(lows))),
+                    ),
+                ));
+                each.push(Stmt::Set {
+                    var: highs,
+                    value: Expr::add(Expr::Var(highs), h()),
+                });
+                each.push(Stmt::Set {
+                    var: lows,
+                    value: Expr::add(Expr::Var(lows), op("-", Expr::Int(1), h())),
+                });
+                place(a, Expr::Var(at), item, each)
+            },
+            &|_, _, _| Vec::new(),
+        )?;
+        stmts.push(placed);
+        Ok(stmts)
+    }
+
     /// The keys stored (on the threads), then graded by the runtime.
     fn stored_grade(&mut self, keys: &Val<'m>, n: &Expr, out: &View) -> Res<Vec<Stmt>> {
         let mut stmts = Vec::new();
@@ -570,4 +752,34 @@ fn kept_in_part(var: VarId, later: &[maps::Bind], inner: &maps::Expr) -> bool {
     }
     look(inner);
     found
+}
+
+/// The least and greatest key a map of keys can give, where its cell
+/// says: `bool->i` of anything, an Int literal, either arm of an `if` or
+/// `select` (through `let`s).
+fn key_range(map: &maps::Expr) -> Option<(i64, i64)> {
+    fn range(e: &maps::Expr) -> Option<(i64, i64)> {
+        let either = |a: &maps::Expr, b: &maps::Expr| {
+            let (a, b) = (range(a)?, range(b)?);
+            Some((a.0.min(b.0), a.1.max(b.1)))
+        };
+        match &e.kind {
+            Kind::Array { shape, atoms } if shape.is_empty() => match atoms.as_slice() {
+                [Atom::Int(k)] => Some((*k, *k)),
+                _ => None,
+            },
+            Kind::Map { frame, body, .. } if frame.is_scalar() => range(body),
+            Kind::If { then, otherwise, .. } => either(then, otherwise),
+            Kind::App { func, args } => match (prim_of(func)?, args.as_slice()) {
+                ("bool->i", [_]) => Some((0, 1)),
+                ("select", [_, a, b]) => either(a, b),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    match &map.kind {
+        Kind::Map { body, .. } => range(body),
+        _ => None,
+    }
 }

@@ -437,8 +437,21 @@ impl<'m> Alloc<'m> {
         e: &'m maps::Expr,
         body: &mut Vec<Stmt>,
     ) -> Res<Val<'m>> {
-        let elem = elem_of(&e.ty.atom)?;
         let dims = self.dims(&e.ty.shape)?;
+        self.scan_into(op, z, xs, e, dims, body).map(Val::Array)
+    }
+
+    /// [`Alloc::scan`] into a buffer of `dims` (its result's).
+    fn scan_into(
+        &mut self,
+        op: &Val<'m>,
+        z: &Val<'m>,
+        xs: &View,
+        e: &'m maps::Expr,
+        dims: Vec<Expr>,
+        body: &mut Vec<Stmt>,
+    ) -> Res<View> {
+        let elem = elem_of(&e.ty.atom)?;
         let out = self.alloc("scan", elem, dims, body);
         self.copy(z.clone(), &out.cell(&[Expr::Int(0)]), body)?;
         let k = self.fresh("k");
@@ -467,10 +480,43 @@ impl<'m> Alloc<'m> {
                 then: blocked,
                 otherwise: vec![in_order],
             });
-            return Ok(Val::Array(out));
+            return Ok(out);
         }
-        body.push(in_order);
-        Ok(Val::Array(out))
+        body.extend(self.written_in_order(&out, in_order));
+        Ok(out)
+    }
+
+    /// `chain`, a loop on this thread writing `out` in order, with `out`'s
+    /// pages faulted in by another thread meanwhile (the runtime's
+    /// `rt_populate_begin`: a float scan's chain then does not stop at
+    /// each fresh page), where no loop encloses it.
+    fn written_in_order(&self, out: &View, chain: Stmt) -> Vec<Stmt> {
+        if self.loop_depth != 0 {
+            return vec![chain];
+        }
+        let size = match out.elem {
+            Elem::Int => 8,
+            Elem::Float => 4,
+            Elem::Bool => 1,
+        };
+        vec![
+            Stmt::Call {
+                func: "rt_populate_begin",
+                args: vec![
+                    Expr::Addr {
+                        buf: out.buf,
+                        index: Box::new(out.offset.clone()),
+                    },
+                    product(&out.dims),
+                    Expr::Int(size),
+                ],
+            },
+            chain,
+            Stmt::Call {
+                func: "rt_populate_end",
+                args: Vec::new(),
+            },
+        ]
     }
 
     /// An exclusive Int sum scan of the `n` items of `xs` (a vector or a
@@ -699,6 +745,22 @@ impl<'m> Alloc<'m> {
     /// The partial reductions: item 0, then each from the one before.
     fn iscan(&mut self, op: &Val<'m>, xs: &View, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         let elem = elem_of(&e.ty.atom)?;
+        // An Int sum: the exclusive scan from 0 (in blocks on the threads,
+        // as `scan`'s), all but its first item.
+        if self.loop_depth == 0
+            && elem == Elem::Int
+            && xs.dims.len() == 1
+            && self.elementwise(op) == Some("+")
+        {
+            let n = xs.dims[0].clone();
+            let zero = Val::Scalar(Elem::Int, Expr::Int(0));
+            let whole = self.scan_into(op, &zero, xs, e, vec![Expr::add(n.clone(), Expr::Int(1))], body)?;
+            return Ok(Val::Array(View {
+                offset: Expr::add(whole.offset, Expr::Int(1)),
+                dims: vec![n],
+                ..whole
+            }));
+        }
         let dims = self.dims(&e.ty.shape)?;
         let out = self.alloc("iscan", elem, dims, body);
         let n = xs.dims[0].clone();
@@ -720,12 +782,13 @@ impl<'m> Alloc<'m> {
             let item = cell_val(xs.cell(std::slice::from_ref(&next)));
             a.apply_into(op, vec![acc, item], e, &out.cell(&[next]), inner)
         })?;
-        body.push(Stmt::For {
+        let chain = Stmt::For {
             index: k,
             count: Expr::op("-", vec![n, Expr::Int(1)]),
             parallel: false,
             body: inner,
-        });
+        };
+        body.extend(self.written_in_order(&out, chain));
         Ok(Val::Array(out))
     }
 
