@@ -67,48 +67,93 @@ pub(super) fn simplify(body: &mut Vec<Stmt>, outputs: &[Output], inputs: &[Var],
     }
 }
 
-/// A buffer computed where it is read: written once by a nest `for i:
-/// buf[i] = atom` or `for i: for j < c: buf[i*c + j] = atom`, its atom
-/// in terms of the nest's indices.
+/// A buffer computed where it is read: written once, in row-major order,
+/// by a nest of loops `for i0: for i1 < c1: … buf[i0*s0 + i1*s1 + …] =
+/// atom` (`s` the row-major strides of the extents `c`), its atom in
+/// terms of the nest's indices.
 struct Computed {
-    outer: Var,
-    /// The inner index and extent `c`, for a nest of two.
-    inner: Option<(Var, Expr)>,
+    indices: Vec<Var>,
+    /// The inner loops' extents (`c1 …`), and every index's stride.
+    extents: Vec<Expr>,
+    strides: Vec<Expr>,
     atom: Expr,
     /// The buffers the atom reads.
     reads: HashSet<Var>,
 }
 
+/// The most loops of a nest that writes a computed buffer.
+const MOST_LOOPS: usize = 4;
+
+/// The row-major index of `indices` in extents `inner` (the extents of
+/// all axes but the first), and each index's stride, folded as a view's
+/// cells fold them.
+fn row_major(indices: &[Var], inner: &[Expr]) -> (Expr, Vec<Expr>) {
+    let mut strides = vec![Expr::Int(1); indices.len()];
+    for k in (0..indices.len().saturating_sub(1)).rev() {
+        strides[k] = Expr::mul(strides[k + 1].clone(), inner[k].clone());
+    }
+    let index = indices.iter().zip(&strides).fold(Expr::Int(0), |at, (i, s)| {
+        Expr::add(at, Expr::mul(Expr::Var(*i), s.clone()))
+    });
+    (index, strides)
+}
+
+/// The terms of a sum.
+fn terms(e: &Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Op { op: "+", args } if args.len() == 2 => args.iter().for_each(|a| terms(a, out)),
+        _ => out.push(e.clone()),
+    }
+}
+
 impl Computed {
-    /// The atom read at `index`, if `index` names one the nest wrote
-    /// (`a*c + b` with `b` in `[0, c)`, for a nest of two).
+    /// The atom read at `index`, if `index` names one the nest wrote: its
+    /// terms grouped by the strides they are multiplied by (the rest, the
+    /// last index's), and, given `ranges`, every index but the first
+    /// proven within its extent.
     fn at(&self, index: &Expr, ranges: Option<&Ranges>) -> Option<Expr> {
-        let Some((j, c)) = &self.inner else {
-            return Some(substitute(&self.atom, &[(self.outer, index)]));
-        };
-        let Expr::Op { op: "+", args } = index else {
-            return None;
-        };
-        let [Expr::Op { op: "*", args: times }, b] = args.as_slice() else {
-            return None;
-        };
-        let [a, c2] = times.as_slice() else {
-            return None;
-        };
-        if c2 != c {
-            return None;
+        let last = self.indices.len() - 1;
+        if last == 0 {
+            return Some(substitute(&self.atom, &[(self.indices[0], index)]));
         }
-        if let Some(ranges) = ranges {
-            let within = match (range(b, ranges), c) {
-                (Some((lo, hi)), Expr::Int(n)) => lo >= 0 && hi < *n as i128,
-                _ => false,
-            };
-            let counted = matches!(b, Expr::Op { op: "mod", args } if args.get(1) == Some(c));
-            if !within && !counted {
+        for (k, s) in self.strides.iter().enumerate() {
+            if self.strides[k + 1..].contains(s) {
                 return None;
             }
         }
-        Some(substitute(&self.atom, &[(self.outer, a), (*j, b)]))
+        let mut parts: Vec<Option<Expr>> = vec![None; self.indices.len()];
+        let mut all = Vec::new();
+        terms(index, &mut all);
+        for t in all {
+            let (k, part) = match &t {
+                Expr::Op { op: "*", args } if args.len() == 2 => {
+                    match self.strides[..last].iter().position(|s| *s == args[1]) {
+                        Some(k) => (k, args[0].clone()),
+                        None => (last, t.clone()),
+                    }
+                }
+                _ => (last, t.clone()),
+            };
+            parts[k] = Some(match parts[k].take() {
+                Some(sum) => Expr::op("+", vec![sum, part]),
+                None => part,
+            });
+        }
+        let parts: Vec<Expr> = parts.into_iter().map(|p| p.unwrap_or(Expr::Int(0))).collect();
+        if let Some(ranges) = ranges {
+            for (part, c) in parts[1..].iter().zip(&self.extents) {
+                let within = match (range(part, ranges), c) {
+                    (Some((lo, hi)), Expr::Int(n)) => lo >= 0 && hi < *n as i128,
+                    _ => false,
+                };
+                let counted = matches!(part, Expr::Op { op: "mod", args } if args.get(1) == Some(c));
+                if !within && !counted {
+                    return None;
+                }
+            }
+        }
+        let by: Vec<(Var, &Expr)> = self.indices.iter().copied().zip(&parts).collect();
+        Some(substitute(&self.atom, &by))
     }
 }
 
@@ -192,53 +237,18 @@ fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut 
             let mut inside = HashSet::new();
             declared_in(std::slice::from_ref(s), &mut inside);
             let kept = |v: Var| !inside.contains(&v) && !uses.set.contains(&v);
-            let mut lets: HashMap<Var, &Expr> = HashMap::new();
             let mut found = Vec::new();
-            for t in body {
-                match t {
-                    Stmt::Let { var, value, .. } if !uses.set.contains(var) => {
-                        lets.insert(*var, value);
-                    }
-                    Stmt::Store {
-                        buf,
-                        index: Expr::Var(at),
-                        value,
-                    } if at == i && single(buf) => found.push((*buf, None, value, lets.clone())),
-                    Stmt::For {
-                        index: j,
-                        count: c,
-                        body: inner,
-                        ..
-                    } => {
-                        let mut lets = lets.clone();
-                        for u in inner {
-                            match u {
-                                Stmt::Let { var, value, .. } if !uses.set.contains(var) => {
-                                    lets.insert(*var, value);
-                                }
-                                Stmt::Store { buf, index, value }
-                                    if single(buf)
-                                        && *index
-                                            == Expr::op(
-                                                "+",
-                                                vec![
-                                                    Expr::op("*", vec![Expr::Var(*i), c.clone()]),
-                                                    Expr::Var(*j),
-                                                ],
-                                            ) =>
-                                {
-                                    found.push((*buf, Some((*j, c.clone())), value, lets.clone()))
-                                }
-                                _ => {}
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            for (buf, inner, value, lets) in found {
+            stores(body, &[*i], &[], &HashMap::new(), &single, &uses.set, &mut found);
+            for Store {
+                buf,
+                indices,
+                extents,
+                value,
+                lets,
+            } in found
+            {
                 let mut nest = Nest {
-                    indices: [Some(*i), inner.as_ref().map(|(j, _)| *j)],
+                    indices: &indices,
                     lets: &lets,
                     kept: &kept,
                     ops: 0,
@@ -247,30 +257,32 @@ fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut 
                 let Some(atom) = nest.atom(value) else {
                     continue;
                 };
+                let reads = nest.reads;
                 // What the atom reads holds still until the buffer's last
                 // reader; the nest reads the buffer nowhere.
                 let last = (p..stmts.len())
                     .rev()
                     .find(|&q| mentions(&stmts[q], buf))
                     .unwrap_or(p);
-                let still = nest
-                    .reads
+                let still = reads
                     .iter()
                     .all(|r| *r != buf && !stmts[p..=last].iter().any(|q| writes(q, *r)));
                 // An atom that loads is computed where it is read only if
                 // each read computes it once (a copy made to be read
                 // again and again, a transposition for a product, stays).
-                let once = nest.reads.is_empty() || read_once(&stmts[p + 1..], buf);
+                let once = reads.is_empty() || read_once(&stmts[p + 1..], buf);
                 let mut own = 0;
                 each_load(std::slice::from_ref(s), &mut |b, _| own += usize::from(b == buf));
                 if still && once && own == 0 {
+                    let strides = row_major(&indices, &extents).1;
                     out.insert(
                         buf,
                         Computed {
-                            outer: *i,
-                            inner,
+                            indices,
+                            extents,
+                            strides,
                             atom,
-                            reads: nest.reads,
+                            reads,
                         },
                     );
                 }
@@ -377,9 +389,58 @@ fn readable(body: &[Stmt], mut found: HashMap<Var, Computed>, ranges: &Ranges) -
     found
 }
 
+/// A store in row-major order in a nest, with the nest's indices and
+/// inner extents and the `let`s before it.
+struct Store<'a> {
+    buf: Var,
+    indices: Vec<Var>,
+    extents: Vec<Expr>,
+    value: &'a Expr,
+    lets: HashMap<Var, &'a Expr>,
+}
+
+/// The stores of `body` (the body of the loops over `indices`, `extents`
+/// the inner ones') into buffers `single` accepts, in row-major order, at
+/// the nest's top or in loops of it, and the `let`s before each (of
+/// variables never `set`).
+fn stores<'a>(
+    body: &'a [Stmt],
+    indices: &[Var],
+    extents: &[Expr],
+    lets: &HashMap<Var, &'a Expr>,
+    single: &dyn Fn(&Var) -> bool,
+    set: &HashSet<Var>,
+    found: &mut Vec<Store<'a>>,
+) {
+    let mut lets = lets.clone();
+    let at = row_major(indices, extents).0;
+    for t in body {
+        match t {
+            Stmt::Let { var, value, .. } if !set.contains(var) => {
+                lets.insert(*var, value);
+            }
+            Stmt::Store { buf, index, value } if single(buf) && *index == at => found.push(Store {
+                buf: *buf,
+                indices: indices.to_vec(),
+                extents: extents.to_vec(),
+                value,
+                lets: lets.clone(),
+            }),
+            Stmt::For {
+                index, count, body, ..
+            } if indices.len() < MOST_LOOPS => {
+                let indices = [indices, &[*index]].concat();
+                let extents = [extents, std::slice::from_ref(count)].concat();
+                stores(body, &indices, &extents, &lets, single, set, found);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A nest's atom written in terms of its indices.
 struct Nest<'a> {
-    indices: [Option<Var>; 2],
+    indices: &'a [Var],
     lets: &'a HashMap<Var, &'a Expr>,
     /// Whether a variable keeps its value after the nest.
     kept: &'a dyn Fn(Var) -> bool,
@@ -396,7 +457,7 @@ impl Nest<'_> {
     fn atom(&mut self, e: &Expr) -> Option<Expr> {
         match e {
             Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) => Some(e.clone()),
-            Expr::Var(v) if self.indices.contains(&Some(*v)) || (self.kept)(*v) => Some(e.clone()),
+            Expr::Var(v) if self.indices.contains(v) || (self.kept)(*v) => Some(e.clone()),
             Expr::Var(v) => self.atom(self.lets.get(v)?),
             Expr::Op { op, args } => {
                 self.ops += 1;
@@ -407,6 +468,10 @@ impl Nest<'_> {
                 Some(Expr::op(op, args))
             }
             Expr::Load { buf, index } => {
+                // A buffer of the nest's own is gone after it.
+                if !(self.kept)(*buf) {
+                    return None;
+                }
                 self.ops += 1;
                 self.reads.insert(*buf);
                 Some(Expr::load(*buf, self.atom(index)?))
@@ -416,10 +481,10 @@ impl Nest<'_> {
     }
 }
 
-/// The variables declared in `stmts`, at any depth.
+/// The variables and buffers declared in `stmts`, at any depth.
 fn declared_in(stmts: &[Stmt], out: &mut HashSet<Var>) {
     Stmt::each(stmts, &mut |s| match s {
-        Stmt::Let { var, .. } => {
+        Stmt::Let { var, .. } | Stmt::Alloc { buf: var, .. } | Stmt::Data { buf: var, .. } => {
             out.insert(*var);
         }
         Stmt::For { index, .. } => {
