@@ -769,12 +769,21 @@ fn ranges_of(body: &[Stmt], inputs: &[Var], extents: &HashSet<Var>) -> Ranges {
         of: sources.keys().map(|k| (*k, None)).collect(),
         slotted,
     };
+    // In the order variables were made (operands before what reads them),
+    // each new range used at once: straight-line code settles in one
+    // round, a loop's state in a few before it is widened.
+    let mut order: Vec<(&Key, &Vec<Source>)> = sources.iter().collect();
+    order.sort_by_key(|(k, _)| match k {
+        Key::Var(v) => (v.0, i64::MIN),
+        Key::Slot(b, at) => (b.0, *at),
+    });
     let mut widened = HashSet::new();
     let mut round = 0;
     loop {
-        let mut changed = Vec::new();
-        for (v, from) in &sources {
-            if widened.contains(v) {
+        let mut changed = false;
+        round += 1;
+        for (v, from) in &order {
+            if widened.contains(*v) {
                 continue;
             }
             let r = from.iter().fold(None, |acc, s| {
@@ -791,21 +800,18 @@ fn ranges_of(body: &[Stmt], inputs: &[Var], extents: &HashSet<Var>) -> Ranges {
                     },
                 )
             });
-            if ranges.of.get(v) != Some(&r) {
-                changed.push((*v, r));
+            if ranges.of.get(*v) != Some(&r) {
+                changed = true;
+                if round > ROUNDS {
+                    widened.insert(**v);
+                    ranges.of.insert(**v, ANY);
+                } else {
+                    ranges.of.insert(**v, r);
+                }
             }
         }
-        if changed.is_empty() {
+        if !changed {
             break;
-        }
-        round += 1;
-        for (v, r) in changed {
-            if round > ROUNDS {
-                widened.insert(v);
-                ranges.of.insert(v, ANY);
-            } else {
-                ranges.of.insert(v, r);
-            }
         }
     }
     ranges
