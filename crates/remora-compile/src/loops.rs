@@ -210,6 +210,41 @@ impl Stmt {
         }
     }
 
+    /// The expressions this statement holds itself (not those of the
+    /// statements nested in it).
+    pub fn exprs(&self) -> Vec<&Expr> {
+        match self {
+            Stmt::Let { value, .. } | Stmt::Set { value, .. } => vec![value],
+            Stmt::Alloc { len, .. } => vec![len],
+            Stmt::Data { atoms, .. } => atoms.iter().collect(),
+            Stmt::Store { index, value, .. } => vec![index, value],
+            Stmt::For { count, .. } => vec![count],
+            Stmt::Reduce {
+                seed, count, item, ..
+            } => seed.iter().chain([count, item]).collect(),
+            Stmt::If { cond, .. } | Stmt::DoWhile { cond, .. } => vec![cond],
+            Stmt::Call { args, .. } => args.iter().collect(),
+            Stmt::Fail { .. } | Stmt::Swap { .. } => Vec::new(),
+        }
+    }
+
+    /// [`Stmt::exprs`], to change them.
+    pub fn exprs_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Stmt::Let { value, .. } | Stmt::Set { value, .. } => vec![value],
+            Stmt::Alloc { len, .. } => vec![len],
+            Stmt::Data { atoms, .. } => atoms.iter_mut().collect(),
+            Stmt::Store { index, value, .. } => vec![index, value],
+            Stmt::For { count, .. } => vec![count],
+            Stmt::Reduce {
+                seed, count, item, ..
+            } => seed.iter_mut().chain([count, item]).collect(),
+            Stmt::If { cond, .. } | Stmt::DoWhile { cond, .. } => vec![cond],
+            Stmt::Call { args, .. } => args.iter_mut().collect(),
+            Stmt::Fail { .. } | Stmt::Swap { .. } => Vec::new(),
+        }
+    }
+
     /// `f` on every statement of `stmts`, at any depth, each before those
     /// nested in it.
     pub fn each(stmts: &[Stmt], f: &mut dyn FnMut(&Stmt)) {

@@ -38,6 +38,7 @@ mod lanes;
 mod order;
 mod powers;
 mod prims;
+mod ranges;
 mod records;
 mod stacked;
 mod styles;
@@ -301,6 +302,18 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     stacked::read_in_place(&mut body, &a.out.outputs);
     contract::contractions(&mut body);
     styles::turn_lifted_sums(&mut body, &mut a.out.names);
+    let extents: std::collections::HashSet<Var> = a
+        .out
+        .inputs
+        .iter()
+        .flat_map(|i| &i.dims)
+        .filter_map(|d| match d {
+            Extent::Declare(v) => Some(*v),
+            Extent::Equal(_) => None,
+        })
+        .collect();
+    let inputs: Vec<Var> = a.out.inputs.iter().map(|i| i.buf).collect();
+    ranges::simplify(&mut body, &a.out.outputs, &inputs, &extents);
     powers::shared_logs(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
     a.out.body = body;
