@@ -1195,29 +1195,58 @@ impl<'p> Interpreter {
         };
         let mut steps: Vec<usize> = xs.strides.get(..nb + xframe)?.to_vec();
         steps.resize(outer.len(), 0);
+        let n = atoms_in(&outer);
+        check_size(n.checked_mul(item)?, Span::default()).ok()?;
+        // The indices read in place, a step per outer axis (zero where
+        // they are replicated): never laid out over the frame.
+        let isteps = is.steps_over(0, nb, outer.len(), &outer)?;
+        let Data::Int(indices) = &is.v.data else {
+            return None;
+        };
+        let lines = Lines {
+            outer: &outer,
+            steps: &steps,
+            isteps: &isteps,
+        };
+        // Consecutive items of one array: its buffer from the first (a
+        // view, unless outside a batch it would keep a much larger array
+        // alive; inside one it is a step's intermediate).
+        let keeps_little = !self.batch.is_empty() || n * item * 2 >= xs.v.data.len();
+        if keeps_little && let Some(view) = lines.run_view(indices, is.offset, items) {
+            let mut shape = outer.clone();
+            shape.extend(item_cell);
+            let strides = row_major(&shape);
+            return Some(xs.view(shape, nb, xs.offset + view * item, strides));
+        }
+        // Plain atoms: a line at a time, which checks the indices itself
+        // (only a gather that fails looks for the index to blame).
+        let typed = match &xs.v.data {
+            Data::Float(v) => Some(
+                lines
+                    .gather(v.get(xs.offset..)?, indices, is.offset, items, item)
+                    .map(|v| Data::Float(v.into())),
+            ),
+            Data::Int(v) => Some(
+                lines
+                    .gather(v.get(xs.offset..)?, indices, is.offset, items, item)
+                    .map(|v| Data::Int(v.into())),
+            ),
+            Data::Bool(v) => Some(
+                lines
+                    .gather(v.get(xs.offset..)?, indices, is.offset, items, item)
+                    .map(|v| Data::Bool(v.into())),
+            ),
+            _ => None,
+        };
+        if let Some(Some(data)) = typed {
+            outer.extend(item_cell);
+            return Some(Batched::dense(Array { shape: outer, data }, nb));
+        }
         let index = is.laid_over(0, nb, outer.len(), &outer)?;
         let Data::Int(index) = &index.data else {
             return None;
         };
-        let n = atoms_in(&outer);
-        check_size(n.checked_mul(item)?, Span::default()).ok()?;
         let index = index.get(..n)?;
-        // One axis and plain atoms: one tight loop, which checks the
-        // indices itself (only a gather that fails looks for the index
-        // to blame).
-        let line = match (steps.as_slice(), &xs.v.data) {
-            ([step], Data::Float(v)) => Some(
-                gather_line(v.get(xs.offset..)?, index, *step, items, item).map(|v| Data::Float(v.into())),
-            ),
-            ([step], Data::Int(v)) => {
-                Some(gather_line(v.get(xs.offset..)?, index, *step, items, item).map(|v| Data::Int(v.into())))
-            }
-            _ => None,
-        };
-        if let Some(Some(data)) = line {
-            outer.extend(item_cell);
-            return Some(Batched::dense(Array { shape: outer, data }, nb));
-        }
         if let Some(&i) = index.iter().find(|&&i| !(0..items as i64).contains(&i)) {
             // At the top level the reference path meets this index first;
             // inside a batch, some cell fails.
@@ -1231,7 +1260,7 @@ impl<'p> Interpreter {
             }
             return None;
         }
-        if line.is_some() {
+        if typed.is_some() {
             return None;
         }
         let starts = GatherStarts {
@@ -1886,29 +1915,236 @@ fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Ba
     ))
 }
 
-/// A gather along one axis: the item at `p * step + index[p] * item`
-/// for each position `p`; `None` where an index is not below `items`.
-fn gather_line<T: Copy>(v: &[T], index: &[i64], step: usize, items: usize, item: usize) -> Option<Vec<T>> {
-    let mut out = Vec::with_capacity(index.len().checked_mul(item)?);
-    let checked = |i: i64| usize::try_from(i).ok().filter(|&i| i < items);
-    if item == 1 && step == 0 {
-        // By chunks: a chunk's indices checked (a vectorised pass over
-        // what is then in cache), then gathered in a loop without checks
-        // that can fail.
-        let v = v.get(..items)?;
-        for chunk in index.chunks(1024) {
-            if chunk.iter().fold(0u64, |m, &i| m.max(i as u64)) >= items as u64 {
-                return None;
-            }
-            out.extend(chunk.iter().map(|&i| v[i as usize]));
+/// Indices in a chunk of a gather checked at once (in cache).
+const GATHER_CHUNK: usize = 1024;
+/// A chunk whose indices break their run at most once per this many is
+/// copied a block of this many at a time where a block is one run.
+const RUN_BLOCK: usize = 64;
+
+/// The positions of a gather (`outer`, row-major) as lines along the last
+/// axis: the array's cells `steps[a]` atoms apart along axis `a`, the
+/// indices `isteps[a]` apart (a zero step: one index for every position
+/// along the axis).
+struct Lines<'a> {
+    outer: &'a [usize],
+    steps: &'a [usize],
+    isteps: &'a [usize],
+}
+
+impl Lines<'_> {
+    /// The first index where every position reads the same array and the
+    /// indices, laid contiguously, count up one at a time within `items`
+    /// (a slice of the array's items): the result is a view.
+    fn run_view(&self, indices: &[i64], offset: usize, items: usize) -> Option<usize> {
+        let n = atoms_in(self.outer);
+        if n == 0 || self.steps.iter().any(|&s| s != 0) || *self.isteps != row_major(self.outer) {
+            return None;
         }
-        return Some(out);
+        let line = indices.get(offset..offset.checked_add(n)?)?;
+        let first = usize::try_from(*line.first()?).ok()?;
+        let run = |line: &[i64]| {
+            line.chunks(GATHER_CHUNK)
+                .enumerate()
+                .all(|(c, chunk)| is_run(chunk, (first + c * GATHER_CHUNK) as i64))
+        };
+        (first.checked_add(n)? <= items
+            && crate::fmath::widest(
+                #[inline(always)]
+                || run(line),
+            ))
+        .then_some(first)
     }
+
+    /// The gathered items, row-major; `None` where an index is not below
+    /// `items`.
+    fn gather<T: Copy>(
+        &self,
+        v: &[T],
+        indices: &[i64],
+        offset: usize,
+        items: usize,
+        item: usize,
+    ) -> Option<Vec<T>> {
+        let n = atoms_in(self.outer);
+        let mut out = Vec::with_capacity(n.checked_mul(item)?);
+        if n == 0 {
+            return Some(out);
+        }
+        let (len, lead) = match self.outer.split_last() {
+            Some((&len, lead)) => (len, lead),
+            None => (1, &[][..]),
+        };
+        let last = |s: &[usize]| s.last().copied().unwrap_or(0);
+        let (step, istep) = (last(self.steps), last(self.isteps));
+        let lead_steps = self.steps.get(..lead.len())?;
+        let lead_isteps = self.isteps.get(..lead.len())?;
+        let starts = Odometer {
+            outer: lead,
+            steps: lead_steps,
+            at: vec![0; lead.len()],
+            base: 0,
+        };
+        let istarts = Odometer {
+            outer: lead,
+            steps: lead_isteps,
+            at: vec![0; lead.len()],
+            base: offset,
+        };
+        let lines = atoms_in(lead);
+        let mut spread = Vec::new();
+        for (x, i) in starts.zip(istarts).take(lines) {
+            let v = v.get(x..)?;
+            match istep {
+                1 => gather_line(
+                    v,
+                    indices.get(i..i.checked_add(len)?)?,
+                    step,
+                    items,
+                    item,
+                    &mut out,
+                )?,
+                0 => {
+                    // One index for the whole line.
+                    let at = usize::try_from(*indices.get(i)?).ok().filter(|&i| i < items)? * item;
+                    for p in 0..len {
+                        let s = p * step + at;
+                        out.extend_from_slice(v.get(s..s + item)?);
+                    }
+                }
+                _ => {
+                    spread.clear();
+                    spread.extend((0..len).map(|p| indices.get(i + p * istep).copied()));
+                    let line: Option<Vec<i64>> = spread.iter().copied().collect();
+                    gather_line(v, &line?, step, items, item, &mut out)?;
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// [`gather_line`] where every position reads the same items.
+#[inline(always)]
+fn gather_shared<T: Copy>(v: &[T], index: &[i64], items: usize, item: usize, out: &mut Vec<T>) -> Option<()> {
+    let v = v.get(..items.checked_mul(item)?)?;
+    // The items of the runs met so far that continue one another, copied
+    // as one when the next piece does not continue them.
+    let mut run = 0..0;
+    let flush = |run: &mut std::ops::Range<usize>, out: &mut Vec<T>| -> Option<()> {
+        out.extend_from_slice(v.get(run.start * item..run.end * item)?);
+        *run = 0..0;
+        Some(())
+    };
+    for chunk in index.chunks(GATHER_CHUNK) {
+        let first = *chunk.first()?;
+        if is_run(chunk, first) {
+            let lo = usize::try_from(first).ok()?;
+            let hi = lo.checked_add(chunk.len()).filter(|&hi| hi <= items)?;
+            if run.end != lo {
+                flush(&mut run, out)?;
+                run.start = lo;
+            }
+            run.end = hi;
+            continue;
+        }
+        // The largest index (as unsigned: a negative one is larger
+        // than any) and how many times the run breaks.
+        let (top, breaks) = chunk
+            .iter()
+            .zip(chunk.iter().skip(1))
+            .fold((first as u64, 0usize), |(m, b), (&i, &j)| {
+                (m.max(j as u64), b + usize::from(j != i.wrapping_add(1)))
+            });
+        if top >= items as u64 {
+            return None;
+        }
+        if breaks * RUN_BLOCK > chunk.len() {
+            flush(&mut run, out)?;
+            gather_checked(v, chunk, items, item, out)?;
+            continue;
+        }
+        // Mostly runs (a shifted or wrapped range): a block that is one
+        // is copied, any other gathered.
+        for block in chunk.chunks(RUN_BLOCK) {
+            let first = *block.first()?;
+            if is_run(block, first) {
+                let lo = first as usize;
+                if run.end != lo {
+                    flush(&mut run, out)?;
+                    run.start = lo;
+                }
+                run.end = lo + block.len();
+            } else {
+                flush(&mut run, out)?;
+                gather_checked(v, block, items, item, out)?;
+            }
+        }
+    }
+    flush(&mut run, out)
+}
+
+/// Items gathered by indices already known to be below `items`.
+#[inline(always)]
+fn gather_checked<T: Copy>(
+    v: &[T],
+    index: &[i64],
+    items: usize,
+    item: usize,
+    out: &mut Vec<T>,
+) -> Option<()> {
+    if item == 1 {
+        // Clamping changes no index (so `items` > 0), and lets the loads
+        // go unchecked.
+        let top = items.checked_sub(1)?;
+        let v = v.get(..items)?;
+        out.extend(index.iter().map(|&i| v[(i as usize).min(top)]));
+    } else {
+        for &i in index {
+            let s = i as usize * item;
+            out.extend_from_slice(v.get(s..s + item)?);
+        }
+    }
+    Some(())
+}
+
+/// Whether `chunk` counts up by one from `first` (one vectorised pass).
+#[inline(always)]
+fn is_run(chunk: &[i64], first: i64) -> bool {
+    chunk
+        .iter()
+        .zip(0i64..)
+        .fold(0, |acc, (&i, k)| acc | (i ^ first.wrapping_add(k)))
+        == 0
+}
+
+/// A gather along one axis, appended to `out`: the item at `p * step +
+/// index[p] * item` for each position `p`; `None` where an index is not
+/// below `items`. Where every position reads the same items (`step` 0),
+/// the indices go by chunks: a chunk that counts up by one is one copy
+/// of consecutive items; any other has its indices checked at once (a
+/// vectorised pass over what is then in cache), then is copied by blocks
+/// where it breaks its run rarely (a shifted range that wraps around),
+/// else gathered in a loop without checks that can fail.
+fn gather_line<T: Copy>(
+    v: &[T],
+    index: &[i64],
+    step: usize,
+    items: usize,
+    item: usize,
+    out: &mut Vec<T>,
+) -> Option<()> {
+    if step == 0 {
+        return crate::fmath::widest(
+            #[inline(always)]
+            || gather_shared(v, index, items, item, out),
+        );
+    }
+    let checked = |i: i64| usize::try_from(i).ok().filter(|&i| i < items);
     for (p, &i) in index.iter().enumerate() {
         let s = p * step + checked(i)? * item;
         out.extend_from_slice(v.get(s..s + item)?);
     }
-    Some(out)
+    Some(())
 }
 
 fn pick<T: Clone>(v: &[T], starts: impl Iterator<Item = usize>, n: usize, item: usize) -> Option<Vec<T>> {

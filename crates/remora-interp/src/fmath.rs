@@ -305,7 +305,7 @@ pub fn tanh_lanes(xs: [f32; LANES]) -> [f32; LANES] {
 /// SSE2's 2. The same operations in the same order, without contraction
 /// into fused multiply-adds (Rust never contracts), so the same bits.
 #[inline(always)]
-fn widest<R>(step: impl FnOnce() -> R) -> R {
+pub(crate) fn widest<R>(step: impl FnOnce() -> R) -> R {
     pulp::Arch::new().dispatch(step)
 }
 
