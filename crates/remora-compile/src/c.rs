@@ -795,11 +795,19 @@ fn cost(stmts: &[Stmt], known: &HashSet<Var>) -> Cost {
 
 /// A trip count as a C expression of type double, where it is Int
 /// arithmetic that cannot fail (a division only by a positive constant)
-/// on constants and `known` variables.
+/// on constants and `known` variables; a `min` of such a count and one
+/// known only inside the loop (a part's items, at most all of them) is
+/// estimated by the first.
 fn trips_c(count: &Expr, known: &HashSet<Var>) -> Option<String> {
     match count {
         Expr::Int(n) => Some(format!("{n}.0")),
         Expr::Var(x) if known.contains(x) => Some(format!("(double){}", v(*x))),
+        Expr::Op { op: "min", args } if args.len() == 2 => {
+            match (trips_c(&args[0], known), trips_c(&args[1], known)) {
+                (Some(a), Some(b)) => Some(format!("fmin({a}, {b})")),
+                (a, b) => a.or(b),
+            }
+        }
         Expr::Op { op: "/", args } if args.len() == 2 && matches!(args[1], Expr::Int(d) if d > 0) => {
             Some(format!(
                 "floor({} / {})",
@@ -815,7 +823,6 @@ fn trips_c(count: &Expr, known: &HashSet<Var>) -> Option<String> {
                 "-" => Some(format!("({a} - {b})")),
                 "*" | "dim*" => Some(format!("({a} * {b})")),
                 "max" => Some(format!("fmax({a}, {b})")),
-                "min" => Some(format!("fmin({a}, {b})")),
                 _ => None,
             }
         }
