@@ -8,6 +8,7 @@
 #define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, madvise (the big buffers' region) */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -258,8 +260,10 @@ static atomic_ullong rt_generation;
 /* Whether workers may still join the job, and how many are in it
  * (changed under rt_mu; read without it by the main thread spinning). */
 static int rt_open = 0;
-/* Whether the last generation was rt_warm's (under rt_mu). */
+/* Whether the last generation was rt_warm's, and the memory its worker
+ * faults in (under rt_mu). */
 static int rt_warming = 0;
+static char *rt_prefault = NULL;
 static atomic_int rt_active;
 
 /* A thread between jobs, or the main thread waiting for the workers at a
@@ -293,6 +297,9 @@ static bool rt_spin(bool (*done)(const void *), const void *arg, int64_t ns) {
       int64_t now = rt_now_ns();
       if (until == 0) until = now + ns;
       else if (now >= until) return false;
+      /* A thread that has work to do (more threads than cores, a busy
+       * machine) runs first. */
+      sched_yield();
     }
     rt_relax();
   }
@@ -351,9 +358,17 @@ static void *rt_worker(void *unused) {
     seen = atomic_load(&rt_generation);
     if (!rt_open) {
       /* Woken too late (every chunk was taken and the job is done), or
-       * by rt_warm: ready for the first job. */
+       * by rt_warm: ready for the first job (one worker faulting in the
+       * buffers' first huge page meanwhile). */
       if (rt_warming) spin = RT_WARM_NS;
+      char *prefault = rt_prefault;
+      rt_prefault = NULL;
       pthread_mutex_unlock(&rt_mu);
+#if defined(MADV_POPULATE_WRITE)
+      if (prefault != NULL) (void)madvise(prefault, RT_HUGE, MADV_POPULATE_WRITE);
+#else
+      (void)prefault;
+#endif
       continue;
     }
     rt_active++;
@@ -374,7 +389,25 @@ static void *rt_worker(void *unused) {
  * 10^7 floats takes 3 ms). */
 static void rt_warm(void) {
   if (rt_threads <= 1 || !rt_started) return;
+  /* The region of the buffers under 2 MiB mapped now, and its first huge
+   * page faulted in by a worker while this thread reads on (the first
+   * touch of a huge page zeroes 2 MiB, 0.1 ms, and where the system must
+   * compact memory to find one, took 5 ms: a k-means step's first buffer,
+   * in the computation's time). */
+  char *prefault = NULL;
+#if defined(MAP_ANONYMOUS) && defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_WRITE)
+  pthread_mutex_lock(&rt_kept_mu);
+  if (rt_region_next == NULL) {
+    char *start = rt_map_huge(RT_REGION);
+    if (start != NULL) {
+      rt_region_next = prefault = start;
+      rt_region_end = start + RT_REGION;
+    }
+  }
+  pthread_mutex_unlock(&rt_kept_mu);
+#endif
   pthread_mutex_lock(&rt_mu);
+  if (prefault != NULL) rt_prefault = prefault;
   rt_open = 0;
   rt_warming = 1;
   atomic_fetch_add(&rt_generation, 1);
@@ -450,6 +483,14 @@ static void rt_profile_region(rt_site_key key, int64_t n, bool split, bool poole
     rt_split_work += (double)work * 1e-9;
   }
 }
+/* The process's page faults so far (a huge page's first touch is one,
+ * and may stall for milliseconds where the system compacts memory to
+ * find 2 MiB). */
+static long rt_faults(void) {
+  struct rusage u;
+  return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_minflt + u.ru_majflt : 0;
+}
+static long rt_started_faults;
 static void rt_profile_report(double wall, double main_cpu) {
   for (int k = 0; k < rt_nsites; k++) {
     rt_site *s = &rt_sites[k];
@@ -468,6 +509,21 @@ static void rt_profile_report(double wall, double main_cpu) {
           "Amdahl bound on 2 threads: %.2fx\n",
           rt_threads, wall * 1e3, serial * 1e3, all > 0 ? 100.0 * serial / all : 0.0, rt_split_work * 1e3,
           all > 0 ? all / (serial + rt_split_work / 2) : 1.0);
+  /* Where the memory lives: page faults while timed, and how much of
+   * the process's memory is in huge pages (the inputs', read before). */
+  long faults = rt_faults() - rt_started_faults;
+  long anon = 0, huge = 0;
+  FILE *f = fopen("/proc/self/smaps_rollup", "r");
+  if (f != NULL) {
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "Anonymous:", 10) == 0) anon = strtol(line + 10, NULL, 10);
+      if (strncmp(line, "AnonHugePages:", 14) == 0) huge = strtol(line + 14, NULL, 10);
+    }
+    fclose(f);
+  }
+  fprintf(stderr, "remora-profile: %ld page faults while timed; %.1f of %.1f MiB anonymous memory in huge pages\n",
+          faults, (double)huge / 1024.0, (double)anon / 1024.0);
 }
 
 /* A cost the compiler computes at run time (a double: it may overflow
@@ -654,7 +710,10 @@ static struct timespec rt_started_at;
 static int64_t rt_started_cpu;
 static void rt_clock_start(void) {
   clock_gettime(CLOCK_MONOTONIC, &rt_started_at);
-  if (rt_profiling) rt_started_cpu = rt_cpu_ns();
+  if (rt_profiling) {
+    rt_started_cpu = rt_cpu_ns();
+    rt_started_faults = rt_faults();
+  }
 }
 static void rt_clock_stop(void) {
   struct timespec now;
