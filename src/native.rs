@@ -182,7 +182,13 @@ pub fn build_in(dir: &Path, c_text: &str, cc: &str, flags: &[&str]) -> Result<(P
 
 /// The executable run on `inputs`: its results.
 pub fn execute(exe: &Path, inputs: &[Array]) -> Result<Vec<Array>, Failure> {
-    execute_env(exe, inputs, &[]).map(|(values, _)| values)
+    let (values, err) = execute_env(exe, inputs, &[])?;
+    // The runtime's profile (`REMORA_PROFILE=1`: its parallel regions'
+    // times and threads) passed on to this process's standard error.
+    for line in err.lines().filter(|l| l.starts_with("remora-profile: ")) {
+        eprintln!("{line}");
+    }
+    Ok(values)
 }
 
 /// [`execute`] with variables added to the child's environment

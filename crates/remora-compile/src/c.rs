@@ -865,12 +865,20 @@ fn middle(index: Var, count: &Expr, known: &HashSet<Var>, inside: &mut HashMap<V
 /// A trip count as a C expression of type double, where it is Int
 /// arithmetic that cannot fail (a division only by a positive constant)
 /// on constants, `known` variables and those `inside` a loop (each given
-/// as such an expression).
+/// as such an expression); a `min` of such a count and one known only
+/// inside the loop (a part's items, at most all of them) is estimated by
+/// the first.
 fn trips_c(count: &Expr, known: &HashSet<Var>, inside: &HashMap<Var, String>) -> Option<String> {
     match count {
         Expr::Int(n) => Some(format!("{n}.0")),
         Expr::Var(x) if known.contains(x) => Some(format!("(double){}", v(*x))),
         Expr::Var(x) => inside.get(x).cloned(),
+        Expr::Op { op: "min", args } if args.len() == 2 => {
+            match (trips_c(&args[0], known, inside), trips_c(&args[1], known, inside)) {
+                (Some(a), Some(b)) => Some(format!("fmin({a}, {b})")),
+                (a, b) => a.or(b),
+            }
+        }
         Expr::Op { op: "/", args } if args.len() == 2 && matches!(args[1], Expr::Int(d) if d > 0) => {
             Some(format!(
                 "floor({} / {})",
@@ -886,7 +894,6 @@ fn trips_c(count: &Expr, known: &HashSet<Var>, inside: &HashMap<Var, String>) ->
                 "-" => Some(format!("({a} - {b})")),
                 "*" | "dim*" => Some(format!("({a} * {b})")),
                 "max" => Some(format!("fmax({a}, {b})")),
-                "min" => Some(format!("fmin({a}, {b})")),
                 _ => None,
             }
         }

@@ -49,6 +49,10 @@ const EXACT_INT: &[(&str, i64)] = &[
     ("bit-xor", 0),
 ];
 
+/// How many items a part of a hist's bins picks out its own from at a
+/// time (see [`Alloc::hist_pick`]).
+const HIST_PICK_BLOCK: i64 = 256;
+
 /// What a hist's scan of its items combines: `op` on cells of `cell`
 /// atoms `elem` into `out`'s bins, bin `idx[i]` from item `i` of `xs`
 /// (`direct`: in place, else through a buffer).
@@ -893,11 +897,12 @@ impl<'m> Alloc<'m> {
             xs,
         };
         // Outside loops, over many items whose combining is more than one
-        // primitive on atoms, the bins in parts, one thread each (the
-        // runtime says how many: one on one thread, or for a count of
-        // items known only at run time that is small). The loop over the
-        // parts counts the items as its work (at run time where their
-        // count is), so the runtime runs it in parallel.
+        // primitive on atoms, the bins in parts, one thread each, each
+        // part picking out its own items a block at a time (the runtime
+        // says how many parts: one on one thread, or for a count of items
+        // known only at run time that is small). The loop over the parts
+        // counts the items as its work (at run time where their count
+        // is), so the runtime runs it in parallel.
         let many = match items {
             Expr::Int(n) => n >= HIST_PARTS_FROM,
             _ => true,
@@ -905,14 +910,14 @@ impl<'m> Alloc<'m> {
         if self.loop_depth == 0 && many && !(cell.is_empty() && direct) {
             let parts = self.alloc("parts", Elem::Int, Vec::new(), body);
             body.push(Stmt::Call {
-                func: "rt_hist_parts",
+                func: "rt_hist_pick_parts",
                 args: vec![
                     Expr::Addr {
                         buf: parts.buf,
                         index: Box::new(Expr::Int(0)),
                     },
                     bins.clone(),
-                    items,
+                    items.clone(),
                     product(&cell),
                 ],
             });
@@ -927,16 +932,22 @@ impl<'m> Alloc<'m> {
                 let bound = |k: Expr| Expr::op("/", vec![Expr::mul(k, bins.clone()), Expr::Var(count)]);
                 let (lo, hi) = (a.fresh("lo"), a.fresh("hi"));
                 part.extend(part_bounds(lo, hi, p, bound));
-                a.hist_scan(&scan, Expr::Var(lo), Expr::Var(hi), e, part)
+                a.hist_pick(&scan, (Expr::Var(lo), Expr::Var(hi)), &items, e, part)
             })?;
-            body.push(Stmt::For {
-                index: p,
-                count: Expr::Var(count),
-                parallel: true,
-                body: part,
+            let mut whole = Vec::new();
+            self.hist_scan(&scan, None, e, &mut whole)?;
+            body.push(Stmt::If {
+                cond: Expr::op(">", vec![Expr::Var(count), Expr::Int(1)]),
+                then: vec![Stmt::For {
+                    index: p,
+                    count: Expr::Var(count),
+                    parallel: true,
+                    body: part,
+                }],
+                otherwise: whole,
             });
         } else {
-            self.hist_scan(&scan, Expr::Int(0), bins, e, body)?;
+            self.hist_scan(&scan, None, e, body)?;
         }
         Ok(Val::Array(out))
     }
@@ -1098,13 +1109,109 @@ impl<'m> Alloc<'m> {
         Ok(())
     }
 
-    /// The items of a hist whose index is in `lo … hi-1` combined into
-    /// their bins, in order.
+    /// One part of a hist's bins (`lo … hi-1`) combining its items: the
+    /// items in blocks of [`HIST_PICK_BLOCK`], each block's items whose
+    /// bin is the part's picked out first (their numbers stored at the
+    /// next place, which advances only for them: no branch to mispredict),
+    /// then combined in order.
+    fn hist_pick(
+        &mut self,
+        scan: &HistScan<'_, 'm>,
+        (lo, hi): (Expr, Expr),
+        items: &Expr,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let mine = self.alloc("mine", Elem::Int, vec![Expr::Int(HIST_PICK_BLOCK)], body);
+        let (blk, base, t, i, j, n) = (
+            self.fresh("blk"),
+            self.fresh("base"),
+            self.fresh("t"),
+            self.fresh("i"),
+            self.fresh("j"),
+            self.fresh("n"),
+        );
+        let mut block = vec![
+            Stmt::Let {
+                var: base,
+                elem: Elem::Int,
+                value: Expr::mul(Expr::Var(blk), Expr::Int(HIST_PICK_BLOCK)),
+            },
+            Stmt::Let {
+                var: n,
+                elem: Elem::Int,
+                value: Expr::Int(0),
+            },
+            Stmt::For {
+                index: t,
+                count: Expr::op(
+                    "min",
+                    vec![
+                        Expr::Int(HIST_PICK_BLOCK),
+                        Expr::op("-", vec![items.clone(), Expr::Var(base)]),
+                    ],
+                ),
+                parallel: false,
+                body: vec![
+                    Stmt::Let {
+                        var: i,
+                        elem: Elem::Int,
+                        value: Expr::add(Expr::Var(base), Expr::Var(t)),
+                    },
+                    Stmt::Let {
+                        var: j,
+                        elem: Elem::Int,
+                        value: scan.idx.cell(&[Expr::Var(i)]).load(),
+                    },
+                    Stmt::Store {
+                        buf: mine.buf,
+                        index: Expr::Var(n),
+                        value: Expr::Var(i),
+                    },
+                    // Both comparisons made, as Ints: `and` would branch
+                    // on the first, half the time each way.
+                    Stmt::Set {
+                        var: n,
+                        value: Expr::add(
+                            Expr::Var(n),
+                            Expr::op(
+                                "bit-and",
+                                vec![
+                                    Expr::op("bool->i", vec![Expr::op(">=", vec![Expr::Var(j), lo])]),
+                                    Expr::op("bool->i", vec![Expr::op("<", vec![Expr::Var(j), hi])]),
+                                ],
+                            ),
+                        ),
+                    },
+                ],
+            },
+        ];
+        self.loop_depth += 1;
+        let combined = self.hist_scan(scan, Some((mine.buf, n)), e, &mut block);
+        self.loop_depth -= 1;
+        combined?;
+        body.push(Stmt::For {
+            index: blk,
+            count: Expr::op(
+                "/",
+                vec![
+                    Expr::add(items.clone(), Expr::Int(HIST_PICK_BLOCK - 1)),
+                    Expr::Int(HIST_PICK_BLOCK),
+                ],
+            ),
+            parallel: false,
+            body: block,
+        });
+        Ok(())
+    }
+
+    /// The items of a hist combined into their bins, in order: every item
+    /// whose bin is in range, or (`picked`: a buffer and a count) the
+    /// items whose numbers are the buffer's first atoms, whose bins are.
     fn hist_scan(
         &mut self,
         scan: &HistScan<'_, 'm>,
-        lo: Expr,
-        hi: Expr,
+        picked: Option<(Var, Var)>,
         e: &'m maps::Expr,
         body: &mut Vec<Stmt>,
     ) -> Res<()> {
@@ -1116,9 +1223,15 @@ impl<'m> Alloc<'m> {
         } else {
             Some(self.alloc("bin", scan.elem, scan.cell.to_vec(), body))
         };
-        let i = self.fresh("i");
-        let j = self.fresh("j");
+        let (k, i, j) = (self.fresh("k"), self.fresh("i"), self.fresh("j"));
         let inner = self.in_loop(|a, inner| {
+            if let Some((mine, _)) = picked {
+                inner.push(Stmt::Let {
+                    var: i,
+                    elem: Elem::Int,
+                    value: Expr::load(mine, Expr::Var(k)),
+                });
+            }
             inner.push(Stmt::Let {
                 var: j,
                 elem: Elem::Int,
@@ -1134,24 +1247,30 @@ impl<'m> Alloc<'m> {
                     a.copy(Val::Array(t.clone()), &acc, &mut then)?;
                 }
             }
-            inner.push(Stmt::If {
-                cond: Expr::op(
-                    "and",
-                    vec![
-                        Expr::op(">=", vec![Expr::Var(j), lo]),
-                        Expr::op("<", vec![Expr::Var(j), hi]),
-                    ],
-                ),
-                then,
-                otherwise: Vec::new(),
-            });
+            if picked.is_some() {
+                inner.extend(then);
+            } else {
+                inner.push(Stmt::If {
+                    cond: in_range(Expr::Var(j), scan.out.dims[0].clone()),
+                    then,
+                    otherwise: Vec::new(),
+                });
+            }
             Ok(())
         })?;
-        body.push(Stmt::For {
-            index: i,
-            count: scan.idx.dims[0].clone(),
-            parallel: false,
-            body: inner,
+        body.push(match picked {
+            Some((_, count)) => Stmt::For {
+                index: k,
+                count: Expr::Var(count),
+                parallel: false,
+                body: inner,
+            },
+            None => Stmt::For {
+                index: i,
+                count: scan.idx.dims[0].clone(),
+                parallel: false,
+                body: inner,
+            },
         });
         Ok(())
     }
