@@ -270,7 +270,9 @@ fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut 
                 // An atom that loads is computed where it is read only if
                 // each read computes it once (a copy made to be read
                 // again and again, a transposition for a product, stays).
-                let once = reads.is_empty() || read_once(&stmts[p + 1..], buf);
+                // So too an atom that divides (a `mod` costs more than the
+                // load it replaces, where a loop around reads it again).
+                let once = (reads.is_empty() && !divides(&atom)) || read_once(&stmts[p + 1..], buf);
                 let mut own = 0;
                 each_load(std::slice::from_ref(s), &mut |b, _| own += usize::from(b == buf));
                 if still && once && own == 0 {
@@ -654,6 +656,15 @@ fn remove_writes(stmts: &mut Vec<Stmt>, computed: &HashMap<Var, Computed>) -> bo
         !gone(s) && !matches!(s, Stmt::For { count, body, .. } if body.is_empty() && cannot_fail(count))
     });
     removed || stmts.len() != before
+}
+
+/// Whether `e` divides (`/` or `mod`) anywhere.
+fn divides(e: &Expr) -> bool {
+    match e {
+        Expr::Op { op, args } => matches!(*op, "/" | "mod") || args.iter().any(divides),
+        Expr::Load { index, .. } | Expr::Addr { index, .. } => divides(index),
+        _ => false,
+    }
 }
 
 /// Whether `e` cannot fail: no power, shift or checked dimension
