@@ -24,7 +24,7 @@ pub(super) fn read_in_place(body: &mut Vec<Stmt>, outputs: &[Output]) {
     let mut at = 0;
     while at < body.len() {
         if let Some((buf, parts, end)) = stacked(body, at)
-            && !outputs.iter().any(|o| written_buf(&o.value) == Some(buf))
+            && !outputs.iter().any(|o| output_reads(&o.value, buf))
             && parts.iter().all(|p| !changed(&body[end..], p.src))
             && let Some(rest) = body[end..]
                 .iter()
@@ -42,10 +42,22 @@ pub(super) fn read_in_place(body: &mut Vec<Stmt>, outputs: &[Output]) {
     }
 }
 
-fn written_buf(w: &Written) -> Option<Var> {
+/// Whether an output is `buf`, or reads it (a scalar result loaded from
+/// it, an offset into another buffer).
+fn output_reads(w: &Written, buf: Var) -> bool {
     match w {
-        Written::Buffer(b) | Written::From { buf: b, .. } => Some(*b),
-        Written::Scalar(_) => None,
+        Written::Buffer(b) => *b == buf,
+        Written::From { buf: b, offset } => *b == buf || loads(offset, buf),
+        Written::Scalar(e) => loads(e, buf),
+    }
+}
+
+/// Whether `e` loads from (or takes an address in) `buf`.
+fn loads(e: &Expr, buf: Var) -> bool {
+    match e {
+        Expr::Load { buf: b, index } | Expr::Addr { buf: b, index } => *b == buf || loads(index, buf),
+        Expr::Op { args, .. } => args.iter().any(|a| loads(a, buf)),
+        _ => false,
     }
 }
 
