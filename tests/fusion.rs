@@ -220,3 +220,13 @@ fn lets_in_cells_of_arrays_are_made_once_per_cell() {
         assert!(!loops.contains("does not compile"), "{text}:\n{loops}");
     }
 }
+
+/// `iota` gathered by `iota`: the gather's index and its value are each a
+/// copy of the loop's index, read through to it (a copy of a copy once
+/// broke the loop level's scope rule and fell back to the interpreter).
+#[test]
+fn a_gather_of_iota_by_iota_compiles_to_one_loop() {
+    let text =
+        "(entry (main) (let ((val xs (i-app iota/static [30]))) (+ 10 (index xs (i-app iota/static [30])))))";
+    assert_eq!(census(text), (1, 1), "{}", loop_level(text));
+}

@@ -612,8 +612,10 @@ fn propagate(stmts: &mut Vec<Stmt>, copies: &HashMap<Var, Expr>) {
     fn replace(e: &mut Expr, copies: &HashMap<Var, Expr>) {
         match e {
             Expr::Var(v) => {
+                // (A copy of a copy: through to what the last one copies.)
                 if let Some(by) = copies.get(v) {
                     *e = by.clone();
+                    replace(e, copies);
                 }
             }
             Expr::Load { index, .. } | Expr::Addr { index, .. } => replace(index, copies),
