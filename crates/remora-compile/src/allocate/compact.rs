@@ -21,6 +21,25 @@ use super::*;
 
 /// How many parts the keys are counted in.
 const PARTS: i64 = 64;
+
+/// A `let` of an Int.
+fn int(var: Var, value: Expr) -> Stmt {
+    Stmt::Let {
+        var,
+        elem: Elem::Int,
+        value,
+    }
+}
+
+/// `(name a b)`.
+fn op(name: &'static str, a: Expr, b: Expr) -> Expr {
+    Expr::op(name, vec![a, b])
+}
+
+/// The bounds `lo`, `hi` of part `p` of `n` items in [`PARTS`] parts.
+fn part_of(lo: Var, hi: Var, p: Var, n: &Expr) -> [Stmt; 2] {
+    part_bounds(lo, hi, p, |k| op("/", Expr::mul(k, n.clone()), Expr::Int(PARTS)))
+}
 /// Keys spanning fewer values than this are counted.
 const SMALL_RANGE: i64 = 1024;
 
@@ -109,14 +128,7 @@ impl<'m> Alloc<'m> {
         stored: impl FnOnce(&mut Self) -> Res<Vec<Stmt>>,
         body: &mut Vec<Stmt>,
     ) -> Res<()> {
-        let int = |var, value| Stmt::Let {
-            var,
-            elem: Elem::Int,
-            value,
-        };
         let set = |var, value| Stmt::Set { var, value };
-        let op = |name: &'static str, a: Expr, b: Expr| Expr::op(name, vec![a, b]);
-        let bound = |k: Expr| op("/", Expr::mul(k, n.clone()), Expr::Int(PARTS));
 
         // Keys whose range the map's cell gives (`bool->i` of flags) are
         // counted without a pass finding it.
@@ -149,7 +161,7 @@ impl<'m> Alloc<'m> {
         each.push(int(k, key));
         each.push(set(a, op("min", Expr::Var(a), Expr::Var(k))));
         each.push(set(b, op("max", Expr::Var(b), Expr::Var(k))));
-        let [from, to] = part_bounds(lo, hi, p, bound);
+        let [from, to] = part_of(lo, hi, p, n);
         body.push(Stmt::For {
             index: p,
             count: Expr::Int(PARTS),
@@ -396,13 +408,6 @@ impl<'m> Alloc<'m> {
         if known == 1 {
             return self.two_key_grade(keys, n, low, place);
         }
-        let int = |var, value| Stmt::Let {
-            var,
-            elem: Elem::Int,
-            value,
-        };
-        let op = |name: &'static str, a: Expr, b: Expr| Expr::op(name, vec![a, b]);
-        let bound = |k: Expr| op("/", Expr::mul(k, n.clone()), Expr::Int(PARTS));
         let range = self.fresh("range");
         let counts = self.fresh("counts");
         let mut stmts = vec![
@@ -460,7 +465,7 @@ impl<'m> Alloc<'m> {
                 a.loop_depth -= 2;
                 r?;
             }
-            let [from, to] = part_bounds(lo, hi, p, bound);
+            let [from, to] = part_of(lo, hi, p, n);
             Ok(Stmt::For {
                 index: p,
                 count: Expr::Int(PARTS),
@@ -523,13 +528,6 @@ impl<'m> Alloc<'m> {
     /// at 2p, of `low + 1` at 2p + 1), the places in order, then each
     /// part's items placed from its two running places.
     fn two_key_grade(&mut self, keys: &Val<'m>, n: &Expr, low: Var, place: Place<'_, 'm>) -> Res<Vec<Stmt>> {
-        let int = |var, value| Stmt::Let {
-            var,
-            elem: Elem::Int,
-            value,
-        };
-        let op = |name: &'static str, a: Expr, b: Expr| Expr::op(name, vec![a, b]);
-        let bound = |k: Expr| op("/", Expr::mul(k, n.clone()), Expr::Int(PARTS));
         let counts = self.fresh("counts");
         let mut stmts = vec![Stmt::Alloc {
             buf: counts,
@@ -558,7 +556,7 @@ impl<'m> Alloc<'m> {
             let r = each(a, high, Expr::add(Expr::Var(lo), Expr::Var(i)), &mut item);
             a.loop_depth -= 2;
             r?;
-            let [from, to] = part_bounds(lo, hi, p, bound);
+            let [from, to] = part_of(lo, hi, p, n);
             let mut body = vec![from, to];
             body.extend(start(p));
             body.push(Stmt::For {
