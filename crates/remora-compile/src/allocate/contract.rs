@@ -68,17 +68,17 @@ fn choice(s: &Stmt) -> Option<(Vec<Stmt>, &[Stmt])> {
     let Stmt::If { cond, otherwise, .. } = s else {
         return None;
     };
-    // The lane loops, then the reduction of each lane.
-    let mut nest = otherwise.as_slice();
+    // The lane loops (at least one), then the reduction of each lane.
+    let [Stmt::For { body, .. }] = otherwise.as_slice() else {
+        return None;
+    };
+    let mut nest = body.as_slice();
     while let [Stmt::For { body, .. }] = nest {
         nest = body;
     }
     let [Stmt::Reduce { count, seed, .. }, Stmt::Store { .. }] = nest else {
         return None;
     };
-    if std::ptr::eq(nest, otherwise.as_slice()) {
-        return None;
-    }
     // (`(<= count 256)`, maybe with a condition on the strides.)
     let short = Expr::op("<=", vec![count.clone(), Expr::Int(256)]);
     let chooses = match cond {

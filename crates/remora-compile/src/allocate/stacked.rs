@@ -47,17 +47,8 @@ pub(super) fn read_in_place(body: &mut Vec<Stmt>, outputs: &[Output]) {
 fn output_reads(w: &Written, buf: Var) -> bool {
     match w {
         Written::Buffer(b) => *b == buf,
-        Written::From { buf: b, offset } => *b == buf || loads(offset, buf),
-        Written::Scalar(e) => loads(e, buf),
-    }
-}
-
-/// Whether `e` loads from (or takes an address in) `buf`.
-fn loads(e: &Expr, buf: Var) -> bool {
-    match e {
-        Expr::Load { buf: b, index } | Expr::Addr { buf: b, index } => *b == buf || loads(index, buf),
-        Expr::Op { args, .. } => args.iter().any(|a| loads(a, buf)),
-        _ => false,
+        Written::From { buf: b, offset } => *b == buf || mentions(offset, buf),
+        Written::Scalar(e) => mentions(e, buf),
     }
 }
 
