@@ -391,6 +391,17 @@ impl Printer<'_> {
 }
 
 impl Expr {
+    /// The function this expression instantiates: itself with its type and
+    /// index arguments (`TApp`, `IApp`) peeled off, the head of an
+    /// instantiation chain (an intrinsic, a variable, a polymorphic lambda).
+    pub fn instantiated(&self) -> &Expr {
+        let mut head = self;
+        while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &head.kind {
+            head = func;
+        }
+        head
+    }
+
     /// This node with every expression directly inside it (atoms' bodies,
     /// a map's arrays and body included) replaced by `f` of it, and nothing
     /// else changed: the one walk every pass that rebuilds a tree builds

@@ -112,10 +112,7 @@ pub fn monomorphise(p: &Program) -> Result<Program, Unsupported> {
 /// function: an intrinsic or a variable, instantiated in part or not.
 fn is_alias(ty: &Type, value: &Expr) -> bool {
     let polymorphic = ty.shape.is_scalar() && matches!(ty.atom, TyAtom::Forall(..) | TyAtom::Pi(..));
-    let mut head = value;
-    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &head.kind {
-        head = func;
-    }
+    let head = value.instantiated();
     polymorphic && matches!(head.kind, Kind::Prim(_) | Kind::Var(_))
 }
 

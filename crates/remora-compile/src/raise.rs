@@ -208,10 +208,7 @@ fn direct<'e>(binds: &[crate::maps::Bind], body: &'e Expr) -> Option<(&'e Expr, 
         return None;
     };
     let bound = |v: VarId| binds.iter().position(|b| b.var == v);
-    let mut head = &**func;
-    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &head.kind {
-        head = func;
-    }
+    let head = func.instantiated();
     let outside = match &head.kind {
         Kind::Prim(_) => true,
         Kind::Var(f) => bound(*f).is_none(),

@@ -1613,10 +1613,7 @@ fn names_a_function(func: &maps::Expr) -> bool {
         // (a function of the program instantiated at sizes known only at
         // run time, which monomorphisation leaves polymorphic).
         Kind::TApp { func, .. } | Kind::IApp { func, .. } => {
-            let mut f = func.as_ref();
-            while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
-                f = func;
-            }
+            let f = func.instantiated();
             match &f.kind {
                 Kind::Var(_) => true,
                 Kind::Array { shape, atoms } => {
@@ -1636,19 +1633,13 @@ fn names_a_function(func: &maps::Expr) -> bool {
 /// Whether `func` is one of the [`FUSED_CONSUMERS`] (with its type and
 /// index arguments).
 fn is_fused_consumer(func: &maps::Expr) -> bool {
-    let mut f = func;
-    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
-        f = func;
-    }
+    let f = func.instantiated();
     matches!(f.kind, Kind::Prim(name) if FUSED_CONSUMERS.contains(&name))
 }
 
 /// The intrinsic `func` names (with its type and index arguments).
 fn prim_of(func: &maps::Expr) -> Option<&'static str> {
-    let mut f = func;
-    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
-        f = func;
-    }
+    let f = func.instantiated();
     match f.kind {
         Kind::Prim(name) => Some(name),
         _ => None,
@@ -1658,10 +1649,7 @@ fn prim_of(func: &maps::Expr) -> Option<&'static str> {
 /// Whether `func` is `reduce` or `reduce/zero` (with its type and index
 /// arguments).
 fn is_reduce(func: &maps::Expr) -> bool {
-    let mut f = func;
-    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
-        f = func;
-    }
+    let f = func.instantiated();
     matches!(f.kind, Kind::Prim("reduce" | "reduce/zero"))
 }
 
@@ -1673,10 +1661,7 @@ fn transposed_map(e: &maps::Expr) -> Option<&maps::Expr> {
     let Kind::App { func, args } = &e.kind else {
         return None;
     };
-    let mut f = func.as_ref();
-    while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
-        f = func;
-    }
+    let f = func.instantiated();
     match (&f.kind, args.as_slice()) {
         (Kind::Prim("transpose2d"), [m])
             if delayable(m)
@@ -1796,10 +1781,7 @@ fn cannot_fail_calling(e: &maps::Expr, call: &mut dyn FnMut(&maps::Expr) -> bool
         }
         Kind::App { func, .. } => {
             // Only intrinsics (no user function, whose body is elsewhere).
-            let mut f = func.as_ref();
-            while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
-                f = func;
-            }
+            let f = func.instantiated();
             ok &= matches!(f.kind, Kind::Prim(_)) || call(x);
         }
         Kind::Unbox { .. } | Kind::Record(_) | Kind::Field { .. } => ok = false,
@@ -1822,10 +1804,7 @@ fn few_operations(e: &maps::Expr) -> bool {
             frame.is_scalar() && binds.iter().all(|b| few_operations(&b.value)) && few_operations(body)
         }
         Kind::App { func, args } => {
-            let mut f = func.as_ref();
-            while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
-                f = func;
-            }
+            let f = func.instantiated();
             let Kind::Prim(name) = f.kind else {
                 return false;
             };
@@ -1855,10 +1834,7 @@ fn delayable_cell(e: &maps::Expr) -> bool {
         // A view made per cell (a rotation of a row, its first items):
         // no loop, no copy.
         Kind::App { func, args } => {
-            let mut f = func.as_ref();
-            while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &f.kind {
-                f = func;
-            }
+            let f = func.instantiated();
             let view = match f.kind {
                 Kind::Prim("rotate" | "reverse" | "transpose2d") => true,
                 Kind::Prim("take" | "drop" | "take-right" | "drop-right") => {

@@ -913,10 +913,7 @@ impl<'m> Alloc<'m> {
         }
         // The closure's own scope for a variable; the current one for a
         // lambda written here.
-        let mut head = func;
-        while let Kind::TApp { func, .. } | Kind::IApp { func, .. } = &head.kind {
-            head = func;
-        }
+        let head = func.instantiated();
         let scope = match &head.kind {
             Kind::Var(v) => match self.scope.vars.get(v) {
                 Some(Val::Func(c)) => c.scope.clone(),
