@@ -58,7 +58,7 @@ enum Command {
         paths: Vec<PathBuf>,
         /// `compiled`: every run case is also compiled to C and run, and
         /// must print what the interpreter prints; the cases that do not
-        /// compile yet are counted, with the reasons.
+        /// compile yet are listed by reason, each with its test block's line.
         #[arg(long, value_enum, default_value_t = TestEngine::Interp)]
         engine: TestEngine,
     },

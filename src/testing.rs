@@ -411,7 +411,7 @@ fn run_one(
     } else {
         format!("input:    {}\n", shorten(&inputs.join(" "), 0).0)
     };
-    let result = execute(parsed, entry, &inputs, options(block))?;
+    let result = execute(parsed, block.line, entry, &inputs, options(block))?;
     match (&run.outcome, result) {
         (None, Ok(_)) => Ok(()),
         (Some(Outcome::Output(want)), Ok(got)) => {
@@ -667,13 +667,14 @@ pub static COMPARE_WITH_REFERENCE: std::sync::atomic::AtomicBool = std::sync::at
 /// whatever it expected.
 fn execute(
     parsed: &Parsed,
+    line: usize,
     entry: &str,
     inputs: &[String],
     options: remora_check::Options,
 ) -> Result<Result<(Option<remora_value::Array>, String), String>, String> {
     let fast = execute_with(parsed, entry, inputs, options, false);
     if COMPILED_ONLY.load(std::sync::atomic::Ordering::Relaxed) {
-        compiled_agrees(parsed, entry, inputs, options, &fast)?;
+        compiled_agrees(parsed, line, entry, inputs, options, &fast)?;
     }
     if COMPARE_WITH_REFERENCE.load(std::sync::atomic::Ordering::Relaxed) {
         let reference = execute_with(parsed, entry, inputs, options, true);
@@ -691,7 +692,7 @@ fn execute(
         elaboration_agrees(parsed, entry, inputs, options, &fast)?;
         lowering_agrees(parsed, entry, inputs, options, &fast)?;
         if COMPARE_COMPILED.load(std::sync::atomic::Ordering::Relaxed) {
-            compiled_agrees(parsed, entry, inputs, options, &fast)?;
+            compiled_agrees(parsed, line, entry, inputs, options, &fast)?;
         }
     }
     Ok(fast)
@@ -706,12 +707,14 @@ pub static COMPARE_COMPILED: std::sync::atomic::AtomicBool = std::sync::atomic::
 /// (`remora test --engine compiled`).
 pub static COMPILED_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// How many run cases compiled, and why each of the rest did not (the
-/// compiled engine's coverage, for `remora test --engine compiled`).
-pub static COMPILED: std::sync::Mutex<(usize, Vec<String>)> = std::sync::Mutex::new((0, Vec::new()));
+/// How many run cases compiled, and why each of the rest did not and
+/// where (the construct's `FILE:LINE:COL`): the compiled engine's
+/// coverage, for `remora test --engine compiled`.
+pub static COMPILED: std::sync::Mutex<(usize, Vec<(String, String)>)> =
+    std::sync::Mutex::new((0, Vec::new()));
 
 /// A summary of [`COMPILED`]: how many run cases compiled, and the
-/// reasons of the rest, most frequent first.
+/// reasons of the rest, most frequent first, each with where it arose.
 pub fn compiled_coverage() -> String {
     let Ok(c) = COMPILED.lock() else {
         return String::new();
@@ -726,22 +729,33 @@ pub fn compiled_coverage() -> String {
             100.0 * c.0 as f64 / total as f64
         }
     );
-    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-    for why in &c.1 {
-        *counts.entry(why.as_str()).or_default() += 1;
+    let mut reasons: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for (why, at) in &c.1 {
+        reasons.entry(why.as_str()).or_default().push(at.as_str());
     }
-    let mut counts: Vec<_> = counts.into_iter().collect();
-    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
-    for (why, n) in counts {
-        out.push_str(&format!("  {n:5}  {why}\n"));
+    let mut reasons: Vec<_> = reasons.into_iter().collect();
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.1.len()));
+    for (why, mut places) in reasons {
+        out.push_str(&format!("  {:5}  {why}\n", places.len()));
+        // (by file, then by line)
+        places.sort_by_key(|at| {
+            let (file, rest) = at.split_once(':').unwrap_or((at, ""));
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            (file, digits.parse::<usize>().unwrap_or(0))
+        });
+        for at in places {
+            out.push_str(&format!("           {at}\n"));
+        }
     }
     out
 }
 
 /// The program compiled to C and run must print what the interpreter
-/// printed, or fail where it failed.
+/// printed, or fail where it failed. `line` is the test block's (where a
+/// reason with no position of its own is said to arise).
 fn compiled_agrees(
     parsed: &Parsed,
+    line: usize,
     entry: &str,
     inputs: &[String],
     options: remora_check::Options,
@@ -809,17 +823,25 @@ fn compiled_agrees(
         }
         outcome => outcome.map(|(values, _)| values),
     };
-    let record = |r: Result<(), String>| {
+    let record = |r: Result<(), (String, String)>| {
         if let Ok(mut c) = COMPILED.lock() {
-            match &r {
+            match r {
                 Ok(()) => c.0 += 1,
-                Err(why) => c.1.push(why.clone()),
+                Err(why) => c.1.push(why),
             }
         }
     };
     match (outcome, original) {
-        (Err(crate::native::Failure::Unsupported(_, what)), _) => {
-            record(Err(what));
+        (Err(crate::native::Failure::Unsupported(span, what)), _) => {
+            let at = match parsed.sources.get(span.file) {
+                Some(f) if span.start > 0 => {
+                    let (line, col) = f.line_col(span.start as usize);
+                    format!("{}:{line}:{col}", f.name)
+                }
+                Some(f) => format!("{}:{line} (the test block)", f.name),
+                None => format!("line {line} (the test block)"),
+            };
+            record(Err((what, at)));
             Ok(())
         }
         (Err(crate::native::Failure::Internal(what)), _) => Err(format!("the compiled engine broke: {what}")),

@@ -706,6 +706,25 @@ fn remora_test_compares_the_compiled_engine() {
         "{}",
         text(&out.stdout)
     );
+    // A case that does not compile yet is listed under its reason, with
+    // its test block's line.
+    let dir = std::env::temp_dir().join(format!("remora-test-uncompiled-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let file = dir.join("anyrank.remora");
+    let _ = std::fs::write(
+        &file,
+        ";;; case anyrank\n(entry (main (x [Int $n @s])) (length x))\n;; ==\n;; input { [2 0 5] }\n;; output { 3 }\n",
+    );
+    let out = remora(&["test", "--engine", "compiled", &file.to_string_lossy()], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let listed = text(&out.stdout);
+    assert!(
+        listed.contains("compiled engine: 0 of 1 run cases compiled"),
+        "{listed}"
+    );
+    assert!(listed.contains("1  an entry parameter of any rank"), "{listed}");
+    assert!(listed.contains("anyrank.remora:3 (the test block)"), "{listed}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
