@@ -230,3 +230,36 @@ fn a_gather_of_iota_by_iota_compiles_to_one_loop() {
         "(entry (main) (let ((val xs (i-app iota/static [30]))) (+ 10 (index xs (i-app iota/static [30])))))";
     assert_eq!(census(text), (1, 1), "{}", loop_level(text));
 }
+
+/// The number of buffers allocated at the loop level (at any depth).
+fn allocations(text: &str) -> usize {
+    loop_level(text).matches("(alloc ").count()
+}
+
+/// An append is written part by part into its destination: padding an
+/// image on every side (an append of appends, lifted over the rows, then
+/// over the whole) makes the padded rows and the padded image, nothing
+/// more; and a lifted `windows` of rows whose width is known only at run
+/// time is read in place, its checks made once before the loop, so a 3×3
+/// box sum allocates only those two, its result and a row of sums.
+#[test]
+fn appends_are_written_in_place_and_lifted_windows_of_run_time_rows_are_views() {
+    let defs = "(def (fun (pad (v [Float $n @s]) : [Float (+ $n 2) @s]) (append [(head v)] (append v [(last v)])))) \
+                (def (fun (pad-row (v [Float $n]) : [Float (+ $n 2)]) (pad v))) \
+                (def (fun (win3 (v [Float (+ $k 3)]) : [Float (+ $k 1) 3]) ((i-app windows 3) v))) \
+                (def (fun (sums (blk [Float 3 $n 3]) : [Float $n]) ((fn ((r [Float 3])) (reduce f.+ r)) (reduce f.+ blk))))";
+    for size in ["$h $w", "50 70"] {
+        let padded = format!("{defs} (entry (main (img [Float {size}])) (pad (pad-row img)))");
+        assert_eq!(allocations(&padded), 2, "{padded}:\n{}", loop_level(&padded));
+        let blur = format!(
+            "{defs} (entry (main (img [Float {size}])) (sums ((i-app windows 3) (win3 (pad (pad-row img))))))"
+        );
+        let loops = loop_level(&blur);
+        assert!(!loops.contains("does not compile"), "{blur}:\n{loops}");
+        assert!(allocations(&blur) <= 5, "{blur}:\n{loops}");
+        assert!(
+            !loops.contains("Float (* (* (dim+ 2 dim.1) dim.2) 3)") && !loops.contains("Float 10500"),
+            "{loops}"
+        );
+    }
+}

@@ -27,6 +27,7 @@ use std::rc::Rc;
 
 mod boxes;
 mod boxframes;
+mod checks;
 mod compact;
 mod contract;
 mod empty;
@@ -298,6 +299,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
         None => {}
     }
     empty::skip_empty_nests(&mut body);
+    checks::raise_checks(&mut body);
     trace::in_order(&mut body);
     stacked::read_in_place(&mut body, &a.out.outputs);
     contract::contractions(&mut body);
@@ -791,7 +793,7 @@ impl<'m> Alloc<'m> {
                 }
                 _ => unsupported("an index application"),
             },
-            Kind::App { func, args } => {
+            Kind::App { func, args } if !is_append(e) => {
                 let f = self.value(func, body)?;
                 let vals = self.arguments(&f, args, body)?;
                 self.apply(f, vals, e, body)
@@ -806,7 +808,8 @@ impl<'m> Alloc<'m> {
             Kind::Map { .. } | Kind::Frame { .. } if matches!(e.ty.atom, TyAtom::Sigma(..)) => {
                 self.box_frame(e, body)
             }
-            Kind::Map { .. } | Kind::Frame { .. } => {
+            // (An append of arrays too: see `into`.)
+            Kind::Map { .. } | Kind::Frame { .. } | Kind::App { .. } => {
                 let elem = elem_of(&e.ty.atom)?;
                 let dims = self.dims(&e.ty.shape)?;
                 let buf = self.fresh("arr");
@@ -1066,7 +1069,7 @@ impl<'m> Alloc<'m> {
                 })))
             }
             // A reduction: its arguments delayed where they can be.
-            Kind::App { func, .. } if is_fused_consumer(func) => self.value(e, body),
+            Kind::App { func, .. } if is_fused_consumer(func) || is_append(e) => self.value(e, body),
             Kind::App { func, args } => {
                 let f = self.value(func, body)?;
                 let mut vals = Vec::with_capacity(args.len());
@@ -1401,6 +1404,28 @@ impl<'m> Alloc<'m> {
                 let vals = self.arguments(&f, args, body)?;
                 self.reduce_into(f, vals, e, dest, body)
             }
+            // An append: each part written straight into its own items
+            // of `dest`, so an append of appends, or of a frame literal,
+            // makes no array of its own and copies nothing twice.
+            Kind::App { args, .. } if is_append(e) && !dest.dims.is_empty() => {
+                let [first, second] = args.as_slice() else {
+                    return unsupported("append of other than two arrays");
+                };
+                let items = |s: &mut Self, x: &maps::Expr| -> Res<Expr> {
+                    match s.dims(&x.ty.shape)?.first() {
+                        Some(n) => Ok(n.clone()),
+                        None => unsupported("append of scalars"),
+                    }
+                };
+                let (m, n) = (items(self, first)?, items(self, second)?);
+                let mut head = dest.clone();
+                head.dims[0] = m.clone();
+                self.into(first, &head, body)?;
+                let mut rest = dest.clone();
+                rest.offset = Expr::add(rest.offset, Expr::mul(m, dest.strides[0].clone()));
+                rest.dims[0] = n;
+                self.into(second, &rest, body)
+            }
             // A function of the program applied: its body written into
             // `dest` (see `apply_into`).
             Kind::App { func, args } if names_a_function(func) && !dest.dims.is_empty() => {
@@ -1646,6 +1671,14 @@ fn prim_of(func: &maps::Expr) -> Option<&'static str> {
     }
 }
 
+/// Whether `e` is an `append` of two arrays of numbers or Bools, which
+/// `into` writes part by part into its destination.
+fn is_append(e: &maps::Expr) -> bool {
+    matches!(&e.kind, Kind::App { func, args } if prim_of(func) == Some("append") && args.len() == 2)
+        && matches!(e.ty.atom, TyAtom::Int | TyAtom::Float | TyAtom::Bool)
+        && !e.ty.shape.is_scalar()
+}
+
 /// Whether `func` is `reduce` or `reduce/zero` (with its type and index
 /// arguments).
 fn is_reduce(func: &maps::Expr) -> bool {
@@ -1884,6 +1917,23 @@ fn cell_val<'m>(v: View) -> Val<'m> {
 /// `a op b` on dimensions: folded when both are numbers (an overflow is
 /// then left to the interpreter), else checked at run time.
 fn dim_op(op: &'static str, a: Expr, b: Expr) -> Res<Expr> {
+    // `c + (d + x)` is `(c + d) + x` where the inner sum cannot overflow
+    // if the outer one does not (`d` not positive, or `c` not negative):
+    // `(+ 1 $k)` of `$k` instantiated at `(- $w 1)` is `$w`.
+    if let (
+        "dim+",
+        Expr::Int(c),
+        Expr::Op {
+            op: "dim+",
+            args: inner,
+        },
+    ) = (op, &a, &b)
+        && let [Expr::Int(d), x] = inner.as_slice()
+        && (*d <= 0 || *c >= 0)
+        && let Some(cd) = c.checked_add(*d)
+    {
+        return dim_op("dim+", Expr::Int(cd), x.clone());
+    }
     let folded = match (op, &a, &b) {
         ("dim*", Expr::Int(x), Expr::Int(y)) => Some(x.checked_mul(*y)),
         ("dim+", Expr::Int(x), Expr::Int(y)) => Some(x.checked_add(*y)),

@@ -146,7 +146,9 @@ impl Computed {
                     (Some((lo, hi)), Expr::Int(n)) => lo >= 0 && hi < *n as i128,
                     _ => false,
                 };
-                let counted = matches!(part, Expr::Op { op: "mod", args } if args.get(1) == Some(c));
+                // (an index mod the extent, or a loop's index up to it)
+                let counted = matches!(part, Expr::Op { op: "mod", args } if args.get(1) == Some(c))
+                    || matches!(part, Expr::Var(v) if ranges.counts.get(v) == Some(c));
                 if !within && !counted {
                     return None;
                 }
@@ -232,7 +234,23 @@ fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut 
         .collect();
     let single =
         |buf: &Var| allocated.contains(buf) && !escaped.contains(buf) && uses.stores.get(buf) == Some(&1);
+    // The sizes of the buffers made so far: arithmetic on dimensions
+    // already done without overflowing.
+    let mut sized: Vec<&Expr> = Vec::new();
     for (p, s) in stmts.iter().enumerate() {
+        if let Stmt::Alloc { len, .. } = s {
+            let mut parts = vec![len];
+            while let Some(e) = parts.pop() {
+                if let Expr::Op {
+                    op: "dim+" | "dim*" | "*" | "+",
+                    args,
+                } = e
+                {
+                    sized.push(e);
+                    parts.extend(args);
+                }
+            }
+        }
         if let Stmt::For { index: i, body, .. } = s {
             let mut inside = HashSet::new();
             declared_in(std::slice::from_ref(s), &mut inside);
@@ -251,6 +269,7 @@ fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut 
                     indices: &indices,
                     lets: &lets,
                     kept: &kept,
+                    sized: &sized,
                     ops: 0,
                     reads: HashSet::new(),
                 };
@@ -446,11 +465,21 @@ struct Nest<'a> {
     lets: &'a HashMap<Var, &'a Expr>,
     /// Whether a variable keeps its value after the nest.
     kept: &'a dyn Fn(Var) -> bool,
+    /// Arithmetic on dimensions done before the nest (a buffer's size),
+    /// which cannot fail where it is done again.
+    sized: &'a [&'a Expr],
     ops: usize,
     reads: HashSet<Var>,
 }
 
 impl Nest<'_> {
+    /// Whether every variable of `e` keeps its value after the nest.
+    fn still(&self, e: &Expr) -> bool {
+        let mut all = true;
+        e.each_var(&mut |v| all &= (self.kept)(v));
+        all
+    }
+
     /// `e` with the nest's `let`s written in, if it is at most
     /// [`MOST_OPS`] operations that cannot fail (a division or `mod` only
     /// by a constant other than 0: by a variable it would cost more than
@@ -461,6 +490,12 @@ impl Nest<'_> {
             Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) => Some(e.clone()),
             Expr::Var(v) if self.indices.contains(v) || (self.kept)(*v) => Some(e.clone()),
             Expr::Var(v) => self.atom(self.lets.get(v)?),
+            Expr::Op {
+                op: "dim+" | "dim*", ..
+            } if self.sized.contains(&e) && self.still(e) => {
+                self.ops += 1;
+                Some(e.clone())
+            }
             Expr::Op { op, args } => {
                 self.ops += 1;
                 if !safe_op(op, args) || self.ops > MOST_OPS {
@@ -778,9 +813,17 @@ fn ranges_of(body: &[Stmt], inputs: &[Var], extents: &HashSet<Var>) -> Ranges {
             Key::Var(_) => None,
         })
         .collect();
+    let counts = sources
+        .iter()
+        .filter_map(|(k, from)| match (k, from.as_slice()) {
+            (Key::Var(v), [Source::Index(count)]) => Some((*v, (*count).clone())),
+            _ => None,
+        })
+        .collect();
     let mut ranges = Ranges {
         of: sources.keys().map(|k| (*k, None)).collect(),
         slotted,
+        counts,
     };
     // In the order variables were made (operands before what reads them),
     // each new range used at once: straight-line code settles in one
@@ -900,6 +943,9 @@ struct Ranges {
     of: HashMap<Key, Range>,
     /// The buffers whose slots have ranges of their own.
     slotted: HashSet<Var>,
+    /// Each loop's index by its count (0 … count-1, where the count is
+    /// known only at run time too).
+    counts: HashMap<Var, Expr>,
 }
 
 impl Ranges {

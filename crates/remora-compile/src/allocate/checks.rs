@@ -1,0 +1,103 @@
+//! Checks raised out of loops. A function instantiated inside a lifted
+//! map (`((i-app win3 (- $w 1)) row)` over the rows) checks its index
+//! arguments in every cell: `if` a condition that only the loop's
+//! surroundings decide, `fail`. At the start of a loop's body such a
+//! check fails at the first iteration or never, so it is made once
+//! before the loop, where the loop runs at least once: the same message
+//! at the same point, nothing else having run in between. The loop's body
+//! is then a nest of stores that cannot fail, which later passes read in
+//! place (a lifted `windows` becomes a view again).
+
+use crate::loops::{Expr, Stmt, Var};
+use std::collections::HashSet;
+
+/// Every loop of `stmts` (innermost first, so a check climbs a whole
+/// nest) with its leading invariant checks made before it.
+pub(super) fn raise_checks(stmts: &mut Vec<Stmt>) {
+    let mut at = 0;
+    while at < stmts.len() {
+        for inner in stmts[at].bodies_mut() {
+            raise_checks(inner);
+        }
+        let Stmt::For {
+            index, count, body, ..
+        } = &mut stmts[at]
+        else {
+            at += 1;
+            continue;
+        };
+        let count = count.clone();
+        // The scalars the loop sets or declares.
+        let mut varying = HashSet::from([*index]);
+        Stmt::each(body, &mut |s| match s {
+            Stmt::Set { var, .. } | Stmt::Let { var, .. } => {
+                varying.insert(*var);
+            }
+            Stmt::For { index, .. } | Stmt::Reduce { index, .. } => {
+                varying.insert(*index);
+            }
+            _ => {}
+        });
+        // The leading checks, past statements that cannot fail.
+        let mut raised = Vec::new();
+        let mut k = 0;
+        while k < body.len() {
+            match &body[k] {
+                s if cannot_fail(s) => k += 1,
+                Stmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                } if otherwise.is_empty()
+                    && matches!(then.as_slice(), [Stmt::Fail { .. }])
+                    && invariant(cond, &varying) =>
+                {
+                    let cond = match &count {
+                        Expr::Int(n) if *n > 0 => cond.clone(),
+                        n => Expr::op(
+                            "and",
+                            vec![Expr::op("<", vec![Expr::Int(0), n.clone()]), cond.clone()],
+                        ),
+                    };
+                    let check = Stmt::If {
+                        cond,
+                        then: then.clone(),
+                        otherwise: Vec::new(),
+                    };
+                    // (The same check twice: once.)
+                    if !raised.contains(&check) {
+                        raised.push(check);
+                    }
+                    body.remove(k);
+                }
+                _ => break,
+            }
+        }
+        let n = raised.len();
+        stmts.splice(at..at, raised);
+        at += n + 1;
+    }
+}
+
+/// Whether `e` has the same value at every iteration of a loop: it reads
+/// no buffer, and no scalar the loop declares or sets (its index among
+/// them).
+fn invariant(e: &Expr, varying: &HashSet<Var>) -> bool {
+    match e {
+        Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) => true,
+        Expr::Var(v) => !varying.contains(v),
+        Expr::Load { .. } | Expr::Addr { .. } => false,
+        Expr::Op { args, .. } => args.iter().all(|a| invariant(a, varying)),
+    }
+}
+
+/// Whether `s` runs without failing whatever the values: a store, a
+/// scalar declared, a buffer of a constant length, a loop of such.
+fn cannot_fail(s: &Stmt) -> bool {
+    match s {
+        Stmt::Store { .. } | Stmt::Let { .. } => true,
+        Stmt::Alloc { len, .. } => matches!(len, Expr::Int(_)),
+        Stmt::For { body, .. } => body.iter().all(cannot_fail),
+        _ => false,
+    }
+}
