@@ -263,3 +263,20 @@ fn appends_are_written_in_place_and_lifted_windows_of_run_time_rows_are_views() 
         );
     }
 }
+
+/// A gather by an index reduced mod the vector's length (a floor modulus
+/// by a length, which is 0 only where the program has already failed)
+/// has no bound check; reduced mod another length, it keeps it.
+#[test]
+fn an_index_reduced_mod_the_length_is_not_checked() {
+    let text = "(entry (main (xs [Float $n]) (idx [Int $m])) (f.sum (index xs (mod (* idx 7) (length xs)))))";
+    let loops = loop_level(text);
+    assert!(
+        !loops.contains("out of range") && loops.contains("(mod"),
+        "{loops}"
+    );
+    let text =
+        "(entry (main (xs [Float $n]) (ys [Float $k]) (idx [Int $m])) (index xs (mod idx (length ys))))";
+    let loops = loop_level(text);
+    assert!(loops.contains("out of range"), "{loops}");
+}

@@ -820,10 +820,24 @@ fn ranges_of(body: &[Stmt], inputs: &[Var], extents: &HashSet<Var>) -> Ranges {
             _ => None,
         })
         .collect();
+    let mut moduli = HashMap::new();
+    Stmt::each(body, &mut |s| {
+        if let Stmt::Let {
+            var,
+            value: Expr::Op { op: "mod", args },
+            ..
+        } = s
+            && let [_, n] = args.as_slice()
+            && sources.get(&Key::Var(*var)).is_some_and(|from| from.len() == 1)
+        {
+            moduli.insert(*var, n.clone());
+        }
+    });
     let mut ranges = Ranges {
         of: sources.keys().map(|k| (*k, None)).collect(),
         slotted,
         counts,
+        moduli,
     };
     // In the order variables were made (operands before what reads them),
     // each new range used at once: straight-line code settles in one
@@ -946,6 +960,10 @@ struct Ranges {
     /// Each loop's index by its count (0 … count-1, where the count is
     /// known only at run time too).
     counts: HashMap<Var, Expr>,
+    /// Each scalar made once as `(mod a n)` by its `n` (so within 0 …
+    /// n-1, a floor modulus by an `n` that is not 0, or the program has
+    /// failed: an index reduced by a length is within it).
+    moduli: HashMap<Var, Expr>,
 }
 
 impl Ranges {
@@ -1008,7 +1026,10 @@ fn range(e: &Expr, ranges: &Ranges) -> Range {
                 ("-", [a, b]) => fits(a.0 - b.1, a.1 - b.0),
                 ("*" | "dim*", [a, b]) => corners(*a, *b, |x, y| x * y),
                 ("/", [a, b]) if b.0 > 0 => corners(*a, *b, |x, y| x.div_euclid(y)),
-                ("mod", [a, b]) if b.0 > 0 => {
+                // (By 0 the program has failed: a divisor in [0, hi] is
+                // one in [1, hi] where the result is used.)
+                ("mod", [a, b]) if b.0 >= 0 && b.1 > 0 => {
+                    let b = (b.0.max(1), b.1);
                     if a.0 >= 0 && a.1 < b.0 {
                         Some(*a)
                     } else if a.0 >= 0 {
@@ -1064,6 +1085,13 @@ fn truth(e: &Expr, ranges: &Ranges) -> Option<bool> {
                 (Some(true), Some(true)) => Some(true),
                 _ => None,
             }
+        }
+        // `(mod a n)` against `n`: below it.
+        Expr::Op {
+            op: op @ ("<" | ">="),
+            args,
+        } if matches!(args.as_slice(), [Expr::Var(x), n] if ranges.moduli.get(x) == Some(n)) => {
+            Some(*op == "<")
         }
         Expr::Op { op, args } if args.len() == 2 && matches!(*op, "<" | "<=" | ">" | ">=" | "==" | "!=") => {
             let (a0, a1) = range(&args[0], ranges)?;
