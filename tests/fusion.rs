@@ -256,11 +256,7 @@ fn appends_are_written_in_place_and_lifted_windows_of_run_time_rows_are_views() 
         );
         let loops = loop_level(&blur);
         assert!(!loops.contains("does not compile"), "{blur}:\n{loops}");
-        assert!(allocations(&blur) <= 5, "{blur}:\n{loops}");
-        assert!(
-            !loops.contains("Float (* (* (dim+ 2 dim.1) dim.2) 3)") && !loops.contains("Float 10500"),
-            "{loops}"
-        );
+        assert!(allocations(&blur) <= 4, "{blur}:\n{loops}");
     }
 }
 
@@ -279,4 +275,40 @@ fn an_index_reduced_mod_the_length_is_not_checked() {
         "(entry (main (xs [Float $n]) (ys [Float $k]) (idx [Int $m])) (index xs (mod idx (length ys))))";
     let loops = loop_level(text);
     assert!(loops.contains("out of range"), "{loops}");
+}
+
+/// The statements of the printed loop level's first `iterate` step (from
+/// its loop over the steps to the swap of its state's buffers).
+fn first_step(loops: &str) -> &str {
+    let from = loops.find("(for k.").unwrap_or(0);
+    let to = loops[from..].find("(swap").map_or(loops.len(), |k| from + k);
+    &loops[from..to]
+}
+
+/// Separate arrays of one state (z's real and imaginary parts, the
+/// counts), each updated by a whole-array step masked by a shared mask:
+/// one nest per step over the grid, the mask a scalar of its cell, and
+/// nothing allocated per step. So too for a named function of a stacked
+/// state.
+#[test]
+fn sibling_updates_of_one_state_are_one_nest_per_step() {
+    for text in [
+        "(entry (main (cr [Float 8 9]) (ci [Float 8 9])) \
+           (iterate 5 (fn ((s [Float 3 8 9])) \
+             (let ((val zr (nth s 0)) (val zi (nth s 1)) \
+                   (val m (f.<= (f.+ (f.* zr zr) (f.* zi zi)) 4.0))) \
+               [(select m (f.+ (f.- (f.* zr zr) (f.* zi zi)) cr) zr) \
+                (select m (f.+ (f.* 2.0 (f.* zr zi)) ci) zi) \
+                (f.+ (nth s 2) (bool->f m))])) \
+             ((i-app replicate [3]) cr)))",
+        "(def (fun (step (p [Float 3 100]) : [Float 3 100]) \
+           (let ((val x (nth p 0)) (val v (nth p 1))) \
+             [(f.+ x (f.* 0.5 v)) (f.- v (f.* 0.25 x)) (f.+ (nth p 2) (bool->f (f.> x v)))]))) \
+         (entry (main (p [Float 3 100])) (iterate 4 step p))",
+    ] {
+        let loops = loop_level(text);
+        let step = first_step(&loops);
+        assert_eq!(step.matches("parallel").count(), 1, "{text}:\n{loops}");
+        assert!(!step.contains("(alloc"), "{text}:\n{loops}");
+    }
 }

@@ -41,9 +41,11 @@ mod powers;
 mod prims;
 mod ranges;
 mod records;
+mod siblings;
 mod stacked;
 mod styles;
 mod trace;
+mod wraps;
 
 /// A view of a buffer: the atom at index `(i0, i1, …)` is at
 /// `offset + Σ ik·strides[k]`.
@@ -316,8 +318,10 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
         .collect();
     let inputs: Vec<Var> = a.out.inputs.iter().map(|i| i.buf).collect();
     ranges::simplify(&mut body, &a.out.outputs, &inputs, &extents);
+    siblings::fuse_siblings(&mut body, &a.out.outputs, &mut a.out.names);
     powers::shared_logs(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
+    wraps::split_at_wraps(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),

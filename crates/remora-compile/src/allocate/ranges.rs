@@ -519,7 +519,7 @@ impl Nest<'_> {
 }
 
 /// The variables and buffers declared in `stmts`, at any depth.
-fn declared_in(stmts: &[Stmt], out: &mut HashSet<Var>) {
+pub(super) fn declared_in(stmts: &[Stmt], out: &mut HashSet<Var>) {
     Stmt::each(stmts, &mut |s| match s {
         Stmt::Let { var, .. } | Stmt::Alloc { buf: var, .. } | Stmt::Data { buf: var, .. } => {
             out.insert(*var);
@@ -535,7 +535,7 @@ fn declared_in(stmts: &[Stmt], out: &mut HashSet<Var>) {
 }
 
 /// Whether `s` (at any depth) names `v`.
-fn mentions(s: &Stmt, v: Var) -> bool {
+pub(super) fn mentions(s: &Stmt, v: Var) -> bool {
     let mut found = false;
     Stmt::each(std::slice::from_ref(s), &mut |t| {
         match t {
@@ -576,7 +576,7 @@ fn each_load(stmts: &[Stmt], f: &mut dyn FnMut(Var, &Expr)) {
 }
 
 /// `f` on every load in `e`.
-fn each_load_in(e: &Expr, f: &mut dyn FnMut(Var, &Expr)) {
+pub(super) fn each_load_in(e: &Expr, f: &mut dyn FnMut(Var, &Expr)) {
     match e {
         Expr::Load { buf, index } => {
             f(*buf, index);
@@ -706,7 +706,7 @@ fn divides(e: &Expr) -> bool {
 
 /// Whether `e` cannot fail: no power, shift or checked dimension
 /// arithmetic, a division or `mod` only by a constant other than 0.
-fn cannot_fail(e: &Expr) -> bool {
+pub(super) fn cannot_fail(e: &Expr) -> bool {
     match e {
         Expr::Op { op, args } => safe_op(op, args) && args.iter().all(cannot_fail),
         Expr::Load { index, .. } | Expr::Addr { index, .. } => cannot_fail(index),
@@ -719,8 +719,11 @@ fn cannot_fail(e: &Expr) -> bool {
 fn safe_op(op: &str, args: &[Expr]) -> bool {
     match op {
         "/" | "mod" => matches!(args.get(1), Some(Expr::Int(d)) if *d != 0),
-        "^" | "shl" | "shr" | "dim+" | "dim*" | "wrap" => false,
+        "^" | "shl" | "shr" | "dim+" | "dim*" => false,
         "random.uniform" | "random.normal" | "random.int" => false,
+        // Not the language's: an index brought back into range (a
+        // rotation's, or a `mod` the ranges bound).
+        "wrap" => true,
         _ => crate::c::scalar_arity(op).is_some(),
     }
 }
@@ -1127,12 +1130,16 @@ fn truth(e: &Expr, ranges: &Ranges) -> Option<bool> {
     }
 }
 
-/// Every `if` the ranges decide replaced by the branch that runs.
+/// Every `if` the ranges decide replaced by the branch that runs, and
+/// every `mod` they bound made a wrap ([`mod_as_wrap`]).
 fn prune(stmts: &mut Vec<Stmt>, ranges: &Ranges) {
     let mut out = Vec::with_capacity(stmts.len());
     for mut s in std::mem::take(stmts) {
         for inner in s.bodies_mut() {
             prune(inner, ranges);
+        }
+        for e in s.exprs_mut() {
+            mod_as_wrap(e, ranges);
         }
         match s {
             Stmt::If {
@@ -1152,4 +1159,38 @@ fn prune(stmts: &mut Vec<Stmt>, ranges: &Ranges) {
         }
     }
     *stmts = out;
+}
+
+/// Every `mod` of `e` by a divisor `d` at least 1 whose operand `x` the
+/// ranges keep within `[-d, 2d)` written without dividing: `x` within
+/// `[0, d)`, `(wrap x d)` within `[0, 2d)` (a compare and a subtraction),
+/// `(wrap (+ x d) d)` within `[-d, d)`. An index vector `(mod (- i 1)
+/// n)` then costs less than the load it saves (computed where read), and
+/// a rotation's wrap can be taken out of its loop (`wraps.rs`).
+fn mod_as_wrap(e: &mut Expr, ranges: &Ranges) {
+    match e {
+        Expr::Op { args, .. } => args.iter_mut().for_each(|a| mod_as_wrap(a, ranges)),
+        Expr::Load { index, .. } | Expr::Addr { index, .. } => mod_as_wrap(index, ranges),
+        Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_) => {}
+    }
+    let Expr::Op { op: "mod", args } = e else {
+        return;
+    };
+    let [x, d] = args.as_slice() else {
+        return;
+    };
+    let (Some((lo, hi)), Some((least, _))) = (range(x, ranges), range(d, ranges)) else {
+        return;
+    };
+    if least < 1 || !cannot_fail(d) {
+        return;
+    }
+    let (x, d) = (x.clone(), d.clone());
+    if lo >= 0 && hi < least {
+        *e = x;
+    } else if lo >= 0 && hi < 2 * least {
+        *e = Expr::op("wrap", vec![x, d]);
+    } else if lo >= -least && hi < least {
+        *e = Expr::op("wrap", vec![Expr::add(x, d.clone()), d]);
+    }
 }
