@@ -311,4 +311,28 @@ fn sibling_updates_of_one_state_are_one_nest_per_step() {
         assert_eq!(step.matches("parallel").count(), 1, "{text}:\n{loops}");
         assert!(!step.contains("(alloc"), "{text}:\n{loops}");
     }
+
+/// A row's costly elementwise map (an `f.exp`) that the row reads twice,
+/// summed and then divided by its sum (a softmax), is computed once into
+/// a buffer of the row, not at each read; read once (a log-sum-exp), it is
+/// computed where it is read; a buffer too big for the cache (the whole
+/// array's exps, read by a sum over its transpose and by the division)
+/// is computed where read, as before.
+#[test]
+fn a_costly_row_read_twice_is_computed_once() {
+    let exps = |text: &str| loop_level(text).matches("(f.exp ").count();
+    let softmax = "(def (fun (softmax (r [Float $n]) : [Float $n]) (let ((val e (f.exp (f.- r (reduce f.max r))))) (f./ e (f.sum e)))))";
+    for main in [
+        "(entry (main (x [Float 6 1000])) (softmax x))",
+        "(entry (main (x [Float 1000])) (softmax x))",
+        "(entry (main (x [Float 3 7])) (softmax x))",
+    ] {
+        assert_eq!(exps(&format!("{softmax} {main}")), 1, "{main}");
+    }
+    let lse = "(def (fun (lse (r [Float $n]) : Float) (let ((val m (reduce f.max r))) (f.+ m (f.ln (f.sum (f.exp (f.- r m))))))))";
+    let text = format!("{lse} (entry (main (x [Float 6 1000])) (lse x))");
+    assert_eq!(exps(&text), 1, "{text}");
+    assert!(!loop_level(&text).contains("(alloc arr.5"), "{text}");
+    let whole = "(entry (main (x [Float 100 1000])) (let ((val m (reduce f.max (transpose2d x))) (val e (f.exp (f.- x m))) (val s (reduce f.+ (transpose2d e)))) (f./ e s)))";
+    assert_eq!(exps(whole), 2, "{whole}");
 }

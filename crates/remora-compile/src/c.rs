@@ -659,18 +659,21 @@ impl Emitter {
         // `rt_tree_parts`), combined level by level from the bottom.
         let combine = op_c(op, &["l".to_string(), "r".to_string()]);
         // A small node's leaves side by side (`lanes.rs`).
-        let lanes = if lanes && lanes::fits(body) {
-            let text = match lanes::unordered(op) {
-                Some(how) => self.tree_unordered(&name, &ctx, elem, op, how, index, body, item),
-                None => self.tree_lanes(&name, &ctx, elem, op, index, body, item),
-            };
-            self.top.push_str(&text);
-            format!(
-                "    if (hi - lo <= {}) return {name}_lanes(c, lo, hi);\n",
-                lanes::NODE
-            )
-        } else {
-            String::new()
+        let text = match lanes::unordered(op) {
+            _ if !lanes || !lanes::fits(body) => None,
+            Some(how) => Some(self.tree_unordered(&name, &ctx, elem, op, how, index, body, item)),
+            None if op == "f.+" => Some(self.tree_lanes(&name, &ctx, index, body, item)),
+            None => None,
+        };
+        let lanes = match text {
+            Some(text) => {
+                self.top.push_str(&text);
+                format!(
+                    "    if (hi - lo <= {}) return {name}_lanes(c, lo, hi);\n",
+                    lanes::NODE
+                )
+            }
+            None => String::new(),
         };
         let mut f = format!(
             "static {t} {name}(const {ctx} *c, int64_t lo, int64_t hi) {{\n  if (hi - lo > 256) {{\n{lanes}    int levels = rt_tree_levels(hi - lo);\n    if (levels > 0) {{\n      int parts = 1 << levels;\n      int64_t bounds[257];\n      {t} part[256];\n      rt_tree_bounds(lo, hi, levels, bounds);\n      rt_tree_parts({name}_half, (void *)c, bounds, parts, part, sizeof({t}));\n      for (int w = 1; w < parts; w *= 2)\n        for (int k = 0; k + w < parts; k += 2 * w) {{\n          {t} l = part[k], r = part[k + w];\n          part[k] = {combine};\n        }}\n      return part[0];\n    }}\n    int64_t mid = lo + (hi - lo) / 2;\n    {t} l, r;\n    rt_pair({name}_half, (void *)c, lo, mid, hi, &l, &r, sizeof({t}));\n    return {combine};\n  }}\n"

@@ -114,6 +114,22 @@ impl Expr {
         matches!(self, Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_))
     }
 
+    /// Whether this calls a function of the runtime's that costs tens of
+    /// operations (an `f.exp`): worth computing once and reading where it
+    /// is needed twice.
+    pub fn calls_costly(&self) -> bool {
+        match self {
+            Expr::Op { op, args } => {
+                matches!(
+                    *op,
+                    "f.exp" | "f.ln" | "f.^" | "f.tanh" | "pow.log2" | "pow.by-log2" | "f.sinh" | "f.cosh"
+                ) || args.iter().any(Expr::calls_costly)
+            }
+            Expr::Load { index, .. } | Expr::Addr { index, .. } => index.calls_costly(),
+            Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_) => false,
+        }
+    }
+
     pub(crate) fn each_var(&self, f: &mut dyn FnMut(Var)) {
         match self {
             Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) => {}

@@ -1836,6 +1836,101 @@ static int rt_tree_leaves(int64_t lo, int64_t hi, int64_t *b) {
   return n;
 }
 
+/* ---- a tree node's float leaves side by side (c/lanes.rs) ----
+ * The vectors of eight and four floats, and their shuffles (GCC before 12
+ * has only __builtin_shuffle, with a mask vector). */
+typedef float rt_lv8 __attribute__((vector_size(32), aligned(4)));
+typedef float rt_lv4 __attribute__((vector_size(16), aligned(4)));
+#if defined(__clang__) || __GNUC__ >= 12
+#define RT_SHUF8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shufflevector(a, b, i0, i1, i2, i3, i4, i5, i6, i7)
+#define RT_SHUF4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#else
+typedef int32_t rt_lv8i __attribute__((vector_size(32)));
+typedef int32_t rt_lv4i __attribute__((vector_size(16)));
+#define RT_SHUF8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shuffle(a, b, (rt_lv8i){i0, i1, i2, i3, i4, i5, i6, i7})
+#define RT_SHUF4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (rt_lv4i){i0, i1, i2, i3})
+#endif
+/* Item t … t+7 of eight leaves (from p[0] … p[7]) as eight vectors, item
+ * t+j of every leaf in c[j]: rows [leaf k | leaf k+4], four items each,
+ * transposed in the 128-bit halves. */
+static inline void rt_lv8_tile(const float *const *p, int64_t t, rt_lv8 *c) {
+  rt_lv8 r[8];
+  for (int h = 0; h < 2; h++) {
+    for (int k = 0; k < 4; k++) {
+      float two[8];
+      memcpy(two, p[k] + t + 4 * h, 4 * sizeof(float));
+      memcpy(two + 4, p[k + 4] + t + 4 * h, 4 * sizeof(float));
+      memcpy(&r[k], two, sizeof r[k]);
+    }
+    rt_lv8 u0 = RT_SHUF8(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13), u1 = RT_SHUF8(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
+    rt_lv8 u2 = RT_SHUF8(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13), u3 = RT_SHUF8(r[2], r[3], 2, 10, 3, 11, 6, 14, 7, 15);
+    c[4 * h] = RT_SHUF8(u0, u2, 0, 1, 8, 9, 4, 5, 12, 13);
+    c[4 * h + 1] = RT_SHUF8(u0, u2, 2, 3, 10, 11, 6, 7, 14, 15);
+    c[4 * h + 2] = RT_SHUF8(u1, u3, 0, 1, 8, 9, 4, 5, 12, 13);
+    c[4 * h + 3] = RT_SHUF8(u1, u3, 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+}
+static inline void rt_lv4_tile(const float *const *p, int64_t t, rt_lv4 *c) {
+  rt_lv4 r[4];
+  for (int k = 0; k < 4; k++) memcpy(&r[k], p[k] + t, sizeof r[k]);
+  rt_lv4 u0 = RT_SHUF4(r[0], r[1], 0, 4, 1, 5), u1 = RT_SHUF4(r[0], r[1], 2, 6, 3, 7);
+  rt_lv4 u2 = RT_SHUF4(r[2], r[3], 0, 4, 1, 5), u3 = RT_SHUF4(r[2], r[3], 2, 6, 3, 7);
+  c[0] = RT_SHUF4(u0, u2, 0, 1, 4, 5);
+  c[1] = RT_SHUF4(u0, u2, 2, 3, 6, 7);
+  c[2] = RT_SHUF4(u1, u3, 0, 1, 4, 5);
+  c[3] = RT_SHUF4(u1, u3, 2, 3, 6, 7);
+}
+/* A float sum's leaves k = 0 … n-1 of a node whose items are x[0 … ]
+ * (leaf k: items b[k]-b[0] … b[k+1]-b[0]-1, at least eight), each summed
+ * left to right into leaf[k]: eight adjacent leaves at a time (or four
+ * where four or fewer are left; a group short of its width takes its
+ * last leaf again) in the lanes of a vector, tiles of items of each leaf
+ * read contiguously and transposed so that item t of every leaf is one
+ * vector: the same additions in the same order on each leaf, so the same
+ * bits, but vector adds instead of a chain of dependent scalar ones (and
+ * a shuffle in three for each item instead of a load for each). */
+static void rt_leaves_fadd(const float *x, const int64_t *b, int n, float *leaf) {
+  for (int g = 0; g < n;) {
+    int w = n - g > 4 ? 8 : 4;
+    const float *p[8];
+    int64_t len = INT64_MAX;
+    for (int k = 0; k < w; k++) {
+      int q = g + k < n ? g + k : n - 1;
+      p[k] = x + (b[q] - b[0]);
+      if (b[q + 1] - b[q] < len) len = b[q + 1] - b[q];
+    }
+    int64_t t = w;
+    if (w == 8) {
+      rt_lv8 c[8];
+      rt_lv8_tile(p, 0, c);
+      rt_lv8 a = c[0];
+      for (int j = 1; j < 8; j++) a = a + c[j];
+      for (; t + 8 <= len; t += 8) {
+        rt_lv8_tile(p, t, c);
+        for (int j = 0; j < 8; j++) a = a + c[j];
+      }
+      for (int k = 0; k < 8; k++) leaf[k < n - g ? g + k : n - 1] = a[k];
+    } else {
+      rt_lv4 c[4];
+      rt_lv4_tile(p, 0, c);
+      rt_lv4 a = c[0];
+      for (int j = 1; j < 4; j++) a = a + c[j];
+      for (; t + 4 <= len; t += 4) {
+        rt_lv4_tile(p, t, c);
+        for (int j = 0; j < 4; j++) a = a + c[j];
+      }
+      for (int k = 0; k < 4; k++) leaf[k < n - g ? g + k : n - 1] = a[k];
+    }
+    /* The rest of each leaf (its last few items) alone. */
+    for (int k = 0; k < w && g + k < n; k++) {
+      float a = leaf[g + k];
+      for (int64_t i = b[g + k] + t; i < b[g + k + 1]; i++) a = a + x[i - b[0]];
+      leaf[g + k] = a;
+    }
+    g += w;
+  }
+}
+
 /* ---- scatter: its places in parts (allocate/iteration.rs) ----
  * How many parts a scatter of `items` items, each of `weight` atoms,
  * into `bins` places splits its places into: each part a range of

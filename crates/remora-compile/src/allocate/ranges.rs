@@ -225,15 +225,15 @@ fn named(e: &Expr, call: bool, escaped: &mut HashSet<Var>) {
 /// buffers nothing writes from the nest to the last statement that names
 /// the buffer.
 fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut HashMap<Var, Computed>) {
-    let allocated: HashSet<Var> = stmts
+    let allocated: HashMap<Var, &Expr> = stmts
         .iter()
         .filter_map(|s| match s {
-            Stmt::Alloc { buf, .. } => Some(*buf),
+            Stmt::Alloc { buf, len, .. } => Some((*buf, len)),
             _ => None,
         })
         .collect();
     let single =
-        |buf: &Var| allocated.contains(buf) && !escaped.contains(buf) && uses.stores.get(buf) == Some(&1);
+        |buf: &Var| allocated.contains_key(buf) && !escaped.contains(buf) && uses.stores.get(buf) == Some(&1);
     // The sizes of the buffers made so far: arithmetic on dimensions
     // already done without overflowing.
     let mut sized: Vec<&Expr> = Vec::new();
@@ -291,7 +291,17 @@ fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut 
                 // again and again, a transposition for a product, stays).
                 // So too an atom that divides (a `mod` costs more than the
                 // load it replaces, where a loop around reads it again).
-                let once = (reads.is_empty() && !divides(&atom)) || read_once(&stmts[p + 1..], buf);
+                // An atom that calls a costly function (an `f.exp`), of a
+                // buffer that stays in the cache, only where it is read at
+                // one place: a softmax's row of exps, summed and then
+                // divided by the sum, is computed once. (A buffer too big
+                // for the cache costs as much to write and read back.)
+                let cached = matches!(allocated.get(&buf), Some(Expr::Int(n)) if *n <= CACHED_ATOMS);
+                let once = if cached && atom.calls_costly() {
+                    read_once(&stmts[p + 1..], buf, 1)
+                } else {
+                    (reads.is_empty() && !divides(&atom)) || read_once(&stmts[p + 1..], buf, MOST_SITES)
+                };
                 let mut own = 0;
                 each_load(std::slice::from_ref(s), &mut |b, _| own += usize::from(b == buf));
                 if still && once && own == 0 {
@@ -315,10 +325,10 @@ fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut 
     }
 }
 
-/// Whether `buf` is read at few places in `stmts`, each by a load whose
-/// index depends on the index of every loop around it (no loop reads
-/// one atom again).
-fn read_once(stmts: &[Stmt], buf: Var) -> bool {
+/// Whether `buf` is read at `most` places or fewer in `stmts`, each by a
+/// load whose index depends on the index of every loop around it (no
+/// loop reads one atom again).
+fn read_once(stmts: &[Stmt], buf: Var, most: usize) -> bool {
     struct Walk {
         buf: Var,
         loops: Vec<Var>,
@@ -385,12 +395,16 @@ fn read_once(stmts: &[Stmt], buf: Var) -> bool {
         again: false,
     };
     w.stmts(stmts);
-    !w.again && w.sites <= MOST_SITES
+    !w.again && w.sites <= most
 }
 
 /// The most places an atom that loads is computed at, in place of one
 /// load each.
 const MOST_SITES: usize = 4;
+
+/// The most atoms of a buffer that stays in the cache while it is written
+/// and read back (a row's worth: 64 KiB of floats).
+const CACHED_ATOMS: i64 = 16384;
 
 /// Of the buffers found, those whose every load names an atom the nest
 /// wrote (see [`Computed::at`]) and whose atom reads no other buffer

@@ -1,10 +1,14 @@
-//! A tree reduction's small nodes in lanes: the leaves (at most 256
-//! items, combined left to right) of a node of up to 16,384 items, eight at a time, each leaf's running value in its
-//! own variable. The items of one leaf are still combined one after
-//! another in their order (the result is the same bits), but eight leaves'
-//! chains of dependent operations run side by side, where one leaf alone
-//! waits on each operation's latency (a float add: 3 to 4 cycles an
-//! item).
+//! A tree reduction's small nodes: a float sum's leaves (at most 256
+//! items, added left to right) of a node of up to 16,384 items side by
+//! side, in the lanes of vectors. The node's items are computed first,
+//! into a buffer, in one loop the C compiler vectorises; the runtime's
+//! `rt_leaves_fadd` then sums eight leaves at a time, tiles of each
+//! leaf's items transposed so that one vector add advances every leaf by
+//! one item. Each leaf's items are still added one after another in their
+//! order (the result is the same bits), but eight leaves' chains of
+//! dependent adds run as one, where one leaf alone waits on each add's
+//! latency (3 to 4 cycles an item). A reduction whose order does not
+//! matter is one loop over the node's items instead.
 
 use super::{Decl, Emitter, ctype, op_c, pad, v};
 use crate::loops::{Elem, Expr, Stmt, Var};
@@ -16,20 +20,12 @@ use std::fmt::Write;
 pub(super) const NODE: usize = 16384;
 const MOST: usize = NODE / 128;
 
-/// How many leaves run side by side: eight, then four, then two (a node
-/// of 257 to 1,024 items has two to four leaves).
-const LANES: [usize; 3] = [8, 4, 2];
-
 /// Whether the items of a tree reduction with this body are worth
 /// computing in lanes: a short run of scalar `let`s (no loop, store,
-/// buffer or call, which gain nothing side by side and would be written
-/// out sixteen times).
+/// buffer or call).
 pub(super) fn fits(body: &[Stmt]) -> bool {
     body.len() <= 16 && body.iter().all(|s| matches!(s, Stmt::Let { .. }))
 }
-
-/// An item written in C, with the body's variables in scope.
-type Item<'a> = dyn Fn(&Emitter) -> String + 'a;
 
 /// How a reduction by `op` may take its items in any order and still give
 /// the interpreter's bits: one loop over them all, which the C compiler
@@ -57,151 +53,42 @@ pub(super) fn unordered(op: &str) -> Option<Unordered> {
     }
 }
 
-/// Whether an item computes a function of the runtime's that costs tens of
-/// operations (an `f.exp`): a tree node's items are then computed into a
-/// buffer first, in one loop the C compiler vectorises, and the leaves in
-/// lanes read them from there.
-fn costly(body: &[Stmt], item: &Expr) -> bool {
-    fn calls(e: &Expr) -> bool {
-        match e {
-            Expr::Op { op, args } => {
-                matches!(
-                    *op,
-                    "f.exp" | "f.ln" | "f.^" | "f.tanh" | "pow.log2" | "pow.by-log2" | "f.sinh" | "f.cosh"
-                ) || args.iter().any(calls)
-            }
-            Expr::Load { index, .. } | Expr::Addr { index, .. } => calls(index),
-            Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_) => false,
-        }
-    }
-    calls(item)
-        || body
-            .iter()
-            .any(|s| matches!(s, Stmt::Let { value, .. } if calls(value)))
-}
-
 impl Emitter {
-    /// The functions `{name}_lanes(c, lo, hi)`, the tree reduction of a
-    /// node of `lo … hi-1` (over 256 and at most [`NODE`] items) by its
-    /// leaves in lanes, and `{name}_join`, which combines the leaves'
-    /// values as the tree does. The scope must hold the context's
-    /// variables (`last_used`) and not yet the index.
-    #[allow(clippy::too_many_arguments)]
+    /// The functions `{name}_lanes(c, lo, hi)`, the float sum of a node of
+    /// `lo … hi-1` (over 256 and at most [`NODE`] items) by its leaves in
+    /// lanes, and `{name}_join`, which adds the leaves' sums as the tree
+    /// does. The scope must hold the context's variables (`last_used`)
+    /// and not yet the index.
     pub(super) fn tree_lanes(
         &mut self,
         name: &str,
         ctx: &str,
-        elem: Elem,
-        op: &str,
         index: Var,
         body: &[Stmt],
         item: &Expr,
     ) -> String {
-        let t = ctype(elem);
         let i = v(index);
-        let combine = op_c(op, &["l".to_string(), "r".to_string()]);
         let mut f = format!(
-            "static {t} {name}_join(const {t} *leaf, int64_t lo, int64_t hi, int *k) {{\n  if (hi - lo <= 256) return leaf[(*k)++];\n  int64_t mid = lo + (hi - lo) / 2;\n  {t} l = {name}_join(leaf, lo, mid, k);\n  {t} r = {name}_join(leaf, mid, hi, k);\n  return {combine};\n}}\n"
+            "static float {name}_join(const float *leaf, int64_t lo, int64_t hi, int *k) {{\n  if (hi - lo <= 256) return leaf[(*k)++];\n  int64_t mid = lo + (hi - lo) / 2;\n  float l = {name}_join(leaf, lo, mid, k);\n  float r = {name}_join(leaf, mid, hi, k);\n  return (l + r);\n}}\n"
         );
         let _ = writeln!(
             f,
-            "static {t} {name}_lanes(const {ctx} *c, int64_t lo, int64_t hi) {{"
+            "static float {name}_lanes(const {ctx} *c, int64_t lo, int64_t hi) {{"
         );
         f.push_str(&self.unpack());
-        // Costly items all computed first, into a buffer the leaves read.
-        let buffered = costly(body, item);
-        if buffered {
-            let _ = writeln!(
-                f,
-                "  {t} ln_x[{NODE}];\n  for (int64_t {i} = lo; {i} < hi; {i}++) {{"
-            );
-            self.scope.push((index, Decl::Scalar(Elem::Int)));
-            self.block_then(&mut f, body, 2, &|e: &Self| {
-                format!("ln_x[{i} - lo] = {};", e.expr(item))
-            });
-            self.scope.pop();
-            let _ = writeln!(f, "  }}");
-        }
-        let (body, item): (&[Stmt], &Item) = if buffered {
-            (&[], &|_: &Self| format!("ln_x[{i} - lo]"))
-        } else {
-            (body, &|e: &Self| e.expr(item))
-        };
-        // Every leaf's bounds, and its first item.
         let _ = writeln!(
             f,
-            "  int64_t ln_b[{}], ln_from[{MOST}];\n  {t} ln_leaf[{MOST}];\n  int ln_n = rt_tree_leaves(lo, hi, ln_b);\n  for (int ln_k = 0; ln_k < ln_n; ln_k++) {{\n    int64_t {i} = ln_b[ln_k];",
-            MOST + 1
+            "  float ln_x[{NODE}];\n  for (int64_t {i} = lo; {i} < hi; {i}++) {{"
         );
         self.scope.push((index, Decl::Scalar(Elem::Int)));
         self.block_then(&mut f, body, 2, &|e: &Self| {
-            format!(
-                "ln_leaf[ln_k] = {};\n    ln_from[ln_k] = ln_b[ln_k] + 1;",
-                item(e)
-            )
-        });
-        // Eight leaves at a time, then four, then two, each group as far
-        // as its shortest leaf goes. The leaves left are split into `w`
-        // runs of adjacent leaves and lane k takes its run's leaves one
-        // after another: each lane reads on through memory, as one
-        // left-to-right pass would, which the hardware's prefetchers
-        // follow (eight adjacent leaves at a time read short streams that
-        // start anew every few cache lines, slower than one leaf at a time
-        // where the items come from memory).
-        let _ = writeln!(f, "  }}\n  int ln_g = 0;");
-        for w in LANES {
-            let _ = writeln!(
-                f,
-                "  {{\n  int ln_L = (ln_n - ln_g) / {w};\n  for (int ln_r = 0; ln_r < ln_L; ln_r++) {{"
-            );
-            for k in 0..w {
-                let _ = writeln!(f, "    int ln_q{k} = ln_g + {k} * ln_L + ln_r;");
-            }
-            let _ = writeln!(f, "    int64_t ln_len = ln_b[ln_q0 + 1] - ln_b[ln_q0];");
-            for k in 1..w {
-                let _ = writeln!(
-                    f,
-                    "    if (ln_b[ln_q{k} + 1] - ln_b[ln_q{k}] < ln_len) ln_len = ln_b[ln_q{k} + 1] - ln_b[ln_q{k}];"
-                );
-            }
-            for k in 0..w {
-                let _ = writeln!(
-                    f,
-                    "    int64_t ln_s{k} = ln_b[ln_q{k}];\n    {t} ln_a{k} = ln_leaf[ln_q{k}];"
-                );
-            }
-            let _ = writeln!(f, "    for (int64_t ln_t = 1; ln_t < ln_len; ln_t++) {{");
-            for k in 0..w {
-                let _ = writeln!(f, "      {{ int64_t {i} = ln_s{k} + ln_t;");
-                let a = format!("ln_a{k}");
-                self.block_then(&mut f, body, 4, &|e: &Self| {
-                    format!("{a} = {}; }}", op_c(op, &[a.clone(), item(e)]))
-                });
-            }
-            let _ = writeln!(f, "    }}");
-            for k in 0..w {
-                let _ = writeln!(
-                    f,
-                    "    ln_leaf[ln_q{k}] = ln_a{k};\n    ln_from[ln_q{k}] = ln_s{k} + ln_len;"
-                );
-            }
-            let _ = writeln!(f, "  }}\n  ln_g += {w} * ln_L;\n  }}");
-        }
-        // The rest of each leaf, one after another.
-        let _ = writeln!(
-            f,
-            "  for (int ln_k = 0; ln_k < ln_n; ln_k++)\n    for (int64_t {i} = ln_from[ln_k]; {i} < ln_b[ln_k + 1]; {i}++) {{"
-        );
-        self.block_then(&mut f, body, 3, &|e: &Self| {
-            format!(
-                "ln_leaf[ln_k] = {};",
-                op_c(op, &["ln_leaf[ln_k]".to_string(), item(e)])
-            )
+            format!("ln_x[{i} - lo] = {};", e.expr(item))
         });
         self.scope.pop();
         let _ = writeln!(
             f,
-            "    }}\n  int ln_k = 0;\n  return {name}_join(ln_leaf, lo, hi, &ln_k);\n}}"
+            "  }}\n  int64_t ln_b[{}];\n  float ln_leaf[{MOST}];\n  int ln_n = rt_tree_leaves(lo, hi, ln_b);\n  rt_leaves_fadd(ln_x, ln_b, ln_n, ln_leaf);\n  int ln_k = 0;\n  return {name}_join(ln_leaf, lo, hi, &ln_k);\n}}",
+            MOST + 1
         );
         f
     }
