@@ -39,7 +39,11 @@ fn compiled_agrees_with_the_interpreter_on_random_programs() {
                 if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
                     eprintln!(";; seed {seed}\n{text}");
                 }
-                match compare(&text) {
+                let verdict = compare(&text);
+                if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
+                    eprintln!(";; {verdict:?}");
+                }
+                match verdict {
                     Verdict::Rejected => {
                         counts[0] += 1;
                         if std::env::var_os("REMORA_SHOW_REJECTED").is_some() {
