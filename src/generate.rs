@@ -341,6 +341,8 @@ struct Gen<'a> {
     c: Choices<'a>,
     /// `def`s written so far, in order.
     defs: Vec<String>,
+    /// The `def`s' signatures, to call them again.
+    sigs: Vec<Signature>,
     /// Variables in scope: how each is read (a name, `(field s a)`) and
     /// its type.
     env: Vec<(String, Ty)>,
@@ -376,6 +378,7 @@ pub fn program(bytes: &[u8]) -> Program {
     let mut g = Gen {
         c: Choices::new(bytes),
         defs: Vec::new(),
+        sigs: Vec::new(),
         env: Vec::new(),
         ivars: Vec::new(),
         next: 0,
@@ -817,13 +820,21 @@ impl Gen<'_> {
                 format!("(select {c} {a} {b})")
             }
             24 => {
-                let n = self.c.below(4);
+                // a count, or counts over a frame (each cell its own)
+                let (n, frame) = if self.c.below(4) == 0 {
+                    let frame = self.prefix(&ty.shape);
+                    let counts = self.expr(&Ty::new(Elem::Int, &frame), d.min(2));
+                    (format!("(mod {counts} 4)"), frame.len())
+                } else {
+                    (self.c.below(4).to_string(), 0)
+                };
+                let cell = Ty::new(e, &ty.shape[frame..]);
                 let x = self.fresh("x");
-                self.env.push((x.clone(), ty.clone()));
-                let body = self.expr(ty, d);
+                self.env.push((x.clone(), cell.clone()));
+                let body = self.expr(&cell, d);
                 self.env.pop();
                 let start = self.expr(ty, d);
-                format!("(iterate {n} (fn (({x} {})) {body}) {start})", ty.syntax())
+                format!("(iterate {n} (fn (({x} {})) {body}) {start})", cell.syntax())
             }
             25 if e != Elem::Bool => {
                 let x = self.fresh("x");
@@ -992,7 +1003,21 @@ impl Gen<'_> {
     fn unboxed(&mut self, ty: &Ty, d: usize) -> String {
         let k = self.fresh("$k");
         let v = self.fresh("v");
-        let (boxed, payload, guess) = if self.c.coin() {
+        let (boxed, payload, guess) = if self.c.below(3) == 0 {
+            // take* or drop* of a count in range
+            let cell = self.small_ty();
+            let n = self.length(&cell, 0);
+            let count = self.expr(&Ty::scalar(Elem::Int), d.min(2));
+            let xs = self.expr(&cell.items(n.clone()), d);
+            let bound = if n.is_static() {
+                (n.konst + 1).to_string()
+            } else {
+                format!("(+ 1 (i-app reify-dim {}))", n.syntax())
+            };
+            let f = self.c.pick(&["take*", "drop*"]);
+            let payload = cell.items(Dim::var(&k, n.value / 2));
+            (format!("({f} (mod {count} {bound}) {xs})"), payload, n.value / 2)
+        } else if self.c.coin() {
             let cell = self.small_ty();
             let n = self.length(&cell, 0);
             let mask = self.expr(&Ty::new(Elem::Bool, std::slice::from_ref(&n)), d);
@@ -1081,6 +1106,12 @@ impl Gen<'_> {
     /// or one generic in its atom type too (`&t`), whose body only moves
     /// atoms.
     fn function(&mut self, ty: &Ty, d: usize, kind: Kind) -> String {
+        if kind != Kind::Lambda && !self.sigs.is_empty() && self.c.coin() {
+            let sig = self.c.pick_ref(&self.sigs);
+            if let Some(call) = self.reuse(&sig, ty, d) {
+                return call;
+            }
+        }
         let frame_len = self.c.below(ty.shape.len() + 1);
         let frame = ty.shape[..frame_len].to_vec();
         let result = Ty::new(ty.elem, &ty.shape[frame_len..]);
@@ -1191,16 +1222,33 @@ impl Gen<'_> {
         self.defs.push(format!(
             "(def (fun ({head} ({x} {param_syntax}){returns}) {body}))"
         ));
+        let sig = Signature {
+            name: f,
+            kind,
+            param,
+            result,
+            binders,
+            declared,
+        };
+        self.sigs.push(sig.clone());
+        let at: Vec<Dim> = generic.iter().map(|(from, _)| from.clone()).collect();
+        self.call(&sig, &at, arg_shape, arg_elem, d)
+    }
+
+    /// A call of a `def` at the index arguments `at`, on an argument of
+    /// shape `arg_shape` (a frame, then the parameter's shape at `at`).
+    fn call(&mut self, sig: &Signature, at: &[Dim], arg_shape: &[Dim], arg_elem: Elem, d: usize) -> String {
+        let f = &sig.name;
         let arg = self.expr(&Ty::new(arg_elem, arg_shape), d);
         // Explicitly instantiated where the binders' order is known.
-        if (declared || binders.len() == 1) && self.c.coin() {
-            let types = if kind == Kind::AnyAtom {
+        if (sig.declared || sig.binders.len() == 1) && self.c.coin() {
+            let types = if sig.kind == Kind::AnyAtom {
                 format!("({})", elem_name(arg_elem))
             } else {
                 "_".into()
             };
-            let at: Vec<String> = generic.iter().map(|(from, _)| from.syntax()).collect();
-            if declared {
+            let at: Vec<String> = at.iter().map(Dim::syntax).collect();
+            if sig.declared {
                 let indices = if at.is_empty() {
                     "_".to_string()
                 } else {
@@ -1211,6 +1259,58 @@ impl Gen<'_> {
             return format!("((i-app {f} {}) {arg})", at.join(" "));
         }
         format!("({f} {arg})")
+    }
+
+    /// A `def` written before called again, where its result fits `ty`
+    /// (after a frame): its index variables the result shows are read off
+    /// `ty`, the others chosen.
+    fn reuse(&mut self, sig: &Signature, ty: &Ty, d: usize) -> Option<String> {
+        if sig.kind != Kind::AnyAtom && sig.result.elem != ty.elem {
+            return None;
+        }
+        let frame_len = ty.shape.len().checked_sub(sig.result.shape.len())?;
+        let mut at: Vec<Option<Dim>> = vec![None; sig.binders.len()];
+        for (r, c) in sig.result.shape.iter().zip(&ty.shape[frame_len..]) {
+            if r.is_static() {
+                if r != c {
+                    return None;
+                }
+                continue;
+            }
+            let [v] = r.vars.as_slice() else {
+                return None;
+            };
+            let i = sig.binders.iter().position(|b| b == v)?;
+            if r.konst != 0 || at[i].as_ref().is_some_and(|a| a != c) {
+                return None;
+            }
+            at[i] = Some(c.clone());
+        }
+        let at: Vec<Dim> = at
+            .into_iter()
+            .map(|a| match a {
+                Some(a) => a,
+                None => match self.some_ivar(3) {
+                    Some(v) if v.value <= 5 => v,
+                    _ => Dim::lit(self.c.below(4)),
+                },
+            })
+            .collect();
+        let mut arg_shape = ty.shape[..frame_len].to_vec();
+        for p in &sig.param.shape {
+            let mut dim = Dim::lit(p.konst);
+            for v in &p.vars {
+                let i = sig.binders.iter().position(|b| b == v)?;
+                dim = dim.add(&at[i]);
+            }
+            arg_shape.push(dim);
+        }
+        let arg_elem = if sig.kind == Kind::AnyAtom {
+            ty.elem
+        } else {
+            sig.param.elem
+        };
+        Some(self.call(sig, &at, &arg_shape, arg_elem, d))
     }
 
     /// A body that only moves the atoms of `x` (of any atom type) into a
@@ -1241,6 +1341,18 @@ impl Gen<'_> {
             _ => inner,
         }
     }
+}
+
+/// A `def` written: its name, parameter and result types (in its index
+/// variables, `binders`), and whether it declares them (`@f _ ($i …)`).
+#[derive(Clone, Debug)]
+struct Signature {
+    name: String,
+    kind: Kind,
+    param: Ty,
+    result: Ty,
+    binders: Vec<String>,
+    declared: bool,
 }
 
 /// What [`Gen::function`] makes.
