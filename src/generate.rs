@@ -337,6 +337,11 @@ const FLOATS: &[&str] = &[
     "(f./ -1.0 0.0)",
 ];
 
+/// The most atoms an array of a size known at run time is given (where
+/// the compiled program's loops have work enough for several threads,
+/// under the interpreter's limit of 2^16).
+const BIG: usize = 50_000;
+
 struct Gen<'a> {
     c: Choices<'a>,
     /// `def`s written so far, in order.
@@ -438,9 +443,12 @@ impl Gen<'_> {
         let nvars = 1 + self.c.below(3);
         for _ in 0..nvars {
             let name = self.fresh("$n");
-            let value = match self.c.below(10) {
+            let value = match self.c.below(12) {
                 0 => 0,
                 1 => 300,
+                // Enough work for the compiled program's loops to run on
+                // several threads.
+                11 => 40_000,
                 v => v - 1,
             };
             self.ivars.push((name, value));
@@ -466,7 +474,7 @@ impl Gen<'_> {
                     Dim::lit(self.c.below(4))
                 };
                 let atoms: usize = shape.iter().map(|d: &Dim| d.value).product();
-                if d.value * atoms > 1200 {
+                if d.value * atoms > BIG {
                     shape.push(Dim::lit(1));
                 } else {
                     shape.push(d);
@@ -535,7 +543,7 @@ impl Gen<'_> {
         for _ in 0..rank {
             let atoms: usize = shape.iter().map(|d| d.value).product();
             let d = match self.some_ivar(4) {
-                Some(d) if d.value * atoms <= 1200 => d,
+                Some(d) if d.value * atoms <= BIG => d,
                 _ => {
                     let v = self.c.below(24);
                     Dim::lit(if v == 23 && atoms <= 4 { 300 } else { v % 6 })
@@ -569,7 +577,7 @@ impl Gen<'_> {
         }
         if v == 10
             && let Some(d) = self.some_ivar(1)
-            && d.value * cell.atoms() <= 1200
+            && d.value * cell.atoms() <= BIG
         {
             return d.add(&Dim::lit(min));
         }
@@ -900,7 +908,12 @@ impl Gen<'_> {
                 // a gather: items of a vector at computed indices (`mod`)
                 let frame = ty.shape[..1 + self.c.below(rank)].to_vec();
                 let cell = Ty::new(e, &ty.shape[frame.len()..]);
-                let m = 1 + self.c.below(5);
+                // (m differs from the frame's first dimension: else each
+                // index pairs with an item, the frame's inference, docs/prelude.md.)
+                let mut m = 1 + self.c.below(5);
+                if frame[0] == Dim::lit(m) {
+                    m += 1;
+                }
                 let v = self.expr(&cell.items(Dim::lit(m)), d);
                 let i = self.expr(&Ty::new(Elem::Int, &frame), d);
                 format!("(nth {v} (mod {i} {m}))")
