@@ -399,7 +399,16 @@ pub fn program(bytes: &[u8]) -> Program {
             g.env.push((name.clone(), ty.clone()));
         }
     }
-    let ty = g.ty(3);
+    let ty = match g.c.below(3) {
+        // The type of an input, or of its items: the inputs flow into the
+        // result.
+        0 if entry => {
+            let (_, t) = g.c.pick_ref(&params);
+            let drop = g.c.below(t.shape.len() + 1);
+            Ty::new(g.elem(), &t.shape[drop..])
+        }
+        _ => g.ty(3),
+    };
     let depth = 2 + g.c.below(4);
     let mut main = g.expr(&ty, depth);
     if !ty.shape.is_empty() && g.c.below(8) == 0 {
@@ -571,6 +580,9 @@ impl Gen<'_> {
     /// A number of items for a reduction: `min` to `min + 4`, 300 when the
     /// cells are small, or an index variable (plus `min`).
     fn length(&mut self, cell: &Ty, min: usize) -> Dim {
+        if let Some(d) = self.items_in_scope(cell, min) {
+            return d;
+        }
         let v = self.c.below(12);
         if v == 11 && cell.atoms() <= 4 {
             return Dim::lit(300);
@@ -582,6 +594,35 @@ impl Gen<'_> {
             return d.add(&Dim::lit(min));
         }
         Dim::lit(min + v % 5)
+    }
+
+    /// Now and then, the number of items of a variable in scope whose
+    /// items are `cell`s (at least `min`), so that it can be the array
+    /// reduced, scanned or folded.
+    fn items_in_scope(&mut self, cell: &Ty, min: usize) -> Option<Dim> {
+        let found: Vec<Dim> = self
+            .env
+            .iter()
+            .filter_map(|(_, t)| {
+                let (first, rest) = t.shape.split_first()?;
+                (t.elem == cell.elem && rest == cell.shape.as_slice() && first.konst >= min)
+                    .then(|| first.clone())
+            })
+            .collect();
+        if found.is_empty() || self.c.below(3) == 0 {
+            return None;
+        }
+        Some(self.c.pick_ref(&found))
+    }
+
+    /// A type of a variable in scope, now and then (for its items, a
+    /// whole reduction).
+    fn type_in_scope(&mut self) -> Option<Ty> {
+        if self.env.is_empty() || self.c.coin() {
+            return None;
+        }
+        let (_, t) = self.c.pick_ref(&self.env);
+        Some(t)
     }
 
     fn atom(&mut self, e: Elem) -> &'static str {
@@ -676,6 +717,11 @@ impl Gen<'_> {
         if depth == 0 || self.c.exhausted() {
             return self.leaf(ty);
         }
+        // A variable of the type, often: the inputs and the parameters
+        // flow through.
+        if self.env.iter().any(|(_, t)| t == ty) && self.c.below(4) == 0 {
+            return self.leaf(ty);
+        }
         let d = depth - 1;
         let rank = ty.shape.len();
         let e = ty.elem;
@@ -721,7 +767,10 @@ impl Gen<'_> {
             }
             13 => {
                 // fold
-                let item = self.small_ty();
+                let item = match self.type_in_scope() {
+                    Some(t) if !t.shape.is_empty() => Ty::new(t.elem, &t.shape[1..]),
+                    _ => self.small_ty(),
+                };
                 let n = self.length(&item, 1);
                 let (acc, x) = (self.fresh("acc"), self.fresh("x"));
                 self.env.push((acc.clone(), ty.clone()));
@@ -957,7 +1006,10 @@ impl Gen<'_> {
 
     /// A whole-array reduction to a scalar: `sum`, `f.sum`, `any`…
     fn whole(&mut self, ty: &Ty, d: usize) -> String {
-        let mut arg = self.ty(2);
+        let mut arg = match self.type_in_scope() {
+            Some(t) => t,
+            None => self.ty(2),
+        };
         if self.c.below(3) == 0 {
             arg.shape = vec![Dim::lit(300)];
         }
@@ -1128,18 +1180,35 @@ impl Gen<'_> {
         let frame_len = self.c.below(ty.shape.len() + 1);
         let frame = ty.shape[..frame_len].to_vec();
         let result = Ty::new(ty.elem, &ty.shape[frame_len..]);
-        let param = match kind {
-            Kind::AnyAtom => result.clone(),
-            _ if self.c.coin() => Ty::new(self.elem(), &result.shape),
-            _ => self.small_ty(),
+        let count = if kind == Kind::AnyAtom {
+            1
+        } else {
+            1 + self.c.below(2)
         };
-        let mut arg_shape = frame.clone();
-        arg_shape.extend(param.shape.iter().cloned());
-        // A def's parameter and result: its own index variables for the
-        // parameter's dimensions (every one of the caller's, some numbers).
+        let mut params = Vec::new();
+        let mut arg_shapes = Vec::new();
+        for k in 0..count {
+            let param = match kind {
+                Kind::AnyAtom => result.clone(),
+                _ if self.c.coin() => Ty::new(self.elem(), &result.shape),
+                _ => self.small_ty(),
+            };
+            // The first argument has the whole frame, the others a prefix.
+            let mut arg_shape = if k == 0 {
+                frame.clone()
+            } else {
+                self.prefix(&frame)
+            };
+            arg_shape.extend(param.shape.iter().cloned());
+            arg_shapes.push(arg_shape);
+            params.push(param);
+        }
+        let arg_elems: Vec<Elem> = params.iter().map(|p| p.elem).collect();
+        // A def's parameters and result: its own index variables for the
+        // parameters' dimensions (every one of the caller's, some numbers).
         let mut generic: Vec<(Dim, Dim)> = Vec::new();
         if kind != Kind::Lambda {
-            for dim in &param.shape {
+            for dim in params.iter().flat_map(|p| &p.shape) {
                 if generic.iter().any(|(from, _)| from == dim) {
                     continue;
                 }
@@ -1161,46 +1230,62 @@ impl Gen<'_> {
                     .collect();
                 Ty::new(t.elem, &shape)
             };
-            let (p, r) = (local(&param), local(&result));
-            // A result of the caller's index variables the parameter does
+            let ps: Vec<Ty> = params.iter().map(local).collect();
+            let r = local(&result);
+            // A result of the caller's index variables the parameters do
             // not show: only a lambda can have it.
             let own = |dim: &Dim| dim.is_static() || generic.iter().any(|(_, to)| to == dim);
-            if p.shape.iter().all(own) && r.shape.iter().all(own) {
-                return self.def(kind, p, r, &generic, &arg_shape, param.elem, d);
+            if ps.iter().all(|p| p.shape.iter().all(own)) && r.shape.iter().all(own) {
+                let sig = self.def(kind, ps, r, &generic, d);
+                let at: Vec<Dim> = generic.iter().map(|(from, _)| from.clone()).collect();
+                return self.call(&sig, &at, &arg_shapes, &arg_elems, d);
             }
         }
-        let x = self.fresh("x");
-        self.env.push((x.clone(), param.clone()));
+        let mut xs = Vec::new();
+        for p in &params {
+            let x = self.fresh("x");
+            xs.push(format!("({x} {})", p.syntax()));
+            self.env.push((x, p.clone()));
+        }
         let body = self.expr(&result, d);
-        self.env.pop();
-        let arg = self.expr(&Ty::new(param.elem, &arg_shape), d);
-        format!("((fn (({x} {})) {body}) {arg})", param.syntax())
+        self.env.truncate(self.env.len() - params.len());
+        let args = self.arguments(&arg_shapes, &arg_elems, d);
+        format!("((fn ({}) {body}) {args})", xs.join(" "))
     }
 
-    /// A `def` of parameter `param` and result `result` (in its own index
-    /// variables, `generic`'s), called on an argument of shape `arg_shape`.
-    #[allow(clippy::too_many_arguments)]
+    /// Arguments of these shapes and atom types, written one after another.
+    fn arguments(&mut self, shapes: &[Vec<Dim>], elems: &[Elem], d: usize) -> String {
+        let args: Vec<String> = shapes
+            .iter()
+            .zip(elems)
+            .map(|(s, e)| self.expr(&Ty::new(*e, s), d))
+            .collect();
+        args.join(" ")
+    }
+
+    /// A `def` of parameters `params` and result `result` (in its own index
+    /// variables, `generic`'s), written at the top: its signature.
     fn def(
         &mut self,
         kind: Kind,
-        param: Ty,
+        params: Vec<Ty>,
         result: Ty,
         generic: &[(Dim, Dim)],
-        arg_shape: &[Dim],
-        arg_elem: Elem,
         d: usize,
-    ) -> String {
-        let x = self.fresh("x");
+    ) -> Signature {
         let f = self.fresh("f");
+        let xs: Vec<String> = params.iter().map(|_| self.fresh("x")).collect();
         let outer_env = std::mem::take(&mut self.env);
         let outer_ivars = std::mem::replace(
             &mut self.ivars,
             generic.iter().map(|(_, to)| (to.syntax(), to.value)).collect(),
         );
         let body = if kind == Kind::AnyAtom {
-            self.moves(&x, &param, d)
+            self.moves(&xs[0], &params[0], d)
         } else {
-            self.env.push((x.clone(), param.clone()));
+            for (x, p) in xs.iter().zip(&params) {
+                self.env.push((x.clone(), p.clone()));
+            }
             self.expr(&result, d)
         };
         self.env = outer_env;
@@ -1212,15 +1297,21 @@ impl Gen<'_> {
         } else {
             String::new()
         };
-        let param_syntax = if kind == Kind::AnyAtom {
-            let shown = param.syntax();
-            let rest = shown
-                .strip_prefix(&format!("[{} ", elem_name(param.elem)))
-                .map_or(String::new(), |r| format!(" {}", r.trim_end_matches(']')));
-            format!("[&t{rest}]")
-        } else {
-            param.syntax()
-        };
+        let patterns: Vec<String> = xs
+            .iter()
+            .zip(&params)
+            .map(|(x, p)| {
+                if kind == Kind::AnyAtom {
+                    let shown = p.syntax();
+                    let rest = shown
+                        .strip_prefix(&format!("[{} ", elem_name(p.elem)))
+                        .map_or(String::new(), |r| format!(" {}", r.trim_end_matches(']')));
+                    format!("({x} [&t{rest}])")
+                } else {
+                    format!("({x} {})", p.syntax())
+                }
+            })
+            .collect();
         let head = if declared {
             let types = if kind == Kind::AnyAtom { "(&t)" } else { "_" };
             let indices = if binders.is_empty() {
@@ -1233,30 +1324,37 @@ impl Gen<'_> {
             f.clone()
         };
         self.defs.push(format!(
-            "(def (fun ({head} ({x} {param_syntax}){returns}) {body}))"
+            "(def (fun ({head} {}{returns}) {body}))",
+            patterns.join(" ")
         ));
         let sig = Signature {
             name: f,
             kind,
-            param,
+            params,
             result,
             binders,
             declared,
         };
         self.sigs.push(sig.clone());
-        let at: Vec<Dim> = generic.iter().map(|(from, _)| from.clone()).collect();
-        self.call(&sig, &at, arg_shape, arg_elem, d)
+        sig
     }
 
-    /// A call of a `def` at the index arguments `at`, on an argument of
-    /// shape `arg_shape` (a frame, then the parameter's shape at `at`).
-    fn call(&mut self, sig: &Signature, at: &[Dim], arg_shape: &[Dim], arg_elem: Elem, d: usize) -> String {
+    /// A call of a `def` at the index arguments `at`, on arguments of
+    /// shapes `arg_shapes` (a frame, then the parameter's shape at `at`).
+    fn call(
+        &mut self,
+        sig: &Signature,
+        at: &[Dim],
+        arg_shapes: &[Vec<Dim>],
+        arg_elems: &[Elem],
+        d: usize,
+    ) -> String {
         let f = &sig.name;
-        let arg = self.expr(&Ty::new(arg_elem, arg_shape), d);
+        let args = self.arguments(arg_shapes, arg_elems, d);
         // Explicitly instantiated where the binders' order is known.
         if (sig.declared || sig.binders.len() == 1) && self.c.coin() {
             let types = if sig.kind == Kind::AnyAtom {
-                format!("({})", elem_name(arg_elem))
+                format!("({})", elem_name(arg_elems[0]))
             } else {
                 "_".into()
             };
@@ -1267,11 +1365,11 @@ impl Gen<'_> {
                 } else {
                     format!("({})", at.join(" "))
                 };
-                return format!("(@{f} {types} {indices} {arg})");
+                return format!("(@{f} {types} {indices} {args})");
             }
-            return format!("((i-app {f} {}) {arg})", at.join(" "));
+            return format!("((i-app {f} {}) {args})", at.join(" "));
         }
-        format!("({f} {arg})")
+        format!("({f} {args})")
     }
 
     /// A `def` written before called again, where its result fits `ty`
@@ -1309,21 +1407,30 @@ impl Gen<'_> {
                 },
             })
             .collect();
-        let mut arg_shape = ty.shape[..frame_len].to_vec();
-        for p in &sig.param.shape {
-            let mut dim = Dim::lit(p.konst);
-            for v in &p.vars {
-                let i = sig.binders.iter().position(|b| b == v)?;
-                dim = dim.add(&at[i]);
+        let frame = &ty.shape[..frame_len];
+        let mut arg_shapes = Vec::new();
+        for (k, p) in sig.params.iter().enumerate() {
+            let mut shape = if k == 0 {
+                frame.to_vec()
+            } else {
+                self.prefix(frame)
+            };
+            for dim in &p.shape {
+                let mut sum = Dim::lit(dim.konst);
+                for v in &dim.vars {
+                    let i = sig.binders.iter().position(|b| b == v)?;
+                    sum = sum.add(&at[i]);
+                }
+                shape.push(sum);
             }
-            arg_shape.push(dim);
+            arg_shapes.push(shape);
         }
-        let arg_elem = if sig.kind == Kind::AnyAtom {
-            ty.elem
+        let arg_elems: Vec<Elem> = if sig.kind == Kind::AnyAtom {
+            vec![ty.elem]
         } else {
-            sig.param.elem
+            sig.params.iter().map(|p| p.elem).collect()
         };
-        Some(self.call(sig, &at, &arg_shape, arg_elem, d))
+        Some(self.call(sig, &at, &arg_shapes, &arg_elems, d))
     }
 
     /// A body that only moves the atoms of `x` (of any atom type) into a
@@ -1356,13 +1463,13 @@ impl Gen<'_> {
     }
 }
 
-/// A `def` written: its name, parameter and result types (in its index
+/// A `def` written: its name, parameters' and result types (in its index
 /// variables, `binders`), and whether it declares them (`@f _ ($i …)`).
 #[derive(Clone, Debug)]
 struct Signature {
     name: String,
     kind: Kind,
-    param: Ty,
+    params: Vec<Ty>,
     result: Ty,
     binders: Vec<String>,
     declared: bool,
