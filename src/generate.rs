@@ -4,14 +4,22 @@
 //!
 //! [`program`] reads a stream of choice bytes (the fuzzer's input, or a
 //! seeded generator's) and builds a program *type-directed*: it picks a
-//! result type (an atom type and a small static shape, sometimes with an
-//! axis of 300 items to cross the 256-item threshold of float sums), then an
+//! result type (an atom type and a small shape, sometimes with an axis of
+//! 300 items to cross the 256-item threshold of float sums), then an
 //! expression of that type from literals, lifted scalar primitives, `let`,
-//! `if`, lambdas and `def`s applied over frames, reductions and scans,
-//! shape functions, `select`, `iterate`, `while`, sorts, `hist` and
-//! `scatter`. When the bytes run out every choice is the simplest (a
-//! literal), so generation always ends. The generator is right most of the
-//! time, not always: [`compare`] skips what the checker rejects.
+//! `if`, lambdas and `def`s applied over frames (`def`s generic in their
+//! parameters' dimensions and atom type, called with and without explicit
+//! instantiation), reductions and scans, shape functions (`windows`,
+//! `reshape`, `transpose`…), gathers by computed indices, `select`,
+//! `iterate`, `while`, sorts, `hist`, `scatter`, records (built, read,
+//! carried through `iterate`) and boxes (`filter`, `range`) unboxed and
+//! used. Half the programs are an entry, `main`, whose parameters have
+//! sizes known only at run time (`[Float $n]`), with inputs of those sizes
+//! (some empty, some of 300 items). A shape is a list of [`Dim`]s: numbers
+//! and sums of index variables in scope. When the bytes run out every
+//! choice is the simplest (a literal), so generation always ends. The
+//! generator is right most of the time, not always: [`compare`] skips what
+//! the checker rejects.
 //!
 //! [`compare`] checks a program, runs it on the interpreter with a budget
 //! and, where it compiles, compiled to C, and says whether the two agree.
@@ -26,15 +34,88 @@ pub enum Elem {
     Bool,
 }
 
-/// An array type with a static shape.
+/// A dimension: a number plus index variables (`(+ $n $m 2)`), with the
+/// number of items it has in the run (for an unbox's witness, a guess:
+/// it only steers sizes).
+#[derive(Clone, Debug)]
+pub struct Dim {
+    konst: usize,
+    vars: Vec<String>,
+    value: usize,
+}
+
+/// Dimensions are the same when written the same (up to order).
+impl PartialEq for Dim {
+    fn eq(&self, other: &Dim) -> bool {
+        self.konst == other.konst && self.vars == other.vars
+    }
+}
+
+impl Eq for Dim {}
+
+impl Dim {
+    fn lit(n: usize) -> Dim {
+        Dim {
+            konst: n,
+            vars: Vec::new(),
+            value: n,
+        }
+    }
+
+    fn var(name: &str, value: usize) -> Dim {
+        Dim {
+            konst: 0,
+            vars: vec![name.to_string()],
+            value,
+        }
+    }
+
+    fn is_static(&self) -> bool {
+        self.vars.is_empty()
+    }
+
+    /// This dimension plus `other`.
+    fn add(&self, other: &Dim) -> Dim {
+        let mut vars = self.vars.clone();
+        vars.extend(other.vars.iter().cloned());
+        vars.sort();
+        Dim {
+            konst: self.konst + other.konst,
+            vars,
+            value: self.value + other.value,
+        }
+    }
+
+    /// This dimension less `k` (at most its number part).
+    fn less(&self, k: usize) -> Dim {
+        let k = k.min(self.konst);
+        Dim {
+            konst: self.konst - k,
+            vars: self.vars.clone(),
+            value: self.value.saturating_sub(k),
+        }
+    }
+
+    /// As written in an index: `3`, `$n`, `(+ $n 1)`.
+    fn syntax(&self) -> String {
+        match (self.vars.as_slice(), self.konst) {
+            ([], k) => k.to_string(),
+            ([v], 0) => v.clone(),
+            (vs, 0) => format!("(+ {})", vs.join(" ")),
+            (vs, k) => format!("(+ {} {k})", vs.join(" ")),
+        }
+    }
+}
+
+/// An array type: atoms and a shape.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Ty {
     pub elem: Elem,
-    pub shape: Vec<usize>,
+    pub shape: Vec<Dim>,
 }
 
 impl Ty {
-    fn new(elem: Elem, shape: &[usize]) -> Ty {
+    fn new(elem: Elem, shape: &[Dim]) -> Ty {
         Ty {
             elem,
             shape: shape.to_vec(),
@@ -46,17 +127,21 @@ impl Ty {
     }
 
     fn atoms(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().map(|d| d.value).product()
+    }
+
+    fn is_static(&self) -> bool {
+        self.shape.iter().all(Dim::is_static)
     }
 
     /// This type with `d` items of it: `[d] ++ shape`.
-    fn items(&self, d: usize) -> Ty {
+    fn items(&self, d: Dim) -> Ty {
         let mut shape = vec![d];
-        shape.extend(&self.shape);
+        shape.extend(self.shape.iter().cloned());
         Ty::new(self.elem, &shape)
     }
 
-    /// The type in Remora's syntax: `Int`, `[Float 2 3]`.
+    /// The type in Remora's syntax: `Int`, `[Float 2 $n]`.
     fn syntax(&self) -> String {
         let e = elem_name(self.elem);
         if self.shape.is_empty() {
@@ -75,8 +160,12 @@ fn elem_name(e: Elem) -> &'static str {
     }
 }
 
-fn dims(shape: &[usize]) -> String {
-    shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" ")
+fn dims(shape: &[Dim]) -> String {
+    shape.iter().map(Dim::syntax).collect::<Vec<_>>().join(" ")
+}
+
+fn lits(shape: &[usize]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::lit(d)).collect()
 }
 
 /// The choice bytes: each choice reads one; past the end every choice is 0.
@@ -111,6 +200,10 @@ impl<'a> Choices<'a> {
 
     fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.below(items.len())]
+    }
+
+    fn pick_ref<T: Clone>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())].clone()
     }
 }
 
@@ -244,37 +337,101 @@ const FLOATS: &[&str] = &[
     "(f./ -1.0 0.0)",
 ];
 
+/// The most atoms an array of a size known at run time is given (where
+/// the compiled program's loops have work enough for several threads,
+/// under the interpreter's limit of 2^16).
+const BIG: usize = 50_000;
+
 struct Gen<'a> {
     c: Choices<'a>,
     /// `def`s written so far, in order.
     defs: Vec<String>,
-    /// Variables in scope: name and type.
+    /// The `def`s' signatures, to call them again.
+    sigs: Vec<Signature>,
+    /// Variables in scope: how each is read (a name, `(field s a)`) and
+    /// its type.
     env: Vec<(String, Ty)>,
+    /// Index variables in scope (`$n`), with their values in the run.
+    ivars: Vec<(String, usize)>,
     next: usize,
     /// The rank of the literal being written.
     nested_rank: usize,
 }
 
-/// A random program from the choice bytes: `def`s then one bare expression.
-pub fn program(bytes: &[u8]) -> String {
+/// A generated program, and the inputs its entry `main` takes (Remora
+/// expressions; none for a program of bare expressions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub text: String,
+    pub inputs: Vec<String>,
+}
+
+/// As a test case of tests/run: its input line, then the program.
+impl std::fmt::Display for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.inputs.is_empty() {
+            writeln!(f, ";; input {{ {} }}", self.inputs.join(" "))?;
+        }
+        write!(f, "{}", self.text)
+    }
+}
+
+/// A random program from the choice bytes: `def`s then one bare
+/// expression, or `def`s then an entry `main` of parameters with sizes
+/// known at run time, and inputs for it.
+pub fn program(bytes: &[u8]) -> Program {
     let mut g = Gen {
         c: Choices::new(bytes),
         defs: Vec::new(),
+        sigs: Vec::new(),
         env: Vec::new(),
+        ivars: Vec::new(),
         next: 0,
         nested_rank: 0,
     };
-    let ty = g.ty(3);
+    let entry = g.c.coin();
+    let mut params = Vec::new();
+    let mut inputs = Vec::new();
+    if entry {
+        params = g.entry_parameters();
+        for (name, ty) in &params {
+            inputs.push(g.input(ty));
+            g.env.push((name.clone(), ty.clone()));
+        }
+    }
+    let ty = match g.c.below(3) {
+        // The type of an input, or of its items: the inputs flow into the
+        // result.
+        0 if entry => {
+            let (_, t) = g.c.pick_ref(&params);
+            let drop = g.c.below(t.shape.len() + 1);
+            Ty::new(g.elem(), &t.shape[drop..])
+        }
+        _ => g.ty(3),
+    };
     let depth = 2 + g.c.below(4);
-    let main = g.expr(&ty, depth);
+    let mut main = g.expr(&ty, depth);
+    if !ty.shape.is_empty() && g.c.below(8) == 0 {
+        // A box as the result: the items a mask keeps.
+        let mask = g.expr(&Ty::new(Elem::Bool, &ty.shape[..1]), 1);
+        main = format!("(filter {mask} {main})");
+    }
     let mut out = String::new();
     for d in &g.defs {
         out.push_str(d);
         out.push('\n');
     }
-    out.push_str(&main);
-    out.push('\n');
-    out
+    if entry {
+        let ps: Vec<String> = params
+            .iter()
+            .map(|(n, t)| format!("({n} {})", t.syntax()))
+            .collect();
+        out.push_str(&format!("(entry (main {}) {main})\n", ps.join(" ")));
+    } else {
+        out.push_str(&main);
+        out.push('\n');
+    }
+    Program { text: out, inputs }
 }
 
 impl Gen<'_> {
@@ -287,37 +444,185 @@ impl Gen<'_> {
         self.c.pick(&[Elem::Int, Elem::Float, Elem::Bool])
     }
 
+    /// An entry's parameters: one to three, their dimensions numbers and
+    /// index variables (each variable in some parameter, several in more
+    /// than one), the variables' values chosen for the run: small, now and
+    /// then 0 (empty inputs) or 300.
+    fn entry_parameters(&mut self) -> Vec<(String, Ty)> {
+        let nvars = 1 + self.c.below(3);
+        for _ in 0..nvars {
+            let name = self.fresh("$n");
+            let value = match self.c.below(12) {
+                0 => 0,
+                1 => 300,
+                // Enough work for the compiled program's loops to run on
+                // several threads.
+                11 => 40_000,
+                v => v - 1,
+            };
+            self.ivars.push((name, value));
+        }
+        let count = 1 + self.c.below(3);
+        let mut params = Vec::new();
+        for k in 0..count {
+            let elem = self.elem();
+            let rank = if k < nvars {
+                1 + self.c.below(2)
+            } else {
+                self.c.below(3)
+            };
+            let mut shape = Vec::new();
+            for r in 0..rank {
+                let d = if r == 0 && k < nvars {
+                    let (n, v) = self.ivars[k].clone();
+                    Dim::var(&n, v)
+                } else if self.c.coin() {
+                    let (n, v) = self.c.pick_ref(&self.ivars);
+                    Dim::var(&n, v)
+                } else {
+                    Dim::lit(self.c.below(4))
+                };
+                let atoms: usize = shape.iter().map(|d: &Dim| d.value).product();
+                if d.value * atoms > BIG {
+                    shape.push(Dim::lit(1));
+                } else {
+                    shape.push(d);
+                }
+            }
+            params.push((self.fresh("in"), Ty::new(elem, &shape)));
+        }
+        // Only the variables some parameter mentions are bound.
+        let used: Vec<(String, usize)> = self
+            .ivars
+            .iter()
+            .filter(|(n, _)| {
+                params
+                    .iter()
+                    .any(|(_, t)| t.shape.iter().any(|d| d.vars.contains(n)))
+            })
+            .cloned()
+            .collect();
+        self.ivars = used;
+        params
+    }
+
+    /// An input of type `ty` (its dimensions' values): a literal of plain
+    /// atoms.
+    fn input(&mut self, ty: &Ty) -> String {
+        let shape: Vec<usize> = ty.shape.iter().map(|d| d.value).collect();
+        let n: usize = shape.iter().product();
+        if shape.is_empty() {
+            return self.input_atom(ty.elem);
+        }
+        if n == 0 {
+            let s: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            return format!("(array [{}] {})", s.join(" "), elem_name(ty.elem));
+        }
+        let atoms: Vec<String> = (0..n).map(|_| self.input_atom(ty.elem)).collect();
+        let s: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        format!("(array [{}] {})", s.join(" "), atoms.join(" "))
+    }
+
+    fn input_atom(&mut self, e: Elem) -> String {
+        match e {
+            Elem::Int => match self.c.below(16) {
+                0 => self.c.pick(INTS).to_string(),
+                v => (v as i64 - 8).to_string(),
+            },
+            Elem::Float => self.c.pick(&FLOATS[..13]).to_string(),
+            Elem::Bool => self.c.pick(&["#t", "#f"]).to_string(),
+        }
+    }
+
+    /// An index variable in scope, as a dimension, now and then.
+    fn some_ivar(&mut self, one_in: usize) -> Option<Dim> {
+        if self.ivars.is_empty() || self.c.below(one_in) != 0 {
+            return None;
+        }
+        let (n, v) = self.c.pick_ref(&self.ivars);
+        Some(Dim::var(&n, v))
+    }
+
     /// A random type of rank at most `max_rank`: small dimensions, now
-    /// and then 300.
+    /// and then 300 or an index variable in scope.
     fn ty(&mut self, max_rank: usize) -> Ty {
         let elem = self.elem();
         let rank = self.c.below(max_rank + 1);
-        let mut shape = Vec::new();
+        let mut shape: Vec<Dim> = Vec::new();
         for _ in 0..rank {
-            let v = self.c.below(24);
-            let atoms: usize = shape.iter().product();
-            shape.push(if v == 23 && atoms <= 4 { 300 } else { v % 6 });
+            let atoms: usize = shape.iter().map(|d| d.value).product();
+            let d = match self.some_ivar(4) {
+                Some(d) if d.value * atoms <= BIG => d,
+                _ => {
+                    let v = self.c.below(24);
+                    Dim::lit(if v == 23 && atoms <= 4 { 300 } else { v % 6 })
+                }
+            };
+            shape.push(d);
         }
         Ty { elem, shape }
     }
 
-    /// A small type for a cell or a variable: rank 0 to 2, dimensions 0 to 3.
+    /// A small type for a cell or a variable: rank 0 to 2, dimensions 0 to
+    /// 3 or an index variable in scope.
     fn small_ty(&mut self) -> Ty {
         let elem = self.elem();
         let rank = self.c.below(3);
-        let shape = (0..rank).map(|_| self.c.below(4)).collect();
+        let shape = (0..rank)
+            .map(|_| match self.some_ivar(4) {
+                Some(d) if d.value <= 5 => d,
+                _ => Dim::lit(self.c.below(4)),
+            })
+            .collect();
         Ty { elem, shape }
     }
 
-    /// A number of items for a reduction: 1 to 5, or 300 when the cells
-    /// are small.
-    fn length(&mut self, cell: &Ty, min: usize) -> usize {
+    /// A number of items for a reduction: `min` to `min + 4`, 300 when the
+    /// cells are small, or an index variable (plus `min`).
+    fn length(&mut self, cell: &Ty, min: usize) -> Dim {
+        if let Some(d) = self.items_in_scope(cell, min) {
+            return d;
+        }
         let v = self.c.below(12);
         if v == 11 && cell.atoms() <= 4 {
-            300
-        } else {
-            min + v % 5
+            return Dim::lit(300);
         }
+        if v == 10
+            && let Some(d) = self.some_ivar(1)
+            && d.value * cell.atoms() <= BIG
+        {
+            return d.add(&Dim::lit(min));
+        }
+        Dim::lit(min + v % 5)
+    }
+
+    /// Now and then, the number of items of a variable in scope whose
+    /// items are `cell`s (at least `min`), so that it can be the array
+    /// reduced, scanned or folded.
+    fn items_in_scope(&mut self, cell: &Ty, min: usize) -> Option<Dim> {
+        let found: Vec<Dim> = self
+            .env
+            .iter()
+            .filter_map(|(_, t)| {
+                let (first, rest) = t.shape.split_first()?;
+                (t.elem == cell.elem && rest == cell.shape.as_slice() && first.konst >= min)
+                    .then(|| first.clone())
+            })
+            .collect();
+        if found.is_empty() || self.c.below(3) == 0 {
+            return None;
+        }
+        Some(self.c.pick_ref(&found))
+    }
+
+    /// A type of a variable in scope, now and then (for its items, a
+    /// whole reduction).
+    fn type_in_scope(&mut self) -> Option<Ty> {
+        if self.env.is_empty() || self.c.coin() {
+            return None;
+        }
+        let (_, t) = self.c.pick_ref(&self.env);
+        Some(t)
     }
 
     fn atom(&mut self, e: Elem) -> &'static str {
@@ -328,15 +633,20 @@ impl Gen<'_> {
         }
     }
 
-    /// A literal of type `ty`.
+    /// A literal of type `ty` (for a shape of index variables, made from
+    /// `iota/static` or `replicate` at that shape).
     fn literal(&mut self, ty: &Ty) -> String {
         if ty.shape.is_empty() {
             return self.atom(ty.elem).to_string();
         }
-        if ty.atoms() == 0 {
+        if !ty.is_static() && self.c.coin() {
+            let atom = self.atom(ty.elem);
+            return format!("((i-app replicate [{}]) {atom})", dims(&ty.shape));
+        }
+        if ty.is_static() && ty.atoms() == 0 {
             return format!("(array [{}] {})", dims(&ty.shape), elem_name(ty.elem));
         }
-        if ty.atoms() > 40 {
+        if !ty.is_static() || ty.atoms() > 40 {
             // Many atoms: made from iota/static.
             let iota = format!("(i-app iota/static [{}])", dims(&ty.shape));
             let (a, m) = (self.c.pick(&[7, 13, 31]), self.c.pick(&[17, 23, 101]));
@@ -357,7 +667,8 @@ impl Gen<'_> {
         }
         let mut out = String::new();
         self.nested_rank = ty.shape.len();
-        self.nested(ty.elem, &ty.shape, &mut out);
+        let shape: Vec<usize> = ty.shape.iter().map(|d| d.value).collect();
+        self.nested(ty.elem, &shape, &mut out);
         out
     }
 
@@ -397,7 +708,7 @@ impl Gen<'_> {
     }
 
     /// A prefix of `shape` (a frame).
-    fn prefix(&mut self, shape: &[usize]) -> Vec<usize> {
+    fn prefix(&mut self, shape: &[Dim]) -> Vec<Dim> {
         shape[..self.c.below(shape.len() + 1)].to_vec()
     }
 
@@ -406,17 +717,22 @@ impl Gen<'_> {
         if depth == 0 || self.c.exhausted() {
             return self.leaf(ty);
         }
+        // A variable of the type, often: the inputs and the parameters
+        // flow through.
+        if self.env.iter().any(|(_, t)| t == ty) && self.c.below(4) == 0 {
+            return self.leaf(ty);
+        }
         let d = depth - 1;
         let rank = ty.shape.len();
         let e = ty.elem;
-        let first = ty.shape.first().copied();
+        let first = ty.shape.first().cloned();
         let rest = if rank > 0 {
             ty.shape[1..].to_vec()
         } else {
             Vec::new()
         };
         let cell = Ty::new(e, &rest);
-        match self.c.below(30) {
+        match self.c.below(42) {
             0..=5 => self.prim(ty, d),
             6 => self.leaf(ty),
             7 => {
@@ -434,8 +750,8 @@ impl Gen<'_> {
                 let b = self.expr(ty, d);
                 format!("(if {c} {a} {b})")
             }
-            9 | 10 => self.function(ty, d, false),
-            11 => self.function(ty, d, true),
+            9 | 10 => self.function(ty, d, Kind::Lambda),
+            11 => self.function(ty, d, Kind::Def),
             12 => {
                 // reduce, reduce/zero
                 let zero = self.c.coin();
@@ -451,7 +767,10 @@ impl Gen<'_> {
             }
             13 => {
                 // fold
-                let item = self.small_ty();
+                let item = match self.type_in_scope() {
+                    Some(t) if !t.shape.is_empty() => Ty::new(t.elem, &t.shape[1..]),
+                    _ => self.small_ty(),
+                };
                 let n = self.length(&item, 1);
                 let (acc, x) = (self.fresh("acc"), self.fresh("x"));
                 self.env.push((acc.clone(), ty.clone()));
@@ -467,10 +786,10 @@ impl Gen<'_> {
                 )
             }
             14 => match first {
-                Some(n) if n >= 1 => {
+                Some(n) if n.konst >= 1 => {
                     let op = self.operator(&cell, d);
                     let z = self.expr(&cell, d);
-                    let xs = self.expr(&cell.items(n - 1), d);
+                    let xs = self.expr(&cell.items(n.less(1)), d);
                     format!("(scan {op} {z} {xs})")
                 }
                 Some(_) => {
@@ -503,12 +822,12 @@ impl Gen<'_> {
                 }
             }
             18 if rank > 0 => {
-                let k = first.unwrap_or(0);
+                let k = first.unwrap_or(Dim::lit(0));
                 let j = self.c.below(4);
-                let xs = self.expr(&cell.items(k + j), d);
+                let xs = self.expr(&cell.items(k.add(&Dim::lit(j))), d);
                 if self.c.coin() {
                     let f = self.c.pick(&["take", "take-right"]);
-                    format!("((i-app {f} {k}) {xs})")
+                    format!("((i-app {f} {}) {xs})", k.syntax())
                 } else {
                     let f = self.c.pick(&["drop", "drop-right"]);
                     format!("((i-app {f} {j}) {xs})")
@@ -519,10 +838,10 @@ impl Gen<'_> {
                 let m = 1 + self.c.below(5);
                 let i = self.index(m, d);
                 if rank == 0 && self.c.coin() {
-                    let v = self.expr(&ty.items(m), d);
+                    let v = self.expr(&ty.items(Dim::lit(m)), d);
                     format!("(index {v} {i})")
                 } else {
-                    let v = self.expr(&ty.items(m), d);
+                    let v = self.expr(&ty.items(Dim::lit(m)), d);
                     format!("(nth {v} {i})")
                 }
             }
@@ -535,14 +854,14 @@ impl Gen<'_> {
                 } else {
                     let mut perm: Vec<usize> = (0..rank).collect();
                     perm.swap(0, 1);
-                    format!("((i-app transpose [{}]) {xs})", dims(&perm))
+                    format!("((i-app transpose [{}]) {xs})", dims(&lits(&perm)))
                 }
             }
             21 if rank > 0 => {
-                let n = first.unwrap_or(0);
-                let a = self.c.below(n + 1);
-                let x = self.expr(&cell.items(a), d);
-                let y = self.expr(&cell.items(n - a), d);
+                let n = first.unwrap_or(Dim::lit(0));
+                let a = self.c.below(n.konst + 1);
+                let x = self.expr(&cell.items(Dim::lit(a)), d);
+                let y = self.expr(&cell.items(n.less(a)), d);
                 format!("(append {x} {y})")
             }
             22 if rank > 0 => {
@@ -558,13 +877,21 @@ impl Gen<'_> {
                 format!("(select {c} {a} {b})")
             }
             24 => {
-                let n = self.c.below(4);
+                // a count, or counts over a frame (each cell its own)
+                let (n, frame) = if self.c.below(4) == 0 {
+                    let frame = self.prefix(&ty.shape);
+                    let counts = self.expr(&Ty::new(Elem::Int, &frame), d.min(2));
+                    (format!("(mod {counts} 4)"), frame.len())
+                } else {
+                    (self.c.below(4).to_string(), 0)
+                };
+                let cell = Ty::new(e, &ty.shape[frame..]);
                 let x = self.fresh("x");
-                self.env.push((x.clone(), ty.clone()));
-                let body = self.expr(ty, d);
+                self.env.push((x.clone(), cell.clone()));
+                let body = self.expr(&cell, d);
                 self.env.pop();
                 let start = self.expr(ty, d);
-                format!("(iterate {n} (fn (({x} {})) {body}) {start})", ty.syntax())
+                format!("(iterate {n} (fn (({x} {})) {body}) {start})", cell.syntax())
             }
             25 if e != Elem::Bool => {
                 let x = self.fresh("x");
@@ -589,23 +916,69 @@ impl Gen<'_> {
             }
             27 if rank > 0 => {
                 // hist: first-axis bins
-                let m = first.unwrap_or(0);
+                let m = first.unwrap_or(Dim::lit(0));
                 let n = self.c.below(6);
-                let idx = self.indices(m, n);
+                let idx = self.indices(m.value, n);
                 let op = self.operator(&cell, d);
                 let ne = self.expr(&cell, d);
-                let xs = self.expr(&cell.items(n), d);
-                format!("((i-app hist {m}) {op} {ne} {idx} {xs})")
+                let xs = self.expr(&cell.items(Dim::lit(n)), d);
+                format!("((i-app hist {}) {op} {ne} {idx} {xs})", m.syntax())
             }
             28 if rank > 0 => {
-                let m = first.unwrap_or(0);
+                let m = first.unwrap_or(Dim::lit(0));
                 let n = self.c.below(6);
-                let idx = self.indices(m, n);
+                let idx = self.indices(m.value, n);
                 let dest = self.expr(ty, d);
-                let src = self.expr(&cell.items(n), d);
+                let src = self.expr(&cell.items(Dim::lit(n)), d);
                 format!("(scatter {dest} {idx} {src})")
             }
             29 if rank == 0 => self.whole(ty, d),
+            30 if rank >= 2 && ty.shape[0].konst >= 1 => {
+                // windows of width ty.shape[1]
+                let w = ty.shape[1].clone();
+                let xs = self.expr(&Ty::new(e, &ty.shape[2..]).items(w.add(&ty.shape[0].less(1))), d);
+                format!("((i-app windows {}) {xs})", w.syntax())
+            }
+            31 if rank > 0 && ty.is_static() => {
+                // reshape from another shape of as many atoms
+                let n = ty.atoms();
+                let from = match self.c.below(3) {
+                    0 if n.is_multiple_of(2) && n > 0 => vec![2, n / 2],
+                    1 => ty.shape.iter().rev().map(|d| d.value).collect(),
+                    _ => vec![n],
+                };
+                let xs = self.expr(&Ty::new(e, &lits(&from)), d);
+                format!("(@reshape _ (_ [{}]) {xs})", dims(&ty.shape))
+            }
+            32 | 33 => self.unboxed(ty, d),
+            34 => self.record_field(ty, d),
+            35 => self.record_iterate(ty, d),
+            36 if rank > 0 => {
+                // a gather: items of a vector at computed indices (`mod`)
+                let frame = ty.shape[..1 + self.c.below(rank)].to_vec();
+                let cell = Ty::new(e, &ty.shape[frame.len()..]);
+                // (m differs from the frame's first dimension: else each
+                // index pairs with an item, the frame's inference, docs/prelude.md.)
+                let mut m = 1 + self.c.below(5);
+                if frame[0] == Dim::lit(m) {
+                    m += 1;
+                }
+                let v = self.expr(&cell.items(Dim::lit(m)), d);
+                let i = self.expr(&Ty::new(Elem::Int, &frame), d);
+                format!("(nth {v} (mod {i} {m}))")
+            }
+            37 if e == Elem::Int && rank == 0 && !self.ivars.is_empty() => {
+                let (n, _) = self.c.pick_ref(&self.ivars);
+                format!("(i-app reify-dim {n})")
+            }
+            38 if e == Elem::Int && rank == 0 => {
+                let item = self.small_ty();
+                let n = self.length(&item, 0);
+                let xs = self.expr(&item.items(n), d);
+                format!("(length {xs})")
+            }
+            39 | 40 => self.function(ty, d, Kind::Generic),
+            41 => self.function(ty, d, Kind::AnyAtom),
             _ => self.prim(ty, d),
         }
     }
@@ -633,9 +1006,12 @@ impl Gen<'_> {
 
     /// A whole-array reduction to a scalar: `sum`, `f.sum`, `any`…
     fn whole(&mut self, ty: &Ty, d: usize) -> String {
-        let mut arg = self.ty(2);
+        let mut arg = match self.type_in_scope() {
+            Some(t) => t,
+            None => self.ty(2),
+        };
         if self.c.below(3) == 0 {
-            arg.shape = vec![300];
+            arg.shape = vec![Dim::lit(300)];
         }
         let (f, elem) = match ty.elem {
             Elem::Int => self
@@ -680,44 +1056,437 @@ impl Gen<'_> {
         }
         let items: Vec<String> = (0..n)
             .map(|_| {
-                let v = self.c.below(m + 2) as i64 - 1;
+                let v = self.c.below(m.min(250) + 2) as i64 - 1;
                 v.to_string()
             })
             .collect();
         format!("[{}]", items.join(" "))
     }
 
-    /// A function applied over a frame: a lambda, or (`def`) a named
-    /// function defined at the top.
-    fn function(&mut self, ty: &Ty, d: usize, def: bool) -> String {
-        let frame_len = self.c.below(ty.shape.len() + 1);
-        let frame = &ty.shape[..frame_len];
-        let result = Ty::new(ty.elem, &ty.shape[frame_len..]);
-        let param = self.small_ty();
-        let x = self.fresh("x");
-        let outer = if def {
-            std::mem::take(&mut self.env)
+    /// A box of a size known only at run time, unboxed, its payload used:
+    /// the items a mask keeps (`filter`), or `range` of a computed count.
+    fn unboxed(&mut self, ty: &Ty, d: usize) -> String {
+        let k = self.fresh("$k");
+        let v = self.fresh("v");
+        let (boxed, payload, guess) = if self.c.below(3) == 0 {
+            // take* or drop* of a count in range
+            let cell = self.small_ty();
+            let n = self.length(&cell, 0);
+            let count = self.expr(&Ty::scalar(Elem::Int), d.min(2));
+            let xs = self.expr(&cell.items(n.clone()), d);
+            let bound = if n.is_static() {
+                (n.konst + 1).to_string()
+            } else {
+                format!("(+ 1 (i-app reify-dim {}))", n.syntax())
+            };
+            let f = self.c.pick(&["take*", "drop*"]);
+            let payload = cell.items(Dim::var(&k, n.value / 2));
+            (format!("({f} (mod {count} {bound}) {xs})"), payload, n.value / 2)
+        } else if self.c.coin() {
+            let cell = self.small_ty();
+            let n = self.length(&cell, 0);
+            let mask = self.expr(&Ty::new(Elem::Bool, std::slice::from_ref(&n)), d);
+            let xs = self.expr(&cell.items(n.clone()), d);
+            let payload = Ty::new(cell.elem, &cell.shape).items(Dim::var(&k, n.value / 2));
+            (format!("(filter {mask} {xs})"), payload, n.value / 2)
         } else {
-            Vec::new()
+            let count = self.expr(&Ty::scalar(Elem::Int), d.min(2));
+            let m = self.c.pick(&[4, 7, 300]);
+            let payload = Ty::scalar(Elem::Int).items(Dim::var(&k, 3));
+            (format!("(range (mod {count} {m}))"), payload, 3)
         };
-        self.env.push((x.clone(), param.clone()));
-        let body = self.expr(&result, d);
+        self.ivars.push((k.clone(), guess));
+        self.env.push((v.clone(), payload));
+        let body = self.expr(ty, d);
         self.env.pop();
-        if def {
-            self.env = outer;
-        }
-        let mut arg_shape = frame.to_vec();
-        arg_shape.extend(&param.shape);
-        let arg = self.expr(&Ty::new(param.elem, &arg_shape), d);
-        if def {
-            let f = self.fresh("f");
-            self.defs
-                .push(format!("(def (fun ({f} ({x} {})) {body}))", param.syntax()));
-            format!("({f} {arg})")
+        self.ivars.pop();
+        format!("(unbox ({k} {v} {boxed}) {body})")
+    }
+
+    /// A field of a record built here: `(field {(a [..] e) (b [..] e')} a)`,
+    /// the other field's frame a prefix of this one's (lifted).
+    fn record_field(&mut self, ty: &Ty, d: usize) -> String {
+        let frame = self.prefix(&ty.shape);
+        let cell = Ty::new(ty.elem, &ty.shape[frame.len()..]);
+        let a = self.expr(ty, d);
+        let other = self.small_ty();
+        let mut other_shape = self.prefix(&frame);
+        other_shape.extend(other.shape.iter().cloned());
+        let b = self.expr(&Ty::new(other.elem, &other_shape), d);
+        let (fa, fb) = (self.fresh("a"), self.fresh("b"));
+        let fields = [
+            format!("({fa} [{}] {a})", dims(&cell.shape)),
+            format!("({fb} [{}] {b})", dims(&other.shape)),
+        ];
+        let record = if self.c.coin() {
+            format!("{{{} {}}}", fields[0], fields[1])
         } else {
-            format!("((fn (({x} {})) {body}) {arg})", param.syntax())
+            format!("{{{} {}}}", fields[1], fields[0])
+        };
+        if self.c.coin() {
+            let r = self.fresh("r");
+            format!("(let ((val {r} {record})) (field {r} {fa}))")
+        } else {
+            format!("(field {record} {fa})")
         }
     }
+
+    /// A record carried through `iterate`, each step building it anew from
+    /// its fields (updated or kept), one field read at the end.
+    fn record_iterate(&mut self, ty: &Ty, d: usize) -> String {
+        let other = self.small_ty();
+        let (s, fa, fb) = (self.fresh("s"), self.fresh("a"), self.fresh("b"));
+        let record_ty = format!("{{({fa} {}) ({fb} {})}}", ty.syntax(), other.syntax());
+        let read_a = format!("(field {s} {fa})");
+        let read_b = format!("(field {s} {fb})");
+        self.env.push((read_a.clone(), ty.clone()));
+        self.env.push((read_b.clone(), other.clone()));
+        let step_a = self.expr(ty, d);
+        let step_b = if self.c.coin() {
+            read_b
+        } else {
+            self.expr(&other, d)
+        };
+        self.env.truncate(self.env.len() - 2);
+        let start_a = self.expr(ty, d);
+        let start_b = self.expr(&other, d);
+        let n = self.c.below(4);
+        let build = |a: &str, b: &str| {
+            format!(
+                "{{({fa} [{}] {a}) ({fb} [{}] {b})}}",
+                dims(&ty.shape),
+                dims(&other.shape)
+            )
+        };
+        format!(
+            "(field (iterate {n} (fn (({s} {record_ty})) {}) {}) {fa})",
+            build(&step_a, &step_b),
+            build(&start_a, &start_b)
+        )
+    }
+
+    /// A function applied over a frame: a lambda; a `def` at the top; a
+    /// `def` generic in its parameter's dimensions (each an index variable,
+    /// declared or generalised), called with or without its instantiation;
+    /// or one generic in its atom type too (`&t`), whose body only moves
+    /// atoms.
+    fn function(&mut self, ty: &Ty, d: usize, kind: Kind) -> String {
+        if kind != Kind::Lambda && !self.sigs.is_empty() && self.c.coin() {
+            let sig = self.c.pick_ref(&self.sigs);
+            if let Some(call) = self.reuse(&sig, ty, d) {
+                return call;
+            }
+        }
+        let frame_len = self.c.below(ty.shape.len() + 1);
+        let frame = ty.shape[..frame_len].to_vec();
+        let result = Ty::new(ty.elem, &ty.shape[frame_len..]);
+        let count = if kind == Kind::AnyAtom {
+            1
+        } else {
+            1 + self.c.below(2)
+        };
+        let mut params = Vec::new();
+        let mut arg_shapes = Vec::new();
+        for k in 0..count {
+            let param = match kind {
+                Kind::AnyAtom => result.clone(),
+                _ if self.c.coin() => Ty::new(self.elem(), &result.shape),
+                _ => self.small_ty(),
+            };
+            // The first argument has the whole frame, the others a prefix.
+            let mut arg_shape = if k == 0 {
+                frame.clone()
+            } else {
+                self.prefix(&frame)
+            };
+            arg_shape.extend(param.shape.iter().cloned());
+            arg_shapes.push(arg_shape);
+            params.push(param);
+        }
+        let arg_elems: Vec<Elem> = params.iter().map(|p| p.elem).collect();
+        // A def's parameters and result: its own index variables for the
+        // parameters' dimensions (every one of the caller's, some numbers).
+        let mut generic: Vec<(Dim, Dim)> = Vec::new();
+        if kind != Kind::Lambda {
+            for dim in params.iter().flat_map(|p| &p.shape) {
+                if generic.iter().any(|(from, _)| from == dim) {
+                    continue;
+                }
+                if !dim.is_static() || kind != Kind::Def && self.c.coin() {
+                    let v = self.fresh("$i");
+                    generic.push((dim.clone(), Dim::var(&v, dim.value)));
+                }
+            }
+            let local = |t: &Ty| {
+                let shape: Vec<Dim> = t
+                    .shape
+                    .iter()
+                    .map(|dim| {
+                        generic
+                            .iter()
+                            .find(|(from, _)| from == dim)
+                            .map_or(dim.clone(), |(_, to)| to.clone())
+                    })
+                    .collect();
+                Ty::new(t.elem, &shape)
+            };
+            let ps: Vec<Ty> = params.iter().map(local).collect();
+            let r = local(&result);
+            // A result of the caller's index variables the parameters do
+            // not show: only a lambda can have it.
+            let own = |dim: &Dim| dim.is_static() || generic.iter().any(|(_, to)| to == dim);
+            if ps.iter().all(|p| p.shape.iter().all(own)) && r.shape.iter().all(own) {
+                let sig = self.def(kind, ps, r, &generic, d);
+                let at: Vec<Dim> = generic.iter().map(|(from, _)| from.clone()).collect();
+                return self.call(&sig, &at, &arg_shapes, &arg_elems, d);
+            }
+        }
+        let mut xs = Vec::new();
+        for p in &params {
+            let x = self.fresh("x");
+            xs.push(format!("({x} {})", p.syntax()));
+            self.env.push((x, p.clone()));
+        }
+        let body = self.expr(&result, d);
+        self.env.truncate(self.env.len() - params.len());
+        let args = self.arguments(&arg_shapes, &arg_elems, d);
+        format!("((fn ({}) {body}) {args})", xs.join(" "))
+    }
+
+    /// Arguments of these shapes and atom types, written one after another.
+    fn arguments(&mut self, shapes: &[Vec<Dim>], elems: &[Elem], d: usize) -> String {
+        let args: Vec<String> = shapes
+            .iter()
+            .zip(elems)
+            .map(|(s, e)| self.expr(&Ty::new(*e, s), d))
+            .collect();
+        args.join(" ")
+    }
+
+    /// A `def` of parameters `params` and result `result` (in its own index
+    /// variables, `generic`'s), written at the top: its signature.
+    fn def(
+        &mut self,
+        kind: Kind,
+        params: Vec<Ty>,
+        result: Ty,
+        generic: &[(Dim, Dim)],
+        d: usize,
+    ) -> Signature {
+        let f = self.fresh("f");
+        let xs: Vec<String> = params.iter().map(|_| self.fresh("x")).collect();
+        let outer_env = std::mem::take(&mut self.env);
+        let outer_ivars = std::mem::replace(
+            &mut self.ivars,
+            generic.iter().map(|(_, to)| (to.syntax(), to.value)).collect(),
+        );
+        let body = if kind == Kind::AnyAtom {
+            self.moves(&xs[0], &params[0], d)
+        } else {
+            for (x, p) in xs.iter().zip(&params) {
+                self.env.push((x.clone(), p.clone()));
+            }
+            self.expr(&result, d)
+        };
+        self.env = outer_env;
+        self.ivars = outer_ivars;
+        let binders: Vec<String> = generic.iter().map(|(_, to)| to.syntax()).collect();
+        let declared = kind == Kind::AnyAtom || !binders.is_empty() && self.c.coin();
+        let returns = if self.c.coin() && kind != Kind::AnyAtom {
+            format!(" : {}", result.syntax())
+        } else {
+            String::new()
+        };
+        let patterns: Vec<String> = xs
+            .iter()
+            .zip(&params)
+            .map(|(x, p)| {
+                if kind == Kind::AnyAtom {
+                    let shown = p.syntax();
+                    let rest = shown
+                        .strip_prefix(&format!("[{} ", elem_name(p.elem)))
+                        .map_or(String::new(), |r| format!(" {}", r.trim_end_matches(']')));
+                    format!("({x} [&t{rest}])")
+                } else {
+                    format!("({x} {})", p.syntax())
+                }
+            })
+            .collect();
+        let head = if declared {
+            let types = if kind == Kind::AnyAtom { "(&t)" } else { "_" };
+            let indices = if binders.is_empty() {
+                "_".to_string()
+            } else {
+                format!("({})", binders.join(" "))
+            };
+            format!("@{f} {types} {indices}")
+        } else {
+            f.clone()
+        };
+        self.defs.push(format!(
+            "(def (fun ({head} {}{returns}) {body}))",
+            patterns.join(" ")
+        ));
+        let sig = Signature {
+            name: f,
+            kind,
+            params,
+            result,
+            binders,
+            declared,
+        };
+        self.sigs.push(sig.clone());
+        sig
+    }
+
+    /// A call of a `def` at the index arguments `at`, on arguments of
+    /// shapes `arg_shapes` (a frame, then the parameter's shape at `at`).
+    fn call(
+        &mut self,
+        sig: &Signature,
+        at: &[Dim],
+        arg_shapes: &[Vec<Dim>],
+        arg_elems: &[Elem],
+        d: usize,
+    ) -> String {
+        let f = &sig.name;
+        let args = self.arguments(arg_shapes, arg_elems, d);
+        // Explicitly instantiated where the binders' order is known.
+        if (sig.declared || sig.binders.len() == 1) && self.c.coin() {
+            let types = if sig.kind == Kind::AnyAtom {
+                format!("({})", elem_name(arg_elems[0]))
+            } else {
+                "_".into()
+            };
+            let at: Vec<String> = at.iter().map(Dim::syntax).collect();
+            if sig.declared {
+                let indices = if at.is_empty() {
+                    "_".to_string()
+                } else {
+                    format!("({})", at.join(" "))
+                };
+                return format!("(@{f} {types} {indices} {args})");
+            }
+            return format!("((i-app {f} {}) {args})", at.join(" "));
+        }
+        format!("({f} {args})")
+    }
+
+    /// A `def` written before called again, where its result fits `ty`
+    /// (after a frame): its index variables the result shows are read off
+    /// `ty`, the others chosen.
+    fn reuse(&mut self, sig: &Signature, ty: &Ty, d: usize) -> Option<String> {
+        if sig.kind != Kind::AnyAtom && sig.result.elem != ty.elem {
+            return None;
+        }
+        let frame_len = ty.shape.len().checked_sub(sig.result.shape.len())?;
+        let mut at: Vec<Option<Dim>> = vec![None; sig.binders.len()];
+        for (r, c) in sig.result.shape.iter().zip(&ty.shape[frame_len..]) {
+            if r.is_static() {
+                if r != c {
+                    return None;
+                }
+                continue;
+            }
+            let [v] = r.vars.as_slice() else {
+                return None;
+            };
+            let i = sig.binders.iter().position(|b| b == v)?;
+            if r.konst != 0 || at[i].as_ref().is_some_and(|a| a != c) {
+                return None;
+            }
+            at[i] = Some(c.clone());
+        }
+        let at: Vec<Dim> = at
+            .into_iter()
+            .map(|a| match a {
+                Some(a) => a,
+                None => match self.some_ivar(3) {
+                    Some(v) if v.value <= 5 => v,
+                    _ => Dim::lit(self.c.below(4)),
+                },
+            })
+            .collect();
+        let frame = &ty.shape[..frame_len];
+        let mut arg_shapes = Vec::new();
+        for (k, p) in sig.params.iter().enumerate() {
+            let mut shape = if k == 0 {
+                frame.to_vec()
+            } else {
+                self.prefix(frame)
+            };
+            for dim in &p.shape {
+                let mut sum = Dim::lit(dim.konst);
+                for v in &dim.vars {
+                    let i = sig.binders.iter().position(|b| b == v)?;
+                    sum = sum.add(&at[i]);
+                }
+                shape.push(sum);
+            }
+            arg_shapes.push(shape);
+        }
+        let arg_elems: Vec<Elem> = if sig.kind == Kind::AnyAtom {
+            vec![ty.elem]
+        } else {
+            sig.params.iter().map(|p| p.elem).collect()
+        };
+        Some(self.call(sig, &at, &arg_shapes, &arg_elems, d))
+    }
+
+    /// A body that only moves the atoms of `x` (of any atom type) into a
+    /// value of its type: reversed, rotated, selected, kept.
+    fn moves(&mut self, x: &str, t: &Ty, d: usize) -> String {
+        if d == 0 {
+            return x.to_string();
+        }
+        let inner = self.moves(x, t, d - 1);
+        match self.c.below(6) {
+            0 if !t.shape.is_empty() => format!("(reverse {inner})"),
+            1 if !t.shape.is_empty() => {
+                let n = self.expr(&Ty::scalar(Elem::Int), 1);
+                format!("(rotate {inner} {n})")
+            }
+            2 => {
+                let c = self.expr(&Ty::scalar(Elem::Bool), 1);
+                let other = self.moves(x, t, d - 1);
+                format!("(if {c} {inner} {other})")
+            }
+            3 => {
+                let frame = self.prefix(&t.shape);
+                let c = self.expr(&Ty::new(Elem::Bool, &frame), 1);
+                let other = self.moves(x, t, d - 1);
+                format!("(select {c} {inner} {other})")
+            }
+            4 if t.shape.len() >= 2 && t.shape[0] == t.shape[1] => format!("(transpose2d {inner})"),
+            _ => inner,
+        }
+    }
+}
+
+/// A `def` written: its name, parameters' and result types (in its index
+/// variables, `binders`), and whether it declares them (`@f _ ($i …)`).
+#[derive(Clone, Debug)]
+struct Signature {
+    name: String,
+    kind: Kind,
+    params: Vec<Ty>,
+    result: Ty,
+    binders: Vec<String>,
+    declared: bool,
+}
+
+/// What [`Gen::function`] makes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// `((fn ((x T)) body) arg)`.
+    Lambda,
+    /// A `def` of numbers in its parameter's type (and index variables for
+    /// the caller's).
+    Def,
+    /// A `def` of index variables for some of its dimensions.
+    Generic,
+    /// A `def` generic in its atom type (`&t`) and some dimensions.
+    AnyAtom,
 }
 
 /// What [`compare`] found.
@@ -739,12 +1508,13 @@ pub enum Verdict {
 const FUEL: u64 = 200_000;
 const ATOMS: usize = 1 << 16;
 
-/// `text` checked, run on the interpreter (with a budget) and compiled
-/// (quickly, `-O1`): do the engines agree? Call it on a thread with the
-/// pipeline's stack (`remora_syntax::stack::PIPELINE_STACK`).
-pub fn compare(text: &str) -> Verdict {
+/// The program checked, run on the interpreter (with a budget) and
+/// compiled (quickly, `-O1`), its entry on its inputs: do the engines
+/// agree? Call it on a thread with the pipeline's stack
+/// (`remora_syntax::stack::PIPELINE_STACK`).
+pub fn compare(program: &Program) -> Verdict {
     let mut sources = SourceMap::new();
-    let loaded = load_program_text(&mut sources, &RealFs, "<generated>", None, text);
+    let loaded = load_program_text(&mut sources, &RealFs, "<generated>", None, &program.text);
     if loaded.has_errors() {
         return Verdict::Rejected;
     }
@@ -753,18 +1523,54 @@ pub fn compare(text: &str) -> Verdict {
         return Verdict::Rejected;
     }
     remora_interp::Interpreter::limit_atoms(ATOMS);
+    // The inputs: checked expressions for the interpreter, their values
+    // for the compiled program.
+    let mut typed = Vec::new();
+    for text in &program.inputs {
+        let loaded =
+            remora_syntax::parse_expression(&mut sources, "<arg>", text, remora_syntax::Dialect::Source);
+        let c = remora_check::check_expression(&loaded.value);
+        match c.value {
+            Some(t) if c.diagnostics.is_empty() && !loaded.has_errors() => typed.push(t),
+            _ => return Verdict::Rejected,
+        }
+    }
+    let mut inputs = Vec::new();
+    for t in &typed {
+        let mut interp = remora_interp::Interpreter::default();
+        match interp
+            .eval(t, &Default::default())
+            .ok()
+            .and_then(crate::native::base)
+        {
+            Some(a) => inputs.push(a),
+            None => return Verdict::Rejected,
+        }
+    }
     let mut interp = remora_interp::Interpreter::default();
     interp.fuel = Some(FUEL);
-    let interpreted = interp
-        .program(&checked.value)
-        .map(|(_, values)| values.last().map(remora_value::print::to_string))
-        .map_err(|e| e.message);
+    let show = |t: &remora_types::Type| t.show_grouped(&checked.names);
+    let var_name =
+        |v: remora_check::typed::VarId| checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default();
+    let interpreted = match remora_interp::program::run(
+        &mut interp,
+        &checked.value,
+        "main",
+        typed.iter().map(remora_interp::program::EntryArg::Expr).collect(),
+        &show,
+        &var_name,
+    ) {
+        Ok(remora_interp::program::Outcome::Entry(v)) => Ok(Some(remora_value::print::to_string(&v))),
+        Ok(remora_interp::program::Outcome::Script(vs)) => Ok(vs.last().map(remora_value::print::to_string)),
+        Err(remora_interp::program::Failure::Run(e)) => Err(e.message),
+        Err(remora_interp::program::Failure::Plain(m)) => Err(m),
+    };
     if let Err(m) = &interpreted
         && (m.contains("budget") || m.contains("too large"))
     {
         return Verdict::OverBudget;
     }
-    let compiled = crate::native::run_with(&checked.value, &checked.names, "main", &[], true);
+    let compiled = crate::native::run_with(&checked.value, &checked.names, "main", &inputs, true);
     match (compiled, interpreted) {
         (Err(crate::native::Failure::Unsupported(_, why)), _) => Verdict::Unsupported(why),
         (Err(crate::native::Failure::Internal(why)), _) => {

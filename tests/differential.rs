@@ -39,7 +39,11 @@ fn compiled_agrees_with_the_interpreter_on_random_programs() {
                 if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
                     eprintln!(";; seed {seed}\n{text}");
                 }
-                match compare(&text) {
+                let verdict = compare(&text);
+                if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
+                    eprintln!(";; {verdict:?}");
+                }
+                match verdict {
                     Verdict::Rejected => {
                         counts[0] += 1;
                         if std::env::var_os("REMORA_SHOW_REJECTED").is_some() {
@@ -52,7 +56,14 @@ fn compiled_agrees_with_the_interpreter_on_random_programs() {
                         *reasons.entry(why).or_default() += 1;
                     }
                     Verdict::Agreed => counts[3] += 1,
-                    Verdict::Disagreed(how) => disagreements.push(format!("seed {seed}:\n{text}{how}")),
+                    Verdict::Disagreed(how) => {
+                        let found = format!("seed {seed}:\n{text}{how}");
+                        if std::env::var_os("REMORA_SHOW_DISAGREEMENTS").is_some() {
+                            // (A long run, killed at its time limit, still reports.)
+                            eprintln!(";; disagreement, {found}");
+                        }
+                        disagreements.push(found);
+                    }
                 }
             }
             let mut reasons: Vec<_> = reasons.into_iter().collect();

@@ -208,12 +208,14 @@ impl<'m> Alloc<'m> {
         let x = self.element(xs, &[Expr::add(from, Expr::Var(i))], &mut each);
         self.loop_depth -= 1;
         let x = x?;
-        if let Some(kept) = kept {
-            each.push(Stmt::Store {
+        match (kept, xs) {
+            (Some(kept), _) => each.push(Stmt::Store {
                 buf: kept.buf,
                 index: Expr::Var(i),
                 value: x,
-            });
+            }),
+            (None, Val::Delayed(d)) => self.for_its_failures(d.elem, x, &mut each),
+            (None, _) => {}
         }
         Ok(Stmt::For {
             index: i,
@@ -221,6 +223,16 @@ impl<'m> Alloc<'m> {
             parallel: true,
             body: each,
         })
+    }
+
+    /// An atom computed only for its failures, its value unused: a `let`
+    /// where it can fail (a division, a power), so that the compiled
+    /// program fails where the interpreter, computing it, fails.
+    pub(super) fn for_its_failures(&mut self, elem: Elem, x: Expr, body: &mut Vec<Stmt>) {
+        if !folds::cannot_fail(&x) {
+            let var = self.fresh("unused");
+            body.push(Stmt::Let { var, elem, value: x });
+        }
     }
 
     /// `unique` (the distinct atoms, ascending) or `unique-counts` (how

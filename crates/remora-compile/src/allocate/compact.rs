@@ -297,7 +297,8 @@ impl<'m> Alloc<'m> {
             });
             let mut otherwise = Vec::new();
             if fails {
-                a.graded_cell(d, var, item, at.clone(), &mut otherwise)?;
+                let x = a.graded_cell(d, var, item, at.clone(), &mut otherwise)?;
+                a.for_its_failures(d.elem, x, &mut otherwise);
             }
             each.push(Stmt::If {
                 cond: Expr::op(
