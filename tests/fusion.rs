@@ -311,6 +311,7 @@ fn sibling_updates_of_one_state_are_one_nest_per_step() {
         assert_eq!(step.matches("parallel").count(), 1, "{text}:\n{loops}");
         assert!(!step.contains("(alloc"), "{text}:\n{loops}");
     }
+}
 
 /// A row's costly elementwise map (an `f.exp`) that the row reads twice,
 /// summed and then divided by its sum (a softmax), is computed once into
