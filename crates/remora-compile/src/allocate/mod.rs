@@ -148,6 +148,9 @@ enum Val<'m> {
     /// A `grade` not made yet (see [`compact::Graded`]); made where it is
     /// read other than by a partition.
     Graded(Rc<compact::Graded<'m>>),
+    /// An exclusive sum scan of flags not made (see [`compact::Offsets`]);
+    /// made where it is read other than by `last` or a compaction.
+    Offsets(Rc<compact::Offsets<'m>>),
 }
 
 /// See [`Val::Rotated`]: item `i` (of `dims[0]`, at most the source's
@@ -722,6 +725,10 @@ impl<'m> Alloc<'m> {
                     let dims = self.dims(&e.ty.shape)?;
                     self.grade_of_keys(&g.keys, dims, body)
                 }
+                Some(Val::Offsets(o)) => {
+                    let o = o.clone();
+                    self.offsets_made(&o, body)
+                }
                 Some(x) => Ok(x.clone()),
                 None => unsupported(format!("the variable {}", self.name_of(*v))),
             },
@@ -792,6 +799,9 @@ impl<'m> Alloc<'m> {
                 _ => unsupported("an index application"),
             },
             Kind::App { func, args } => {
+                if let Some(v) = self.offsets_use(e, body)? {
+                    return Ok(v);
+                }
                 let f = self.value(func, body)?;
                 let vals = self.arguments(&f, args, body)?;
                 self.apply(f, vals, e, body)
@@ -1451,6 +1461,8 @@ impl<'m> Alloc<'m> {
                 }
                 let v = if let Some(keys) = self.graded(b, &binds[i + 1..], inner)? {
                     Val::Graded(Rc::new(compact::Graded { keys }))
+                } else if let Some(o) = self.offsets(b, &binds[i + 1..], inner, body)? {
+                    o
                 } else if used_once_by_a_map(b.var, &binds[i + 1..], inner) {
                     self.value_lazy(&b.value, body)?
                 } else {
