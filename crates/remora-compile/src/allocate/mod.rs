@@ -1411,6 +1411,19 @@ impl<'m> Alloc<'m> {
                 let vals = self.arguments(&f, args, body)?;
                 self.reduce_into(f, vals, e, dest, body)
             }
+            // An `iscan` (a lifted function's body): its partial
+            // reductions written straight into `dest`.
+            Kind::App { func, args } if prim_of(func) == Some("iscan") && !dest.dims.is_empty() => {
+                let f = self.value(func, body)?;
+                let vals = self.arguments(&f, args, body)?;
+                if let [op, Val::Array(xs)] = vals.as_slice()
+                    && self.iscans_into(&vals, e)
+                {
+                    return self.iscan_into(op, xs, e, dest, body);
+                }
+                let v = self.apply(f, vals, e, body)?;
+                self.copy(v, dest, body)
+            }
             // A function of the program applied: its body written into
             // `dest` (see `apply_into`).
             Kind::App { func, args } if names_a_function(func) && !dest.dims.is_empty() => {
