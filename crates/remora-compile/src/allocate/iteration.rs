@@ -498,11 +498,7 @@ impl<'m> Alloc<'m> {
         if self.loop_depth != 0 {
             return vec![chain];
         }
-        let size = match out.elem {
-            Elem::Int => 8,
-            Elem::Float => 4,
-            Elem::Bool => 1,
-        };
+        let size = atom_bytes(out.elem);
         vec![
             Stmt::Call {
                 func: "rt_populate_begin",
@@ -767,6 +763,30 @@ impl<'m> Alloc<'m> {
         }
         let dims = self.dims(&e.ty.shape)?;
         let out = self.alloc("iscan", elem, dims, body);
+        self.iscan_into(op, xs, e, &out, body)?;
+        Ok(Val::Array(out))
+    }
+
+    /// Whether `iscan` of `args` is written by [`Alloc::iscan_into`] (not
+    /// an Int sum outside loops, which is the exclusive scan's buffer).
+    pub(super) fn iscans_into(&self, args: &[Val<'m>], e: &'m maps::Expr) -> bool {
+        matches!(args, [op, Val::Array(xs)]
+            if !(self.loop_depth == 0
+                && elem_of(&e.ty.atom).ok() == Some(Elem::Int)
+                && xs.dims.len() == 1
+                && self.elementwise(op) == Some("+")))
+    }
+
+    /// The partial reductions of `xs` written into `out` (a lifted
+    /// function's row of its consumer's buffer: no array of its own).
+    pub(super) fn iscan_into(
+        &mut self,
+        op: &Val<'m>,
+        xs: &View,
+        e: &'m maps::Expr,
+        out: &View,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
         let n = xs.dims[0].clone();
         let mut first = Vec::new();
         self.copy(
@@ -792,8 +812,8 @@ impl<'m> Alloc<'m> {
             parallel: false,
             body: inner,
         };
-        body.extend(self.written_in_order(&out, chain));
-        Ok(Val::Array(out))
+        body.extend(self.written_in_order(out, chain));
+        Ok(())
     }
 
     /// `(op item acc)` from the last item to the first.
@@ -1318,14 +1338,14 @@ impl<'m> Alloc<'m> {
     }
 
     /// A scatter into `out` by parts of its places (as many as the
-    /// runtime's `rt_hist_parts` gives a hist of as many bins, items and
-    /// cell: one on one thread), the parts on the threads.
+    /// runtime's `rt_scatter_parts` gives for its places, items, cell and
+    /// atoms: one on one thread), the parts on the threads.
     fn scatter_in_parts(&mut self, out: &View, idx: &Val<'m>, src: &View, n: &Expr) -> Res<Vec<Stmt>> {
         let places = out.dims[0].clone();
         let mut stmts = Vec::new();
         let parts = self.alloc("parts", Elem::Int, Vec::new(), &mut stmts);
         stmts.push(Stmt::Call {
-            func: "rt_hist_parts",
+            func: "rt_scatter_parts",
             args: vec![
                 Expr::Addr {
                     buf: parts.buf,
@@ -1334,6 +1354,7 @@ impl<'m> Alloc<'m> {
                 places.clone(),
                 n.clone(),
                 product(&src.dims[1..]),
+                Expr::Int(atom_bytes(out.elem)),
             ],
         });
         let (count, p, lo, hi) = (
@@ -1421,9 +1442,12 @@ impl<'m> Alloc<'m> {
     /// A Bool variable: whether the `n` indices `idx` that are in 0 …
     /// `bound`-1 strictly increase (the others skipped). In parts on the
     /// threads (each part's first and last index in range and whether
-    /// they increase within it), then the parts in order.
+    /// they increase within it), then the parts in order. A part reads its
+    /// indices a block at a time, and none after a block that does not
+    /// increase (a permutation's check stops at its first blocks).
     fn increasing(&mut self, idx: &Val<'m>, n: &Expr, bound: &Expr, body: &mut Vec<Stmt>) -> Res<Var> {
         const PARTS: i64 = 64;
+        const CHECK_BLOCK: i64 = 4096;
         let first = self.alloc("first", Elem::Int, vec![Expr::Int(PARTS)], body);
         let last = self.alloc("last", Elem::Int, vec![Expr::Int(PARTS)], body);
         let up = self.alloc("up", Elem::Bool, vec![Expr::Int(PARTS)], body);
@@ -1441,10 +1465,11 @@ impl<'m> Alloc<'m> {
             elem: Elem::Int,
             value,
         };
+        let (blk, from) = (self.fresh("block"), self.fresh("from"));
         let mut each = Vec::new();
-        self.loop_depth += 2;
-        let at = self.element(idx, &[Expr::add(Expr::Var(lo), Expr::Var(i))], &mut each);
-        self.loop_depth -= 2;
+        self.loop_depth += 3;
+        let at = self.element(idx, &[Expr::add(Expr::Var(from), Expr::Var(i))], &mut each);
+        self.loop_depth -= 3;
         each.push(int(j, at?));
         each.push(Stmt::If {
             cond: in_range(Expr::Var(j), bound.clone()),
@@ -1485,10 +1510,43 @@ impl<'m> Alloc<'m> {
                     value: Expr::Bool(true),
                 },
                 Stmt::For {
-                    index: i,
-                    count: Expr::op("-", vec![Expr::Var(hi), Expr::Var(lo)]),
+                    index: blk,
+                    count: Expr::op(
+                        "/",
+                        vec![
+                            Expr::op(
+                                "-",
+                                vec![
+                                    Expr::add(Expr::Var(hi), Expr::Int(CHECK_BLOCK - 1)),
+                                    Expr::Var(lo),
+                                ],
+                            ),
+                            Expr::Int(CHECK_BLOCK),
+                        ],
+                    ),
                     parallel: false,
-                    body: each,
+                    body: vec![
+                        int(
+                            from,
+                            Expr::add(Expr::Var(lo), Expr::mul(Expr::Var(blk), Expr::Int(CHECK_BLOCK))),
+                        ),
+                        Stmt::If {
+                            cond: Expr::Var(u),
+                            then: vec![Stmt::For {
+                                index: i,
+                                count: Expr::op(
+                                    "min",
+                                    vec![
+                                        Expr::Int(CHECK_BLOCK),
+                                        Expr::op("-", vec![Expr::Var(hi), Expr::Var(from)]),
+                                    ],
+                                ),
+                                parallel: false,
+                                body: each,
+                            }],
+                            otherwise: Vec::new(),
+                        },
+                    ],
                 },
                 Stmt::Store {
                     buf: first.buf,
@@ -1718,6 +1776,15 @@ impl<'m> Alloc<'m> {
             }];
         }
         inner
+    }
+}
+
+/// The bytes of an atom of `elem` in a buffer.
+fn atom_bytes(elem: Elem) -> i64 {
+    match elem {
+        Elem::Int => 8,
+        Elem::Float => 4,
+        Elem::Bool => 1,
     }
 }
 

@@ -151,6 +151,9 @@ enum Val<'m> {
     /// A `grade` not made yet (see [`compact::Graded`]); made where it is
     /// read other than by a partition.
     Graded(Rc<compact::Graded<'m>>),
+    /// An exclusive sum scan of flags not made (see [`compact::Offsets`]);
+    /// made where it is read other than by `last` or a compaction.
+    Offsets(Rc<compact::Offsets<'m>>),
 }
 
 /// See [`Val::Rotated`]: item `i` (of `dims[0]`, at most the source's
@@ -728,6 +731,10 @@ impl<'m> Alloc<'m> {
                     let dims = self.dims(&e.ty.shape)?;
                     self.grade_of_keys(&g.keys, dims, body)
                 }
+                Some(Val::Offsets(o)) => {
+                    let o = o.clone();
+                    self.offsets_made(&o, body)
+                }
                 Some(x) => Ok(x.clone()),
                 None => unsupported(format!("the variable {}", self.name_of(*v))),
             },
@@ -798,6 +805,9 @@ impl<'m> Alloc<'m> {
                 _ => unsupported("an index application"),
             },
             Kind::App { func, args } if !is_append(e) => {
+                if let Some(v) = self.offsets_use(e, body)? {
+                    return Ok(v);
+                }
                 let f = self.value(func, body)?;
                 let vals = self.arguments(&f, args, body)?;
                 self.apply(f, vals, e, body)
@@ -1430,6 +1440,19 @@ impl<'m> Alloc<'m> {
                 rest.dims[0] = n;
                 self.into(second, &rest, body)
             }
+            // An `iscan` (a lifted function's body): its partial
+            // reductions written straight into `dest`.
+            Kind::App { func, args } if prim_of(func) == Some("iscan") && !dest.dims.is_empty() => {
+                let f = self.value(func, body)?;
+                let vals = self.arguments(&f, args, body)?;
+                if let [op, Val::Array(xs)] = vals.as_slice()
+                    && self.iscans_into(&vals, e)
+                {
+                    return self.iscan_into(op, xs, e, dest, body);
+                }
+                let v = self.apply(f, vals, e, body)?;
+                self.copy(v, dest, body)
+            }
             // A function of the program applied: its body written into
             // `dest` (see `apply_into`).
             Kind::App { func, args } if names_a_function(func) && !dest.dims.is_empty() => {
@@ -1480,6 +1503,8 @@ impl<'m> Alloc<'m> {
                 }
                 let v = if let Some(keys) = self.graded(b, &binds[i + 1..], inner)? {
                     Val::Graded(Rc::new(compact::Graded { keys }))
+                } else if let Some(o) = self.offsets(b, &binds[i + 1..], inner, body)? {
+                    o
                 } else if used_once_by_a_map(b.var, &binds[i + 1..], inner) {
                     self.value_lazy(&b.value, body)?
                 } else {
