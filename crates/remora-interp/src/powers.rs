@@ -11,10 +11,17 @@ use crate::fmath::{self, LANES};
 use crate::kernel::{self, Layout};
 
 /// `f.^` of `a` and `b` at every position of `shape`.
-pub fn pow(
+pub fn pow(shape: &[usize], a: (&[f32], &Layout), b: (&[f32], &Layout)) -> Result<Vec<f32>, &'static str> {
+    pow_on(shape, a, b, crate::threads())
+}
+
+/// `pow` on at most `threads` threads (1: on this one, for a block of a
+/// larger computation that is itself shared among threads).
+pub fn pow_on(
     shape: &[usize],
     (a, la): (&[f32], &Layout),
     (b, lb): (&[f32], &Layout),
+    threads: usize,
 ) -> Result<Vec<f32>, &'static str> {
     if !la.fits(shape, a.len()) || !lb.fits(shape, b.len()) {
         return Err(kernel::OUT_OF_BOUNDS);
@@ -37,7 +44,7 @@ pub fn pow(
     // Columns shared among the threads in runs of whole blocks of `LANES`
     // (each base's log made once, by the thread that has its column); no
     // power depends on which thread makes it.
-    let threads = crate::threads().min(cols / LANES);
+    let threads = threads.min(cols / LANES);
     let per = if threads < 2 || rows * cols < PARALLEL_POWERS {
         cols
     } else {
