@@ -95,6 +95,22 @@ const PARALLEL_POWERS: usize = 1 << 17;
 fn columns(
     a: &[f32],
     b: &[f32],
+    offsets: (usize, usize),
+    steps: (usize, usize),
+    rows: &mut [&mut [f32]],
+) -> Option<()> {
+    // One choice of instructions for the whole run, not one a block.
+    fmath::widest(
+        #[inline(always)]
+        || columns_here(a, b, offsets, steps, rows),
+    )
+}
+
+/// `columns` in the instructions of the caller.
+#[inline(always)]
+fn columns_here(
+    a: &[f32],
+    b: &[f32],
     (oa, ob): (usize, usize),
     (row_step, col_step): (usize, usize),
     rows: &mut [&mut [f32]],
@@ -106,20 +122,20 @@ fn columns(
         let n = LANES.min(cols - j);
         let bases = a.get(oa + j..oa + j + n)?;
         if let Ok(xs) = <[f32; LANES]>::try_from(bases) {
-            let logs = fmath::pow_log2_lanes(xs);
+            let logs = fmath::pow_log2_lanes_here(xs);
             for (r, row) in rows.iter_mut().enumerate() {
-                let ys = if col_step == 0 {
+                let powers = if col_step == 0 {
                     // One exponent along the row (a table of powers).
-                    [exponent(r, 0)?; LANES]
+                    let y = exponent(r, 0)?;
+                    fmath::pow_by_log2_lanes_by(xs, logs, |_| y)
                 } else {
                     let mut ys = [0.0; LANES];
                     for (l, y) in ys.iter_mut().enumerate() {
                         *y = exponent(r, j + l)?;
                     }
-                    ys
+                    fmath::pow_by_log2_lanes_here(xs, logs, ys)
                 };
-                row.get_mut(j..j + LANES)?
-                    .copy_from_slice(&fmath::pow_by_log2_lanes(xs, logs, ys));
+                row.get_mut(j..j + LANES)?.copy_from_slice(&powers);
             }
         } else {
             // The last, short block: one base at a time.
