@@ -16,24 +16,95 @@
 //! sums run side by side along a *lane* axis (the item's inner axis for
 //! `reduce`, else the last frame axis), so the additions vectorise across
 //! sums while each sum keeps its own order.
+//!
+//! A factor may be powers not made: `f.^` over a frame, written in the
+//! product or bound by a `let` whose variable the product reads (a table
+//! of powers, as a polynomial is written as a sum of terms). The lane sums
+//! then make its powers a block of lanes at a time (`powers.rs`: each
+//! base's log once for all its exponents), each block small enough to stay
+//! in cache while it is summed, so the table is never built whole; the
+//! powers are `fmath::pow`'s bits, summed in the same order.
 
 use crate::batch::{Batched, Lifts, Try, place};
-use crate::eval::{Env, Fun, Interpreter, atoms_in, check_size};
+use crate::eval::{Binding, Env, Fun, Interpreter, Run, Value, atoms_in, check_size};
+use crate::fmath;
 use crate::kernel::{Layout, PAIRWISE_LEAF, row_major};
 use crate::matmul::{Strided, Sums};
-use remora_check::typed::{TAtomKind, TExpr, TExprKind};
+use remora_check::typed::{TAtomKind, TExpr, TExprKind, VarId};
 use remora_syntax::Span;
 use remora_value::{Array, Atom, Data};
+use std::borrow::Cow;
 
-/// The sums of `[outer, items, lanes]` products, as prepared by
-/// [`Interpreter::contraction`]: each operand dense over the axes it varies
-/// on, with its steps over `(outer …, items, lanes)` (zero where
-/// replicated; the lane step 0 or 1).
+/// The atoms of a factor for one row's run of lanes, as the sums read
+/// them: its steps over the items and the lanes (the lane step 0 or 1).
 struct Operand<'a> {
-    data: &'a [f32],
-    outer: Vec<usize>,
+    data: Cow<'a, [f32]>,
     item: usize,
     lane: usize,
+}
+
+/// A factor of a product: its atoms, or — `f.^` over a frame, not applied
+/// — the bases and the exponents of its powers (both over the same shape).
+#[derive(Clone, Debug)]
+enum Factor<T> {
+    Atoms(T),
+    Power(T, T),
+}
+
+impl<T> Factor<T> {
+    fn as_ref(&self) -> Factor<&T> {
+        match self {
+            Factor::Atoms(x) => Factor::Atoms(x),
+            Factor::Power(x, y) => Factor::Power(x, y),
+        }
+    }
+
+    /// Each part of the factor through `f`.
+    fn try_map<U>(self, mut f: impl FnMut(T) -> Option<U>) -> Option<Factor<U>> {
+        Some(match self {
+            Factor::Atoms(x) => Factor::Atoms(f(x)?),
+            Factor::Power(x, y) => Factor::Power(f(x)?, f(y)?),
+        })
+    }
+
+    /// The atoms, or the bases (which have the powers' shape).
+    fn first(&self) -> &T {
+        match self {
+            Factor::Atoms(x) | Factor::Power(x, _) => x,
+        }
+    }
+}
+
+/// A `let`'s `f.^` over a frame, not applied: its bases and exponents,
+/// each laid over the powers' shape (no batch axes). A product summed by
+/// [`Interpreter::contraction`] makes the powers a block at a time;
+/// anything else that reads the variable (once: see `defer_powers`) has
+/// them all made.
+#[derive(Debug)]
+pub(crate) struct Powers<'p> {
+    bases: Batched<'p>,
+    exponents: Batched<'p>,
+}
+
+impl<'p> Powers<'p> {
+    /// The powers (`None`: memory ran short).
+    pub(crate) fn value(&self) -> Option<Value<'p>> {
+        let (Data::Float(a), Data::Float(b)) = (&self.bases.v.data, &self.exponents.v.data) else {
+            return None;
+        };
+        let shape = self.bases.v.shape.clone();
+        let layouts = (self.bases.layout(), self.exponents.layout());
+        let out = crate::powers::pow(&shape, (a, &layouts.0), (b, &layouts.1)).ok()?;
+        Some(Array {
+            shape,
+            data: Data::Float(out.into()),
+        })
+    }
+
+    /// As a factor of a product: the powers' parts.
+    fn factor(&self) -> Factor<Batched<'p>> {
+        Factor::Power(self.bases.clone(), self.exponents.clone())
+    }
 }
 
 impl<'p> Interpreter {
@@ -44,7 +115,7 @@ impl<'p> Interpreter {
     /// written).
     pub(crate) fn contraction(&mut self, e: &'p TExpr, env: &Env<'p>) -> Try<Batched<'p>> {
         let (reducer, product, lifted) = contraction_form(e)?;
-        if !ends_in_product(product, env, 0) {
+        if !ends_in(product, env, 0, "f.*") {
             return None;
         }
         if let Reducer::Reduce(op) = reducer {
@@ -54,8 +125,8 @@ impl<'p> Interpreter {
             }
         }
         let xcell = self.shape_of(&lifted.arg_cell, env, e.span).ok()?;
-        let Product { a, b } = self.product_operands(product, env, 0)?;
-        let (nb, shape) = (a.nb, a.v.shape.clone());
+        let Product { a, b } = self.operands_of(product, env, 0, "f.*")?;
+        let (nb, shape) = (a.first().nb, a.first().v.shape.clone());
         // [outer …, items, inner …] of the product.
         let (items_at, seed) = match reducer {
             Reducer::Sum if xcell.len() == 1 => (shape.len().checked_sub(1)?, Some(0.0f32)),
@@ -69,20 +140,12 @@ impl<'p> Interpreter {
         if items == 0 && seed.is_none() {
             return None;
         }
-        let (steps_a, steps_b) = (a.strides.clone(), b.strides.clone());
-        let (Data::Float(da), Data::Float(db)) = (&a.v.data, &b.v.data) else {
-            return None;
-        };
-        // (A view's atoms start at its offset.)
-        let (da, db) = (da.get(a.offset..)?, db.get(b.offset..)?);
         let mut result_shape = shape.clone();
         result_shape.remove(items_at);
         check_size(atoms_in(&result_shape), Span::default()).ok()?;
         let product = Factors {
-            a: da,
-            b: db,
-            steps_a: &steps_a,
-            steps_b: &steps_b,
+            a: a.as_ref().try_map(float_atoms)?,
+            b: b.as_ref().try_map(float_atoms)?,
             shape: &shape,
             items_at,
         };
@@ -101,13 +164,14 @@ impl<'p> Interpreter {
         ))
     }
 
-    /// The two factors of `e`, a product: `(f.* x y)`, or a `let` or an
-    /// application of a lambda whose body is one (a function of the
-    /// factors of each cell, lifted over a frame) — each laid over the
-    /// product's shape (zero steps where it is replicated), as the product
-    /// would be made, but not multiplied. The product's shape is the
-    /// batch's first `nb` axes and then its own.
-    fn product_operands(&mut self, e: &'p TExpr, env: &Env<'p>, depth: usize) -> Try<Product<'p>> {
+    /// The two operands of `e`, an application of the scalar primitive
+    /// `op` (`f.*` or `f.^`): `(op x y)`, or a `let` or an application of a
+    /// lambda whose body is one (a function of the operands of each cell,
+    /// lifted over a frame) — each laid over the result's shape (zero
+    /// steps where it is replicated), as the result would be made, but not
+    /// computed. The result's shape is the batch's first `nb` axes and
+    /// then its own. A factor of a product (`f.*`) may be powers not made.
+    fn operands_of(&mut self, e: &'p TExpr, env: &Env<'p>, depth: usize, op: &str) -> Try<Product<'p>> {
         if depth > PRODUCT_DEPTH {
             return None;
         }
@@ -115,16 +179,22 @@ impl<'p> Interpreter {
             TExprKind::Let { var, value, body } => {
                 let v = self.eval_batched(value, env)?;
                 let env = crate::batch::bind(env, *var, v);
-                self.product_operands(body, &env, depth + 1)
+                self.operands_of(body, &env, depth + 1, op)
             }
             TExprKind::App { .. } => {
                 let (head, spine) = e.spine();
-                if is_times(head) {
+                if is_intrinsic(head, op) {
                     let [(x, _), (y, _)] = spine.as_slice() else {
                         return None;
                     };
-                    let x = self.eval_batched(x, env)?;
-                    let y = self.eval_batched(y, env)?;
+                    let (x, y) = if op == "f.*" {
+                        (self.factor(x, env, depth)?, self.factor(y, env, depth)?)
+                    } else {
+                        (
+                            Factor::Atoms(self.eval_batched(x, env)?),
+                            Factor::Atoms(self.eval_batched(y, env)?),
+                        )
+                    };
                     return self.factors(&x, &y);
                 }
                 let f = self.eval_batched(head, env)?;
@@ -143,9 +213,8 @@ impl<'p> Interpreter {
                     args.push((a, cell));
                 }
                 self.batching += 1;
-                let r = self.lambda_batched_by(&fun, args, |s, body, env| {
-                    s.product_operands(body, env, depth + 1)
-                });
+                let r = self
+                    .lambda_batched_by(&fun, args, |s, body, env| s.operands_of(body, env, depth + 1, op));
                 self.batching -= 1;
                 r
             }
@@ -153,50 +222,123 @@ impl<'p> Interpreter {
         }
     }
 
-    /// The factors of `(f.* x y)` (scalar cells: the product's frame is
-    /// the longer of theirs) over the product's shape.
-    fn factors(&self, x: &Batched<'p>, y: &Batched<'p>) -> Try<Product<'p>> {
-        let (own_x, own_y) = (x.own(), y.own());
+    /// A factor of a product: powers not made where `x` is `f.^` over a
+    /// frame (or a variable a `let` bound to such powers), else `x`'s value.
+    fn factor(&mut self, x: &'p TExpr, env: &Env<'p>, depth: usize) -> Try<Factor<Batched<'p>>> {
+        if let TExprKind::Var(v) = x.kind
+            && let Some(p) = env.powers(v)
+        {
+            return Some(p.factor());
+        }
+        if ends_in(x, env, depth, "f.^")
+            && let Some(Product {
+                a: Factor::Atoms(bases),
+                b: Factor::Atoms(exponents),
+            }) = self.operands_of(x, env, depth + 1, "f.^")
+        {
+            return Some(Factor::Power(bases, exponents));
+        }
+        Some(Factor::Atoms(self.eval_batched(x, env)?))
+    }
+
+    /// The operands of `(op x y)` for a scalar `op` (the result's frame is
+    /// the longer of theirs) over the result's shape.
+    fn factors(&self, x: &Factor<Batched<'p>>, y: &Factor<Batched<'p>>) -> Try<Product<'p>> {
+        let (own_x, own_y) = (x.first().own(), y.first().own());
         let frame = if own_x.len() >= own_y.len() { own_x } else { own_y }.to_vec();
         if !frame.starts_with(own_x) || !frame.starts_with(own_y) {
             return None;
         }
-        let nb = x.nb.max(y.nb);
+        let nb = x.first().nb.max(y.first().nb);
         let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
         shape.extend(&frame);
         let over = |f: &Batched<'p>| {
             let strides = place(&f.strides, f.nb, nb, shape.len());
-            f.view(shape.clone(), nb, f.offset, strides)
+            Some(f.view(shape.clone(), nb, f.offset, strides))
         };
         Some(Product {
-            a: over(x),
-            b: over(y),
+            a: x.as_ref().try_map(over)?,
+            b: y.as_ref().try_map(over)?,
         })
+    }
+
+    /// `(let ((val var p)) body)` for `p` an `f.^` over a frame (written
+    /// so, or a lambda whose body is one, lifted), `var` read once in
+    /// `body`, outside any lambda: the environment for `body` with `var`
+    /// bound to the powers not made (their bases and exponents evaluated
+    /// here, so every error comes where it would). `None`: not such a
+    /// `let`, or operands that do not suit (evaluated as usual).
+    pub(crate) fn defer_powers(
+        &mut self,
+        var: VarId,
+        value: &'p TExpr,
+        body: &'p TExpr,
+        env: &Env<'p>,
+    ) -> Run<Option<Env<'p>>> {
+        if self.reference_only
+            || !ends_in(value, env, 0, "f.^")
+            || crate::partition::reads(body, var) != Some(1)
+        {
+            return Ok(None);
+        }
+        let saved = std::mem::take(&mut self.batch);
+        let operands = self.operands_of(value, env, 0, "f.^");
+        self.batch = saved;
+        let Some(Product {
+            a: Factor::Atoms(bases),
+            b: Factor::Atoms(exponents),
+        }) = operands
+        else {
+            return Ok(None);
+        };
+        let floats = matches!(
+            (&bases.v.data, &exponents.v.data),
+            (Data::Float(_), Data::Float(_))
+        );
+        if bases.nb != 0
+            || exponents.nb != 0
+            || !floats
+            || check_size(atoms_in(&bases.v.shape), value.span).is_err()
+        {
+            return Ok(None);
+        }
+        let powers = Powers { bases, exponents };
+        Ok(Some(env.with(Binding::Powers(var, std::rc::Rc::new(powers)))))
     }
 }
 
-/// A product not made: its two factors, each viewed over the product's
-/// shape (the same `nb` and shape).
+/// A factor's Float atoms (from its offset) and its steps.
+fn float_atoms<'a>(f: &'a Batched<'_>) -> Option<(&'a [f32], &'a [usize])> {
+    let Data::Float(d) = &f.v.data else {
+        return None;
+    };
+    Some((d.get(f.offset..)?, &f.strides))
+}
+
+/// The operands of a scalar primitive's application not made (two
+/// factors of a product, a power's bases and exponents), each viewed over
+/// the result's shape (the same `nb` and shape).
 struct Product<'p> {
-    a: Batched<'p>,
-    b: Batched<'p>,
+    a: Factor<Batched<'p>>,
+    b: Factor<Batched<'p>>,
 }
 
 impl<'p> Lifts<'p> for Product<'p> {
     fn outward(self, interp: &Interpreter, depth: usize, outer: usize) -> Try<Self> {
+        let out = |b: Batched<'p>| b.outward(interp, depth, outer);
         Some(Product {
-            a: self.a.outward(interp, depth, outer)?,
-            b: self.b.outward(interp, depth, outer)?,
+            a: self.a.try_map(out)?,
+            b: self.b.try_map(out)?,
         })
     }
 }
 
-/// `head` is `f.*` (instantiated or not).
-fn is_times(mut head: &TExpr) -> bool {
+/// `head` is the intrinsic `name` (instantiated or not).
+fn is_intrinsic(mut head: &TExpr, name: &str) -> bool {
     while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &head.kind {
         head = func;
     }
-    matches!(head.kind, TExprKind::Intrinsic("f.*"))
+    matches!(head.kind, TExprKind::Intrinsic(n) if n == name)
 }
 
 /// The function a value is, when it is one atom.
@@ -207,23 +349,23 @@ fn lambda_value<'a, 'p>(f: &'a Batched<'p>) -> Option<&'a Atom<Fun<'p>>> {
     }
 }
 
-/// How deep [`ends_in_product`] follows applications of lambdas.
+/// How deep [`ends_in`] follows applications of lambdas.
 const PRODUCT_DEPTH: usize = 8;
 
-/// Whether `e`'s value is, as written, a product `(f.* x y)`: directly,
-/// as a `let`'s body, or as the body of the lambda it applies to all its
-/// parameters (a lambda written there, or a variable bound to one). A
-/// cheap look that decides whether [`Interpreter::product_operands`] is
-/// worth its evaluations.
-fn ends_in_product<'p>(e: &'p TExpr, env: &Env<'p>, depth: usize) -> bool {
+/// Whether `e`'s value is, as written, an application `(op x y)` of a
+/// scalar primitive: directly, as a `let`'s body, or as the body of the
+/// lambda it applies to all its parameters (a lambda written there, or a
+/// variable bound to one). A cheap look that decides whether
+/// [`Interpreter::operands_of`] is worth its evaluations.
+fn ends_in<'p>(e: &'p TExpr, env: &Env<'p>, depth: usize, op: &str) -> bool {
     if depth > PRODUCT_DEPTH {
         return false;
     }
     match &e.kind {
-        TExprKind::Let { body, .. } => ends_in_product(body, env, depth + 1),
+        TExprKind::Let { body, .. } => ends_in(body, env, depth + 1, op),
         TExprKind::App { .. } => {
             let (head, spine) = e.spine();
-            if is_times(head) {
+            if is_intrinsic(head, op) {
                 return spine.len() == 2;
             }
             // The lambda's body past as many parameters as are given.
@@ -236,7 +378,7 @@ fn ends_in_product<'p>(e: &'p TExpr, env: &Env<'p>, depth: usize) -> bool {
                     _ => return false,
                 }
             }
-            crate::batch::lambda_params(body) == 0 && ends_in_product(body, &env, depth + 1)
+            crate::batch::lambda_params(body) == 0 && ends_in(body, &env, depth + 1, op)
         }
         _ => false,
     }
@@ -310,13 +452,11 @@ fn contraction_form(e: &TExpr) -> Option<(Reducer<'_>, &TExpr, &remora_types::Li
 }
 
 /// The factors of a product to be summed along axis `items_at` of
-/// `shape`: each read from its atoms through its steps over the product's
-/// axes (zero where it is replicated).
+/// `shape`: each read from its atoms (or its bases' and exponents') through
+/// its steps over the product's axes (zero where it is replicated).
 struct Factors<'a> {
-    a: &'a [f32],
-    b: &'a [f32],
-    steps_a: &'a [usize],
-    steps_b: &'a [usize],
+    a: Factor<(&'a [f32], &'a [usize])>,
+    b: Factor<(&'a [f32], &'a [usize])>,
     shape: &'a [usize],
     items_at: usize,
 }
@@ -335,7 +475,7 @@ enum Role {
     B,
 }
 
-impl Factors<'_> {
+impl<'a> Factors<'a> {
     /// The sums as matrix products, when the product is one (or a frame of
     /// them): the result's axes (those of extent 1 aside) are axes both
     /// factors step along (the frame), then axes only one factor steps
@@ -345,6 +485,9 @@ impl Factors<'_> {
     /// factor is the rows' does not matter: a product of two atoms is the
     /// same either way round.)
     fn matrix_product(&self, sums: Sums<f32>) -> Option<Vec<f32>> {
+        let (Factor::Atoms((a, steps_a)), Factor::Atoms((b, steps_b))) = (&self.a, &self.b) else {
+            return None;
+        };
         let empty = (0..self.shape.len()).any(|i| i != self.items_at && self.shape[i] == 0);
         if empty {
             return Some(Vec::new());
@@ -354,7 +497,7 @@ impl Factors<'_> {
             .collect();
         let mut roles = Vec::with_capacity(axes.len());
         for &i in &axes {
-            roles.push(match (self.steps_a[i] != 0, self.steps_b[i] != 0) {
+            roles.push(match (steps_a[i] != 0, steps_b[i] != 0) {
                 (true, true) => Role::Both,
                 (true, false) => Role::A,
                 (false, true) => Role::B,
@@ -378,8 +521,8 @@ impl Factors<'_> {
         }
         // The factor the columns step through, and the rows'.
         let (cols, rows) = match column_role {
-            Role::B => ((self.b, self.steps_b), (self.a, self.steps_a)),
-            _ => ((self.a, self.steps_a), (self.b, self.steps_b)),
+            Role::B => ((*b, *steps_b), (*a, *steps_a)),
+            _ => ((*a, *steps_a), (*b, *steps_b)),
         };
         let group = |range: std::ops::Range<usize>, steps: &[usize]| -> Option<(usize, usize)> {
             let group = &axes[range];
@@ -457,12 +600,15 @@ impl Factors<'_> {
         };
         let outer_shape: Vec<usize> = outer_axes.iter().map(|&i| shape[i]).collect();
         let lanes: usize = lane_axes.iter().map(|&i| shape[i]).product();
-        let ra = relayout(self.a, self.steps_a, shape, &outer_axes, items_at, &lane_axes)?;
-        let rb = relayout(self.b, self.steps_b, shape, &outer_axes, items_at, &lane_axes)?;
+        let relaid = |(data, steps): (&'a [f32], &'a [usize])| {
+            relayout(data, steps, shape, &outer_axes, items_at, &lane_axes)
+        };
+        let ra = self.a.as_ref().try_map(|f| relaid(*f))?;
+        let rb = self.b.as_ref().try_map(|f| relaid(*f))?;
         // The result is laid out [outer …, lanes …]: the same order as the
         // product's less the summed axis when the lanes are the inner axes
         // or the last frame axis.
-        contract(&ra.operand(), &rb.operand(), &outer_shape, items, lanes, seed)
+        contract(&ra, &rb, &outer_shape, items, lanes, seed)
     }
 }
 
@@ -470,22 +616,66 @@ impl Factors<'_> {
 /// `(outer …, items, lanes …)`, and its steps over them (zero on the axes
 /// it is replicated along).
 struct Relaid<'a> {
-    data: std::borrow::Cow<'a, [f32]>,
+    data: Cow<'a, [f32]>,
     outer: Vec<usize>,
     item: usize,
     lane: usize,
 }
 
 impl Relaid<'_> {
-    fn operand(&self) -> Operand<'_> {
-        Operand {
-            data: &self.data,
-            outer: self.outer.clone(),
-            item: self.item,
-            lane: self.lane,
+    /// Where row `p` of the outer axes (`outer`, row-major) starts.
+    fn start(&self, outer: &[usize], mut p: usize) -> usize {
+        let mut at = 0;
+        for (&n, &step) in outer.iter().zip(&self.outer).rev() {
+            at += p % n * step;
+            p /= n;
+        }
+        at
+    }
+}
+
+/// A factor's atoms for row `p`'s lanes `l0 .. l0 + lanes` (`items` of
+/// each), and where they start: read in place, or, for powers, made here
+/// (`[items, lanes]`, on this thread).
+fn block<'a>(
+    f: &'a Factor<Relaid<'_>>,
+    outer: &[usize],
+    p: usize,
+    (l0, lanes): (usize, usize),
+    items: usize,
+) -> Option<(Operand<'a>, usize)> {
+    match f {
+        Factor::Atoms(r) => {
+            let operand = Operand {
+                data: Cow::Borrowed(&r.data),
+                item: r.item,
+                lane: r.lane,
+            };
+            Some((operand, r.start(outer, p) + l0 * r.lane))
+        }
+        Factor::Power(x, y) => {
+            let layout = |r: &Relaid<'_>| Layout {
+                offset: r.start(outer, p) + l0 * r.lane,
+                strides: vec![r.item, r.lane],
+            };
+            let (lx, ly) = (layout(x), layout(y));
+            let table = crate::powers::pow_on(&[items, lanes], (&x.data, &lx), (&y.data, &ly), 1).ok()?;
+            let operand = Operand {
+                data: Cow::Owned(table),
+                item: lanes,
+                lane: 1,
+            };
+            Some((operand, 0))
         }
     }
 }
+
+/// The atoms of a block of powers (`[items, lanes]`, see [`block`]) made
+/// at a time: small enough to stay in cache while they are summed.
+const POWER_BLOCK: usize = 1 << 14;
+
+/// The fewest lanes a row is cut into for threads.
+const MIN_RUN: usize = 1 << 10;
 
 fn relayout<'a>(
     data: &'a [f32],
@@ -528,7 +718,7 @@ fn relayout<'a>(
             true => return None,
         };
         return Some(Relaid {
-            data: std::borrow::Cow::Borrowed(data),
+            data: Cow::Borrowed(data),
             outer: (0..outer_axes.len()).map(step).collect(),
             item: step(outer_axes.len()),
             lane,
@@ -538,13 +728,13 @@ fn relayout<'a>(
     let in_place =
         (0..extent.len()).all(|k| extent[k] == 1 || from[k] == packed[k]) && data.len() >= atoms_in(&extent);
     let dense = if in_place {
-        std::borrow::Cow::Borrowed(data)
+        Cow::Borrowed(data)
     } else {
         let layout = Layout {
             offset: 0,
             strides: from,
         };
-        std::borrow::Cow::Owned(crate::kernel::gather(&extent, data, &layout).ok()?)
+        Cow::Owned(crate::kernel::gather(&extent, data, &layout).ok()?)
     };
     let step = |k: usize| if extent[k] == 1 { 0 } else { packed[k] };
     // Lanes flattened: they must be all replicated or all dense.
@@ -564,11 +754,14 @@ fn relayout<'a>(
 }
 
 /// `out[o, l] = Σ_k a[o, k, l] · b[o, k, l]`, each sum in the order of
-/// `kernel::Order::Tree` (from `seed` when given). The rows `o` are shared
-/// among threads (`crate::threads`); no sum's order depends on that.
+/// `kernel::Order::Tree` (from `seed` when given). The rows `o` — or, when
+/// they are fewer than the threads' parts, runs of each row's lanes — are
+/// shared among threads (`crate::threads`); no sum's order depends on
+/// that. A factor of powers is made a run of at most [`POWER_BLOCK`]
+/// atoms at a time.
 fn contract(
-    a: &Operand<'_>,
-    b: &Operand<'_>,
+    a: &Factor<Relaid<'_>>,
+    b: &Factor<Relaid<'_>>,
     outer: &[usize],
     items: usize,
     lanes: usize,
@@ -576,56 +769,69 @@ fn contract(
 ) -> Option<Vec<f32>> {
     let positions = atoms_in(outer);
     let mut out = vec![0.0f32; positions.checked_mul(lanes)?];
-    // Where each row's operands start.
-    let mut bases = Vec::with_capacity(positions);
-    let mut odometer = vec![0usize; outer.len()];
-    let (mut base_a, mut base_b) = (0usize, 0usize);
-    for _ in 0..positions {
-        bases.push((base_a, base_b));
-        for axis in (0..outer.len()).rev() {
-            odometer[axis] += 1;
-            base_a += a.outer[axis];
-            base_b += b.outer[axis];
-            if odometer[axis] < outer[axis] {
-                break;
-            }
-            base_a -= a.outer[axis] * outer[axis];
-            base_b -= b.outer[axis] * outer[axis];
-            odometer[axis] = 0;
-        }
-    }
-    let rows = |out: &mut [f32], bases: &[(usize, usize)]| -> Option<()> {
-        for (row, &base) in out.chunks_exact_mut(lanes.max(1)).zip(bases) {
-            row_sum(a, b, base, items, seed, row)?;
-        }
-        Some(())
-    };
-    let work = positions.saturating_mul(items).saturating_mul(lanes);
-    let threads = crate::threads().min(positions);
-    if threads < 2 || work < 1 << 20 || lanes == 0 {
-        rows(&mut out, &bases)?;
+    if out.is_empty() {
         return Some(out);
     }
-    // Parts of rows shared among the threads.
-    let per = positions.div_ceil(threads * 4);
-    let parts: Vec<Part<'_>> = out.chunks_mut(per * lanes).zip(bases.chunks(per)).collect();
-    let ok = crate::in_parallel(parts, threads, |(part, bases)| rows(part, bases).is_some());
+    let work = positions.saturating_mul(items).saturating_mul(lanes);
+    let threads = crate::threads();
+    let parallel = threads >= 2 && work >= 1 << 20;
+    // The lanes of a row summed at a time.
+    let mut run = lanes;
+    if matches!(a, Factor::Power(..)) || matches!(b, Factor::Power(..)) {
+        run = run.min((POWER_BLOCK / items.max(1)).max(fmath::LANES) / fmath::LANES * fmath::LANES);
+    }
+    if parallel && positions < threads * 4 {
+        run = run.min(lanes.div_ceil((threads * 4).div_ceil(positions)).max(MIN_RUN));
+    }
+    let parts: Vec<Part<'_>> = if run >= lanes {
+        // Whole rows, some to a part.
+        let per = if parallel {
+            positions.div_ceil(threads * 4)
+        } else {
+            positions
+        };
+        (out.chunks_mut(per * lanes).enumerate())
+            .map(|(i, rows)| (i * per, 0, lanes, rows))
+            .collect()
+    } else {
+        (out.chunks_exact_mut(lanes).enumerate())
+            .flat_map(|(p, row)| {
+                (row.chunks_mut(run).enumerate()).map(move |(i, lanes)| (p, i * run, lanes.len(), lanes))
+            })
+            .collect()
+    };
+    let sums = |(first, l0, width, out): Part<'_>| {
+        (out.chunks_exact_mut(width).enumerate())
+            .all(|(i, row)| row_sum(a, b, (outer, first + i), l0, items, seed, row).is_some())
+    };
+    let ok = if parallel && parts.len() > 1 {
+        let threads = threads.min(parts.len());
+        crate::in_parallel(parts, threads, sums)
+    } else {
+        parts.into_iter().all(sums)
+    };
     ok.then_some(out)
 }
 
-/// Rows of sums to compute, and where their operands start.
-type Part<'a> = (&'a mut [f32], &'a [(usize, usize)]);
+/// Rows of sums to compute: the first row, its first lane, the lanes of
+/// each row, and where they go.
+type Part<'a> = (usize, usize, usize, &'a mut [f32]);
 
-/// One row of sums (see [`contract`]).
+/// Lanes `l0 ..` of row `p` of the sums (see [`contract`]), as many as
+/// `row` holds.
 fn row_sum(
-    a: &Operand<'_>,
-    b: &Operand<'_>,
-    (base_a, base_b): (usize, usize),
+    a: &Factor<Relaid<'_>>,
+    b: &Factor<Relaid<'_>>,
+    (outer, p): (&[usize], usize),
+    l0: usize,
     items: usize,
     seed: Option<f32>,
     row: &mut [f32],
 ) -> Option<()> {
     let lanes = row.len();
+    let (a, base_a) = block(a, outer, p, (l0, lanes), items)?;
+    let (b, base_b) = block(b, outer, p, (l0, lanes), items)?;
+    let (a, b) = (&a, &b);
     match seed {
         Some(s) if items <= PAIRWISE_LEAF => {
             // A left fold from the seed: the seed is its first term.

@@ -120,6 +120,9 @@ pub(crate) enum Binding<'p> {
     /// A grade not made until read (`partition.rs`: a grade used only to
     /// gather need not be made at all).
     Graded(VarId, Rc<crate::partition::Graded<'p>>),
+    /// Powers not made until read (`contract.rs`: powers only summed in a
+    /// product are made a block at a time).
+    Powers(VarId, Rc<crate::contract::Powers<'p>>),
     /// A `let`'s value that is a view (windows, a transposition, a
     /// replication: strided over another array's atoms, `nb` 0), kept so,
     /// for a lifted function or primitive to read in place; laid out only
@@ -151,6 +154,7 @@ impl<'p> Env<'p> {
         self.nodes().find_map(|n| match &n.binding {
             Binding::Val(w, val) if *w == v => Some(val.clone()),
             Binding::Graded(w, g) if *w == v => g.order(),
+            Binding::Powers(w, p) if *w == v => p.value(),
             Binding::View(w, b) if *w == v => b.densify().map(|b| b.v),
             _ => None,
         })
@@ -159,7 +163,11 @@ impl<'p> Env<'p> {
     /// The view that `v` is bound to, if it is one.
     pub(crate) fn view(&self, v: VarId) -> Option<&crate::batch::Batched<'p>> {
         self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _) | Binding::Batched(w, _) | Binding::Graded(w, _) if *w == v => Some(None),
+            Binding::Val(w, _) | Binding::Batched(w, _) | Binding::Graded(w, _) | Binding::Powers(w, _)
+                if *w == v =>
+            {
+                Some(None)
+            }
             Binding::View(w, b) if *w == v => Some(Some(b)),
             _ => None,
         })?
@@ -168,8 +176,21 @@ impl<'p> Env<'p> {
     /// The grade not made yet that `v` is bound to, if it is one.
     pub(crate) fn graded(&self, v: VarId) -> Option<&crate::partition::Graded<'p>> {
         self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _) | Binding::Batched(w, _) if *w == v => Some(None),
+            Binding::Val(w, _) | Binding::Batched(w, _) | Binding::Powers(w, _) if *w == v => Some(None),
             Binding::Graded(w, g) if *w == v => Some(Some(&**g)),
+            _ => None,
+        })?
+    }
+
+    /// The powers not made yet that `v` is bound to, if it is bound so.
+    pub(crate) fn powers(&self, v: VarId) -> Option<&crate::contract::Powers<'p>> {
+        self.nodes().find_map(|n| match &n.binding {
+            Binding::Val(w, _) | Binding::Batched(w, _) | Binding::Graded(w, _) | Binding::View(w, _)
+                if *w == v =>
+            {
+                Some(None)
+            }
+            Binding::Powers(w, p) if *w == v => Some(Some(&**p)),
             _ => None,
         })?
     }
@@ -202,6 +223,7 @@ impl<'p> Env<'p> {
                 Binding::Val(_, val) if closure_inside(val) => return None,
                 Binding::Val(v, val) => Binding::Val(*v, val.clone()),
                 Binding::Graded(v, g) => Binding::Graded(*v, g.clone()),
+                Binding::Powers(v, p) => Binding::Powers(*v, p.clone()),
                 Binding::View(v, b) => Binding::View(*v, b.clone()),
                 Binding::Dim(v, d) => Binding::Dim(*v, *d),
                 Binding::Shape(v, s) => Binding::Shape(*v, s.clone()),
@@ -215,7 +237,11 @@ impl<'p> Env<'p> {
     fn is_batched(&self, v: VarId) -> bool {
         self.nodes()
             .find_map(|n| match &n.binding {
-                Binding::Val(w, _) | Binding::Graded(w, _) | Binding::View(w, _) if *w == v => Some(false),
+                Binding::Val(w, _) | Binding::Graded(w, _) | Binding::Powers(w, _) | Binding::View(w, _)
+                    if *w == v =>
+                {
+                    Some(false)
+                }
                 Binding::Batched(w, _) if *w == v => Some(true),
                 _ => None,
             })
@@ -233,6 +259,7 @@ impl<'p> Env<'p> {
         self.nodes().find_map(|n| match &n.binding {
             Binding::Val(w, val) if *w == v => Some(crate::batch::Batched::plain(val.clone())),
             Binding::Graded(w, g) if *w == v => g.order().map(crate::batch::Batched::plain),
+            Binding::Powers(w, p) if *w == v => p.value().map(crate::batch::Batched::plain),
             Binding::View(w, b) if *w == v => Some(b.clone()),
             Binding::Batched(w, b) if *w == v => Some(b.clone()),
             _ => None,
@@ -756,6 +783,9 @@ impl<'p> Interpreter {
             }
             TExprKind::Let { var, value, body } => {
                 if let Some(env) = self.defer_grade(*var, value, body, env)? {
+                    return self.eval(body, &env);
+                }
+                if let Some(env) = self.defer_powers(*var, value, body, env)? {
                     return self.eval(body, &env);
                 }
                 if let Some(env) = self.bind_view(*var, value, body, env)? {

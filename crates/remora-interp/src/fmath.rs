@@ -416,7 +416,7 @@ pub fn pow_by_log2_lanes(xs: [f32; LANES], lg: [f64; LANES], ys: [f32; LANES]) -
 
 /// `pow_log2_lanes` in the instructions of the caller.
 #[inline(always)]
-fn pow_log2_lanes_here(xs: [f32; LANES]) -> [f64; LANES] {
+pub(crate) fn pow_log2_lanes_here(xs: [f32; LANES]) -> [f64; LANES] {
     let mut e = [0.0; LANES];
     let mut i = [0; LANES];
     let mut q = [0.0; LANES];
@@ -436,16 +436,28 @@ fn pow_log2_lanes_here(xs: [f32; LANES]) -> [f64; LANES] {
 
 /// `pow_by_log2` of each lane, in the instructions of the caller.
 #[inline(always)]
-fn pow_by_log2_lanes_here(xs: [f32; LANES], lg: [f64; LANES], ys: [f32; LANES]) -> [f32; LANES] {
+pub(crate) fn pow_by_log2_lanes_here(xs: [f32; LANES], lg: [f64; LANES], ys: [f32; LANES]) -> [f32; LANES] {
+    pow_by_log2_lanes_by(xs, lg, |l| ys[l])
+}
+
+/// `pow_by_log2_lanes_here` with lane `l`'s exponent `y(l)` (one exponent
+/// for every lane, in a row of a table of powers: what depends on it alone
+/// is worked out once).
+#[inline(always)]
+pub(crate) fn pow_by_log2_lanes_by(
+    xs: [f32; LANES],
+    lg: [f64; LANES],
+    y: impl Fn(usize) -> f32,
+) -> [f32; LANES] {
     let mut kt = [0.0; LANES];
     let mut r = [0.0; LANES];
     for l in 0..LANES {
-        (kt[l], r[l]) = exp2_reduce(f64::from(ys[l]) * lg[l]);
+        (kt[l], r[l]) = exp2_reduce(f64::from(y(l)) * lg[l]);
     }
     let (t, scale) = exp2_table_lanes(&kt);
     let mut out = [0.0; LANES];
     for l in 0..LANES {
-        out[l] = pow_special(xs[l], ys[l], exp_finish(t[l], r[l], scale[l]));
+        out[l] = pow_special(xs[l], y(l), exp_finish(t[l], r[l], scale[l]));
     }
     out
 }

@@ -11,10 +11,17 @@ use crate::fmath::{self, LANES};
 use crate::kernel::{self, Layout};
 
 /// `f.^` of `a` and `b` at every position of `shape`.
-pub fn pow(
+pub fn pow(shape: &[usize], a: (&[f32], &Layout), b: (&[f32], &Layout)) -> Result<Vec<f32>, &'static str> {
+    pow_on(shape, a, b, crate::threads())
+}
+
+/// `pow` on at most `threads` threads (1: on this one, for a block of a
+/// larger computation that is itself shared among threads).
+pub fn pow_on(
     shape: &[usize],
     (a, la): (&[f32], &Layout),
     (b, lb): (&[f32], &Layout),
+    threads: usize,
 ) -> Result<Vec<f32>, &'static str> {
     if !la.fits(shape, a.len()) || !lb.fits(shape, b.len()) {
         return Err(kernel::OUT_OF_BOUNDS);
@@ -37,7 +44,7 @@ pub fn pow(
     // Columns shared among the threads in runs of whole blocks of `LANES`
     // (each base's log made once, by the thread that has its column); no
     // power depends on which thread makes it.
-    let threads = crate::threads().min(cols / LANES);
+    let threads = threads.min(cols / LANES);
     let per = if threads < 2 || rows * cols < PARALLEL_POWERS {
         cols
     } else {
@@ -88,6 +95,22 @@ const PARALLEL_POWERS: usize = 1 << 17;
 fn columns(
     a: &[f32],
     b: &[f32],
+    offsets: (usize, usize),
+    steps: (usize, usize),
+    rows: &mut [&mut [f32]],
+) -> Option<()> {
+    // One choice of instructions for the whole run, not one a block.
+    fmath::widest(
+        #[inline(always)]
+        || columns_here(a, b, offsets, steps, rows),
+    )
+}
+
+/// `columns` in the instructions of the caller.
+#[inline(always)]
+fn columns_here(
+    a: &[f32],
+    b: &[f32],
     (oa, ob): (usize, usize),
     (row_step, col_step): (usize, usize),
     rows: &mut [&mut [f32]],
@@ -99,20 +122,20 @@ fn columns(
         let n = LANES.min(cols - j);
         let bases = a.get(oa + j..oa + j + n)?;
         if let Ok(xs) = <[f32; LANES]>::try_from(bases) {
-            let logs = fmath::pow_log2_lanes(xs);
+            let logs = fmath::pow_log2_lanes_here(xs);
             for (r, row) in rows.iter_mut().enumerate() {
-                let ys = if col_step == 0 {
+                let powers = if col_step == 0 {
                     // One exponent along the row (a table of powers).
-                    [exponent(r, 0)?; LANES]
+                    let y = exponent(r, 0)?;
+                    fmath::pow_by_log2_lanes_by(xs, logs, |_| y)
                 } else {
                     let mut ys = [0.0; LANES];
                     for (l, y) in ys.iter_mut().enumerate() {
                         *y = exponent(r, j + l)?;
                     }
-                    ys
+                    fmath::pow_by_log2_lanes_here(xs, logs, ys)
                 };
-                row.get_mut(j..j + LANES)?
-                    .copy_from_slice(&fmath::pow_by_log2_lanes(xs, logs, ys));
+                row.get_mut(j..j + LANES)?.copy_from_slice(&powers);
             }
         } else {
             // The last, short block: one base at a time.

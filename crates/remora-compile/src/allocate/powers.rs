@@ -4,7 +4,9 @@
 //! depending only on the lane to a power — the rows of a table of powers
 //! reduced (`(reduce f.+ (f.* cs ((fn ((e Float)) (f.^ xs e)) exps)))`)
 //! — each lane's log2 is computed once, before the items, into a buffer
-//! (its bits in an Int), and every item's power from it. The same
+//! (its bits in an Int), and every item's power from it. A lane loop of
+//! the same bases just before the items (`reduce`'s first item, peeled)
+//! takes its powers from the same logs, computed before it. The same
 //! operations on the same values as `rt_powf`: the same bits (the
 //! interpreter's `powers.rs` does the same for a table of powers).
 
@@ -25,18 +27,136 @@ pub(super) fn shared_logs(body: &mut Vec<Stmt>, names: &mut Vec<String>) {
             body: items,
         } = &mut s
         {
-            out.extend(hoist_logs(*index, count, items, names));
+            for logs in hoist_logs(*index, items, names) {
+                // A first item peeled before the items: its powers from the
+                // logs too, which are then made before it, whatever the
+                // number of items.
+                let mut last = out.pop();
+                if last.as_mut().is_some_and(|first| logs.serve(first)) {
+                    out.extend(logs.statements(None));
+                    out.extend(last);
+                } else {
+                    out.extend(last);
+                    out.extend(logs.statements(Some(Expr::op(">", vec![count.clone(), Expr::Int(0)]))));
+                }
+            }
         }
         out.push(s);
     }
     *body = out;
 }
 
-/// In the body `items` of the loop over `k` (`n` items): each lane loop's
-/// powers of a base that the items do not change, from logs computed by
-/// the statements returned (to run before the loop over `k`, where there
-/// is an item).
-fn hoist_logs(k: Var, n: &Expr, items: &mut [Stmt], names: &mut Vec<String>) -> Vec<Stmt> {
+/// Logs of bases computed before a loop over items: into `buf` (of `len`
+/// atoms), by a loop over `index` (`count` lanes), of `base` (in terms of
+/// `index`, bound to `named`).
+struct Logs {
+    buf: Var,
+    len: Expr,
+    count: Expr,
+    index: Var,
+    base: Expr,
+    named: Var,
+}
+
+impl Logs {
+    /// The statements that make the logs (only where `guard` holds, when
+    /// there is one).
+    fn statements(&self, guard: Option<Expr>) -> Vec<Stmt> {
+        let b = self.index;
+        let lane = Stmt::For {
+            index: b,
+            count: self.count.clone(),
+            parallel: false,
+            body: vec![
+                Stmt::Let {
+                    var: self.named,
+                    elem: Elem::Float,
+                    value: self.base.clone(),
+                },
+                Stmt::Store {
+                    buf: self.buf,
+                    index: Expr::Var(b),
+                    value: Expr::op("pow.log2", vec![Expr::Var(self.named)]),
+                },
+            ],
+        };
+        let alloc = Stmt::Alloc {
+            buf: self.buf,
+            elem: Elem::Int,
+            len: self.len.clone(),
+        };
+        match guard {
+            Some(cond) => vec![
+                alloc,
+                Stmt::If {
+                    cond,
+                    then: vec![lane],
+                    otherwise: Vec::new(),
+                },
+            ],
+            None => vec![alloc, lane],
+        }
+    }
+
+    /// `s`, when it is a lane loop over the same lanes that raises the
+    /// same bases to a power (and writes nothing they read, calls nothing),
+    /// with its first such power taken from the logs: whether it was.
+    fn serve(&self, s: &mut Stmt) -> bool {
+        let Stmt::For {
+            index: l,
+            count,
+            body: lane,
+            ..
+        } = s
+        else {
+            return false;
+        };
+        if *count != self.count {
+            return false;
+        }
+        let (mut written, mut set, mut calls) = (HashSet::new(), HashSet::new(), false);
+        Stmt::each(lane, &mut |s| match s {
+            Stmt::Store { buf, .. } => {
+                written.insert(*buf);
+            }
+            Stmt::Swap { a, b } => {
+                written.insert(*a);
+                written.insert(*b);
+            }
+            Stmt::Set { var, .. } => {
+                set.insert(*var);
+            }
+            Stmt::Call { .. } => calls = true,
+            _ => {}
+        });
+        let mut reads_written = false;
+        each_load(&self.base, &mut |b| reads_written |= written.contains(&b));
+        if calls || reads_written {
+            return false;
+        }
+        let l = *l;
+        let by_log = Expr::load(self.buf, Expr::Var(l));
+        for i in 0..lane.len() {
+            let before = lane[..i].to_vec();
+            let same = |b: &Expr| {
+                through_lets(b, &before, &set, 0).filter(|v| renamed(v, l, self.index) == self.base)
+            };
+            let mut done = false;
+            if let Some(st) = lane.get_mut(i) {
+                each_expr_of_mut(st, &mut |e| done = done || by_shared_log(e, &same, &by_log));
+            }
+            if done {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// In the body `items` of the loop over `k`: each lane loop's powers of a
+/// base that the items do not change, from logs made as those returned
+/// say (before the loop over `k`).
+fn hoist_logs(k: Var, items: &mut [Stmt], names: &mut Vec<String>) -> Vec<Logs> {
     // What changes from item to item: `k`, what its body declares, the
     // buffers it writes (a call may write any it is given).
     let mut moving: HashSet<Var> = HashSet::from([k]);
@@ -109,31 +229,13 @@ fn hoist_logs(k: Var, n: &Expr, items: &mut [Stmt], names: &mut Vec<String>) -> 
             },
             _ => count.clone(),
         };
-        before.push(Stmt::Alloc {
+        before.push(Logs {
             buf: logs,
-            elem: Elem::Int,
             len,
-        });
-        before.push(Stmt::If {
-            cond: Expr::op(">", vec![n.clone(), Expr::Int(0)]),
-            then: vec![Stmt::For {
-                index: l2,
-                count: count.clone(),
-                parallel: false,
-                body: vec![
-                    Stmt::Let {
-                        var: b2,
-                        elem: Elem::Float,
-                        value: renamed(&base, *l, l2),
-                    },
-                    Stmt::Store {
-                        buf: logs,
-                        index: Expr::Var(l2),
-                        value: Expr::op("pow.log2", vec![Expr::Var(b2)]),
-                    },
-                ],
-            }],
-            otherwise: Vec::new(),
+            count: count.clone(),
+            index: l2,
+            base: renamed(&base, *l, l2),
+            named: b2,
         });
         let resolved = lane[..pos].to_vec();
         let same = |b: &Expr| through_lets(b, &resolved, &set, 0).filter(|v| *v == base);
