@@ -45,7 +45,10 @@ use std::fmt::Write as _;
 /// lifted}` `{iscan lifted}` (by a lambda, explicitly instantiated so as
 /// to lift over a frame), `{record loop}` (an `iterate` whose state is a
 /// record), `{unbox record}` (a record made outside an `unbox`, read in
-/// it), `{outer}` (by a lambda on cells, maybe lifted over a frame); sort keys and extrema are kept apart (distinct integers plus
+/// it), `{outer}` (by a lambda on cells, maybe lifted over a frame),
+/// `{unary frame}` `{binary frame}` (a frame of `S0` functions on scalars,
+/// from [`UNARY`] and [`BINARY`]), `{items}` (a loop's items, a vector
+/// in (−0.5, 0.5)); sort keys and extrema are kept apart (distinct integers plus
 /// less than 0.2 either way), so that no point sits on a tie. A hole named
 /// twice is the same expression twice.
 #[derive(Clone, Copy, Debug)]
@@ -211,6 +214,30 @@ pub const RULES: &[Rule] = &[
         "fold-right lifted",
         "(fold-right (fn ((q Float) (s Float)) (f.+ (f.* 0.5 (f.sin s)) (f.* q (f.cos s)))) {a} [0.5 -0.25 1.0])",
     ),
+    // Frames of functions (`S0` of them, primitives and lambdas that may
+    // close over a varying scalar), each applied to its own cells of `S`:
+    // applied, and as a loop's steps.
+    of_rank(1, "frame of functions", "({unary frame} {a})"),
+    of_rank(1, "frame of binary functions", "({binary frame} {a} {p})"),
+    of_rank(1, "fold over a frame", "(fold {binary frame} {a} {items})"),
+    of_rank(1, "iterate over a frame", "(iterate 2 {unary frame} {a})"),
+];
+
+/// Scalar functions for a frame of them; `{e}` a scalar expression (of
+/// the parameter, maybe), `{k}` a constant.
+const UNARY: &[&str] = &[
+    "f.sin",
+    "f.cos",
+    "f.tanh",
+    "(fn ((y Float)) (f.* y (f.tanh {e})))",
+    "(fn ((y Float)) (f.+ (f.* {k} y) (f.sin y)))",
+];
+const BINARY: &[&str] = &[
+    "f.+",
+    "f.-",
+    "f.*",
+    "(fn ((a Float) (b Float)) (f.+ (f.* 0.5 (f.sin a)) (f.* b (f.cos a))))",
+    "(fn ((a Float) (b Float)) (f.* (f.tanh {e}) (f.+ a (f.sin b))))",
 ];
 
 /// A generated case: the program and what [`check`] needs to read it.
@@ -472,6 +499,23 @@ impl Gen<'_> {
         )
     }
 
+    /// `(frame [n] f1 … fn)`, functions from `pool`.
+    fn function_frame(&mut self, n: usize, pool: &[&str], scope: &Scope, depth: usize) -> String {
+        let mut fs = Vec::new();
+        for _ in 0..n {
+            let mut f = pool[self.bytes.below(pool.len())].to_string();
+            if f.contains("{e}") {
+                let e = self.expr(&[], scope, depth);
+                f = f.replace("{e}", &e);
+            }
+            if f.contains("{k}") {
+                f = f.replace("{k}", &float(self.bytes.value()));
+            }
+            fs.push(f);
+        }
+        format!("(frame [{n}] {})", fs.join(" "))
+    }
+
     /// The field `a` of two steps of a loop whose state is a record of two
     /// arrays of shape `S`.
     fn record_loop(&mut self, shape: &[usize], scope: &Scope, depth: usize) -> String {
@@ -689,6 +733,14 @@ impl Gen<'_> {
                     self.hist(&name[5..], shape, scope, depth)
                 }
                 "reduce lifted" | "iscan lifted" => self.lifted_scan(name, shape, scope, depth),
+                "unary frame" | "binary frame" => {
+                    let pool = if name == "unary frame" { UNARY } else { BINARY };
+                    self.function_frame(shape.first().copied().unwrap_or(1), pool, scope, depth)
+                }
+                "items" => {
+                    let k = 1 + self.bytes.below(3);
+                    format!("(f.* 0.5 (f.tanh {}))", self.expr(&[k], scope, depth))
+                }
                 "record loop" => self.record_loop(shape, scope, depth),
                 "outer" => {
                     let k = self.bytes.below(shape.len() - 1);
