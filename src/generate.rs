@@ -743,6 +743,13 @@ const ATOMS: usize = 1 << 16;
 /// (quickly, `-O1`): do the engines agree? Call it on a thread with the
 /// pipeline's stack (`remora_syntax::stack::PIPELINE_STACK`).
 pub fn compare(text: &str) -> Verdict {
+    compare_within(text, FUEL)
+}
+
+/// [`compare`], the interpreter given `fuel` steps: every value the
+/// program prints (each bare expression's) must be printed the same by
+/// both engines.
+pub fn compare_within(text: &str, fuel: u64) -> Verdict {
     let mut sources = SourceMap::new();
     let loaded = load_program_text(&mut sources, &RealFs, "<generated>", None, text);
     if loaded.has_errors() {
@@ -754,10 +761,10 @@ pub fn compare(text: &str) -> Verdict {
     }
     remora_interp::Interpreter::limit_atoms(ATOMS);
     let mut interp = remora_interp::Interpreter::default();
-    interp.fuel = Some(FUEL);
+    interp.fuel = Some(fuel);
     let interpreted = interp
         .program(&checked.value)
-        .map(|(_, values)| values.last().map(remora_value::print::to_string))
+        .map(|(_, values)| printed(&values))
         .map_err(|e| e.message);
     if let Err(m) = &interpreted
         && (m.contains("budget") || m.contains("too large"))
@@ -771,18 +778,21 @@ pub fn compare(text: &str) -> Verdict {
             Verdict::Disagreed(format!("the compiled engine broke: {why}"))
         }
         (Err(crate::native::Failure::Run(_)), Err(_)) => Verdict::Agreed,
-        (Ok(values), Ok(printed)) if values.last().map(remora_value::print::to_string) == printed => {
-            Verdict::Agreed
-        }
+        (Ok(values), Ok(expected)) if printed(&values) == expected => Verdict::Agreed,
         (compiled, interpreted) => Verdict::Disagreed(format!(
             "interpreter: {interpreted:?}\ncompiled: {:?}",
             match compiled {
-                Ok(values) => Ok(values.last().map(remora_value::print::to_string)),
+                Ok(values) => Ok(printed(&values)),
                 Err(crate::native::Failure::Run(m)) => Err(m),
                 Err(_) => Err(String::new()),
             }
         )),
     }
+}
+
+/// Each value as the engines print it.
+fn printed<F: remora_value::Callable + Clone>(values: &[remora_value::Array<F>]) -> Vec<String> {
+    values.iter().map(remora_value::print::to_string).collect()
 }
 
 /// A seeded stream of choice bytes (SplitMix64), for deterministic runs.

@@ -48,7 +48,8 @@ use std::fmt::Write as _;
 /// it), `{outer}` (by a lambda on cells, maybe lifted over a frame),
 /// `{unary frame}` `{binary frame}` (a frame of `S0` functions on scalars,
 /// from [`UNARY`] and [`BINARY`]), `{items}` (a loop's items, a vector
-/// in (−0.5, 0.5)); sort keys and extrema are kept apart (distinct integers plus
+/// in (−0.5, 0.5)), `{linspace}` (from and to of `S` but its last axis);
+/// sort keys and extrema are kept apart (distinct integers plus
 /// less than 0.2 either way), so that no point sits on a tie. A hole named
 /// twice is the same expression twice.
 #[derive(Clone, Copy, Debug)]
@@ -221,6 +222,15 @@ pub const RULES: &[Rule] = &[
     of_rank(1, "frame of binary functions", "({binary frame} {a} {p})"),
     of_rank(1, "fold over a frame", "(fold {binary frame} {a} {items})"),
     of_rank(1, "iterate over a frame", "(iterate 2 {unary frame} {a})"),
+    // Products of factors near 1 over cells of any rank, whole and lifted.
+    scalar_only("f.product whole", "(f.product (f.+ 1.0 (f.* 0.25 (f.sin {c}))))"),
+    rule(
+        "f.product lifted",
+        "((i-app f.product {C}) (f.+ 1.0 (f.* 0.25 (f.sin {c}))))",
+    ),
+    rule("trace", "(trace 0 {a})"),
+    // `S` = a frame ++ [n]: from and to of the frame (or a prefix of it).
+    of_rank(1, "linspace", "{linspace}"),
 ];
 
 /// Scalar functions for a frame of them; `{e}` a scalar expression (of
@@ -737,6 +747,13 @@ impl Gen<'_> {
                     let pool = if name == "unary frame" { UNARY } else { BINARY };
                     self.function_frame(shape.first().copied().unwrap_or(1), pool, scope, depth)
                 }
+                "linspace" => {
+                    let (frame, n) = shape.split_at(shape.len() - 1);
+                    let from = frame[..self.bytes.below(frame.len() + 1)].to_vec();
+                    let a = self.expr(&from, scope, depth);
+                    let b = self.expr(frame, scope, depth);
+                    format!("((i-app linspace {}) {a} {b})", n[0])
+                }
                 "items" => {
                     let k = 1 + self.bytes.below(3);
                     format!("(f.* 0.5 (f.tanh {}))", self.expr(&[k], scope, depth))
@@ -1006,6 +1023,15 @@ pub fn central_difference_agrees(jv: &[f32], sides: &[(&[f32], &[f32])], h: f32)
         }
     }
     Ok(())
+}
+
+/// The case's program on both engines ([`crate::generate::compare_within`]):
+/// the compiled engine must print every value the interpreter prints —
+/// the derivatives and the function at the central differences' points —
+/// bit for bit, or fail where it fails, or not compile the program.
+/// Call it on a thread with the pipeline's stack.
+pub fn compare_engines(case: &Case) -> crate::generate::Verdict {
+    crate::generate::compare_within(&case.text, FUEL)
 }
 
 /// Values beyond this magnitude are skipped: f32 differences of them say

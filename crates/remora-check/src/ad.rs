@@ -691,6 +691,10 @@ const LINEAR: &[&str] = &[
     "windows",
     "index2d",
     "sort-by",
+    "linspace",
+    // (The identity on the value they return.)
+    "trace",
+    "trace-file",
 ];
 
 /// Float functions whose derivative is zero wherever it exists.
@@ -1477,8 +1481,8 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Extremum("f.argmax")
         } else if reduce_by("f.min") && spine[1].1.arg_cell.segs().len() == 1 {
             Rule::Extremum("f.argmin")
-        } else if (name == "f.product" || reduce_by("f.*"))
-            && spine.last().is_some_and(|(_, l)| l.arg_cell.segs().len() == 1)
+        } else if (name == "f.product" && spine.last().is_some_and(|(_, l)| l.arg_cell.dims().is_some()))
+            || (reduce_by("f.*") && spine.last().is_some_and(|(_, l)| l.arg_cell.segs().len() == 1))
         {
             Rule::Product
         } else if name == "select" {
@@ -2023,13 +2027,16 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Product => {
                 let (x, dx) = (p.last().cloned()?, t.last().cloned().flatten()?);
                 let cell = float_type(&args.last()?.cell);
-                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                let others = |x: ast::Expr| product_of_others(w, x, &cell.shape);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell.clone())], |v| {
                     call(
                         "f.sum",
-                        vec![call("f.*", vec![v[1].clone(), product_of_others(v[0].clone())])],
+                        vec![call("f.*", vec![v[1].clone(), others(v[0].clone())])],
                     )
                 }))
             }
+            // The value returned, not traced again.
+            Rule::Linear("trace" | "trace-file") => Some(or_zero(p.len().saturating_sub(1))),
             // Sorting permutes: the tangent permuted the same way.
             Rule::Linear("f.sort") => {
                 let (x, dx) = (p.first().cloned()?, t.first().cloned().flatten()?);
@@ -2277,7 +2284,12 @@ impl<'w, 'a> Walk<'w, 'a> {
                             (ct.clone(), result_cell.clone()),
                             (arg.primal.clone(), cell.clone()),
                         ],
-                        |v| call("f.*", vec![v[0].clone(), product_of_others(v[1].clone())]),
+                        |v| {
+                            call(
+                                "f.*",
+                                vec![v[0].clone(), product_of_others(w, v[1].clone(), &arg.cell)],
+                            )
+                        },
                     )
                 }
                 Rule::Linear(op) => {
@@ -2481,19 +2493,7 @@ impl<'w, 'a> Walk<'w, 'a> {
         let append = |a: ast::Expr, b: ast::Expr| call("append", vec![a, b]);
         // The same instantiation, of another function of the same binders.
         let like = |f: &str, e: ast::Expr| app(instantiated(&n.head, var(f)), vec![e]);
-        let reshape = |e: ast::Expr, from: &Shape, to: &Shape| {
-            let f = node(ExprKind::IApp {
-                func: Box::new(node(ExprKind::IApp {
-                    func: Box::new(node(ExprKind::TApp {
-                        func: Box::new(var("reshape")),
-                        arg: w.ty(&Type::scalar(Atom::Float)),
-                    })),
-                    arg: ast::Ispace::Shape(w.shape(from)),
-                })),
-                arg: ast::Ispace::Shape(w.shape(to)),
-            });
-            app(f, vec![e])
-        };
+        let reshape = |e: ast::Expr, from: &Shape, to: &Shape| reshaped(w, e, from, to);
         let scan_back = |e: ast::Expr| {
             call(
                 "reverse",
@@ -2636,6 +2636,21 @@ impl<'w, 'a> Walk<'w, 'a> {
                         places,
                         call("flatten", vec![ct]),
                     ],
+                )
+            }
+            ("trace", 1) | ("trace-file", 2) => ct,
+            // (What is traced does not reach the value.)
+            ("trace", 0) | ("trace-file", 1) => z(x(i)),
+            // Item j is a·(1 − t) + b·t, t = j/(n−1): the same linspace
+            // of 1 and 0 (of 0 and 1) weighs the cotangent.
+            ("linspace", 0 | 1) => {
+                let (from, to) = if i == 0 { (1.0, 0.0) } else { (0.0, 1.0) };
+                call(
+                    "f.sum",
+                    vec![call(
+                        "f.*",
+                        vec![ct, app(n.head.clone(), vec![float(from), float(to)])],
+                    )],
                 )
             }
             ("f.mean", _) => broadcast(
@@ -2811,11 +2826,38 @@ fn if_node(cond: ast::Expr, then: ast::Expr, otherwise: ast::Expr) -> ast::Expr 
 
 /// For a vector `x`, the product of the items other than each: the
 /// exclusive prefix products times the exclusive suffix products.
-fn product_of_others(x: ast::Expr) -> ast::Expr {
+///
+/// A cell of another rank (`f.product` of a matrix) is read as the vector
+/// of its items in row-major order, its shape's dimensions known.
+fn product_of_others(w: &Writer, x: ast::Expr, cell: &Shape) -> ast::Expr {
     let scan = |e: ast::Expr| call("curtail", vec![call("scan", vec![var("f.*"), float(1.0), e])]);
-    let prefix = scan(x.clone());
-    let suffix = call("reverse", vec![scan(call("reverse", vec![x]))]);
-    call("f.*", vec![prefix, suffix])
+    let of_vector = |x: ast::Expr| {
+        let prefix = scan(x.clone());
+        let suffix = call("reverse", vec![scan(call("reverse", vec![x]))]);
+        call("f.*", vec![prefix, suffix])
+    };
+    match cell.dims() {
+        Some(dims) if dims.len() != 1 => {
+            let vector = Shape::from_dims([remora_types::Dim::product(dims)]);
+            reshaped(w, of_vector(reshaped(w, x, cell, &vector)), &vector, cell)
+        }
+        _ => of_vector(x),
+    }
+}
+
+/// `e`, a Float array of shape `from`, reshaped to `to`.
+fn reshaped(w: &Writer, e: ast::Expr, from: &Shape, to: &Shape) -> ast::Expr {
+    let f = node(ExprKind::IApp {
+        func: Box::new(node(ExprKind::IApp {
+            func: Box::new(node(ExprKind::TApp {
+                func: Box::new(var("reshape")),
+                arg: w.ty(&Type::scalar(Atom::Float)),
+            })),
+            arg: ast::Ispace::Shape(w.shape(from)),
+        })),
+        arg: ast::Ispace::Shape(w.shape(to)),
+    });
+    app(f, vec![e])
 }
 
 /// The inverse of the permutation of `(i-app transpose P)` under `head`'s
