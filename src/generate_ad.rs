@@ -48,7 +48,10 @@ use std::fmt::Write as _;
 /// it), `{outer}` (by a lambda on cells, maybe lifted over a frame),
 /// `{unary frame}` `{binary frame}` (a frame of `S0` functions on scalars,
 /// from [`UNARY`] and [`BINARY`]), `{items}` (a loop's items, a vector
-/// in (−0.5, 0.5)), `{linspace}` (from and to of `S` but its last axis);
+/// in (−0.5, 0.5)), `{linspace}` (from and to of `S` but its last axis),
+/// `{closure}` `{passed}` (a lambda closing over a scalar of the
+/// parameter, bound by `let` and applied, or passed to a function that
+/// applies it twice);
 /// sort keys and extrema are kept apart (distinct integers plus
 /// less than 0.2 either way), so that no point sits on a tie. A hole named
 /// twice is the same expression twice.
@@ -231,6 +234,11 @@ pub const RULES: &[Rule] = &[
     rule("trace", "(trace 0 {a})"),
     // `S` = a frame ++ [n]: from and to of the frame (or a prefix of it).
     of_rank(1, "linspace", "{linspace}"),
+    // A function bound by `let` that closes over a varying scalar, applied
+    // (lifted over `S`); and passed to a function the program defines
+    // that applies it twice (that call lifted over `S`).
+    rule("let-bound closure", "{closure}"),
+    rule("function passed on", "{passed}"),
 ];
 
 /// Scalar functions for a frame of them; `{e}` a scalar expression (of
@@ -746,6 +754,22 @@ impl Gen<'_> {
                 "unary frame" | "binary frame" => {
                     let pool = if name == "unary frame" { UNARY } else { BINARY };
                     self.function_frame(shape.first().copied().unwrap_or(1), pool, scope, depth)
+                }
+                "closure" | "passed" => {
+                    self.fresh += 1;
+                    let c = format!("c{}", self.fresh);
+                    let e = self.expr(&[], scope, depth);
+                    let a = self.expr(shape, scope, depth);
+                    let f = format!("(fn ((y Float)) (f.+ (f.* y (f.tanh {e})) (f.sin y)))");
+                    if name == "closure" {
+                        format!("(let ((val {c} {f})) ({c} {a}))")
+                    } else {
+                        let _ = writeln!(
+                            self.defs,
+                            "(def (fun ({c} (g (-> (Float) Float)) (y Float)) (g (g y))))"
+                        );
+                        format!("({c} {f} {a})")
+                    }
                 }
                 "linspace" => {
                     let (frame, n) = shape.split_at(shape.len() - 1);

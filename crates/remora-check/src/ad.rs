@@ -48,6 +48,9 @@ pub(crate) struct Pass<'a> {
     generic: HashMap<VarId, (Vec<Binder>, &'a TExpr)>,
     /// Frames of functions bound by `def` and `let`, written out.
     frames: HashMap<VarId, &'a TExpr>,
+    /// Parameters of functions inlined or lifted by the walk bound to a
+    /// function: the function (a lambda; a primitive as one applying it).
+    bound_lambdas: RefCell<HashMap<VarId, TExpr>>,
     /// Parameters of functions inlined by the walk bound to frames of
     /// functions written out: their functions, as a frame.
     bound_frames: RefCell<HashMap<VarId, TExpr>>,
@@ -126,6 +129,7 @@ impl<'a> Pass<'a> {
             frames,
             arities,
             bound_frames: RefCell::new(HashMap::new()),
+            bound_lambdas: RefCell::new(HashMap::new()),
             fresh: Cell::new(0),
             errors: RefCell::new(Vec::new()),
             renames: RefCell::new(HashMap::new()),
@@ -311,20 +315,45 @@ fn instantiated_var(e: &TExpr) -> Option<(VarId, usize)> {
 
 /// The varying variables `body` reads (a function's free variables that
 /// depend on the parameter), each once, in the order first read, with its
-/// type and tangent name.
-pub(crate) fn varying_free(body: &TExpr, env: &Env) -> Vec<(VarId, Type, String)> {
+/// type and tangent name; through a function it reads that closes over
+/// some (a [`CLOSURE`]), the ones that function reads.
+pub(crate) fn varying_free(w: &Writer, body: &TExpr, env: &Env) -> Vec<(VarId, Type, String)> {
     let mut free = Vec::new();
     let mut seen = HashSet::new();
-    body.any(&mut |x| {
-        if let TExprKind::Var(v) = &x.kind
-            && let Some(Some(t)) = env.get(v)
-            && seen.insert(*v)
-        {
-            free.push((*v, x.ty.clone(), t.clone()));
-        }
-        false
-    });
+    let mut functions: Vec<std::borrow::Cow<TExpr>> = vec![std::borrow::Cow::Borrowed(body)];
+    while let Some(f) = functions.pop() {
+        f.any(&mut |x| {
+            if let TExprKind::Var(v) = &x.kind
+                && let Some(Some(t)) = env.get(v)
+                && seen.insert(*v)
+            {
+                if t != CLOSURE {
+                    free.push((*v, x.ty.clone(), t.clone()));
+                } else if let Some(f) = w.ad.lambdas.get(v).or_else(|| w.ad.frames.get(v)) {
+                    functions.push(std::borrow::Cow::Borrowed(*f));
+                } else if let Some(f) = w.ad.bound_lambdas.borrow().get(v) {
+                    functions.push(std::borrow::Cow::Owned(f.clone()));
+                } else if let Some(f) = w.ad.bound_frames.borrow().get(v) {
+                    functions.push(std::borrow::Cow::Owned(f.clone()));
+                }
+            }
+            false
+        });
+    }
     free
+}
+
+/// The tangent (in reverse mode, the mark) of a function that closes over
+/// values that depend on the parameter: never read as a value; where the
+/// function is applied, its body is differentiated.
+const CLOSURE: &str = "∂closure";
+
+/// How many arguments a function of type `t` takes, one after another.
+fn arrows(t: &Type) -> usize {
+    match &t.atom {
+        Atom::Arrow(_, r) if t.shape.is_scalar() => 1 + arrows(r),
+        _ => 0,
+    }
 }
 
 /// The key under which the adjoint of one field of the record `name` is
@@ -786,7 +815,9 @@ fn forward_fn(w: &Writer, params: &[Param], body: &TExpr) -> Result<ast::Expr, D
     let mut tangents = Vec::new();
     for p in params {
         names.push((walk.rename(p.var), p.ty.clone()));
-        if p.varying {
+        if p.varying && matches!(p.ty.atom, Atom::Arrow(..)) {
+            env.insert(p.var, Some(CLOSURE.to_string()));
+        } else if p.varying {
             let dt = w.ad.fresh();
             env.insert(p.var, Some(dt.clone()));
             tangents.push((dt, p.ty.clone()));
@@ -862,7 +893,12 @@ fn reverse_pass(
     let mut names = Vec::new();
     for p in params {
         let name = walk.rename(p.var);
-        env.insert(p.var, p.varying.then(|| name.clone()));
+        let mark = if matches!(p.ty.atom, Atom::Arrow(..)) {
+            CLOSURE.to_string()
+        } else {
+            name.clone()
+        };
+        env.insert(p.var, p.varying.then_some(mark));
         if let Some(fields) = float_record(&p.ty.atom) {
             walk.records.insert(name.clone(), fields);
         }
@@ -1086,6 +1122,10 @@ impl<'w, 'a> Walk<'w, 'a> {
         }
         self.binds.push((name.clone(), p.clone()));
         match t {
+            // A function closing over varying values: marked, no tangent.
+            Some(t) if matches!(&t.kind, ExprKind::Var(c) if c.name == CLOSURE) => {
+                env.insert(v, Some(CLOSURE.to_string()));
+            }
             Some(t) => {
                 let dt = self.w.ad.fresh();
                 if self.mode == Mode::Forward {
@@ -1125,6 +1165,11 @@ impl<'w, 'a> Walk<'w, 'a> {
     fn expr(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         if !Self::varying(e, env) || !differentiable(&e.ty.atom) {
             return Ok((self.w.expr(e), None));
+        }
+        // A function (or a frame of them) that closes over varying values:
+        // as written, marked; differentiated where applied.
+        if matches!(e.ty.atom, Atom::Arrow(..)) {
+            return Ok((self.w.expr(e), Some(var(CLOSURE))));
         }
         let (p, t) = self.expr_varying(e, env)?;
         if let (Some(fields), ExprKind::Var(v)) = (float_record(&e.ty.atom), &p.kind) {
@@ -1345,6 +1390,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             x.any(&mut |y| {
                 if let TExprKind::Var(v) = &y.kind
                     && matches!(env.get(v), Some(Some(_)))
+                    && !matches!(y.ty.atom, Atom::Arrow(..))
                     && seen.insert(*v)
                 {
                     free.push(self.w.var(*v).name);
@@ -1412,8 +1458,12 @@ impl<'w, 'a> Walk<'w, 'a> {
         }
         // A call of a lambda bound by name: unlifted, its body inlined;
         // lifted, its derivative lifted over the same frame.
+        let bound = match &head.kind {
+            TExprKind::Var(v) => self.w.ad.bound_lambdas.borrow().get(v).cloned(),
+            _ => None,
+        };
         let known = match &head.kind {
-            TExprKind::Var(v) => self.w.ad.lambdas.get(v).copied(),
+            TExprKind::Var(v) => self.w.ad.lambdas.get(v).copied().or(bound.as_ref()),
             _ => lambda(head).map(|_| head),
         };
         if let Some(f) = known {
@@ -1702,6 +1752,24 @@ impl<'w, 'a> Walk<'w, 'a> {
         self.lifted_call(&cells, &frame, &callee, &[], &args, env, e)
     }
 
+    /// The function `a` is, when known: a lambda, a name bound to one (by
+    /// `def`, `let`, or a call the walk inlined), or any other function
+    /// (a primitive, an instantiation, a partial application) as the
+    /// lambda applying it.
+    fn function_of(&self, a: &TExpr) -> Option<TExpr> {
+        if !matches!(a.ty.atom, Atom::Arrow(..)) || !a.ty.shape.is_scalar() {
+            return None;
+        }
+        if lambda(a).is_some() {
+            return Some(a.clone());
+        }
+        if let TExprKind::Var(v) = &a.kind {
+            let bound = self.w.ad.bound_lambdas.borrow().get(v).cloned();
+            return self.w.ad.lambdas.get(v).map(|f| (*f).clone()).or(bound);
+        }
+        eta(self.w, a, arrows(&a.ty))
+    }
+
     /// The functions of a frame of functions written out (a frame of them,
     /// an array of lambdas, or a name bound to one), with its dimensions.
     fn function_frame(&self, x: &TExpr) -> Option<(Vec<u64>, Vec<TExpr>)> {
@@ -1765,8 +1833,12 @@ impl<'w, 'a> Walk<'w, 'a> {
         let mut primals = Vec::new();
         let mut tangents = Vec::new();
         for (a, lifted) in spine {
-            let (mut p, t) = self.expr(a, env)?;
-            if self.mode == Mode::Reverse && !matches!(a.ty.atom, Atom::Arrow(..)) {
+            let (mut p, mut t) = self.expr(a, env)?;
+            if matches!(a.ty.atom, Atom::Arrow(..)) {
+                // A function has no tangent; one that closes over varying
+                // values is differentiated where it is applied.
+                t = None;
+            } else if self.mode == Mode::Reverse {
                 p = self.named(p);
             }
             let varying = varying_name(&t, &p);
@@ -1796,6 +1868,10 @@ impl<'w, 'a> Walk<'w, 'a> {
             let Some((param, b)) = lambda(body) else {
                 return Err(self.unsupported(e, "this call"));
             };
+            // A function passed on: known where the body applies it.
+            if let Some(f) = self.function_of(a) {
+                self.w.ad.bound_lambdas.borrow_mut().insert(param, f);
+            }
             // A frame of functions written out, passed on: its functions
             // known where the body applies it.
             if matches!(a.ty.atom, Atom::Arrow(..))
@@ -1846,10 +1922,27 @@ impl<'w, 'a> Walk<'w, 'a> {
         let mut seen = HashSet::new();
         for (_, body, _) in &cells {
             free.extend(
-                varying_free(body, env)
+                varying_free(self.w, body, env)
                     .into_iter()
                     .filter(|(v, ..)| seen.insert(*v)),
             );
+        }
+        // A function argument (one for the whole frame) is known where the
+        // functions apply it; one that closes over varying values makes
+        // them depend on those values too.
+        let mut closures = vec![false; spine.len()];
+        for (k, (a, l)) in spine.iter().enumerate() {
+            let Some(f) = l.arg_frame.is_scalar().then(|| self.function_of(a)).flatten() else {
+                continue;
+            };
+            for (params, ..) in &cells {
+                if let Some((param, _)) = params.get(k) {
+                    self.w.ad.bound_lambdas.borrow_mut().insert(*param, f.clone());
+                }
+            }
+            let closed = varying_free(self.w, &f, env);
+            closures[k] = !closed.is_empty();
+            free.extend(closed.into_iter().filter(|(v, ..)| seen.insert(*v)));
         }
         let head_code = self.w.expr(head);
         if tangents.iter().all(Option::is_none) && free.is_empty() {
@@ -1857,7 +1950,11 @@ impl<'w, 'a> Walk<'w, 'a> {
         }
         let out = self.bind(app(head_code.clone(), primals.clone()));
         let mut primals = primals;
-        let varying: Vec<bool> = tangents.iter().map(Option::is_some).collect();
+        let varying: Vec<bool> = tangents
+            .iter()
+            .zip(&closures)
+            .map(|(t, &closure)| t.is_some() || closure)
+            .collect();
         let closed: Vec<Param> = free
             .iter()
             .map(|(v, ty, _)| Param {
@@ -1931,7 +2028,9 @@ impl<'w, 'a> Walk<'w, 'a> {
             .first()
             .map(|(ps, _)| ps.iter().collect())
             .unwrap_or_default();
-        let targets: Vec<usize> = (0..params.len()).filter(|&i| params[i].varying).collect();
+        // (A function has no cotangent.)
+        let has_cotangent = |p: &Param| p.varying && !matches!(p.ty.atom, Atom::Arrow(..));
+        let targets: Vec<usize> = (0..params.len()).filter(|&i| has_cotangent(params[i])).collect();
         let rule = if targets.len() > 1 {
             // One forward and one backward pass for all the varying
             // parameters: a record of their cotangents.
@@ -1948,7 +2047,7 @@ impl<'w, 'a> Walk<'w, 'a> {
         } else {
             let mut fns = Vec::new();
             for (i, p) in params.iter().enumerate() {
-                if !p.varying {
+                if !has_cotangent(p) {
                     fns.push(None);
                     continue;
                 }

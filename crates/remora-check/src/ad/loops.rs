@@ -782,8 +782,12 @@ impl Walk<'_, '_> {
         what: &str,
     ) -> Result<Step, Diagnostic> {
         let w = self.w;
+        let bound = match &fe.kind {
+            TExprKind::Var(v) => w.ad.bound_lambdas.borrow().get(v).cloned(),
+            _ => None,
+        };
         let f = match &fe.kind {
-            TExprKind::Var(v) => w.ad.lambdas.get(v).copied(),
+            TExprKind::Var(v) => w.ad.lambdas.get(v).copied().or(bound.as_ref()),
             _ => lambda(fe).map(|_| fe),
         };
         let arity = if item.is_some() { 2 } else { 1 };
@@ -810,7 +814,7 @@ impl Walk<'_, '_> {
         if flipped {
             params.reverse();
         }
-        let free = super::varying_free(body, env);
+        let free = super::varying_free(w, body, env);
         if free.iter().any(|(_, t, _)| !float_state(&t.atom)) {
             return Err(self.unsupported(
                 e,
