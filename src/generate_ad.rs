@@ -51,7 +51,8 @@ use std::fmt::Write as _;
 /// in (−0.5, 0.5)), `{linspace}` (from and to of `S` but its last axis),
 /// `{closure}` `{passed}` (a lambda closing over a scalar of the
 /// parameter, bound by `let` and applied, or passed to a function that
-/// applies it twice);
+/// applies it twice), `{inner derivative}` (`grad` of a lambda closing
+/// over a scalar of the parameter, applied);
 /// sort keys and extrema are kept apart (distinct integers plus
 /// less than 0.2 either way), so that no point sits on a tie. A hole named
 /// twice is the same expression twice.
@@ -239,6 +240,9 @@ pub const RULES: &[Rule] = &[
     // that applies it twice (that call lifted over `S`).
     rule("let-bound closure", "{closure}"),
     rule("function passed on", "{passed}"),
+    // A derivative taken inside the function (a second derivative): the
+    // gradient of a lambda closing over a varying scalar, lifted over `S`.
+    rule("inner derivative", "{inner derivative}"),
 ];
 
 /// Scalar functions for a frame of them; `{e}` a scalar expression (of
@@ -754,6 +758,11 @@ impl Gen<'_> {
                 "unary frame" | "binary frame" => {
                     let pool = if name == "unary frame" { UNARY } else { BINARY };
                     self.function_frame(shape.first().copied().unwrap_or(1), pool, scope, depth)
+                }
+                "inner derivative" => {
+                    let e = self.expr(&[], scope, depth);
+                    let a = self.expr(shape, scope, depth);
+                    format!("((grad (fn ((z Float)) (f.* z (f.sin (f.* z (f.tanh {e})))))) {a})")
                 }
                 "closure" | "passed" => {
                     self.fresh += 1;

@@ -410,6 +410,12 @@ pub(crate) fn form(w: &Writer, e: &TExpr) -> Option<ast::Expr> {
         "grad" | "value-and-grad" if args.len() == 1 => Mode::Reverse,
         _ => return None,
     };
+    // A derivative of a function that takes derivatives itself (a second
+    // derivative): written as it is, for the next round, once the inner
+    // ones are derivative programs (`crate::differentiate`).
+    if args.first().is_some_and(|(f, _)| takes_derivatives(w, f)) {
+        return None;
+    }
     let result = derivative(w, name, mode, &args, e.span);
     match result {
         Ok(x) => Some(x),
@@ -418,6 +424,32 @@ pub(crate) fn form(w: &Writer, e: &TExpr) -> Option<ast::Expr> {
             Some(node(ExprKind::Var(ident("undefined"))))
         }
     }
+}
+
+/// Whether `f` (a function, or a name bound to one) holds a derivative
+/// form, or reads by name a function that does.
+fn takes_derivatives(w: &Writer, f: &TExpr) -> bool {
+    let mut seen = HashSet::new();
+    let mut functions = vec![f];
+    while let Some(g) = functions.pop() {
+        let found = g.any(&mut |x| match &x.kind {
+            TExprKind::Intrinsic(n) => matches!(*n, "jvp" | "vjp" | "grad" | "value-and-grad"),
+            TExprKind::Var(v) => {
+                if seen.insert(*v) {
+                    let known = (w.ad.lambdas.get(v).copied())
+                        .or_else(|| w.ad.generic.get(v).map(|(_, l)| *l))
+                        .or_else(|| w.ad.frames.get(v).copied());
+                    functions.extend(known);
+                }
+                false
+            }
+            _ => false,
+        });
+        if found {
+            return true;
+        }
+    }
+    false
 }
 
 #[derive(Clone, Copy, PartialEq)]
