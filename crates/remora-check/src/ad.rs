@@ -48,6 +48,9 @@ pub(crate) struct Pass<'a> {
     generic: HashMap<VarId, (Vec<Binder>, &'a TExpr)>,
     /// Frames of functions bound by `def` and `let`, written out.
     frames: HashMap<VarId, &'a TExpr>,
+    /// Variables bound by `def` and `let` to values that take derivatives
+    /// (`(def (val g (grad h)))`).
+    derivative_vars: HashSet<VarId>,
     /// Parameters of functions inlined or lifted by the walk bound to a
     /// function: the function (a lambda; a primitive as one applying it).
     bound_lambdas: RefCell<HashMap<VarId, TExpr>>,
@@ -73,8 +76,12 @@ impl<'a> Pass<'a> {
         let mut lambdas = HashMap::new();
         let mut generic = HashMap::new();
         let mut frames = HashMap::new();
+        let mut derivative_vars = HashSet::new();
         let mut globals = HashSet::new();
         let mut known = |var: VarId, value: &'a TExpr| {
+            if value.any(&mut |x| is_form(x)) {
+                derivative_vars.insert(var);
+            }
             if lambda(value).is_some() {
                 lambdas.insert(var, value);
             } else if let Some(g) = generic_lambda(value) {
@@ -127,6 +134,7 @@ impl<'a> Pass<'a> {
             lambdas,
             generic,
             frames,
+            derivative_vars,
             arities,
             bound_frames: RefCell::new(HashMap::new()),
             bound_lambdas: RefCell::new(HashMap::new()),
@@ -382,12 +390,7 @@ pub fn uses_ad(decls: &[TDecl]) -> bool {
             TDecl::Def { value, .. } => value,
             TDecl::Expr(e) => e,
         };
-        e.any(&mut |x| {
-            matches!(
-                x.kind,
-                TExprKind::Intrinsic("jvp" | "vjp" | "grad" | "value-and-grad")
-            )
-        })
+        e.any(&mut is_form)
     })
 }
 
@@ -426,14 +429,23 @@ pub(crate) fn form(w: &Writer, e: &TExpr) -> Option<ast::Expr> {
     }
 }
 
+/// Whether `x` is the head of a derivative form.
+fn is_form(x: &TExpr) -> bool {
+    matches!(
+        x.kind,
+        TExprKind::Intrinsic("jvp" | "vjp" | "grad" | "value-and-grad")
+    )
+}
+
 /// Whether `f` (a function, or a name bound to one) holds a derivative
-/// form, or reads by name a function that does.
+/// form, or reads by name a function or value that does.
 fn takes_derivatives(w: &Writer, f: &TExpr) -> bool {
     let mut seen = HashSet::new();
     let mut functions = vec![f];
     while let Some(g) = functions.pop() {
         let found = g.any(&mut |x| match &x.kind {
-            TExprKind::Intrinsic(n) => matches!(*n, "jvp" | "vjp" | "grad" | "value-and-grad"),
+            TExprKind::Intrinsic(_) => is_form(x),
+            TExprKind::Var(v) if w.ad.derivative_vars.contains(v) => true,
             TExprKind::Var(v) => {
                 if seen.insert(*v) {
                     let known = (w.ad.lambdas.get(v).copied())
