@@ -48,9 +48,8 @@ pub(crate) struct Pass<'a> {
     generic: HashMap<VarId, (Vec<Binder>, &'a TExpr)>,
     /// Frames of functions bound by `def` and `let`, written out.
     frames: HashMap<VarId, &'a TExpr>,
-    /// Variables bound by `def` and `let` to values that take derivatives
-    /// (`(def (val g (grad h)))`).
-    derivative_vars: HashSet<VarId>,
+    /// Every value bound by `def` and `let`, by variable.
+    values: HashMap<VarId, &'a TExpr>,
     /// Parameters of functions inlined or lifted by the walk bound to a
     /// function: the function (a lambda; a primitive as one applying it).
     bound_lambdas: RefCell<HashMap<VarId, TExpr>>,
@@ -76,12 +75,10 @@ impl<'a> Pass<'a> {
         let mut lambdas = HashMap::new();
         let mut generic = HashMap::new();
         let mut frames = HashMap::new();
-        let mut derivative_vars = HashSet::new();
+        let mut values = HashMap::new();
         let mut globals = HashSet::new();
         let mut known = |var: VarId, value: &'a TExpr| {
-            if value.any(&mut |x| is_form(x)) {
-                derivative_vars.insert(var);
-            }
+            values.insert(var, value);
             if lambda(value).is_some() {
                 lambdas.insert(var, value);
             } else if let Some(g) = generic_lambda(value) {
@@ -134,7 +131,7 @@ impl<'a> Pass<'a> {
             lambdas,
             generic,
             frames,
-            derivative_vars,
+            values,
             arities,
             bound_frames: RefCell::new(HashMap::new()),
             bound_lambdas: RefCell::new(HashMap::new()),
@@ -438,20 +435,17 @@ fn is_form(x: &TExpr) -> bool {
 }
 
 /// Whether `f` (a function, or a name bound to one) holds a derivative
-/// form, or reads by name a function or value that does.
+/// form, or reads by name a function or value that does
+/// (`(def (val g (grad h)))`): each value read once.
 fn takes_derivatives(w: &Writer, f: &TExpr) -> bool {
     let mut seen = HashSet::new();
-    let mut functions = vec![f];
-    while let Some(g) = functions.pop() {
+    let mut values = vec![f];
+    while let Some(g) = values.pop() {
         let found = g.any(&mut |x| match &x.kind {
             TExprKind::Intrinsic(_) => is_form(x),
-            TExprKind::Var(v) if w.ad.derivative_vars.contains(v) => true,
             TExprKind::Var(v) => {
                 if seen.insert(*v) {
-                    let known = (w.ad.lambdas.get(v).copied())
-                        .or_else(|| w.ad.generic.get(v).map(|(_, l)| *l))
-                        .or_else(|| w.ad.frames.get(v).copied());
-                    functions.extend(known);
+                    values.extend(w.ad.values.get(v).copied());
                 }
                 false
             }
