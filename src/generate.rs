@@ -1513,6 +1513,13 @@ const ATOMS: usize = 1 << 16;
 /// agree? Call it on a thread with the pipeline's stack
 /// (`remora_syntax::stack::PIPELINE_STACK`).
 pub fn compare(program: &Program) -> Verdict {
+    compare_within(program, FUEL)
+}
+
+/// [`compare`], the interpreter given `fuel` steps: every value the
+/// program prints (its entry's, or each bare expression's) must be
+/// printed the same by both engines.
+pub fn compare_within(program: &Program, fuel: u64) -> Verdict {
     let mut sources = SourceMap::new();
     let loaded = load_program_text(&mut sources, &RealFs, "<generated>", None, &program.text);
     if loaded.has_errors() {
@@ -1548,7 +1555,7 @@ pub fn compare(program: &Program) -> Verdict {
         }
     }
     let mut interp = remora_interp::Interpreter::default();
-    interp.fuel = Some(FUEL);
+    interp.fuel = Some(fuel);
     let show = |t: &remora_types::Type| t.show_grouped(&checked.names);
     let var_name =
         |v: remora_check::typed::VarId| checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default();
@@ -1560,8 +1567,8 @@ pub fn compare(program: &Program) -> Verdict {
         &show,
         &var_name,
     ) {
-        Ok(remora_interp::program::Outcome::Entry(v)) => Ok(Some(remora_value::print::to_string(&v))),
-        Ok(remora_interp::program::Outcome::Script(vs)) => Ok(vs.last().map(remora_value::print::to_string)),
+        Ok(remora_interp::program::Outcome::Entry(v)) => Ok(printed(std::slice::from_ref(&v))),
+        Ok(remora_interp::program::Outcome::Script(vs)) => Ok(printed(&vs)),
         Err(remora_interp::program::Failure::Run(e)) => Err(e.message),
         Err(remora_interp::program::Failure::Plain(m)) => Err(m),
     };
@@ -1577,18 +1584,21 @@ pub fn compare(program: &Program) -> Verdict {
             Verdict::Disagreed(format!("the compiled engine broke: {why}"))
         }
         (Err(crate::native::Failure::Run(_)), Err(_)) => Verdict::Agreed,
-        (Ok(values), Ok(printed)) if values.last().map(remora_value::print::to_string) == printed => {
-            Verdict::Agreed
-        }
+        (Ok(values), Ok(expected)) if printed(&values) == expected => Verdict::Agreed,
         (compiled, interpreted) => Verdict::Disagreed(format!(
             "interpreter: {interpreted:?}\ncompiled: {:?}",
             match compiled {
-                Ok(values) => Ok(values.last().map(remora_value::print::to_string)),
+                Ok(values) => Ok(printed(&values)),
                 Err(crate::native::Failure::Run(m)) => Err(m),
                 Err(_) => Err(String::new()),
             }
         )),
     }
+}
+
+/// Each value as the engines print it.
+fn printed<F: remora_value::Callable + Clone>(values: &[remora_value::Array<F>]) -> Vec<String> {
+    values.iter().map(remora_value::print::to_string).collect()
 }
 
 /// A seeded stream of choice bytes (SplitMix64), for deterministic runs.

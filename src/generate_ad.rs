@@ -45,7 +45,15 @@ use std::fmt::Write as _;
 /// lifted}` `{iscan lifted}` (by a lambda, explicitly instantiated so as
 /// to lift over a frame), `{record loop}` (an `iterate` whose state is a
 /// record), `{unbox record}` (a record made outside an `unbox`, read in
-/// it), `{outer}` (by a lambda on cells, maybe lifted over a frame); sort keys and extrema are kept apart (distinct integers plus
+/// it), `{outer}` (by a lambda on cells, maybe lifted over a frame),
+/// `{unary frame}` `{binary frame}` (a frame of `S0` functions on scalars,
+/// from [`UNARY`] and [`BINARY`]), `{items}` (a loop's items, a vector
+/// in (−0.5, 0.5)), `{linspace}` (from and to of `S` but its last axis),
+/// `{closure}` `{passed}` (a lambda closing over a scalar of the
+/// parameter, bound by `let` and applied, or passed to a function that
+/// applies it twice), `{inner derivative}` (`grad` of a lambda closing
+/// over a scalar of the parameter, applied);
+/// sort keys and extrema are kept apart (distinct integers plus
 /// less than 0.2 either way), so that no point sits on a tie. A hole named
 /// twice is the same expression twice.
 #[derive(Clone, Copy, Debug)]
@@ -211,6 +219,47 @@ pub const RULES: &[Rule] = &[
         "fold-right lifted",
         "(fold-right (fn ((q Float) (s Float)) (f.+ (f.* 0.5 (f.sin s)) (f.* q (f.cos s)))) {a} [0.5 -0.25 1.0])",
     ),
+    // Frames of functions (`S0` of them, primitives and lambdas that may
+    // close over a varying scalar), each applied to its own cells of `S`:
+    // applied, and as a loop's steps.
+    of_rank(1, "frame of functions", "({unary frame} {a})"),
+    of_rank(1, "frame of binary functions", "({binary frame} {a} {p})"),
+    of_rank(1, "fold over a frame", "(fold {binary frame} {a} {items})"),
+    of_rank(1, "iterate over a frame", "(iterate 2 {unary frame} {a})"),
+    // Products of factors near 1 over cells of any rank, whole and lifted.
+    scalar_only("f.product whole", "(f.product (f.+ 1.0 (f.* 0.25 (f.sin {c}))))"),
+    rule(
+        "f.product lifted",
+        "((i-app f.product {C}) (f.+ 1.0 (f.* 0.25 (f.sin {c}))))",
+    ),
+    rule("trace", "(trace 0 {a})"),
+    // `S` = a frame ++ [n]: from and to of the frame (or a prefix of it).
+    of_rank(1, "linspace", "{linspace}"),
+    // A function bound by `let` that closes over a varying scalar, applied
+    // (lifted over `S`); and passed to a function the program defines
+    // that applies it twice (that call lifted over `S`).
+    rule("let-bound closure", "{closure}"),
+    rule("function passed on", "{passed}"),
+    // A derivative taken inside the function (a second derivative): the
+    // gradient of a lambda closing over a varying scalar, lifted over `S`.
+    rule("inner derivative", "{inner derivative}"),
+];
+
+/// Scalar functions for a frame of them; `{e}` a scalar expression (of
+/// the parameter, maybe), `{k}` a constant.
+const UNARY: &[&str] = &[
+    "f.sin",
+    "f.cos",
+    "f.tanh",
+    "(fn ((y Float)) (f.* y (f.tanh {e})))",
+    "(fn ((y Float)) (f.+ (f.* {k} y) (f.sin y)))",
+];
+const BINARY: &[&str] = &[
+    "f.+",
+    "f.-",
+    "f.*",
+    "(fn ((a Float) (b Float)) (f.+ (f.* 0.5 (f.sin a)) (f.* b (f.cos a))))",
+    "(fn ((a Float) (b Float)) (f.* (f.tanh {e}) (f.+ a (f.sin b))))",
 ];
 
 /// A generated case: the program and what [`check`] needs to read it.
@@ -472,6 +521,23 @@ impl Gen<'_> {
         )
     }
 
+    /// `(frame [n] f1 … fn)`, functions from `pool`.
+    fn function_frame(&mut self, n: usize, pool: &[&str], scope: &Scope, depth: usize) -> String {
+        let mut fs = Vec::new();
+        for _ in 0..n {
+            let mut f = pool[self.bytes.below(pool.len())].to_string();
+            if f.contains("{e}") {
+                let e = self.expr(&[], scope, depth);
+                f = f.replace("{e}", &e);
+            }
+            if f.contains("{k}") {
+                f = f.replace("{k}", &float(self.bytes.value()));
+            }
+            fs.push(f);
+        }
+        format!("(frame [{n}] {})", fs.join(" "))
+    }
+
     /// The field `a` of two steps of a loop whose state is a record of two
     /// arrays of shape `S`.
     fn record_loop(&mut self, shape: &[usize], scope: &Scope, depth: usize) -> String {
@@ -689,6 +755,42 @@ impl Gen<'_> {
                     self.hist(&name[5..], shape, scope, depth)
                 }
                 "reduce lifted" | "iscan lifted" => self.lifted_scan(name, shape, scope, depth),
+                "unary frame" | "binary frame" => {
+                    let pool = if name == "unary frame" { UNARY } else { BINARY };
+                    self.function_frame(shape.first().copied().unwrap_or(1), pool, scope, depth)
+                }
+                "inner derivative" => {
+                    let e = self.expr(&[], scope, depth);
+                    let a = self.expr(shape, scope, depth);
+                    format!("((grad (fn ((z Float)) (f.* z (f.sin (f.* z (f.tanh {e})))))) {a})")
+                }
+                "closure" | "passed" => {
+                    self.fresh += 1;
+                    let c = format!("c{}", self.fresh);
+                    let e = self.expr(&[], scope, depth);
+                    let a = self.expr(shape, scope, depth);
+                    let f = format!("(fn ((y Float)) (f.+ (f.* y (f.tanh {e})) (f.sin y)))");
+                    if name == "closure" {
+                        format!("(let ((val {c} {f})) ({c} {a}))")
+                    } else {
+                        let _ = writeln!(
+                            self.defs,
+                            "(def (fun ({c} (g (-> (Float) Float)) (y Float)) (g (g y))))"
+                        );
+                        format!("({c} {f} {a})")
+                    }
+                }
+                "linspace" => {
+                    let (frame, n) = shape.split_at(shape.len() - 1);
+                    let from = frame[..self.bytes.below(frame.len() + 1)].to_vec();
+                    let a = self.expr(&from, scope, depth);
+                    let b = self.expr(frame, scope, depth);
+                    format!("((i-app linspace {}) {a} {b})", n[0])
+                }
+                "items" => {
+                    let k = 1 + self.bytes.below(3);
+                    format!("(f.* 0.5 (f.tanh {}))", self.expr(&[k], scope, depth))
+                }
                 "record loop" => self.record_loop(shape, scope, depth),
                 "outer" => {
                     let k = self.bytes.below(shape.len() - 1);
@@ -954,6 +1056,21 @@ pub fn central_difference_agrees(jv: &[f32], sides: &[(&[f32], &[f32])], h: f32)
         }
     }
     Ok(())
+}
+
+/// The case's program on both engines ([`crate::generate::compare_within`]):
+/// the compiled engine must print every value the interpreter prints —
+/// the derivatives and the function at the central differences' points —
+/// bit for bit, or fail where it fails, or not compile the program.
+/// Call it on a thread with the pipeline's stack.
+pub fn compare_engines(case: &Case) -> crate::generate::Verdict {
+    crate::generate::compare_within(
+        &crate::generate::Program {
+            text: case.text.clone(),
+            inputs: Vec::new(),
+        },
+        FUEL,
+    )
 }
 
 /// Values beyond this magnitude are skipped: f32 differences of them say

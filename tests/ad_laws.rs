@@ -4,11 +4,15 @@
 //! transpose law ⟨u, J·v⟩ = ⟨Jᵀ·u, v⟩, `grad` agrees with them, and `jvp`
 //! agrees with central differences. Every rule of `RULES` must be reached.
 //!
-//! `REMORA_AD_CASES=N` runs N cases instead of the default;
+//! The compiled engine runs the same derivative programs and must print
+//! what the interpreter prints, bit for bit (or not compile them).
+//!
+//! `REMORA_AD_CASES=N` runs N cases instead of the default (the engines'
+//! comparison: `REMORA_AD_SEEDS=FROM..TO`, for a longer run);
 //! `REMORA_SHOW_PROGRAMS=1` prints each program.
 
 use remora::generate::seeded_bytes;
-use remora::generate_ad::{RULES, Verdict, case, check};
+use remora::generate_ad::{RULES, Verdict, case, check, compare_engines};
 
 /// Enough to reach every rule in both modes many times, few enough to run
 /// in seconds in a debug build.
@@ -88,4 +92,77 @@ fn derivatives_obey_the_transpose_law_and_central_differences() {
             }
         }
     }
+}
+
+/// How many cases the engines compare by default: each is a C build (cached
+/// in ~/.cache/remora after the first run).
+const COMPILED_CASES: u64 = 60;
+
+/// The seeds the engines compare: `0..COMPILED_CASES`, or
+/// `REMORA_AD_SEEDS=FROM..TO`.
+fn compiled_seeds() -> std::ops::Range<u64> {
+    std::env::var("REMORA_AD_SEEDS")
+        .ok()
+        .and_then(|v| {
+            let (from, to) = v.split_once("..")?;
+            Some(from.trim().parse().ok()?..to.trim().parse().ok()?)
+        })
+        .unwrap_or(0..COMPILED_CASES)
+}
+
+#[test]
+fn compiled_derivatives_agree_with_the_interpreter() {
+    use remora::generate::Verdict as Engines;
+    if remora::native::c_compiler().is_none() {
+        return;
+    }
+    let run = std::thread::Builder::new()
+        .stack_size(remora_syntax::stack::PIPELINE_STACK)
+        .spawn(|| {
+            let mut counts = [0usize; 4];
+            let mut reasons = std::collections::BTreeMap::<String, usize>::new();
+            let mut disagreements = Vec::new();
+            for seed in compiled_seeds() {
+                let c = case(&seeded_bytes(seed, 1024));
+                if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
+                    eprintln!(";; seed {seed}\n{}", c.text);
+                }
+                match compare_engines(&c) {
+                    Engines::Rejected => counts[0] += 1,
+                    Engines::OverBudget => counts[1] += 1,
+                    Engines::Unsupported(why) => {
+                        counts[2] += 1;
+                        *reasons.entry(why).or_default() += 1;
+                    }
+                    Engines::Agreed => counts[3] += 1,
+                    Engines::Disagreed(how) => disagreements.push(format!("seed {seed}:\n{}{how}", c.text)),
+                }
+            }
+            let mut reasons: Vec<_> = reasons.into_iter().collect();
+            reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
+            for (why, n) in reasons.iter().take(12) {
+                eprintln!("  {n:4}  not compiled: {why}");
+            }
+            (counts, disagreements)
+        });
+    let Ok(handle) = run else {
+        return;
+    };
+    let (counts, disagreements) = match handle.join() {
+        Ok(r) => r,
+        Err(e) => std::panic::resume_unwind(e),
+    };
+    let cases = compiled_seeds().end.saturating_sub(compiled_seeds().start);
+    eprintln!(
+        "{cases} cases: {} rejected by the checker, {} over the interpreter's budget, \
+         {} not compiled, {} compiled and agreed, {} disagreed",
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3],
+        disagreements.len()
+    );
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
+    assert_eq!(counts[0], 0, "a generated derivative program was rejected");
+    assert!(counts[3] > 0, "no derivative program compiled");
 }

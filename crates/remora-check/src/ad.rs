@@ -46,6 +46,18 @@ pub(crate) struct Pass<'a> {
     /// Polymorphic functions bound by `def` and `let` (a lambda under
     /// `t-fn`s and `i-fn`s): their binders, outermost first, and lambda.
     generic: HashMap<VarId, (Vec<Binder>, &'a TExpr)>,
+    /// Frames of functions bound by `def` and `let`, written out.
+    frames: HashMap<VarId, &'a TExpr>,
+    /// Every value bound by `def` and `let`, by variable.
+    values: HashMap<VarId, &'a TExpr>,
+    /// Parameters of functions inlined or lifted by the walk bound to a
+    /// function: the function (a lambda; a primitive as one applying it).
+    bound_lambdas: RefCell<HashMap<VarId, TExpr>>,
+    /// Parameters of functions inlined by the walk bound to frames of
+    /// functions written out: their functions, as a frame.
+    bound_frames: RefCell<HashMap<VarId, TExpr>>,
+    /// The intrinsics' arities (how many arguments their types take).
+    arities: HashMap<&'static str, usize>,
     fresh: Cell<u32>,
     errors: RefCell<Vec<Diagnostic>>,
     /// The names the derivative code binds variables to, while it is
@@ -62,12 +74,19 @@ impl<'a> Pass<'a> {
     pub(crate) fn new(decls: &'a [TDecl], names: &crate::check::NameTable) -> Pass<'a> {
         let mut lambdas = HashMap::new();
         let mut generic = HashMap::new();
+        let mut frames = HashMap::new();
+        let mut values = HashMap::new();
         let mut globals = HashSet::new();
         let mut known = |var: VarId, value: &'a TExpr| {
+            values.insert(var, value);
             if lambda(value).is_some() {
                 lambdas.insert(var, value);
             } else if let Some(g) = generic_lambda(value) {
                 generic.insert(var, g);
+            } else if matches!(value.ty.atom, Atom::Arrow(..))
+                && matches!(value.kind, TExprKind::Frame { .. } | TExprKind::Array { .. })
+            {
+                frames.insert(var, value);
             }
         };
         for d in decls {
@@ -88,7 +107,13 @@ impl<'a> Pass<'a> {
             }
         }
         let mut shadowing = HashMap::new();
+        let mut arities = HashMap::new();
         if uses_ad(decls) {
+            let mut scratch = remora_syntax::SourceMap::new();
+            for (name, text) in crate::intrinsics::names() {
+                let parsed = remora_syntax::parse_type(&mut scratch, "<intrinsics>", text);
+                arities.insert(name, arity(&parsed.value));
+            }
             let mut taken: HashSet<&str> = crate::intrinsics::names().map(|(n, _)| n).collect();
             for v in &globals {
                 if let Some(n) = names.vars.get(v.0 as usize) {
@@ -105,6 +130,11 @@ impl<'a> Pass<'a> {
         Pass {
             lambdas,
             generic,
+            frames,
+            values,
+            arities,
+            bound_frames: RefCell::new(HashMap::new()),
+            bound_lambdas: RefCell::new(HashMap::new()),
             fresh: Cell::new(0),
             errors: RefCell::new(Vec::new()),
             renames: RefCell::new(HashMap::new()),
@@ -139,6 +169,16 @@ impl<'a> Pass<'a> {
             .get(&v)
             .or_else(|| self.shadowing.get(&v))
             .cloned()
+    }
+}
+
+/// How many arguments a function of type `t` takes: its parameters, one
+/// `->` after another (under its `∀`s and `Π`s).
+fn arity(t: &ast::Type) -> usize {
+    match &t.kind {
+        ast::TypeKind::Forall { body, .. } | ast::TypeKind::Pi { body, .. } => arity(body),
+        ast::TypeKind::Arrow { result, .. } => 1 + arity(result),
+        _ => 0,
     }
 }
 
@@ -280,20 +320,45 @@ fn instantiated_var(e: &TExpr) -> Option<(VarId, usize)> {
 
 /// The varying variables `body` reads (a function's free variables that
 /// depend on the parameter), each once, in the order first read, with its
-/// type and tangent name.
-pub(crate) fn varying_free(body: &TExpr, env: &Env) -> Vec<(VarId, Type, String)> {
+/// type and tangent name; through a function it reads that closes over
+/// some (a [`CLOSURE`]), the ones that function reads.
+pub(crate) fn varying_free(w: &Writer, body: &TExpr, env: &Env) -> Vec<(VarId, Type, String)> {
     let mut free = Vec::new();
     let mut seen = HashSet::new();
-    body.any(&mut |x| {
-        if let TExprKind::Var(v) = &x.kind
-            && let Some(Some(t)) = env.get(v)
-            && seen.insert(*v)
-        {
-            free.push((*v, x.ty.clone(), t.clone()));
-        }
-        false
-    });
+    let mut functions: Vec<std::borrow::Cow<TExpr>> = vec![std::borrow::Cow::Borrowed(body)];
+    while let Some(f) = functions.pop() {
+        f.any(&mut |x| {
+            if let TExprKind::Var(v) = &x.kind
+                && let Some(Some(t)) = env.get(v)
+                && seen.insert(*v)
+            {
+                if t != CLOSURE {
+                    free.push((*v, x.ty.clone(), t.clone()));
+                } else if let Some(f) = w.ad.lambdas.get(v).or_else(|| w.ad.frames.get(v)) {
+                    functions.push(std::borrow::Cow::Borrowed(*f));
+                } else if let Some(f) = w.ad.bound_lambdas.borrow().get(v) {
+                    functions.push(std::borrow::Cow::Owned(f.clone()));
+                } else if let Some(f) = w.ad.bound_frames.borrow().get(v) {
+                    functions.push(std::borrow::Cow::Owned(f.clone()));
+                }
+            }
+            false
+        });
+    }
     free
+}
+
+/// The tangent (in reverse mode, the mark) of a function that closes over
+/// values that depend on the parameter: never read as a value; where the
+/// function is applied, its body is differentiated.
+const CLOSURE: &str = "∂closure";
+
+/// How many arguments a function of type `t` takes, one after another.
+fn arrows(t: &Type) -> usize {
+    match &t.atom {
+        Atom::Arrow(_, r) if t.shape.is_scalar() => 1 + arrows(r),
+        _ => 0,
+    }
 }
 
 /// The key under which the adjoint of one field of the record `name` is
@@ -322,12 +387,7 @@ pub fn uses_ad(decls: &[TDecl]) -> bool {
             TDecl::Def { value, .. } => value,
             TDecl::Expr(e) => e,
         };
-        e.any(&mut |x| {
-            matches!(
-                x.kind,
-                TExprKind::Intrinsic("jvp" | "vjp" | "grad" | "value-and-grad")
-            )
-        })
+        e.any(&mut is_form)
     })
 }
 
@@ -350,6 +410,12 @@ pub(crate) fn form(w: &Writer, e: &TExpr) -> Option<ast::Expr> {
         "grad" | "value-and-grad" if args.len() == 1 => Mode::Reverse,
         _ => return None,
     };
+    // A derivative of a function that takes derivatives itself (a second
+    // derivative): written as it is, for the next round, once the inner
+    // ones are derivative programs (`crate::differentiate`).
+    if args.first().is_some_and(|(f, _)| takes_derivatives(w, f)) {
+        return None;
+    }
     let result = derivative(w, name, mode, &args, e.span);
     match result {
         Ok(x) => Some(x),
@@ -358,6 +424,38 @@ pub(crate) fn form(w: &Writer, e: &TExpr) -> Option<ast::Expr> {
             Some(node(ExprKind::Var(ident("undefined"))))
         }
     }
+}
+
+/// Whether `x` is the head of a derivative form.
+fn is_form(x: &TExpr) -> bool {
+    matches!(
+        x.kind,
+        TExprKind::Intrinsic("jvp" | "vjp" | "grad" | "value-and-grad")
+    )
+}
+
+/// Whether `f` (a function, or a name bound to one) holds a derivative
+/// form, or reads by name a function or value that does
+/// (`(def (val g (grad h)))`): each value read once.
+fn takes_derivatives(w: &Writer, f: &TExpr) -> bool {
+    let mut seen = HashSet::new();
+    let mut values = vec![f];
+    while let Some(g) = values.pop() {
+        let found = g.any(&mut |x| match &x.kind {
+            TExprKind::Intrinsic(_) => is_form(x),
+            TExprKind::Var(v) => {
+                if seen.insert(*v) {
+                    values.extend(w.ad.values.get(v).copied());
+                }
+                false
+            }
+            _ => false,
+        });
+        if found {
+            return true;
+        }
+    }
+    false
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -564,6 +662,9 @@ struct Branch {
     out: Option<String>,
 }
 
+/// The derivative of one function on cells, from its parameters and body.
+type CellDerivative<'d> = dyn Fn(&[Param], &TExpr) -> Result<ast::Expr, Diagnostic> + 'd;
+
 /// A parameter of a function being differentiated.
 struct Param {
     var: VarId,
@@ -657,6 +758,10 @@ const LINEAR: &[&str] = &[
     "windows",
     "index2d",
     "sort-by",
+    "linspace",
+    // (The identity on the value they return.)
+    "trace",
+    "trace-file",
 ];
 
 /// Float functions whose derivative is zero wherever it exists.
@@ -679,6 +784,66 @@ fn params_of(f: &TExpr, n: usize) -> (Vec<(VarId, Type)>, &TExpr, Type) {
     (params, body, ty)
 }
 
+/// `f`, a function of `n` parameters that is not a lambda (a primitive,
+/// instantiated maybe), as the lambda `(λ (p1 … pn) (f p1 … pn))` of fresh
+/// parameters typed as `f`'s: differentiated by the rules of the
+/// application in its body.
+fn eta(w: &Writer, f: &TExpr, n: usize) -> Option<TExpr> {
+    let mut params = Vec::new();
+    let mut call = f.clone();
+    let mut ty = f.ty.clone();
+    for _ in 0..n {
+        let Atom::Arrow(pt, rt) = &ty.atom else {
+            return None;
+        };
+        if !ty.shape.is_scalar() {
+            return None;
+        }
+        let (pt, rt) = ((**pt).clone(), (**rt).clone());
+        let param = w.ad.fresh_var();
+        let lifted = Lifted {
+            fun_frame: Shape::scalar(),
+            arg_frame: Shape::scalar(),
+            arg_cell: pt.shape.clone(),
+            principal: Shape::scalar(),
+            result: rt.clone(),
+        };
+        let arg = TExpr {
+            kind: TExprKind::Var(param),
+            ty: pt.clone(),
+            span: f.span,
+        };
+        call = TExpr {
+            kind: TExprKind::App {
+                func: Box::new(call),
+                arg: Box::new(arg),
+                lifted,
+            },
+            ty: rt.clone(),
+            span: f.span,
+        };
+        params.push((param, pt));
+        ty = rt;
+    }
+    Some(params.into_iter().rev().fold(call, |body, (param, pt)| TExpr {
+        ty: Type::scalar(Atom::Arrow(
+            std::sync::Arc::new(pt),
+            std::sync::Arc::new(body.ty.clone()),
+        )),
+        kind: TExprKind::Array {
+            shape: Vec::new(),
+            atoms: vec![TAtom {
+                kind: TAtomKind::Lambda {
+                    param,
+                    body: Box::new(body),
+                },
+                span: f.span,
+            }],
+        },
+        span: f.span,
+    }))
+}
+
 /// The forward derivative of the function of `params` and `body`:
 /// `(λ (p1 … pk) (λ (dp…) tangent))`, a tangent for each varying parameter.
 fn forward_fn(w: &Writer, params: &[Param], body: &TExpr) -> Result<ast::Expr, Diagnostic> {
@@ -688,7 +853,9 @@ fn forward_fn(w: &Writer, params: &[Param], body: &TExpr) -> Result<ast::Expr, D
     let mut tangents = Vec::new();
     for p in params {
         names.push((walk.rename(p.var), p.ty.clone()));
-        if p.varying {
+        if p.varying && matches!(p.ty.atom, Atom::Arrow(..)) {
+            env.insert(p.var, Some(CLOSURE.to_string()));
+        } else if p.varying {
             let dt = w.ad.fresh();
             env.insert(p.var, Some(dt.clone()));
             tangents.push((dt, p.ty.clone()));
@@ -764,7 +931,12 @@ fn reverse_pass(
     let mut names = Vec::new();
     for p in params {
         let name = walk.rename(p.var);
-        env.insert(p.var, p.varying.then(|| name.clone()));
+        let mark = if matches!(p.ty.atom, Atom::Arrow(..)) {
+            CLOSURE.to_string()
+        } else {
+            name.clone()
+        };
+        env.insert(p.var, p.varying.then_some(mark));
         if let Some(fields) = float_record(&p.ty.atom) {
             walk.records.insert(name.clone(), fields);
         }
@@ -988,6 +1160,10 @@ impl<'w, 'a> Walk<'w, 'a> {
         }
         self.binds.push((name.clone(), p.clone()));
         match t {
+            // A function closing over varying values: marked, no tangent.
+            Some(t) if matches!(&t.kind, ExprKind::Var(c) if c.name == CLOSURE) => {
+                env.insert(v, Some(CLOSURE.to_string()));
+            }
             Some(t) => {
                 let dt = self.w.ad.fresh();
                 if self.mode == Mode::Forward {
@@ -1027,6 +1203,11 @@ impl<'w, 'a> Walk<'w, 'a> {
     fn expr(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         if !Self::varying(e, env) || !differentiable(&e.ty.atom) {
             return Ok((self.w.expr(e), None));
+        }
+        // A function (or a frame of them) that closes over varying values:
+        // as written, marked; differentiated where applied.
+        if matches!(e.ty.atom, Atom::Arrow(..)) {
+            return Ok((self.w.expr(e), Some(var(CLOSURE))));
         }
         let (p, t) = self.expr_varying(e, env)?;
         if let (Some(fields), ExprKind::Var(v)) = (float_record(&e.ty.atom), &p.kind) {
@@ -1247,6 +1428,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             x.any(&mut |y| {
                 if let TExprKind::Var(v) = &y.kind
                     && matches!(env.get(v), Some(Some(_)))
+                    && !matches!(y.ty.atom, Atom::Arrow(..))
                     && seen.insert(*v)
                 {
                     free.push(self.w.var(*v).name);
@@ -1307,17 +1489,26 @@ impl<'w, 'a> Walk<'w, 'a> {
 
     fn app(&mut self, e: &TExpr, env: &Env) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let (head, spine) = e.spine();
+        // A frame of functions: each differentiated, the frame of their
+        // derivatives applied.
+        if !head.ty.shape.is_scalar() {
+            return self.lifted_on_cells("an application", e, &spine, env);
+        }
         // A call of a lambda bound by name: unlifted, its body inlined;
         // lifted, its derivative lifted over the same frame.
+        let bound = match &head.kind {
+            TExprKind::Var(v) => self.w.ad.bound_lambdas.borrow().get(v).cloned(),
+            _ => None,
+        };
         let known = match &head.kind {
-            TExprKind::Var(v) => self.w.ad.lambdas.get(v).copied(),
+            TExprKind::Var(v) => self.w.ad.lambdas.get(v).copied().or(bound.as_ref()),
             _ => lambda(head).map(|_| head),
         };
         if let Some(f) = known {
             if spine.iter().all(|(_, l)| l.principal.is_scalar()) {
                 return self.inline(f, &spine, env, e);
             }
-            return self.lifted_call(f, head, &[], &spine, env, e);
+            return self.lifted_call(&[f], &[], head, &[], &spine, env, e);
         }
         // A polymorphic function, instantiated: its derivative, under the
         // same binders, instantiated the same way.
@@ -1326,7 +1517,7 @@ impl<'w, 'a> Walk<'w, 'a> {
             && binders.len() == n
         {
             let binders = binders.clone();
-            return self.lifted_call(f, head, &binders, &spine, env, e);
+            return self.lifted_call(&[f], &[], head, &binders, &spine, env, e);
         }
         // A polymorphic lambda written in place and instantiated there
         // (what `rerank` writes): the same, its binders read off the literal.
@@ -1334,12 +1525,25 @@ impl<'w, 'a> Walk<'w, 'a> {
             && let Some((binders, f)) = generic_lambda(literal)
             && binders.len() == n
         {
-            return self.lifted_call(f, head, &binders, &spine, env, e);
+            return self.lifted_call(&[f], &[], head, &binders, &spine, env, e);
         }
         let Some(name) = head_name(head) else {
             return Err(self.unsupported(e, "this application"));
         };
         let what = format!("`{name}`");
+        // Applied to more arguments than it takes: the function applied is
+        // one `name` computes.
+        if self.w.ad.arities.get(name).is_some_and(|&n| spine.len() > n) {
+            return Err(self.unsupported(e, &format!("an application of a function that {what} computes")));
+        }
+        // An intrinsic taking functions, lifted over a frame of them: on
+        // cells, by each of them.
+        if spine
+            .iter()
+            .any(|(a, l)| matches!(a.ty.atom, Atom::Arrow(..)) && !l.arg_frame.is_scalar())
+        {
+            return self.lifted_on_cells(&what, e, &spine, env);
+        }
         if let Some(result) = self.loop_form(name, e, &spine, env) {
             return result;
         }
@@ -1365,8 +1569,8 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Extremum("f.argmax")
         } else if reduce_by("f.min") && spine[1].1.arg_cell.segs().len() == 1 {
             Rule::Extremum("f.argmin")
-        } else if (name == "f.product" || reduce_by("f.*"))
-            && spine.last().is_some_and(|(_, l)| l.arg_cell.segs().len() == 1)
+        } else if (name == "f.product" && spine.last().is_some_and(|(_, l)| l.arg_cell.dims().is_some()))
+            || (reduce_by("f.*") && spine.last().is_some_and(|(_, l)| l.arg_cell.segs().len() == 1))
         {
             Rule::Product
         } else if name == "select" {
@@ -1417,13 +1621,19 @@ impl<'w, 'a> Walk<'w, 'a> {
         Ok((out, tangent))
     }
 
-    /// An intrinsic that takes a function first (`hist`, `outer`), lifted
-    /// over a frame, as a call of `(λ (a …) (name f a …))` on cells lifted
-    /// over it: differentiated as a lifted call of a function the program
-    /// defines is (its derivative on cells, by the intrinsic's rule,
-    /// lifted over the same frame; the adjoints of arguments of shorter
-    /// frames summed over the axes they were replicated along). A frame of
-    /// functions is an error.
+    /// An application lifted over a frame of functions, or an intrinsic
+    /// that takes functions (`hist`, `outer`, the loops…) lifted over a
+    /// frame, as a call of a function on cells lifted over it: `(λ (a …)
+    /// (name f a …))`, the arguments that are not functions its
+    /// parameters. Differentiated as a lifted call of a function the
+    /// program defines is (its derivative on cells, by the intrinsic's
+    /// rule, lifted over the same frame; the adjoints of arguments of
+    /// shorter frames summed over the axes they were replicated along).
+    ///
+    /// A frame of functions is a frame of such functions on cells, one for
+    /// each of its functions, and so is its derivative: the functions must
+    /// be written out (a frame of them, or a name bound to one), each
+    /// differentiated on its own.
     #[allow(clippy::type_complexity)]
     fn lifted_on_cells(
         &mut self,
@@ -1433,82 +1643,219 @@ impl<'w, 'a> Walk<'w, 'a> {
         env: &Env,
     ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let (head, _) = e.spine();
-        let (Some((f, f_lifted)), Some(args)) = (spine.first(), spine.get(1..)) else {
-            return Err(self.unsupported(e, what));
+        // An intrinsic's function arguments are written into the cells'
+        // function; a frame of functions at the head is applied there.
+        let intrinsic = head_name(head).is_some();
+        let is_function = |a: &TExpr| intrinsic && matches!(a.ty.atom, Atom::Arrow(..));
+        // Each function, as the frame of functions it is: its dimensions
+        // and functions (one, of no dimensions, for a function).
+        let functions = |x: &TExpr, frame: &Shape| -> Result<(Vec<u64>, Vec<TExpr>), Diagnostic> {
+            if frame.is_scalar() {
+                return Ok((Vec::new(), vec![x.clone()]));
+            }
+            self.function_frame(x).ok_or_else(|| {
+                self.unsupported(
+                    x,
+                    &format!("{what} lifted over a frame of functions that is not written out"),
+                )
+            })
         };
-        if !f_lifted.arg_frame.is_scalar() {
-            return Err(self.unsupported(e, &format!("{what} lifted over a frame of functions")));
-        }
-        let unlifted = |l: &Lifted, ty: Type| Lifted {
-            fun_frame: Shape::scalar(),
-            arg_frame: Shape::scalar(),
-            arg_cell: l.arg_cell.clone(),
-            principal: Shape::scalar(),
-            result: ty,
-        };
-        let principal = &f_lifted.principal;
-        let mut call = TExpr {
-            kind: TExprKind::App {
-                func: Box::new(head.clone()),
-                arg: Box::new((*f).clone()),
-                lifted: unlifted(f_lifted, f_lifted.result.clone()),
-            },
-            ty: f_lifted.result.clone(),
-            span: e.span,
-        };
-        let mut params = Vec::new();
-        for (a, l) in args {
-            let param = self.w.ad.fresh_var();
-            let ty = Type {
-                atom: a.ty.atom.clone(),
-                shape: l.arg_cell.clone(),
-            };
-            let principal = if l.principal.is_scalar() {
-                principal
+        let head_frame = spine
+            .first()
+            .map(|(_, l)| l.fun_frame.clone())
+            .unwrap_or_else(Shape::scalar);
+        let heads = functions(head, &head_frame)?;
+        let mut slots = Vec::new();
+        for (a, l) in spine {
+            slots.push(if is_function(a) {
+                Some(functions(a, &l.arg_frame)?)
             } else {
-                &l.principal
-            };
-            let result = Type {
+                None
+            });
+        }
+        // The frame of the functions on cells: the longest of the frames of
+        // functions (each a prefix of the principal frame, so of it).
+        let frame = slots
+            .iter()
+            .flatten()
+            .chain([&heads])
+            .map(|(dims, _)| dims)
+            .max_by_key(|dims| dims.len())
+            .cloned()
+            .unwrap_or_default();
+        // Function `j` of a frame of functions of dimensions `dims` (a
+        // prefix of `frame`) for the cell at `j` of `frame`, row-major.
+        let nth = |(dims, fs): &(Vec<u64>, Vec<TExpr>), j: u64| -> Option<TExpr> {
+            let below: u64 = frame.get(dims.len()..).unwrap_or_default().iter().product();
+            fs.get(usize::try_from(j / below.max(1)).ok()?).cloned()
+        };
+        let unlifted = |l: &Lifted, arg_cell: Shape| {
+            let ty = Type {
                 atom: l.result.atom.clone(),
                 shape: l
                     .result
                     .shape
-                    .strip_prefix(principal)
+                    .strip_prefix(&l.principal)
                     .unwrap_or_else(|_| l.result.shape.clone()),
             };
-            call = TExpr {
-                kind: TExprKind::App {
-                    func: Box::new(call),
-                    arg: Box::new(TExpr {
-                        kind: TExprKind::Var(param),
-                        ty: ty.clone(),
-                        span: a.span,
-                    }),
-                    lifted: unlifted(l, result.clone()),
-                },
-                ty: result,
-                span: e.span,
+            let lifted = Lifted {
+                fun_frame: Shape::scalar(),
+                arg_frame: Shape::scalar(),
+                arg_cell,
+                principal: Shape::scalar(),
+                result: ty.clone(),
             };
-            params.push((param, ty));
-        }
-        let lambda = params.into_iter().rev().fold(call, |body, (param, ty)| TExpr {
-            ty: Type::scalar(Atom::Arrow(
-                std::sync::Arc::new(ty),
-                std::sync::Arc::new(body.ty.clone()),
-            )),
-            kind: TExprKind::Array {
-                shape: Vec::new(),
-                atoms: vec![TAtom {
-                    kind: TAtomKind::Lambda {
-                        param,
-                        body: Box::new(body),
+            (lifted, ty)
+        };
+        let count: u64 = frame.iter().product();
+        let mut cells = Vec::new();
+        for j in 0..count {
+            let Some(mut call) = nth(&heads, j) else {
+                return Err(self.unsupported(e, what));
+            };
+            let mut params = Vec::new();
+            for ((a, l), slot) in spine.iter().zip(&slots) {
+                let arg = match slot {
+                    Some(fs) => nth(fs, j).ok_or_else(|| self.unsupported(e, what))?,
+                    None => {
+                        let param = self.w.ad.fresh_var();
+                        let ty = Type {
+                            atom: a.ty.atom.clone(),
+                            shape: l.arg_cell.clone(),
+                        };
+                        params.push((param, ty.clone()));
+                        TExpr {
+                            kind: TExprKind::Var(param),
+                            ty,
+                            span: a.span,
+                        }
+                    }
+                };
+                let (lifted, ty) = unlifted(l, arg.ty.shape.clone());
+                call = TExpr {
+                    kind: TExprKind::App {
+                        func: Box::new(call),
+                        arg: Box::new(arg),
+                        lifted,
                     },
+                    ty,
                     span: e.span,
-                }],
+                };
+            }
+            cells.push(params.into_iter().rev().fold(call, |body, (param, ty)| TExpr {
+                ty: Type::scalar(Atom::Arrow(
+                    std::sync::Arc::new(ty),
+                    std::sync::Arc::new(body.ty.clone()),
+                )),
+                kind: TExprKind::Array {
+                    shape: Vec::new(),
+                    atoms: vec![TAtom {
+                        kind: TAtomKind::Lambda {
+                            param,
+                            body: Box::new(body),
+                        },
+                        span: e.span,
+                    }],
+                },
+                span: e.span,
+            }));
+        }
+        let args: Vec<(&TExpr, &Lifted)> = spine
+            .iter()
+            .zip(&slots)
+            .filter(|(_, slot)| slot.is_none())
+            .map(|(a, _)| *a)
+            .collect();
+        if args.is_empty() || cells.is_empty() {
+            return Err(self.unsupported(e, what));
+        }
+        // The primal: the application as written, or (an intrinsic) the
+        // functions on cells applied to the other arguments.
+        let callee = match (intrinsic, cells.as_slice()) {
+            (false, _) => head.clone(),
+            (true, [one]) if frame.is_empty() => one.clone(),
+            (true, _) => TExpr {
+                ty: Type {
+                    atom: cells.first().map(|c| c.ty.atom.clone()).unwrap_or(Atom::Float),
+                    shape: Shape::from_dims(frame.iter().map(|&d| remora_types::Dim::nat(d))),
+                },
+                kind: TExprKind::Frame {
+                    shape: frame.clone(),
+                    elems: cells.clone(),
+                },
+                span: e.span,
             },
-            span: e.span,
-        });
-        self.lifted_call(&lambda, &lambda, &[], args, env, e)
+        };
+        let cells: Vec<&TExpr> = cells.iter().collect();
+        self.lifted_call(&cells, &frame, &callee, &[], &args, env, e)
+    }
+
+    /// The function `a` is, when known: a lambda, a name bound to one (by
+    /// `def`, `let`, or a call the walk inlined), or any other function
+    /// (a primitive, an instantiation, a partial application) as the
+    /// lambda applying it.
+    fn function_of(&self, a: &TExpr) -> Option<TExpr> {
+        if !matches!(a.ty.atom, Atom::Arrow(..)) || !a.ty.shape.is_scalar() {
+            return None;
+        }
+        if lambda(a).is_some() {
+            return Some(a.clone());
+        }
+        if let TExprKind::Var(v) = &a.kind {
+            let bound = self.w.ad.bound_lambdas.borrow().get(v).cloned();
+            return self.w.ad.lambdas.get(v).map(|f| (*f).clone()).or(bound);
+        }
+        eta(self.w, a, arrows(&a.ty))
+    }
+
+    /// The functions of a frame of functions written out (a frame of them,
+    /// an array of lambdas, or a name bound to one), with its dimensions.
+    fn function_frame(&self, x: &TExpr) -> Option<(Vec<u64>, Vec<TExpr>)> {
+        let function = |kind: TExprKind| TExpr {
+            kind,
+            ty: Type::scalar(x.ty.atom.clone()),
+            span: x.span,
+        };
+        match &x.kind {
+            TExprKind::Var(v) => match self.w.ad.frames.get(v) {
+                Some(f) => self.function_frame(f),
+                None => {
+                    let bound = self.w.ad.bound_frames.borrow().get(v).cloned();
+                    bound.and_then(|f| self.function_frame(&f))
+                }
+            },
+            TExprKind::Array { shape, atoms } => {
+                let fs = atoms
+                    .iter()
+                    .map(|a| {
+                        function(TExprKind::Array {
+                            shape: Vec::new(),
+                            atoms: vec![a.clone()],
+                        })
+                    })
+                    .collect();
+                Some((shape.clone(), fs))
+            }
+            TExprKind::Frame { shape, elems } => {
+                let mut dims = shape.clone();
+                let mut fs = Vec::new();
+                let mut inner = None;
+                for x in elems {
+                    let (d, f) = if x.ty.shape.is_scalar() {
+                        (Vec::new(), vec![x.clone()])
+                    } else {
+                        self.function_frame(x)?
+                    };
+                    if inner.get_or_insert_with(|| d.clone()) != &d {
+                        return None;
+                    }
+                    fs.extend(f);
+                }
+                dims.extend(inner.unwrap_or_default());
+                Some((dims, fs))
+            }
+            _ => None,
+        }
     }
 
     /// The arguments of an application: each one's primal (bound to a name
@@ -1524,8 +1871,12 @@ impl<'w, 'a> Walk<'w, 'a> {
         let mut primals = Vec::new();
         let mut tangents = Vec::new();
         for (a, lifted) in spine {
-            let (mut p, t) = self.expr(a, env)?;
-            if self.mode == Mode::Reverse && !matches!(a.ty.atom, Atom::Arrow(..)) {
+            let (mut p, mut t) = self.expr(a, env)?;
+            if matches!(a.ty.atom, Atom::Arrow(..)) {
+                // A function has no tangent; one that closes over varying
+                // values is differentiated where it is applied.
+                t = None;
+            } else if self.mode == Mode::Reverse {
                 p = self.named(p);
             }
             let varying = varying_name(&t, &p);
@@ -1555,6 +1906,23 @@ impl<'w, 'a> Walk<'w, 'a> {
             let Some((param, b)) = lambda(body) else {
                 return Err(self.unsupported(e, "this call"));
             };
+            // A function passed on: known where the body applies it.
+            if let Some(f) = self.function_of(a) {
+                self.w.ad.bound_lambdas.borrow_mut().insert(param, f);
+            }
+            // A frame of functions written out, passed on: its functions
+            // known where the body applies it.
+            if matches!(a.ty.atom, Atom::Arrow(..))
+                && !a.ty.shape.is_scalar()
+                && let Some((shape, elems)) = self.function_frame(a)
+            {
+                let frame = TExpr {
+                    kind: TExprKind::Frame { shape, elems },
+                    ty: a.ty.clone(),
+                    span: a.span,
+                };
+                self.w.ad.bound_frames.borrow_mut().insert(param, frame);
+            }
             let (p, t) = self.expr(a, env)?;
             self.bind_var(param, p, t, &mut inner, e.span);
             body = b;
@@ -1564,37 +1932,90 @@ impl<'w, 'a> Walk<'w, 'a> {
 
     /// A lifted call of a function defined in the program: the primal is
     /// the call; the tangent (the adjoints) the function's forward (reverse)
-    /// derivative lifted over the same frame.
+    /// derivative lifted over the same frame. `fs` is the function, or the
+    /// functions of a frame of functions of dimensions `frame` (row-major),
+    /// whose derivative is the frame of their derivatives.
+    #[allow(clippy::too_many_arguments)]
     fn lifted_call(
         &mut self,
-        f: &TExpr,
+        fs: &[&TExpr],
+        frame: &[u64],
         head: &TExpr,
         binders: &[Binder],
         spine: &[(&TExpr, &Lifted)],
         env: &Env,
         e: &TExpr,
     ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
-        let (params, body, rty) = params_of(f, spine.len());
-        if params.len() != spine.len() {
+        let cells: Vec<_> = fs.iter().map(|f| params_of(f, spine.len())).collect();
+        let Some((_, _, rty)) = cells.first().cloned() else {
+            return Err(self.unsupported(e, "a lifted call of a frame of no functions"));
+        };
+        if cells.iter().any(|(params, ..)| params.len() != spine.len()) {
             return Err(self.unsupported(e, "a lifted call of a function of this shape"));
         }
         let (mut args, primals, mut tangents) = self.arguments(spine, env)?;
-        // The varying variables the function closes over: parameters of
-        // its derivative too, whole values replicated over the frame.
-        let free = varying_free(body, env);
+        // The varying variables the functions close over: parameters of
+        // their derivatives too, whole values replicated over the frame.
+        let mut free = Vec::new();
+        let mut seen = HashSet::new();
+        for (_, body, _) in &cells {
+            free.extend(
+                varying_free(self.w, body, env)
+                    .into_iter()
+                    .filter(|(v, ..)| seen.insert(*v)),
+            );
+        }
+        // A function argument (one for the whole frame) is known where the
+        // functions apply it; one that closes over varying values makes
+        // them depend on those values too.
+        let mut closures = vec![false; spine.len()];
+        for (k, (a, l)) in spine.iter().enumerate() {
+            let Some(f) = l.arg_frame.is_scalar().then(|| self.function_of(a)).flatten() else {
+                continue;
+            };
+            for (params, ..) in &cells {
+                if let Some((param, _)) = params.get(k) {
+                    self.w.ad.bound_lambdas.borrow_mut().insert(*param, f.clone());
+                }
+            }
+            let closed = varying_free(self.w, &f, env);
+            closures[k] = !closed.is_empty();
+            free.extend(closed.into_iter().filter(|(v, ..)| seen.insert(*v)));
+        }
         let head_code = self.w.expr(head);
         if tangents.iter().all(Option::is_none) && free.is_empty() {
             return Ok((app(head_code, primals), None));
         }
         let out = self.bind(app(head_code.clone(), primals.clone()));
         let mut primals = primals;
-        let mut params: Vec<Param> = params
+        let varying: Vec<bool> = tangents
+            .iter()
+            .zip(&closures)
+            .map(|(t, &closure)| t.is_some() || closure)
+            .collect();
+        let closed: Vec<Param> = free
+            .iter()
+            .map(|(v, ty, _)| Param {
+                var: *v,
+                ty: ty.clone(),
+                varying: true,
+            })
+            .collect();
+        // Each function's parameters, then the variables they close over.
+        let cells: Vec<(Vec<Param>, &TExpr)> = cells
             .into_iter()
-            .zip(&tangents)
-            .map(|((var, ty), t)| Param {
-                var,
-                ty,
-                varying: t.is_some(),
+            .map(|(params, body, _)| {
+                let params = params
+                    .into_iter()
+                    .zip(&varying)
+                    .map(|((var, ty), &varying)| Param { var, ty, varying })
+                    .chain(closed.iter().map(|p| Param {
+                        var: p.var,
+                        ty: p.ty.clone(),
+                        varying: true,
+                    }))
+                    .collect();
+                (params, body)
             })
             .collect();
         for (v, ty, t) in free {
@@ -1608,11 +2029,6 @@ impl<'w, 'a> Walk<'w, 'a> {
                 cell: ty.shape.clone(),
                 atom: ty.atom.clone(),
             });
-            params.push(Param {
-                var: v,
-                ty,
-                varying: true,
-            });
         }
         let out_name = match &out.kind {
             ExprKind::Var(v) => v.name.clone(),
@@ -1623,47 +2039,66 @@ impl<'w, 'a> Walk<'w, 'a> {
             .map(|(_, l)| l.principal.clone())
             .unwrap_or_else(Shape::scalar);
         let w = self.w;
-        let instance = |d: ast::Expr| {
-            if binders.is_empty() {
-                d
-            } else {
-                instantiated(&head_code, under_binders(w, binders, d))
-            }
+        // The derivative of each function (instantiated as the head is),
+        // as a frame when the functions are one.
+        let derivative = |d: &CellDerivative| {
+            let ds = cells
+                .iter()
+                .map(|(params, body)| d(params, body))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok::<_, Diagnostic>(match ds.as_slice() {
+                [d] if frame.is_empty() && binders.is_empty() => d.clone(),
+                [d] if frame.is_empty() => instantiated(&head_code, under_binders(w, binders, d.clone())),
+                _ => node(ExprKind::Frame {
+                    shape: frame.to_vec(),
+                    elems: ds,
+                }),
+            })
         };
         if self.mode == Mode::Forward {
-            let d = instance(forward_fn(self.w, &params, body)?);
+            let d = derivative(&|params, body| forward_fn(w, params, body))?;
             let mut all = primals;
             all.extend(tangents.into_iter().flatten());
             let t = self.bind(app(d, all));
             return Ok((out, Some(t)));
         }
-        let targets: Vec<usize> = (0..params.len()).filter(|&i| params[i].varying).collect();
+        let params: Vec<&Param> = cells
+            .first()
+            .map(|(ps, _)| ps.iter().collect())
+            .unwrap_or_default();
+        // (A function has no cotangent.)
+        let has_cotangent = |p: &Param| p.varying && !matches!(p.ty.atom, Atom::Arrow(..));
+        let targets: Vec<usize> = (0..params.len()).filter(|&i| has_cotangent(params[i])).collect();
         let rule = if targets.len() > 1 {
             // One forward and one backward pass for all the varying
             // parameters: a record of their cotangents.
-            let ReverseCode {
-                params: mut names,
-                ct,
-                body: adj,
-                ..
-            } = reverse_many(self.w, &params, body, &targets)?;
-            names.push((ct, rty.clone()));
-            Rule::CallAll(instance(lambdas(self.w, &names, adj)))
-        } else {
-            let mut fns = Vec::new();
-            for (i, p) in params.iter().enumerate() {
-                if !p.varying {
-                    fns.push(None);
-                    continue;
-                }
+            Rule::CallAll(derivative(&|params, body| {
                 let ReverseCode {
                     params: mut names,
                     ct,
                     body: adj,
                     ..
-                } = reverse_core(self.w, &params, body, i)?;
+                } = reverse_many(w, params, body, &targets)?;
                 names.push((ct, rty.clone()));
-                fns.push(Some(instance(lambdas(self.w, &names, adj))));
+                Ok(lambdas(w, &names, adj))
+            })?)
+        } else {
+            let mut fns = Vec::new();
+            for (i, p) in params.iter().enumerate() {
+                if !has_cotangent(p) {
+                    fns.push(None);
+                    continue;
+                }
+                fns.push(Some(derivative(&|params, body| {
+                    let ReverseCode {
+                        params: mut names,
+                        ct,
+                        body: adj,
+                        ..
+                    } = reverse_core(w, params, body, i)?;
+                    names.push((ct, rty.clone()));
+                    Ok(lambdas(w, &names, adj))
+                })?));
             }
             Rule::Call(fns)
         };
@@ -1729,13 +2164,16 @@ impl<'w, 'a> Walk<'w, 'a> {
             Rule::Product => {
                 let (x, dx) = (p.last().cloned()?, t.last().cloned().flatten()?);
                 let cell = float_type(&args.last()?.cell);
-                Some(lift(w, vec![(x, cell.clone()), (dx, cell)], |v| {
+                let others = |x: ast::Expr| product_of_others(w, x, &cell.shape);
+                Some(lift(w, vec![(x, cell.clone()), (dx, cell.clone())], |v| {
                     call(
                         "f.sum",
-                        vec![call("f.*", vec![v[1].clone(), product_of_others(v[0].clone())])],
+                        vec![call("f.*", vec![v[1].clone(), others(v[0].clone())])],
                     )
                 }))
             }
+            // The value returned, not traced again.
+            Rule::Linear("trace" | "trace-file") => Some(or_zero(p.len().saturating_sub(1))),
             // Sorting permutes: the tangent permuted the same way.
             Rule::Linear("f.sort") => {
                 let (x, dx) = (p.first().cloned()?, t.first().cloned().flatten()?);
@@ -1983,7 +2421,12 @@ impl<'w, 'a> Walk<'w, 'a> {
                             (ct.clone(), result_cell.clone()),
                             (arg.primal.clone(), cell.clone()),
                         ],
-                        |v| call("f.*", vec![v[0].clone(), product_of_others(v[1].clone())]),
+                        |v| {
+                            call(
+                                "f.*",
+                                vec![v[0].clone(), product_of_others(w, v[1].clone(), &arg.cell)],
+                            )
+                        },
                     )
                 }
                 Rule::Linear(op) => {
@@ -2187,19 +2630,7 @@ impl<'w, 'a> Walk<'w, 'a> {
         let append = |a: ast::Expr, b: ast::Expr| call("append", vec![a, b]);
         // The same instantiation, of another function of the same binders.
         let like = |f: &str, e: ast::Expr| app(instantiated(&n.head, var(f)), vec![e]);
-        let reshape = |e: ast::Expr, from: &Shape, to: &Shape| {
-            let f = node(ExprKind::IApp {
-                func: Box::new(node(ExprKind::IApp {
-                    func: Box::new(node(ExprKind::TApp {
-                        func: Box::new(var("reshape")),
-                        arg: w.ty(&Type::scalar(Atom::Float)),
-                    })),
-                    arg: ast::Ispace::Shape(w.shape(from)),
-                })),
-                arg: ast::Ispace::Shape(w.shape(to)),
-            });
-            app(f, vec![e])
-        };
+        let reshape = |e: ast::Expr, from: &Shape, to: &Shape| reshaped(w, e, from, to);
         let scan_back = |e: ast::Expr| {
             call(
                 "reverse",
@@ -2342,6 +2773,21 @@ impl<'w, 'a> Walk<'w, 'a> {
                         places,
                         call("flatten", vec![ct]),
                     ],
+                )
+            }
+            ("trace", 1) | ("trace-file", 2) => ct,
+            // (What is traced does not reach the value.)
+            ("trace", 0) | ("trace-file", 1) => z(x(i)),
+            // Item j is a·(1 − t) + b·t, t = j/(n−1): the same linspace
+            // of 1 and 0 (of 0 and 1) weighs the cotangent.
+            ("linspace", 0 | 1) => {
+                let (from, to) = if i == 0 { (1.0, 0.0) } else { (0.0, 1.0) };
+                call(
+                    "f.sum",
+                    vec![call(
+                        "f.*",
+                        vec![ct, app(n.head.clone(), vec![float(from), float(to)])],
+                    )],
                 )
             }
             ("f.mean", _) => broadcast(
@@ -2517,11 +2963,38 @@ fn if_node(cond: ast::Expr, then: ast::Expr, otherwise: ast::Expr) -> ast::Expr 
 
 /// For a vector `x`, the product of the items other than each: the
 /// exclusive prefix products times the exclusive suffix products.
-fn product_of_others(x: ast::Expr) -> ast::Expr {
+///
+/// A cell of another rank (`f.product` of a matrix) is read as the vector
+/// of its items in row-major order, its shape's dimensions known.
+fn product_of_others(w: &Writer, x: ast::Expr, cell: &Shape) -> ast::Expr {
     let scan = |e: ast::Expr| call("curtail", vec![call("scan", vec![var("f.*"), float(1.0), e])]);
-    let prefix = scan(x.clone());
-    let suffix = call("reverse", vec![scan(call("reverse", vec![x]))]);
-    call("f.*", vec![prefix, suffix])
+    let of_vector = |x: ast::Expr| {
+        let prefix = scan(x.clone());
+        let suffix = call("reverse", vec![scan(call("reverse", vec![x]))]);
+        call("f.*", vec![prefix, suffix])
+    };
+    match cell.dims() {
+        Some(dims) if dims.len() != 1 => {
+            let vector = Shape::from_dims([remora_types::Dim::product(dims)]);
+            reshaped(w, of_vector(reshaped(w, x, cell, &vector)), &vector, cell)
+        }
+        _ => of_vector(x),
+    }
+}
+
+/// `e`, a Float array of shape `from`, reshaped to `to`.
+fn reshaped(w: &Writer, e: ast::Expr, from: &Shape, to: &Shape) -> ast::Expr {
+    let f = node(ExprKind::IApp {
+        func: Box::new(node(ExprKind::IApp {
+            func: Box::new(node(ExprKind::TApp {
+                func: Box::new(var("reshape")),
+                arg: w.ty(&Type::scalar(Atom::Float)),
+            })),
+            arg: ast::Ispace::Shape(w.shape(from)),
+        })),
+        arg: ast::Ispace::Shape(w.shape(to)),
+    });
+    app(f, vec![e])
 }
 
 /// The inverse of the permutation of `(i-app transpose P)` under `head`'s

@@ -83,8 +83,34 @@ pub fn check_program_with(program: &Program, options: Options) -> Checked<Vec<TD
 
 /// A checked program whose `jvp`, `vjp` and `grad` forms are replaced by
 /// their derivative programs (`ad`), checked again; the errors of the
-/// forms that cannot be differentiated otherwise.
-fn differentiate(mut checked: Checked<Vec<TDecl>>) -> Checked<Vec<TDecl>> {
+/// forms that cannot be differentiated otherwise. A form differentiating a
+/// function that takes derivatives itself waits for a later round, when
+/// those are derivative programs: each round replaces the innermost.
+fn differentiate(checked: Checked<Vec<TDecl>>) -> Checked<Vec<TDecl>> {
+    let mut checked = differentiate_once(checked);
+    // (Each round replaces at least one form, the innermost; a bound on
+    // the rounds all the same.)
+    for _ in 0..ROUNDS {
+        if checked.has_errors() || !ad::uses_ad(&checked.value) {
+            return checked;
+        }
+        checked = differentiate_once(checked);
+    }
+    if ad::uses_ad(&checked.value) && !checked.has_errors() {
+        checked
+            .diagnostics
+            .push(remora_syntax::Diagnostic::error_unpositioned(format!(
+                "derivatives nested more than {ROUNDS} deep"
+            )));
+    }
+    checked
+}
+
+/// How deep derivatives may be nested (a derivative of a derivative …).
+const ROUNDS: usize = 8;
+
+/// One round of [`differentiate`].
+fn differentiate_once(mut checked: Checked<Vec<TDecl>>) -> Checked<Vec<TDecl>> {
     match elaborate::differentiated(&checked.value, &checked.names) {
         Ok(program) => {
             let mut c = check::Checker::new();

@@ -27,7 +27,8 @@
 //! Indices must be in range for the extrema and products (each item reads
 //! its bin's value), as for `hist` by `f.+`. Lifted over a frame, `hist` is
 //! a call of `(λ (ne idx xs) (hist op ne idx xs))` lifted over it, whose
-//! derivative on cells is lifted (a frame of functions is an error).
+//! derivative on cells is lifted (over a frame of functions, the frame
+//! of their derivatives on cells).
 
 use super::loops::{Step, fields, record_type};
 use super::{

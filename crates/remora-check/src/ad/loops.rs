@@ -229,22 +229,6 @@ impl Walk<'_, '_> {
     ) -> Result<(ast::Expr, Option<ast::Expr>), Diagnostic> {
         let what = format!("`{name}`");
         let lifted = spine.iter().any(|(_, l)| !l.principal.is_scalar());
-        // The functions (the step; `while`'s test) must be one for the
-        // whole frame.
-        let functions = if name == "while" {
-            0..2
-        } else if name == "iterate" {
-            1..2
-        } else {
-            0..1
-        };
-        if lifted
-            && spine
-                .get(functions)
-                .is_some_and(|fs| fs.iter().any(|(_, l)| !l.arg_frame.is_scalar()))
-        {
-            return Err(self.unsupported(e, &format!("{what} lifted over a frame of functions")));
-        }
         // A lifted `reduce` or `iscan` splits each cell into its first
         // item (the initial state) and the rest in the cell's derivative.
         let split = lifted && matches!(name, "reduce" | "iscan");
@@ -798,16 +782,30 @@ impl Walk<'_, '_> {
         what: &str,
     ) -> Result<Step, Diagnostic> {
         let w = self.w;
+        let bound = match &fe.kind {
+            TExprKind::Var(v) => w.ad.bound_lambdas.borrow().get(v).cloned(),
+            _ => None,
+        };
         let f = match &fe.kind {
-            TExprKind::Var(v) => w.ad.lambdas.get(v).copied(),
+            TExprKind::Var(v) => w.ad.lambdas.get(v).copied().or(bound.as_ref()),
             _ => lambda(fe).map(|_| fe),
         };
         let arity = if item.is_some() { 2 } else { 1 };
-        let Some(f) = f else {
-            return Err(self.unsupported(
-                e,
-                &format!("{what} by a function that is not a lambda or a primitive with a derivative"),
-            ));
+        // A primitive (`f.sin`, `f.+` on cells…): as a lambda applying it.
+        let expanded;
+        let f = match f {
+            Some(f) => f,
+            None => {
+                expanded = super::eta(w, fe, arity).ok_or_else(|| {
+                    self.unsupported(
+                        e,
+                        &format!(
+                            "{what} by a function that is not a lambda or a primitive with a derivative"
+                        ),
+                    )
+                })?;
+                &expanded
+            }
         };
         let (mut params, body, _) = params_of(f, arity);
         if params.len() != arity {
@@ -816,7 +814,7 @@ impl Walk<'_, '_> {
         if flipped {
             params.reverse();
         }
-        let free = super::varying_free(body, env);
+        let free = super::varying_free(w, body, env);
         if free.iter().any(|(_, t, _)| !float_state(&t.atom)) {
             return Err(self.unsupported(
                 e,
