@@ -1520,64 +1520,16 @@ pub fn compare(program: &Program) -> Verdict {
 /// program prints (its entry's, or each bare expression's) must be
 /// printed the same by both engines.
 pub fn compare_within(program: &Program, fuel: u64) -> Verdict {
-    let mut sources = SourceMap::new();
-    let loaded = load_program_text(&mut sources, &RealFs, "<generated>", None, &program.text);
-    if loaded.has_errors() {
+    let Some(run) = Prepared::new(program) else {
         return Verdict::Rejected;
-    }
-    let checked = remora_check::check_program(&loaded.value);
-    if checked.has_errors() {
-        return Verdict::Rejected;
-    }
-    remora_interp::Interpreter::limit_atoms(ATOMS);
-    // The inputs: checked expressions for the interpreter, their values
-    // for the compiled program.
-    let mut typed = Vec::new();
-    for text in &program.inputs {
-        let loaded =
-            remora_syntax::parse_expression(&mut sources, "<arg>", text, remora_syntax::Dialect::Source);
-        let c = remora_check::check_expression(&loaded.value);
-        match c.value {
-            Some(t) if c.diagnostics.is_empty() && !loaded.has_errors() => typed.push(t),
-            _ => return Verdict::Rejected,
-        }
-    }
-    let mut inputs = Vec::new();
-    for t in &typed {
-        let mut interp = remora_interp::Interpreter::default();
-        match interp
-            .eval(t, &Default::default())
-            .ok()
-            .and_then(crate::native::base)
-        {
-            Some(a) => inputs.push(a),
-            None => return Verdict::Rejected,
-        }
-    }
-    let mut interp = remora_interp::Interpreter::default();
-    interp.fuel = Some(fuel);
-    let show = |t: &remora_types::Type| t.show_grouped(&checked.names);
-    let var_name =
-        |v: remora_check::typed::VarId| checked.names.vars.get(v.0 as usize).cloned().unwrap_or_default();
-    let interpreted = match remora_interp::program::run(
-        &mut interp,
-        &checked.value,
-        "main",
-        typed.iter().map(remora_interp::program::EntryArg::Expr).collect(),
-        &show,
-        &var_name,
-    ) {
-        Ok(remora_interp::program::Outcome::Entry(v)) => Ok(printed(std::slice::from_ref(&v))),
-        Ok(remora_interp::program::Outcome::Script(vs)) => Ok(printed(&vs)),
-        Err(remora_interp::program::Failure::Run(e)) => Err(e.message),
-        Err(remora_interp::program::Failure::Plain(m)) => Err(m),
     };
+    let interpreted = run.interpreted(fuel, false);
     if let Err(m) = &interpreted
         && (m.contains("budget") || m.contains("too large"))
     {
         return Verdict::OverBudget;
     }
-    let compiled = crate::native::run_with(&checked.value, &checked.names, "main", &inputs, true);
+    let compiled = crate::native::run_with(&run.checked.value, &run.checked.names, "main", &run.inputs, true);
     match (compiled, interpreted) {
         (Err(crate::native::Failure::Unsupported(_, why)), _) => Verdict::Unsupported(why),
         (Err(crate::native::Failure::Internal(why)), _) => {
@@ -1593,6 +1545,103 @@ pub fn compare_within(program: &Program, fuel: u64) -> Verdict {
                 Err(_) => Err(String::new()),
             }
         )),
+    }
+}
+
+/// The program on the interpreter twice, its entry on its inputs:
+/// applications over frames batched, and on the reference path alone
+/// (cell by cell): both must print the same values, or fail with the same
+/// message (unless a budget ran out: batching spends it otherwise).
+/// [`Verdict::Unsupported`] is not given.
+pub fn compare_with_reference(program: &Program) -> Verdict {
+    let Some(run) = Prepared::new(program) else {
+        return Verdict::Rejected;
+    };
+    let over = |r: &Result<Vec<String>, String>| matches!(r, Err(m) if m.contains("budget") || m.contains("too large"));
+    let batched = run.interpreted(FUEL, false);
+    let reference = run.interpreted(FUEL, true);
+    if over(&batched) || over(&reference) {
+        Verdict::OverBudget
+    } else if batched == reference {
+        Verdict::Agreed
+    } else {
+        Verdict::Disagreed(format!("batched: {batched:?}\nreference: {reference:?}"))
+    }
+}
+
+/// A generated program checked, and its inputs: checked expressions for
+/// the interpreter, their values for the compiled program.
+struct Prepared {
+    checked: remora_check::Checked<Vec<remora_check::typed::TDecl>>,
+    typed: Vec<remora_check::typed::TExpr>,
+    inputs: Vec<remora_value::Array>,
+}
+
+impl Prepared {
+    fn new(program: &Program) -> Option<Prepared> {
+        let mut sources = SourceMap::new();
+        let loaded = load_program_text(&mut sources, &RealFs, "<generated>", None, &program.text);
+        if loaded.has_errors() {
+            return None;
+        }
+        let checked = remora_check::check_program(&loaded.value);
+        if checked.has_errors() {
+            return None;
+        }
+        remora_interp::Interpreter::limit_atoms(ATOMS);
+        let mut typed = Vec::new();
+        for text in &program.inputs {
+            let loaded =
+                remora_syntax::parse_expression(&mut sources, "<arg>", text, remora_syntax::Dialect::Source);
+            let c = remora_check::check_expression(&loaded.value);
+            match c.value {
+                Some(t) if c.diagnostics.is_empty() && !loaded.has_errors() => typed.push(t),
+                _ => return None,
+            }
+        }
+        let mut inputs = Vec::new();
+        for t in &typed {
+            let mut interp = remora_interp::Interpreter::default();
+            inputs.push(
+                interp
+                    .eval(t, &Default::default())
+                    .ok()
+                    .and_then(crate::native::base)?,
+            );
+        }
+        Some(Prepared {
+            checked,
+            typed,
+            inputs,
+        })
+    }
+
+    /// What the interpreter prints, given `fuel` steps (batched, or on
+    /// the reference path alone), or its error's message.
+    fn interpreted(&self, fuel: u64, reference_only: bool) -> Result<Vec<String>, String> {
+        let mut interp = remora_interp::Interpreter::default();
+        interp.fuel = Some(fuel);
+        interp.reference_only = reference_only;
+        let names = &self.checked.names;
+        let show = |t: &remora_types::Type| t.show_grouped(names);
+        let var_name =
+            |v: remora_check::typed::VarId| names.vars.get(v.0 as usize).cloned().unwrap_or_default();
+        match remora_interp::program::run(
+            &mut interp,
+            &self.checked.value,
+            "main",
+            self.typed
+                .iter()
+                .map(remora_interp::program::EntryArg::Expr)
+                .collect(),
+            &show,
+            &var_name,
+        ) {
+            Ok(remora_interp::program::Outcome::Entry(v)) => Ok(printed(std::slice::from_ref(&v))),
+            Ok(remora_interp::program::Outcome::Script(vs)) => Ok(printed(&vs)),
+            Err(remora_interp::program::Failure::Run(e)) => Err(e.message),
+            Err(remora_interp::program::Failure::Plain(m)) => Err(m),
+        }
     }
 }
 

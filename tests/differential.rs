@@ -99,3 +99,49 @@ fn compiled_agrees_with_the_interpreter_on_random_programs() {
     );
     assert!(counts[3] > 0, "no generated program compiled");
 }
+
+/// The same random programs on the interpreter alone: applications over
+/// frames batched (the fast paths) must print what the reference path
+/// (cell by cell) prints, or fail with the same message. No C compiler
+/// needed.
+#[test]
+fn batched_application_agrees_with_the_reference_path_on_random_programs() {
+    use remora::generate::compare_with_reference;
+    let run = std::thread::Builder::new()
+        .stack_size(remora_syntax::stack::PIPELINE_STACK)
+        .spawn(|| {
+            let (mut agreed, mut disagreements) = (0usize, Vec::new());
+            for seed in seeds() {
+                let generated = program(&seeded_bytes(seed, 512));
+                match compare_with_reference(&generated) {
+                    Verdict::Agreed => agreed += 1,
+                    Verdict::Disagreed(how) => {
+                        let found = format!("seed {seed}:\n{generated}{how}");
+                        if std::env::var_os("REMORA_SHOW_DISAGREEMENTS").is_some() {
+                            eprintln!(";; disagreement, {found}");
+                        }
+                        disagreements.push(found);
+                    }
+                    _ => {}
+                }
+            }
+            (agreed, disagreements)
+        });
+    let Ok(handle) = run else {
+        return;
+    };
+    let (agreed, disagreements) = match handle.join() {
+        Ok(r) => r,
+        Err(e) => std::panic::resume_unwind(e),
+    };
+    let programs = seeds().end.saturating_sub(seeds().start);
+    eprintln!(
+        "{programs} programs: {agreed} agreed batched and cell by cell, {} disagreed",
+        disagreements.len()
+    );
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
+    assert!(
+        agreed * 2 > programs as usize,
+        "most generated programs did not run"
+    );
+}

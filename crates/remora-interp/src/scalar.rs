@@ -180,7 +180,31 @@ impl FirstFault {
 
 /// `op` at every position of `shape`, each operand a buffer laid out over
 /// that shape (replicated where its layout steps by 0).
-pub fn apply<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -> Result<Data<F>, Fault> {
+pub fn apply<F: Clone>(
+    name: &str,
+    operands: &[(&Data<F>, &Layout)],
+    shape: &[usize],
+) -> Result<Data<F>, Fault> {
+    // An empty operand whose atoms' kind no atom tells (the empty result
+    // of a function of a type variable's elements, lifted over an empty
+    // frame) is of another operand's kind.
+    let untyped = |d: &Data<F>| matches!(d, Data::Atoms(a) if a.is_empty());
+    if operands.iter().any(|(d, _)| untyped(d))
+        && let Some((like, _)) = operands.iter().find(|(d, _)| !matches!(d, Data::Atoms(_)))
+    {
+        let typed: Vec<Data<F>> = operands
+            .iter()
+            .map(|(d, _)| {
+                if untyped(d) {
+                    like.empty_like()
+                } else {
+                    (*d).clone()
+                }
+            })
+            .collect();
+        let typed: Vec<(&Data<F>, &Layout)> = typed.iter().zip(operands).map(|(d, (_, l))| (d, *l)).collect();
+        return apply(name, &typed, shape);
+    }
     let faults = FirstFault::default();
     let internal = |m: &'static str| -> Fault { m.to_string() };
     macro_rules! binary {

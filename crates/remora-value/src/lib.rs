@@ -389,6 +389,15 @@ impl<F: Clone> Data<F> {
             a.extend_from_slice(b);
             Ok(())
         }
+        // (An empty buffer of untold kind, the empty result of a function
+        // of a type variable's elements, takes the other's.)
+        if matches!(&other, Data::Atoms(b) if b.is_empty()) {
+            return Ok(());
+        }
+        if matches!(self, Data::Atoms(a) if a.is_empty()) {
+            *self = other;
+            return Ok(());
+        }
         match (self, other) {
             (Data::Int(a), Data::Int(b)) => extend(a, &b)?,
             (Data::Float(a), Data::Float(b)) => extend(a, &b)?,
@@ -501,5 +510,26 @@ impl<F: PartialEq + Clone> PartialEq for Atom<F> {
 impl<F: Callable + Clone> fmt::Display for Array<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&print::to_string(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Data;
+
+    /// An empty buffer of untold kind (`Data::Atoms` with no atoms) takes
+    /// the kind of what it is appended to, or of what is appended to it;
+    /// buffers of two told kinds still do not mix.
+    #[test]
+    fn an_empty_buffer_of_untold_kind_appends_to_any() {
+        let untold = || Data::<()>::Atoms(Vec::new().into());
+        let mut a = Data::<()>::Int(vec![1, 2].into());
+        assert!(a.append(untold()).is_ok());
+        assert!(matches!(&a, Data::Int(v) if v.len() == 2));
+        let mut b = untold();
+        assert!(b.append(Data::Float(vec![0.5].into())).is_ok());
+        assert!(matches!(&b, Data::Float(v) if v.len() == 1));
+        let mut c = Data::<()>::Int(vec![1].into());
+        assert!(c.append(Data::Float(vec![0.5].into())).is_err());
     }
 }
