@@ -187,7 +187,7 @@ pub fn apply<F: Clone>(
 ) -> Result<Data<F>, Fault> {
     // An empty operand whose atoms' kind no atom tells (the empty result
     // of a function of a type variable's elements, lifted over an empty
-    // frame) is of another operand's kind.
+    // frame) is of another operand's kind; with none, so is the result.
     let untyped = |d: &Data<F>| matches!(d, Data::Atoms(a) if a.is_empty());
     if operands.iter().any(|(d, _)| untyped(d))
         && let Some((like, _)) = operands.iter().find(|(d, _)| !matches!(d, Data::Atoms(_)))
@@ -204,6 +204,10 @@ pub fn apply<F: Clone>(
             .collect();
         let typed: Vec<(&Data<F>, &Layout)> = typed.iter().zip(operands).map(|(d, (_, l))| (d, *l)).collect();
         return apply(name, &typed, shape);
+    }
+    // (No operand tells: the empty result is of untold kind too.)
+    if operands.iter().any(|(d, _)| untyped(d)) {
+        return Ok(Data::Atoms(Vec::new().into()));
     }
     let faults = FirstFault::default();
     let internal = |m: &'static str| -> Fault { m.to_string() };
