@@ -1650,6 +1650,19 @@ fn printed<F: remora_value::Callable + Clone>(values: &[remora_value::Array<F>])
     values.iter().map(remora_value::print::to_string).collect()
 }
 
+/// The seeds a seeded run takes: `FROM..TO` from the environment variable
+/// `var` (a longer run, or disjoint ranges in several processes), else
+/// `default`.
+pub fn seed_range(var: &str, default: std::ops::Range<u64>) -> std::ops::Range<u64> {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| {
+            let (from, to) = v.split_once("..")?;
+            Some(from.trim().parse().ok()?..to.trim().parse().ok()?)
+        })
+        .unwrap_or(default)
+}
+
 /// A seeded stream of choice bytes (SplitMix64), for deterministic runs.
 pub fn seeded_bytes(seed: u64, n: usize) -> Vec<u8> {
     let mut state = seed;

@@ -101,13 +101,7 @@ const COMPILED_CASES: u64 = 60;
 /// The seeds the engines compare: `0..COMPILED_CASES`, or
 /// `REMORA_AD_SEEDS=FROM..TO`.
 fn compiled_seeds() -> std::ops::Range<u64> {
-    std::env::var("REMORA_AD_SEEDS")
-        .ok()
-        .and_then(|v| {
-            let (from, to) = v.split_once("..")?;
-            Some(from.trim().parse().ok()?..to.trim().parse().ok()?)
-        })
-        .unwrap_or(0..COMPILED_CASES)
+    remora::generate::seed_range("REMORA_AD_SEEDS", 0..COMPILED_CASES)
 }
 
 #[test]

@@ -14,13 +14,7 @@ const PROGRAMS: u64 = 300;
 /// The seeds to run: `0..PROGRAMS`, or `REMORA_DIFF_SEEDS=FROM..TO` for a
 /// longer run (several processes over disjoint ranges on a bigger machine).
 fn seeds() -> std::ops::Range<u64> {
-    std::env::var("REMORA_DIFF_SEEDS")
-        .ok()
-        .and_then(|v| {
-            let (from, to) = v.split_once("..")?;
-            Some(from.trim().parse().ok()?..to.trim().parse().ok()?)
-        })
-        .unwrap_or(0..PROGRAMS)
+    remora::generate::seed_range("REMORA_DIFF_SEEDS", 0..PROGRAMS)
 }
 
 #[test]
