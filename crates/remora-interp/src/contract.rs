@@ -408,7 +408,7 @@ fn applied_lambda<'p>(head: &'p TExpr, env: &Env<'p>, depth: usize) -> Option<(&
             let f = env.lookup_batched(*v)?;
             match lambda_value(&f)? {
                 Atom::Fun(Fun::Lambda { body, env, .. }) => Some((body, env.clone())),
-                Atom::Fun(Fun::TLambda { body, env } | Fun::ILambda { body, env, .. }) => {
+                Atom::Fun(Fun::TLambda { body, env, .. } | Fun::ILambda { body, env, .. }) => {
                     applied_lambda(body, env, depth + 1)
                 }
                 _ => None,

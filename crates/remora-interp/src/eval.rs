@@ -28,6 +28,7 @@ pub enum Fun<'p> {
         env: Env<'p>,
     },
     TLambda {
+        param: remora_types::TVar,
         body: &'p TExpr,
         env: Env<'p>,
     },
@@ -56,9 +57,9 @@ impl<'p> Fun<'p> {
     /// may only run batched, over that batch).
     pub(crate) fn reads_batch(&self) -> bool {
         match self {
-            Fun::Lambda { body, env, .. } | Fun::TLambda { body, env } | Fun::ILambda { body, env, .. } => {
-                env.has_batched() && mentions_batched(body, env)
-            }
+            Fun::Lambda { body, env, .. }
+            | Fun::TLambda { body, env, .. }
+            | Fun::ILambda { body, env, .. } => env.has_batched() && mentions_batched(body, env),
             Fun::Prim(p) => p.args.iter().any(|a| match &a.data {
                 Data::Atoms(atoms) => atoms.iter().any(|x| matches!(x, Atom::Fun(f) if f.reads_batch())),
                 _ => false,
@@ -130,6 +131,9 @@ pub(crate) enum Binding<'p> {
     View(VarId, crate::batch::Batched<'p>),
     Dim(DVar, i64),
     Shape(SVar, Vec<i64>),
+    /// A type function's parameter, bound to the atom type it was applied
+    /// to: an empty array made inside its body is of that kind.
+    Type(remora_types::TVar, TyAtom),
 }
 
 impl<'p> Env<'p> {
@@ -227,6 +231,7 @@ impl<'p> Env<'p> {
                 Binding::View(v, b) => Binding::View(*v, b.clone()),
                 Binding::Dim(v, d) => Binding::Dim(*v, *d),
                 Binding::Shape(v, s) => Binding::Shape(*v, s.clone()),
+                Binding::Type(v, a) => Binding::Type(*v, a.clone()),
             };
             env = env.with(binding);
         }
@@ -278,6 +283,22 @@ impl<'p> Env<'p> {
             Binding::Shape(w, s) if *w == v => Some(s.clone()),
             _ => None,
         })
+    }
+
+    /// `atom` with a type variable bound by an enclosing type application
+    /// replaced by the type it stands for (a variable bound nowhere, as in a
+    /// generic function not yet applied, stays).
+    pub(crate) fn atom_type(&self, atom: &TyAtom) -> TyAtom {
+        match atom {
+            TyAtom::Var(v) => self
+                .nodes()
+                .find_map(|n| match &n.binding {
+                    Binding::Type(w, a) if w == v => Some(a.clone()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| atom.clone()),
+            _ => atom.clone(),
+        }
     }
 
     fn bind_index(&self, v: IVar, i: &IndexVal) -> Env<'p> {
@@ -881,7 +902,7 @@ impl<'p> Interpreter {
     fn empty_of_type(&self, ty: &Type, env: &Env<'p>, span: Span) -> Run<Value<'p>> {
         Ok(Array {
             shape: self.shape_of(&ty.shape, env, span)?,
-            data: empty_data(&ty.atom),
+            data: empty_data(&env.atom_type(&ty.atom)),
         })
     }
 
@@ -898,8 +919,9 @@ impl<'p> Interpreter {
                 })]
                 .into(),
             ),
-            TAtomKind::TLambda { body, .. } => Data::Atoms(
+            TAtomKind::TLambda { param, body } => Data::Atoms(
                 vec![Atom::Fun(Fun::TLambda {
+                    param: *param,
                     body,
                     env: env.clone(),
                 })]
@@ -1006,8 +1028,11 @@ impl<'p> Interpreter {
         env: &Env<'p>,
         span: Span,
     ) -> Run<Value<'p>> {
+        let arg = env.atom_type(arg);
         self.map_funs(f, ty, env, span, &mut |this, fun| match fun {
-            Fun::TLambda { body, env } => this.eval(body, env),
+            Fun::TLambda { param, body, env } => {
+                this.eval(body, &env.with(Binding::Type(*param, arg.clone())))
+            }
             Fun::Prim(p) => {
                 let mut p = (**p).clone();
                 p.types.push(arg.clone());
@@ -1216,7 +1241,7 @@ impl<'p> Interpreter {
             let cell = self.shape_of(&cell_ty.shape, env, span).unwrap_or_default();
             return Ok(Array {
                 shape: frame.iter().copied().chain(cell).collect(),
-                data: empty_data(&cell_ty.atom),
+                data: empty_data(&env.atom_type(&cell_ty.atom)),
             });
         }
         if frame.is_empty()
