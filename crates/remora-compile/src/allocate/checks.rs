@@ -8,6 +8,7 @@
 //! is then a nest of stores that cannot fail, which later passes read in
 //! place (a lifted `windows` becomes a view again).
 
+use super::is_check;
 use crate::loops::{Expr, Stmt, Var};
 use std::collections::HashSet;
 
@@ -44,14 +45,7 @@ pub(super) fn raise_checks(stmts: &mut Vec<Stmt>) {
         while k < body.len() {
             match &body[k] {
                 s if cannot_fail(s) => k += 1,
-                Stmt::If {
-                    cond,
-                    then,
-                    otherwise,
-                } if otherwise.is_empty()
-                    && matches!(then.as_slice(), [Stmt::Fail { .. }])
-                    && invariant(cond, &varying) =>
-                {
+                s @ Stmt::If { cond, then, .. } if is_check(s) && invariant(cond, &varying) => {
                     let cond = match &count {
                         Expr::Int(n) if *n > 0 => cond.clone(),
                         n => Expr::op(

@@ -51,12 +51,6 @@ pub(super) fn contractions(body: &mut Vec<Stmt>) {
     *body = out;
 }
 
-/// Whether `s` is a check: `if` a condition `fail`.
-fn is_check(s: &Stmt) -> bool {
-    matches!(s, Stmt::If { then, otherwise, .. }
-        if otherwise.is_empty() && matches!(then.as_slice(), [Stmt::Fail { .. }]))
-}
-
 /// A reduction of rows whose count is known only at run time is written
 /// in two forms of the same sums (see `reduce` in prims.rs): item by item
 /// into the whole accumulator up to 256 items, lane by lane (a tree per

@@ -2100,3 +2100,9 @@ fn part_bounds(lo: Var, hi: Var, p: Var, bound: impl Fn(Expr) -> Expr) -> [Stmt;
         },
     ]
 }
+
+/// Whether `s` is a check: `if` a condition `fail`.
+fn is_check(s: &Stmt) -> bool {
+    matches!(s, Stmt::If { then, otherwise, .. }
+        if otherwise.is_empty() && matches!(then.as_slice(), [Stmt::Fail { .. }]))
+}
