@@ -316,9 +316,11 @@ fn sibling_updates_of_one_state_are_one_nest_per_step() {
 /// A row's costly elementwise map (an `f.exp`) that the row reads twice,
 /// summed and then divided by its sum (a softmax), is computed once into
 /// a buffer of the row, not at each read; read once (a log-sum-exp), it is
-/// computed where it is read; a buffer too big for the cache (the whole
-/// array's exps, read by a sum over its transpose and by the division)
-/// is computed where read, as before.
+/// computed where it is read; the whole array's exps, read by a sum over
+/// its transpose and by the division (too big for the cache to be made
+/// whole), are computed a row at a time, once, in one nest over the rows
+/// (with the row maxima), written with `reduce`'s operators or with
+/// lambdas.
 #[test]
 fn a_costly_row_read_twice_is_computed_once() {
     let exps = |text: &str| loop_level(text).matches("(f.exp ").count();
@@ -334,6 +336,19 @@ fn a_costly_row_read_twice_is_computed_once() {
     let text = format!("{lse} (entry (main (x [Float 6 1000])) (lse x))");
     assert_eq!(exps(&text), 1, "{text}");
     assert!(!loop_level(&text).contains("(alloc arr.5"), "{text}");
-    let whole = "(entry (main (x [Float 100 1000])) (let ((val m (reduce f.max (transpose2d x))) (val e (f.exp (f.- x m))) (val s (reduce f.+ (transpose2d e)))) (f./ e s)))";
-    assert_eq!(exps(whole), 2, "{whole}");
+    for (max, add) in [
+        ("f.max", "f.+"),
+        (
+            "(fn ((a Float) (b Float)) (f.max a b))",
+            "(fn ((a Float) (b Float)) (f.+ a b))",
+        ),
+    ] {
+        let whole = format!(
+            "(entry (main (x [Float 100 1000])) (let ((val m (reduce {max} (transpose2d x))) \
+               (val e (f.exp (f.- x m))) (val s (reduce {add} (transpose2d e)))) (f./ e s)))"
+        );
+        let loops = loop_level(&whole);
+        assert_eq!(loops.matches("(f.exp ").count(), 1, "{whole}:\n{loops}");
+        assert_eq!(loops.matches("parallel").count(), 1, "{whole}:\n{loops}");
+    }
 }

@@ -78,6 +78,10 @@ struct Emitter {
     /// The variables it holds: those of the scope its code uses (all of
     /// the scope would make the C text quadratic in a long program).
     last_used: HashSet<Var>,
+    /// The heap buffers declared before the loop they are allocated in
+    /// (see [`invariant_buffers`]): allocated where the loop first reaches
+    /// them, freed after it.
+    hoisted: HashSet<Var>,
 }
 
 /// The whole C program.
@@ -88,9 +92,14 @@ pub fn emit(p: &Program) -> String {
         next: 0,
         last_ctx: String::new(),
         last_used: HashSet::new(),
+        hoisted: HashSet::new(),
     };
     let mut main = String::new();
-    main.push_str("int main(int argc, char **argv) {\n  rt_init(argc, argv);\n");
+    let _ = writeln!(
+        main,
+        "int main(int argc, char **argv) {{\n  rt_init(argc, argv, {});",
+        i32::from(big_buffers(&p.body))
+    );
     for i in &p.inputs {
         let dims = i.dims.len();
         let _ = writeln!(
@@ -232,7 +241,7 @@ impl Emitter {
         let mark = self.scope.len();
         let mut allocated = Vec::new();
         for s in stmts {
-            allocated.extend(heap_buffer(s));
+            allocated.extend(self.heap_buffer(s));
             self.stmt(out, s, depth);
         }
         if !top {
@@ -297,6 +306,15 @@ impl Emitter {
             Stmt::Set { var, value } => {
                 let _ = writeln!(out, "{p}{} = {};", v(*var), self.expr(value));
             }
+            Stmt::Alloc { buf, elem, len } if self.hoisted.contains(buf) => {
+                // Declared before its loop: made the first time round.
+                let _ = writeln!(
+                    out,
+                    "{p}if ({b} == NULL) {b} = {};",
+                    self.heap_alloc(*elem, len),
+                    b = v(*buf)
+                );
+            }
             Stmt::Alloc { buf, elem, len } => {
                 match len {
                     // A small buffer of a size known here lives on the
@@ -313,10 +331,10 @@ impl Emitter {
                     _ => {
                         let _ = writeln!(
                             out,
-                            "{p}{t} *{} = ({t} *)rt_alloc({}, sizeof({t}));",
+                            "{p}{} *{} = {};",
+                            ctype(*elem),
                             v(*buf),
-                            self.expr(len),
-                            t = ctype(*elem)
+                            self.heap_alloc(*elem, len)
                         );
                     }
                 }
@@ -359,6 +377,8 @@ impl Emitter {
                     return;
                 }
                 let i = v(*index);
+                let mark = self.scope.len();
+                let hoisted = self.hoist(out, body, depth);
                 let _ = writeln!(
                     out,
                     "{p}for (int64_t {i} = 0, {i}_n = {}; {i} < {i}_n; {i}++) {{",
@@ -368,6 +388,7 @@ impl Emitter {
                 self.block(out, body, depth + 1, false);
                 self.scope.pop();
                 let _ = writeln!(out, "{p}}}");
+                self.free_hoisted(out, &hoisted, mark, depth);
             }
             Stmt::Reduce {
                 acc,
@@ -431,11 +452,13 @@ impl Emitter {
                 let _ = writeln!(out, "{p}}}");
             }
             Stmt::DoWhile { body, cond } => {
+                let outer = self.scope.len();
+                let hoisted = self.hoist(out, body, depth);
                 let _ = writeln!(out, "{p}for (;;) {{");
                 let mark = self.scope.len();
                 let mut allocated = Vec::new();
                 for s in body {
-                    allocated.extend(heap_buffer(s));
+                    allocated.extend(self.heap_buffer(s));
                     self.stmt(out, s, depth + 1);
                 }
                 let c = self.expr(cond);
@@ -446,6 +469,7 @@ impl Emitter {
                 }
                 self.scope.truncate(mark);
                 let _ = writeln!(out, "{p}  if (!{flag}) break;\n{p}}}");
+                self.free_hoisted(out, &hoisted, outer, depth);
             }
             Stmt::Fail { what } => {
                 let _ = writeln!(out, "{p}rt_fail({what:?});");
@@ -463,6 +487,44 @@ impl Emitter {
                 let _ = writeln!(out, "{p}{func}({});", args.join(", "));
             }
         }
+    }
+
+    /// `rt_alloc` of `len` atoms of `elem`, as a C expression.
+    fn heap_alloc(&self, elem: Elem, len: &Expr) -> String {
+        format!(
+            "({t} *)rt_alloc({}, sizeof({t}))",
+            self.expr(len),
+            t = ctype(elem)
+        )
+    }
+
+    /// The buffer `s` allocates on the heap that its block frees, if any
+    /// (a hoisted one is freed after its loop).
+    fn heap_buffer(&self, s: &Stmt) -> Option<Var> {
+        heap_buffer(s).filter(|b| !self.hoisted.contains(b))
+    }
+
+    /// The loop body's [`invariant_buffers`] declared (null) before the
+    /// loop and put in scope; their names.
+    fn hoist(&mut self, out: &mut String, body: &[Stmt], depth: usize) -> Vec<Var> {
+        let mut buffers = invariant_buffers(body);
+        // (Those of an inner loop an outer one hoisted already stay there.)
+        buffers.retain(|(b, _)| !self.hoisted.contains(b));
+        for (b, elem) in &buffers {
+            let _ = writeln!(out, "{}{} *{} = NULL;", pad(depth), ctype(*elem), v(*b));
+            self.scope.push((*b, Decl::Buffer(*elem)));
+            self.hoisted.insert(*b);
+        }
+        buffers.into_iter().map(|(b, _)| b).collect()
+    }
+
+    /// After the loop: its hoisted buffers freed and out of scope (back to
+    /// `mark`).
+    fn free_hoisted(&mut self, out: &mut String, hoisted: &[Var], mark: usize, depth: usize) {
+        for b in hoisted {
+            let _ = writeln!(out, "{}rt_free({});", pad(depth), v(*b));
+        }
+        self.scope.truncate(mark);
     }
 
     /// A left-to-right reduction of items `from … n-1` into `acc` (declared
@@ -535,7 +597,7 @@ impl Emitter {
         let mark = self.scope.len();
         let mut allocated = Vec::new();
         for s in stmts {
-            allocated.extend(heap_buffer(s));
+            allocated.extend(self.heap_buffer(s));
             self.stmt(out, s, depth);
         }
         let _ = writeln!(out, "{}{}", pad(depth), last(self));
@@ -609,6 +671,10 @@ impl Emitter {
         let mut f = format!("static void {name}(void *raw, int64_t lo, int64_t hi) {{\n  {ctx} *c = raw;\n");
         f.push_str(&self.unpack());
         let i = v(index);
+        // A buffer of the same size at every iteration: one for each
+        // chunk (a row's temporary, not a malloc and free for each row).
+        let mark = self.scope.len();
+        let hoisted = self.hoist(&mut f, body, 1);
         let _ = writeln!(f, "  for (int64_t {i} = lo; {i} < hi; {i}++) {{");
         self.scope.push((index, Decl::Scalar(Elem::Int)));
         let saved_top = std::mem::take(&mut self.top);
@@ -616,7 +682,9 @@ impl Emitter {
         let inner_top = std::mem::replace(&mut self.top, saved_top);
         self.top.push_str(&inner_top);
         self.scope.pop();
-        f.push_str("  }\n}\n");
+        f.push_str("  }\n");
+        self.free_hoisted(&mut f, &hoisted, mark, 1);
+        f.push_str("}\n");
         self.top.push_str(&f);
         // The body may have made context types of its own (a tree
         // reduction's): the loop's is this one.
@@ -779,6 +847,27 @@ fn used_vars(stmts: &[Stmt], exprs: &[&Expr]) -> HashSet<Var> {
     used
 }
 
+/// Whether `stmts` may allocate a buffer from the runtime's region (of
+/// `RT_BIG` bytes or more): one of a length known only at run time or of
+/// that size, or a runtime call (which may allocate its own).
+fn big_buffers(stmts: &[Stmt]) -> bool {
+    const RT_BIG: i64 = 1 << 16;
+    let mut big = false;
+    Stmt::each(stmts, &mut |s| match s {
+        Stmt::Alloc { elem, len, .. } => {
+            let size = match elem {
+                Elem::Int => 8,
+                Elem::Float => 4,
+                Elem::Bool => 1,
+            };
+            big |= !matches!(len, Expr::Int(n) if n.saturating_mul(size) < RT_BIG);
+        }
+        Stmt::Call { .. } => big = true,
+        _ => {}
+    });
+    big
+}
+
 /// Whether a buffer of `n` atoms is small enough for the stack.
 fn small(n: i64) -> bool {
     (0..=64).contains(&n)
@@ -789,6 +878,87 @@ fn heap_buffer(s: &Stmt) -> Option<Var> {
     match s {
         Stmt::Alloc { buf, len, .. } if !matches!(len, Expr::Int(n) if small(*n)) => Some(*buf),
         _ => None,
+    }
+}
+
+/// The heap buffers of a loop's body that one allocation serves for all
+/// its iterations (on a thread, all those of its chunks): allocated in the
+/// body, or in a sequential loop or an `if` in it (not in a reduction's
+/// body or a nested parallel loop, which are functions of their own), of
+/// a length that reads no variable the body declares or sets and no
+/// buffer it writes, and swapped (a loop's state and its next value) only
+/// with such buffers. A fresh buffer's atoms are unset, so no iteration
+/// can read what the one before wrote; allocated where the body first
+/// reaches it, it fails (too large) exactly where it did.
+fn invariant_buffers(body: &[Stmt]) -> Vec<(Var, Elem)> {
+    let mut changed = HashSet::new();
+    let mut swaps = Vec::new();
+    Stmt::each(body, &mut |s| match s {
+        Stmt::Let { var, .. } | Stmt::Set { var, .. } => {
+            changed.insert(*var);
+        }
+        Stmt::For { index, .. } => {
+            changed.insert(*index);
+        }
+        Stmt::Reduce { acc, index, .. } => {
+            changed.insert(*acc);
+            changed.insert(*index);
+        }
+        // A length may load from a buffer: one the body writes changes.
+        Stmt::Store { buf, .. } => {
+            changed.insert(*buf);
+        }
+        Stmt::Call { args, .. } => args.iter().for_each(|a| {
+            a.each_var(&mut |x| {
+                changed.insert(x);
+            })
+        }),
+        Stmt::Swap { a, b } => {
+            changed.extend([*a, *b]);
+            swaps.push((*a, *b));
+        }
+        _ => {}
+    });
+    fn walk(stmts: &[Stmt], changed: &HashSet<Var>, found: &mut Vec<(Var, Elem)>) {
+        for s in stmts {
+            match s {
+                Stmt::Alloc { buf, elem, len } if heap_buffer(s).is_some() => {
+                    let mut invariant = true;
+                    len.each_var(&mut |x| invariant &= !changed.contains(&x));
+                    if invariant {
+                        found.push((*buf, *elem));
+                    }
+                }
+                Stmt::For {
+                    parallel: false,
+                    body,
+                    ..
+                }
+                | Stmt::DoWhile { body, .. } => walk(body, changed, found),
+                Stmt::If { then, otherwise, .. } => {
+                    walk(then, changed, found);
+                    walk(otherwise, changed, found);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(body, &changed, &mut found);
+    // A buffer swapped with one that stays (freed each iteration, or from
+    // outside the loop) stays too.
+    loop {
+        let kept: HashSet<Var> = found.iter().map(|f| f.0).collect();
+        let lone = |x: &Var| {
+            swaps
+                .iter()
+                .any(|(a, b)| (a == x && !kept.contains(b)) || (b == x && !kept.contains(a)))
+        };
+        let before = found.len();
+        found.retain(|(b, _)| !lone(b));
+        if found.len() == before {
+            return found;
+        }
     }
 }
 

@@ -34,6 +34,7 @@ mod empty;
 mod files;
 mod folds;
 mod gather;
+mod items;
 mod iteration;
 mod lanes;
 mod order;
@@ -322,6 +323,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     let inputs: Vec<Var> = a.out.inputs.iter().map(|i| i.buf).collect();
     ranges::simplify(&mut body, &a.out.outputs, &inputs, &extents);
     siblings::fuse_siblings(&mut body, &a.out.outputs, &mut a.out.names);
+    items::shared_items(&mut body, &mut a.out.names);
     powers::shared_logs(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
     wraps::split_at_wraps(&mut body, &mut a.out.names);

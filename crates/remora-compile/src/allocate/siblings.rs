@@ -6,9 +6,14 @@
 //! written only at the cell each iteration is at (its row-major index,
 //! plus a constant offset: one part of a stacked state) are one nest, the
 //! first's body then the second's at every cell: each cell sees the same
-//! operations in the same order as before, so the same bits. A buffer
-//! then stored and read back only in that one body (the mask) is a scalar
-//! there.
+//! operations in the same order as before, so the same bits. Nests that
+//! share only their outer loops (a reduction of each row beside a map over
+//! the row's atoms: a softmax over the whole array, its row maxima and
+//! sums taken over `transpose2d`) are one nest over those loops, on the
+//! same condition at those loops' places; allocations between two nests
+//! (the second's buffers) move before the first. A buffer then stored and
+//! read back only in that one body (the mask, a row's maximum) is a
+//! scalar there.
 
 use super::ranges::{declared_in, each_load_in, mentions};
 use super::wraps::lets_of;
@@ -49,10 +54,18 @@ fn fuse_in(body: &mut Vec<Stmt>, escaped: &HashSet<Var>, names: &mut Vec<String>
     let mut fused = false;
     let mut k = 0;
     while k + 1 < body.len() {
-        match fusion(&body[k], &body[k + 1]) {
+        // Allocations between the two nests (the second's buffers) move
+        // before the first, where their lengths read nothing it writes.
+        let mut next = k + 1;
+        while next + 1 < body.len() && matches!(body[next], Stmt::Alloc { .. }) {
+            next += 1;
+        }
+        match fusion(&body[k], &body[next]).filter(|_| sized_before(&body[k], &body[k + 1..next])) {
             Some(s) => {
+                body.remove(next);
                 body[k] = s;
-                body.remove(k + 1);
+                body[k..next].rotate_right(1);
+                k = next - 1;
                 fused = true;
             }
             None => k += 1,
@@ -63,15 +76,41 @@ fn fuse_in(body: &mut Vec<Stmt>, escaped: &HashSet<Var>, names: &mut Vec<String>
     }
 }
 
+/// Whether the `allocs` after `first` have lengths that read no buffer
+/// `first` writes.
+fn sized_before(first: &Stmt, allocs: &[Stmt]) -> bool {
+    let mut written = HashSet::new();
+    Stmt::each(std::slice::from_ref(first), &mut |s| {
+        if let Stmt::Store { buf, .. } = s {
+            written.insert(*buf);
+        }
+    });
+    allocs.iter().all(|a| {
+        let mut reads = false;
+        for e in a.exprs() {
+            each_load_in(e, &mut |buf, _| reads |= written.contains(&buf));
+        }
+        !reads
+    })
+}
+
+/// Whether `body` may stop with a run-time error.
+fn fails(body: &[Stmt]) -> bool {
+    let mut fails = false;
+    Stmt::each(body, &mut |s| fails |= matches!(s, Stmt::Fail { .. }));
+    fails
+}
+
 /// A perfect nest: its loops' indices, counts and parallel marks,
-/// outermost first, and the innermost body.
+/// outermost first, and the body of each (the last, the innermost body).
 struct Nest<'a> {
     levels: Vec<(Var, &'a Expr, bool)>,
-    body: &'a [Stmt],
+    bodies: Vec<&'a [Stmt]>,
 }
 
 fn nest(s: &Stmt) -> Option<Nest<'_>> {
     let mut levels = Vec::new();
+    let mut bodies = Vec::new();
     let mut at = s;
     loop {
         let Stmt::For {
@@ -84,39 +123,55 @@ fn nest(s: &Stmt) -> Option<Nest<'_>> {
             return None;
         };
         levels.push((*index, count, *parallel));
+        bodies.push(body.as_slice());
         match body.as_slice() {
             [inner @ Stmt::For { .. }] => at = inner,
-            _ => return Some(Nest { levels, body }),
+            _ => return Some(Nest { levels, bodies }),
         }
     }
 }
 
-/// The nest `a` then `b` as one, if they have the same loops and every
-/// buffer one writes and the other reads or writes is read and written by
-/// both only at the cell's own places ([`Places`]).
+/// The nest `a` then `b` as one, over the outer loops they share (the same
+/// counts and parallel marks: all of them, or the first few, a reduction
+/// over each row beside a map over its atoms), if every buffer one writes
+/// and the other reads or writes is read and written by both only at the
+/// places of those loops' cells ([`Places`]).
 fn fusion(a: &Stmt, b: &Stmt) -> Option<Stmt> {
-    let (na, nb) = (nest(a)?, nest(b)?);
-    if na.levels.len() != nb.levels.len() {
-        return None;
-    }
+    let (mut na, mut nb) = (nest(a)?, nest(b)?);
     let renamed: HashMap<Var, Var> = nb
         .levels
         .iter()
         .zip(&na.levels)
         .map(|(y, x)| (y.0, x.0))
         .collect();
-    for (x, y) in na.levels.iter().zip(&nb.levels) {
-        if x.2 != y.2 || *x.1 != rename_expr(y.1, &renamed) {
-            return None;
-        }
+    let shared = na
+        .levels
+        .iter()
+        .zip(&nb.levels)
+        .take_while(|(x, y)| x.2 == y.2 && *x.1 == rename_expr(y.1, &renamed))
+        .count();
+    let whole = shared == na.levels.len() && shared == nb.levels.len();
+    if shared == 0 || (!whole && fails(na.bodies[shared - 1]) && fails(nb.bodies[shared - 1])) {
+        // (Where both may fail, the first's failure comes first: its
+        // message, whichever of its rows fails.)
+        return None;
     }
-    let mut second: Vec<Stmt> = nb.body.to_vec();
+    for n in [&mut na, &mut nb] {
+        n.levels.truncate(shared);
+        n.bodies.truncate(shared);
+    }
+    let renamed: HashMap<Var, Var> = renamed
+        .into_iter()
+        .filter(|(y, _)| nb.levels.iter().any(|l| l.0 == *y))
+        .collect();
+    let (body_a, body_b) = (na.bodies[shared - 1], nb.bodies[shared - 1]);
+    let mut second: Vec<Stmt> = body_b.to_vec();
     for s in &mut second {
         rename(s, &renamed);
     }
     let indices: Vec<Var> = na.levels.iter().map(|l| l.0).collect();
     let counts: Vec<&Expr> = na.levels.iter().map(|l| l.1).collect();
-    let (ua, ub) = (Uses::of(na.body)?, Uses::of(&second)?);
+    let (ua, ub) = (Uses::of(body_a)?, Uses::of(&second)?);
     let shared: HashSet<Var> = ua
         .written
         .intersection(&ub.read.union(&ub.written).copied().collect())
@@ -126,7 +181,7 @@ fn fusion(a: &Stmt, b: &Stmt) -> Option<Stmt> {
     let places = Places::new(&indices, &counts);
     for buf in shared {
         let mut offsets = Vec::new();
-        for (uses, body) in [(&ua, na.body), (&ub, &second[..])] {
+        for (uses, body) in [(&ua, body_a), (&ub, &second[..])] {
             for index in uses.at.get(&buf).into_iter().flatten() {
                 offsets.push(places.offset(index, &lets_of(body))?);
             }
@@ -135,7 +190,7 @@ fn fusion(a: &Stmt, b: &Stmt) -> Option<Stmt> {
             return None;
         }
     }
-    let mut cells = na.body.to_vec();
+    let mut cells = body_a.to_vec();
     cells.extend(second);
     Some(
         na.levels
