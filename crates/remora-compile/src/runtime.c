@@ -1233,7 +1233,11 @@ static void rt_read_f32bin(const int64_t *path, int64_t stride, int64_t len, int
  * broadcast, so the multiplies and the adds keep the two pairs of
  * vector pipes busy) runs over a strip of a and a panel of b, both
  * packed item-major once: b whole, by all threads, before the products;
- * a by bands of RT_CT_MC rows. A band's columns, in chunks of RT_CT_CW,
+ * a by bands of RT_CT_MC rows, or read in place where that is as good (a
+ * transposed a: x^T · delta of a backward pass, its strip's rows one line
+ * at each item; or a row-major a times one panel: packing 8.7 of 15 us
+ * of a 256×128 · 128×10, a's 256×784 transposed packed in 58 of 290
+ * us). A band's columns, in chunks of RT_CT_CW,
  * are one thread's work (the chunk's partial sums, one per open node of
  * the tree, stay in its core's cache); each panel's items RT_CT_KC at a
  * time, for every strip of the band (the panel's part stays in L1).
@@ -1246,6 +1250,46 @@ static void rt_read_f32bin(const int64_t *path, int64_t stride, int64_t len, int
 #define RT_CT_KC 128
 #define RT_CT_LEAF 256
 typedef float rt_ct_vec __attribute__((vector_size(64), aligned(4)));
+#if defined(__clang__) || __GNUC__ >= 12
+#define RT_SHUF16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int32_t rt_ct_veci __attribute__((vector_size(64)));
+#define RT_SHUF16(a, b, ...) __builtin_shuffle(a, b, (rt_ct_veci){__VA_ARGS__})
+#endif
+
+/* 16 items of a strip of 16 rows of a row-major a (row r's at src + r ·
+ * rs) packed item-major at dst (item x's rows at dst + 16 x): the 16 × 16
+ * block transposed in registers (rows i and i + d exchanging their
+ * halves of 2d lanes, d = 8, 4, 2, 1), not written a float at a time. */
+static inline void rt_ct_pack16(const float *src, int64_t rs, float *dst) {
+  rt_ct_vec v[16];
+  for (int r = 0; r < 16; r++) memcpy(&v[r], src + r * rs, sizeof v[r]);
+    for (int i = 0; i < 16; i++)
+      if ((i & 8) == 0) {
+        rt_ct_vec x = v[i], y = v[i + 8];
+        v[i] = RT_SHUF16(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        v[i + 8] = RT_SHUF16(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+      }
+    for (int i = 0; i < 16; i++)
+      if ((i & 4) == 0) {
+        rt_ct_vec x = v[i], y = v[i + 4];
+        v[i] = RT_SHUF16(x, y, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+        v[i + 4] = RT_SHUF16(x, y, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+      }
+    for (int i = 0; i < 16; i++)
+      if ((i & 2) == 0) {
+        rt_ct_vec x = v[i], y = v[i + 2];
+        v[i] = RT_SHUF16(x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+        v[i + 2] = RT_SHUF16(x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+      }
+    for (int i = 0; i < 16; i++)
+      if ((i & 1) == 0) {
+        rt_ct_vec x = v[i], y = v[i + 1];
+        v[i] = RT_SHUF16(x, y, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+        v[i + 1] = RT_SHUF16(x, y, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+      }
+  for (int x = 0; x < 16; x++) memcpy(dst + 16 * x, &v[x], sizeof v[x]);
+}
 
 /* The leaves of the interpreter's tree over n > 256 items (halves: the
  * first ⌊n/2⌋ and the rest) into bounds, and after each leaf how many of
@@ -1284,13 +1328,17 @@ typedef struct {
  * sums at `in` (the items before these). */
 enum { RT_CT_FIRST, RT_CT_START, RT_CT_MORE };
 
-/* One tile: the sums of the products of items 0 … kc-1 of a strip (kc ×
- * MR, item-major) and a panel (kc × NR), combined with `pops` tiles of
- * the stack (each the left operand), written to out (row stride `ld`).
- * A tile of MR rows, and one of a single row (a band of one row). */
-#define RT_CT_TILE(NAME, MR)                                                                               \
-  __attribute__((noinline)) static void NAME(const float *ap, const float *bp, int64_t kc, int mode, float start, const float *in,    \
-                   float *const *stack, int64_t pops, float *out, int64_t ld) {                           \
+/* One tile: the sums of the products of items 0 … kc-1 of a strip of MR
+ * rows (row r's item kk at ap[r·RS + kk·KS]) and a panel (kc × NR),
+ * combined with `pops` tiles of the stack (each the left operand),
+ * written to out (row stride `ld`). The strip packed (item-major: RS 1,
+ * KS MR), read in place where a is transposed (a strip's rows side by
+ * side: RS 1, KS its item stride `ks`) or row-major (RS its row stride
+ * `rs`, KS 1); and a tile of a single row (a band of one row). */
+#define RT_CT_TILE(NAME, MR, RS, KS)                                                                            \
+  __attribute__((noinline)) static void NAME(const float *ap, int64_t rs, int64_t ks, const float *bp, int64_t kc, int mode, float start, \
+                   const float *in, float *const *stack, int64_t pops, float *out, int64_t ld) {            \
+    (void)rs, (void)ks;                                                                                   \
     rt_ct_vec acc[MR];                                                                                    \
     int64_t kk = 0;                                                                                       \
     if (mode == RT_CT_MORE) {                                                                             \
@@ -1300,14 +1348,14 @@ enum { RT_CT_FIRST, RT_CT_START, RT_CT_MORE };
       _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) acc[r] = start - (rt_ct_vec){0};             \
     } else {                                                                                              \
       rt_ct_vec b = *(const rt_ct_vec *)bp;                                                               \
-      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) acc[r] = ap[r] * b;                           \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) acc[r] = ap[r * (RS)] * b;                    \
       kk = 1;                                                                                             \
     }                                                                                                     \
     for (; kk < kc; kk++) {                                                                               \
-      const float *a = ap + kk * MR;                                                                      \
+      const float *a = ap + kk * (KS);                                                                    \
       rt_ct_vec b = *(const rt_ct_vec *)(bp + kk * RT_CT_NR);                                             \
       _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                            \
-        rt_ct_vec t = a[r] * b;                                                                           \
+        rt_ct_vec t = a[r * (RS)] * b;                                                                    \
         acc[r] = acc[r] + t;                                                                              \
       }                                                                                                   \
     }                                                                                                     \
@@ -1317,8 +1365,10 @@ enum { RT_CT_FIRST, RT_CT_START, RT_CT_MORE };
     }                                                                                                     \
     _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) *(rt_ct_vec *)(out + r * ld) = acc[r];          \
   }
-RT_CT_TILE(rt_ct_tile, RT_CT_MR)
-RT_CT_TILE(rt_ct_tile1, 1)
+RT_CT_TILE(rt_ct_tile, RT_CT_MR, 1, RT_CT_MR)
+RT_CT_TILE(rt_ct_tile_cols, RT_CT_MR, 1, ks)
+RT_CT_TILE(rt_ct_tile_rows, RT_CT_MR, rs, 1)
+RT_CT_TILE(rt_ct_tile1, 1, 1, 1)
 
 static void rt_ct_pack_b(void *raw, int64_t lo, int64_t hi) {
   const rt_ct_job *j = raw;
@@ -1342,13 +1392,22 @@ static void rt_ct_pack_b(void *raw, int64_t lo, int64_t hi) {
   }
 }
 
+/* Whether a band of mc rows reads a in place, unpacked: a band of whole
+ * strips where a is transposed (a strip's rows side by side, each item
+ * one line: the packed layout, at another item stride), or row-major
+ * and the band's strips are read once (one panel of columns: packing
+ * would only copy them). */
+static bool rt_ct_in_place(const rt_ct_job *j, int64_t mc) {
+  return mc % RT_CT_MR == 0 && (j->as_i == 1 || (j->as_p == 1 && j->npad == RT_CT_NR));
+}
+
 /* Work item w: the rows of band w / groups (all items of a packed once
- * per band), the chunks of columns of group w % groups. A band of one
- * row (a vector times a matrix) takes the tile of one row. */
+ * per band, or read in place), the chunks of columns of group w % groups.
+ * A band of one row (a vector times a matrix) takes the tile of one row. */
 static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
   const rt_ct_job *j = raw;
-  const int64_t ld = RT_CT_CW, chunks = (j->npad + RT_CT_CW - 1) / RT_CT_CW;
-  float *apack = rt_alloc(RT_CT_MC * j->k, sizeof(float));
+  const int64_t ld = j->npad < RT_CT_CW ? j->npad : RT_CT_CW, chunks = (j->npad + RT_CT_CW - 1) / RT_CT_CW;
+  float *apack = NULL;
   float *stack_mem = rt_alloc((j->depth + 1) * RT_CT_MC * ld, sizeof(float));
   float *stack[66];
   for (int64_t s = 0; s <= j->depth && s < 66; s++) stack[s] = stack_mem + s * RT_CT_MC * ld;
@@ -1358,7 +1417,9 @@ static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
     int64_t i0 = band * RT_CT_MC, mc = j->m - i0 < RT_CT_MC ? j->m - i0 : RT_CT_MC;
     int mr = mc == 1 ? 1 : RT_CT_MR;
     int64_t strips = (mc + mr - 1) / mr, rows = strips * mr;
-    if (band != packed) {
+    bool in_place = mr == RT_CT_MR && rt_ct_in_place(j, mc);
+    if (!in_place && band != packed) {
+      if (apack == NULL) apack = rt_alloc(RT_CT_MC * j->k, sizeof(float));
       /* Leaf by leaf (at k0 · rows), strips of mr rows, item-major, a
        * strip's rows 16 items at a time (a line of each row, written as
        * 16 lines of the strip; the next lines fetched meanwhile). */
@@ -1367,6 +1428,10 @@ static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
         for (int64_t s = 0; s < strips; s++)
           for (int64_t kb = 0; kb < kc; kb += 16) {
             int64_t kn = kc - kb < 16 ? kc - kb : 16;
+            if (mr == 16 && kn == 16 && (s + 1) * mr <= mc && j->as_p == 1) {
+              rt_ct_pack16(j->a + (i0 + s * mr) * j->as_i + k0 + kb, j->as_i, apack + k0 * rows + s * kc * mr + kb * mr);
+              continue;
+            }
             for (int64_t i = s * mr; i < (s + 1) * mr; i++) {
               float *dst = apack + k0 * rows + s * kc * mr + kb * mr + i % mr;
               const float *src = j->a + (i0 + i) * j->as_i + (k0 + kb) * j->as_p;
@@ -1393,7 +1458,7 @@ static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
         /* The leaf's sums go to the stack's slot sp - pops (after the
          * pops), its partial sums meanwhile to slot sp (free). */
         float *out = stack[sp - pops], *part = stack[sp];
-        const float *leaf_a = apack + k0 * rows, *leaf_b = j->bpack + k0 * j->npad;
+        const float *leaf_b = j->bpack + k0 * j->npad;
         for (int64_t j0 = c0; j0 < c1; j0 += RT_CT_NR)
           for (int64_t kb = 0; kb < kc; kb += RT_CT_KC) {
             int64_t kn = kc - kb < RT_CT_KC ? kc - kb : RT_CT_KC;
@@ -1404,9 +1469,16 @@ static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
               float *tops[66];
               int64_t q_n = last ? pops : 0;
               for (int64_t q = 0; q < q_n; q++) tops[q] = stack[sp - pops + q] + at;
-              (mr == 1 ? rt_ct_tile1 : rt_ct_tile)(leaf_a + (s * kc + kb) * mr, leaf_b + j0 * kc + kb * RT_CT_NR, kn,
-                                                   mode, j->seed, part + at, tops + q_n, q_n,
-                                                   (last ? out : part) + at, ld);
+              const float *b = leaf_b + j0 * kc + kb * RT_CT_NR;
+              float *to = (last ? out : part) + at;
+              if (in_place) {
+                const float *a = j->a + (i0 + s * mr) * j->as_i + (k0 + kb) * j->as_p;
+                (j->as_i == 1 ? rt_ct_tile_cols : rt_ct_tile_rows)(a, j->as_i, j->as_p, b, kn, mode, j->seed,
+                                                                   part + at, tops + q_n, q_n, to, ld);
+              } else {
+                const float *a = apack + k0 * rows + (s * kc + kb) * mr;
+                (mr == 1 ? rt_ct_tile1 : rt_ct_tile)(a, 0, 0, b, kn, mode, j->seed, part + at, tops + q_n, q_n, to, ld);
+              }
             }
           }
         sp = sp - pops + 1;
