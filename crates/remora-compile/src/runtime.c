@@ -1700,24 +1700,25 @@ static void rt_trace(int64_t tag, int type, int64_t rank, const int64_t *shape, 
 
 /* ---- math: Remora's own f32 exp, ln, pow, tanh ----
  * Evaluated in double and rounded once to float: the correctly rounded
- * result but for the rarest cases. The same double operations in the same
- * order as the interpreter's (remora-interp's fmath.rs; built without
- * contraction) on the same tables (rt_exp2, rt_ln_c, rt_log2_c: remora-
- * value's fmath_tables.rs, which the compiler writes in at the marker
- * below), so both engines give the same bits: change one, change the
- * other. No branches in the main path (special values by selects after
- * it; a table lookup is a gather), so loops over them vectorise. */
+ * result but for the rarest cases (exp and ln: the double function
+ * rounded, at every float). The same double operations in the same order
+ * as the interpreter's (remora-interp's fmath.rs; built without
+ * contraction; fma rounds once, an instruction or the C library's exact
+ * emulation) on the same tables and coefficients (rt_exp2, rt_log2_c,
+ * rt_exp_q, rt_ln_r: remora-value's fmath_tables.rs, which the compiler
+ * writes in at the marker below), so both engines give the same bits:
+ * change one, change the other. No branches in the main path (special
+ * values by selects after it; a table lookup, for pow, is a gather), so
+ * loops over them vectorise. */
 #define RT_INV_LN2 1.4426950408889634
 #define RT_LN2_HI 0.6931471805598903 /* ln 2 to 42 bits: k * RT_LN2_HI is exact */
 #define RT_LN2_LO 5.497923018708371e-14
 #define RT_LN2 0.6931471805599453
 #define RT_N 128 /* entries per table */
-#define RT_INV_LN2_N 184.6649652337873 /* N / ln 2 */
-#define RT_LN2_N_HI 0.005415212348111709 /* ln 2 / N to 38 bits: k * it is exact */
-#define RT_LN2_N_LO 1.2864023111638346e-14
 #define RT_SHIFT 6755399441055744.0 /* 1.5 * 2^52 */
-#define RT_LN_OFF 0x3fe6900000000000ULL /* the low end of ln's reduced argument */
-#define RT_LN_HALF (1ULL << 44) /* half a subinterval of ln's, in bits */
+#define RT_LN_OFF 0x3fe6900000000000ULL /* the low end of pow's log's reduced argument */
+#define RT_LN_HALF (1ULL << 44) /* half a subinterval of pow's log's, in bits */
+#define RT_SQRT_HALF 0x3fe6a09e667f3bcdULL /* sqrt(2)/2: ln's reduced argument is from here to sqrt(2) */
 /* @fmath-tables@ */
 static inline uint64_t rt_bits(double x) {
   uint64_t u;
@@ -1748,15 +1749,6 @@ static inline uint64_t rt_exp2_index(double kt, double *scale) {
   *scale = rt_from_bits(((k_bits + 1023 * RT_N) & ~(uint64_t)(RT_N - 1)) << 45);
   return k_bits % RT_N;
 }
-/* t = k ln2/N + r, |r| <= ln2/2N (t clamped to [-110, 90]): k + RT_SHIFT, and r in *r. */
-static inline double rt_exp_reduce(double t, double *r) {
-  t = t > 90.0 ? 90.0 : t;
-  t = t < -110.0 ? -110.0 : t;
-  double kt = t * RT_INV_LN2_N + RT_SHIFT;
-  double k = kt - RT_SHIFT;
-  *r = (t - k * RT_LN2_N_HI) - k * RT_LN2_N_LO;
-  return kt;
-}
 /* t = k/N + r/ln2 (t clamped to [-160, 130]): k + RT_SHIFT, and r in *r (0 for an integral t). */
 static inline double rt_exp2_reduce(double t, double *r) {
   t = t > 130.0 ? 130.0 : t;
@@ -1769,11 +1761,24 @@ static inline double rt_exp2_reduce(double t, double *r) {
 static inline double rt_exp_finish(double t, double r, double scale) {
   return (t + t * rt_expm1_poly(r)) * scale;
 }
-static inline double rt_exp_core(double t) {
-  double r, scale;
-  double kt = rt_exp_reduce(t, &r);
-  uint64_t j = rt_exp2_index(kt, &scale);
-  return rt_exp_finish(rt_exp2[j], r, scale);
+/* The polynomial of the n coefficients c (constant first) at x, by Horner's rule with fmas. */
+static inline double rt_horner(const double *c, int n, double x) {
+  double p = c[n - 1];
+  for (int i = n - 2; i >= 0; i--) p = fma(p, x, c[i]);
+  return p;
+}
+/* e^x in double (x clamped to [-110, 90]): x = k ln2 + r, |r| <= ln2/2,
+ * e^x = 2^k (1 + r + r^2 q(r)), q by rt_exp_q. No table. */
+static inline double rt_exp_core(float x) {
+  x = x > 90.0f ? 90.0f : x;
+  x = x < -110.0f ? -110.0f : x;
+  double t = (double)x;
+  double kt = fma(t, RT_INV_LN2, RT_SHIFT);
+  double k = kt - RT_SHIFT;
+  double r = fma(-k, RT_LN2_LO, fma(-k, RT_LN2_HI, t));
+  double scale = rt_from_bits((rt_bits(kt) - rt_bits(RT_SHIFT) + 1023) << 52);
+  double p = fma(r * r, rt_horner(rt_exp_q, 9, r), r);
+  return (1.0 + p) * scale;
 }
 /* 2^t, exact for an integral t. */
 static inline double rt_exp2_core(double t) {
@@ -1782,8 +1787,8 @@ static inline double rt_exp2_core(double t) {
   uint64_t j = rt_exp2_index(kt, &scale);
   return rt_exp_finish(rt_exp2[j], r, scale);
 }
-/* x = 2^e z, z in ln's subinterval *i of centre c, x a positive normal
- * double with 24 significant bits: e, and ln(z/c) in *q. */
+/* x = 2^e z, z in pow's log's subinterval *i of centre c, x a positive
+ * normal double with 24 significant bits: e, and ln(z/c) in *q. */
 static inline double rt_ln_parts(double x, uint64_t *i, double *q) {
   uint64_t bits = rt_bits(x);
   uint64_t from_off = bits - RT_LN_OFF;
@@ -1800,6 +1805,20 @@ static inline double rt_ln_parts(double x, uint64_t *i, double *q) {
   double s2 = s + s;
   *q = s2 + s2 * p;
   return e;
+}
+/* ln(x) in double, x a positive normal double with 24 significant bits:
+ * x = 2^e z, z in [sqrt2/2, sqrt2), ln z = 2 atanh(s) for s = (z - 1)/(z + 1),
+ * by rt_ln_r. No table. */
+static inline double rt_ln_core(double x) {
+  uint64_t bits = rt_bits(x);
+  uint64_t e_biased = (bits - RT_SQRT_HALF + (1ULL << 62)) >> 52;
+  double z = rt_from_bits(bits - (e_biased << 52) + (1024ULL << 52));
+  double e = rt_from_bits(rt_bits(RT_SHIFT) + e_biased) - (RT_SHIFT + 1024.0);
+  double s = (z - 1.0) / (z + 1.0);
+  double w = s * s;
+  double s2 = s + s;
+  double ln_z = fma(s2 * w, rt_horner(rt_ln_r, 6, w), s2);
+  return fma(e, RT_LN2_HI, fma(e, RT_LN2_LO, ln_z));
 }
 /* t = k ln2 + r, |r| <= ln2/2 (t clamped to [-110, 90]): r, and 2^k in *scale (for tanh). */
 static inline double rt_reduce(double t, double *scale) {
@@ -1829,14 +1848,11 @@ static inline double rt_expm1_poly12(double r) {
   return p * r;
 }
 static inline float rt_expf(float x) {
-  float y = (float)rt_exp_core((double)x);
+  float y = (float)rt_exp_core(x);
   return isnan(x) ? x + x : y;
 }
 static inline float rt_logf(float x) {
-  uint64_t i;
-  double q;
-  double e = rt_ln_parts((double)x, &i, &q);
-  float y = (float)(e * RT_LN2_HI + (rt_ln_c[i] + (e * RT_LN2_LO + q)));
+  float y = (float)rt_ln_core((double)x);
   y = x == INFINITY ? x : y;
   y = x == 0.0f ? -INFINITY : y;
   y = x < 0.0f ? NAN : y;
