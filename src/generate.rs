@@ -11,9 +11,11 @@
 //! parameters' dimensions and atom type, called with and without explicit
 //! instantiation), reductions and scans, shape functions (`windows`,
 //! `reshape`, `transpose`…), gathers by computed indices, `select`,
-//! `iterate`, `while`, sorts, `hist`, `scatter`, records (built, read,
-//! carried through `iterate`) and boxes (`filter`, `range`) unboxed and
-//! used. Half the programs are an entry, `main`, whose parameters have
+//! `iterate`, `while`, `fold` and `fold-right`, sorts and grades (also
+//! `sort-by`/`grade-by` by a key), `hist`, `scatter`, `head`/`last`/`tail`,
+//! `flatten`, `index2d`, `argmax`/`argmin`, `dot`, `matmul`, records
+//! (built, read, carried through `iterate`, `while` and `fold`) and boxes
+//! (`filter`, `range`) unboxed and used. Half the programs are an entry, `main`, whose parameters have
 //! sizes known only at run time (`[Float $n]`), with inputs of those sizes
 //! (some empty, some of 300 items). A shape is a list of [`Dim`]s: numbers
 //! and sums of index variables in scope. When the bytes run out every
@@ -732,7 +734,7 @@ impl Gen<'_> {
             Vec::new()
         };
         let cell = Ty::new(e, &rest);
-        match self.c.below(42) {
+        match self.c.below(51) {
             0..=5 => self.prim(ty, d),
             6 => self.leaf(ty),
             7 => {
@@ -779,11 +781,15 @@ impl Gen<'_> {
                 self.env.truncate(self.env.len() - 2);
                 let z = self.expr(ty, d);
                 let xs = self.expr(&item.items(n), d);
-                format!(
-                    "(fold (fn (({acc} {}) ({x} {})) {body}) {z} {xs})",
-                    ty.syntax(),
-                    item.syntax()
-                )
+                let (acc, x) = (
+                    format!("({acc} {})", ty.syntax()),
+                    format!("({x} {})", item.syntax()),
+                );
+                if self.c.coin() {
+                    format!("(fold (fn ({acc} {x}) {body}) {z} {xs})")
+                } else {
+                    format!("(fold-right (fn ({x} {acc}) {body}) {z} {xs})")
+                }
             }
             14 => match first {
                 Some(n) if n.konst >= 1 => {
@@ -952,7 +958,7 @@ impl Gen<'_> {
             }
             32 | 33 => self.unboxed(ty, d),
             34 => self.record_field(ty, d),
-            35 => self.record_iterate(ty, d),
+            35 => self.record_loop(ty, d),
             36 if rank > 0 => {
                 // a gather: items of a vector at computed indices (`mod`)
                 let frame = ty.shape[..1 + self.c.below(rank)].to_vec();
@@ -979,8 +985,131 @@ impl Gen<'_> {
             }
             39 | 40 => self.function(ty, d, Kind::Generic),
             41 => self.function(ty, d, Kind::AnyAtom),
+            42 if rank > 0 && e == Elem::Int => {
+                // the permutation that sorts each vector cell
+                let el = self.c.pick(&[Elem::Int, Elem::Float]);
+                let xs = self.expr(&Ty::new(el, &ty.shape), d);
+                let f = if el == Elem::Int { "grade" } else { "f.grade" };
+                format!("({f} {xs})")
+            }
+            43 => {
+                // an item: the first or the last
+                let n = self.length(ty, 1);
+                let xs = self.expr(&ty.items(n), d);
+                let f = self.c.pick(&["head", "last"]);
+                format!("({f} {xs})")
+            }
+            44 if rank > 0 => {
+                let n = first.unwrap_or(Dim::lit(0));
+                let xs = self.expr(&cell.items(n.add(&Dim::lit(1))), d);
+                let f = self.c.pick(&["tail", "curtail"]);
+                format!("({f} {xs})")
+            }
+            45 if e == Elem::Int => self.of_vectors(ty, d),
+            46 if e == Elem::Float => self.of_vectors(ty, d),
+            47 if rank >= 2 && e != Elem::Bool => {
+                // a product of matrices (lifted over a frame)
+                let (m, n) = (ty.shape[rank - 2].clone(), ty.shape[rank - 1].clone());
+                let k = self.length(&Ty::scalar(e), 0);
+                let frame = &ty.shape[..rank - 2];
+                let mut a = frame.to_vec();
+                a.extend([m, k.clone()]);
+                let mut b = self.prefix(frame);
+                b.extend([k, n]);
+                let a = self.expr(&Ty::new(e, &a), d);
+                let b = self.expr(&Ty::new(e, &b), d);
+                let f = if e == Elem::Int { "matmul" } else { "f.matmul" };
+                format!("({f} {a} {b})")
+            }
+            48 if rank > 0 && ty.shape[0].is_static() => {
+                // flatten of two axes whose product is the first
+                let c = ty.shape[0].konst;
+                let (m, n) = match c {
+                    0 => {
+                        let k = self.c.below(4);
+                        if self.c.coin() { (0, k) } else { (k, 0) }
+                    }
+                    _ => {
+                        let m = self.c.pick(&[1, 2, 3, c]);
+                        if c.is_multiple_of(m) { (m, c / m) } else { (1, c) }
+                    }
+                };
+                let mut shape = lits(&[m, n]);
+                shape.extend(rest.iter().cloned());
+                let xs = self.expr(&Ty::new(e, &shape), d);
+                format!("(flatten {xs})")
+            }
+            49 if rank == 0 => {
+                let (m, n) = (1 + self.c.below(4), 1 + self.c.below(4));
+                let xs = self.expr(&Ty::new(e, &lits(&[m, n])), d);
+                let (i, j) = (self.index(m, d), self.index(n, d));
+                format!("(index2d {xs} [{i} {j}])")
+            }
+            50 if rank > 0 => self.sorted_by(ty, d),
             _ => self.prim(ty, d),
         }
+    }
+
+    /// A scalar of `ty`'s atom type from each vector cell of an array of
+    /// `ty`'s shape and one more axis: `argmax`, `argmin` (Int), `dot`
+    /// (of two such arrays, the second's frame a prefix of the first's).
+    fn of_vectors(&mut self, ty: &Ty, d: usize) -> String {
+        let dot = ty.elem == Elem::Float || self.c.coin();
+        let el = if dot {
+            ty.elem
+        } else {
+            self.c.pick(&[Elem::Int, Elem::Float])
+        };
+        // (An empty vector has no greatest item: mostly one or more.)
+        let min = usize::from(self.c.below(8) != 0);
+        let n = self.length(&Ty::scalar(el), min);
+        let mut shape = ty.shape.clone();
+        shape.push(n.clone());
+        let xs = self.expr(&Ty::new(el, &shape), d);
+        if dot {
+            let mut other = self.prefix(&ty.shape);
+            other.push(n);
+            let ys = self.expr(&Ty::new(el, &other), d);
+            let f = if el == Elem::Int { "dot" } else { "f.dot" };
+            return format!("({f} {xs} {ys})");
+        }
+        let f = match (el, self.c.coin()) {
+            (Elem::Int, true) => "argmax",
+            (Elem::Int, false) => "argmin",
+            (_, true) => "f.argmax",
+            (_, false) => "f.argmin",
+        };
+        format!("({f} {xs})")
+    }
+
+    /// `sort-by` of items of `ty` (or `grade-by`, for a vector of Ints) by
+    /// a less-than that is a strict weak order: `<` or `>` of an Int key
+    /// of each item, computed by a `def` (or the item itself).
+    fn sorted_by(&mut self, ty: &Ty, d: usize) -> String {
+        let grade = ty.elem == Elem::Int && ty.shape.len() == 1 && self.c.coin();
+        let n = ty.shape[0].clone();
+        let cell = if grade {
+            self.small_ty()
+        } else {
+            Ty::new(ty.elem, &ty.shape[1..])
+        };
+        let order = self.c.pick(&["<", ">"]);
+        let less = if cell == Ty::scalar(Elem::Int) && self.c.coin() {
+            order.to_string()
+        } else if cell.is_static() {
+            let key = self.def(Kind::Def, vec![cell.clone()], Ty::scalar(Elem::Int), &[], d);
+            let (a, b) = (self.fresh("a"), self.fresh("b"));
+            let t = cell.syntax();
+            format!(
+                "(fn (({a} {t}) ({b} {t})) ({order} ({k} {a}) ({k} {b})))",
+                k = key.name
+            )
+        } else {
+            return self.prim(ty, d);
+        };
+        let xs = self.expr(&cell.items(n), d);
+        let f = if grade { "grade-by" } else { "sort-by" };
+        format!("({f} {less} {xs})")
     }
 
     /// A scalar primitive of result atom type `ty.elem`, lifted: each
@@ -1131,26 +1260,44 @@ impl Gen<'_> {
         }
     }
 
-    /// A record carried through `iterate`, each step building it anew from
-    /// its fields (updated or kept), one field read at the end.
-    fn record_iterate(&mut self, ty: &Ty, d: usize) -> String {
-        let other = self.small_ty();
+    /// A record carried through a loop, each step building it anew from
+    /// its fields (updated or kept), one field read at the end: `iterate`;
+    /// `while` its second field, a count, is below a bound (one more each
+    /// step); or `fold` over items, each step seeing one.
+    fn record_loop(&mut self, ty: &Ty, d: usize) -> String {
+        let kind = self.c.below(3);
+        let other = if kind == 1 {
+            Ty::scalar(Elem::Int)
+        } else {
+            self.small_ty()
+        };
         let (s, fa, fb) = (self.fresh("s"), self.fresh("a"), self.fresh("b"));
         let record_ty = format!("{{({fa} {}) ({fb} {})}}", ty.syntax(), other.syntax());
         let read_a = format!("(field {s} {fa})");
         let read_b = format!("(field {s} {fb})");
+        // fold's items
+        let item = (kind == 2).then(|| (self.fresh("x"), self.small_ty()));
         self.env.push((read_a.clone(), ty.clone()));
         self.env.push((read_b.clone(), other.clone()));
+        if let Some((x, t)) = &item {
+            self.env.push((x.clone(), t.clone()));
+        }
         let step_a = self.expr(ty, d);
-        let step_b = if self.c.coin() {
-            read_b
+        let step_b = if kind == 1 {
+            format!("(+ {read_b} 1)")
+        } else if self.c.coin() {
+            read_b.clone()
         } else {
             self.expr(&other, d)
         };
-        self.env.truncate(self.env.len() - 2);
+        self.env
+            .truncate(self.env.len() - 2 - usize::from(item.is_some()));
         let start_a = self.expr(ty, d);
-        let start_b = self.expr(&other, d);
-        let n = self.c.below(4);
+        let start_b = if kind == 1 {
+            self.c.pick(&["0", "-2", "5"]).to_string()
+        } else {
+            self.expr(&other, d)
+        };
         let build = |a: &str, b: &str| {
             format!(
                 "{{({fa} [{}] {a}) ({fb} [{}] {b})}}",
@@ -1158,11 +1305,28 @@ impl Gen<'_> {
                 dims(&other.shape)
             )
         };
-        format!(
-            "(field (iterate {n} (fn (({s} {record_ty})) {}) {}) {fa})",
-            build(&step_a, &step_b),
-            build(&start_a, &start_b)
-        )
+        let (step, start) = (build(&step_a, &step_b), build(&start_a, &start_b));
+        let looped = match item {
+            None if kind == 1 => {
+                let bound = self.c.below(5);
+                format!(
+                    "(while (fn (({s} {record_ty})) (< {read_b} {bound})) (fn (({s} {record_ty})) {step}) {start})"
+                )
+            }
+            None => {
+                let n = self.c.below(4);
+                format!("(iterate {n} (fn (({s} {record_ty})) {step}) {start})")
+            }
+            Some((x, t)) => {
+                let n = self.length(&t, 1);
+                let xs = self.expr(&t.items(n), d);
+                format!(
+                    "(fold (fn (({s} {record_ty}) ({x} {})) {step}) {start} {xs})",
+                    t.syntax()
+                )
+            }
+        };
+        format!("(field {looped} {fa})")
     }
 
     /// A function applied over a frame: a lambda; a `def` at the top; a

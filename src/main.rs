@@ -554,11 +554,11 @@ fn check(source: Source) -> ExitCode {
     checked_output(
         source,
         |checked| {
-            checked
+            Ok(checked
                 .value
                 .as_ref()
                 .map(|t| checked.show(&t.ty) + "\n")
-                .unwrap_or_default()
+                .unwrap_or_default())
         },
         |checked| {
             let mut text = String::new();
@@ -572,7 +572,7 @@ fn check(source: Source) -> ExitCode {
                     }
                 }
             }
-            text
+            Ok(text)
         },
     )
 }
@@ -580,21 +580,16 @@ fn check(source: Source) -> ExitCode {
 fn elaborate(source: Source) -> ExitCode {
     checked_output(
         source,
-        |checked| {
-            checked
-                .value
-                .as_ref()
-                .map(|t| {
-                    print::with_source_records(|| {
-                        print::expr_to_string(&remora_check::elaborate::expr(t, &checked.names))
-                    }) + "\n"
-                })
-                .unwrap_or_default()
+        |checked| match &checked.value {
+            Some(t) => {
+                let e = remora_check::elaborate::expr(t, &checked.names)?;
+                Ok(print::with_source_records(|| print::expr_to_string(&e)) + "\n")
+            }
+            None => Ok(String::new()),
         },
         |checked| {
-            print::with_source_records(|| {
-                print::program(&remora_check::elaborate::program(&checked.value, &checked.names))
-            })
+            let p = remora_check::elaborate::program(&checked.value, &checked.names)?;
+            Ok(print::with_source_records(|| print::program(&p)))
         },
     )
 }
@@ -879,17 +874,21 @@ fn built_program(payload: remora::bundle::Payload) -> ExitCode {
 
 /// Reads and checks a program or an expression, then prints what `expr`
 /// or `program` makes of it, or its diagnostics (exit status 1).
+/// What a command prints of a checked expression or program, or the
+/// errors of writing it.
+type Written = Result<String, Vec<remora_syntax::Diagnostic>>;
+
 fn checked_output(
     source: Source,
-    expr: impl Fn(&remora_check::Checked<Option<remora_check::typed::TExpr>>) -> String,
-    program: impl Fn(&remora_check::Checked<Vec<remora_check::typed::TDecl>>) -> String,
+    expr: impl Fn(&remora_check::Checked<Option<remora_check::typed::TExpr>>) -> Written,
+    program: impl Fn(&remora_check::Checked<Vec<remora_check::typed::TDecl>>) -> Written,
 ) -> ExitCode {
     let mut sources = SourceMap::new();
     let parsed = match read_source(source, &mut sources, false) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let (text, diags) = match parsed {
+    let (text, mut diags) = match parsed {
         Parsed::Expr(e) => {
             let checked = remora_check::check_expression(&e);
             (expr(&checked), checked.diagnostics)
@@ -897,6 +896,16 @@ fn checked_output(
         Parsed::Program(p) => {
             let checked = remora_check::check_program(&p);
             (program(&checked), checked.diagnostics)
+        }
+    };
+    let text = match text {
+        // (Nothing is written of a program that did not check.)
+        Ok(text) => text,
+        Err(errors) => {
+            if !diags.iter().any(|d| d.is_error()) {
+                diags.extend(errors);
+            }
+            String::new()
         }
     };
     if !diags.is_empty() {

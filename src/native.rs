@@ -524,14 +524,13 @@ fn lowered(
     let program =
         remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
     if program.inputs.len() != inputs.len() + program.files.len() {
-        return Err(Failure::Unsupported(
-            remora_syntax::Span::default(),
-            format!(
-                "{entry} expects {} arguments but got {}",
-                program.inputs.len() - program.files.len(),
-                inputs.len()
-            ),
-        ));
+        // The caller's mistake, not the compiler's limit: an error of the
+        // run, which the interpreter reports as it does on its own.
+        return Err(Failure::Run(format!(
+            "{entry} expects {} arguments but got {}",
+            program.inputs.len() - program.files.len(),
+            inputs.len()
+        )));
     }
     Ok(program)
 }

@@ -660,10 +660,13 @@ impl Session {
     /// out (`remora elaborate`).
     fn elaborate(&mut self, e: &str) -> String {
         match self.check_expression(e, ":elab") {
-            Ok((t, names)) => format!(
-                "{}\n",
-                remora_syntax::print::expr_to_string(&remora_check::elaborate::expr(&t, &names))
-            ),
+            Ok((t, names)) => match remora_check::elaborate::expr(&t, &names) {
+                Ok(e) => format!("{}\n", remora_syntax::print::expr_to_string(&e)),
+                Err(errors) => errors
+                    .iter()
+                    .map(|d| format!("remora: error: {}\n", d.message))
+                    .collect(),
+            },
             Err(e) => e,
         }
     }

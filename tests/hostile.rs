@@ -1469,6 +1469,37 @@ fn checking_cases() -> Vec<Make> {
             c.stdout_contains.push("Σ".as_bytes().to_vec());
             c
         }),
+        make("checking/boxes-1000-nested-around-a-derivative", |n| {
+            // A derivative's program is the whole program written out,
+            // each box's type in full: quadratic in the nesting. Type
+            // equality substituted at every binder: 30 s, cubic.
+            let text = format!(
+                "(def (fun (u (x Float)) (f.tan x)))\n{}",
+                nested(1000, "(box ", "(vjp u 0.5 1.0)", ")")
+            );
+            Case::new(n, text, &[0]).time(10).stdout(format!(
+                "{}1.2984464{}",
+                "(box [] ".repeat(1000),
+                ")".repeat(1000)
+            ))
+        }),
+        make("checking/boxes-5000-nested-around-a-derivative", |n| {
+            // Written out, 12.5 million type nodes: an allocation abort
+            // under the memory limit; refused instead.
+            let text = format!(
+                "(def (fun (u (x Float)) (f.tan x)))\n{}",
+                nested(5000, "(box ", "(vjp u 0.5 1.0)", ")")
+            );
+            Case::new(n, text, &[1])
+                .time(10)
+                .stderr("2:1: error: too large to write out in core form")
+        }),
+        make("checking/boxes-5000-nested-elaborated", |n| {
+            Case::new(n, nested(5000, "(box ", "1", ")"), &[1])
+                .args(&["elaborate", "{file}"])
+                .time(10)
+                .stderr("1:1: error: too large to write out in core form")
+        }),
         make("checking/vector-200k-deep", |n| {
             // The example: 21 s. With no memory limit the whole
             // stack is had, so the depth is within the reader's limit.

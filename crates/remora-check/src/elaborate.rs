@@ -14,9 +14,10 @@ use remora_types::{Atom, DVar, Dim, IVar, Index, SVar, Seg, Shape, TVar, Type};
 
 /// A checked program as a core program.
 /// Every `jvp`, `vjp` and `grad` is replaced by its derivative program
-/// (`crate::ad`); an error is a form that cannot be differentiated yet.
-pub fn program(decls: &[TDecl], names: &NameTable) -> ast::Program {
-    differentiated(decls, names).unwrap_or_else(|_| ast::Program { decls: Vec::new() })
+/// (`crate::ad`); an error is a form that cannot be differentiated yet,
+/// or a program too large to write out ([`MAX_WRITTEN_TYPES`]).
+pub fn program(decls: &[TDecl], names: &NameTable) -> Result<ast::Program, Vec<remora_syntax::Diagnostic>> {
+    differentiated(decls, names)
 }
 
 /// [`program`], with the errors of the derivative forms.
@@ -24,29 +25,52 @@ pub fn differentiated(
     decls: &[TDecl],
     names: &NameTable,
 ) -> Result<ast::Program, Vec<remora_syntax::Diagnostic>> {
-    let w = Writer {
-        names,
-        ad: crate::ad::Pass::new(decls, names),
-    };
-    let program = ast::Program {
-        decls: decls.iter().map(|d| w.decl(d)).collect(),
-    };
+    let w = Writer::new(names, crate::ad::Pass::new(decls, names));
+    let mut written = Vec::with_capacity(decls.len());
+    for d in decls {
+        written.push(w.decl(d));
+        if w.over_budget() {
+            let value = match d {
+                TDecl::Def { value, .. } | TDecl::Expr(value) => value,
+            };
+            return Err(vec![too_large(value.span)]);
+        }
+    }
     w.ad.finish()?;
-    Ok(program)
+    Ok(ast::Program { decls: written })
 }
 
 /// A checked expression as a core expression.
-pub fn expr(e: &TExpr, names: &NameTable) -> ast::Expr {
-    Writer {
-        names,
-        ad: crate::ad::Pass::new(&[], names),
+pub fn expr(e: &TExpr, names: &NameTable) -> Result<ast::Expr, Vec<remora_syntax::Diagnostic>> {
+    let w = Writer::new(names, crate::ad::Pass::new(&[], names));
+    let written = w.expr(e);
+    if w.over_budget() {
+        return Err(vec![too_large(e.span)]);
     }
-    .expr(e)
+    Ok(written)
+}
+
+/// The most type nodes a program written out may hold. Types are written
+/// in full where the typed tree shares them, so the written program can be
+/// quadratic in the source: a box's type at every level of nested boxes
+/// holds the types of all the boxes inside (5,000 nested boxes: 12.5
+/// million nodes, past 4 GB). This many take about 500 MB.
+pub const MAX_WRITTEN_TYPES: usize = 1 << 21;
+
+fn too_large(span: Span) -> remora_syntax::Diagnostic {
+    remora_syntax::Diagnostic::error(
+        span,
+        format!("too large to write out in core form: its types would take more than {MAX_WRITTEN_TYPES} nodes"),
+    )
+    .note("every type is written in full where it is needed: a box's type, at every level of nested boxes, holds all the types inside it")
 }
 
 pub(crate) struct Writer<'a> {
     names: &'a NameTable,
     pub(crate) ad: crate::ad::Pass<'a>,
+    /// Type nodes written so far (past [`MAX_WRITTEN_TYPES`], each type is
+    /// written as `Int`, and the program is refused).
+    types_written: std::cell::Cell<usize>,
 }
 
 pub(crate) fn sp() -> Span {
@@ -66,6 +90,18 @@ fn ty_node(kind: TypeKind) -> ast::Type {
 }
 
 impl<'a> Writer<'a> {
+    fn new(names: &'a NameTable, ad: crate::ad::Pass<'a>) -> Writer<'a> {
+        Writer {
+            names,
+            ad,
+            types_written: std::cell::Cell::new(0),
+        }
+    }
+
+    fn over_budget(&self) -> bool {
+        self.types_written.get() > MAX_WRITTEN_TYPES
+    }
+
     pub(crate) fn names(&self) -> &'a NameTable {
         self.names
     }
@@ -323,6 +359,10 @@ impl<'a> Writer<'a> {
     }
 
     pub(crate) fn ty(&self, t: &Type) -> ast::Type {
+        self.types_written.set(self.types_written.get() + 1);
+        if self.over_budget() {
+            return ty_node(TypeKind::Int);
+        }
         let elem = match &t.atom {
             Atom::Int => ty_node(TypeKind::Int),
             Atom::Bool => ty_node(TypeKind::Bool),

@@ -10,6 +10,7 @@
 use crate::Truth;
 use crate::dim::{DVar, Dim};
 use crate::shape::{SVar, Seg, Shape};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// An atom type variable (`&t`).
@@ -149,7 +150,27 @@ impl Type {
 
     /// Is `self = other` for every valuation, up to renaming of binders?
     pub fn equals(&self, other: &Type) -> Truth {
-        self.atom.equals(&other.atom).and(self.shape.equals(&other.shape))
+        self.equals_in(other, &mut Renaming::default())
+    }
+
+    /// [`Type::equals`] under binders: `other`'s bound variables read as
+    /// `self`'s (`r`), renamed where they are compared (in shapes and atom
+    /// variables) instead of substituted into `other` at every binder,
+    /// which was quadratic in the nesting of binders (a box in a box …).
+    fn equals_in(&self, other: &Type, r: &mut Renaming) -> Truth {
+        let atoms = self.atom.equals_in(&other.atom, r);
+        let shapes = if r.is_empty() {
+            self.shape.equals(&other.shape)
+        } else {
+            self.shape.equals(
+                &other
+                    .shape
+                    .subst(&|d| r.dims.get(&d).map(|&v| Dim::var(v)), &|s| {
+                        r.shapes.get(&s).map(|&v| Shape::var(v))
+                    }),
+            )
+        };
+        atoms.and(shapes)
     }
 
     /// The type in remora-lang's bracket notation, one binder and one
@@ -221,22 +242,46 @@ impl Atom {
     }
 
     pub fn equals(&self, other: &Atom) -> Truth {
+        self.equals_in(other, &mut Renaming::default())
+    }
+
+    fn equals_in(&self, other: &Atom, r: &mut Renaming) -> Truth {
         match (self, other) {
             (Atom::Int, Atom::Int) | (Atom::Bool, Atom::Bool) | (Atom::Float, Atom::Float) => Truth::Yes,
-            (Atom::Var(a), Atom::Var(b)) if a == b => Truth::Yes,
-            (Atom::Arrow(p1, r1), Atom::Arrow(p2, r2)) => p1.equals(p2).and(r1.equals(r2)),
-            (Atom::Forall(v1, b1), Atom::Forall(v2, b2)) => b1.equals(&b2.subst_type(*v2, &Atom::Var(*v1))),
+            (Atom::Var(a), Atom::Var(b)) if *a == r.types.get(b).copied().unwrap_or(*b) => Truth::Yes,
+            (Atom::Arrow(p1, r1), Atom::Arrow(p2, r2)) => p1.equals_in(p2, r).and(r1.equals_in(r2, r)),
+            (Atom::Forall(v1, b1), Atom::Forall(v2, b2)) => {
+                let kept = r.types.insert(*v2, *v1);
+                let t = b1.equals_in(b2, r);
+                restore(&mut r.types, *v2, kept);
+                t
+            }
             (Atom::Pi(v1, b1), Atom::Pi(v2, b2)) | (Atom::Sigma(v1, b1), Atom::Sigma(v2, b2)) => {
-                match rename(*v2, *v1) {
-                    Some(by) => b1.equals(&b2.subst_index(*v2, &by)),
-                    None => Truth::No,
+                match (*v1, *v2) {
+                    (IVar::Dim(d1), IVar::Dim(d2)) => {
+                        let kept = r.dims.insert(d2, d1);
+                        let t = b1.equals_in(b2, r);
+                        restore(&mut r.dims, d2, kept);
+                        t
+                    }
+                    (IVar::Shape(s1), IVar::Shape(s2)) => {
+                        let kept = r.shapes.insert(s2, s1);
+                        let t = b1.equals_in(b2, r);
+                        restore(&mut r.shapes, s2, kept);
+                        t
+                    }
+                    _ => Truth::No,
                 }
             }
             (Atom::Record(f1), Atom::Record(f2)) if f1.len() == f2.len() => {
                 f1.iter()
                     .zip(f2.iter())
                     .fold(Truth::Yes, |t, ((n1, t1), (n2, t2))| {
-                        if n1 != n2 { Truth::No } else { t.and(t1.equals(t2)) }
+                        if n1 != n2 {
+                            Truth::No
+                        } else {
+                            t.and(t1.equals_in(t2, r))
+                        }
                     })
             }
             // Two different variables may be instantiated alike.
@@ -358,13 +403,28 @@ pub fn ivar_name(v: IVar, names: &dyn Names) -> String {
     }
 }
 
-/// `to` as an index of `from`'s sort (binders of different sorts differ).
-fn rename(from: IVar, to: IVar) -> Option<Index> {
-    match (from, to) {
-        (IVar::Dim(_), IVar::Dim(d)) => Some(Index::Dim(Dim::var(d))),
-        (IVar::Shape(_), IVar::Shape(s)) => Some(Index::Shape(Shape::var(s))),
-        _ => None,
+/// The bound variables of the right-hand type of a comparison, by the
+/// left-hand type's binders they stand for.
+#[derive(Default)]
+struct Renaming {
+    types: HashMap<TVar, TVar>,
+    dims: HashMap<DVar, DVar>,
+    shapes: HashMap<SVar, SVar>,
+}
+
+impl Renaming {
+    fn is_empty(&self) -> bool {
+        self.types.is_empty() && self.dims.is_empty() && self.shapes.is_empty()
     }
+}
+
+/// `v`'s renaming as it was before a binder's (none, or an outer one of
+/// the same variable).
+fn restore<V: std::hash::Hash + Eq>(map: &mut HashMap<V, V>, v: V, kept: Option<V>) {
+    match kept {
+        Some(k) => map.insert(v, k),
+        None => map.remove(&v),
+    };
 }
 
 #[cfg(test)]
