@@ -1033,9 +1033,10 @@ fn general_fold<'p>(it: &mut Interpreter, p: &Prim<'p>, name: &str, span: Span) 
 /// A binary scalar primitive as an operator, by name: bare (`f.+`, not
 /// `(f.+ 1.0)`) or η-expanded over cells (`(fn ((a [Float 3]) (b [Float
 /// 3])) (f.+ a b))`, which lifts `f.+` over the cells atom by atom, so
-/// folding by it is folding by `f.+` elementwise).
+/// folding by it is folding by `f.+` elementwise), also where what the
+/// expansion applies is itself such a lambda (a lambda of scalars lifted
+/// to whole items: `(fn ((a Float) (b Float)) (f.+ a b))` reducing rows).
 pub(crate) fn scalar_operator(op: &Value<'_>) -> Option<&'static str> {
-    use remora_check::typed::{TAtomKind, TExprKind};
     let Data::Atoms(a) = &op.data else {
         return None;
     };
@@ -1044,42 +1045,60 @@ pub(crate) fn scalar_operator(op: &Value<'_>) -> Option<&'static str> {
     }
     match a.first()? {
         Atom::Fun(Fun::Prim(p)) if p.args.is_empty() && scalar::arity(p.name) == Some(2) => Some(p.name),
-        Atom::Fun(Fun::Lambda { param: x, body, .. }) => {
-            let TExprKind::Array { atoms, .. } = &body.kind else {
-                return None;
-            };
-            let [inner] = atoms.as_slice() else {
-                return None;
-            };
-            let TAtomKind::Lambda { param: y, body } = &inner.kind else {
-                return None;
-            };
-            let TExprKind::App { func, arg, .. } = &body.kind else {
-                return None;
-            };
-            let TExprKind::App {
-                func: prim,
-                arg: first,
-                ..
-            } = &func.kind
-            else {
-                return None;
-            };
-            match (&prim.kind, &first.kind, &arg.kind) {
-                // Both parameters of one shape (the primitive then works
-                // atom by atom): `(fn ((acc 1) (x 0)) (+ acc x))` adds a
-                // number to every atom of a vector, which is not that.
-                (TExprKind::Intrinsic(name), TExprKind::Var(a), TExprKind::Var(b))
-                    if a == x
-                        && b == y
-                        && scalar::arity(name) == Some(2)
-                        && first.ty.shape == arg.ty.shape =>
-                {
-                    Some(name)
-                }
-                _ => None,
-            }
-        }
+        Atom::Fun(Fun::Lambda { param: x, body, .. }) => lambda_operator(*x, body, 0),
+        _ => None,
+    }
+}
+
+/// How deep `lambda_operator` looks through lambdas applying lambdas.
+const OPERATOR_DEPTH: usize = 8;
+
+/// The scalar primitive the curried lambda `λx. body` applies to its two
+/// parameters in order, if that is all it does (see `scalar_operator`).
+fn lambda_operator(
+    x: remora_check::typed::VarId,
+    body: &remora_check::typed::TExpr,
+    depth: usize,
+) -> Option<&'static str> {
+    use remora_check::typed::{TAtom, TAtomKind, TExprKind};
+    let TExprKind::Array { atoms, .. } = &body.kind else {
+        return None;
+    };
+    let [inner] = atoms.as_slice() else {
+        return None;
+    };
+    let TAtomKind::Lambda { param: y, body } = &inner.kind else {
+        return None;
+    };
+    let TExprKind::App { func, arg, .. } = &body.kind else {
+        return None;
+    };
+    let TExprKind::App {
+        func: head,
+        arg: first,
+        ..
+    } = &func.kind
+    else {
+        return None;
+    };
+    // Both parameters of one shape (the operator then works atom by
+    // atom): `(fn ((acc 1) (x 0)) (+ acc x))` adds a number to every atom
+    // of a vector, which is not that.
+    match (&first.kind, &arg.kind) {
+        (TExprKind::Var(a), TExprKind::Var(b)) if a == &x && b == y && first.ty.shape == arg.ty.shape => {}
+        _ => return None,
+    }
+    match &head.kind {
+        TExprKind::Intrinsic(name) if scalar::arity(name) == Some(2) => Some(name),
+        TExprKind::Array { atoms, .. } if depth < OPERATOR_DEPTH => match atoms.as_slice() {
+            [
+                TAtom {
+                    kind: TAtomKind::Lambda { param, body },
+                    ..
+                },
+            ] => lambda_operator(*param, body, depth + 1),
+            _ => None,
+        },
         _ => None,
     }
 }
