@@ -11,7 +11,7 @@ use crate::infer::{Solution, Unknowns};
 use crate::typed::{TAtom, TAtomKind, TExpr, TExprKind};
 use remora_syntax::Span;
 use remora_syntax::ast;
-use remora_types::{Atom, DVar, Dim, IVar, Index, Shape, TVar, Type};
+use remora_types::{Atom, DVar, Dim, IVar, Index, MAX_RANK, Shape, TVar, Type};
 use std::borrow::Cow;
 
 /// The unsolved element types and dimensions of rank parameters that an
@@ -80,6 +80,18 @@ impl Checker {
         let u = self.fresh_tvar(&format!("&{name}"));
         self.element_unknowns.insert(u, None);
         elements.push(u);
+        let rank = match rank {
+            ast::Rank::Nat(k) if k > MAX_RANK as u64 => {
+                // Refused before its dimensions are made (one each); the
+                // parameter is then checked as a scalar's, for what follows.
+                let d = self
+                    .error(p.span, format!("a parameter of rank {k}"))
+                    .note(format!("arrays have at most {MAX_RANK} axes"));
+                self.report(d);
+                ast::Rank::Nat(0)
+            }
+            r => r,
+        };
         let shape = match rank {
             ast::Rank::Nat(k) => Shape::from_dims((0..k).map(|i| {
                 let d = self.fresh_dvar(&format!("${name}{i}"));
