@@ -323,6 +323,168 @@ fn workloads(quick: bool) -> Vec<Workload> {
                 ),
             ],
         },
+        Workload {
+            name: "nearest",
+            sizes: vec![("N", q(200_000, 2_000)), ("K", 32)],
+            reps: 5,
+            tolerance: 1e-6,
+            styles: vec![
+                (
+                    "outer",
+                    "squared distance of one pair, outer over points × centres, f.argmin",
+                ),
+                (
+                    "rowfun",
+                    "fun of one point against all centres (lambda of a difference), lifted",
+                ),
+                (
+                    "coords",
+                    "coordinate vectors by transpose2d, outer f.- per coordinate, f.argmin",
+                ),
+            ],
+        },
+        Workload {
+            name: "blur",
+            sizes: vec![("N", q(2048, 64))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "windows",
+                    "windows of rows, windows along rows, transpose, mean of each 3×3 block",
+                ),
+                (
+                    "separable",
+                    "reduce f.+ over windows of rows, then a window lambda along each row",
+                ),
+            ],
+        },
+        Workload {
+            name: "colscale",
+            sizes: vec![("R", q(4096, 64)), ("C", 1024)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![(
+                "lambda",
+                "column min and max by reduce over rows, a row lambda scales",
+            )],
+        },
+        Workload {
+            name: "colsoftmax",
+            sizes: vec![("R", q(4096, 64)), ("C", 1024)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "items",
+                    "softmax down columns: reduce f.max/f.+ over rows, row lambdas",
+                ),
+                (
+                    "transpose",
+                    "transpose2d, a row softmax fun lifted, transpose2d back",
+                ),
+            ],
+        },
+        Workload {
+            name: "matvec",
+            sizes: vec![("R", q(4096, 64)), ("C", 4096)],
+            reps: 5,
+            tolerance: 1e-3,
+            styles: vec![
+                ("dot", "f.dot lifted over the rows"),
+                ("rowfun", "lambda of a row (f.sum (f.* r v)) lifted over the rows"),
+                (
+                    "columns",
+                    "columns scaled by v (rows of transpose2d), added by reduce f.+",
+                ),
+            ],
+        },
+        Workload {
+            name: "downsample",
+            sizes: vec![("N", q(4096, 64)), ("H", q(2048, 32))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![(
+                "reshape",
+                "reshape into 2×2 blocks, transpose, a block lambda (mean)",
+            )],
+        },
+        Workload {
+            name: "argmax",
+            sizes: vec![("R", q(8192, 64)), ("C", 1024)],
+            reps: 5,
+            tolerance: 1e-9,
+            styles: vec![
+                ("builtin", "f.argmax lifted over the rows"),
+                (
+                    "mask-min",
+                    "row fun: least index where the row equals its maximum (select, iota)",
+                ),
+                ("fold", "row fun: fold over the indices keeping the best one"),
+            ],
+        },
+        Workload {
+            name: "mask",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 5,
+            tolerance: 1e-5,
+            styles: vec![
+                ("select", "select between two whole-array results by a mask"),
+                ("scalar-if", "scalar fun with if, lifted"),
+            ],
+        },
+        Workload {
+            name: "runmean",
+            sizes: vec![("N", q(4_000_000, 40_000)), ("W", 16)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                ("windows", "f.mean of each window of W"),
+                (
+                    "lambda",
+                    "lambda of one window (f.sum / W) lifted over the windows",
+                ),
+            ],
+        },
+        Workload {
+            name: "distmat",
+            sizes: vec![("N", q(2048, 64))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "pair-fun",
+                    "distance of one pair of [Float 3], outer over points × points",
+                ),
+                (
+                    "coords",
+                    "transpose2d, outer f.- per coordinate row (lambda), reduce f.+, f.sqrt",
+                ),
+            ],
+        },
+        Workload {
+            name: "topk",
+            sizes: vec![("R", q(20_000, 200)), ("C", 128), ("K", 8)],
+            reps: 5,
+            tolerance: 1e-5,
+            styles: vec![("sort", "row fun: f.sort, take-right K")],
+        },
+        Workload {
+            name: "gather2d",
+            sizes: vec![("N", q(2048, 64))],
+            reps: 5,
+            tolerance: 1e-5,
+            styles: vec![
+                (
+                    "index2d",
+                    "outer over row/column numbers of a lambda reading index2d at computed pairs",
+                ),
+                (
+                    "nth-index",
+                    "index matrices by outer +, a lambda of (row, col) reading nth then index",
+                ),
+            ],
+        },
     ]
 }
 
@@ -374,6 +536,24 @@ fn arguments<'p>(w: &Workload) -> Vec<Value<'p>> {
             float_array(vec![n], affine(floats(n, 2), 100.0, 50.0)),
             float_array(vec![n], affine(floats(n, 3), 2.0, 0.25)),
         ],
+        "nearest" => vec![
+            float_array(vec![n, 2], floats(2 * n, 1)),
+            float_array(vec![size(&w.sizes, "K"), 2], floats(2 * size(&w.sizes, "K"), 2)),
+        ],
+        "blur" | "downsample" | "gather2d" => vec![float_array(vec![n, n], floats(n * n, 1))],
+        "colscale" | "colsoftmax" | "argmax" | "topk" => {
+            let (r, c) = (size(&w.sizes, "R"), size(&w.sizes, "C"));
+            vec![float_array(vec![r, c], floats(r * c, 1))]
+        }
+        "matvec" => {
+            let (r, c) = (size(&w.sizes, "R"), size(&w.sizes, "C"));
+            vec![
+                float_array(vec![r, c], floats(r * c, 1)),
+                float_array(vec![c], floats(c, 2)),
+            ]
+        }
+        "mask" | "runmean" => vec![float_array(vec![n], floats(n, 1))],
+        "distmat" => vec![float_array(vec![n, 3], affine(floats(3 * n, 1), 10.0, 0.0))],
         other => fatal(&format!("no arguments for {other}")),
     }
 }

@@ -352,3 +352,56 @@ fn a_costly_row_read_twice_is_computed_once() {
         assert_eq!(loops.matches("parallel").count(), 1, "{whole}:\n{loops}");
     }
 }
+
+/// Reductions over the rows of a matrix (column sums, maxima, minima;
+/// a matrix of a size known only at run time too) read the rows in order:
+/// each row added into a block of the accumulator, never a reduction per
+/// column striding down the rows. A float sum of many rows keeps the
+/// tree's order by its leaves (the runtime's plan), a lambda of the sum
+/// too; over a matrix of run-time sizes, the leaves are one branch.
+#[test]
+fn reductions_over_rows_read_rows_in_order() {
+    for main in [
+        "(entry (main (x [Float 4096 1024])) (reduce f.+ x))",
+        "(entry (main (x [Float 4096 1024])) (reduce (fn (a b) (f.+ a b)) x))",
+        "(entry (main (x [Float 4096 1024])) (reduce/zero f.+ (f.* 0.5 (head x)) x))",
+        "(entry (main (x [Float 4096 1024])) (reduce f.max x))",
+        "(entry (main (x [Float 4096 1024])) (reduce f.min x))",
+        "(entry (main (x [Int 4096 1024])) (reduce + x))",
+    ] {
+        let loops = loop_level(main);
+        assert!(
+            loops.contains("(for blk."),
+            "{main}: not by blocks of rows:\n{loops}"
+        );
+        assert!(
+            !loops.contains("(reduce acc."),
+            "{main}: a reduction per column:\n{loops}"
+        );
+    }
+    for main in [
+        "(entry (main (x [Float 4096 1024])) (reduce f.+ x))",
+        "(entry (main (x [Float $r $c])) (reduce f.+ x))",
+    ] {
+        let loops = loop_level(main);
+        assert!(
+            loops.contains("rt_tree_leaf_bounds"),
+            "{main}:
+{loops}"
+        );
+    }
+}
+
+/// argmax and its kin are two reductions (the extreme item, then the
+/// first index holding it), lifted over rows a row at a time, not a fold
+/// of 32 rows at once striding down them.
+#[test]
+fn argmax_is_two_reductions_per_row() {
+    for name in ["f.argmax", "f.argmin", "argmax", "argmin"] {
+        let elem = if name.starts_with("f.") { "Float" } else { "Int" };
+        let main = format!("(entry (main (x [{elem} 512 1024])) ({name} x))");
+        let loops = loop_level(&main);
+        assert_eq!(loops.matches("(reduce ").count(), 2, "{main}:\n{loops}");
+        assert!(!loops.contains("lane"), "{main}:\n{loops}");
+    }
+}

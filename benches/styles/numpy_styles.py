@@ -85,6 +85,72 @@ def setup(w, p):
         k = floats(n, 2) * f32(100) + f32(50)
         t = floats(n, 3) * f32(2) + f32(0.25)
         return lambda: black_scholes(s, k, t)
+    if w == "nearest":
+        ps = floats(2 * n, 1).reshape(n, 2)
+        cs = floats(2 * p["K"], 2).reshape(p["K"], 2)
+
+        def run():
+            d = ps[:, None, :] - cs[None, :, :]
+            return (d * d).sum(axis=2).argmin(axis=1)
+        return run
+    if w == "blur":
+        x = floats(n * n, 1).reshape(n, n)
+
+        def run():
+            s = x[:-2, :-2] + x[:-2, 1:-1] + x[:-2, 2:]
+            s = s + x[1:-1, :-2] + x[1:-1, 1:-1] + x[1:-1, 2:]
+            s = s + x[2:, :-2] + x[2:, 1:-1] + x[2:, 2:]
+            return s / f32(9)
+        return run
+    if w == "colscale":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
+
+        def run():
+            lo, hi = x.min(axis=0), x.max(axis=0)
+            return (x - lo) / (hi - lo)
+        return run
+    if w == "colsoftmax":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
+
+        def run():
+            e = np.exp(x - x.max(axis=0))
+            return e / e.sum(axis=0)
+        return run
+    if w == "matvec":
+        m = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
+        v = floats(p["C"], 2)
+        return lambda: m @ v
+    if w == "downsample":
+        x = floats(n * n, 1).reshape(n, n)
+        h = p["H"]
+        return lambda: x.reshape(h, 2, h, 2).mean(axis=(1, 3))
+    if w == "argmax":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
+        return lambda: x.argmax(axis=1)
+    if w == "mask":
+        x = floats(n, 1)
+        return lambda: np.where(x > f32(0.5), x * x, f32(1) - x)
+    if w == "runmean":
+        x = floats(n, 1)
+        k = np.full(p["W"], f32(1) / f32(p["W"]), dtype=f32)
+        return lambda: np.convolve(x, k, "valid")
+    if w == "distmat":
+        pts = (floats(3 * n, 1) * f32(10)).reshape(n, 3)
+
+        def run():
+            d = pts[:, None, :] - pts[None, :, :]
+            return np.sqrt((d * d).sum(axis=2))
+        return run
+    if w == "topk":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
+        return lambda: np.sort(x, axis=1)[:, -p["K"]:]
+    if w == "gather2d":
+        x = floats(n * n, 1).reshape(n, n)
+        i = np.arange(n, dtype=np.int64)
+
+        def run():
+            return x[(i[:, None] + 3 * i[None, :]) % n, (5 * i[:, None] + i[None, :]) % n]
+        return run
     raise SystemExit(f"unknown workload {w}")
 
 

@@ -1007,6 +1007,8 @@ RT_RADIX(int64_t, int, rt_int_key)
 
 static bool rt_grade_small_int(const int64_t *xs, int64_t stride, int64_t n, int64_t *out);
 static bool rt_grade_small_float(const float *xs, int64_t stride, int64_t n, int64_t *out);
+/* The longest row rt_sort_short sorts on the stack. */
+#define RT_SORT_SHORT 256
 #define RT_ORDERING(T, NAME, KEY)                                            \
   static void rt_grade_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
     if (rt_grade_small_##NAME(xs, stride, n, out)) return;                   \
@@ -1015,9 +1017,50 @@ static bool rt_grade_small_float(const float *xs, int64_t stride, int64_t n, int
     rt_grade_keys(keys, out, n);                                             \
     rt_free(keys);                                                              \
   }                                                                          \
+  /* A short row (a sort lifted over the rows of a matrix): each atom with \
+   * its key on the stack, runs of 16 by insertion, then merged pairwise,   \
+   * equal keys taken from the left: stable, as the grade below, with no   \
+   * allocation and no pass of the threads. */                             \
+  static void rt_sort_short_##NAME(const T *xs, int64_t stride, int64_t n, T *out) { \
+    uint64_t key[2][RT_SORT_SHORT];                                          \
+    T val[2][RT_SORT_SHORT];                                                 \
+    for (int64_t i = 0; i < n; i++) {                                        \
+      T v = xs[i * stride];                                                  \
+      uint64_t k = KEY(v);                                                   \
+      int64_t j = i;                                                         \
+      for (; j % 16 != 0 && key[0][j - 1] > k; j--) {                        \
+        key[0][j] = key[0][j - 1];                                           \
+        val[0][j] = val[0][j - 1];                                           \
+      }                                                                      \
+      key[0][j] = k;                                                         \
+      val[0][j] = v;                                                         \
+    }                                                                        \
+    int from = 0;                                                            \
+    for (int64_t width = 16; width < n; width *= 2, from ^= 1) {             \
+      uint64_t *ks = key[from], *kd = key[from ^ 1];                         \
+      T *vs = val[from], *vd = val[from ^ 1];                                \
+      for (int64_t lo = 0; lo < n; lo += 2 * width) {                        \
+        int64_t mid = lo + width < n ? lo + width : n;                       \
+        int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;                \
+        int64_t i = lo, j = mid, k = lo;                                     \
+        while (i < mid && j < hi) {                                          \
+          bool right = ks[j] < ks[i];                                        \
+          kd[k] = right ? ks[j] : ks[i];                                     \
+          vd[k++] = right ? vs[j++] : vs[i++];                               \
+        }                                                                    \
+        for (; i < mid; i++, k++) kd[k] = ks[i], vd[k] = vs[i];              \
+        for (; j < hi; j++, k++) kd[k] = ks[j], vd[k] = vs[j];               \
+      }                                                                      \
+    }                                                                        \
+    memcpy(out, val[from], (size_t)n * sizeof *out);                         \
+  }                                                                          \
   static void rt_sort_##NAME(const T *xs, int64_t stride, int64_t n, T *out) { \
     if (n >= 4096) {                                                         \
       rt_radix_##NAME(xs, stride, n, out);                                   \
+      return;                                                                \
+    }                                                                        \
+    if (n <= RT_SORT_SHORT) {                                                \
+      rt_sort_short_##NAME(xs, stride, n, out);                              \
       return;                                                                \
     }                                                                        \
     int64_t *order = rt_alloc(n, sizeof *order);                             \
@@ -1949,6 +1992,40 @@ static int rt_tree_leaves(int64_t lo, int64_t hi, int64_t *b) {
   rt_tree_leaves_in(lo, hi, b, &n);
   b[n] = hi;
   return n;
+}
+
+/* The plan of a float sum of `n` items (vectors) added item by item
+ * (allocate/prims.rs, reduce_by_leaves), for `m = (n + 127) / 128 + 1`:
+ * b[0] the number of leaves L (at most m), b[1] the most partial sums held
+ * at once, b[2 …] the leaves' bounds (leaf t is items b[2+t] … b[3+t]-1),
+ * and b[3+m+t] how many times, once leaf t's sum is pushed, the last two
+ * sums held are added into one: the tree's nodes in post-order, the same
+ * additions as rt_tree_leaves' tree. */
+typedef struct {
+  int64_t *bounds, *merges;
+  int64_t n, height, most;
+} rt_tree_plan;
+static void rt_tree_plan_in(int64_t lo, int64_t hi, rt_tree_plan *p) {
+  if (hi - lo <= 256) {
+    p->bounds[p->n] = lo;
+    p->merges[p->n] = 0;
+    p->n++;
+    if (++p->height > p->most) p->most = p->height;
+    return;
+  }
+  int64_t mid = lo + (hi - lo) / 2;
+  rt_tree_plan_in(lo, mid, p);
+  rt_tree_plan_in(mid, hi, p);
+  p->merges[p->n - 1]++;
+  p->height--;
+}
+static void rt_tree_leaf_bounds(int64_t n, int64_t *b) {
+  int64_t m = (n + 127) / 128 + 1;
+  rt_tree_plan p = {b + 2, b + 3 + m, 0, 0, 0};
+  rt_tree_plan_in(0, n, &p);
+  b[0] = p.n;
+  b[1] = p.most;
+  b[2 + p.n] = n;
 }
 
 /* ---- a tree node's float leaves side by side (c/lanes.rs) ----

@@ -559,83 +559,76 @@ impl<'m> Alloc<'m> {
             format!("{name}: an empty vector has no {what} item"),
             body,
         );
+        // Two passes, each a reduction that vectorises (as NumPy's): the
+        // greatest (least) item, then the first index holding it. A float
+        // extreme is NaN where an item is NaN (`f.max` and `f.min`), and
+        // then the first NaN is the one: `x == m` holds for none.
         let float = name.starts_with("f.");
-        let better = match (float, name.ends_with("max")) {
-            (true, true) => "f.>",
-            (true, false) => "f.<",
-            (false, true) => ">",
-            (false, false) => "<",
+        let extreme = match (float, name.ends_with("max")) {
+            (true, true) => "f.max",
+            (true, false) => "f.min",
+            (false, true) => "max",
+            (false, false) => "min",
         };
-        let (best, value, t, x) = (
-            self.fresh("best"),
-            self.fresh("value"),
-            self.fresh("t"),
+        let (k, m) = (self.fresh("k"), self.fresh("extreme"));
+        body.push(Stmt::Reduce {
+            acc: m,
+            elem: xs.elem,
+            op: extreme,
+            seed: None,
+            order: Order::Tree,
+            index: k,
+            count: d.clone(),
+            body: Vec::new(),
+            item: xs.cell(&[Expr::Var(k)]).load(),
+        });
+        let (k, x, sel, first) = (
+            self.fresh("k"),
             self.fresh("x"),
+            self.fresh("sel"),
+            self.fresh("first"),
         );
-        body.push(Stmt::Let {
-            var: best,
-            elem: Elem::Int,
-            value: Expr::Int(0),
-        });
-        body.push(Stmt::Let {
-            var: value,
-            elem: xs.elem,
-            value: xs.cell(&[Expr::Int(0)]).load(),
-        });
-        let at = Expr::add(Expr::Var(t), Expr::Int(1));
-        let take = vec![
-            Stmt::Set {
-                var: best,
-                value: at.clone(),
-            },
-            Stmt::Set {
-                var: value,
-                value: Expr::Var(x),
-            },
-        ];
-        let step = Stmt::If {
-            cond: Expr::op(better, vec![Expr::Var(x), Expr::Var(value)]),
-            then: take,
-            otherwise: Vec::new(),
-        };
-        let mut each = vec![Stmt::Let {
-            var: x,
-            elem: xs.elem,
-            value: xs.cell(std::slice::from_ref(&at)).load(),
-        }];
-        if float {
-            // The first NaN ends the search: `done` says it was found.
-            let done = self.fresh("done");
-            body.push(Stmt::Let {
-                var: done,
-                elem: Elem::Bool,
-                value: Expr::op("f.isnan", vec![Expr::Var(value)]),
-            });
-            each.push(Stmt::If {
-                cond: Expr::op("f.isnan", vec![Expr::Var(x)]),
-                then: vec![
-                    Stmt::Set { var: best, value: at },
-                    Stmt::Set {
-                        var: done,
-                        value: Expr::Bool(true),
-                    },
+        let found = if float {
+            Expr::op(
+                "or",
+                vec![
+                    Expr::op("f.==", vec![Expr::Var(x), Expr::Var(m)]),
+                    Expr::op("f.isnan", vec![Expr::Var(x)]),
                 ],
-                otherwise: vec![step],
-            });
-            each = vec![Stmt::If {
-                cond: Expr::op("not", vec![Expr::Var(done)]),
-                then: each,
-                otherwise: Vec::new(),
-            }];
+            )
         } else {
-            each.push(step);
-        }
-        body.push(Stmt::For {
-            index: t,
-            count: Expr::op("-", vec![d, Expr::Int(1)]),
-            parallel: false,
-            body: each,
+            Expr::op("==", vec![Expr::Var(x), Expr::Var(m)])
+        };
+        body.push(Stmt::Reduce {
+            acc: first,
+            elem: Elem::Int,
+            op: "min",
+            seed: None,
+            order: Order::Tree,
+            index: k,
+            count: d.clone(),
+            body: vec![
+                Stmt::Let {
+                    var: x,
+                    elem: xs.elem,
+                    value: xs.cell(&[Expr::Var(k)]).load(),
+                },
+                Stmt::Let {
+                    var: sel,
+                    elem: Elem::Int,
+                    value: d,
+                },
+                Stmt::If {
+                    cond: found,
+                    then: vec![Stmt::Set {
+                        var: sel,
+                        value: Expr::Var(k),
+                    }],
+                    otherwise: Vec::new(),
+                },
+            ],
+            item: Expr::Var(sel),
         });
-        Val::Scalar(Elem::Int, Expr::Var(best))
+        Val::Scalar(Elem::Int, Expr::Var(first))
     }
 }

@@ -490,11 +490,49 @@ impl<'m> Alloc<'m> {
             body.extend(inner);
             return Ok(Val::Array(dest));
         }
+        // An operator whose every grouping gives the same bits goes item by
+        // item (a left fold is one of them) over any number of items. A
+        // float sum over more than 256 items of a buffer (not a map, which
+        // may be a contraction, lane by lane) goes item by item within each
+        // of the tree's leaves, the leaves' sums then added as the tree
+        // adds them.
+        // (Over few lanes, fewer than 64, lane by lane: each lane's tree on
+        // the threads, where the leaves would be one block on one thread.)
+        let any_grouping = exact_order(prim, Order::Left) == Order::Tree;
+        let tree = order == Order::Tree && !any_grouping;
+        let few_lanes = match item_dims.as_slice() {
+            [Expr::Int(n)] => Some(Expr::Bool(*n < 64)),
+            [n] => Some(Expr::op("<", vec![n.clone(), Expr::Int(64)])),
+            _ => None,
+        };
+        if tree
+            && matches!(xs, Val::Array(_))
+            && !matches!(few_lanes, None | Some(Expr::Bool(true)))
+            && !matches!(items, Expr::Int(n) if n <= 256)
+            && let Ok(by_leaves) = self.reduce_by_leaves(prim, seed.as_ref(), xs, &dest, &items)
+        {
+            let lane_by_lane = match (items_closer.clone(), few_lanes) {
+                (Some(closer @ Expr::Op { .. }), Some(few @ Expr::Op { .. })) => {
+                    Some(Expr::op("or", vec![closer, few]))
+                }
+                (Some(c @ Expr::Op { .. }), _) | (_, Some(c @ Expr::Op { .. })) => Some(c),
+                _ => None,
+            };
+            inner = match lane_by_lane {
+                Some(cond) => vec![Stmt::If {
+                    cond,
+                    then: inner,
+                    otherwise: by_leaves,
+                }],
+                None => by_leaves,
+            };
+        }
         match self.reduce_by_items(prim, seed.as_ref(), xs, &dest, &items) {
             Ok(by_items) => {
-                let mut cond = match order {
-                    Order::Left => Expr::Bool(true),
-                    Order::Tree => Expr::op("<=", vec![items, Expr::Int(256)]),
+                let mut cond = if tree {
+                    Expr::op("<=", vec![items, Expr::Int(256)])
+                } else {
+                    Expr::Bool(true)
                 };
                 if let Some(closer @ Expr::Op { .. }) = items_closer {
                     let not_closer = Expr::op("not", vec![closer]);
@@ -578,6 +616,212 @@ impl<'m> Alloc<'m> {
         Ok(out)
     }
 
+    /// A float sum of more than 256 vector items of a buffer into `dest`
+    /// in the tree's order, item by item: the items of each of the tree's
+    /// leaves (runs of at most 256, `rt_tree_leaf_bounds`) added left to
+    /// right into a row of partial sums, then the rows added pairwise,
+    /// level by level, as the tree adds them, and the seed (if any) added
+    /// to the total. In blocks of lanes, on the threads where no loop
+    /// encloses it; each lane sees the same combinations in the same order
+    /// as lane by lane.
+    fn reduce_by_leaves(
+        &mut self,
+        prim: &'static str,
+        seed: Option<&Val<'m>>,
+        xs: &Val<'m>,
+        dest: &View,
+        items: &Expr,
+    ) -> Res<Vec<Stmt>> {
+        let mut out = Vec::new();
+        let outer = self.loop_depth;
+        // The plan (see the runtime): the leaves' count, the most partial
+        // sums held, the leaves' bounds, then each leaf's merges from `m`.
+        let m = Expr::add(
+            Expr::op(
+                "/",
+                vec![Expr::add(items.clone(), Expr::Int(127)), Expr::Int(128)],
+            ),
+            Expr::Int(1),
+        );
+        let plan = self.alloc(
+            "plan",
+            Elem::Int,
+            vec![Expr::add(Expr::mul(m.clone(), Expr::Int(2)), Expr::Int(4))],
+            &mut out,
+        );
+        out.push(Stmt::Call {
+            func: "rt_tree_leaf_bounds",
+            args: vec![
+                items.clone(),
+                Expr::Addr {
+                    buf: plan.buf,
+                    index: Box::new(Expr::Int(0)),
+                },
+            ],
+        });
+        let (count, most) = (self.fresh("nleaf"), self.fresh("most"));
+        for (var, at) in [(count, 0), (most, 1)] {
+            out.push(Stmt::Let {
+                var,
+                elem: Elem::Int,
+                value: Expr::load(plan.buf, Expr::Int(at)),
+            });
+        }
+        let lanes = dest.dims[0].clone();
+        let held = self.alloc("held", dest.elem, vec![Expr::Var(most), lanes.clone()], &mut out);
+        let width = lane_block(&lanes);
+        let (blk, lo, sp) = (self.fresh("blk"), self.fresh("lo"), self.fresh("sp"));
+        let blocks = Expr::op(
+            "/",
+            vec![
+                Expr::add(lanes.clone(), Expr::op("-", vec![width.clone(), Expr::Int(1)])),
+                width.clone(),
+            ],
+        );
+        let w = Expr::op(
+            "min",
+            vec![width.clone(), Expr::op("-", vec![lanes, Expr::Var(lo)])],
+        );
+        // Partial sum `r` held, this block's lanes.
+        let row = |r: Expr| {
+            let mut v = held.clone();
+            v.offset = Expr::add(Expr::mul(r, held.strides[0].clone()), Expr::Var(lo));
+            v.dims = vec![w.clone()];
+            v.strides = vec![Expr::Int(1)];
+            v
+        };
+        let full = move |idx: &[Expr]| vec![Expr::add(Expr::Var(lo), idx[0].clone())];
+        let mut inner = vec![
+            Stmt::Let {
+                var: lo,
+                elem: Elem::Int,
+                value: Expr::mul(Expr::Var(blk), width),
+            },
+            Stmt::Let {
+                var: sp,
+                elem: Elem::Int,
+                value: Expr::Int(0),
+            },
+        ];
+        self.loop_depth += 1;
+        let r = (|| {
+            // Each leaf, left to right, into the next partial sum held.
+            let (t, first, end) = (self.fresh("t"), self.fresh("first"), self.fresh("end"));
+            let mut leaf = Vec::new();
+            for (var, at) in [(first, 2), (end, 3)] {
+                leaf.push(Stmt::Let {
+                    var,
+                    elem: Elem::Int,
+                    value: Expr::load(plan.buf, Expr::add(Expr::Var(t), Expr::Int(at))),
+                });
+            }
+            let sums = row(Expr::Var(sp));
+            self.loop_depth += 1;
+            let cell = self.item_cell(xs, Expr::Var(first), &mut leaf)?;
+            self.lanes(&sums, &mut leaf, outer + 2, |a, idx, lane| {
+                a.element(&cell, &full(idx), lane)
+            })?;
+            let (k, item) = (self.fresh("k"), self.fresh("item"));
+            let mut step = vec![Stmt::Let {
+                var: item,
+                elem: Elem::Int,
+                value: Expr::add(Expr::add(Expr::Var(k), Expr::Var(first)), Expr::Int(1)),
+            }];
+            self.loop_depth += 1;
+            let cell = self.item_cell(xs, Expr::Var(item), &mut step)?;
+            self.lanes(&sums, &mut step, outer + 3, |a, idx, lane| {
+                let x = a.element(&cell, &full(idx), lane)?;
+                Ok(Expr::op(prim, vec![sums.cell(idx).load(), x]))
+            })?;
+            self.loop_depth -= 2;
+            leaf.push(Stmt::For {
+                index: k,
+                count: Expr::op(
+                    "-",
+                    vec![
+                        Expr::op("-", vec![Expr::Var(end), Expr::Var(first)]),
+                        Expr::Int(1),
+                    ],
+                ),
+                parallel: false,
+                body: step,
+            });
+            // The tree's nodes this leaf completes: the last two sums held
+            // added into one.
+            let (left, right) = (
+                row(Expr::op("-", vec![Expr::Var(sp), Expr::Int(1)])),
+                row(Expr::Var(sp)),
+            );
+            let mut merge = vec![];
+            self.lanes(&left, &mut merge, outer + 3, |_, idx, _| {
+                Ok(Expr::op(
+                    prim,
+                    vec![left.cell(idx).load(), right.cell(idx).load()],
+                ))
+            })?;
+            merge.push(Stmt::Set {
+                var: sp,
+                value: Expr::op("-", vec![Expr::Var(sp), Expr::Int(1)]),
+            });
+            leaf.push(Stmt::For {
+                index: self.fresh("merge"),
+                count: Expr::load(
+                    plan.buf,
+                    Expr::add(Expr::add(Expr::Var(t), Expr::Int(3)), m.clone()),
+                ),
+                parallel: false,
+                body: merge,
+            });
+            leaf.push(Stmt::Set {
+                var: sp,
+                value: Expr::add(Expr::Var(sp), Expr::Int(1)),
+            });
+            inner.push(Stmt::For {
+                index: t,
+                count: Expr::Var(count),
+                parallel: false,
+                body: leaf,
+            });
+            // The total (the seed, if any, plus it) into this block of `dest`.
+            let total = row(Expr::Int(0));
+            let mut block = dest.clone();
+            block.offset = Expr::add(
+                dest.offset.clone(),
+                Expr::mul(Expr::Var(lo), dest.strides[0].clone()),
+            );
+            block.dims[0] = w.clone();
+            let seed = match seed {
+                None => None,
+                Some(Val::Scalar(_, x)) => Some(Err(x.clone())),
+                Some(Val::Array(v)) if v.dims.len() == 1 => {
+                    let mut v = v.clone();
+                    v.offset = Expr::add(v.offset, Expr::mul(Expr::Var(lo), v.strides[0].clone()));
+                    v.dims[0] = w.clone();
+                    Some(Ok(v))
+                }
+                Some(_) => return unsupported("a seed of another shape"),
+            };
+            self.lanes(&block, &mut inner, outer + 1, |_, idx, _| {
+                let sum = total.cell(idx).load();
+                Ok(match &seed {
+                    None => sum,
+                    Some(Err(x)) => Expr::op(prim, vec![x.clone(), sum]),
+                    Some(Ok(v)) => Expr::op(prim, vec![v.cell(idx).load(), sum]),
+                })
+            })?;
+            Ok(())
+        })();
+        self.loop_depth -= 1;
+        r?;
+        out.push(Stmt::For {
+            index: blk,
+            count: blocks,
+            parallel: outer == 0,
+            body: inner,
+        });
+        Ok(out)
+    }
+
     /// The item-by-item form over vector items, in blocks of lanes: each
     /// block (on the threads where no loop encloses it) its own
     /// accumulator, kept in the first cache while every item adds its
@@ -590,7 +834,6 @@ impl<'m> Alloc<'m> {
         dest: &View,
         items: &Expr,
     ) -> Res<Vec<Stmt>> {
-        const LANES: i64 = 2048;
         let mut out = Vec::new();
         if seed.is_none() {
             self.fail_if(
@@ -602,9 +845,13 @@ impl<'m> Alloc<'m> {
         let outer = self.loop_depth;
         let (blk, lo) = (self.fresh("blk"), self.fresh("lo"));
         let lanes = dest.dims[0].clone();
+        let width = lane_block(&lanes);
         let blocks = Expr::op(
             "/",
-            vec![Expr::add(lanes.clone(), Expr::Int(LANES - 1)), Expr::Int(LANES)],
+            vec![
+                Expr::add(lanes.clone(), Expr::op("-", vec![width.clone(), Expr::Int(1)])),
+                width.clone(),
+            ],
         );
         let mut block = dest.clone();
         block.offset = Expr::add(
@@ -613,13 +860,13 @@ impl<'m> Alloc<'m> {
         );
         block.dims[0] = Expr::op(
             "min",
-            vec![Expr::Int(LANES), Expr::op("-", vec![lanes, Expr::Var(lo)])],
+            vec![width.clone(), Expr::op("-", vec![lanes, Expr::Var(lo)])],
         );
         let full = move |idx: &[Expr]| vec![Expr::add(Expr::Var(lo), idx[0].clone())];
         let mut inner = vec![Stmt::Let {
             var: lo,
             elem: Elem::Int,
-            value: Expr::mul(Expr::Var(blk), Expr::Int(LANES)),
+            value: Expr::mul(Expr::Var(blk), width),
         }];
         self.loop_depth += 1;
         let r = (|| {
@@ -814,6 +1061,29 @@ impl<'m> Alloc<'m> {
             body: inner,
         });
         Ok(Val::Array(acc))
+    }
+}
+
+/// The lanes of a block of a reduction over vector items (a block's
+/// accumulator stays in the first cache): a quarter of them, so that
+/// several blocks share the threads, in multiples of 64, from 256 to 2,048.
+fn lane_block(lanes: &Expr) -> Expr {
+    let quarter = |n: i64| ((n + 3) / 4 + 63) / 64 * 64;
+    match lanes {
+        Expr::Int(n) => Expr::Int(quarter(*n).clamp(256, 2048)),
+        n => {
+            let q = Expr::op(
+                "*",
+                vec![
+                    Expr::op("/", vec![Expr::add(n.clone(), Expr::Int(255)), Expr::Int(256)]),
+                    Expr::Int(64),
+                ],
+            );
+            Expr::op(
+                "min",
+                vec![Expr::Int(2048), Expr::op("max", vec![Expr::Int(256), q])],
+            )
+        }
     }
 }
 
