@@ -1827,6 +1827,9 @@ impl<'p> Interpreter {
         let outer: usize = full.get(..nb + xframe)?.iter().product();
         let size: usize = acell.iter().product();
         let k = steps.len();
+        if !crate::eval::batch_fits(outer.saturating_mul(size).saturating_mul(k)) {
+            return None;
+        }
         let mut data: Option<Data<Fun<'p>>> = None;
         for (j, b) in steps.iter().enumerate() {
             let part = self

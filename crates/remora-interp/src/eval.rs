@@ -487,6 +487,17 @@ pub(crate) fn admitted(atoms: usize) -> bool {
     ok
 }
 
+/// Whether a batched path may make an array of `atoms` atoms: `false`
+/// beyond the limit on one array (noted, so the batch is retried on
+/// smaller strips of its frame) or beyond the memory left ([`admitted`]).
+pub(crate) fn batch_fits(atoms: usize) -> bool {
+    if atoms > atom_limit() {
+        REFUSED.with(|r| r.set(true));
+        return false;
+    }
+    admitted(atoms)
+}
+
 /// Refuses an array of `n` atoms beyond the limit in force, or beyond the
 /// memory left now ([`admit`]).
 pub(crate) fn check_size(n: usize, span: Span) -> Run<()> {
