@@ -41,6 +41,7 @@ mod powers;
 mod prims;
 mod ranges;
 mod records;
+mod reuse;
 mod siblings;
 mod stacked;
 mod styles;
@@ -322,6 +323,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     let inputs: Vec<Var> = a.out.inputs.iter().map(|i| i.buf).collect();
     ranges::simplify(&mut body, &a.out.outputs, &inputs, &extents);
     siblings::fuse_siblings(&mut body, &a.out.outputs, &mut a.out.names);
+    reuse::write_over_dead(&mut body, &mut a.out.outputs);
     powers::shared_logs(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
     wraps::split_at_wraps(&mut body, &mut a.out.names);
