@@ -124,6 +124,14 @@ static inline int64_t rt_integral(float x) {
   return x < 0.0f ? (int64_t)(0 - magnitude) : (int64_t)magnitude;
 }
 
+/* A hint that the atom of `size` bytes at `index` from `base` is read
+ * soon (a gather's, some items ahead): never faults, computes nothing.
+ * The address is integer arithmetic: an index out of range (which the
+ * gather itself then fails on) names no object. */
+static inline void rt_prefetch(const void *base, int64_t index, int64_t size) {
+  __builtin_prefetch((const void *)((uintptr_t)base + (uintptr_t)index * (uintptr_t)size));
+}
+
 /* ---- memory ---- */
 
 /* Buffers carry their size in a header, so that big ones, freed, are

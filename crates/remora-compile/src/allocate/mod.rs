@@ -38,6 +38,7 @@ mod iteration;
 mod lanes;
 mod order;
 mod powers;
+mod prefetch;
 mod prims;
 mod ranges;
 mod records;
@@ -327,6 +328,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     powers::shared_logs(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
     wraps::split_at_wraps(&mut body, &mut a.out.names);
+    prefetch::read_ahead(&mut body, &a.out.inputs);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
