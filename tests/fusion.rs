@@ -405,3 +405,27 @@ fn argmax_is_two_reductions_per_row() {
         assert!(!loops.contains("lane"), "{main}:\n{loops}");
     }
 }
+
+/// A map written over a buffer that dies with it: the blocked scan's
+/// offsets added to the scanned blocks in place (the scanned blocks and
+/// the block totals' scan, nothing more), at sizes known and known only
+/// at run time; a map that reads the scan at another place than it
+/// writes (`reverse`) keeps a buffer of its own.
+#[test]
+fn offsets_added_to_scanned_blocks_are_added_in_place() {
+    for (size, row, blocks) in [
+        ("[Float 12000]", "1000", "(@reshape _ (_ [12 1000]) xs)"),
+        ("[Float $r $b]", "$b", "xs"),
+    ] {
+        let text = format!(
+            "(entry (main (xs {size})) \
+               (let ((val inner ((fn ((r [Float {row}])) (iscan f.+ r)) {blocks})) \
+                     (val totals ((fn ((r [Float {row}])) (last r)) inner)) \
+                     (val offsets (curtail (scan f.+ 0.0 totals)))) \
+                 (flatten (f.+ offsets inner))))"
+        );
+        assert_eq!(allocations(&text), 2, "{text}:\n{}", loop_level(&text));
+    }
+    let text = "(entry (main (xs [Float 1000])) (let ((val ys (iscan f.+ xs))) (f.+ ys (reverse ys))))";
+    assert_eq!(allocations(text), 2, "{text}:\n{}", loop_level(text));
+}

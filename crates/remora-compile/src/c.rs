@@ -1015,6 +1015,9 @@ fn cost(stmts: &[Stmt], known: &HashSet<Var>, inside: &HashMap<Var, String>) -> 
             Stmt::If { then, otherwise, .. } => cost(then, known, &inside)
                 .max(cost(otherwise, known, &inside))
                 .add(Cost::Known(1)),
+            Stmt::Call {
+                func: "rt_prefetch", ..
+            } => Cost::Known(1),
             Stmt::Call { .. } | Stmt::Alloc { .. } => Cost::Known(1000),
             _ => Cost::Known(1),
         };

@@ -49,8 +49,14 @@ fn part_of(lo: Var, hi: Var, p: Var, n: &Expr) -> [Stmt; 2] {
 const SMALL_RANGE: i64 = 1024;
 
 /// What the last pass of a counting grade writes for each item: its code
-/// (`at`: the item's place in the order, `item`: its index) into `each`.
-type Place<'p, 'm> = &'p mut dyn FnMut(&mut Alloc<'m>, Expr, Expr, &mut Vec<Stmt>) -> Res<()>;
+/// (`at`: the item's place in the order, `item`: its index, and whether
+/// that place is kept where the code around it knows) into `each`.
+type Place<'p, 'm> = &'p mut dyn FnMut(&mut Alloc<'m>, Expr, Expr, Option<bool>, &mut Vec<Stmt>) -> Res<()>;
+
+/// Which places of the order a counting grade's last pass writes: all
+/// (`None`), or those from `from` on, `count` of them (a partition's kept
+/// items, [`Alloc::partition`]).
+type Places = Option<(Expr, Expr)>;
 
 /// What a pass of a two-key grade does for each item of a part: its
 /// key less the least (a variable), and its index, code into the item's
@@ -108,29 +114,30 @@ impl<'m> Alloc<'m> {
         };
         let n = d.dims[0].clone();
         let out = self.alloc("grade", Elem::Int, dims, body);
-        let mut place = |_: &mut Self, at: Expr, item: Expr, each: &mut Vec<Stmt>| -> Res<()> {
-            each.push(Stmt::Store {
-                buf: out.buf,
-                index: out.cell(&[at]).offset,
-                value: item,
-            });
-            Ok(())
-        };
+        let mut place =
+            |_: &mut Self, at: Expr, item: Expr, _: Option<bool>, each: &mut Vec<Stmt>| -> Res<()> {
+                each.push(Stmt::Store {
+                    buf: out.buf,
+                    index: out.cell(&[at]).offset,
+                    value: item,
+                });
+                Ok(())
+            };
         let stored = |a: &mut Self| a.stored_grade(keys, &n, &out);
-        self.by_key_range(keys, &n, (&mut place, false), stored, body)?;
+        self.by_key_range(keys, &n, (&mut place, None), stored, body)?;
         Ok(Val::Array(out))
     }
 
     /// The keys' range, by parts on the threads; where it spans fewer than
     /// `SMALL_RANGE` values, the stable counting sort's passes, `place`
-    /// writing each item's code at its place in the order (`some`: only
-    /// where that place is kept, see [`Alloc::two_key_grade`]); otherwise
+    /// writing each item's code at its place in the order (where
+    /// `places` says so, see [`Alloc::two_key_grade`]); otherwise
     /// `stored`.
     fn by_key_range(
         &mut self,
         keys: &Val<'m>,
         n: &Expr,
-        (place, some): (Place<'_, 'm>, bool),
+        (place, places): (Place<'_, 'm>, Places),
         stored: impl FnOnce(&mut Self) -> Res<Vec<Stmt>>,
         body: &mut Vec<Stmt>,
     ) -> Res<()> {
@@ -145,7 +152,7 @@ impl<'m> Alloc<'m> {
             let (low, span) = (self.fresh("low"), self.fresh("span"));
             body.push(int(low, Expr::Int(least)));
             body.push(int(span, Expr::Int(width)));
-            let counted = self.counting_grade(keys, n, (low, width), span, (place, some))?;
+            let counted = self.counting_grade(keys, n, (low, width), span, (place, places))?;
             body.extend(counted);
             return Ok(());
         }
@@ -225,7 +232,7 @@ impl<'m> Alloc<'m> {
             op(">=", Expr::Var(span), Expr::Int(0)),
             op("<", Expr::Var(span), Expr::Int(SMALL_RANGE)),
         );
-        let counted = self.counting_grade(keys, n, (low, -1), span, (place, some))?;
+        let counted = self.counting_grade(keys, n, (low, -1), span, (place, places.clone()))?;
         let stored = stored(self)?;
         body.push(Stmt::If {
             cond: small,
@@ -293,32 +300,44 @@ impl<'m> Alloc<'m> {
         let n = d.dims[0].clone();
         let fails = !cannot_fail(d.map);
         let keys = &graded.keys;
-        let mut place = |a: &mut Self, at: Expr, item: Expr, each: &mut Vec<Stmt>| -> Res<()> {
-            let mut then = Vec::new();
-            let x = a.graded_cell(d, var, item.clone(), at.clone(), &mut then)?;
-            then.push(Stmt::Store {
-                buf: kept.buf,
-                index: Expr::op("-", vec![at.clone(), from.clone()]),
-                value: x,
-            });
-            let mut otherwise = Vec::new();
-            if fails {
-                let x = a.graded_cell(d, var, item, at.clone(), &mut otherwise)?;
-                a.for_its_failures(d.elem, x, &mut otherwise);
-            }
-            each.push(Stmt::If {
-                cond: Expr::op(
-                    "and",
-                    vec![
-                        Expr::op(">=", vec![at.clone(), from.clone()]),
-                        Expr::op("<", vec![at, Expr::add(from.clone(), count.clone())]),
-                    ],
-                ),
-                then,
-                otherwise,
-            });
-            Ok(())
-        };
+        let mut place =
+            |a: &mut Self, at: Expr, item: Expr, known: Option<bool>, each: &mut Vec<Stmt>| -> Res<()> {
+                let mut then = Vec::new();
+                let x = a.graded_cell(d, var, item.clone(), at.clone(), &mut then)?;
+                then.push(Stmt::Store {
+                    buf: kept.buf,
+                    index: Expr::op("-", vec![at.clone(), from.clone()]),
+                    value: x,
+                });
+                let mut otherwise = Vec::new();
+                if fails {
+                    let x = a.graded_cell(d, var, item, at.clone(), &mut otherwise)?;
+                    a.for_its_failures(d.elem, x, &mut otherwise);
+                }
+                match known {
+                    Some(true) => {
+                        each.extend(then);
+                        return Ok(());
+                    }
+                    Some(false) => {
+                        each.extend(otherwise);
+                        return Ok(());
+                    }
+                    None => {}
+                }
+                each.push(Stmt::If {
+                    cond: Expr::op(
+                        "and",
+                        vec![
+                            Expr::op(">=", vec![at.clone(), from.clone()]),
+                            Expr::op("<", vec![at, Expr::add(from.clone(), count.clone())]),
+                        ],
+                    ),
+                    then,
+                    otherwise,
+                });
+                Ok(())
+            };
         let stored = |a: &mut Self| -> Res<Vec<Stmt>> {
             let mut stmts = Vec::new();
             let order = a.alloc("grade", Elem::Int, vec![n.clone()], &mut stmts);
@@ -339,7 +358,13 @@ impl<'m> Alloc<'m> {
             }
             Ok(stmts)
         };
-        self.by_key_range(keys, &n, (&mut place, true), stored, body)
+        self.by_key_range(
+            keys,
+            &n,
+            (&mut place, Some((from.clone(), count.clone()))),
+            stored,
+            body,
+        )
     }
 
     /// The cell of the map of `d` at `at` whose variable `var` (its array
@@ -410,10 +435,10 @@ impl<'m> Alloc<'m> {
         n: &Expr,
         (low, known): (Var, i64),
         span: Var,
-        (place, some): (Place<'_, 'm>, bool),
+        (place, places): (Place<'_, 'm>, Places),
     ) -> Res<Vec<Stmt>> {
         if known == 1 {
-            return self.two_key_grade(keys, n, low, (place, some));
+            return self.two_key_grade(keys, n, low, (place, places));
         }
         let range = self.fresh("range");
         let counts = self.fresh("counts");
@@ -467,6 +492,7 @@ impl<'m> Alloc<'m> {
                     a,
                     Expr::Var(at),
                     Expr::add(Expr::Var(lo), Expr::Var(i)),
+                    None,
                     &mut each,
                 );
                 a.loop_depth -= 2;
@@ -543,7 +569,7 @@ impl<'m> Alloc<'m> {
         keys: &Val<'m>,
         n: &Expr,
         low: Var,
-        (place, some): (Place<'_, 'm>, bool),
+        (place, places): (Place<'_, 'm>, Places),
     ) -> Res<Vec<Stmt>> {
         let counts = self.fresh("counts");
         let mut stmts = vec![Stmt::Alloc {
@@ -651,6 +677,33 @@ impl<'m> Alloc<'m> {
             }],
         });
         // Each item's place: its key's running place, which then moves on.
+        // Where exactly one key's items are kept (a `take*` of the count
+        // of the lesser key, a `drop*` of it: known once the keys are
+        // counted), only those places are written, in a branch on the key
+        // (the same for every item: the C compiler makes it two loops).
+        let exactly = match places {
+            Some((from, count)) => {
+                // The lesser key's count: where the greater key's places
+                // start.
+                let (lesser, first, second) = (self.fresh("lesser"), self.fresh("kept"), self.fresh("kept"));
+                let exactly = |at: Expr, many: Expr| {
+                    op("and", op("==", from.clone(), at), op("==", count.clone(), many))
+                };
+                stmts.push(int(lesser, Expr::load(counts, Expr::Int(1))));
+                stmts.push(Stmt::Let {
+                    var: first,
+                    elem: Elem::Bool,
+                    value: exactly(Expr::Int(0), Expr::Var(lesser)),
+                });
+                stmts.push(Stmt::Let {
+                    var: second,
+                    elem: Elem::Bool,
+                    value: exactly(Expr::Var(lesser), op("-", n.clone(), Expr::Var(lesser))),
+                });
+                Some((first, second))
+            }
+            None => None,
+        };
         let (lows, highs, at) = (self.fresh("lows"), self.fresh("highs"), self.fresh("at"));
         let placed = part(
             self,
@@ -666,20 +719,8 @@ impl<'m> Alloc<'m> {
                     var: v,
                     value: Expr::add(Expr::Var(v), Expr::Int(1)),
                 };
-                if some {
-                    each.push(int(at, Expr::Var(lows)));
-                    each.push(Stmt::If {
-                        cond: op("==", h(), Expr::Int(0)),
-                        then: vec![next(lows)],
-                        otherwise: vec![
-                            Stmt::Set {
-                                var: at,
-                                value: Expr::Var(highs),
-                            },
-                            next(highs),
-                        ],
-                    });
-                } else {
+                let Some((first, second)) = exactly else {
+                    // A grade: every place, chosen by arithmetic.
                     each.push(int(
                         at,
                         Expr::add(
@@ -695,8 +736,48 @@ impl<'m> Alloc<'m> {
                         var: lows,
                         value: Expr::add(Expr::Var(lows), op("-", Expr::Int(1), h())),
                     });
-                }
-                place(a, Expr::Var(at), item, each)
+                    return place(a, Expr::Var(at), item, None, each);
+                };
+                // Only `key`'s items kept.
+                let mut only = |a: &mut Self, key: i64| -> Res<Stmt> {
+                    let (mut then, mut otherwise) = (Vec::new(), Vec::new());
+                    place(a, Expr::Var(lows), item.clone(), Some(key == 0), &mut then)?;
+                    then.push(next(lows));
+                    place(a, Expr::Var(highs), item.clone(), Some(key == 1), &mut otherwise)?;
+                    otherwise.push(next(highs));
+                    Ok(Stmt::If {
+                        cond: op("==", h(), Expr::Int(0)),
+                        then,
+                        otherwise,
+                    })
+                };
+                let (lesser, greater) = (only(a, 0)?, only(a, 1)?);
+                // Any places kept: each tested.
+                let mut some = vec![
+                    int(at, Expr::Var(lows)),
+                    Stmt::If {
+                        cond: op("==", h(), Expr::Int(0)),
+                        then: vec![next(lows)],
+                        otherwise: vec![
+                            Stmt::Set {
+                                var: at,
+                                value: Expr::Var(highs),
+                            },
+                            next(highs),
+                        ],
+                    },
+                ];
+                place(a, Expr::Var(at), item, None, &mut some)?;
+                each.push(Stmt::If {
+                    cond: Expr::Var(first),
+                    then: vec![lesser],
+                    otherwise: vec![Stmt::If {
+                        cond: Expr::Var(second),
+                        then: vec![greater],
+                        otherwise: some,
+                    }],
+                });
+                Ok(())
             },
             &|_, _, _| Vec::new(),
         )?;

@@ -471,14 +471,15 @@ impl<'m> Alloc<'m> {
             parallel: false,
             body: inner,
         };
-        // Int sums at the outermost level: in blocks on several threads
-        // (wrapping addition gives the same bits in any grouping).
+        // Int scans by an exact combining (a sum, a running maximum …) at
+        // the outermost level: in blocks on several threads (wrapping
+        // arithmetic gives the same bits in any grouping).
         if self.loop_depth == 0
             && elem == Elem::Int
             && xs.dims.len() == 1
-            && self.elementwise(op) == Some("+")
+            && let Some(exact) = self.exact_int(op)
         {
-            let blocked = self.blocked_sum_scan(&Val::Array(xs.clone()), xs.dims[0].clone(), &out)?;
+            let blocked = self.blocked_scan(exact, &Val::Array(xs.clone()), xs.dims[0].clone(), &out)?;
             body.push(Stmt::If {
                 cond: Expr::op(">=", vec![xs.dims[0].clone(), Expr::Int(BLOCKED_SCAN_FROM)]),
                 then: blocked,
@@ -519,12 +520,25 @@ impl<'m> Alloc<'m> {
         ]
     }
 
-    /// An exclusive Int sum scan of the `n` items of `xs` (a vector or a
-    /// delayed map) into `out` (its item 0
-    /// already the start) in `SCAN_BLOCKS` blocks: each block's sum (in
-    /// parallel), the blocks' starts (in order), each block's partial sums
-    /// from its start (in parallel).
-    fn blocked_sum_scan(&mut self, xs: &Val<'m>, n: Expr, out: &View) -> Res<Vec<Stmt>> {
+    /// The exact Int combining (see [`EXACT_INT`]) that `op` applies
+    /// elementwise, and its identity.
+    fn exact_int(&self, op: &Val<'m>) -> Option<(&'static str, i64)> {
+        let name = self.elementwise(op)?;
+        EXACT_INT.iter().find(|(n, _)| *n == name).copied()
+    }
+
+    /// An exclusive Int scan by an exact combining `op` (of `identity`)
+    /// of the `n` items of `xs` (a vector or a delayed map) into `out`
+    /// (its item 0 already the start) in `SCAN_BLOCKS` blocks: each
+    /// block's combination (in parallel), the blocks' starts (in order),
+    /// each block's partial combinations from its start (in parallel).
+    fn blocked_scan(
+        &mut self,
+        (op, identity): (&'static str, i64),
+        xs: &Val<'m>,
+        n: Expr,
+        out: &View,
+    ) -> Res<Vec<Stmt>> {
         let size = self.fresh("size");
         let sums = self.fresh("sums");
         let mut stmts = vec![
@@ -589,8 +603,8 @@ impl<'m> Alloc<'m> {
         first.push(Stmt::Reduce {
             acc,
             elem: Elem::Int,
-            op: "+",
-            seed: Some(Expr::Int(0)),
+            op,
+            seed: Some(Expr::Int(identity)),
             order: Order::Left,
             index: k,
             count: Expr::Var(count),
@@ -632,7 +646,7 @@ impl<'m> Alloc<'m> {
                 },
                 Stmt::Set {
                     var: run,
-                    value: Expr::op("+", vec![Expr::Var(run), Expr::Var(s)]),
+                    value: Expr::op(op, vec![Expr::Var(run), Expr::Var(s)]),
                 },
             ],
         });
@@ -655,7 +669,7 @@ impl<'m> Alloc<'m> {
         self.loop_depth -= 2;
         each.push(Stmt::Set {
             var: r,
-            value: Expr::op("+", vec![Expr::Var(r), item?]),
+            value: Expr::op(op, vec![Expr::Var(r), item?]),
         });
         each.push(Stmt::Store {
             buf: out.buf,
@@ -728,7 +742,7 @@ impl<'m> Alloc<'m> {
             parallel: false,
             body: each,
         };
-        let blocked = self.blocked_sum_scan(xs, n.clone(), &out)?;
+        let blocked = self.blocked_scan(("+", 0), xs, n.clone(), &out)?;
         body.push(Stmt::If {
             cond: Expr::op(">=", vec![n, Expr::Int(BLOCKED_SCAN_FROM)]),
             then: blocked,
@@ -745,15 +759,16 @@ impl<'m> Alloc<'m> {
     /// The partial reductions: item 0, then each from the one before.
     fn iscan(&mut self, op: &Val<'m>, xs: &View, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         let elem = elem_of(&e.ty.atom)?;
-        // An Int sum: the exclusive scan from 0 (in blocks on the threads,
-        // as `scan`'s), all but its first item.
+        // An Int scan by an exact combining: the exclusive scan from its
+        // identity (in blocks on the threads, as `scan`'s), all but its
+        // first item.
         if self.loop_depth == 0
             && elem == Elem::Int
             && xs.dims.len() == 1
-            && self.elementwise(op) == Some("+")
+            && let Some((_, identity)) = self.exact_int(op)
         {
             let n = xs.dims[0].clone();
-            let zero = Val::Scalar(Elem::Int, Expr::Int(0));
+            let zero = Val::Scalar(Elem::Int, Expr::Int(identity));
             let whole = self.scan_into(op, &zero, xs, e, vec![Expr::add(n.clone(), Expr::Int(1))], body)?;
             return Ok(Val::Array(View {
                 offset: Expr::add(whole.offset, Expr::Int(1)),
@@ -768,13 +783,14 @@ impl<'m> Alloc<'m> {
     }
 
     /// Whether `iscan` of `args` is written by [`Alloc::iscan_into`] (not
-    /// an Int sum outside loops, which is the exclusive scan's buffer).
+    /// an exact Int scan outside loops, which is the exclusive scan's
+    /// buffer).
     pub(super) fn iscans_into(&self, args: &[Val<'m>], e: &'m maps::Expr) -> bool {
         matches!(args, [op, Val::Array(xs)]
             if !(self.loop_depth == 0
                 && elem_of(&e.ty.atom).ok() == Some(Elem::Int)
                 && xs.dims.len() == 1
-                && self.elementwise(op) == Some("+")))
+                && self.exact_int(op).is_some()))
     }
 
     /// The partial reductions of `xs` written into `out` (a lifted

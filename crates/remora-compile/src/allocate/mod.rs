@@ -39,9 +39,11 @@ mod iteration;
 mod lanes;
 mod order;
 mod powers;
+mod prefetch;
 mod prims;
 mod ranges;
 mod records;
+mod reuse;
 mod siblings;
 mod stacked;
 mod styles;
@@ -324,9 +326,11 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     ranges::simplify(&mut body, &a.out.outputs, &inputs, &extents);
     siblings::fuse_siblings(&mut body, &a.out.outputs, &mut a.out.names);
     items::shared_items(&mut body, &mut a.out.names);
+    reuse::write_over_dead(&mut body, &mut a.out.outputs);
     powers::shared_logs(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
     wraps::split_at_wraps(&mut body, &mut a.out.names);
+    prefetch::read_ahead(&mut body, &a.out.inputs);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),

@@ -87,7 +87,7 @@ const MOST_LOOPS: usize = 4;
 /// The row-major index of `indices` in extents `inner` (the extents of
 /// all axes but the first), and each index's stride, folded as a view's
 /// cells fold them.
-fn row_major(indices: &[Var], inner: &[Expr]) -> (Expr, Vec<Expr>) {
+pub(super) fn row_major(indices: &[Var], inner: &[Expr]) -> (Expr, Vec<Expr>) {
     let mut strides = vec![Expr::Int(1); indices.len()];
     for k in (0..indices.len().saturating_sub(1)).rev() {
         strides[k] = Expr::mul(strides[k + 1].clone(), inner[k].clone());
@@ -850,11 +850,19 @@ fn ranges_of(body: &[Stmt], inputs: &[Var], extents: &HashSet<Var>) -> Ranges {
             moduli.insert(*var, n.clone());
         }
     });
+    let fixed = sources
+        .iter()
+        .filter_map(|(k, from)| match (k, from.as_slice()) {
+            (Key::Var(v), [Source::Expr(_)]) => Some(*v),
+            _ => None,
+        })
+        .collect();
     let mut ranges = Ranges {
         of: sources.keys().map(|k| (*k, None)).collect(),
         slotted,
         counts,
         moduli,
+        fixed,
     };
     // In the order variables were made (operands before what reads them),
     // each new range used at once: straight-line code settles in one
@@ -981,6 +989,8 @@ struct Ranges {
     /// n-1, a floor modulus by an `n` that is not 0, or the program has
     /// failed: an index reduced by a length is within it).
     moduli: HashMap<Var, Expr>,
+    /// The scalars given a value once (a `let` never `set`).
+    fixed: HashSet<Var>,
 }
 
 impl Ranges {
@@ -1032,6 +1042,12 @@ fn range(e: &Expr, ranges: &Ranges) -> Range {
         Expr::Int(n) => Some((*n as i128, *n as i128)),
         Expr::Var(v) => ranges.var(*v),
         Expr::Load { buf, index } => ranges.load(*buf, index),
+        Expr::Op { op: "+", args }
+            if let [a, b] = args.as_slice()
+                && let Some(r) = in_part(a, b, ranges).or_else(|| in_part(b, a, ranges)) =>
+        {
+            Some(r)
+        }
         Expr::Op { op, args } => {
             let r: Vec<Range> = args.iter().map(|a| range(a, ranges)).collect();
             if r.iter().any(Option::is_none) {
@@ -1081,6 +1097,29 @@ fn range(e: &Expr, ranges: &Ranges) -> Range {
         }
         Expr::Float(_) | Expr::Bool(_) | Expr::Addr { .. } => ANY,
     }
+}
+
+/// The range of `lo + i`, `i` the index of a loop over `(- hi lo)`
+/// items (a part of a vector: its item `i`), where both bounds have
+/// ranges: from `lo`'s least to below `hi`'s greatest (so a part's item
+/// of `n` items, parts bounded by `(/ (* p n) parts)`, is below `n`).
+fn in_part(lo: &Expr, i: &Expr, ranges: &Ranges) -> Option<(i128, i128)> {
+    let Expr::Var(i) = i else {
+        return None;
+    };
+    let Some(Expr::Op { op: "-", args }) = ranges.counts.get(i) else {
+        return None;
+    };
+    let [hi, base] = args.as_slice() else {
+        return None;
+    };
+    // (`lo` the same where the count was taken as where it is added.)
+    if base != lo || !matches!(lo, Expr::Int(_)) && !matches!(lo, Expr::Var(v) if ranges.fixed.contains(v)) {
+        return None;
+    }
+    let (least, _) = range(lo, ranges)?;
+    let (_, most) = range(hi, ranges)?;
+    (least < most).then_some((least, most - 1))
 }
 
 /// Whether a condition holds (`Some`) whatever the values in their
