@@ -1695,6 +1695,9 @@ pub fn compare_within(program: &Program, fuel: u64) -> Verdict {
     }
     let compiled = crate::native::run_with(&run.checked.value, &run.checked.names, "main", &run.inputs, true);
     match (compiled, interpreted) {
+        (Err(crate::native::Failure::Unsupported(_, why)), _) if why.starts_with("internal error") => {
+            Verdict::Disagreed(format!("the compiled engine broke: {why}"))
+        }
         (Err(crate::native::Failure::Unsupported(_, why)), _) => Verdict::Unsupported(why),
         (Err(crate::native::Failure::Internal(why)), _) => {
             Verdict::Disagreed(format!("the compiled engine broke: {why}"))
@@ -1841,4 +1844,86 @@ pub fn seeded_bytes(seed: u64, n: usize) -> Vec<u8> {
     }
     out.truncate(n);
     out
+}
+
+/// The verdicts of a seeded run of generated programs, counted: what the
+/// differential tests report and assert on.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Programs the checker rejected (the generator's misses).
+    pub rejected: usize,
+    /// Programs over the interpreter's budget.
+    pub over_budget: usize,
+    /// Programs the compiled engine cannot compile (yet).
+    pub unsupported: usize,
+    /// Programs both engines agreed on.
+    pub agreed: usize,
+    /// Why programs did not compile, and how many.
+    pub reasons: std::collections::BTreeMap<String, usize>,
+    /// Each disagreement: its seed, its program and how.
+    pub disagreements: Vec<String>,
+}
+
+impl Tally {
+    /// Counts the verdict on the program `text` of `seed`.
+    /// `REMORA_SHOW_REJECTED` and `REMORA_SHOW_DISAGREEMENTS` print those
+    /// programs as they come (a long run killed at its time limit still
+    /// reports).
+    pub fn count(&mut self, seed: u64, text: &str, verdict: Verdict) {
+        match verdict {
+            Verdict::Rejected => {
+                self.rejected += 1;
+                if std::env::var_os("REMORA_SHOW_REJECTED").is_some() {
+                    eprintln!(";; rejected, seed {seed}\n{text}");
+                }
+            }
+            Verdict::OverBudget => self.over_budget += 1,
+            Verdict::Unsupported(why) => {
+                self.unsupported += 1;
+                *self.reasons.entry(why).or_default() += 1;
+            }
+            Verdict::Agreed => self.agreed += 1,
+            Verdict::Disagreed(how) => {
+                let found = format!("seed {seed}:\n{text}{how}");
+                if std::env::var_os("REMORA_SHOW_DISAGREEMENTS").is_some() {
+                    eprintln!(";; disagreement, {found}");
+                }
+                self.disagreements.push(found);
+            }
+        }
+    }
+
+    /// Prints the commonest reasons programs did not compile, then the
+    /// counts of `runs` runs (`what`: "programs", "cases").
+    pub fn report(&self, runs: u64, what: &str) {
+        let mut reasons: Vec<_> = self.reasons.iter().collect();
+        reasons.sort_by_key(|r| std::cmp::Reverse(*r.1));
+        for (why, n) in reasons.iter().take(12) {
+            eprintln!("  {n:4}  not compiled: {why}");
+        }
+        eprintln!(
+            "{runs} {what}: {} rejected by the checker, {} over the interpreter's budget, \
+             {} not compiled, {} compiled and agreed, {} disagreed",
+            self.rejected,
+            self.over_budget,
+            self.unsupported,
+            self.agreed,
+            self.disagreements.len()
+        );
+    }
+}
+
+/// Runs `work` on a thread with the pipeline's stack
+/// (`remora_syntax::stack::PIPELINE_STACK`), as [`compare`] needs; `None`
+/// when no such thread can be made. A panic in `work` goes on in the
+/// caller.
+pub fn on_pipeline_stack<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let handle = std::thread::Builder::new()
+        .stack_size(remora_syntax::stack::PIPELINE_STACK)
+        .spawn(work)
+        .ok()?;
+    match handle.join() {
+        Ok(r) => Some(r),
+        Err(e) => std::panic::resume_unwind(e),
+    }
 }

@@ -11,7 +11,7 @@
 //! comparison: `REMORA_AD_SEEDS=FROM..TO`, for a longer run);
 //! `REMORA_SHOW_PROGRAMS=1` prints each program.
 
-use remora::generate::seeded_bytes;
+use remora::generate::{Tally, on_pipeline_stack, seeded_bytes};
 use remora::generate_ad::{RULES, Verdict, case, check, compare_engines};
 
 /// Enough to reach every rule in both modes many times, few enough to run
@@ -24,41 +24,35 @@ fn derivatives_obey_the_transpose_law_and_central_differences() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(CASES);
-    let run = std::thread::Builder::new()
-        .stack_size(remora_syntax::stack::PIPELINE_STACK)
-        .spawn(move || {
-            let mut rejected = Vec::new();
-            let mut skipped = 0usize;
-            let mut agreed = 0usize;
-            let mut disagreements = Vec::new();
-            // Per rule: agreed cases using it with reverse mode checked,
-            // and with forward mode only.
-            let mut reached = vec![[0usize; 2]; RULES.len()];
-            for seed in 0..cases {
-                let c = case(&seeded_bytes(seed, 1024));
-                if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
-                    eprintln!(";; seed {seed}\n{}", c.text);
-                }
-                match check(&c, true) {
-                    Verdict::Rejected(why) => rejected.push(format!("seed {seed}:\n{}{why}", c.text)),
-                    Verdict::Skipped(_) => skipped += 1,
-                    Verdict::Agreed => {
-                        agreed += 1;
-                        for &r in &c.rules {
-                            reached[r][usize::from(!c.reverse)] += 1;
-                        }
-                    }
-                    Verdict::Disagreed(how) => disagreements.push(format!("seed {seed}:\n{}{how}", c.text)),
-                }
+    let run = on_pipeline_stack(move || {
+        let mut rejected = Vec::new();
+        let mut skipped = 0usize;
+        let mut agreed = 0usize;
+        let mut disagreements = Vec::new();
+        // Per rule: agreed cases using it with reverse mode checked,
+        // and with forward mode only.
+        let mut reached = vec![[0usize; 2]; RULES.len()];
+        for seed in 0..cases {
+            let c = case(&seeded_bytes(seed, 1024));
+            if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
+                eprintln!(";; seed {seed}\n{}", c.text);
             }
-            (rejected, skipped, agreed, disagreements, reached)
-        });
-    let Ok(handle) = run else {
+            match check(&c, true) {
+                Verdict::Rejected(why) => rejected.push(format!("seed {seed}:\n{}{why}", c.text)),
+                Verdict::Skipped(_) => skipped += 1,
+                Verdict::Agreed => {
+                    agreed += 1;
+                    for &r in &c.rules {
+                        reached[r][usize::from(!c.reverse)] += 1;
+                    }
+                }
+                Verdict::Disagreed(how) => disagreements.push(format!("seed {seed}:\n{}{how}", c.text)),
+            }
+        }
+        (rejected, skipped, agreed, disagreements, reached)
+    });
+    let Some((rejected, skipped, agreed, disagreements, reached)) = run else {
         return;
-    };
-    let (rejected, skipped, agreed, disagreements, reached) = match handle.join() {
-        Ok(r) => r,
-        Err(e) => std::panic::resume_unwind(e),
     };
     eprintln!(
         "{cases} cases: {} rejected by the checker, {skipped} skipped, {agreed} agreed, {} disagreed",
@@ -106,57 +100,29 @@ fn compiled_seeds() -> std::ops::Range<u64> {
 
 #[test]
 fn compiled_derivatives_agree_with_the_interpreter() {
-    use remora::generate::Verdict as Engines;
     if remora::native::c_compiler().is_none() {
         return;
     }
-    let run = std::thread::Builder::new()
-        .stack_size(remora_syntax::stack::PIPELINE_STACK)
-        .spawn(|| {
-            let mut counts = [0usize; 4];
-            let mut reasons = std::collections::BTreeMap::<String, usize>::new();
-            let mut disagreements = Vec::new();
-            for seed in compiled_seeds() {
-                let c = case(&seeded_bytes(seed, 1024));
-                if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
-                    eprintln!(";; seed {seed}\n{}", c.text);
-                }
-                match compare_engines(&c) {
-                    Engines::Rejected => counts[0] += 1,
-                    Engines::OverBudget => counts[1] += 1,
-                    Engines::Unsupported(why) => {
-                        counts[2] += 1;
-                        *reasons.entry(why).or_default() += 1;
-                    }
-                    Engines::Agreed => counts[3] += 1,
-                    Engines::Disagreed(how) => disagreements.push(format!("seed {seed}:\n{}{how}", c.text)),
-                }
+    let Some(tally) = on_pipeline_stack(|| {
+        let mut tally = Tally::default();
+        for seed in compiled_seeds() {
+            let c = case(&seeded_bytes(seed, 1024));
+            if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
+                eprintln!(";; seed {seed}\n{}", c.text);
             }
-            let mut reasons: Vec<_> = reasons.into_iter().collect();
-            reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
-            for (why, n) in reasons.iter().take(12) {
-                eprintln!("  {n:4}  not compiled: {why}");
-            }
-            (counts, disagreements)
-        });
-    let Ok(handle) = run else {
+            tally.count(seed, &c.text, compare_engines(&c));
+        }
+        tally
+    }) else {
         return;
     };
-    let (counts, disagreements) = match handle.join() {
-        Ok(r) => r,
-        Err(e) => std::panic::resume_unwind(e),
-    };
     let cases = compiled_seeds().end.saturating_sub(compiled_seeds().start);
-    eprintln!(
-        "{cases} cases: {} rejected by the checker, {} over the interpreter's budget, \
-         {} not compiled, {} compiled and agreed, {} disagreed",
-        counts[0],
-        counts[1],
-        counts[2],
-        counts[3],
-        disagreements.len()
+    tally.report(cases, "cases");
+    assert!(
+        tally.disagreements.is_empty(),
+        "{}",
+        tally.disagreements.join("\n\n")
     );
-    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
-    assert_eq!(counts[0], 0, "a generated derivative program was rejected");
-    assert!(counts[3] > 0, "no derivative program compiled");
+    assert_eq!(tally.rejected, 0, "a generated derivative program was rejected");
+    assert!(tally.agreed > 0, "no derivative program compiled");
 }

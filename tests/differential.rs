@@ -4,7 +4,7 @@
 //! compiler. (The fuzz target `fuzz/fuzz_targets/compiled.rs` does the same
 //! with the fuzzer's bytes.)
 
-use remora::generate::{Verdict, compare, program, seeded_bytes};
+use remora::generate::{Tally, compare, on_pipeline_stack, program, seeded_bytes};
 
 /// How many programs: enough to reach most forms, few enough to run in
 /// well under a minute in a debug build (each compiled program is a C build,
@@ -22,76 +22,38 @@ fn compiled_agrees_with_the_interpreter_on_random_programs() {
     if remora::native::c_compiler().is_none() {
         return;
     }
-    let run = std::thread::Builder::new()
-        .stack_size(remora_syntax::stack::PIPELINE_STACK)
-        .spawn(|| {
-            let mut counts = [0usize; 4];
-            let mut reasons = std::collections::BTreeMap::<String, usize>::new();
-            let mut disagreements = Vec::new();
-            for seed in seeds() {
-                let text = program(&seeded_bytes(seed, 512));
-                if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
-                    eprintln!(";; seed {seed}\n{text}");
-                }
-                let verdict = compare(&text);
-                if std::env::var_os("REMORA_SHOW_PROGRAMS").is_some() {
-                    eprintln!(";; {verdict:?}");
-                }
-                match verdict {
-                    Verdict::Rejected => {
-                        counts[0] += 1;
-                        if std::env::var_os("REMORA_SHOW_REJECTED").is_some() {
-                            eprintln!(";; rejected, seed {seed}\n{text}");
-                        }
-                    }
-                    Verdict::OverBudget => counts[1] += 1,
-                    Verdict::Unsupported(why) => {
-                        counts[2] += 1;
-                        *reasons.entry(why).or_default() += 1;
-                    }
-                    Verdict::Agreed => counts[3] += 1,
-                    Verdict::Disagreed(how) => {
-                        let found = format!("seed {seed}:\n{text}{how}");
-                        if std::env::var_os("REMORA_SHOW_DISAGREEMENTS").is_some() {
-                            // (A long run, killed at its time limit, still reports.)
-                            eprintln!(";; disagreement, {found}");
-                        }
-                        disagreements.push(found);
-                    }
-                }
+    let Some(tally) = on_pipeline_stack(|| {
+        let mut tally = Tally::default();
+        let show = std::env::var_os("REMORA_SHOW_PROGRAMS").is_some();
+        for seed in seeds() {
+            let text = program(&seeded_bytes(seed, 512));
+            if show {
+                eprintln!(";; seed {seed}\n{text}");
             }
-            let mut reasons: Vec<_> = reasons.into_iter().collect();
-            reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
-            for (why, n) in reasons.iter().take(12) {
-                eprintln!("  {n:4}  not compiled: {why}");
+            let verdict = compare(&text);
+            if show {
+                eprintln!(";; {verdict:?}");
             }
-            (counts, disagreements)
-        });
-    let Ok(handle) = run else {
+            tally.count(seed, &text.to_string(), verdict);
+        }
+        tally
+    }) else {
         return;
     };
-    let (counts, disagreements) = match handle.join() {
-        Ok(r) => r,
-        Err(e) => std::panic::resume_unwind(e),
-    };
     let programs = seeds().end.saturating_sub(seeds().start);
-    eprintln!(
-        "{programs} programs: {} rejected by the checker, {} over the interpreter's budget, \
-         {} not compiled, {} compiled and agreed, {} disagreed",
-        counts[0],
-        counts[1],
-        counts[2],
-        counts[3],
-        disagreements.len()
+    tally.report(programs, "programs");
+    assert!(
+        tally.disagreements.is_empty(),
+        "{}",
+        tally.disagreements.join("\n\n")
     );
-    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
     // The generator must mostly write programs the checker accepts, and
     // some of them must compile, or this test tests nothing.
     assert!(
-        counts[0] * 2 < programs as usize,
+        tally.rejected * 2 < programs as usize,
         "most generated programs were rejected"
     );
-    assert!(counts[3] > 0, "no generated program compiled");
+    assert!(tally.agreed > 0, "no generated program compiled");
 }
 
 /// The same random programs on the interpreter alone: applications over
@@ -101,41 +63,30 @@ fn compiled_agrees_with_the_interpreter_on_random_programs() {
 #[test]
 fn batched_application_agrees_with_the_reference_path_on_random_programs() {
     use remora::generate::compare_with_reference;
-    let run = std::thread::Builder::new()
-        .stack_size(remora_syntax::stack::PIPELINE_STACK)
-        .spawn(|| {
-            let (mut agreed, mut disagreements) = (0usize, Vec::new());
-            for seed in seeds() {
-                let generated = program(&seeded_bytes(seed, 512));
-                match compare_with_reference(&generated) {
-                    Verdict::Agreed => agreed += 1,
-                    Verdict::Disagreed(how) => {
-                        let found = format!("seed {seed}:\n{generated}{how}");
-                        if std::env::var_os("REMORA_SHOW_DISAGREEMENTS").is_some() {
-                            eprintln!(";; disagreement, {found}");
-                        }
-                        disagreements.push(found);
-                    }
-                    _ => {}
-                }
-            }
-            (agreed, disagreements)
-        });
-    let Ok(handle) = run else {
+    let Some(tally) = on_pipeline_stack(|| {
+        let mut tally = Tally::default();
+        for seed in seeds() {
+            let generated = program(&seeded_bytes(seed, 512));
+            let verdict = compare_with_reference(&generated);
+            tally.count(seed, &generated.to_string(), verdict);
+        }
+        tally
+    }) else {
         return;
-    };
-    let (agreed, disagreements) = match handle.join() {
-        Ok(r) => r,
-        Err(e) => std::panic::resume_unwind(e),
     };
     let programs = seeds().end.saturating_sub(seeds().start);
     eprintln!(
-        "{programs} programs: {agreed} agreed batched and cell by cell, {} disagreed",
-        disagreements.len()
+        "{programs} programs: {} agreed batched and cell by cell, {} disagreed",
+        tally.agreed,
+        tally.disagreements.len()
     );
-    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
     assert!(
-        agreed * 2 > programs as usize,
+        tally.disagreements.is_empty(),
+        "{}",
+        tally.disagreements.join("\n\n")
+    );
+    assert!(
+        tally.agreed * 2 > programs as usize,
         "most generated programs did not run"
     );
 }

@@ -825,7 +825,12 @@ fn eta(w: &Writer, f: &TExpr, n: usize) -> Option<TExpr> {
         params.push((param, pt));
         ty = rt;
     }
-    Some(params.into_iter().rev().fold(call, |body, (param, pt)| TExpr {
+    Some(curried(params, call, f.span))
+}
+
+/// `(λ (p1) … (λ (pn) body))`, each lambda typed by its parameter's type.
+fn curried(params: Vec<(VarId, Type)>, body: TExpr, span: Span) -> TExpr {
+    params.into_iter().rev().fold(body, |body, (param, pt)| TExpr {
         ty: Type::scalar(Atom::Arrow(
             std::sync::Arc::new(pt),
             std::sync::Arc::new(body.ty.clone()),
@@ -837,11 +842,11 @@ fn eta(w: &Writer, f: &TExpr, n: usize) -> Option<TExpr> {
                     param,
                     body: Box::new(body),
                 },
-                span: f.span,
+                span,
             }],
         },
-        span: f.span,
-    }))
+        span,
+    })
 }
 
 /// The forward derivative of the function of `params` and `body`:
@@ -1742,23 +1747,7 @@ impl<'w, 'a> Walk<'w, 'a> {
                     span: e.span,
                 };
             }
-            cells.push(params.into_iter().rev().fold(call, |body, (param, ty)| TExpr {
-                ty: Type::scalar(Atom::Arrow(
-                    std::sync::Arc::new(ty),
-                    std::sync::Arc::new(body.ty.clone()),
-                )),
-                kind: TExprKind::Array {
-                    shape: Vec::new(),
-                    atoms: vec![TAtom {
-                        kind: TAtomKind::Lambda {
-                            param,
-                            body: Box::new(body),
-                        },
-                        span: e.span,
-                    }],
-                },
-                span: e.span,
-            }));
+            cells.push(curried(params, call, e.span));
         }
         let args: Vec<(&TExpr, &Lifted)> = spine
             .iter()

@@ -64,7 +64,7 @@ fn fuse_in(body: &mut Vec<Stmt>, escaped: &HashSet<Var>, names: &mut Vec<String>
             Some(s) => {
                 body.remove(next);
                 body[k] = s;
-                body[k..next].rotate_right(1);
+                body[k..next].rotate_left(1);
                 k = next - 1;
                 fused = true;
             }
