@@ -16,17 +16,33 @@ use crate::loops::{Expr, Output, Stmt, Var, Written};
 /// Every nest of `body` (at any depth) that can write over a buffer it
 /// reads (see the module's documentation) made to.
 pub(super) fn write_over_dead(body: &mut Vec<Stmt>, outputs: &mut [Output]) {
+    over_dead_in(body, None, outputs);
+}
+
+/// [`write_over_dead`] in `body`, which `tail` (a reduction's item, a
+/// loop's condition) reads after, in its scope.
+fn over_dead_in(body: &mut Vec<Stmt>, mut tail: Option<&mut Expr>, outputs: &mut [Output]) {
     for s in body.iter_mut() {
-        for inner in s.bodies_mut() {
-            write_over_dead(inner, outputs);
+        match s {
+            Stmt::Reduce { body, item, .. } => over_dead_in(body, Some(item), outputs),
+            Stmt::DoWhile { body, cond } => over_dead_in(body, Some(cond), outputs),
+            _ => {
+                for inner in s.bodies_mut() {
+                    over_dead_in(inner, None, outputs);
+                }
+            }
         }
     }
     let mut k = 0;
     while k < body.len() {
-        if let Some((new, old)) = reusable(body, k, outputs) {
+        let read_after = |old: Var| tail.as_deref().is_some_and(|e| names(e, old));
+        if let Some((new, old)) = reusable(body, k, outputs).filter(|&(_, old)| !read_after(old)) {
             body.remove(k);
             for s in &mut body[k..] {
                 rename_buffer(s, new, old);
+            }
+            if let Some(e) = tail.as_deref_mut() {
+                rename_in(e, new, old);
             }
             for o in outputs.iter_mut() {
                 if let Written::Buffer(b) | Written::From { buf: b, .. } = &mut o.value
@@ -157,21 +173,30 @@ fn addresses(e: &Expr, buf: Var) -> bool {
     }
 }
 
+/// Whether `e` names `v` (a buffer it loads from, a scalar).
+fn names(e: &Expr, v: Var) -> bool {
+    let mut found = false;
+    e.each_var(&mut |x| found |= x == v);
+    found
+}
+
+/// `e` with the buffer `from` as `to`.
+fn rename_in(e: &mut Expr, from: Var, to: Var) {
+    match e {
+        Expr::Var(v) if *v == from => *v = to,
+        Expr::Load { buf, index } | Expr::Addr { buf, index } => {
+            if *buf == from {
+                *buf = to;
+            }
+            rename_in(index, from, to);
+        }
+        Expr::Op { args, .. } => args.iter_mut().for_each(|a| rename_in(a, from, to)),
+        _ => {}
+    }
+}
+
 /// `s` with the buffer `from` as `to`, at any depth.
 fn rename_buffer(s: &mut Stmt, from: Var, to: Var) {
-    fn expr(e: &mut Expr, from: Var, to: Var) {
-        match e {
-            Expr::Var(v) if *v == from => *v = to,
-            Expr::Load { buf, index } | Expr::Addr { buf, index } => {
-                if *buf == from {
-                    *buf = to;
-                }
-                expr(index, from, to);
-            }
-            Expr::Op { args, .. } => args.iter_mut().for_each(|a| expr(a, from, to)),
-            _ => {}
-        }
-    }
     match s {
         Stmt::Store { buf, .. } | Stmt::Alloc { buf, .. } | Stmt::Data { buf, .. } if *buf == from => {
             *buf = to
@@ -186,7 +211,7 @@ fn rename_buffer(s: &mut Stmt, from: Var, to: Var) {
         _ => {}
     }
     for e in s.exprs_mut() {
-        expr(e, from, to);
+        rename_in(e, from, to);
     }
     for inner in s.bodies_mut() {
         for t in inner {
