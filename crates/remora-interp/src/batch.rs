@@ -1144,6 +1144,10 @@ impl<'p> Interpreter {
             "length" | "reshape" | "flatten" | "replicate" => reshape_batched(p, &all),
             "append" | "reverse" => self.framed(&all, |args| items_framed(p.name, args)),
             "sort" | "grade" | "f.sort" | "f.grade" => self.framed(&all, |args| sort_framed(p.name, args)),
+            "sort-by" | "grade-by" => match all.as_slice() {
+                [(less, _), (xs, xcell)] => self.sort_by_batched(p.name, less, xs, xcell),
+                _ => None,
+            },
             "unique" | "unique-counts" => self.framed(&all, |args| match args {
                 [(xs, _)] => crate::search::unique_framed(p.name, xs).ok(),
                 _ => None,
@@ -2889,6 +2893,8 @@ fn has_batched_rule(name: &str) -> bool {
                 | "grade"
                 | "f.sort"
                 | "f.grade"
+                | "sort-by"
+                | "grade-by"
                 | "unique"
                 | "unique-counts"
                 | "searchsorted"

@@ -24,6 +24,7 @@ pub mod random;
 pub mod scalar;
 pub mod search;
 pub mod sort;
+mod sort_by;
 mod streamed;
 mod strided;
 mod tally;

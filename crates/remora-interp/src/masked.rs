@@ -206,7 +206,7 @@ pub(crate) fn put_rows<F: Clone>(
 }
 
 /// The rows `rows` (each `size` atoms) of a buffer, in that order.
-fn take_rows<F: Clone>(d: &Data<F>, rows: &[usize], size: usize) -> Data<F> {
+pub(crate) fn take_rows<F: Clone>(d: &Data<F>, rows: &[usize], size: usize) -> Data<F> {
     fn pick<T: Clone>(v: &[T], rows: &[usize], size: usize) -> Vec<T> {
         let mut out = Vec::with_capacity(rows.len() * size);
         for &r in rows {
