@@ -470,6 +470,19 @@ fn workloads(quick: bool) -> Vec<Workload> {
             styles: vec![("sort", "row fun: f.sort, take-right K")],
         },
         Workload {
+            name: "sortby",
+            sizes: vec![("R", q(10_000, 100)), ("C", 100)],
+            reps: 5,
+            tolerance: 1e-5,
+            styles: vec![
+                ("key", "sort-by a less-than of |a| and |b|, lifted over the rows"),
+                (
+                    "argsort",
+                    "row fun: grade-by of the item numbers by a less-than reading the row, nth",
+                ),
+            ],
+        },
+        Workload {
             name: "gather2d",
             sizes: vec![("N", q(2048, 64))],
             reps: 5,
@@ -541,7 +554,7 @@ fn arguments<'p>(w: &Workload) -> Vec<Value<'p>> {
             float_array(vec![size(&w.sizes, "K"), 2], floats(2 * size(&w.sizes, "K"), 2)),
         ],
         "blur" | "downsample" | "gather2d" => vec![float_array(vec![n, n], floats(n * n, 1))],
-        "colscale" | "colsoftmax" | "argmax" | "topk" => {
+        "colscale" | "colsoftmax" | "argmax" | "topk" | "sortby" => {
             let (r, c) = (size(&w.sizes, "R"), size(&w.sizes, "C"));
             vec![float_array(vec![r, c], floats(r * c, 1))]
         }

@@ -144,6 +144,9 @@ def setup(w, p):
     if w == "topk":
         x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
         return lambda: np.sort(x, axis=1)[:, -p["K"]:]
+    if w == "sortby":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
+        return lambda: np.take_along_axis(x, np.argsort(np.abs(x), axis=1, kind="stable"), axis=1)
     if w == "gather2d":
         x = floats(n * n, 1).reshape(n, n)
         i = np.arange(n, dtype=np.int64)

@@ -5,27 +5,35 @@
 //! merge sort (runs of `width` merged pairwise) runs all its merges — of
 //! all the cells — at once: a step compares, for every merge not yet
 //! done, the next item of its right run with the next of its left run, by
-//! one batched application of the less-than over all those pairs, and
-//! each merge takes the item the reference would take. Every merge makes
-//! exactly the comparisons it makes alone, in the same order, so the
-//! orders are the reference's for any less-than, even one that is not an
-//! order. A pass of width `w` takes at most `2w - 1` steps: about `2n`
-//! batched applications in all, instead of about `n log n` calls per cell.
+//! one batched application of the less-than, and each merge takes the
+//! item the reference would take. Every merge makes exactly the
+//! comparisons it makes alone, in the same order, so the orders are the
+//! reference's for any less-than, even one that is not an order. A pass
+//! of width `w` takes at most `2w - 1` steps: about `2n` batched
+//! applications in all, instead of about `n log n` calls per cell.
 //!
-//! Whatever cannot run batched (`trace`, an error, a less-than that
-//! differs from cell to cell) gives up, and the reference path runs.
+//! The comparisons of a step are laid out as `[cells, lanes]`, the cells
+//! being the batch's and the frame's positions, so that a less-than that
+//! captures a value of its cell (an argsort of a row, comparing the row's
+//! items at two indices) sees its own cell's. A cell with fewer merges
+//! left than the most repeats one of its own comparisons (a pure function
+//! evaluated again, to the same result, raising nothing new).
+//!
+//! Whatever cannot run batched (`trace`, an error) gives up, and the
+//! reference path runs.
 
 use crate::batch::{Batched, Try};
-use crate::eval::{Fun, Interpreter, Value, atoms_in};
+use crate::eval::{Fun, Interpreter, atoms_in};
 use crate::masked::take_rows;
 use remora_value::{Array, Atom, Data};
 
 /// One merge of two adjacent runs of one cell: the next item of the left
 /// run (`i`, up to `mid`), of the right run (`j`, up to `hi`), and the
-/// next place written (`k`). Places count from the start of the cell's
-/// order in the whole frame's.
+/// next place written (`k`). Places count from the start of the whole
+/// frame's order.
 #[derive(Clone, Copy)]
 struct Merge {
+    cell: usize,
     i: usize,
     mid: usize,
     j: usize,
@@ -43,56 +51,75 @@ impl<'p> Interpreter {
         xs: &Batched<'p>,
         xcell: &[usize],
     ) -> Try<Batched<'p>> {
-        if less.nb != 0 || !less.v.shape.is_empty() {
+        if !less.v.shape.get(less.nb..)?.is_empty() {
             return None;
         }
         let (&n, item_cell) = xcell.split_first()?;
-        let xs = xs.densify()?;
-        let outer_rank = xs.v.shape.len().checked_sub(xcell.len())?;
-        let cells = atoms_in(xs.v.shape.get(..outer_rank)?);
-        let size: usize = item_cell.iter().product();
-        let order = self.merge_sort_cells(less, &xs.v.data, cells, n, item_cell, size)?;
+        // A less-than that reads a value of the batch compares each cell's
+        // items by that cell's value: every batch axis is the cells'.
+        let reads_batch = match &less.v.data {
+            Data::Atoms(atoms) => atoms.iter().any(|a| matches!(a, Atom::Fun(f) if f.reads_batch())),
+            _ => false,
+        };
+        let nb = if reads_batch {
+            self.batch.len()
+        } else {
+            xs.nb.max(less.nb)
+        };
+        let xs = self.expand(xs, nb)?.densify()?;
+        let outer: Vec<usize> =
+            xs.v.shape
+                .get(..xs.v.shape.len().checked_sub(xcell.len())?)?
+                .to_vec();
+        let order = self.merge_sort_cells(less, &xs.v.data, (&outer, nb), n, item_cell)?;
         if name == "grade-by" {
-            let mut shape = xs.v.shape.get(..outer_rank)?.to_vec();
+            let mut shape = outer;
             shape.push(n);
-            let local = order.iter().enumerate().map(|(p, &r)| (r - p / n.max(1) * n) as i64);
+            let local = order
+                .iter()
+                .enumerate()
+                .map(|(p, &r)| (r - p / n.max(1) * n) as i64);
             let data = Data::Int(local.collect::<Vec<_>>().into());
-            return Some(Batched::dense(Array { shape, data }, xs.nb));
+            return Some(Batched::dense(Array { shape, data }, nb));
         }
-        let data = take_rows(&xs.v.data, &order, size);
+        let data = take_rows(&xs.v.data, &order, atoms_in(item_cell));
         Some(Batched::dense(
             Array {
                 shape: xs.v.shape.clone(),
                 data,
             },
-            xs.nb,
+            nb,
         ))
     }
 
-    /// The stable merge sort of each of `cells` cells of `n` items (items
-    /// of `size` atoms of shape `item_cell`, row `c * n + r` of `items`),
-    /// all merges of a pass stepped together: for each place, the row of
-    /// the item there.
+    /// The stable merge sort of each cell of `n` items (items of shape
+    /// `item_cell`, row `c * n + r` of `items` for cell `c` of the `outer`
+    /// shape, its first `nb` axes the batch's), all merges of a pass
+    /// stepped together: for each place, the row of the item there.
     fn merge_sort_cells(
         &mut self,
         less: &Batched<'p>,
         items: &Data<Fun<'p>>,
-        cells: usize,
+        (outer, nb): (&[usize], usize),
         n: usize,
         item_cell: &[usize],
-        size: usize,
     ) -> Try<Vec<usize>> {
+        let cells = atoms_in(outer);
         let total = cells.checked_mul(n)?;
         let mut order: Vec<usize> = (0..total).collect();
         let mut merged = order.clone();
+        // Per cell, a comparison it made (rows right and left), repeated
+        // where it has none left to make in a step.
+        let mut made: Vec<(usize, usize)> = Vec::new();
         let mut width = 1;
         while width < n {
             let mut live = Vec::new();
-            for c in 0..cells {
-                for lo in (c * n..(c + 1) * n).step_by(2 * width) {
-                    let mid = (lo + width).min((c + 1) * n);
-                    let hi = (lo + 2 * width).min((c + 1) * n);
+            for cell in 0..cells {
+                for lo in (cell * n..(cell + 1) * n).step_by(2 * width) {
+                    let mid = (lo + width).min((cell + 1) * n);
+                    let hi = (lo + 2 * width).min((cell + 1) * n);
                     live.push(Merge {
+                        cell,
                         i: lo,
                         mid,
                         j: mid,
@@ -102,10 +129,7 @@ impl<'p> Interpreter {
                 }
             }
             let mut done = Vec::with_capacity(live.len());
-            while !live.is_empty() {
-                if let Some(fuel) = &mut self.fuel {
-                    *fuel = fuel.checked_sub(1)?;
-                }
+            loop {
                 let (still, finished): (Vec<Merge>, Vec<Merge>) =
                     live.into_iter().partition(|m| m.i < m.mid && m.j < m.hi);
                 done.extend(finished);
@@ -113,12 +137,44 @@ impl<'p> Interpreter {
                 if live.is_empty() {
                     break;
                 }
-                // Take from the right run only when strictly less.
-                let right: Vec<usize> = live.iter().map(|m| order[m.j]).collect();
-                let left: Vec<usize> = live.iter().map(|m| order[m.i]).collect();
-                let takes_right = self.less_over(less, items, &right, &left, item_cell, size)?;
-                for (m, right) in live.iter_mut().zip(takes_right) {
-                    if right {
+                if let Some(fuel) = &mut self.fuel {
+                    *fuel = fuel.checked_sub(1)?;
+                }
+                // Each merge's slot among its cell's lanes.
+                let mut lanes = vec![0usize; cells];
+                let slots: Vec<usize> = live
+                    .iter()
+                    .map(|m| {
+                        lanes[m.cell] += 1;
+                        lanes[m.cell] - 1
+                    })
+                    .collect();
+                let width_now = lanes.iter().copied().max()?;
+                // Where a cell has fewer lanes, its first comparison of
+                // this step again (or one it made before).
+                let mut pairs: Vec<Option<(usize, usize)>> = vec![None; cells * width_now];
+                for (m, &s) in live.iter().zip(&slots) {
+                    pairs[m.cell * width_now + s] = Some((order[m.j], order[m.i]));
+                }
+                if made.is_empty() {
+                    made = (0..cells)
+                        .map(|c| pairs[c * width_now].unwrap_or_default())
+                        .collect();
+                }
+                for c in 0..cells {
+                    let fill = pairs[c * width_now].unwrap_or(made[c]);
+                    made[c] = fill;
+                    for p in &mut pairs[c * width_now..(c + 1) * width_now] {
+                        p.get_or_insert(fill);
+                    }
+                }
+                let (right, left): (Vec<usize>, Vec<usize>) = pairs.into_iter().flatten().unzip();
+                let mut lane_frame = outer.to_vec();
+                lane_frame.push(width_now);
+                let takes = self.less_over(less, items, (&right, &left), (&lane_frame, nb), item_cell)?;
+                for (m, &s) in live.iter_mut().zip(&slots) {
+                    // Take from the right run only when strictly less.
+                    if *takes.get(m.cell * width_now + s)? {
                         merged[m.k] = order[m.j];
                         m.j += 1;
                     } else {
@@ -142,40 +198,35 @@ impl<'p> Interpreter {
     }
 
     /// `(less a b)` for each pair of rows `a` of `firsts`, `b` of
-    /// `seconds` of `items`, by one batched application.
+    /// `seconds` of `items`, laid over `frame` (its first `nb` axes the
+    /// batch's), by one batched application.
     fn less_over(
         &mut self,
         less: &Batched<'p>,
         items: &Data<Fun<'p>>,
-        firsts: &[usize],
-        seconds: &[usize],
+        (firsts, seconds): (&[usize], &[usize]),
+        (frame, nb): (&[usize], usize),
         item_cell: &[usize],
-        size: usize,
     ) -> Try<Vec<bool>> {
-        let rows = |at: &[usize]| -> Value<'p> {
-            Array {
-                shape: std::iter::once(at.len()).chain(item_cell.iter().copied()).collect(),
-                data: take_rows(items, at, size),
-            }
+        let size = atoms_in(item_cell);
+        let rows = |at: &[usize]| -> Batched<'p> {
+            let shape = frame.iter().chain(item_cell).copied().collect();
+            Batched::dense(
+                Array {
+                    shape,
+                    data: take_rows(items, at, size),
+                },
+                nb,
+            )
         };
         let args = vec![
-            (Batched::plain(rows(firsts)), item_cell.to_vec()),
-            (Batched::plain(rows(seconds)), item_cell.to_vec()),
+            (rows(firsts), item_cell.to_vec()),
+            (rows(seconds), item_cell.to_vec()),
         ];
-        let r = match &less.v.data {
-            // A lambda: its body over all the pairs (in strips, if many).
-            Data::Atoms(atoms) if let Some(Atom::Fun(fun @ Fun::Lambda { .. })) = atoms.get(less.offset) => {
-                self.apply_lambda_to_views(fun, args)?
-            }
-            _ => {
-                let saved = std::mem::take(&mut self.batch);
-                let r = self.apply_batched(less, args);
-                self.batch = saved;
-                r?.densify()?.v
-            }
-        };
-        match &r.data {
-            Data::Bool(b) if r.shape == [firsts.len()] => Some(b.to_vec()),
+        let r = self.apply_batched(less, args)?;
+        let r = self.expand(&r, nb)?.densify()?;
+        match &r.v.data {
+            Data::Bool(b) if r.v.shape == frame => Some(b.to_vec()),
             _ => None,
         }
     }
