@@ -208,6 +208,9 @@ pub(crate) fn put_rows<F: Clone>(
 /// The rows `rows` (each `size` atoms) of a buffer, in that order.
 pub(crate) fn take_rows<F: Clone>(d: &Data<F>, rows: &[usize], size: usize) -> Data<F> {
     fn pick<T: Clone>(v: &[T], rows: &[usize], size: usize) -> Vec<T> {
+        if size == 1 {
+            return rows.iter().map(|&r| v[r].clone()).collect();
+        }
         let mut out = Vec::with_capacity(rows.len() * size);
         for &r in rows {
             out.extend_from_slice(&v[r * size..(r + 1) * size]);

@@ -111,9 +111,17 @@ impl<'p> Interpreter {
         // Per cell, a comparison it made (rows right and left), repeated
         // where it has none left to make in a step.
         let mut made: Vec<(usize, usize)> = Vec::new();
+        // The merges of a pass, and those done (kept from pass to pass).
+        let mut live: Vec<Merge> = Vec::with_capacity(total.div_ceil(2) + cells);
+        let mut done: Vec<Merge> = Vec::with_capacity(live.capacity());
+        let mut right = Vec::new();
+        let mut left = Vec::new();
+        let mut slots = Vec::new();
+        let mut lanes = vec![0usize; cells];
         let mut width = 1;
         while width < n {
-            let mut live = Vec::new();
+            live.clear();
+            done.clear();
             for cell in 0..cells {
                 for lo in (cell * n..(cell + 1) * n).step_by(2 * width) {
                     let mid = (lo + width).min((cell + 1) * n);
@@ -128,53 +136,54 @@ impl<'p> Interpreter {
                     });
                 }
             }
-            let mut done = Vec::with_capacity(live.len());
             loop {
-                let (still, finished): (Vec<Merge>, Vec<Merge>) =
-                    live.into_iter().partition(|m| m.i < m.mid && m.j < m.hi);
-                done.extend(finished);
-                live = still;
+                live.retain(|m| {
+                    let going = m.i < m.mid && m.j < m.hi;
+                    if !going {
+                        done.push(*m);
+                    }
+                    going
+                });
                 if live.is_empty() {
                     break;
                 }
                 if let Some(fuel) = &mut self.fuel {
                     *fuel = fuel.checked_sub(1)?;
                 }
-                // Each merge's slot among its cell's lanes.
-                let mut lanes = vec![0usize; cells];
-                let slots: Vec<usize> = live
-                    .iter()
-                    .map(|m| {
-                        lanes[m.cell] += 1;
-                        lanes[m.cell] - 1
-                    })
-                    .collect();
-                let width_now = lanes.iter().copied().max()?;
+                // Each merge's slot among its cell's lanes (the merges are
+                // in the order of their cells).
+                lanes.fill(0);
+                slots.clear();
+                for m in &live {
+                    slots.push(lanes[m.cell]);
+                    lanes[m.cell] += 1;
+                }
+                let w = lanes.iter().copied().max()?;
+                right.clear();
+                right.resize(cells * w, 0);
+                left.clear();
+                left.resize(cells * w, 0);
+                for (m, &s) in live.iter().zip(&slots) {
+                    right[m.cell * w + s] = order[m.j];
+                    left[m.cell * w + s] = order[m.i];
+                }
                 // Where a cell has fewer lanes, its first comparison of
                 // this step again (or one it made before).
-                let mut pairs: Vec<Option<(usize, usize)>> = vec![None; cells * width_now];
-                for (m, &s) in live.iter().zip(&slots) {
-                    pairs[m.cell * width_now + s] = Some((order[m.j], order[m.i]));
-                }
-                if made.is_empty() {
-                    made = (0..cells)
-                        .map(|c| pairs[c * width_now].unwrap_or_default())
-                        .collect();
-                }
-                for c in 0..cells {
-                    let fill = pairs[c * width_now].unwrap_or(made[c]);
-                    made[c] = fill;
-                    for p in &mut pairs[c * width_now..(c + 1) * width_now] {
-                        p.get_or_insert(fill);
+                made.resize(cells, (0, 0));
+                for (c, &count) in lanes.iter().enumerate() {
+                    if count > 0 {
+                        made[c] = (right[c * w], left[c * w]);
+                    }
+                    for at in c * w + count..(c + 1) * w {
+                        (right[at], left[at]) = made[c];
                     }
                 }
-                let (right, left): (Vec<usize>, Vec<usize>) = pairs.into_iter().flatten().unzip();
                 let mut lane_frame = outer.to_vec();
-                lane_frame.push(width_now);
+                lane_frame.push(w);
                 let takes = self.less_over(less, items, (&right, &left), (&lane_frame, nb), item_cell)?;
                 for (m, &s) in live.iter_mut().zip(&slots) {
                     // Take from the right run only when strictly less.
-                    if *takes.get(m.cell * width_now + s)? {
+                    if *takes.get(m.cell * w + s)? {
                         merged[m.k] = order[m.j];
                         m.j += 1;
                     } else {
@@ -185,7 +194,7 @@ impl<'p> Interpreter {
                 }
             }
             // What is left of either run, in order.
-            for m in done {
+            for m in &done {
                 let rest = (m.i..m.mid).chain(m.j..m.hi);
                 for (k, from) in (m.k..).zip(rest) {
                     merged[k] = order[from];
