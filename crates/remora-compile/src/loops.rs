@@ -313,6 +313,24 @@ pub struct Output {
     pub record: Option<RecordField>,
 }
 
+impl Output {
+    /// Every variable the output names: its buffer, and those its
+    /// scalar, offset and dimensions read.
+    pub fn each_var(&self, f: &mut dyn FnMut(Var)) {
+        match &self.value {
+            Written::Buffer(b) => f(*b),
+            Written::From { buf, offset } => {
+                f(*buf);
+                offset.each_var(f);
+            }
+            Written::Scalar(e) => e.each_var(f),
+        }
+        for d in &self.dims {
+            d.each_var(f);
+        }
+    }
+}
+
 /// One field of a record (or array of records) output: its name, the
 /// rank of the records' frame (the field's leading axes), and whether it
 /// is the record's last field.

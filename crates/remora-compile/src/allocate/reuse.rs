@@ -45,10 +45,16 @@ fn over_dead_in(body: &mut Vec<Stmt>, mut tail: Option<&mut Expr>, outputs: &mut
                 rename_in(e, new, old);
             }
             for o in outputs.iter_mut() {
-                if let Written::Buffer(b) | Written::From { buf: b, .. } = &mut o.value
-                    && *b == new
-                {
-                    *b = old;
+                match &mut o.value {
+                    Written::Buffer(b) => rename_var(b, new, old),
+                    Written::From { buf, offset } => {
+                        rename_var(buf, new, old);
+                        rename_in(offset, new, old);
+                    }
+                    Written::Scalar(e) => rename_in(e, new, old),
+                }
+                for d in &mut o.dims {
+                    rename_in(d, new, old);
                 }
             }
             continue;
@@ -92,9 +98,11 @@ fn reusable(body: &[Stmt], k: usize, outputs: &[Output]) -> Option<(Var, Var)> {
         }
     }
     let escaped = |b: Var| {
-        outputs
-            .iter()
-            .any(|o| matches!(&o.value, Written::Buffer(x) | Written::From { buf: x, .. } if *x == b))
+        let mut named = false;
+        for o in outputs {
+            o.each_var(&mut |v| named |= v == b);
+        }
+        named
     };
     candidates.into_iter().find_map(|old| {
         let same_kind = body[..m].iter().any(
@@ -178,6 +186,13 @@ fn names(e: &Expr, v: Var) -> bool {
     let mut found = false;
     e.each_var(&mut |x| found |= x == v);
     found
+}
+
+/// `v` as `to` if it is `from`.
+fn rename_var(v: &mut Var, from: Var, to: Var) {
+    if *v == from {
+        *v = to;
+    }
 }
 
 /// `e` with the buffer `from` as `to`.

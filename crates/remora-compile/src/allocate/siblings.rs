@@ -17,7 +17,7 @@
 
 use super::ranges::{declared_in, each_load_in, mentions};
 use super::wraps::lets_of;
-use crate::loops::{Elem, Expr, Output, Stmt, Var, Written};
+use crate::loops::{Elem, Expr, Output, Stmt, Var};
 use std::collections::{HashMap, HashSet};
 
 /// Every run of adjacent fusable nests of `body` (at any depth) made one
@@ -25,9 +25,9 @@ use std::collections::{HashMap, HashSet};
 pub(super) fn fuse_siblings(body: &mut Vec<Stmt>, outputs: &[Output], names: &mut Vec<String>) {
     let mut escaped = HashSet::new();
     for o in outputs {
-        if let Written::Buffer(b) | Written::From { buf: b, .. } = &o.value {
-            escaped.insert(*b);
-        }
+        o.each_var(&mut |v| {
+            escaped.insert(v);
+        });
     }
     Stmt::each(body, &mut |s| match s {
         Stmt::Swap { a, b } => {
