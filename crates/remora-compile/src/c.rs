@@ -519,10 +519,12 @@ impl Emitter {
     }
 
     /// After the loop: its hoisted buffers freed and out of scope (back to
-    /// `mark`).
+    /// `mark`), hoisted again where the same loop is written again (a
+    /// reduction's body, once in each function that runs it).
     fn free_hoisted(&mut self, out: &mut String, hoisted: &[Var], mark: usize, depth: usize) {
         for b in hoisted {
             let _ = writeln!(out, "{}rt_free({});", pad(depth), v(*b));
+            self.hoisted.remove(b);
         }
         self.scope.truncate(mark);
     }
