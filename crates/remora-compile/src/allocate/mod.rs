@@ -328,6 +328,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     items::shared_items(&mut body, &mut a.out.names);
     reuse::write_over_dead(&mut body, &mut a.out.outputs);
     powers::shared_logs(&mut body, &mut a.out.names);
+    folds::carried_items(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
     wraps::split_at_wraps(&mut body, &mut a.out.names);
     prefetch::read_ahead(&mut body, &a.out.inputs);
