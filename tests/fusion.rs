@@ -429,3 +429,38 @@ fn offsets_added_to_scanned_blocks_are_added_in_place() {
     let text = "(entry (main (xs [Float 1000])) (let ((val ys (iscan f.+ xs))) (f.+ ys (reverse ys))))";
     assert_eq!(allocations(text), 2, "{text}:\n{}", loop_level(text));
 }
+
+/// `take-right K` or `take K` of a sort lifted over rows picks the atoms
+/// by one runtime call per row and sorts nothing; a fold keeping the best
+/// index of each row reads each row's atom at the index from the atom it
+/// carries, not from the row, and rows 1,024 floats apart run 8 in lanes.
+#[test]
+fn top_k_picks_and_best_index_folds_carry_their_atom() {
+    for (take, sort) in [("take-right", "f.sort"), ("take", "f.sort")] {
+        let text = format!(
+            "(entry (main (x [Float $r 100])) ((fn ((r [Float 100])) ((i-app {take} 5) ({sort} r))) x))"
+        );
+        let loops = loop_level(&text);
+        assert!(
+            loops.contains("rt_select_float") && !loops.contains("rt_sort"),
+            "{loops}"
+        );
+    }
+    let text = "(entry (main (x [Int $r 100])) ((fn ((r [Int 100])) ((i-app take-right 40) (sort r))) x))";
+    assert!(
+        loop_level(text).contains("rt_sort_int"),
+        "more than 32 atoms: sorted"
+    );
+    for (cols, lanes) in [(1024, 8), (1000, 32)] {
+        let text = format!(
+            "(def (fun (best (r [Float $n]) : Int)
+               (fold (fn ((b Int) (j Int)) (select (f.> (index r j) (index r b)) j b)) 0 (i-app iota/static [$n]))))
+             (entry (main (x [Float $r {cols}])) (best x))"
+        );
+        let loops = loop_level(&text);
+        // One load of the row per step: the item's (the first item's, before the fold, aside).
+        let row_loads = loops.lines().filter(|l| l.contains("(load x.0")).count();
+        assert_eq!(row_loads, 2, "{loops}");
+        assert!(loops.contains(&format!("(min {lanes} ")), "{loops}");
+    }
+}

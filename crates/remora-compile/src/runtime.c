@@ -1083,6 +1083,54 @@ static bool rt_grade_small_float(const float *xs, int64_t stride, int64_t n, int
 RT_ORDERING(int64_t, int, rt_int_key)
 RT_ORDERING(float, float, rt_float_key)
 
+/* The k atoms at the top (greatest: positions n-k … n-1 of the stable
+ * sort) or the bottom (positions 0 … k-1) of a row, in that order, as
+ * `take-right k` or `take k` of its sort gives them, without sorting it:
+ * one pass keeping the k atoms so far in order with their keys (k at most
+ * RT_SELECT_MOST). Atoms of equal keys (0.0 and -0.0, NaNs) keep the
+ * order they have in the row, as the stable sort does: a later atom is
+ * above an earlier one of the same key. */
+#define RT_SELECT_MOST 32
+#define RT_SELECT(T, NAME, KEY)                                              \
+  static void rt_select_##NAME(const T *xs, int64_t stride, int64_t n, int64_t k, bool top, T *out) { \
+    uint64_t key[RT_SELECT_MOST];                                            \
+    T val[RT_SELECT_MOST];                                                   \
+    int64_t held = 0;                                                        \
+    for (int64_t i = 0; i < n; i++) {                                        \
+      T v = xs[i * stride];                                                  \
+      uint64_t c = KEY(v);                                                   \
+      int64_t j;                                                             \
+      if (held < k) {                                                        \
+        /* Still filling: after every held atom of a key not above c. */    \
+        for (j = held++; j > 0 && key[j - 1] > c; j--) {                     \
+          key[j] = key[j - 1];                                               \
+          val[j] = val[j - 1];                                               \
+        }                                                                    \
+      } else if (top) {                                                      \
+        /* Above the least held (an equal key too: it comes later): that  \
+         * one goes, c after every held key not above it. */               \
+        if (k == 0 || c < key[0]) continue;                                  \
+        for (j = 0; j + 1 < k && key[j + 1] <= c; j++) {                     \
+          key[j] = key[j + 1];                                               \
+          val[j] = val[j + 1];                                               \
+        }                                                                    \
+      } else {                                                               \
+        /* Below the greatest held (strictly: an equal key comes later):   \
+         * that one goes, c after every held key not above it. */          \
+        if (k == 0 || c >= key[k - 1]) continue;                             \
+        for (j = k - 1; j > 0 && key[j - 1] > c; j--) {                      \
+          key[j] = key[j - 1];                                               \
+          val[j] = val[j - 1];                                               \
+        }                                                                    \
+      }                                                                      \
+      key[j] = c;                                                            \
+      val[j] = v;                                                            \
+    }                                                                        \
+    memcpy(out, val, (size_t)k * sizeof *out);                               \
+  }
+RT_SELECT(int64_t, int, rt_int_key)
+RT_SELECT(float, float, rt_float_key)
+
 /* searchsorted (right: searchsorted/right) of v among the n breakpoints
  * at row[0], row[stride] …: how many are less than v (right: not greater);
  * breakpoints out of order are an error. */

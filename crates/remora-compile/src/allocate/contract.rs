@@ -118,12 +118,12 @@ fn lane_by_lane(s: &Stmt) -> Option<Stmt> {
 
 /// An index as `offset + Σ coefficient · variable` over the given
 /// variables (each coefficient free of them).
-struct Affine {
-    offset: Expr,
-    coefs: Vec<Expr>,
+pub(super) struct Affine {
+    pub(super) offset: Expr,
+    pub(super) coefs: Vec<Expr>,
 }
 
-fn affine(e: &Expr, vars: &[Var], locals: &[Var]) -> Option<Affine> {
+pub(super) fn affine(e: &Expr, vars: &[Var], locals: &[Var]) -> Option<Affine> {
     let zero = || Affine {
         offset: Expr::Int(0),
         coefs: vec![Expr::Int(0); vars.len()],

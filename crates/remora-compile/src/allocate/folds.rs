@@ -257,3 +257,296 @@ fn with_states(e: &Expr, acc: Var, next: Var, place: &dyn Fn(&Expr) -> Option<Va
         _ => e.clone(),
     })
 }
+
+/// A fold that keeps an index into a buffer nothing writes and reads the
+/// buffer there at every step (the best index so far, `(select (f.>
+/// (index r j) (index r b)) j b)`): the atom at the index is carried
+/// beside it, a scalar set wherever the index is (to the atom the step
+/// read at its own item, or to another carried atom), and the step reads
+/// that scalar instead of the buffer. Each step compares the same atoms:
+/// the same bits; but no load waits on the index (a chain of dependent
+/// loads), and lanes of such folds over rows a page apart read one line
+/// each, not two. Only where the step cannot fail (nothing is read
+/// before its time that a failure would have kept unread), its first
+/// read at the index made before the first item (where there is one).
+pub(super) fn carried_items(body: &mut Vec<Stmt>, names: &mut Vec<String>) {
+    let mut p = 0;
+    while p < body.len() {
+        for inner in body[p].bodies_mut() {
+            carried_items(inner, names);
+        }
+        if let Some(before) = carried(&mut body[p], names) {
+            let n = before.len();
+            body.splice(p..p, before);
+            p += n;
+        }
+        p += 1;
+    }
+}
+
+/// The buffers `stmts` write: stored, swapped, or whose addresses are
+/// handed to the runtime.
+fn written_in(stmts: &[Stmt]) -> std::collections::HashSet<Var> {
+    let mut written = std::collections::HashSet::new();
+    Stmt::each(stmts, &mut |s| {
+        match s {
+            Stmt::Store { buf, .. } => {
+                written.insert(*buf);
+            }
+            Stmt::Swap { a, b } => {
+                written.extend([*a, *b]);
+            }
+            _ => {}
+        }
+        for e in s.exprs() {
+            addresses(e, &mut written);
+        }
+    });
+    written
+}
+
+/// The buffers whose addresses `e` takes (handed to the runtime, which
+/// may write them).
+fn addresses(e: &Expr, out: &mut std::collections::HashSet<Var>) {
+    match e {
+        Expr::Addr { buf, index } => {
+            out.insert(*buf);
+            addresses(index, out);
+        }
+        Expr::Load { index, .. } => addresses(index, out),
+        Expr::Op { args, .. } => args.iter().for_each(|a| addresses(a, out)),
+        _ => {}
+    }
+}
+
+/// The loop `s` with an atom carried beside its index state (see
+/// [`carried_items`]), and the statements that start it before the loop.
+fn carried(s: &mut Stmt, names: &mut Vec<String>) -> Option<Vec<Stmt>> {
+    let Stmt::For {
+        index: k,
+        count,
+        parallel: false,
+        body,
+    } = s
+    else {
+        return None;
+    };
+    let k = *k;
+    let written = written_in(body);
+    let mut safe = cannot_fail(count);
+    let mut inside = std::collections::HashSet::new();
+    let mut set = std::collections::HashSet::new();
+    Stmt::each(body, &mut |s| {
+        safe &= !matches!(s, Stmt::Fail { .. } | Stmt::Call { .. }) && s.exprs().into_iter().all(cannot_fail);
+        match s {
+            Stmt::Let { var, .. } => {
+                inside.insert(*var);
+            }
+            Stmt::Set { var, .. } => {
+                set.insert(*var);
+            }
+            _ => {}
+        }
+    });
+    if !safe {
+        return None;
+    }
+    // `b = X[E(s)]`, the state `s` set in the loop and declared outside it,
+    // and `a = X[E(k)]` before it: the atom at the item.
+    for (at_b, st) in body.iter().enumerate() {
+        let Stmt::Let {
+            var: b,
+            elem,
+            value: Expr::Load { buf: x, index: eb },
+        } = st
+        else {
+            continue;
+        };
+        if written.contains(x) {
+            continue;
+        }
+        let mut vars = Vec::new();
+        eb.each_var(&mut |v| vars.push(v));
+        let Some(state) = vars
+            .iter()
+            .copied()
+            .find(|v| set.contains(v) && !inside.contains(v) && *v != k)
+        else {
+            continue;
+        };
+        if vars
+            .iter()
+            .any(|v| *v != state && (*v == k || set.contains(v) || inside.contains(v)))
+        {
+            continue;
+        }
+        let Some(a) = body[..at_b].iter().find_map(|s| match s {
+            Stmt::Let {
+                var,
+                value: Expr::Load { buf, index },
+                ..
+            } if buf == x && mentions(index, &[k]) && substituted(index, k, state) == **eb => Some(*var),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let at_a = body
+            .iter()
+            .position(|s| matches!(s, Stmt::Let { var, .. } if *var == a))?;
+        let (b, elem, x, eb) = (*b, *elem, *x, (**eb).clone());
+        // The index's copies: every assignment of one is a copy of another
+        // or of `k`, at the top of the step or in its `if`s, after both reads.
+        let mut tracked = vec![state];
+        let mut grew = true;
+        while grew {
+            grew = false;
+            Stmt::each(body, &mut |s| match s {
+                Stmt::Let {
+                    var,
+                    value: Expr::Var(y),
+                    ..
+                } if (tracked.contains(y) || *y == k) && !tracked.contains(var) => {
+                    tracked.push(*var);
+                    grew = true;
+                }
+                _ => {}
+            });
+        }
+        let mut copies = true;
+        Stmt::each(body, &mut |s| match s {
+            Stmt::Set { var, value } if tracked.contains(var) => {
+                copies &= matches!(value, Expr::Var(y) if tracked.contains(y) || *y == k);
+            }
+            _ => {}
+        });
+        let assigns = |s: &Stmt| {
+            let mut found = false;
+            Stmt::each(std::slice::from_ref(s), &mut |s| match s {
+                Stmt::Let { var, .. } | Stmt::Set { var, .. } => found |= tracked.contains(var),
+                _ => {}
+            });
+            found
+        };
+        let placed = body
+            .iter()
+            .enumerate()
+            .all(|(p, s)| !assigns(s) || p > at_a.max(at_b) && only_in_ifs(s, &|s| assigns(s)));
+        if !copies || !placed {
+            continue;
+        }
+        let mut carried: HashMap<Var, Expr> = HashMap::new();
+        let item = {
+            names.push("item".to_string());
+            Var(names.len() as u32 - 1)
+        };
+        carried.insert(state, Expr::Var(item));
+        carried.insert(k, Expr::Var(a));
+        for t in &tracked[1..] {
+            names.push("item".to_string());
+            carried.insert(*t, Expr::Var(Var(names.len() as u32 - 1)));
+        }
+        body[at_b] = Stmt::Let {
+            var: b,
+            elem,
+            value: Expr::Var(item),
+        };
+        carry_beside(body, &carried, elem);
+        let zero = match elem {
+            Elem::Int => Expr::Int(0),
+            Elem::Float => Expr::Float(0.0),
+            Elem::Bool => Expr::Bool(false),
+        };
+        return Some(vec![
+            Stmt::Let {
+                var: item,
+                elem,
+                value: zero,
+            },
+            Stmt::If {
+                cond: Expr::op(">", vec![count.clone(), Expr::Int(0)]),
+                then: vec![Stmt::Set {
+                    var: item,
+                    value: Expr::Load {
+                        buf: x,
+                        index: Box::new(eb),
+                    },
+                }],
+                otherwise: Vec::new(),
+            },
+        ]);
+    }
+    None
+}
+
+/// Whether `s` is one statement `assigns` holds for, or an `if` whose
+/// branches' statements are, at any depth of `if`s, no other loop.
+fn only_in_ifs(s: &Stmt, assigns: &dyn Fn(&Stmt) -> bool) -> bool {
+    match s {
+        Stmt::If { then, otherwise, .. } => then
+            .iter()
+            .chain(otherwise)
+            .all(|s| !assigns(s) || only_in_ifs(s, assigns)),
+        Stmt::Let { .. } | Stmt::Set { .. } => true,
+        _ => false,
+    }
+}
+
+/// After each assignment of a tracked index (`let t y`, `set t y`), the
+/// same of the atom carried beside it (`carried[t]`, from `carried[y]`).
+fn carry_beside(stmts: &mut Vec<Stmt>, carried: &HashMap<Var, Expr>, elem: Elem) {
+    let mut p = 0;
+    while p < stmts.len() {
+        let beside = match &mut stmts[p] {
+            Stmt::Let {
+                var,
+                elem: _,
+                value: Expr::Var(y),
+            } if carried.contains_key(var) => match (&carried[var], carried.get(y)) {
+                (Expr::Var(c), Some(from)) => Some(Stmt::Let {
+                    var: *c,
+                    elem,
+                    value: from.clone(),
+                }),
+                _ => None,
+            },
+            Stmt::Set {
+                var,
+                value: Expr::Var(y),
+            } if carried.contains_key(var) => match (&carried[var], carried.get(y)) {
+                (Expr::Var(c), Some(from)) => Some(Stmt::Set {
+                    var: *c,
+                    value: from.clone(),
+                }),
+                _ => None,
+            },
+            Stmt::If { then, otherwise, .. } => {
+                carry_beside(then, carried, elem);
+                carry_beside(otherwise, carried, elem);
+                None
+            }
+            _ => None,
+        };
+        if let Some(s) = beside {
+            stmts.insert(p + 1, s);
+            p += 1;
+        }
+        p += 1;
+    }
+}
+
+/// `e` with `from` read as `to`.
+fn substituted(e: &Expr, from: Var, to: Var) -> Expr {
+    match e {
+        Expr::Var(v) if *v == from => Expr::Var(to),
+        Expr::Load { buf, index } => Expr::Load {
+            buf: *buf,
+            index: Box::new(substituted(index, from, to)),
+        },
+        Expr::Addr { buf, index } => Expr::Addr {
+            buf: *buf,
+            index: Box::new(substituted(index, from, to)),
+        },
+        Expr::Op { op, args } => Expr::op(op, args.iter().map(|a| substituted(a, from, to)).collect()),
+        e => e.clone(),
+    }
+}

@@ -18,6 +18,14 @@ use std::collections::HashSet;
 
 /// The cells of a block.
 const LANES: i64 = 32;
+/// The cells of a block whose cells' atoms lie a multiple of
+/// [`ALIASED_STRIDE`] atoms apart (rows of 1,024 floats): their lines
+/// fall in one set of the L1 cache, which holds 8 to 12 of them, so that
+/// 32 lanes evict each other's lines at every step (a fold keeping the
+/// best index of each row: 3× slower than 8 lanes).
+const ALIASED_LANES: i64 = 8;
+/// See [`ALIASED_LANES`]: 1 KiB of floats, 2 KiB of Ints.
+const ALIASED_STRIDE: i64 = 256;
 /// The longest buffer of a cell's own given a part per lane.
 const MOST_ATOMS: i64 = 64;
 /// A fold of a known count whose steps are at most this many operations
@@ -174,6 +182,29 @@ impl Cell {
         found
     }
 
+    /// Whether a fold of `body` loads atoms a multiple of
+    /// [`ALIASED_STRIDE`] apart from one cell to the next (see
+    /// [`ALIASED_LANES`]).
+    fn aliased(&self, body: &[Stmt]) -> bool {
+        let mut found = false;
+        for s in body
+            .iter()
+            .filter(|s| matches!(s, Stmt::For { .. }) && self.carries(s))
+        {
+            each_stmt_expr(&[s], &mut |e| {
+                each_expr(e, &mut |x| {
+                    let Expr::Load { index, .. } = x else {
+                        return;
+                    };
+                    if let Some(a) = contract::affine(index, &[self.index], &[]) {
+                        found |= matches!(a.coefs[..], [Expr::Int(c)] if c != 0 && c % ALIASED_STRIDE == 0);
+                    }
+                })
+            });
+        }
+        found
+    }
+
     /// The loop over the cells (`count` of them, each `body`) as a
     /// parallel loop over blocks of [`LANES`].
     fn in_lanes(&self, count: &Expr, body: &[Stmt], names: &mut Vec<String>) -> Stmt {
@@ -184,6 +215,7 @@ impl Cell {
         let blk = fresh("blk");
         let first = fresh("lo");
         let lanes = fresh("lanes");
+        let width = if self.aliased(body) { ALIASED_LANES } else { LANES };
         // The groups of statements, each run lane by lane, and which
         // group uses each scalar.
         let mut plan = Plan::default();
@@ -199,7 +231,7 @@ impl Cell {
             Stmt::Let {
                 var: first,
                 elem: Elem::Int,
-                value: Expr::mul(Expr::Var(blk), Expr::Int(LANES)),
+                value: Expr::mul(Expr::Var(blk), Expr::Int(width)),
             },
             Stmt::Let {
                 var: lanes,
@@ -207,7 +239,7 @@ impl Cell {
                 value: Expr::op(
                     "min",
                     vec![
-                        Expr::Int(LANES),
+                        Expr::Int(width),
                         Expr::op("-", vec![count.clone(), Expr::Var(first)]),
                     ],
                 ),
@@ -252,7 +284,7 @@ impl Cell {
             index: blk,
             count: Expr::op(
                 "/",
-                vec![Expr::add(count.clone(), Expr::Int(LANES - 1)), Expr::Int(LANES)],
+                vec![Expr::add(count.clone(), Expr::Int(width - 1)), Expr::Int(width)],
             ),
             parallel: true,
             body: block,

@@ -328,6 +328,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     items::shared_items(&mut body, &mut a.out.names);
     reuse::write_over_dead(&mut body, &mut a.out.outputs);
     powers::shared_logs(&mut body, &mut a.out.names);
+    folds::carried_items(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
     wraps::split_at_wraps(&mut body, &mut a.out.names);
     prefetch::read_ahead(&mut body, &a.out.inputs);
@@ -812,6 +813,9 @@ impl<'m> Alloc<'m> {
             },
             Kind::App { func, args } if !is_append(e) => {
                 if let Some(v) = self.offsets_use(e, body)? {
+                    return Ok(v);
+                }
+                if let Some(v) = self.selected_sort(e, body)? {
                     return Ok(v);
                 }
                 let f = self.value(func, body)?;

@@ -1,6 +1,7 @@
 //! Ordering and searching: `sort`, `grade`, `f.sort`, `f.grade` and
 //! `searchsorted`(`/right`) call the C runtime (a stable merge sort, over
-//! 4,096 atoms the interpreter's radix sort on every thread, and a
+//! 4,096 atoms the interpreter's radix sort on every thread; the first
+//! or last few atoms of a sort picked in one pass, no sort; and a
 //! binary search on the interpreter's keys); `sort-by` and `grade-by` are
 //! the interpreter's bottom-up merge sort written at the loop level, the
 //! less-than inlined, so that it makes the same comparisons in the same
@@ -69,6 +70,74 @@ impl<'m> Alloc<'m> {
             ],
         });
         Ok(Val::Array(out))
+    }
+
+    /// `(take-right K (sort xs))` or `(take K (sort xs))` (`f.sort` too)
+    /// of a vector, `K` known and at most the runtime's `RT_SELECT_MOST`:
+    /// the `K` greatest (least) atoms picked by the runtime in one pass,
+    /// in the sort's order, equal keys in the row's order as the stable
+    /// sort leaves them (a lifted top-K makes no sorted row). `None`
+    /// where `e` is not such a slice of a sort.
+    pub(super) fn selected_sort(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Option<Val<'m>>> {
+        /// The greatest `K` the runtime's `rt_select_*` keeps.
+        const SELECT_MOST: i64 = 32;
+        let Kind::App { func, args } = &e.kind else {
+            return Ok(None);
+        };
+        let (Some(take @ ("take" | "take-right")), [sorted]) = (prim_of(func), args.as_slice()) else {
+            return Ok(None);
+        };
+        let Kind::App {
+            func: sort,
+            args: row,
+        } = &sorted.kind
+        else {
+            return Ok(None);
+        };
+        let (Some(sort @ ("sort" | "f.sort")), [xs]) = (prim_of(sort), row.as_slice()) else {
+            return Ok(None);
+        };
+        let func_name = match (sort, &e.ty.atom) {
+            ("sort", TyAtom::Int) => "rt_select_int",
+            ("f.sort", TyAtom::Float) => "rt_select_float",
+            _ => return Ok(None),
+        };
+        let k = match self.dims(&e.ty.shape)?.as_slice() {
+            [Expr::Int(k)] if (0..=SELECT_MOST).contains(k) && xs.ty.shape.rank() == Some(1) => *k,
+            _ => return Ok(None),
+        };
+        // The slice's index arguments are checked as its application checks them.
+        if let Val::Prim { indices, .. } = self.value(func, body)? {
+            self.indices_checked(&indices, body);
+        }
+        let Val::Array(xs) = (match self.value(xs, body)? {
+            v @ Val::Array(_) => v,
+            v => self.force(v, body)?,
+        }) else {
+            return unsupported(format!("{take} of a {sort} of this argument"));
+        };
+        let [n] = xs.dims.as_slice() else {
+            return unsupported(format!("{sort} of an array that is not a vector"));
+        };
+        let out = self.alloc("selected", xs.elem, vec![Expr::Int(k)], body);
+        body.push(Stmt::Call {
+            func: func_name,
+            args: vec![
+                Expr::Addr {
+                    buf: xs.buf,
+                    index: Box::new(xs.offset.clone()),
+                },
+                xs.strides[0].clone(),
+                n.clone(),
+                Expr::Int(k),
+                Expr::Bool(take == "take-right"),
+                Expr::Addr {
+                    buf: out.buf,
+                    index: Box::new(Expr::Int(0)),
+                },
+            ],
+        });
+        Ok(Some(Val::Array(out)))
     }
 
     /// `searchsorted` (`right`: `searchsorted/right`) of `v` among the
