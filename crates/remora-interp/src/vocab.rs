@@ -451,18 +451,7 @@ fn arg_extremes<T: Copy + PartialOrd + Send + Sync>(
         }
         true
     };
-    let threads = crate::threads();
-    let ok = if threads > 1 && positions.saturating_mul(d) >= PARALLEL_ITEMS && positions > 1 {
-        let per = positions.div_ceil(threads * 4).max(1);
-        let parts: Vec<(usize, &mut [i64])> = out
-            .chunks_mut(per)
-            .enumerate()
-            .map(|(k, o)| (k * per, o))
-            .collect();
-        crate::in_parallel(parts, threads, |(start, o)| rows(start, o))
-    } else {
-        rows(0, &mut out)
-    };
+    let ok = crate::rows_in_parallel(&mut out, 1, positions.saturating_mul(d), PARALLEL_ITEMS, rows);
     if ok {
         Ok(out)
     } else {
