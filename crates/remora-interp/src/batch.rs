@@ -1635,6 +1635,13 @@ impl<'p> Interpreter {
         {
             return Some(r);
         }
+        // A fold keeping the index of the best item: a loop a cell.
+        if name == "fold"
+            && let Some(seed) = seed
+            && let Some(r) = self.fold_arg_best(op, seed, xs, xcell)
+        {
+            return Some(r);
+        }
         self.fold_by_items(name, &op.clone(), seed, xs, xcell)
     }
 

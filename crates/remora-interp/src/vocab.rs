@@ -462,15 +462,22 @@ fn arg_extremes<T: Copy + PartialOrd + Send + Sync>(
 /// The position of the greatest (or least) item, the first of equals; of
 /// Floats, the first NaN if there is one (as NumPy).
 fn arg_extreme<T: Copy + PartialOrd>(row: &[T], greatest: bool) -> usize {
+    arg_extreme_by(row, greatest, true)
+}
+
+/// `arg_extreme`, or (`nan_first` false) where a scan from the first item
+/// keeping the first strictly greater (less) stops: NaNs are never taken,
+/// but a NaN first is never left.
+pub(crate) fn arg_extreme_by<T: Copy + PartialOrd>(row: &[T], greatest: bool, nan_first: bool) -> usize {
     if greatest {
         crate::fmath::widest(
             #[inline(always)]
-            || first_extreme(row, |a, b| a > b),
+            || first_extreme(row, |a, b| a > b, nan_first),
         )
     } else {
         crate::fmath::widest(
             #[inline(always)]
-            || first_extreme(row, |a, b| a < b),
+            || first_extreme(row, |a, b| a < b, nan_first),
         )
     }
 }
@@ -481,15 +488,20 @@ const EXTREME_LANES: usize = 16;
 
 /// Two passes that vectorise: the extreme item (`better` than every other
 /// that is not equal to it) and whether there is a NaN (an item unequal
-/// to itself), then the first item equal to the extreme — where a left
-/// to right scan keeping the first strictly better item stops.
+/// to itself; with `nan_first`, the first is the answer), then the first
+/// item equal to the extreme — where a left to right scan keeping the
+/// first strictly better item stops (a NaN is never better: the lanes
+/// skip it).
 #[inline(always)]
-fn first_extreme<T: Copy + PartialOrd>(row: &[T], better: impl Fn(T, T) -> bool) -> usize {
+fn first_extreme<T: Copy + PartialOrd>(row: &[T], better: impl Fn(T, T) -> bool, nan_first: bool) -> usize {
     let Some(&first) = row.first() else {
         return 0;
     };
     #[allow(clippy::eq_op)]
     let unequal = |x: T| x != x;
+    if unequal(first) {
+        return 0;
+    }
     let mut best = [first; EXTREME_LANES];
     let mut unordered = [false; EXTREME_LANES];
     let chunks = row.chunks_exact(EXTREME_LANES);
@@ -509,7 +521,7 @@ fn first_extreme<T: Copy + PartialOrd>(row: &[T], better: impl Fn(T, T) -> bool)
             extreme = x;
         }
     }
-    if nan {
+    if nan && nan_first {
         return row.iter().position(|&x| unequal(x)).unwrap_or(0);
     }
     let mut start = 0;
@@ -593,6 +605,11 @@ mod tests {
         assert_eq!(arg_extreme(&[5i64, 7, 7, 1], true), 1);
         assert_eq!(arg_extreme(&[0.0f32, -0.0, -1.0], true), 0);
         assert_eq!(arg_extreme(&[-0.0f32, 0.0, -1.0], true), 0);
+        // A scan keeping the first strictly greater: NaNs never taken, a
+        // NaN first never left.
+        assert_eq!(arg_extreme_by(&[1.0f32, f32::NAN, 3.0, f32::NAN], true, false), 2);
+        assert_eq!(arg_extreme_by(&[f32::NAN, 1.0, 3.0], true, false), 0);
+        assert_eq!(arg_extreme_by(&[2.0f32, f32::NAN, 1.0, 1.0], false, false), 2);
     }
 
     #[test]
