@@ -950,6 +950,9 @@ impl<'p> Interpreter {
         if let Some(r) = self.sorted_ends(e, env) {
             return r;
         }
+        if let Some(r) = self.reduce_of_select(e, env) {
+            return r;
+        }
         let (head, spine) = e.spine();
         let f = self.eval_batched(head, env)?;
         let mut args = Vec::with_capacity(spine.len());
@@ -984,7 +987,7 @@ impl<'p> Interpreter {
 
     /// The own frames of the arguments and their principal frame (the
     /// longest; every other must be a prefix of it).
-    fn principal(args: &[(Batched<'p>, Vec<usize>)]) -> Try<Vec<usize>> {
+    pub(crate) fn principal(args: &[(Batched<'p>, Vec<usize>)]) -> Try<Vec<usize>> {
         let mut principal: &[usize] = &[];
         let mut frames = Vec::with_capacity(args.len());
         for (a, cell) in args {
