@@ -428,6 +428,13 @@ impl<'p> Interpreter {
                     if let Some(v) = fused.filter(|v| v.nb == 0).and_then(|v| v.densify()) {
                         return Ok(Some(v.v));
                     }
+                    // The first or last items of a sort: selected, not sorted.
+                    let saved = std::mem::take(&mut self.batch);
+                    let ends = self.sorted_ends(e, env).flatten();
+                    self.batch = saved;
+                    if let Some(v) = ends.filter(|v| v.nb == 0).and_then(|v| v.densify()) {
+                        return Ok(Some(v.v));
+                    }
                     // A reduction of a lifted lambda: a block of items at a time.
                     if let Some(v) = self.reduce_streamed(e, env)? {
                         return Ok(Some(v));
@@ -940,6 +947,12 @@ impl<'p> Interpreter {
         if let Some(r) = self.tally(e, env) {
             return r;
         }
+        if let Some(r) = self.sorted_ends(e, env) {
+            return r;
+        }
+        if let Some(r) = self.reduce_of_select(e, env) {
+            return r;
+        }
         let (head, spine) = e.spine();
         let f = self.eval_batched(head, env)?;
         let mut args = Vec::with_capacity(spine.len());
@@ -974,7 +987,7 @@ impl<'p> Interpreter {
 
     /// The own frames of the arguments and their principal frame (the
     /// longest; every other must be a prefix of it).
-    fn principal(args: &[(Batched<'p>, Vec<usize>)]) -> Try<Vec<usize>> {
+    pub(crate) fn principal(args: &[(Batched<'p>, Vec<usize>)]) -> Try<Vec<usize>> {
         let mut principal: &[usize] = &[];
         let mut frames = Vec::with_capacity(args.len());
         for (a, cell) in args {
@@ -1626,6 +1639,13 @@ impl<'p> Interpreter {
         let primitive = intrinsics::scalar_operator(&op.densify()?.v);
         if let Some(prim) = primitive
             && let Some(r) = self.fold_by_primitive(name, prim, seed, xs, xcell)
+        {
+            return Some(r);
+        }
+        // A fold keeping the index of the best item: a loop a cell.
+        if name == "fold"
+            && let Some(seed) = seed
+            && let Some(r) = self.fold_arg_best(op, seed, xs, xcell)
         {
             return Some(r);
         }
@@ -2679,10 +2699,16 @@ fn items_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Valu
 /// A sort of one row by its values (the radix sort of Ints).
 type RowSort<T> = fn(&[T]) -> Result<Vec<T>, &'static str>;
 
+/// Rows up to this long are ordered by a comparison sort of their keys
+/// made unique by their positions (each row in cache), longer ones by the
+/// radix sort.
+const SHORT_ROW: usize = 1 << 12;
+
 /// `sort`, `grade` and their Float forms over every row of a frame (the
 /// batch axes included): each row ordered as the intrinsic orders one
 /// vector (ascending, stable, NaN last), one pass over the rows.
 pub(crate) fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> Option<Value<'p>> {
+    use crate::sort::{Ends, rows_ordered};
     let [(xs, cell)] = args else {
         return None;
     };
@@ -2690,36 +2716,41 @@ pub(crate) fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> O
     if cell.len() != 1 || d == 0 {
         return None;
     }
-    // The order of one row by its keys: a stable sort (the radix sort's
-    // order, for any length).
-    fn order(keys: &[u64]) -> Result<Vec<usize>, &'static str> {
-        if keys.len() > 64 {
-            return crate::sort::grade(keys);
-        }
-        let mut idx: Vec<usize> = (0..keys.len()).collect();
-        idx.sort_by_key(|&i| keys[i]);
-        Ok(idx)
-    }
-    // Every row of `d` atoms of `v` sorted (`sort`) or graded, by `key`;
-    // `long` sorts a long row by another way where there is one.
-    fn by_rows<T: Copy>(
+    // Every row of `d` atoms of `v` sorted (`sort`) or graded, by `key`
+    // (`wide`: keys of 64 bits, else in the high 32); `long` sorts a long
+    // row by another way where there is one.
+    fn by_rows<T: Copy + Default + Send + Sync>(
         v: &[T],
         d: usize,
-        key: impl Fn(T) -> u64,
+        key: impl Fn(T) -> u64 + Sync,
+        wide: bool,
         sort: bool,
         long: Option<RowSort<T>>,
     ) -> Result<(Vec<T>, Vec<i64>), &'static str> {
+        if d <= SHORT_ROW {
+            return Ok(if sort {
+                (
+                    rows_ordered(v, d, &key, wide, Ends::All, |row: &[T], i| row[i])?,
+                    Vec::new(),
+                )
+            } else {
+                (
+                    Vec::new(),
+                    rows_ordered(v, d, &key, wide, Ends::All, |_: &[T], i| i as i64)?,
+                )
+            });
+        }
         let mut sorted = crate::kernel::buffer(if sort { v.len() } else { 0 })?;
         let mut graded = crate::kernel::buffer(if sort { 0 } else { v.len() })?;
         let mut keys = crate::kernel::buffer(d)?;
         for row in v.chunks_exact(d) {
-            if let Some(long) = long.filter(|_| sort && d > 64) {
+            if let Some(long) = long.filter(|_| sort) {
                 sorted.extend(long(row)?);
                 continue;
             }
             keys.clear();
             keys.extend(row.iter().map(|&x| key(x)));
-            let o = order(&keys)?;
+            let o = crate::sort::grade(&keys)?;
             if sort {
                 sorted.extend(o.iter().map(|&i| row[i]));
             } else {
@@ -2747,13 +2778,13 @@ pub(crate) fn sort_framed<'p>(name: &str, args: &[(Value<'p>, Vec<usize>)]) -> O
         ("sort" | "grade", Data::Int(v)) => {
             // Long rows: the radix sort of the values themselves.
             let long: RowSort<i64> = crate::sort::sort_ints;
-            match by_rows(v, d, crate::sort::int_key, name == "sort", Some(long)).ok()? {
+            match by_rows(v, d, crate::sort::int_key, true, name == "sort", Some(long)).ok()? {
                 (sorted, _) if name == "sort" => Data::Int(sorted.into()),
                 (_, graded) => Data::Int(graded.into()),
             }
         }
         ("f.sort" | "f.grade", Data::Float(v)) => {
-            match by_rows(v, d, crate::sort::float_key, name == "f.sort", None).ok()? {
+            match by_rows(v, d, crate::sort::float_key, false, name == "f.sort", None).ok()? {
                 (sorted, _) if name == "f.sort" => Data::Float(sorted.into()),
                 (_, graded) => Data::Int(graded.into()),
             }

@@ -154,3 +154,159 @@ pub(crate) fn scatter_whole<'p>(all: &[(Batched<'p>, Vec<usize>)]) -> Option<Bat
         0,
     ))
 }
+
+/// `(reduce op (select m a b))`, `op` an Int operator whose result does
+/// not depend on the order it combines in (`min`, `max`, `+`), the choice
+/// made along the reduced items: each sum of choices made as the operands
+/// are read (in place, replicated ones by zero steps), the chosen array
+/// never made — "the least index where the mask holds, else n" as one
+/// pass over the mask.
+impl<'p> crate::eval::Interpreter {
+    pub(crate) fn reduce_of_select(
+        &mut self,
+        e: &'p remora_check::typed::TExpr,
+        env: &crate::eval::Env<'p>,
+    ) -> Option<crate::batch::Try<Batched<'p>>> {
+        let (head, spine) = e.spine();
+        if crate::tally::intrinsic_name(head)? != "reduce" {
+            return None;
+        }
+        let [(op, _), (chosen, reduced)] = spine.as_slice() else {
+            return None;
+        };
+        let (select, operands) = chosen.spine();
+        if crate::tally::intrinsic_name(select)? != "select" || operands.len() != 3 {
+            return None;
+        }
+        Some((|| {
+            let op_value = self.eval_batched(op, env)?;
+            let mut all = Vec::with_capacity(3);
+            for (x, lifted) in &operands {
+                let v = self.eval_batched(x, env)?;
+                let cell = self.shape_of(&lifted.arg_cell, env, x.span).ok()?;
+                all.push((v, cell));
+            }
+            let rcell = self.shape_of(&reduced.arg_cell, env, chosen.span).ok()?;
+            if let Some(r) = self.reduce_chosen(&op_value, &all, &rcell) {
+                return Some(r);
+            }
+            // As written: the choice, then the reduction.
+            let s = self.eval_batched(select, env)?;
+            self.at = chosen.span;
+            let made = self.apply_batched(&s, all)?;
+            let r = self.eval_batched(head, env)?;
+            self.at = e.span;
+            self.apply_batched(&r, vec![(op_value, Vec::new()), (made, rcell)])
+        })())
+    }
+
+    /// The rule, when it applies: scalar choices, the reduced cells the
+    /// choices' last axis.
+    fn reduce_chosen(
+        &mut self,
+        op: &Batched<'p>,
+        all: &[(Batched<'p>, Vec<usize>)],
+        rcell: &[usize],
+    ) -> crate::batch::Try<Batched<'p>> {
+        if op.nb != 0 {
+            return None;
+        }
+        let op = crate::intrinsics::scalar_operator(&op.densify()?.v)?;
+        if !matches!(op, "min" | "max" | "+") {
+            return None;
+        }
+        let frame = Self::principal(all)?;
+        let nb = all.iter().map(|(a, _)| a.nb).max()?;
+        let &[n] = rcell else {
+            return None;
+        };
+        if n == 0 || frame.last() != Some(&n) || all.iter().any(|(_, cell)| !cell.is_empty()) {
+            return None;
+        }
+        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        shape.extend(&frame);
+        let outer = nb + frame.len();
+        let steps: Vec<Vec<usize>> = all
+            .iter()
+            .map(|(a, _)| a.steps_over(0, nb, outer, &shape))
+            .collect::<Option<_>>()?;
+        let [(m, _), (a, _), (b, _)] = all else {
+            return None;
+        };
+        let (Data::Bool(mask), Data::Int(xs), Data::Int(ys)) = (&m.v.data, &a.v.data, &b.v.data) else {
+            return None;
+        };
+        let rows = shape.get(..shape.len() - 1)?.to_vec();
+        let at = |offset: usize, s: &[usize]| Reduced {
+            at: offset,
+            step: s.last().copied().unwrap_or(0),
+            steps: s.get(..rows.len()).unwrap_or_default().to_vec(),
+        };
+        let operands = [
+            at(m.offset, &steps[0]),
+            at(a.offset, &steps[1]),
+            at(b.offset, &steps[2]),
+        ];
+        let out = match op {
+            "min" => reduce_choices(mask, xs, ys, &rows, n, &operands, i64::min),
+            "max" => reduce_choices(mask, xs, ys, &rows, n, &operands, i64::max),
+            _ => reduce_choices(mask, xs, ys, &rows, n, &operands, i64::wrapping_add),
+        }?;
+        Some(Batched::dense(
+            remora_value::Array {
+                shape: rows,
+                data: Data::Int(out.into()),
+            },
+            nb.min(shape.len() - 1),
+        ))
+    }
+}
+
+/// Where an operand of `reduce_choices` lies: its first atom, its step
+/// along the items and along each axis of the rows.
+struct Reduced {
+    at: usize,
+    step: usize,
+    steps: Vec<usize>,
+}
+
+/// Each row's choices (`mask` picks `xs` or `ys`) combined along its `n`
+/// items, the operands read through their steps (in range: checked).
+fn reduce_choices(
+    mask: &[bool],
+    xs: &[i64],
+    ys: &[i64],
+    rows: &[usize],
+    n: usize,
+    [m, a, b]: &[Reduced; 3],
+    combine: impl Fn(i64, i64) -> i64,
+) -> Option<Vec<i64>> {
+    let count = atoms_in(rows);
+    let mut out = crate::kernel::buffer(count).ok()?;
+    let mut index = vec![0usize; rows.len()];
+    for _ in 0..count {
+        let base = |r: &Reduced| r.at + index.iter().zip(&r.steps).map(|(i, s)| i * s).sum::<usize>();
+        let (pm, pa, pb) = (base(m), base(a), base(b));
+        let pick = |k: usize| {
+            if *mask.get(pm + k * m.step)? {
+                xs.get(pa + k * a.step).copied()
+            } else {
+                ys.get(pb + k * b.step).copied()
+            }
+        };
+        let mut acc = pick(0)?;
+        for k in 1..n {
+            acc = combine(acc, pick(k)?);
+        }
+        out.push(acc);
+        // The next row's index (an odometer).
+        for (i, &d) in index.iter_mut().zip(rows).rev() {
+            *i += 1;
+            if *i < d {
+                break;
+            }
+            *i = 0;
+        }
+    }
+    Some(out)
+}

@@ -1151,6 +1151,16 @@ pub(crate) fn fold_primitive<'p>(
     }
     // Each operator is its own loop (a closure the compiler inlines).
     match (op, xs) {
+        // Items of one atom, left to right: two passes that vectorise.
+        ("f.max" | "f.min", Data::Float(x)) if dims[2] == 1 && order == kernel::Order::Left => {
+            let seed = match seed {
+                None => None,
+                Some(Data::Float(s)) => Some(s.as_slice()),
+                Some(_) => return None,
+            };
+            let r = kernel::fold_float_extreme(x, [dims[0], dims[1]], seed, op == "f.max");
+            Some(r.map(|v| Data::Float(v.into())))
+        }
         ("+", Data::Int(x)) => fold!(Int, x, i64::wrapping_add),
         ("-", Data::Int(x)) => fold!(Int, x, i64::wrapping_sub),
         ("*", Data::Int(x)) => fold!(Int, x, i64::wrapping_mul),

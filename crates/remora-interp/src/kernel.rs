@@ -403,6 +403,88 @@ pub fn fold_axis<T: Copy>(
     Ok(out)
 }
 
+/// `fold_axis` by `scalar::fmax` (`greatest`) or `scalar::fmin` over items
+/// of one atom, with the same result: NaN (`f32::NAN`) if any item is NaN,
+/// else the item equal to the extreme that the left fold keeps — the last
+/// of equals for `fmax` (it takes `b` when `a <= b`), the first for `fmin`
+/// (it keeps `a`) — found by two passes that vectorise.
+pub fn fold_float_extreme(
+    data: &[f32],
+    [outer, items]: [usize; 2],
+    seed: Option<&[f32]>,
+    greatest: bool,
+) -> Result<Vec<f32>, &'static str> {
+    if outer.checked_mul(items).is_none_or(|n| n > data.len()) || seed.is_some_and(|s| s.len() < outer) {
+        return Err(OUT_OF_BOUNDS);
+    }
+    let mut out = buffer(outer)?;
+    for o in 0..outer {
+        let block = &data[o * items..(o + 1) * items];
+        let (start, rest) = match seed {
+            Some(s) => (s[o], block),
+            None => match block.split_first() {
+                Some((&first, rest)) => (first, rest),
+                None => return Err(OUT_OF_BOUNDS),
+            },
+        };
+        out.push(if greatest {
+            crate::fmath::widest(
+                #[inline(always)]
+                || kept_extreme(start, rest, |a, b| a > b, true),
+            )
+        } else {
+            crate::fmath::widest(
+                #[inline(always)]
+                || kept_extreme(start, rest, |a, b| a < b, false),
+            )
+        });
+    }
+    Ok(out)
+}
+
+/// See `fold_float_extreme`: the extreme in 16 lanes and whether there is
+/// a NaN, then the item equal to it that the fold keeps (`last` of them).
+#[inline(always)]
+fn kept_extreme(start: f32, rest: &[f32], better: impl Fn(f32, f32) -> bool, last: bool) -> f32 {
+    const LANES: usize = 16;
+    if rest.is_empty() {
+        return start;
+    }
+    let mut best = [start; LANES];
+    let mut unordered = [false; LANES];
+    let chunks = rest.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for l in 0..LANES {
+            let x = c[l];
+            unordered[l] |= x.is_nan();
+            best[l] = if better(x, best[l]) { x } else { best[l] };
+        }
+    }
+    let mut nan = start.is_nan() || unordered.iter().any(|&u| u);
+    let mut extreme = start;
+    for &x in best.iter().chain(tail) {
+        nan |= x.is_nan();
+        if better(x, extreme) {
+            extreme = x;
+        }
+    }
+    if nan {
+        return f32::NAN;
+    }
+    if last {
+        rest.iter()
+            .rev()
+            .find(|&&x| x == extreme)
+            .copied()
+            .unwrap_or(start)
+    } else if start == extreme {
+        start
+    } else {
+        rest.iter().find(|&&x| x == extreme).copied().unwrap_or(start)
+    }
+}
+
 /// How a reduction along an axis combines its items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Order {
@@ -679,6 +761,36 @@ pub fn zip_in_place_lanes<A: Copy + Default, B: Copy + Default, const L: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn float_extremes_keep_what_the_left_fold_keeps() {
+        // Ties of -0.0 and 0.0 across the lanes, a NaN, rows of every length.
+        for n in [1usize, 2, 15, 16, 17, 40, 100] {
+            for seed in 0..12u32 {
+                let mut row: Vec<f32> = (0..n)
+                    .map(|i| {
+                        let k = (i as u32).wrapping_mul(2654435761).wrapping_add(seed * 97) % 7;
+                        [0.0, -0.0, 1.0, -1.0, 1.0, 0.0, -0.0][k as usize]
+                    })
+                    .collect();
+                if seed == 5 && n > 3 {
+                    row[n / 2] = f32::NAN;
+                }
+                for (greatest, f) in [
+                    (true, crate::scalar::fmax as fn(f32, f32) -> f32),
+                    (false, crate::scalar::fmin),
+                ] {
+                    let want = fold_axis(&row, [1, n, 1], None, f).unwrap_or_default();
+                    let got = fold_float_extreme(&row, [1, n], None, greatest).unwrap_or_default();
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{n} {seed} {greatest}");
+                    let want = fold_axis(&row, [1, n, 1], Some(&[-0.0]), f).unwrap_or_default();
+                    let got = fold_float_extreme(&row, [1, n], Some(&[-0.0]), greatest).unwrap_or_default();
+                    assert_eq!(bits(&got), bits(&want), "seeded {n} {seed} {greatest}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn tree_reduction_is_left_to_right_when_short_and_accurate_when_long() {

@@ -7,6 +7,7 @@
 //! runs its body once over all the cells where it can (`batch`), and cell
 //! by cell (the reference) where it cannot.
 
+mod argbest;
 pub mod batch;
 pub mod cell_log;
 mod choose;
@@ -28,6 +29,7 @@ mod sort_by;
 mod streamed;
 mod strided;
 mod tally;
+mod topk;
 mod vocab;
 
 pub use eval::{Env, Fun, Interpreter, RunError, Value};
@@ -76,6 +78,31 @@ pub(crate) fn in_parallel<P: Send>(parts: Vec<P>, threads: usize, part: impl Fn(
         let mine = work();
         helpers.into_iter().all(|h| h.join().unwrap_or(false)) && mine
     })
+}
+
+/// `rows(first, out)` over `out` cut into runs of whole rows (`row` results
+/// each; `first` the run's first row), the runs shared among the threads
+/// when the work, `items` in all, is at least `min_items`. False when a run
+/// failed.
+pub(crate) fn rows_in_parallel<O: Send>(
+    out: &mut [O],
+    row: usize,
+    items: usize,
+    min_items: usize,
+    rows: impl Fn(usize, &mut [O]) -> bool + Sync,
+) -> bool {
+    let count = out.len().checked_div(row).unwrap_or(0);
+    let threads = threads();
+    if threads < 2 || count < 2 || items < min_items {
+        return rows(0, out);
+    }
+    let per = count.div_ceil(threads * 4);
+    let parts: Vec<(usize, &mut [O])> = out
+        .chunks_mut(per * row)
+        .enumerate()
+        .map(|(k, o)| (k * per, o))
+        .collect();
+    in_parallel(parts, threads, |(first, o)| rows(first, o))
 }
 
 /// A value with no functions in it, as plain data (for comparing with

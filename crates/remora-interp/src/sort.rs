@@ -226,6 +226,143 @@ pub fn grade(keys: &[u64]) -> Result<Vec<usize>, &'static str> {
     Ok(order)
 }
 
+/// Which items of each row's stable order are wanted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Ends {
+    All,
+    /// The first `k` (the least).
+    First(usize),
+    /// The last `k` (the greatest), in order.
+    Last(usize),
+}
+
+impl Ends {
+    /// How many items of a row of `d`.
+    pub(crate) fn count(self, d: usize) -> usize {
+        match self {
+            Ends::All => d,
+            Ends::First(k) | Ends::Last(k) => k.min(d),
+        }
+    }
+}
+
+/// Rows of ordered items at least this many items in all are shared among
+/// the threads.
+const PARALLEL_ROW_ITEMS: usize = 1 << 16;
+
+/// Up to this many of a row's ends are kept in a sorted buffer as the row
+/// is read; more are selected (`select_nth_unstable`) and then sorted.
+const FEW_ENDS: usize = 64;
+
+/// The wanted items (`ends`) of the stable order of every row of `d` items
+/// of `v` by `key`, each item of the result `pick`ed from its row by its
+/// position there. Each key with its position is unique, so an unstable
+/// sort (or selection) of the pairs is the stable order: one `u64` a pair
+/// where the keys lie in the high 32 bits (Floats' keys), else a pair of
+/// a key and a position (`wide`). Each row stays in cache; the rows are
+/// shared among the threads when there are many items. (`d` below 2^32.)
+pub(crate) fn rows_ordered<T: Copy + Sync, O: Copy + Default + Send>(
+    v: &[T],
+    d: usize,
+    key: &(impl Fn(T) -> u64 + Sync),
+    wide: bool,
+    ends: Ends,
+    pick: impl Fn(&[T], usize) -> O + Sync,
+) -> Result<Vec<O>, &'static str> {
+    let count = v.len().checked_div(d).unwrap_or(0);
+    let each = ends.count(d);
+    let mut out = buffer(count * each)?;
+    out.resize(count * each, O::default());
+    if each == 0 {
+        return Ok(out);
+    }
+    let rows = |first: usize, out: &mut [O]| {
+        let mut narrow: Vec<u64> = Vec::new();
+        let mut pairs: Vec<(u64, u32)> = Vec::new();
+        for (k, o) in out.chunks_exact_mut(each).enumerate() {
+            let Some(row) = v.get((first + k) * d..(first + k + 1) * d) else {
+                return false;
+            };
+            if wide {
+                select_ends(
+                    &mut pairs,
+                    row.iter().zip(0u32..).map(|(&x, i)| (key(x), i)),
+                    ends,
+                );
+                for (o, &(_, i)) in o.iter_mut().zip(&pairs) {
+                    *o = pick(row, i as usize);
+                }
+            } else {
+                let unique = row.iter().zip(0u64..).map(|(&x, i)| (key(x) & !0xffff_ffff) | i);
+                select_ends(&mut narrow, unique, ends);
+                for (o, &c) in o.iter_mut().zip(&narrow) {
+                    *o = pick(row, (c & 0xffff_ffff) as usize);
+                }
+            }
+        }
+        true
+    };
+    if crate::rows_in_parallel(&mut out, each, v.len(), PARALLEL_ROW_ITEMS, rows) {
+        Ok(out)
+    } else {
+        Err("internal error: a row out of its buffer")
+    }
+}
+
+/// `buf` made the wanted ends of the distinct `items`, in order.
+fn select_ends<C: Ord + Copy>(buf: &mut Vec<C>, items: impl Iterator<Item = C>, ends: Ends) {
+    buf.clear();
+    match ends {
+        Ends::First(0) | Ends::Last(0) => {}
+        Ends::First(k) | Ends::Last(k) if k <= FEW_ENDS => {
+            let last = matches!(ends, Ends::Last(_));
+            for c in items {
+                if buf.len() < k {
+                    // Filling: one step of an insertion sort.
+                    buf.push(c);
+                    let mut j = buf.len() - 1;
+                    while j > 0 && buf[j - 1] > c {
+                        buf[j] = buf[j - 1];
+                        j -= 1;
+                    }
+                    buf[j] = c;
+                } else if last && buf[0] < c {
+                    // The least kept leaves; `c` moves down to its place.
+                    let mut j = 0;
+                    while j + 1 < k && buf[j + 1] < c {
+                        buf[j] = buf[j + 1];
+                        j += 1;
+                    }
+                    buf[j] = c;
+                } else if !last && c < buf[k - 1] {
+                    let mut j = k - 1;
+                    while j > 0 && buf[j - 1] > c {
+                        buf[j] = buf[j - 1];
+                        j -= 1;
+                    }
+                    buf[j] = c;
+                }
+            }
+        }
+        _ => {
+            buf.extend(items);
+            let n = buf.len();
+            match ends {
+                Ends::First(k) if k < n => {
+                    buf.select_nth_unstable(k);
+                    buf.truncate(k);
+                }
+                Ends::Last(k) if k < n => {
+                    buf.select_nth_unstable(n - k);
+                    buf.drain(..n - k);
+                }
+                _ => {}
+            }
+            buf.sort_unstable();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,7 +136,7 @@ pub(crate) fn intrinsic_name(e: &TExpr) -> Option<&'static str> {
 
 /// A comparison `item OP key`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Cmp {
+pub(crate) enum Cmp {
     Eq,
     Ne,
     Lt,
@@ -146,8 +146,22 @@ enum Cmp {
 }
 
 impl Cmp {
+    /// `a OP b`, as the scalar primitive computes it (IEEE for Floats: a
+    /// NaN is unordered).
+    #[inline(always)]
+    pub(crate) fn holds<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+        }
+    }
+
     /// `key OP item` as `item OP' key`.
-    fn flipped(self) -> Cmp {
+    pub(crate) fn flipped(self) -> Cmp {
         match self {
             Cmp::Lt => Cmp::Gt,
             Cmp::Le => Cmp::Ge,
@@ -172,7 +186,7 @@ impl Cmp {
     }
 }
 
-fn comparison(name: &str) -> Option<Cmp> {
+pub(crate) fn comparison(name: &str) -> Option<Cmp> {
     Some(match name {
         "==" | "f.==" => Cmp::Eq,
         "!=" | "f.!=" => Cmp::Ne,

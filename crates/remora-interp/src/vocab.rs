@@ -294,20 +294,11 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
                 return Err(format!("{name}: an empty vector has no {what} item"));
             }
             let greatest = name.ends_with("max");
-            let mut out = kernel::buffer(positions)?;
-            match value(0)?.data {
-                Data::Int(ref x) => {
-                    for pos in 0..positions {
-                        out.push(arg_extreme_int(cell_at(x, d, share(0), pos)?, greatest) as i64);
-                    }
-                }
-                Data::Float(ref x) => {
-                    for pos in 0..positions {
-                        out.push(arg_extreme_float(cell_at(x, d, share(0), pos)?, greatest) as i64);
-                    }
-                }
+            let out = match value(0)?.data {
+                Data::Int(ref x) => arg_extremes(x, d, share(0), positions, greatest)?,
+                Data::Float(ref x) => arg_extremes(x, d, share(0), positions, greatest)?,
                 _ => return Err(format!("{name}: not a vector of numbers")),
-            }
+            };
             Ok(result(&[], Data::Int(out.into())))
         }
         "mean" => {
@@ -436,40 +427,115 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
     }
 }
 
-/// The position of the greatest (or least) Int, the first of equals.
-fn arg_extreme_int(row: &[i64], greatest: bool) -> usize {
-    let mut best = 0;
-    for (i, &x) in row.iter().enumerate().skip(1) {
-        let better = if greatest { x > row[best] } else { x < row[best] };
-        if better {
-            best = i;
+/// Rows at least this many items in all are shared among the threads.
+const PARALLEL_ITEMS: usize = 1 << 20;
+
+/// The position of the greatest (or least) item of each of `positions`
+/// rows of `d` items (each row read by `share` positions in turn), the
+/// rows shared among the threads when there are many items.
+fn arg_extremes<T: Copy + PartialOrd + Send + Sync>(
+    x: &[T],
+    d: usize,
+    share: usize,
+    positions: usize,
+    greatest: bool,
+) -> Result<Vec<i64>, String> {
+    let mut out = kernel::buffer(positions)?;
+    out.resize(positions, 0);
+    let rows = |start: usize, out: &mut [i64]| -> bool {
+        for (k, o) in out.iter_mut().enumerate() {
+            let Ok(row) = cell_at(x, d, share, start + k) else {
+                return false;
+            };
+            *o = arg_extreme(row, greatest) as i64;
         }
+        true
+    };
+    let ok = crate::rows_in_parallel(&mut out, 1, positions.saturating_mul(d), PARALLEL_ITEMS, rows);
+    if ok {
+        Ok(out)
+    } else {
+        Err("internal error: a cell out of its buffer".into())
     }
-    best
 }
 
-/// The position of the greatest (or least) Float, the first of equals;
-/// the first NaN, if there is one (as NumPy).
-fn arg_extreme_float(row: &[f32], greatest: bool) -> usize {
-    let Some(first) = row.first() else {
+/// The position of the greatest (or least) item, the first of equals; of
+/// Floats, the first NaN if there is one (as NumPy).
+fn arg_extreme<T: Copy + PartialOrd>(row: &[T], greatest: bool) -> usize {
+    arg_extreme_by(row, greatest, true)
+}
+
+/// `arg_extreme`, or (`nan_first` false) where a scan from the first item
+/// keeping the first strictly greater (less) stops: NaNs are never taken,
+/// but a NaN first is never left.
+pub(crate) fn arg_extreme_by<T: Copy + PartialOrd>(row: &[T], greatest: bool, nan_first: bool) -> usize {
+    if greatest {
+        crate::fmath::widest(
+            #[inline(always)]
+            || first_extreme(row, |a, b| a > b, nan_first),
+        )
+    } else {
+        crate::fmath::widest(
+            #[inline(always)]
+            || first_extreme(row, |a, b| a < b, nan_first),
+        )
+    }
+}
+
+/// Lanes of the extreme's first pass (each lane keeps the extreme of its
+/// own items), and items tested at once in the second.
+const EXTREME_LANES: usize = 16;
+
+/// Two passes that vectorise: the extreme item (`better` than every other
+/// that is not equal to it) and whether there is a NaN (an item unequal
+/// to itself; with `nan_first`, the first is the answer), then the first
+/// item equal to the extreme — where a left to right scan keeping the
+/// first strictly better item stops (a NaN is never better: the lanes
+/// skip it).
+#[inline(always)]
+fn first_extreme<T: Copy + PartialOrd>(row: &[T], better: impl Fn(T, T) -> bool, nan_first: bool) -> usize {
+    let Some(&first) = row.first() else {
         return 0;
     };
-    if first.is_nan() {
+    #[allow(clippy::eq_op)]
+    let unequal = |x: T| x != x;
+    if unequal(first) {
         return 0;
     }
-    let mut best = 0;
-    let mut value = *first;
-    for (i, &x) in row.iter().enumerate().skip(1) {
-        if x.is_nan() {
-            return i;
-        }
-        let better = if greatest { x > value } else { x < value };
-        if better {
-            best = i;
-            value = x;
+    let mut best = [first; EXTREME_LANES];
+    let mut unordered = [false; EXTREME_LANES];
+    let chunks = row.chunks_exact(EXTREME_LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..EXTREME_LANES {
+            let x = c[l];
+            unordered[l] |= unequal(x);
+            best[l] = if better(x, best[l]) { x } else { best[l] };
         }
     }
-    best
+    let mut extreme = first;
+    let mut nan = unordered.iter().any(|&u| u) || unequal(first);
+    for &x in best.iter().chain(rest) {
+        nan |= unequal(x);
+        if better(x, extreme) {
+            extreme = x;
+        }
+    }
+    if nan && nan_first {
+        return row.iter().position(|&x| unequal(x)).unwrap_or(0);
+    }
+    let mut start = 0;
+    for c in row.chunks(EXTREME_LANES * 4) {
+        let mut hit = false;
+        for &x in c {
+            hit |= x == extreme;
+        }
+        if hit {
+            return start + c.iter().position(|&x| x == extreme).unwrap_or(0);
+        }
+        start += c.len();
+    }
+    0
 }
 
 /// `n` points from `a` to `b`, both included (NumPy's `linspace` with
@@ -533,9 +599,48 @@ mod tests {
 
     #[test]
     fn argmax_takes_the_first_nan() {
-        assert_eq!(arg_extreme_float(&[1.0, f32::NAN, 3.0, f32::NAN], true), 1);
-        assert_eq!(arg_extreme_float(&[1.0, 3.0, 3.0], true), 1);
-        assert_eq!(arg_extreme_float(&[2.0, 1.0, 1.0], false), 1);
-        assert_eq!(arg_extreme_int(&[5, 7, 7, 1], true), 1);
+        assert_eq!(arg_extreme(&[1.0f32, f32::NAN, 3.0, f32::NAN], true), 1);
+        assert_eq!(arg_extreme(&[1.0f32, 3.0, 3.0], true), 1);
+        assert_eq!(arg_extreme(&[2.0f32, 1.0, 1.0], false), 1);
+        assert_eq!(arg_extreme(&[5i64, 7, 7, 1], true), 1);
+        assert_eq!(arg_extreme(&[0.0f32, -0.0, -1.0], true), 0);
+        assert_eq!(arg_extreme(&[-0.0f32, 0.0, -1.0], true), 0);
+        // A scan keeping the first strictly greater: NaNs never taken, a
+        // NaN first never left.
+        assert_eq!(arg_extreme_by(&[1.0f32, f32::NAN, 3.0, f32::NAN], true, false), 2);
+        assert_eq!(arg_extreme_by(&[f32::NAN, 1.0, 3.0], true, false), 0);
+        assert_eq!(arg_extreme_by(&[2.0f32, f32::NAN, 1.0, 1.0], false, false), 2);
+    }
+
+    #[test]
+    fn argmax_agrees_with_a_left_to_right_scan() {
+        // Rows longer than the lanes, the extreme in the lanes and in the
+        // rest, ties across lanes, a NaN late in a long row.
+        let scan = |row: &[f32], greatest: bool| {
+            let mut best = 0;
+            for (i, &x) in row.iter().enumerate() {
+                if x.is_nan() {
+                    return i;
+                }
+                if (greatest && x > row[best]) || (!greatest && x < row[best]) {
+                    best = i;
+                }
+            }
+            best
+        };
+        for n in [1usize, 15, 16, 17, 63, 64, 65, 200, 1000] {
+            for seed in 0..20u32 {
+                let mut row: Vec<f32> = (0..n)
+                    .map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed * 77) % 13) as f32)
+                    .collect();
+                for g in [true, false] {
+                    assert_eq!(arg_extreme(&row, g), scan(&row, g), "{n} {seed} {g}");
+                }
+                if n > 40 {
+                    row[n - 3] = f32::NAN;
+                    assert_eq!(arg_extreme(&row, true), n - 3);
+                }
+            }
+        }
     }
 }
