@@ -23,6 +23,7 @@
 //! is always reported as the per-cell evaluation reports it.
 
 use crate::eval::{Binding, Env, Fun, Interpreter, Value, atoms_in, check_size};
+use crate::gather::Pick;
 use crate::intrinsics;
 use crate::kernel::{self, Layout, row_major};
 use crate::scalar;
@@ -940,6 +941,9 @@ impl<'p> Interpreter {
         if let Some(r) = self.tally(e, env) {
             return r;
         }
+        if let Some(r) = self.gather_chain(e, env) {
+            return r;
+        }
         let (head, spine) = e.spine();
         let f = self.eval_batched(head, env)?;
         let mut args = Vec::with_capacity(spine.len());
@@ -974,7 +978,7 @@ impl<'p> Interpreter {
 
     /// The own frames of the arguments and their principal frame (the
     /// longest; every other must be a prefix of it).
-    fn principal(args: &[(Batched<'p>, Vec<usize>)]) -> Try<Vec<usize>> {
+    pub(crate) fn principal(args: &[(Batched<'p>, Vec<usize>)]) -> Try<Vec<usize>> {
         let mut principal: &[usize] = &[];
         let mut frames = Vec::with_capacity(args.len());
         for (a, cell) in args {
@@ -1129,6 +1133,10 @@ impl<'p> Interpreter {
             "index" | "nth" if all.get(1).is_some_and(|(i, _)| i.nb > 0 || !i.v.shape.is_empty()) => {
                 self.gather_batched(p.name, &all)
             }
+            "index2d" => match all.as_slice() {
+                [(xs, xcell), (is, _)] => self.gather_picks(xs, xcell, &[Pick::new("index2d", is.clone())]),
+                _ => None,
+            },
             "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
             | "index" | "nth" => items_batched(p, &all),
             "rotate" => match all.as_slice() {
@@ -1171,7 +1179,11 @@ impl<'p> Interpreter {
     /// for every position of the batch and the principal frame, the item
     /// its index names, read in place from the array (which is never
     /// replicated in memory, however many indices share it).
-    fn gather_batched(&mut self, name: &str, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+    pub(crate) fn gather_batched(
+        &mut self,
+        name: &str,
+        all: &[(Batched<'p>, Vec<usize>)],
+    ) -> Try<Batched<'p>> {
         let [(xs, xcell), (is, icell)] = all else {
             return None;
         };
@@ -2227,11 +2239,11 @@ impl Iterator for GatherStarts<'_> {
 /// The offset of each position of `outer` in row-major order, `steps[a]`
 /// atoms apart along axis `a`, from `base` (without end: take as many as
 /// there are positions).
-struct Odometer<'a> {
-    outer: &'a [usize],
-    steps: &'a [usize],
-    at: Vec<usize>,
-    base: usize,
+pub(crate) struct Odometer<'a> {
+    pub outer: &'a [usize],
+    pub steps: &'a [usize],
+    pub at: Vec<usize>,
+    pub base: usize,
 }
 
 impl Iterator for Odometer<'_> {
@@ -2867,6 +2879,7 @@ fn has_batched_rule(name: &str) -> bool {
                 | "select"
                 | "scatter"
                 | "index"
+                | "index2d"
                 | "nth"
                 | "head"
                 | "last"
