@@ -664,6 +664,9 @@ impl<'p> Interpreter {
         match &e.kind {
             TExprKind::Var(v) => env.lookup_batched(*v),
             TExprKind::Let { var, value, body } => {
+                if let Some(r) = self.gather_let(*var, value, body, env) {
+                    return r;
+                }
                 let b = self.eval_batched(value, env)?;
                 let env = bind(env, *var, b);
                 self.eval_batched(body, &env)
@@ -1198,12 +1201,14 @@ impl<'p> Interpreter {
         let item: usize = item_cell.iter().product();
         // The array's cells laid in place: a step per outer axis (zero
         // where it lacks the axis), its cells row-major.
-        let xs = self.expand(xs, nb)?;
+        // (Cells not laid row-major, a transposition's, are laid out
+        // before the array is replicated over the batch, never once per
+        // position.)
         let xframe = xs.own().len().checked_sub(xcell.len())?;
-        let xs = if xs.strides.get(nb + xframe..)? == row_major(xcell).as_slice() {
-            xs
+        let xs = if xs.strides.get(xs.nb + xframe..)? == row_major(xcell).as_slice() {
+            self.expand(xs, nb)?
         } else {
-            xs.densify()?
+            self.expand(&xs.densify()?, nb)?
         };
         let mut steps: Vec<usize> = xs.strides.get(..nb + xframe)?.to_vec();
         steps.resize(outer.len(), 0);

@@ -18,7 +18,7 @@ use crate::batch::{Batched, Odometer, Try};
 use crate::eval::{Env, Interpreter, atoms_in};
 use crate::kernel::row_major;
 use crate::tally::intrinsic_name;
-use remora_check::typed::TExpr;
+use remora_check::typed::{TExpr, TExprKind, VarId};
 use remora_types::Lifted;
 use remora_value::{Array, Data};
 
@@ -68,8 +68,8 @@ struct Selection<'p> {
 
 /// `e` as a chain of selections `(g (nth … (nth xs i1) …) ik)`, `g` one of
 /// `index`, `nth`, `index2d`: the innermost array expression and the
-/// selections, innermost first; `None` unless there are at least two.
-fn chain_form(e: &TExpr) -> Option<(&TExpr, Vec<Selection<'_>>)> {
+/// selections, innermost first (none when `e` is no selection).
+fn selections_of(e: &TExpr) -> (&TExpr, Vec<Selection<'_>>) {
     let mut selections = Vec::new();
     let mut at = e;
     loop {
@@ -92,7 +92,13 @@ fn chain_form(e: &TExpr) -> Option<(&TExpr, Vec<Selection<'_>>)> {
         at = array;
     }
     selections.reverse();
-    (selections.len() >= 2).then_some((at, selections))
+    (at, selections)
+}
+
+/// `e` as a chain of at least two selections.
+fn chain_form(e: &TExpr) -> Option<(&TExpr, Vec<Selection<'_>>)> {
+    let (base, selections) = selections_of(e);
+    (selections.len() >= 2).then_some((base, selections))
 }
 
 impl<'p> Interpreter {
@@ -100,6 +106,37 @@ impl<'p> Interpreter {
     /// (`None` when it is not: nothing is evaluated).
     pub(crate) fn gather_chain(&mut self, e: &'p TExpr, env: &Env<'p>) -> Option<Try<Batched<'p>>> {
         let (base, selections) = chain_form(e)?;
+        Some(self.gather_chain_of(base, &selections, env))
+    }
+
+    /// `(let ((val v (nth … xs …))) (g … v … k))`, a selection bound to a
+    /// variable that is read once, as the array of a chain of selections
+    /// (a row named, then an atom of it picked) evaluated in the batch
+    /// frame as the one chain (`None` when it is not: nothing is
+    /// evaluated).
+    pub(crate) fn gather_let(
+        &mut self,
+        var: VarId,
+        value: &'p TExpr,
+        body: &'p TExpr,
+        env: &Env<'p>,
+    ) -> Option<Try<Batched<'p>>> {
+        let (base, mut selections) = selections_of(value);
+        if selections.last()?.name != "nth" {
+            return None;
+        }
+        let (read, outer) = selections_of(body);
+        let reads = |e: &TExpr| {
+            e.find(&mut |x| matches!(x.kind, TExprKind::Var(v) if v == var))
+                .is_some()
+        };
+        if outer.is_empty()
+            || !matches!(read.kind, TExprKind::Var(v) if v == var)
+            || outer.iter().any(|s| reads(s.index.0))
+        {
+            return None;
+        }
+        selections.extend(outer);
         Some(self.gather_chain_of(base, &selections, env))
     }
 
@@ -182,7 +219,22 @@ impl<'p> Interpreter {
             // their own, shorter frames, and check their indices.)
             return None;
         }
-        let flat = match flat_index(picks, dims, nb, &outer)? {
+        // The cells with their leading axes merged into one: row-major
+        // (items of the rest of the cell, laid out first if they are not
+        // so), or, where the picks select atoms, the atoms' own steps (a
+        // transposition read in place).
+        let xframe = xs.own().len().checked_sub(xcell.len())?;
+        let csteps = xs.strides.get(xs.nb + xframe..)?;
+        let (xs, weights, items) = if csteps == row_major(xcell).as_slice() {
+            (self.expand(xs, nb)?, row_major(dims), atoms_in(dims))
+        } else if rest.is_empty() && atoms_in(dims) > 0 {
+            let weights = csteps.get(..lead)?.to_vec();
+            let span = dims.iter().zip(&weights).map(|(d, w)| (d - 1) * w).sum::<usize>() + 1;
+            (self.expand(xs, nb)?, weights, span)
+        } else {
+            (self.expand(&xs.densify()?, nb)?, row_major(dims), atoms_in(dims))
+        };
+        let flat = match flat_index(picks, dims, &weights, nb, &outer)? {
             Ok(flat) => flat,
             Err(message) => {
                 if self.batch.is_empty() && picks.len() == 1 {
@@ -193,21 +245,13 @@ impl<'p> Interpreter {
                 return None;
             }
         };
-        // The cells with their leading axes merged into one of `items`.
-        let items: usize = dims.iter().product();
-        let xs = self.expand(xs, nb)?;
-        let xframe = xs.own().len().checked_sub(xcell.len())?;
-        let xs = if xs.strides.get(nb + xframe..)? == row_major(xcell).as_slice() {
-            xs
-        } else {
-            xs.densify()?
-        };
         let mut merged: Vec<usize> = vec![items];
         merged.extend(rest);
         let mut shape: Vec<usize> = xs.v.shape.get(..nb + xframe)?.to_vec();
         shape.extend(&merged);
         let mut strides: Vec<usize> = xs.strides.get(..nb + xframe)?.to_vec();
-        strides.extend(row_major(&merged));
+        strides.push(atoms_in(rest));
+        strides.extend(row_major(rest));
         let cells = xs.view(shape, nb, xs.offset, strides);
         let flat = Batched::dense(
             Array {
@@ -228,14 +272,16 @@ impl<'p> Interpreter {
 fn flat_index(
     picks: &[Pick<'_>],
     dims: &[usize],
+    weights: &[usize],
     nb: usize,
     outer: &[usize],
 ) -> Option<Result<Vec<i64>, String>> {
     let mut flat = vec![0i64; atoms_in(outer)];
-    let mut dims = dims;
+    let (mut dims, mut weights) = (dims, weights);
     for pick in picks {
         let (here, rest) = dims.split_at_checked(pick.axes())?;
-        dims = rest;
+        let (w, wrest) = weights.split_at_checked(pick.axes())?;
+        (dims, weights) = (rest, wrest);
         let mut shape = outer.to_vec();
         shape.extend(pick.cell());
         let steps = pick
@@ -255,23 +301,24 @@ fn flat_index(
         let within = |i: i64, d: usize| usize::try_from(i).is_ok_and(|i| i < d);
         match here {
             [d] => {
-                let d = *d;
+                let (d, w) = (*d, *w.first()? as i64);
                 for (f, s) in flat.iter_mut().zip(starts) {
                     let i = *index.get(s)?;
                     if !within(i, d) {
                         return Some(Err(pick.out_of_range(&[i], here)));
                     }
-                    *f = *f * d as i64 + i;
+                    *f += i * w;
                 }
             }
             [m, n] => {
                 let (m, n) = (*m, *n);
+                let [wi, wj] = [*w.first()? as i64, *w.get(1)? as i64];
                 for (f, s) in flat.iter_mut().zip(starts) {
                     let (i, j) = (*index.get(s)?, *index.get(s + second)?);
                     if !within(i, m) || !within(j, n) {
                         return Some(Err(pick.out_of_range(&[i, j], here)));
                     }
-                    *f = (*f * m as i64 + i) * n as i64 + j;
+                    *f += i * wi + j * wj;
                 }
             }
             _ => return None,
