@@ -4,6 +4,11 @@
 use std::process::Command;
 
 fn run_verbose(name: &str, program: &str) -> (bool, String, String) {
+    run_verbose_with(name, program, &[])
+}
+
+/// `run_verbose` with arguments for the program's entry.
+fn run_verbose_with(name: &str, program: &str, args: &[&str]) -> (bool, String, String) {
     let dir = std::env::temp_dir().join(format!("remora-cells-{}-{name}", std::process::id()));
     let file = dir.join(format!("{name}.remora"));
     if std::fs::create_dir_all(&dir).is_err() || std::fs::write(&file, program).is_err() {
@@ -14,6 +19,7 @@ fn run_verbose(name: &str, program: &str) -> (bool, String, String) {
         // (The interpreter's report: the interpreter runs it.)
         .args(["run", "--engine", "interp", "-v"])
         .arg(&file)
+        .args(args)
         .output();
     let _ = std::fs::remove_dir_all(&dir);
     match out {
@@ -145,4 +151,34 @@ fn the_vocabulary_a_names_run_array_at_a_time_over_a_frame() {
          [[0.0 0.5] [1.0 0.25]]\n[[[[1 3] [5 7]] [[2 4] [6 8]]]]\n"
     );
     assert_eq!(err, "remora: note: every application ran array-at-a-time\n");
+}
+
+/// The style matrix's 2-D gathers (benches/styles/gather2d), at a small
+/// size: `index2d` at pairs computed in an `outer` of a lambda, and `nth`
+/// then `index` in a lambda lifted over index matrices, each one gather.
+#[test]
+fn the_gather2d_benchmark_programs_run_array_at_a_time() {
+    let image = "(f.* 0.5 (i->f (i-app iota/static [24 24])))";
+    let mut outputs = Vec::new();
+    for style in ["index2d", "nth-index"] {
+        let path = format!(
+            "{}/benches/styles/gather2d/{style}.remora",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let program = std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .replace("{N}", "24");
+        assert!(program.contains("(entry"), "cannot read {path}");
+        let (ok, out, err) = run_verbose_with(style, &program, &[image]);
+        assert!(ok, "{style}: {err}");
+        assert_eq!(
+            err, "remora: note: every application ran array-at-a-time\n",
+            "{style}"
+        );
+        outputs.push(out);
+    }
+    // The same sheared image both ways: row (i + 3j) mod 24, column
+    // (5i + j) mod 24 of the image, whose atom (r, c) is (24r + c) / 2.
+    assert_eq!(outputs[0], outputs[1]);
+    assert!(outputs[0].starts_with("[[0.0 36.5 73.0 "), "{}", outputs[0]);
 }

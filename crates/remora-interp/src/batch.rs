@@ -23,6 +23,7 @@
 //! is always reported as the per-cell evaluation reports it.
 
 use crate::eval::{Binding, Env, Fun, Interpreter, Value, atoms_in, check_size};
+use crate::gather::Pick;
 use crate::intrinsics;
 use crate::kernel::{self, Layout, row_major};
 use crate::scalar;
@@ -670,6 +671,9 @@ impl<'p> Interpreter {
         match &e.kind {
             TExprKind::Var(v) => env.lookup_batched(*v),
             TExprKind::Let { var, value, body } => {
+                if let Some(r) = self.gather_let(*var, value, body, env) {
+                    return r;
+                }
                 let b = self.eval_batched(value, env)?;
                 let env = bind(env, *var, b);
                 self.eval_batched(body, &env)
@@ -953,6 +957,9 @@ impl<'p> Interpreter {
         if let Some(r) = self.reduce_of_select(e, env) {
             return r;
         }
+        if let Some(r) = self.gather_chain(e, env) {
+            return r;
+        }
         let (head, spine) = e.spine();
         let f = self.eval_batched(head, env)?;
         let mut args = Vec::with_capacity(spine.len());
@@ -1142,6 +1149,10 @@ impl<'p> Interpreter {
             "index" | "nth" if all.get(1).is_some_and(|(i, _)| i.nb > 0 || !i.v.shape.is_empty()) => {
                 self.gather_batched(p.name, &all)
             }
+            "index2d" => match all.as_slice() {
+                [(xs, xcell), (is, _)] => self.gather_picks(xs, xcell, &[Pick::new("index2d", is.clone())]),
+                _ => None,
+            },
             "head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"
             | "index" | "nth" => items_batched(p, &all),
             "rotate" => match all.as_slice() {
@@ -1188,7 +1199,11 @@ impl<'p> Interpreter {
     /// for every position of the batch and the principal frame, the item
     /// its index names, read in place from the array (which is never
     /// replicated in memory, however many indices share it).
-    fn gather_batched(&mut self, name: &str, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+    pub(crate) fn gather_batched(
+        &mut self,
+        name: &str,
+        all: &[(Batched<'p>, Vec<usize>)],
+    ) -> Try<Batched<'p>> {
         let [(xs, xcell), (is, icell)] = all else {
             return None;
         };
@@ -1203,12 +1218,14 @@ impl<'p> Interpreter {
         let item: usize = item_cell.iter().product();
         // The array's cells laid in place: a step per outer axis (zero
         // where it lacks the axis), its cells row-major.
-        let xs = self.expand(xs, nb)?;
+        // (Cells not laid row-major, a transposition's, are laid out
+        // before the array is replicated over the batch, never once per
+        // position.)
         let xframe = xs.own().len().checked_sub(xcell.len())?;
-        let xs = if xs.strides.get(nb + xframe..)? == row_major(xcell).as_slice() {
-            xs
+        let xs = if xs.strides.get(xs.nb + xframe..)? == row_major(xcell).as_slice() {
+            self.expand(xs, nb)?
         } else {
-            xs.densify()?
+            self.expand(&xs.densify()?, nb)?
         };
         let mut steps: Vec<usize> = xs.strides.get(..nb + xframe)?.to_vec();
         steps.resize(outer.len(), 0);
@@ -2251,11 +2268,11 @@ impl Iterator for GatherStarts<'_> {
 /// The offset of each position of `outer` in row-major order, `steps[a]`
 /// atoms apart along axis `a`, from `base` (without end: take as many as
 /// there are positions).
-struct Odometer<'a> {
-    outer: &'a [usize],
-    steps: &'a [usize],
-    at: Vec<usize>,
-    base: usize,
+pub(crate) struct Odometer<'a> {
+    pub outer: &'a [usize],
+    pub steps: &'a [usize],
+    pub at: Vec<usize>,
+    pub base: usize,
 }
 
 impl Iterator for Odometer<'_> {
@@ -2902,6 +2919,7 @@ fn has_batched_rule(name: &str) -> bool {
                 | "select"
                 | "scatter"
                 | "index"
+                | "index2d"
                 | "nth"
                 | "head"
                 | "last"

@@ -379,6 +379,11 @@ pub(crate) fn note_doomed() {
     DOOMED.with(|d| d.set(true));
 }
 
+/// Whether the batch running now fails (see `DOOMED`), leaving it noted.
+pub(crate) fn doomed() -> bool {
+    DOOMED.with(|d| d.get())
+}
+
 /// Whether the batch running now fails (see `DOOMED`); clears it.
 pub(crate) fn take_doomed() -> bool {
     DOOMED.with(|d| d.replace(false))

@@ -14,6 +14,7 @@ mod choose;
 mod contract;
 pub mod eval;
 pub mod fmath;
+mod gather;
 pub mod intrinsics;
 pub mod kernel;
 mod masked;
