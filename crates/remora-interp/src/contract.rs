@@ -1085,7 +1085,8 @@ pub(crate) fn sums_along_items(
         true
     };
     let ok = if parallel && parts.len() > 1 {
-        crate::in_parallel(parts, threads.min(4), sums)
+        let threads = threads.min(parts.len());
+        crate::in_parallel(parts, threads, sums)
     } else {
         parts.into_iter().all(sums)
     };
@@ -1120,7 +1121,24 @@ impl Group<'_, '_> {
 
     /// `acc[j] += a[j, k] · b[j, k]` for items `k0 .. k0 + n` in order
     /// (`n ≤ PAIRWISE_LEAF`).
-    fn leaf(&self, k0: usize, n: usize, acc: &mut [f32; GROUP]) {
+    fn leaf(&self, mut k0: usize, mut n: usize, acc: &mut [f32; GROUP]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.a.item == 1
+            && self.b.item == 1
+            && n >= GROUP
+            && let Some(simd) = pulp::x86::V3::try_new()
+        {
+            let (da, db) = (self.a.data, self.b.data);
+            let a: [&[f32]; GROUP] = std::array::from_fn(|j| &da[self.starts.0[j] + k0..][..n]);
+            let b: [&[f32]; GROUP] = std::array::from_fn(|j| &db[self.starts.1[j] + k0..][..n]);
+            let done = pulp::Simd::vectorize(
+                simd,
+                #[inline(always)]
+                || transposed::leaf(simd, a, b, acc),
+            );
+            k0 += done;
+            n -= done;
+        }
         let mut tile = [[0.0f32; GROUP]; PAIRWISE_LEAF];
         let tile = &mut tile[..n];
         self.products(k0, tile);
@@ -1159,5 +1177,69 @@ impl Group<'_, '_> {
                 }
             }
         }
+    }
+}
+
+/// The sums of a group eight items at a time where AVX is at hand: the
+/// eight rows' products of eight items, turned in registers so that each
+/// vector holds one item of every row, added in the items' order — the
+/// same additions as one row at a time, in the same order.
+#[cfg(target_arch = "x86_64")]
+mod transposed {
+    use super::GROUP;
+    use core::arch::x86_64::__m256;
+    use pulp::x86::V3;
+
+    /// `acc[j] += a[j][k] · b[j][k]` for `k` up to the last whole eight
+    /// of the rows (all of one length), in order; how many items that is.
+    #[inline(always)]
+    pub(super) fn leaf(simd: V3, a: [&[f32]; GROUP], b: [&[f32]; GROUP], acc: &mut [f32; GROUP]) -> usize {
+        let avx = simd.avx;
+        let n = a[0].len() / 8 * 8;
+        let mut sum: __m256 = pulp::cast(*acc);
+        let load = |row: &[f32], k: usize| -> __m256 {
+            let mut x = [0.0f32; 8];
+            x.copy_from_slice(&row[k..k + 8]);
+            pulp::cast(x)
+        };
+        for k in (0..n).step_by(8) {
+            let p: [__m256; GROUP] = std::array::from_fn(|j| avx._mm256_mul_ps(load(a[j], k), load(b[j], k)));
+            // Rows of items to items of rows: pairs, then quads, then halves.
+            let t = [
+                avx._mm256_unpacklo_ps(p[0], p[1]),
+                avx._mm256_unpackhi_ps(p[0], p[1]),
+                avx._mm256_unpacklo_ps(p[2], p[3]),
+                avx._mm256_unpackhi_ps(p[2], p[3]),
+                avx._mm256_unpacklo_ps(p[4], p[5]),
+                avx._mm256_unpackhi_ps(p[4], p[5]),
+                avx._mm256_unpacklo_ps(p[6], p[7]),
+                avx._mm256_unpackhi_ps(p[6], p[7]),
+            ];
+            let q = [
+                avx._mm256_shuffle_ps::<0x44>(t[0], t[2]),
+                avx._mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+                avx._mm256_shuffle_ps::<0x44>(t[1], t[3]),
+                avx._mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+                avx._mm256_shuffle_ps::<0x44>(t[4], t[6]),
+                avx._mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+                avx._mm256_shuffle_ps::<0x44>(t[5], t[7]),
+                avx._mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+            ];
+            let items = [
+                avx._mm256_permute2f128_ps::<0x20>(q[0], q[4]),
+                avx._mm256_permute2f128_ps::<0x20>(q[1], q[5]),
+                avx._mm256_permute2f128_ps::<0x20>(q[2], q[6]),
+                avx._mm256_permute2f128_ps::<0x20>(q[3], q[7]),
+                avx._mm256_permute2f128_ps::<0x31>(q[0], q[4]),
+                avx._mm256_permute2f128_ps::<0x31>(q[1], q[5]),
+                avx._mm256_permute2f128_ps::<0x31>(q[2], q[6]),
+                avx._mm256_permute2f128_ps::<0x31>(q[3], q[7]),
+            ];
+            for item in items {
+                sum = avx._mm256_add_ps(sum, item);
+            }
+        }
+        *acc = pulp::cast(sum);
+        n
     }
 }

@@ -13,7 +13,7 @@ use remora_value::{Array, Data};
 /// with a `seed` of one atom — a fold from it over the atoms of the cells
 /// of `cell_axes` axes from `axis` (row-major: `f.sum` of a block of a
 /// stencil): left to right, as `reduce` combines up to `PAIRWISE_LEAF`
-/// items (and any number for an operator other than `f.+`), so the bits
+/// items (without a seed, any number for an operator other than `f.+`), so the bits
 /// are those of the fold over the laid-out view. The result is made a
 /// strip of its first axis at a time, each strip's items read while the
 /// strip is in cache. `None` when the view is laid out anyway (dense),
@@ -28,26 +28,26 @@ pub(crate) fn reduce_view<'p>(
 ) -> Option<Batched<'p>> {
     let cell = xs.v.shape.get(axis..axis.checked_add(cell_axes)?)?;
     let items = atoms_in(cell);
+    // (A fold from a seed, over whole cells, only of a few atoms a cell:
+    // one pass over the result for each.)
     if xs.is_dense()
         || (items == 0 && seed.is_none())
-        || (order == Order::Tree && items > PAIRWISE_LEAF)
+        || ((order == Order::Tree || seed.is_some()) && items > PAIRWISE_LEAF)
         || order == Order::Scan
     {
         return None;
     }
-    // Where each item starts (from the view's offset): its index in the
+    // Where item `i` starts (from the view's offset): its index in the
     // cell, row-major, by the cell's steps.
     let cell_steps = xs.strides.get(axis..axis + cell_axes)?;
-    let starts: Vec<usize> = (0..items)
-        .map(|mut i| {
-            let mut at = 0;
-            for (&n, &step) in cell.iter().zip(cell_steps).rev() {
-                at += i % n * step;
-                i /= n;
-            }
-            at
-        })
-        .collect();
+    let start = |mut i: usize| {
+        let mut at = 0;
+        for (&n, &step) in cell.iter().zip(cell_steps).rev() {
+            at += i % n * step;
+            i /= n;
+        }
+        at
+    };
     let mut shape = xs.v.shape.clone();
     let mut strides = xs.strides.clone();
     shape.drain(axis..axis + cell_axes);
@@ -63,7 +63,7 @@ pub(crate) fn reduce_view<'p>(
         }
         let base = xs.offset + r0 * strides.first().copied().unwrap_or(0);
         let item = |i: usize| Layout {
-            offset: base + starts[i],
+            offset: base + start(i),
             strides: strides.clone(),
         };
         let (mut acc, from) = match seed {
