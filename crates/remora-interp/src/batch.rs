@@ -1722,7 +1722,7 @@ impl<'p> Interpreter {
         } else if name == "reduce"
             && seed.is_none()
             && let Some(r) =
-                crate::strided::reduce_view(op, intrinsics::fold_order(name, op), &xs, outer_axes)
+                crate::strided::reduce_view(op, intrinsics::fold_order(name, op), &xs, (outer_axes, 1), None)
         {
             // A view reduced where it lies, never laid out.
             return Some(r);
@@ -1918,10 +1918,23 @@ impl<'p> Interpreter {
 /// A sum or product over every atom of each cell (`f.sum`, `any` …): a
 /// fold of the cell's atoms from the operator's unit, one loop for the
 /// whole batch and frame.
-fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+pub(crate) fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
     let (xs, xcell) = args.first()?;
     let xframe = xs.own().len().checked_sub(xcell.len())?;
     let nb = xs.nb;
+    if name != "count"
+        && let Some((op, unit)) = intrinsics::whole_fold(name, &xs.v.data)
+        && let Some(r) = crate::strided::reduce_view(
+            op,
+            intrinsics::fold_order(name, op),
+            xs,
+            (nb + xframe, xcell.len()),
+            Some(&unit),
+        )
+    {
+        // A view (a block of a stencil) folded where it lies.
+        return Some(r);
+    }
     let xs = xs.densify()?;
     let outer_shape: Vec<usize> = xs.v.shape.get(..nb + xframe)?.to_vec();
     let outer = atoms_in(&outer_shape);

@@ -151,7 +151,10 @@ impl<'p> Interpreter {
         };
         let out = match product.matrix_product(Sums::Tree { seed }) {
             Some(out) => out,
-            None => product.lane_sums(seed)?,
+            None => match product.item_sums(seed) {
+                Some(out) => out,
+                None => product.lane_sums(seed)?,
+            },
         };
         // The result: the product's shape less the summed axis, laid out
         // row-major.
@@ -583,25 +586,63 @@ impl<'a> Factors<'a> {
         Some(out)
     }
 
+    /// The axes the lanes of [`Factors::lane_sums`] run along — the
+    /// inner axes (one axis, flattened, when both operands step through
+    /// them alike), else the last outer axis — and the outer axes.
+    fn lane_order(&self) -> (Vec<usize>, Vec<usize>) {
+        let (n, items_at) = (self.shape.len(), self.items_at);
+        if items_at + 1 < n {
+            ((items_at + 1..n).collect(), (0..items_at).collect())
+        } else if items_at > 0 {
+            (vec![items_at - 1], (0..items_at - 1).collect())
+        } else {
+            (Vec::new(), Vec::new())
+        }
+    }
+
+    /// The sums one after another, each along its items, where both
+    /// factors' items lie one after another (or are one atom replicated)
+    /// but the lanes' loops would first lay a factor out anew, its lanes
+    /// apart: a matrix's rows times a vector, however lifted (a lambda of
+    /// a row, `f.dot`, the columns of a transposition scaled and added).
+    fn item_sums(&self, seed: Option<f32>) -> Option<Vec<f32>> {
+        let (Factor::Atoms(a), Factor::Atoms(b)) = (&self.a, &self.b) else {
+            return None;
+        };
+        let (shape, items_at) = (self.shape, self.items_at);
+        let (lane_axes, outer_axes) = self.lane_order();
+        let order = (outer_axes.as_slice(), items_at, lane_axes.as_slice());
+        let laid_out =
+            |(data, steps): &(&[f32], &[usize])| relayout(data, steps, shape, order, false).is_none();
+        if a.1[items_at] > 1 || b.1[items_at] > 1 || !(laid_out(a) || laid_out(b)) {
+            return None;
+        }
+        let line = |(data, steps): &(&'a [f32], &[usize])| Line {
+            data,
+            outer: (0..shape.len())
+                .filter(|&i| i != items_at)
+                .map(|i| (shape[i], steps[i]))
+                .collect(),
+            item: steps[items_at],
+        };
+        let positions = (0..shape.len())
+            .filter(|&i| i != items_at)
+            .map(|i| shape[i])
+            .product();
+        sums_along_items(&line(a), &line(b), positions, shape[items_at], seed).ok()
+    }
+
     /// The sums side by side along a lane axis (the item's inner axes for
     /// `reduce`, else the last frame axis), each sum in `reduce`'s order
     /// (from `seed` when given).
     fn lane_sums(&self, seed: Option<f32>) -> Option<Vec<f32>> {
         let (shape, items_at) = (self.shape, self.items_at);
         let items = shape[items_at];
-        // The lanes: the inner axes (one axis, flattened, when both
-        // operands step through them alike), else the last outer axis.
-        let (lane_axes, outer_axes): (Vec<usize>, Vec<usize>) = if items_at + 1 < shape.len() {
-            ((items_at + 1..shape.len()).collect(), (0..items_at).collect())
-        } else if items_at > 0 {
-            (vec![items_at - 1], (0..items_at - 1).collect())
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        let (lane_axes, outer_axes) = self.lane_order();
         let outer_shape: Vec<usize> = outer_axes.iter().map(|&i| shape[i]).collect();
         let lanes: usize = lane_axes.iter().map(|&i| shape[i]).product();
         let relaid = |(data, steps): (&'a [f32], &'a [usize])| {
-            relayout(data, steps, shape, &outer_axes, items_at, &lane_axes)
+            relayout(data, steps, shape, (&outer_axes, items_at, &lane_axes), true)
         };
         let ra = self.a.as_ref().try_map(|f| relaid(*f))?;
         let rb = self.b.as_ref().try_map(|f| relaid(*f))?;
@@ -677,13 +718,15 @@ const POWER_BLOCK: usize = 1 << 14;
 /// The fewest lanes a row is cut into for threads.
 const MIN_RUN: usize = 1 << 10;
 
+/// A factor of [`Factors::lane_sums`] over the axes `(outer …, items,
+/// lanes …)`: read in place where it lies so, else (if `copy`) laid out
+/// anew.
 fn relayout<'a>(
     data: &'a [f32],
     steps: &[usize],
     shape: &[usize],
-    outer_axes: &[usize],
-    items_at: usize,
-    lane_axes: &[usize],
+    (outer_axes, items_at, lane_axes): (&[usize], usize, &[usize]),
+    copy: bool,
 ) -> Option<Relaid<'a>> {
     let order: Vec<usize> = outer_axes
         .iter()
@@ -729,6 +772,8 @@ fn relayout<'a>(
         (0..extent.len()).all(|k| extent[k] == 1 || from[k] == packed[k]) && data.len() >= atoms_in(&extent);
     let dense = if in_place {
         Cow::Borrowed(data)
+    } else if !copy {
+        return None;
     } else {
         let layout = Layout {
             offset: 0,
@@ -947,4 +992,254 @@ fn leaf_into(
         chunk.copy_from_slice(r);
     }
     Some(())
+}
+
+/// How many sums [`sums_along_items`] carries side by side.
+const GROUP: usize = 8;
+
+/// A factor of sums read along their items: where position `p`'s items
+/// start (its steps over `outer`, the positions' own shape for this
+/// factor, row-major) and the step from one item to the next (1: one
+/// after another; 0: one atom for them all).
+pub(crate) struct Line<'a> {
+    pub(crate) data: &'a [f32],
+    pub(crate) outer: Vec<(usize, usize)>,
+    pub(crate) item: usize,
+}
+
+impl Line<'_> {
+    /// Where position `p`'s items start.
+    fn start(&self, mut p: usize) -> usize {
+        let mut at = 0;
+        for &(n, step) in self.outer.iter().rev() {
+            at += p % n.max(1) * step;
+            p /= n.max(1);
+        }
+        at
+    }
+
+    /// Whether every position's `items` items lie within the data.
+    fn fits(&self, items: usize) -> bool {
+        if items == 0 || self.outer.iter().any(|&(n, _)| n == 0) {
+            return true;
+        }
+        let last = (self.outer.iter())
+            .map(|&(n, step)| (n - 1).saturating_mul(step))
+            .fold((items - 1).saturating_mul(self.item), usize::saturating_add);
+        self.item <= 1 && last < self.data.len()
+    }
+}
+
+/// `Σ_k a[p, k] · b[p, k]` for each of `positions` positions, each sum in
+/// `reduce`'s order (`kernel::Order::Tree`, from `seed` when given), the
+/// factors read in place along the items (a matrix's rows, a vector
+/// replicated over them). [`GROUP`] sums run side by side, their products
+/// laid across a small tile so that their additions vectorise; runs of
+/// positions are shared among threads. An error: a factor's items do not
+/// lie so, or memory ran short.
+pub(crate) fn sums_along_items(
+    a: &Line<'_>,
+    b: &Line<'_>,
+    positions: usize,
+    items: usize,
+    seed: Option<f32>,
+) -> Result<Vec<f32>, &'static str> {
+    if !a.fits(items) || !b.fits(items) || (items == 0 && seed.is_none()) {
+        return Err(crate::kernel::OUT_OF_BOUNDS);
+    }
+    let mut out = crate::kernel::buffer(positions)?;
+    out.resize(positions, 0.0f32);
+    if positions == 0 {
+        return Ok(out);
+    }
+    let threads = crate::threads();
+    let parallel = threads >= 2 && positions.saturating_mul(items) >= 1 << 20 && positions > GROUP;
+    let per = match parallel {
+        true => positions.div_ceil(threads * 4).next_multiple_of(GROUP),
+        false => positions,
+    };
+    let parts: Vec<(usize, &mut [f32])> = (out.chunks_mut(per).enumerate())
+        .map(|(i, part)| (i * per, part))
+        .collect();
+    let sums = |(first, part): (usize, &mut [f32])| {
+        for (g, sums) in part.chunks_mut(GROUP).enumerate() {
+            let p0 = first + g * GROUP;
+            // A last short group repeats its last position.
+            let at = |line: &Line<'_>| std::array::from_fn(|j| line.start(p0 + j.min(sums.len() - 1)));
+            let group = Group {
+                a,
+                b,
+                starts: (at(a), at(b)),
+            };
+            let got = match seed {
+                Some(s) if items <= PAIRWISE_LEAF => {
+                    let mut acc = [s; GROUP];
+                    group.leaf(0, items, &mut acc);
+                    acc
+                }
+                Some(s) => group.tree(0, items).map(|x| s + x),
+                None => group.tree(0, items),
+            };
+            sums.copy_from_slice(&got[..sums.len()]);
+        }
+        true
+    };
+    let ok = if parallel && parts.len() > 1 {
+        let threads = threads.min(parts.len());
+        crate::in_parallel(parts, threads, sums)
+    } else {
+        parts.into_iter().all(sums)
+    };
+    ok.then_some(out).ok_or(crate::kernel::OUT_OF_MEMORY)
+}
+
+/// [`GROUP`] sums of [`sums_along_items`]: where each one's items start
+/// in each factor.
+struct Group<'l, 'a> {
+    a: &'l Line<'a>,
+    b: &'l Line<'a>,
+    starts: ([usize; GROUP], [usize; GROUP]),
+}
+
+impl Group<'_, '_> {
+    /// The tree sums of items `k0 .. k0 + n` (`n ≥ 1`), as
+    /// `kernel::Order::Tree` sums: each leaf from its first product, left
+    /// to right.
+    fn tree(&self, k0: usize, n: usize) -> [f32; GROUP] {
+        if n <= PAIRWISE_LEAF {
+            let mut first = [[0.0f32; GROUP]; 1];
+            self.products(k0, &mut first);
+            let [mut acc] = first;
+            self.leaf(k0 + 1, n - 1, &mut acc);
+            return acc;
+        }
+        let half = n / 2;
+        let left = self.tree(k0, half);
+        let right = self.tree(k0 + half, n - half);
+        std::array::from_fn(|j| left[j] + right[j])
+    }
+
+    /// `acc[j] += a[j, k] · b[j, k]` for items `k0 .. k0 + n` in order
+    /// (`n ≤ PAIRWISE_LEAF`).
+    fn leaf(&self, mut k0: usize, mut n: usize, acc: &mut [f32; GROUP]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.a.item == 1
+            && self.b.item == 1
+            && n >= GROUP
+            && let Some(simd) = pulp::x86::V3::try_new()
+        {
+            let (da, db) = (self.a.data, self.b.data);
+            let a: [&[f32]; GROUP] = std::array::from_fn(|j| &da[self.starts.0[j] + k0..][..n]);
+            let b: [&[f32]; GROUP] = std::array::from_fn(|j| &db[self.starts.1[j] + k0..][..n]);
+            let done = pulp::Simd::vectorize(
+                simd,
+                #[inline(always)]
+                || transposed::leaf(simd, a, b, acc),
+            );
+            k0 += done;
+            n -= done;
+        }
+        let mut tile = [[0.0f32; GROUP]; PAIRWISE_LEAF];
+        let tile = &mut tile[..n];
+        self.products(k0, tile);
+        fmath::widest(
+            #[inline(always)]
+            || {
+                for t in tile.iter() {
+                    for j in 0..GROUP {
+                        acc[j] += t[j];
+                    }
+                }
+            },
+        );
+    }
+
+    /// `tile[k][j] = a[j, k0 + k] · b[j, k0 + k]` for `k < tile.len()`.
+    fn products(&self, k0: usize, tile: &mut [[f32; GROUP]]) {
+        let n = tile.len();
+        let (a, b) = (self.a, self.b);
+        for j in 0..GROUP {
+            let (sa, sb) = (self.starts.0[j] + k0 * a.item, self.starts.1[j] + k0 * b.item);
+            match (a.item, b.item) {
+                (1, 1) => (tile.iter_mut().zip(&a.data[sa..sa + n]).zip(&b.data[sb..sb + n]))
+                    .for_each(|((t, x), y)| t[j] = x * y),
+                (1, _) => {
+                    let y = b.data[sb];
+                    (tile.iter_mut().zip(&a.data[sa..sa + n])).for_each(|(t, x)| t[j] = x * y)
+                }
+                (_, 1) => {
+                    let x = a.data[sa];
+                    (tile.iter_mut().zip(&b.data[sb..sb + n])).for_each(|(t, y)| t[j] = x * y)
+                }
+                _ => {
+                    let p = a.data[sa] * b.data[sb];
+                    tile.iter_mut().for_each(|t| t[j] = p)
+                }
+            }
+        }
+    }
+}
+
+/// The sums of a group eight items at a time where AVX is at hand: the
+/// eight rows' products of eight items, turned in registers so that each
+/// vector holds one item of every row, added in the items' order — the
+/// same additions as one row at a time, in the same order.
+#[cfg(target_arch = "x86_64")]
+mod transposed {
+    use super::GROUP;
+    use core::arch::x86_64::__m256;
+    use pulp::x86::V3;
+
+    /// `acc[j] += a[j][k] · b[j][k]` for `k` up to the last whole eight
+    /// of the rows (all of one length), in order; how many items that is.
+    #[inline(always)]
+    pub(super) fn leaf(simd: V3, a: [&[f32]; GROUP], b: [&[f32]; GROUP], acc: &mut [f32; GROUP]) -> usize {
+        let avx = simd.avx;
+        let n = a[0].len() / 8 * 8;
+        let mut sum: __m256 = pulp::cast(*acc);
+        let load = |row: &[f32], k: usize| -> __m256 {
+            let mut x = [0.0f32; 8];
+            x.copy_from_slice(&row[k..k + 8]);
+            pulp::cast(x)
+        };
+        for k in (0..n).step_by(8) {
+            let p: [__m256; GROUP] = std::array::from_fn(|j| avx._mm256_mul_ps(load(a[j], k), load(b[j], k)));
+            // Rows of items to items of rows: pairs, then quads, then halves.
+            let t = [
+                avx._mm256_unpacklo_ps(p[0], p[1]),
+                avx._mm256_unpackhi_ps(p[0], p[1]),
+                avx._mm256_unpacklo_ps(p[2], p[3]),
+                avx._mm256_unpackhi_ps(p[2], p[3]),
+                avx._mm256_unpacklo_ps(p[4], p[5]),
+                avx._mm256_unpackhi_ps(p[4], p[5]),
+                avx._mm256_unpacklo_ps(p[6], p[7]),
+                avx._mm256_unpackhi_ps(p[6], p[7]),
+            ];
+            let q = [
+                avx._mm256_shuffle_ps::<0x44>(t[0], t[2]),
+                avx._mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+                avx._mm256_shuffle_ps::<0x44>(t[1], t[3]),
+                avx._mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+                avx._mm256_shuffle_ps::<0x44>(t[4], t[6]),
+                avx._mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+                avx._mm256_shuffle_ps::<0x44>(t[5], t[7]),
+                avx._mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+            ];
+            let items = [
+                avx._mm256_permute2f128_ps::<0x20>(q[0], q[4]),
+                avx._mm256_permute2f128_ps::<0x20>(q[1], q[5]),
+                avx._mm256_permute2f128_ps::<0x20>(q[2], q[6]),
+                avx._mm256_permute2f128_ps::<0x20>(q[3], q[7]),
+                avx._mm256_permute2f128_ps::<0x31>(q[0], q[4]),
+                avx._mm256_permute2f128_ps::<0x31>(q[1], q[5]),
+                avx._mm256_permute2f128_ps::<0x31>(q[2], q[6]),
+                avx._mm256_permute2f128_ps::<0x31>(q[3], q[7]),
+            ];
+            for item in items {
+                sum = avx._mm256_add_ps(sum, item);
+            }
+        }
+        *acc = pulp::cast(sum);
+        n
+    }
 }

@@ -5,37 +5,87 @@
 //! sums, never the nine-times-larger blocks.
 
 use crate::batch::Batched;
+use crate::eval::{Fun, atoms_in};
 use crate::kernel::{Layout, Order, PAIRWISE_LEAF};
-use remora_value::Array;
+use remora_value::{Array, Data};
 
-/// `(reduce op xs)` along axis `axis` of the view `xs` (no seed): left to
-/// right, as `reduce` combines up to `PAIRWISE_LEAF` items (and any number
-/// for an operator other than `f.+`), so the bits are those of the fold
-/// over the laid-out view. `None` when the view is laid out anyway (dense),
+/// `(reduce op xs)` along axis `axis` of the view `xs` (no seed), or —
+/// with a `seed` of one atom — a fold from it over the atoms of the cells
+/// of `cell_axes` axes from `axis` (row-major: `f.sum` of a block of a
+/// stencil): left to right, as `reduce` combines up to `PAIRWISE_LEAF`
+/// items (without a seed, any number for an operator other than `f.+`), so the bits
+/// are those of the fold over the laid-out view. The result is made a
+/// strip of its first axis at a time, each strip's items read while the
+/// strip is in cache. `None` when the view is laid out anyway (dense),
 /// the items are too many for that order, or `op` is not one that
 /// combines in place (the caller then lays the view out).
-pub(crate) fn reduce_view<'p>(op: &str, order: Order, xs: &Batched<'p>, axis: usize) -> Option<Batched<'p>> {
-    let items = *xs.v.shape.get(axis)?;
-    if xs.is_dense() || items == 0 || (order == Order::Tree && items > PAIRWISE_LEAF) || order == Order::Scan
+pub(crate) fn reduce_view<'p>(
+    op: &str,
+    order: Order,
+    xs: &Batched<'p>,
+    (axis, cell_axes): (usize, usize),
+    seed: Option<&Data<Fun<'p>>>,
+) -> Option<Batched<'p>> {
+    let cell = xs.v.shape.get(axis..axis.checked_add(cell_axes)?)?;
+    let items = atoms_in(cell);
+    // (A fold from a seed, over whole cells, only of a few atoms a cell:
+    // one pass over the result for each.)
+    if xs.is_dense()
+        || (items == 0 && seed.is_none())
+        || ((order == Order::Tree || seed.is_some()) && items > PAIRWISE_LEAF)
+        || order == Order::Scan
     {
         return None;
     }
-    let step = *xs.strides.get(axis)?;
+    // Where item `i` starts (from the view's offset): its index in the
+    // cell, row-major, by the cell's steps.
+    let cell_steps = xs.strides.get(axis..axis + cell_axes)?;
+    let start = |mut i: usize| {
+        let mut at = 0;
+        for (&n, &step) in cell.iter().zip(cell_steps).rev() {
+            at += i % n * step;
+            i /= n;
+        }
+        at
+    };
     let mut shape = xs.v.shape.clone();
     let mut strides = xs.strides.clone();
-    shape.remove(axis);
-    strides.remove(axis);
-    let item = |i: usize| Layout {
-        offset: xs.offset + i * step,
-        strides: strides.clone(),
-    };
-    let first = xs.view(shape.clone(), xs.nb, xs.offset, strides.clone());
-    let mut acc: Array<_> = first.densify()?.v;
-    for i in 1..items {
-        crate::scalar::apply_in_place(op, &mut acc.data, (&xs.v.data, &item(i)), true, &shape)?.ok()?;
+    shape.drain(axis..axis + cell_axes);
+    strides.drain(axis..axis + cell_axes);
+    let rows = shape.first().copied().unwrap_or(1);
+    let per_row = atoms_in(shape.get(1..).unwrap_or_default()).max(1);
+    let strip = (STRIP_ATOMS / per_row).max(1);
+    let mut out = xs.v.data.with_capacity_like(atoms_in(&shape));
+    for r0 in (0..rows).step_by(strip) {
+        let mut part = shape.clone();
+        if let Some(first) = part.first_mut() {
+            *first = strip.min(rows - r0);
+        }
+        let base = xs.offset + r0 * strides.first().copied().unwrap_or(0);
+        let item = |i: usize| Layout {
+            offset: base + start(i),
+            strides: strides.clone(),
+        };
+        let (mut acc, from) = match seed {
+            Some(s) => (s.repeated(atoms_in(&part))?, 0),
+            None => (
+                xs.view(part.clone(), xs.nb, base, strides.clone())
+                    .densify()?
+                    .v
+                    .data,
+                1,
+            ),
+        };
+        for i in from..items {
+            crate::scalar::apply_in_place(op, &mut acc, (&xs.v.data, &item(i)), true, &part)?.ok()?;
+        }
+        out.append(acc).ok()?;
     }
-    Some(Batched::dense(acc, xs.nb))
+    Some(Batched::dense(Array { shape, data: out }, xs.nb))
 }
+
+/// About how many atoms of a result [`reduce_view`] makes at a time.
+const STRIP_ATOMS: usize = 1 << 14;
 
 /// `(rotate xs s)` inside a batch, `xs` the same at every position (one
 /// array, no frame of its own) and the shift one number per position,

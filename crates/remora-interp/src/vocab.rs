@@ -75,6 +75,27 @@ impl Interpreter {
             }
             "outer" => self.outer_batched(all),
             "matmul" | "f.matmul" if let Some(c) = crate::matmul::matmul_batched(all) => Some(c),
+            "f.mean"
+                if let [(xs, cell)] = all
+                    && let [d] = cell.as_slice()
+                    && !xs.is_dense() =>
+            {
+                // A view (the windows of a signal): summed as `f.sum` sums,
+                // where it lies, then each sum divided.
+                let sums = crate::batch::whole_cell_fold("f.sum", all)?;
+                let Data::Float(s) = &sums.v.data else {
+                    return None;
+                };
+                let means: Vec<f32> = s.iter().map(|x| x / *d as f32).collect();
+                let shape = sums.v.shape.clone();
+                Some(Batched::dense(
+                    Array {
+                        shape,
+                        data: Data::Float(means.into()),
+                    },
+                    sums.nb,
+                ))
+            }
             _ => {
                 let nb = all.iter().map(|(a, _)| a.nb).max()?;
                 let mut dense = Vec::with_capacity(all.len());
@@ -370,13 +391,20 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
                     Ok(result(&[], Data::Int(out.into())))
                 }
                 (Data::Float(x), Data::Float(y)) => {
-                    let mut out = kernel::buffer(positions)?;
-                    for pos in 0..positions {
-                        out.push(dot_tree(
-                            cell_at(x, d, share(0), pos)?,
-                            cell_at(y, d, share(1), pos)?,
-                        ));
-                    }
+                    // Each cell's items one after another, a cell shared
+                    // by `share` positions in a row: the sums side by side.
+                    let line = |data, share: usize| crate::contract::Line {
+                        data,
+                        outer: vec![(positions / share.max(1), d), (share, 0)],
+                        item: 1,
+                    };
+                    let out = crate::contract::sums_along_items(
+                        &line(x, share(0)),
+                        &line(y, share(1)),
+                        positions,
+                        d,
+                        Some(0.0),
+                    )?;
                     Ok(result(&[], Data::Float(out.into())))
                 }
                 _ => Err(format!("{name}: not two vectors of numbers")),
@@ -560,27 +588,6 @@ fn linspace_into(a: f64, b: f64, n: usize, out: &mut Vec<f32>) {
         out.push((y + a) as f32);
     }
     out.push(b as f32);
-}
-
-/// `Σ x_i·y_i` as `(f.sum (f.* x y))` computes it: each product rounded,
-/// added left to right from 0.0 up to `PAIRWISE_LEAF` items, else 0.0
-/// plus a fixed tree of left-to-right leaves (`kernel::Order::Tree`).
-fn dot_tree(x: &[f32], y: &[f32]) -> f32 {
-    let n = x.len().min(y.len());
-    if n <= kernel::PAIRWISE_LEAF {
-        return x.iter().zip(y).fold(0.0f32, |s, (a, b)| s + a * b);
-    }
-    0.0 + tree(&x[..n], &y[..n])
-}
-
-fn tree(x: &[f32], y: &[f32]) -> f32 {
-    let n = x.len();
-    if n <= kernel::PAIRWISE_LEAF {
-        let first = x.first().zip(y.first()).map_or(0.0, |(a, b)| a * b);
-        return x.iter().zip(y).skip(1).fold(first, |s, (a, b)| s + a * b);
-    }
-    let half = n / 2;
-    tree(&x[..half], &y[..half]) + tree(&x[half..], &y[half..])
 }
 
 #[cfg(test)]
