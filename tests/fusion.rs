@@ -429,3 +429,41 @@ fn offsets_added_to_scanned_blocks_are_added_in_place() {
     let text = "(entry (main (xs [Float 1000])) (let ((val ys (iscan f.+ xs))) (f.+ ys (reverse ys))))";
     assert_eq!(allocations(text), 2, "{text}:\n{}", loop_level(text));
 }
+
+/// The online log-sum-exp step rescales the running sum and the new item
+/// by the exps of their differences from their maximum, one of which is
+/// an operand less itself: one exp a step, with a record state or a
+/// `[Float 2]` one, lifted over rows or not; two exps of differences from
+/// a maximum of other operands stay two.
+#[test]
+fn an_online_step_computes_one_exp() {
+    let record = "(def (type &acc {(m Float) (s Float)})) \
+        (def (fun (push (a &acc) (x Float) : &acc) \
+          (let ((val mx (f.max (field a m) x))) \
+            {(m [] mx) (s [] (f.+ (f.* (field a s) (f.exp (f.- (field a m) mx))) (f.exp (f.- x mx))))})))";
+    let vector = "(def (fun (push (a [Float 2]) (x Float) : [Float 2]) \
+        (let ((val mx (f.max x (head a)))) \
+          [mx (f.+ (f.exp (f.- x mx)) (f.* (last a) (f.exp (f.- (head a) mx))))])))";
+    for (step, start, result) in [
+        (
+            record,
+            "{(m [] -1.0e30) (s [] 0.0)}",
+            "(f.+ (field a m) (f.ln (field a s)))",
+        ),
+        (vector, "[-1.0e30 0.0]", "(f.+ (head a) (f.ln (last a)))"),
+    ] {
+        for arg in ["(x [Float $r $c])", "(x [Float 100])"] {
+            let text = format!(
+                "{step} (def (fun (lse (r [Float $n]) : Float) (let ((val a (fold push {start} r))) {result}))) \
+                 (entry (main {arg}) (lse x))"
+            );
+            let loops = loop_level(&text);
+            assert_eq!(loops.matches("(exp.either ").count(), 1, "{text}:\n{loops}");
+            assert!(!loops.contains("(f.exp "), "{text}:\n{loops}");
+        }
+    }
+    let other = "(entry (main (x [Float $n]) (y [Float $n])) \
+        (f.+ (f.exp (f.- x (f.max y 0.0))) (f.exp (f.- y (f.max x 0.0)))))";
+    let loops = loop_level(other);
+    assert_eq!(loops.matches("(f.exp ").count(), 2, "{other}:\n{loops}");
+}

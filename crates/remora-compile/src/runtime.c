@@ -1906,6 +1906,12 @@ static inline float rt_expf(float x) {
   float y = (float)rt_exp_core(x);
   return isnan(x) ? x + x : y;
 }
+/* The exps of two differences of which one is ±0 or NaN (operands less
+ * their maximum, allocate/exps.rs): the exp of the other, once … */
+static inline float rt_exp_either(float a, float b) { return rt_expf(a == 0.0f || isnan(a) ? b : a); }
+/* … and each exp from it: rt_expf(d) exactly, e^±0 being 1 and e^NaN the
+ * NaN doubled. */
+static inline float rt_exp_given(float d, float e) { return d == 0.0f ? 1.0f : isnan(d) ? d + d : e; }
 static inline float rt_logf(float x) {
   float y = (float)rt_ln_core((double)x);
   y = x == INFINITY ? x : y;

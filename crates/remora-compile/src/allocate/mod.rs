@@ -31,6 +31,7 @@ mod checks;
 mod compact;
 mod contract;
 mod empty;
+mod exps;
 mod files;
 mod folds;
 mod gather;
@@ -329,6 +330,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     reuse::write_over_dead(&mut body, &mut a.out.outputs);
     powers::shared_logs(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
+    exps::one_exp_of_two(&mut body, &mut a.out.names);
     wraps::split_at_wraps(&mut body, &mut a.out.names);
     prefetch::read_ahead(&mut body, &a.out.inputs);
     a.out.body = body;
