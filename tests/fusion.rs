@@ -467,3 +467,41 @@ fn an_online_step_computes_one_exp() {
     let loops = loop_level(other);
     assert_eq!(loops.matches("(f.exp ").count(), 2, "{other}:\n{loops}");
 }
+
+/// A power whose exponent is a whole number (an Int made a Float, bound
+/// by a `let` in the loop around it or not, a literal without a fraction)
+/// is the runtime's whole-exponent form, in a table of powers by the
+/// shared logs too; an exponent that may have a fraction keeps the
+/// general one.
+#[test]
+fn a_power_by_a_whole_exponent_is_the_whole_form() {
+    for (text, whole, general) in [
+        (
+            "(entry (main (xs [Float $n]) (ks [Int 4])) ((fn ((k Int)) (f.^ xs (i->f k))) ks))",
+            1,
+            0,
+        ),
+        (
+            "(entry (main (xs [Float $n])) (f.+ (f.^ xs 3.0) (f.^ xs 2.5)))",
+            1,
+            1,
+        ),
+        (
+            "(entry (main (xs [Float 4000]) (cs [Float 9])) \
+               (let ((val exps (i->f (- 8 (i-app iota/static [9])))) \
+                     (val powers ((fn ((e Float)) (f.^ xs e)) exps))) \
+                 (reduce f.+ (f.* cs powers))))",
+            2,
+            0,
+        ),
+    ] {
+        let loops = loop_level(text);
+        let count = |op: &str| loops.matches(&format!("({op} ")).count();
+        assert_eq!(
+            count("pow.whole") + count("pow.by-log2-whole"),
+            whole,
+            "{text}:\n{loops}"
+        );
+        assert_eq!(count("f.^") + count("pow.by-log2"), general, "{text}:\n{loops}");
+    }
+}

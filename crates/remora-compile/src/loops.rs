@@ -128,6 +128,8 @@ impl Expr {
                         | "f.tanh"
                         | "pow.log2"
                         | "pow.by-log2"
+                        | "pow.whole"
+                        | "pow.by-log2-whole"
                         | "exp.either"
                         | "f.sinh"
                         | "f.cosh"

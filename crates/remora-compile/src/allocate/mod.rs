@@ -333,6 +333,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     exps::one_exp_of_two(&mut body, &mut a.out.names);
     wraps::split_at_wraps(&mut body, &mut a.out.names);
     prefetch::read_ahead(&mut body, &a.out.inputs);
+    powers::whole_exponents(&mut body);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),
