@@ -108,7 +108,8 @@ fn pairs(body: &[Stmt]) -> Vec<Pair> {
                 let pair = (o.max == c.max || o.max == (c.max.1.clone(), c.max.0.clone()))
                     && o.operand != c.operand
                     && [&c.max.0, &c.max.1].contains(&&o.operand);
-                let other = written_before(&c.diff, o.at, &written, &bound_at);
+                // Computed earlier than it was: only what cannot fail.
+                let other = written_before(&c.diff, o.at, &written, &bound_at).filter(ranges::cannot_fail);
                 other.filter(|_| pair).map(|other| (k, other))
             });
             match partner {

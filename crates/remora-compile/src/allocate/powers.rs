@@ -302,13 +302,19 @@ pub(super) fn whole_exponents(body: &mut [Stmt]) {
 
 /// `whole_exponents` with the values of the `let`s before `body` (never
 /// set; a variable is bound once in a program) in `lets`.
-fn whole_exponents_in(body: &mut [Stmt], set: &HashSet<Var>, lets: &mut HashMap<Var, Expr>) {
+fn whole_exponents_in(body: &mut [Stmt], set: &HashSet<Var>, lets: &mut HashMap<Var, Option<Expr>>) {
     for s in body.iter_mut() {
         each_expr_of_mut(s, &mut |e| by_whole_exponent(e, lets));
         if let Stmt::Let { var, value, .. } = s
             && !set.contains(var)
         {
-            lets.insert(*var, value.clone());
+            // A variable bound again (a peeled copy of a body) to another
+            // value is nothing known.
+            let known = match lets.get(var) {
+                Some(seen) => seen.as_ref().filter(|&seen| seen == value).cloned(),
+                None => Some(value.clone()),
+            };
+            lets.insert(*var, known);
         }
         for inner in s.bodies_mut() {
             whole_exponents_in(inner, set, lets);
@@ -316,7 +322,7 @@ fn whole_exponents_in(body: &mut [Stmt], set: &HashSet<Var>, lets: &mut HashMap<
     }
 }
 
-fn by_whole_exponent(e: &mut Expr, lets: &HashMap<Var, Expr>) {
+fn by_whole_exponent(e: &mut Expr, lets: &HashMap<Var, Option<Expr>>) {
     match e {
         Expr::Op { op, args } => {
             args.iter_mut().for_each(|a| by_whole_exponent(a, lets));
@@ -327,8 +333,8 @@ fn by_whole_exponent(e: &mut Expr, lets: &HashMap<Var, Expr>) {
             };
             while let Expr::Var(v) = exponent {
                 match lets.get(v) {
-                    Some(value) => exponent = value,
-                    None => return,
+                    Some(Some(value)) => exponent = value,
+                    _ => return,
                 }
             }
             let is_whole = match exponent {
