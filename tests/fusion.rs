@@ -462,5 +462,79 @@ fn top_k_picks_and_best_index_folds_carry_their_atom() {
         let row_loads = loops.lines().filter(|l| l.contains("(load x.0")).count();
         assert_eq!(row_loads, 2, "{loops}");
         assert!(loops.contains(&format!("(min {lanes} ")), "{loops}");
+
+/// The online log-sum-exp step rescales the running sum and the new item
+/// by the exps of their differences from their maximum, one of which is
+/// an operand less itself: one exp a step, with a record state or a
+/// `[Float 2]` one, lifted over rows or not; two exps of differences from
+/// a maximum of other operands stay two.
+#[test]
+fn an_online_step_computes_one_exp() {
+    let record = "(def (type &acc {(m Float) (s Float)})) \
+        (def (fun (push (a &acc) (x Float) : &acc) \
+          (let ((val mx (f.max (field a m) x))) \
+            {(m [] mx) (s [] (f.+ (f.* (field a s) (f.exp (f.- (field a m) mx))) (f.exp (f.- x mx))))})))";
+    let vector = "(def (fun (push (a [Float 2]) (x Float) : [Float 2]) \
+        (let ((val mx (f.max x (head a)))) \
+          [mx (f.+ (f.exp (f.- x mx)) (f.* (last a) (f.exp (f.- (head a) mx))))])))";
+    for (step, start, result) in [
+        (
+            record,
+            "{(m [] -1.0e30) (s [] 0.0)}",
+            "(f.+ (field a m) (f.ln (field a s)))",
+        ),
+        (vector, "[-1.0e30 0.0]", "(f.+ (head a) (f.ln (last a)))"),
+    ] {
+        for arg in ["(x [Float $r $c])", "(x [Float 100])"] {
+            let text = format!(
+                "{step} (def (fun (lse (r [Float $n]) : Float) (let ((val a (fold push {start} r))) {result}))) \
+                 (entry (main {arg}) (lse x))"
+            );
+            let loops = loop_level(&text);
+            assert_eq!(loops.matches("(exp.either ").count(), 1, "{text}:\n{loops}");
+            assert!(!loops.contains("(f.exp "), "{text}:\n{loops}");
+        }
+    }
+    let other = "(entry (main (x [Float $n]) (y [Float $n])) \
+        (f.+ (f.exp (f.- x (f.max y 0.0))) (f.exp (f.- y (f.max x 0.0)))))";
+    let loops = loop_level(other);
+    assert_eq!(loops.matches("(f.exp ").count(), 2, "{other}:\n{loops}");
+}
+
+/// A power whose exponent is a whole number (an Int made a Float, bound
+/// by a `let` in the loop around it or not, a literal without a fraction)
+/// is the runtime's whole-exponent form, in a table of powers by the
+/// shared logs too; an exponent that may have a fraction keeps the
+/// general one.
+#[test]
+fn a_power_by_a_whole_exponent_is_the_whole_form() {
+    for (text, whole, general) in [
+        (
+            "(entry (main (xs [Float $n]) (ks [Int 4])) ((fn ((k Int)) (f.^ xs (i->f k))) ks))",
+            1,
+            0,
+        ),
+        (
+            "(entry (main (xs [Float $n])) (f.+ (f.^ xs 3.0) (f.^ xs 2.5)))",
+            1,
+            1,
+        ),
+        (
+            "(entry (main (xs [Float 4000]) (cs [Float 9])) \
+               (let ((val exps (i->f (- 8 (i-app iota/static [9])))) \
+                     (val powers ((fn ((e Float)) (f.^ xs e)) exps))) \
+                 (reduce f.+ (f.* cs powers))))",
+            2,
+            0,
+        ),
+    ] {
+        let loops = loop_level(text);
+        let count = |op: &str| loops.matches(&format!("({op} ")).count();
+        assert_eq!(
+            count("pow.whole") + count("pow.by-log2-whole"),
+            whole,
+            "{text}:\n{loops}"
+        );
+        assert_eq!(count("f.^") + count("pow.by-log2"), general, "{text}:\n{loops}");
     }
 }

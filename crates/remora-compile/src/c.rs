@@ -1212,6 +1212,13 @@ fn op_c(op: &str, a: &[String]) -> String {
         // `allocate/powers.rs`), log2 |x| held in an Int's bits …
         "pow.log2" => un("rt_pow_log2_bits"),
         "pow.by-log2" => format!("rt_pow_by_log2_bits({}, {}, {})", a[0], a[1], a[2]),
+        // … either by a whole-number exponent …
+        "pow.whole" => bin("rt_powf_whole"),
+        "pow.by-log2-whole" => format!("rt_pow_by_log2_bits_whole({}, {}, {})", a[0], a[1], a[2]),
+        // … one exp for two differences from their maximum (see
+        // `allocate/exps.rs`) …
+        "exp.either" => bin("rt_exp_either"),
+        "exp.given" => bin("rt_exp_given"),
         // … and `searchsorted` by element type
         // (breakpoints' address, stride, count, value, right?).
         "search.int" | "search.float" | "search.bool" => {

@@ -122,7 +122,17 @@ impl Expr {
             Expr::Op { op, args } => {
                 matches!(
                     *op,
-                    "f.exp" | "f.ln" | "f.^" | "f.tanh" | "pow.log2" | "pow.by-log2" | "f.sinh" | "f.cosh"
+                    "f.exp"
+                        | "f.ln"
+                        | "f.^"
+                        | "f.tanh"
+                        | "pow.log2"
+                        | "pow.by-log2"
+                        | "pow.whole"
+                        | "pow.by-log2-whole"
+                        | "exp.either"
+                        | "f.sinh"
+                        | "f.cosh"
                 ) || args.iter().any(Expr::calls_costly)
             }
             Expr::Load { index, .. } | Expr::Addr { index, .. } => index.calls_costly(),

@@ -1954,6 +1954,12 @@ static inline float rt_expf(float x) {
   float y = (float)rt_exp_core(x);
   return isnan(x) ? x + x : y;
 }
+/* The exps of two differences of which one is ±0 or NaN (operands less
+ * their maximum, allocate/exps.rs): the exp of the other, once … */
+static inline float rt_exp_either(float a, float b) { return rt_expf(a == 0.0f || isnan(a) ? b : a); }
+/* … and each exp from it: rt_expf(d) exactly, e^±0 being 1 and e^NaN the
+ * NaN doubled. */
+static inline float rt_exp_given(float d, float e) { return d == 0.0f ? 1.0f : isnan(d) ? d + d : e; }
 static inline float rt_logf(float x) {
   float y = (float)rt_ln_core((double)x);
   y = x == INFINITY ? x : y;
@@ -1988,11 +1994,27 @@ static inline float rt_pow_by_log2(float x, double l, float y) {
   return x == 1.0f || y == 0.0f ? 1.0f : r;
 }
 static inline float rt_powf(float x, float y) { return rt_pow_by_log2(x, rt_pow_log2(x), y); }
+/* rt_pow_by_log2 where y is a whole number (an Int made a Float, a literal
+ * without a fraction: allocate/powers.rs): the selects only a fraction,
+ * a NaN or an infinite y needs left out; the same value. */
+static inline float rt_pow_by_log2_whole(float x, double l, float y) {
+  float magnitude = (float)rt_exp2_core((double)y * l);
+  float ay = fabsf(y);
+  uint32_t low_bit = (ay >= 8388608.0f ? rt_bits32(ay) : rt_bits32(ay + 8388608.0f)) & 1;
+  bool odd = ay < 16777216.0f && low_bit == 1;
+  float r = odd && signbit(x) ? -magnitude : magnitude;
+  r = isnan(x) ? NAN : r;
+  return x == 1.0f || y == 0.0f ? 1.0f : r;
+}
+static inline float rt_powf_whole(float x, float y) { return rt_pow_by_log2_whole(x, rt_pow_log2(x), y); }
 /* The halves with log2 |x| held in an Int (its bits), as a loop's buffer
  * of them holds it. */
 static inline int64_t rt_pow_log2_bits(float x) { return (int64_t)rt_bits(rt_pow_log2(x)); }
 static inline float rt_pow_by_log2_bits(float x, int64_t l, float y) {
   return rt_pow_by_log2(x, rt_from_bits((uint64_t)l), y);
+}
+static inline float rt_pow_by_log2_bits_whole(float x, int64_t l, float y) {
+  return rt_pow_by_log2_whole(x, rt_from_bits((uint64_t)l), y);
 }
 static inline float rt_tanhf(float x) {
   double a = (double)fabsf(x);

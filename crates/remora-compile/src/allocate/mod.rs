@@ -31,6 +31,7 @@ mod checks;
 mod compact;
 mod contract;
 mod empty;
+mod exps;
 mod files;
 mod folds;
 mod gather;
@@ -330,8 +331,10 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     powers::shared_logs(&mut body, &mut a.out.names);
     folds::carried_items(&mut body, &mut a.out.names);
     lanes::cells_in_lanes(&mut body, &mut a.out.names);
+    exps::one_exp_of_two(&mut body, &mut a.out.names);
     wraps::split_at_wraps(&mut body, &mut a.out.names);
     prefetch::read_ahead(&mut body, &a.out.inputs);
+    powers::whole_exponents(&mut body);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),

@@ -11,7 +11,7 @@
 //! interpreter's `powers.rs` does the same for a table of powers).
 
 use super::*;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Every such loop of `body`, at any depth.
 pub(super) fn shared_logs(body: &mut Vec<Stmt>, names: &mut Vec<String>) {
@@ -282,6 +282,72 @@ fn by_shared_log(e: &mut Expr, accept: &dyn Fn(&Expr) -> Option<Expr>, log: &Exp
         Expr::Op { args, .. } => args.iter_mut().any(|a| by_shared_log(a, accept, log)),
         Expr::Load { index, .. } => by_shared_log(index, accept, log),
         _ => false,
+    }
+}
+
+/// Every power of `body` (at any depth) whose exponent is, through the
+/// `let`s before it (in its body or around it), a whole number (an Int
+/// made a Float, a literal without a fraction): by the runtime's `_whole`
+/// forms, which leave out the selects that only a fraction, a NaN or an
+/// infinite exponent needs.
+pub(super) fn whole_exponents(body: &mut [Stmt]) {
+    let mut set = HashSet::new();
+    Stmt::each(body, &mut |s| {
+        if let Stmt::Set { var, .. } = s {
+            set.insert(*var);
+        }
+    });
+    whole_exponents_in(body, &set, &mut HashMap::new());
+}
+
+/// `whole_exponents` with the values of the `let`s before `body` (never
+/// set; a variable is bound once in a program) in `lets`.
+fn whole_exponents_in(body: &mut [Stmt], set: &HashSet<Var>, lets: &mut HashMap<Var, Option<Expr>>) {
+    for s in body.iter_mut() {
+        each_expr_of_mut(s, &mut |e| by_whole_exponent(e, lets));
+        if let Stmt::Let { var, value, .. } = s
+            && !set.contains(var)
+        {
+            // A variable bound again (a peeled copy of a body) to another
+            // value is nothing known.
+            let known = match lets.get(var) {
+                Some(seen) => seen.as_ref().filter(|&seen| seen == value).cloned(),
+                None => Some(value.clone()),
+            };
+            lets.insert(*var, known);
+        }
+        for inner in s.bodies_mut() {
+            whole_exponents_in(inner, set, lets);
+        }
+    }
+}
+
+fn by_whole_exponent(e: &mut Expr, lets: &HashMap<Var, Option<Expr>>) {
+    match e {
+        Expr::Op { op, args } => {
+            args.iter_mut().for_each(|a| by_whole_exponent(a, lets));
+            let (whole, mut exponent) = match (*op, args.len()) {
+                ("f.^", 2) => ("pow.whole", &args[1]),
+                ("pow.by-log2", 3) => ("pow.by-log2-whole", &args[2]),
+                _ => return,
+            };
+            while let Expr::Var(v) = exponent {
+                match lets.get(v) {
+                    Some(Some(value)) => exponent = value,
+                    _ => return,
+                }
+            }
+            let is_whole = match exponent {
+                Expr::Op { op: "i->f", .. } => true,
+                Expr::Float(f) => f.is_finite() && f.fract() == 0.0,
+                _ => false,
+            };
+            if is_whole {
+                *op = whole;
+            }
+        }
+        Expr::Load { index, .. } | Expr::Addr { index, .. } => by_whole_exponent(index, lets),
+        _ => {}
     }
 }
 

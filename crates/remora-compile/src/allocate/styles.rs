@@ -398,7 +398,7 @@ fn counted_key(item: &Expr, per_pair: &[Stmt], b: Var, moving: &[Var], iotas: &[
     }
 }
 
-fn fresh(names: &mut Vec<String>, name: &str) -> Var {
+pub(super) fn fresh(names: &mut Vec<String>, name: &str) -> Var {
     let v = Var(names.len() as u32);
     names.push(name.to_string());
     v

@@ -76,18 +76,35 @@ impl Emitter {
             "static float {name}_lanes(const {ctx} *c, int64_t lo, int64_t hi) {{"
         );
         f.push_str(&self.unpack());
-        let _ = writeln!(
-            f,
-            "  float ln_x[{NODE}];\n  for (int64_t {i} = lo; {i} < hi; {i}++) {{"
-        );
         self.scope.push((index, Decl::Scalar(Elem::Int)));
-        self.block_then(&mut f, body, 2, &|e: &Self| {
-            format!("ln_x[{i} - lo] = {};", e.expr(item))
-        });
+        match item {
+            // Items that are consecutive atoms of a buffer are summed where
+            // they are.
+            Expr::Load { buf, index: at } if body.is_empty() && steps_by_one(at, index) => {
+                let first = self.expr(&Expr::Addr {
+                    buf: *buf,
+                    index: at.clone(),
+                });
+                let _ = writeln!(
+                    f,
+                    "  const float *ln_x;\n  {{ int64_t {i} = lo; ln_x = {first}; }}"
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    f,
+                    "  float ln_x[{NODE}];\n  for (int64_t {i} = lo; {i} < hi; {i}++) {{"
+                );
+                self.block_then(&mut f, body, 2, &|e: &Self| {
+                    format!("ln_x[{i} - lo] = {};", e.expr(item))
+                });
+                let _ = writeln!(f, "  }}");
+            }
+        }
         self.scope.pop();
         let _ = writeln!(
             f,
-            "  }}\n  int64_t ln_b[{}];\n  float ln_leaf[{MOST}];\n  int ln_n = rt_tree_leaves(lo, hi, ln_b);\n  rt_leaves_fadd(ln_x, ln_b, ln_n, ln_leaf);\n  int ln_k = 0;\n  return {name}_join(ln_leaf, lo, hi, &ln_k);\n}}",
+            "  int64_t ln_b[{}];\n  float ln_leaf[{MOST}];\n  int ln_n = rt_tree_leaves(lo, hi, ln_b);\n  rt_leaves_fadd(ln_x, ln_b, ln_n, ln_leaf);\n  int ln_k = 0;\n  return {name}_join(ln_leaf, lo, hi, &ln_k);\n}}",
             MOST + 1
         );
         f
@@ -201,5 +218,23 @@ impl Emitter {
         });
         let _ = writeln!(out, "{p}}}");
         self.scope.pop();
+    }
+}
+
+/// Whether `at`, an index, is `index` plus terms that do not depend on it:
+/// consecutive items at consecutive atoms.
+fn steps_by_one(at: &Expr, index: Var) -> bool {
+    let free = |e: &Expr| {
+        let mut free = true;
+        e.each_var(&mut |x| free &= x != index);
+        free
+    };
+    match at {
+        Expr::Var(x) => *x == index,
+        Expr::Op { op: "+", args } if args.len() == 2 => {
+            (steps_by_one(&args[0], index) && free(&args[1]))
+                || (steps_by_one(&args[1], index) && free(&args[0]))
+        }
+        _ => false,
     }
 }
