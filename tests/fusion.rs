@@ -462,6 +462,8 @@ fn top_k_picks_and_best_index_folds_carry_their_atom() {
         let row_loads = loops.lines().filter(|l| l.contains("(load x.0")).count();
         assert_eq!(row_loads, 2, "{loops}");
         assert!(loops.contains(&format!("(min {lanes} ")), "{loops}");
+    }
+}
 
 /// The online log-sum-exp step rescales the running sum and the new item
 /// by the exps of their differences from their maximum, one of which is
