@@ -429,3 +429,23 @@ fn offsets_added_to_scanned_blocks_are_added_in_place() {
     let text = "(entry (main (xs [Float 1000])) (let ((val ys (iscan f.+ xs))) (f.+ ys (reverse ys))))";
     assert_eq!(allocations(text), 2, "{text}:\n{}", loop_level(text));
 }
+
+/// A stream compaction by a grade of flags (`take*` of the count of the
+/// flags, or `drop*` of it, or of the count of their negation): the
+/// partition's own counting gives how many items are kept, so no pass
+/// counts the flags before it.
+#[test]
+fn a_partition_counts_its_kept_items_itself() {
+    for (keys, kept) in [
+        ("(bool->i (not keep))", "(take* (count keep)"),
+        ("(bool->i keep)", "(drop* (count (not keep))"),
+        ("(bool->i (not keep))", "(drop* (count keep)"),
+    ] {
+        let text = format!(
+            "(entry (main (xs [Float $n])) (let ((val keep (f.> xs 0.5)) (val order (grade {keys}))) \
+             {kept} (index xs order))))"
+        );
+        let loops = loop_level(&text);
+        assert!(!loops.contains("(reduce "), "{text}\n{loops}");
+    }
+}

@@ -814,6 +814,9 @@ impl<'m> Alloc<'m> {
                 if let Some(v) = self.offsets_use(e, body)? {
                     return Ok(v);
                 }
+                if let Some(v) = self.counted_partition(e, body)? {
+                    return Ok(v);
+                }
                 let f = self.value(func, body)?;
                 let vals = self.arguments(&f, args, body)?;
                 self.apply(f, vals, e, body)
