@@ -431,7 +431,8 @@ fn offsets_added_to_scanned_blocks_are_added_in_place() {
 }
 
 /// A stream compaction by a grade of flags (`take*` of the count of the
-/// flags, or `drop*` of it, or of the count of their negation): the
+/// flags, or `drop*` of it, or of the count of their negation; keys by
+/// `bool->i` or `select`, which cannot fail): the
 /// partition's own counting gives how many items are kept, so no pass
 /// counts the flags before it.
 #[test]
@@ -440,6 +441,7 @@ fn a_partition_counts_its_kept_items_itself() {
         ("(bool->i (not keep))", "(take* (count keep)"),
         ("(bool->i keep)", "(drop* (count (not keep))"),
         ("(bool->i (not keep))", "(drop* (count keep)"),
+        ("(select keep 0 1)", "(take* (count keep)"),
     ] {
         let text = format!(
             "(entry (main (xs [Float $n])) (let ((val keep (f.> xs 0.5)) (val order (grade {keys}))) \

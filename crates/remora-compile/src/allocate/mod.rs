@@ -1913,9 +1913,11 @@ fn cannot_fail_calling(e: &maps::Expr, call: &mut dyn FnMut(&maps::Expr) -> bool
         Kind::Prim(name) => {
             let safe_scalar =
                 crate::c::scalar_arity(name).is_some() && !matches!(*name, "/" | "mod" | "^" | "shl" | "shr");
+            // (`select` of cells of one shape, as its type says: never.)
             let view = matches!(
                 *name,
-                "rotate"
+                "select"
+                    | "rotate"
                     | "reverse"
                     | "transpose"
                     | "transpose2d"
