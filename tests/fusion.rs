@@ -540,3 +540,25 @@ fn a_power_by_a_whole_exponent_is_the_whole_form() {
         assert_eq!(count("f.^") + count("pow.by-log2"), general, "{text}:\n{loops}");
     }
 }
+
+/// A stream compaction by a grade of flags (`take*` of the count of the
+/// flags, or `drop*` of it, or of the count of their negation; keys by
+/// `bool->i` or `select`, which cannot fail): the
+/// partition's own counting gives how many items are kept, so no pass
+/// counts the flags before it.
+#[test]
+fn a_partition_counts_its_kept_items_itself() {
+    for (keys, kept) in [
+        ("(bool->i (not keep))", "(take* (count keep)"),
+        ("(bool->i keep)", "(drop* (count (not keep))"),
+        ("(bool->i (not keep))", "(drop* (count keep)"),
+        ("(select keep 0 1)", "(take* (count keep)"),
+    ] {
+        let text = format!(
+            "(entry (main (xs [Float $n])) (let ((val keep (f.> xs 0.5)) (val order (grade {keys}))) \
+             {kept} (index xs order))))"
+        );
+        let loops = loop_level(&text);
+        assert!(!loops.contains("(reduce "), "{text}\n{loops}");
+    }
+}

@@ -1323,6 +1323,50 @@ static void rt_read_f32bin(const int64_t *path, int64_t stride, int64_t len, int
   fclose(f);
 }
 
+/* ---- vectors of eight and four floats, and their shuffles (GCC before
+ * 12 has only __builtin_shuffle, with a mask vector) ---- */
+typedef float rt_lv8 __attribute__((vector_size(32), aligned(4)));
+typedef float rt_lv4 __attribute__((vector_size(16), aligned(4)));
+#if defined(__clang__) || __GNUC__ >= 12
+#define RT_SHUF8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shufflevector(a, b, i0, i1, i2, i3, i4, i5, i6, i7)
+#define RT_SHUF4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#else
+typedef int32_t rt_lv8i __attribute__((vector_size(32)));
+typedef int32_t rt_lv4i __attribute__((vector_size(16)));
+#define RT_SHUF8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shuffle(a, b, (rt_lv8i){i0, i1, i2, i3, i4, i5, i6, i7})
+#define RT_SHUF4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (rt_lv4i){i0, i1, i2, i3})
+#endif
+/* Item t … t+7 of eight leaves (from p[0] … p[7]) as eight vectors, item
+ * t+j of every leaf in c[j]: rows [leaf k | leaf k+4], four items each,
+ * transposed in the 128-bit halves. */
+static inline void rt_lv8_tile(const float *const *p, int64_t t, rt_lv8 *c) {
+  rt_lv8 r[8];
+  for (int h = 0; h < 2; h++) {
+    for (int k = 0; k < 4; k++) {
+      float two[8];
+      memcpy(two, p[k] + t + 4 * h, 4 * sizeof(float));
+      memcpy(two + 4, p[k + 4] + t + 4 * h, 4 * sizeof(float));
+      memcpy(&r[k], two, sizeof r[k]);
+    }
+    rt_lv8 u0 = RT_SHUF8(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13), u1 = RT_SHUF8(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
+    rt_lv8 u2 = RT_SHUF8(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13), u3 = RT_SHUF8(r[2], r[3], 2, 10, 3, 11, 6, 14, 7, 15);
+    c[4 * h] = RT_SHUF8(u0, u2, 0, 1, 8, 9, 4, 5, 12, 13);
+    c[4 * h + 1] = RT_SHUF8(u0, u2, 2, 3, 10, 11, 6, 7, 14, 15);
+    c[4 * h + 2] = RT_SHUF8(u1, u3, 0, 1, 8, 9, 4, 5, 12, 13);
+    c[4 * h + 3] = RT_SHUF8(u1, u3, 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+}
+static inline void rt_lv4_tile(const float *const *p, int64_t t, rt_lv4 *c) {
+  rt_lv4 r[4];
+  for (int k = 0; k < 4; k++) memcpy(&r[k], p[k] + t, sizeof r[k]);
+  rt_lv4 u0 = RT_SHUF4(r[0], r[1], 0, 4, 1, 5), u1 = RT_SHUF4(r[0], r[1], 2, 6, 3, 7);
+  rt_lv4 u2 = RT_SHUF4(r[2], r[3], 0, 4, 1, 5), u3 = RT_SHUF4(r[2], r[3], 2, 6, 3, 7);
+  c[0] = RT_SHUF4(u0, u2, 0, 1, 4, 5);
+  c[1] = RT_SHUF4(u0, u2, 2, 3, 6, 7);
+  c[2] = RT_SHUF4(u1, u3, 0, 1, 4, 5);
+  c[3] = RT_SHUF4(u1, u3, 2, 3, 6, 7);
+}
+
 /* ---- linear algebra: contractions (f.matmul, and a lifted dot: a map
  * over a float sum of products) ----
  * c(i, j) = the sum over p < k of a(i, p) · b(j, p), for i < m, j < n,
@@ -1631,6 +1675,28 @@ static void rt_ct_rows(void *raw, int64_t lo, int64_t hi) {
           float bv = j->b[p * j->bs_p];
           for (int r = 0; r < RT_CT_ROWS; r++) s[r] = a0[r * step + p * j->as_p] * bv;
           p++;
+        }
+        if (step != 1 && j->as_p == 1) {
+          /* (rows apart, each row's items adjacent: eight items of eight
+           * rows at a time, transposed into eight vectors of one item of
+           * every row, so that one vector add advances eight rows) */
+          const float *lo_rows[8], *hi_rows[8];
+          for (int r = 0; r < 8; r++) lo_rows[r] = a0 + r * step, hi_rows[r] = a0 + (r + 8) * step;
+          rt_lv8 s_lo, s_hi;
+          memcpy(&s_lo, s, sizeof s_lo);
+          memcpy(&s_hi, s + 8, sizeof s_hi);
+          for (; p + 8 <= k1; p += 8) {
+            rt_lv8 cl[8], ch[8];
+            rt_lv8_tile(lo_rows, p, cl);
+            rt_lv8_tile(hi_rows, p, ch);
+            for (int q = 0; q < 8; q++) {
+              float bv = j->b[(p + q) * j->bs_p];
+              s_lo = s_lo + cl[q] * bv;
+              s_hi = s_hi + ch[q] * bv;
+            }
+          }
+          memcpy(s, &s_lo, sizeof s_lo);
+          memcpy(s + 8, &s_hi, sizeof s_hi);
         }
         if (step == 1 && j->as_p == 1)
           for (; p < k1; p++) {
@@ -2110,50 +2176,7 @@ static void rt_tree_leaf_bounds(int64_t n, int64_t *b) {
   b[2 + p.n] = n;
 }
 
-/* ---- a tree node's float leaves side by side (c/lanes.rs) ----
- * The vectors of eight and four floats, and their shuffles (GCC before 12
- * has only __builtin_shuffle, with a mask vector). */
-typedef float rt_lv8 __attribute__((vector_size(32), aligned(4)));
-typedef float rt_lv4 __attribute__((vector_size(16), aligned(4)));
-#if defined(__clang__) || __GNUC__ >= 12
-#define RT_SHUF8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shufflevector(a, b, i0, i1, i2, i3, i4, i5, i6, i7)
-#define RT_SHUF4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
-#else
-typedef int32_t rt_lv8i __attribute__((vector_size(32)));
-typedef int32_t rt_lv4i __attribute__((vector_size(16)));
-#define RT_SHUF8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shuffle(a, b, (rt_lv8i){i0, i1, i2, i3, i4, i5, i6, i7})
-#define RT_SHUF4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (rt_lv4i){i0, i1, i2, i3})
-#endif
-/* Item t … t+7 of eight leaves (from p[0] … p[7]) as eight vectors, item
- * t+j of every leaf in c[j]: rows [leaf k | leaf k+4], four items each,
- * transposed in the 128-bit halves. */
-static inline void rt_lv8_tile(const float *const *p, int64_t t, rt_lv8 *c) {
-  rt_lv8 r[8];
-  for (int h = 0; h < 2; h++) {
-    for (int k = 0; k < 4; k++) {
-      float two[8];
-      memcpy(two, p[k] + t + 4 * h, 4 * sizeof(float));
-      memcpy(two + 4, p[k + 4] + t + 4 * h, 4 * sizeof(float));
-      memcpy(&r[k], two, sizeof r[k]);
-    }
-    rt_lv8 u0 = RT_SHUF8(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13), u1 = RT_SHUF8(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
-    rt_lv8 u2 = RT_SHUF8(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13), u3 = RT_SHUF8(r[2], r[3], 2, 10, 3, 11, 6, 14, 7, 15);
-    c[4 * h] = RT_SHUF8(u0, u2, 0, 1, 8, 9, 4, 5, 12, 13);
-    c[4 * h + 1] = RT_SHUF8(u0, u2, 2, 3, 10, 11, 6, 7, 14, 15);
-    c[4 * h + 2] = RT_SHUF8(u1, u3, 0, 1, 8, 9, 4, 5, 12, 13);
-    c[4 * h + 3] = RT_SHUF8(u1, u3, 2, 3, 10, 11, 6, 7, 14, 15);
-  }
-}
-static inline void rt_lv4_tile(const float *const *p, int64_t t, rt_lv4 *c) {
-  rt_lv4 r[4];
-  for (int k = 0; k < 4; k++) memcpy(&r[k], p[k] + t, sizeof r[k]);
-  rt_lv4 u0 = RT_SHUF4(r[0], r[1], 0, 4, 1, 5), u1 = RT_SHUF4(r[0], r[1], 2, 6, 3, 7);
-  rt_lv4 u2 = RT_SHUF4(r[2], r[3], 0, 4, 1, 5), u3 = RT_SHUF4(r[2], r[3], 2, 6, 3, 7);
-  c[0] = RT_SHUF4(u0, u2, 0, 1, 4, 5);
-  c[1] = RT_SHUF4(u0, u2, 2, 3, 6, 7);
-  c[2] = RT_SHUF4(u1, u3, 0, 1, 4, 5);
-  c[3] = RT_SHUF4(u1, u3, 2, 3, 6, 7);
-}
+/* ---- a tree node's float leaves side by side (c/lanes.rs) ---- */
 /* A float sum's leaves k = 0 … n-1 of a node whose items are x[0 … ]
  * (leaf k: items b[k]-b[0] … b[k+1]-b[0]-1, at least eight), each summed
  * left to right into leaf[k]: eight adjacent leaves at a time (or four

@@ -165,7 +165,7 @@ impl<'m> Alloc<'m> {
         match graded_bind(d) {
             Some(graded) => {
                 let places = [(from, count.clone()), (skip, skipped)];
-                self.partition(xs, graded, places, &kept, body)?
+                self.partition(xs, graded, places, (&kept, None), body)?
             }
             None => {
                 self.kept_items(xs, (from, count.clone()), &kept, body)?;
@@ -470,7 +470,7 @@ impl<'m> Alloc<'m> {
     }
 }
 
-fn boxed<'m>(witness: IndexVal, payload: Val<'m>) -> Val<'m> {
+pub(super) fn boxed<'m>(witness: IndexVal, payload: Val<'m>) -> Val<'m> {
     Val::Box {
         witness,
         payload: std::boxed::Box::new(payload),
@@ -479,7 +479,7 @@ fn boxed<'m>(witness: IndexVal, payload: Val<'m>) -> Val<'m> {
 
 /// The array (a variable) of a delayed vector map that is a grade not made
 /// ([`Val::Graded`]), if it has one.
-fn graded_bind<'a, 'm>(d: &'a Delayed<'m>) -> Option<(VarId, &'a compact::Graded<'m>)> {
+pub(super) fn graded_bind<'a, 'm>(d: &'a Delayed<'m>) -> Option<(VarId, &'a compact::Graded<'m>)> {
     let Kind::Map { binds, .. } = &d.map.kind else {
         return None;
     };

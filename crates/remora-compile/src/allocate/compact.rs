@@ -55,8 +55,20 @@ type Place<'p, 'm> = &'p mut dyn FnMut(&mut Alloc<'m>, Expr, Expr, Option<bool>,
 
 /// Which places of the order a counting grade's last pass writes: all
 /// (`None`), or those from `from` on, `count` of them (a partition's kept
-/// items, [`Alloc::partition`]).
-type Places = Option<(Expr, Expr)>;
+/// items, [`Alloc::partition`]), that count found by the counting itself
+/// where [`Counted`] says so.
+type Places = Option<(Expr, Expr, Option<Counted>)>;
+
+/// A partition's count of kept items that the two-key counting finds
+/// ([`Alloc::counted_partition`]): `var` bound, once the keys are
+/// counted, to how many items have the key `key` above the least (0 or
+/// 1), then `then` run (the kept items' buffer, of that count, made).
+#[derive(Clone)]
+pub(super) struct Counted {
+    var: Var,
+    key: i64,
+    then: Vec<Stmt>,
+}
 
 /// What a pass of a two-key grade does for each item of a part: its
 /// key less the least (a variable), and its index, code into the item's
@@ -291,7 +303,7 @@ impl<'m> Alloc<'m> {
         map: &Val<'m>,
         (var, graded): (VarId, &Graded<'m>),
         [(from, count), (skip, skipped)]: [(Expr, Expr); 2],
-        kept: &View,
+        (kept, counted): (&View, Option<Counted>),
         body: &mut Vec<Stmt>,
     ) -> Res<()> {
         let Val::Delayed(d) = map else {
@@ -361,10 +373,93 @@ impl<'m> Alloc<'m> {
         self.by_key_range(
             keys,
             &n,
-            (&mut place, Some((from.clone(), count.clone()))),
+            (&mut place, Some((from.clone(), count.clone(), counted))),
             stored,
             body,
         )
+    }
+
+    /// `(take* (count K) M)` or `(drop* (count K) M)` outside loops, `M` a
+    /// map over a grade not made ([`Graded`]) of two keys that tell the
+    /// flags `K` apart (`(grade (bool->i (not K)))`: the kept items
+    /// first): how many flags are set is how many items have one of the
+    /// keys, which the partition's counting finds, so the flags are not
+    /// counted first, in a pass of their own (and the count, within the
+    /// items, needs no check). `None` where `e` is not such an
+    /// application.
+    pub(super) fn counted_partition(
+        &mut self,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Option<Val<'m>>> {
+        let Kind::App { func, args } = &e.kind else {
+            return Ok(None);
+        };
+        let (Some(name @ ("take*" | "drop*")), [count, xs]) = (prim_of(func), args.as_slice()) else {
+            return Ok(None);
+        };
+        let Kind::App {
+            func: counter,
+            args: flags,
+        } = &count.kind
+        else {
+            return Ok(None);
+        };
+        let (Some("count"), [flags]) = (prim_of(counter), flags.as_slice()) else {
+            return Ok(None);
+        };
+        let Some((flags, which)) = counted_flags(flags) else {
+            return Ok(None);
+        };
+        if self.loop_depth != 0 || !delayable(xs) {
+            return Ok(None);
+        }
+        let d = Rc::new(Delayed {
+            map: xs,
+            scope: self.scope.clone(),
+            elem: elem_of(&xs.ty.atom)?,
+            dims: self.dims(&xs.ty.shape)?,
+            transposed: false,
+        });
+        let Some((var, graded)) = boxes::graded_bind(&d).filter(|_| d.dims.len() == 1) else {
+            return Ok(None);
+        };
+        let Val::Delayed(keys) = &graded.keys else {
+            return Ok(None);
+        };
+        let (Some((least, most)), Some((set, unset))) = (key_range(keys.map), flag_keys(keys.map, flags))
+        else {
+            return Ok(None);
+        };
+        if most - least != 1 || set == unset || ![set, unset].iter().all(|k| (least..=most).contains(k)) {
+            return Ok(None);
+        }
+        let Val::Prim { indices, .. } = self.value(func, body)? else {
+            return Ok(None);
+        };
+        self.indices_checked(&indices, body);
+        // The count of set flags, the rest, and the kept items' buffer,
+        // made once the keys are counted.
+        let n = d.dims[0].clone();
+        let (set_count, rest) = (self.fresh("count"), self.fresh("k"));
+        let (set_count_x, rest_x) = (Expr::Var(set_count), Expr::Var(rest));
+        let mut then = vec![int(rest, op("-", n, set_count_x.clone()))];
+        let (kept_count, places) = if name == "take*" {
+            let kept = [(Expr::Int(0), set_count_x.clone()), (set_count_x, rest_x.clone())];
+            (Expr::Var(set_count), kept)
+        } else {
+            let kept = [(set_count_x.clone(), rest_x.clone()), (Expr::Int(0), set_count_x)];
+            (rest_x, kept)
+        };
+        let kept = self.alloc("kept", d.elem, vec![kept_count.clone()], &mut then);
+        let counted = Counted {
+            var: set_count,
+            key: if which { set } else { unset } - least,
+            then,
+        };
+        let map = Val::Delayed(d.clone());
+        self.partition(&map, (var, graded), places, (&kept, Some(counted)), body)?;
+        Ok(Some(boxes::boxed(IndexVal::Dim(kept_count), Val::Array(kept))))
     }
 
     /// The cell of the map of `d` at `at` whose variable `var` (its array
@@ -439,6 +534,9 @@ impl<'m> Alloc<'m> {
     ) -> Res<Vec<Stmt>> {
         if known == 1 {
             return self.two_key_grade(keys, n, low, (place, places));
+        }
+        if matches!(places, Some((_, _, Some(_)))) {
+            return unsupported("a partition's count found by more than two keys");
         }
         let range = self.fresh("range");
         let counts = self.fresh("counts");
@@ -682,7 +780,7 @@ impl<'m> Alloc<'m> {
         // counted), only those places are written, in a branch on the key
         // (the same for every item: the C compiler makes it two loops).
         let exactly = match places {
-            Some((from, count)) => {
+            Some((from, count, counted)) => {
                 // The lesser key's count: where the greater key's places
                 // start.
                 let (lesser, first, second) = (self.fresh("lesser"), self.fresh("kept"), self.fresh("kept"));
@@ -690,6 +788,14 @@ impl<'m> Alloc<'m> {
                     op("and", op("==", from.clone(), at), op("==", count.clone(), many))
                 };
                 stmts.push(int(lesser, Expr::load(counts, Expr::Int(1))));
+                if let Some(c) = counted {
+                    let many = match c.key {
+                        0 => Expr::Var(lesser),
+                        _ => op("-", n.clone(), Expr::Var(lesser)),
+                    };
+                    stmts.push(int(c.var, many));
+                    stmts.extend(c.then);
+                }
                 stmts.push(Stmt::Let {
                     var: first,
                     elem: Elem::Bool,
@@ -894,6 +1000,104 @@ fn key_range(map: &maps::Expr) -> Option<(i64, i64)> {
     }
     match &map.kind {
         Kind::Map { body, .. } => range(body),
+        _ => None,
+    }
+}
+
+/// The flags `count` counts (a variable), and whether it counts those set
+/// (the flags themselves) or those unset (a map of `(not k)` over them).
+fn counted_flags(e: &maps::Expr) -> Option<(VarId, bool)> {
+    match &e.kind {
+        Kind::Var(v) => Some((*v, true)),
+        _ => {
+            let (flags, [set, unset]) = of_one_flag(e)?;
+            match (set, unset) {
+                (Const::Bool(true), Const::Bool(false)) => Some((flags, true)),
+                (Const::Bool(false), Const::Bool(true)) => Some((flags, false)),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// The flags a map's only array is, and the map's cell where a flag is
+/// set and where it is unset, where [`constant`] knows them.
+fn of_one_flag(map: &maps::Expr) -> Option<(VarId, [Const; 2])> {
+    let Kind::Map { binds, body, .. } = &map.kind else {
+        return None;
+    };
+    let [b] = binds.as_slice() else {
+        return None;
+    };
+    let Kind::Var(flags) = b.value.kind else {
+        return None;
+    };
+    let cell = |flag: bool| constant(body, &mut vec![(b.var, Const::Bool(flag))]);
+    Some((flags, [cell(true)?, cell(false)?]))
+}
+
+/// The keys of a map of keys whose only array is the flags `flags` (its
+/// cell a function of one flag: `(bool->i (not k))`, `(select k 0 1)` …):
+/// the key of a set flag and of an unset one.
+fn flag_keys(map: &maps::Expr, flags: VarId) -> Option<(i64, i64)> {
+    match of_one_flag(map)? {
+        (v, [Const::Int(set), Const::Int(unset)]) if v == flags => Some((set, unset)),
+        _ => None,
+    }
+}
+
+/// A scalar whose value [`constant`] knows.
+#[derive(Clone, Copy)]
+enum Const {
+    Int(i64),
+    Bool(bool),
+}
+
+/// The value of a scalar expression of literals and the variables of
+/// `known` by `not`, `bool->i`, `select`, `if` and `let`, if it is one.
+fn constant(e: &maps::Expr, known: &mut Vec<(VarId, Const)>) -> Option<Const> {
+    match &e.kind {
+        Kind::Var(v) => known.iter().rev().find(|(w, _)| w == v).map(|(_, c)| *c),
+        Kind::Array { shape, atoms } if shape.is_empty() => match atoms.as_slice() {
+            [Atom::Int(k)] => Some(Const::Int(*k)),
+            [Atom::Bool(b)] => Some(Const::Bool(*b)),
+            _ => None,
+        },
+        Kind::Map { frame, binds, body } if frame.is_scalar() => {
+            let before = known.len();
+            for b in binds {
+                let c = constant(&b.value, known)?;
+                known.push((b.var, c));
+            }
+            let c = constant(body, known);
+            known.truncate(before);
+            c
+        }
+        Kind::If {
+            cond,
+            then,
+            otherwise,
+        } => match constant(cond, known)? {
+            Const::Bool(true) => constant(then, known),
+            Const::Bool(false) => constant(otherwise, known),
+            Const::Int(_) => None,
+        },
+        Kind::App { func, args } => match (prim_of(func)?, args.as_slice()) {
+            ("bool->i", [x]) => match constant(x, known)? {
+                Const::Bool(b) => Some(Const::Int(i64::from(b))),
+                Const::Int(_) => None,
+            },
+            ("not", [x]) => match constant(x, known)? {
+                Const::Bool(b) => Some(Const::Bool(!b)),
+                Const::Int(_) => None,
+            },
+            ("select", [c, a, b]) => match constant(c, known)? {
+                Const::Bool(true) => constant(a, known),
+                Const::Bool(false) => constant(b, known),
+                Const::Int(_) => None,
+            },
+            _ => None,
+        },
         _ => None,
     }
 }

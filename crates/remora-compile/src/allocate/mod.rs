@@ -821,6 +821,9 @@ impl<'m> Alloc<'m> {
                 if let Some(v) = self.selected_sort(e, body)? {
                     return Ok(v);
                 }
+                if let Some(v) = self.counted_partition(e, body)? {
+                    return Ok(v);
+                }
                 let f = self.value(func, body)?;
                 let vals = self.arguments(&f, args, body)?;
                 self.apply(f, vals, e, body)
@@ -1917,9 +1920,11 @@ fn cannot_fail_calling(e: &maps::Expr, call: &mut dyn FnMut(&maps::Expr) -> bool
         Kind::Prim(name) => {
             let safe_scalar =
                 crate::c::scalar_arity(name).is_some() && !matches!(*name, "/" | "mod" | "^" | "shl" | "shr");
+            // (`select` of cells of one shape, as its type says: never.)
             let view = matches!(
                 *name,
-                "rotate"
+                "select"
+                    | "rotate"
                     | "reverse"
                     | "transpose"
                     | "transpose2d"
