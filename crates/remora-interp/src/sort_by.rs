@@ -28,17 +28,27 @@ use crate::masked::take_rows;
 use remora_value::{Array, Atom, Data};
 
 /// One merge of two adjacent runs of one cell: the next item of the left
-/// run (`i`, up to `mid`), of the right run (`j`, up to `hi`), and the
-/// next place written (`k`). Places count from the start of the whole
-/// frame's order.
+/// run (`i`, up to `mid`), of the right run (`j`, up to `hi`); the next
+/// place written is `i + j - mid`. Places count from the start of the
+/// whole frame's order (at most `u32::MAX` of them: 20 bytes a merge, as
+/// every step streams them all).
 #[derive(Clone, Copy)]
 struct Merge {
-    cell: usize,
-    i: usize,
-    mid: usize,
-    j: usize,
-    hi: usize,
-    k: usize,
+    cell: u32,
+    i: u32,
+    mid: u32,
+    j: u32,
+    hi: u32,
+}
+
+impl Merge {
+    fn going(&self) -> bool {
+        self.i < self.mid && self.j < self.hi
+    }
+
+    fn at(x: u32) -> usize {
+        x as usize
+    }
 }
 
 impl<'p> Interpreter {
@@ -106,6 +116,7 @@ impl<'p> Interpreter {
     ) -> Try<Vec<usize>> {
         let cells = atoms_in(outer);
         let total = cells.checked_mul(n)?;
+        u32::try_from(total).ok()?;
         let mut order: Vec<usize> = (0..total).collect();
         let mut merged = order.clone();
         // Per cell, a comparison it made (rows right and left), repeated
@@ -127,18 +138,17 @@ impl<'p> Interpreter {
                     let mid = (lo + width).min((cell + 1) * n);
                     let hi = (lo + 2 * width).min((cell + 1) * n);
                     live.push(Merge {
-                        cell,
-                        i: lo,
-                        mid,
-                        j: mid,
-                        hi,
-                        k: lo,
+                        cell: u32::try_from(cell).ok()?,
+                        i: u32::try_from(lo).ok()?,
+                        mid: u32::try_from(mid).ok()?,
+                        j: u32::try_from(mid).ok()?,
+                        hi: u32::try_from(hi).ok()?,
                     });
                 }
             }
             loop {
                 live.retain(|m| {
-                    let going = m.i < m.mid && m.j < m.hi;
+                    let going = m.going();
                     if !going {
                         done.push(*m);
                     }
@@ -155,8 +165,9 @@ impl<'p> Interpreter {
                 lanes.fill(0);
                 slots.clear();
                 for m in &live {
-                    slots.push(lanes[m.cell]);
-                    lanes[m.cell] += 1;
+                    let c = Merge::at(m.cell);
+                    slots.push(lanes[c]);
+                    lanes[c] += 1;
                 }
                 let w = lanes.iter().copied().max()?;
                 right.clear();
@@ -164,8 +175,9 @@ impl<'p> Interpreter {
                 left.clear();
                 left.resize(cells * w, 0);
                 for (m, &s) in live.iter().zip(&slots) {
-                    right[m.cell * w + s] = order[m.j];
-                    left[m.cell * w + s] = order[m.i];
+                    let at = Merge::at(m.cell) * w + s;
+                    right[at] = order[Merge::at(m.j)];
+                    left[at] = order[Merge::at(m.i)];
                 }
                 // Where a cell has fewer lanes, its first comparison of
                 // this step again (or one it made before).
@@ -182,22 +194,22 @@ impl<'p> Interpreter {
                 lane_frame.push(w);
                 let takes = self.less_over(less, items, (&right, &left), (&lane_frame, nb), item_cell)?;
                 for (m, &s) in live.iter_mut().zip(&slots) {
+                    let k = Merge::at(m.i + (m.j - m.mid));
                     // Take from the right run only when strictly less.
-                    if *takes.get(m.cell * w + s)? {
-                        merged[m.k] = order[m.j];
+                    if *takes.get(Merge::at(m.cell) * w + s)? {
+                        merged[k] = order[Merge::at(m.j)];
                         m.j += 1;
                     } else {
-                        merged[m.k] = order[m.i];
+                        merged[k] = order[Merge::at(m.i)];
                         m.i += 1;
                     }
-                    m.k += 1;
                 }
             }
             // What is left of either run, in order.
             for m in &done {
                 let rest = (m.i..m.mid).chain(m.j..m.hi);
-                for (k, from) in (m.k..).zip(rest) {
-                    merged[k] = order[from];
+                for (k, from) in (Merge::at(m.i + (m.j - m.mid))..).zip(rest) {
+                    merged[k] = order[Merge::at(from)];
                 }
             }
             std::mem::swap(&mut order, &mut merged);
