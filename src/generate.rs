@@ -1695,13 +1695,10 @@ pub fn compare_within(program: &Program, fuel: u64) -> Verdict {
     }
     let compiled = crate::native::run_with(&run.checked.value, &run.checked.names, "main", &run.inputs, true);
     match (compiled, interpreted) {
-        (Err(crate::native::Failure::Unsupported(_, why)), _) if why.starts_with("internal error") => {
+        (Err(ref f), _) if let Some(why) = f.broken() => {
             Verdict::Disagreed(format!("the compiled engine broke: {why}"))
         }
         (Err(crate::native::Failure::Unsupported(_, why)), _) => Verdict::Unsupported(why),
-        (Err(crate::native::Failure::Internal(why)), _) => {
-            Verdict::Disagreed(format!("the compiled engine broke: {why}"))
-        }
         (Err(crate::native::Failure::Run(_)), Err(_)) => Verdict::Agreed,
         (Ok(values), Ok(expected)) if printed(&values) == expected => Verdict::Agreed,
         (compiled, interpreted) => Verdict::Disagreed(format!(

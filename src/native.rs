@@ -77,6 +77,21 @@ pub enum Failure {
     Internal(String),
 }
 
+impl Failure {
+    /// What broke, where the compiled engine has a bug: an internal
+    /// failure, or a compiler level whose verifier refused what the
+    /// passes made ("internal error: the … level breaks its rules"),
+    /// which `auto` runs on the interpreter but is not a construct the
+    /// compiler does not handle yet.
+    pub fn broken(&self) -> Option<&str> {
+        match self {
+            Failure::Internal(what) => Some(what),
+            Failure::Unsupported(_, what) if what.starts_with("internal error") => Some(what),
+            Failure::Unsupported(..) | Failure::Run(_) => None,
+        }
+    }
+}
+
 /// The C compiler's command: `$CC`, else `cc`, if it runs.
 pub fn c_compiler() -> Option<String> {
     static FOUND: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();

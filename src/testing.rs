@@ -832,11 +832,7 @@ fn compiled_agrees(
         }
     };
     match (outcome, original) {
-        // A level's verifier failing is the compiler's bug, not a
-        // construct it does not handle yet.
-        (Err(crate::native::Failure::Unsupported(_, what)), _) if what.starts_with("internal error") => {
-            Err(format!("the compiled engine broke: {what}"))
-        }
+        (Err(ref f), _) if let Some(what) = f.broken() => Err(format!("the compiled engine broke: {what}")),
         (Err(crate::native::Failure::Unsupported(span, what)), _) => {
             let at = match parsed.sources.get(span.file) {
                 Some(f) if span.start > 0 => {
@@ -849,7 +845,6 @@ fn compiled_agrees(
             record(Err((what, at)));
             Ok(())
         }
-        (Err(crate::native::Failure::Internal(what)), _) => Err(format!("the compiled engine broke: {what}")),
         (Err(crate::native::Failure::Run(_)), Err(_)) => {
             record(Ok(()));
             Ok(())
