@@ -120,8 +120,9 @@ impl<'p> Interpreter {
         let mut order: Vec<usize> = (0..total).collect();
         let mut merged = order.clone();
         // Per cell, a comparison it made (rows right and left), repeated
-        // where it has none left to make in a step.
-        let mut made: Vec<(usize, usize)> = Vec::new();
+        // where it has none left to make in a step (every cell makes one
+        // at the first step, where all its first merges compare).
+        let mut made: Vec<(usize, usize)> = vec![(0, 0); cells];
         // The merges of a pass, and those done (kept from pass to pass).
         let mut live: Vec<Merge> = Vec::with_capacity(total.div_ceil(2) + cells);
         let mut done: Vec<Merge> = Vec::with_capacity(live.capacity());
@@ -181,7 +182,6 @@ impl<'p> Interpreter {
                 }
                 // Where a cell has fewer lanes, its first comparison of
                 // this step again (or one it made before).
-                made.resize(cells, (0, 0));
                 for (c, &count) in lanes.iter().enumerate() {
                     if count > 0 {
                         made[c] = (right[c * w], left[c * w]);
