@@ -49,7 +49,8 @@ pub fn fuse_program(p: &Program) -> Program {
                 entry,
                 value,
             } => {
-                let value = fuse(&inline(value, &functions, &mut names), &mut names);
+                let value = crate::columns::columns(value, &functions, &mut names);
+                let value = fuse(&inline(&value, &functions, &mut names), &mut names);
                 if lambda(&value).is_some() || crate::mono::binders(&value) > 0 {
                     functions.insert(*var, value.clone());
                 }
@@ -60,7 +61,10 @@ pub fn fuse_program(p: &Program) -> Program {
                     value,
                 }
             }
-            Decl::Expr(e) => Decl::Expr(fuse(&inline(e, &functions, &mut names), &mut names)),
+            Decl::Expr(e) => {
+                let e = crate::columns::columns(e, &functions, &mut names);
+                Decl::Expr(fuse(&inline(&e, &functions, &mut names), &mut names))
+            }
         })
         .collect();
     Program {
@@ -109,7 +113,7 @@ fn inline(e: &Expr, functions: &HashMap<VarId, Expr>, names: &mut Vec<String>) -
 /// polymorphic function applied to its type and index arguments (sizes
 /// known only at run time among them, which monomorphisation leaves
 /// alone) has them substituted in its body.
-fn instance(func: &Expr, functions: &HashMap<VarId, Expr>) -> Option<Expr> {
+pub(crate) fn instance(func: &Expr, functions: &HashMap<VarId, Expr>) -> Option<Expr> {
     use crate::mono::{Inst, instantiate_one};
     let mut insts = Vec::new();
     let mut head = func;
@@ -150,7 +154,7 @@ fn elementwise(e: &Expr) -> bool {
 }
 
 /// The function's single λ atom, if it is one.
-fn lambda(e: &Expr) -> Option<(&VarId, &remora_types::Type, &Expr)> {
+pub(crate) fn lambda(e: &Expr) -> Option<(&VarId, &remora_types::Type, &Expr)> {
     match &e.kind {
         Kind::Array { shape, atoms } if shape.is_empty() => match atoms.as_slice() {
             [
@@ -168,7 +172,7 @@ fn lambda(e: &Expr) -> Option<(&VarId, &remora_types::Type, &Expr)> {
 
 /// `(let ((param arg) …) body)` for a copy of `function` (curried λs, one
 /// per argument), or nothing if it has fewer parameters than arguments.
-fn inlined_call(
+pub(crate) fn inlined_call(
     function: &Expr,
     args: Vec<Expr>,
     ty: &remora_types::Type,

@@ -28,6 +28,7 @@
 
 pub mod allocate;
 pub mod c;
+mod columns;
 pub mod fuse;
 pub mod loops;
 pub mod lower;
