@@ -550,3 +550,251 @@ fn substituted(e: &Expr, from: Var, to: Var) -> Expr {
         e => e.clone(),
     }
 }
+
+/// The comparison `(cmp (index r j) (index r b))` (or by `nth`) of a
+/// best-index fold's step, as the operator that keeps `j` (`f.>`: `j`'s item greater), with
+/// `r`: `(f.< (index r b) (index r j))` is `f.>` too.
+fn best_index_test(cond: &maps::Expr, b: VarId, j: VarId) -> Option<(&'static str, VarId)> {
+    let Kind::App { func, args } = &cond.kind else {
+        return None;
+    };
+    let Kind::Prim(cmp) = func.instantiated().kind else {
+        return None;
+    };
+    let [x, y] = args.as_slice() else {
+        return None;
+    };
+    let indexed = |e: &maps::Expr| -> Option<(VarId, VarId)> {
+        let Kind::App { func, args } = &e.kind else {
+            return None;
+        };
+        let (Kind::Prim("index" | "nth"), [r, i]) = (&func.instantiated().kind, args.as_slice()) else {
+            return None;
+        };
+        if !i.ty.shape.is_scalar() {
+            return None;
+        }
+        match (&r.kind, &i.kind) {
+            (Kind::Var(r), Kind::Var(i)) => Some((*r, *i)),
+            _ => None,
+        }
+    };
+    let ((r, i), (r2, i2)) = (indexed(x)?, indexed(y)?);
+    if r != r2 {
+        return None;
+    }
+    let flipped = |c: &str| match c {
+        "f.>" => Some("f.<"),
+        "f.<" => Some("f.>"),
+        ">" => Some("<"),
+        "<" => Some(">"),
+        _ => None,
+    };
+    let keeps = if (i, i2) == (j, b) {
+        flipped(flipped(cmp)?)?
+    } else if (i, i2) == (b, j) {
+        flipped(cmp)?
+    } else {
+        return None;
+    };
+    Some((keeps, r))
+}
+
+impl<'m> Alloc<'m> {
+    /// A fold over `(iota [n])` keeping the index of the best item of a
+    /// vector `r` of `n` items so far, `(fold (fn (b j) (select (f.> (index
+    /// r j) (index r b)) j b)) b0 (iota [n]))` (or `f.<`, `>`, `<`: the
+    /// first index of the greatest or least, ties to the earlier): two
+    /// reductions that vectorise, as `f.argmax`'s, instead of a chain of
+    /// dependent steps. The fold moves from `b` to `j` only where `j`'s
+    /// item is strictly better than `b`'s; so, the best item `m` found
+    /// first (`f.max`), the result is `b0` unless `m` is strictly better
+    /// than `r[b0]`, else the first index holding `m` (`f.==` finds it,
+    /// `-0.0` and `0.0` alike, as `f.>` compares them). A NaN is never
+    /// better, nor bettered, which a reduction cannot say: where `m` is
+    /// NaN (some item is), the fold itself runs. `b0` out of range fails,
+    /// as the fold's first step does.
+    pub(super) fn best_index_fold(
+        &mut self,
+        op: &Val<'m>,
+        seed: &Val<'m>,
+        xs: &View,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Option<Val<'m>> {
+        let (Val::Func(c), Val::Scalar(Elem::Int, b0)) = (op, seed) else {
+            return None;
+        };
+        let Kind::App { args, .. } = &e.kind else {
+            return None;
+        };
+        let [_, _, items] = args.as_slice() else {
+            return None;
+        };
+        if !matches!(items.instantiated().kind, Kind::Prim("iota" | "iota/static"))
+            || items.ty.shape.rank() != Some(1)
+            || xs.dims.len() != 1
+        {
+            return None;
+        }
+        let Binder::Value(b) = c.binder else {
+            return None;
+        };
+        let Kind::Array { atoms, .. } = &c.body.kind else {
+            return None;
+        };
+        let [
+            Atom::Lambda {
+                param: j, body: step, ..
+            },
+        ] = atoms.as_slice()
+        else {
+            return None;
+        };
+        let Kind::App { func, args } = &step.kind else {
+            return None;
+        };
+        let (Kind::Prim("select"), [cond, then, otherwise]) = (&func.instantiated().kind, args.as_slice())
+        else {
+            return None;
+        };
+        if !matches!(then.kind, Kind::Var(v) if v == *j) || !matches!(otherwise.kind, Kind::Var(v) if v == b)
+        {
+            return None;
+        }
+        let (keeps, r) = best_index_test(cond, b, *j)?;
+        let Some(Val::Array(r)) = c.scope.vars.get(&r) else {
+            return None;
+        };
+        let n = xs.dims[0].clone();
+        if r.dims.len() != 1 || r.dims[0] != n {
+            return None;
+        }
+        let r = r.clone();
+        let float = keeps.starts_with("f.");
+        if float != (r.elem == Elem::Float) {
+            return None;
+        }
+        let (extreme, better) = match keeps {
+            "f.>" => ("f.max", "f.>"),
+            "f.<" => ("f.min", "f.<"),
+            ">" => ("max", ">"),
+            _ => ("min", "<"),
+        };
+        let (start, result) = (self.fresh("b0"), self.fresh("best"));
+        body.push(Stmt::Let {
+            var: start,
+            elem: Elem::Int,
+            value: b0.clone(),
+        });
+        body.push(Stmt::Let {
+            var: result,
+            elem: Elem::Int,
+            value: Expr::Var(start),
+        });
+        // Some item: `r[b0]` read (checked), then the best and its index.
+        let mut some = Vec::new();
+        let at = |k: Expr| r.cell(&[k]).load();
+        some.push(Stmt::If {
+            cond: Expr::op(
+                "or",
+                vec![
+                    Expr::op("<", vec![Expr::Var(start), Expr::Int(0)]),
+                    Expr::op(">=", vec![Expr::Var(start), n.clone()]),
+                ],
+            ),
+            then: vec![Stmt::Fail {
+                what: "index out of range".into(),
+            }],
+            otherwise: Vec::new(),
+        });
+        let first_item = self.fresh("x");
+        some.push(Stmt::Let {
+            var: first_item,
+            elem: r.elem,
+            value: at(Expr::Var(start)),
+        });
+        let (k, m) = (self.fresh("k"), self.fresh("extreme"));
+        some.push(Stmt::Reduce {
+            acc: m,
+            elem: r.elem,
+            op: extreme,
+            seed: None,
+            order: Order::Tree,
+            index: k,
+            count: n.clone(),
+            body: Vec::new(),
+            item: at(Expr::Var(k)),
+        });
+        let mut searched = Vec::new();
+        let (k, x, sel, first) = (
+            self.fresh("k"),
+            self.fresh("x"),
+            self.fresh("sel"),
+            self.fresh("first"),
+        );
+        let equal = if float { "f.==" } else { "==" };
+        searched.push(Stmt::Reduce {
+            acc: first,
+            elem: Elem::Int,
+            op: "min",
+            seed: None,
+            order: Order::Tree,
+            index: k,
+            count: n.clone(),
+            body: vec![
+                Stmt::Let {
+                    var: x,
+                    elem: r.elem,
+                    value: at(Expr::Var(k)),
+                },
+                Stmt::Let {
+                    var: sel,
+                    elem: Elem::Int,
+                    value: n.clone(),
+                },
+                Stmt::If {
+                    cond: Expr::op(equal, vec![Expr::Var(x), Expr::Var(m)]),
+                    then: vec![Stmt::Set {
+                        var: sel,
+                        value: Expr::Var(k),
+                    }],
+                    otherwise: Vec::new(),
+                },
+            ],
+            item: Expr::Var(sel),
+        });
+        searched.push(Stmt::If {
+            cond: Expr::op(better, vec![Expr::Var(m), Expr::Var(first_item)]),
+            then: vec![Stmt::Set {
+                var: result,
+                value: Expr::Var(first),
+            }],
+            otherwise: Vec::new(),
+        });
+        if float {
+            // A NaN among the items (the best is NaN): the fold itself.
+            let mut nan = Vec::new();
+            let Ok(Val::Scalar(_, folded)) = self.fold(op.clone(), seed.clone(), xs, e, &mut nan) else {
+                return None;
+            };
+            nan.push(Stmt::Set {
+                var: result,
+                value: folded,
+            });
+            some.push(Stmt::If {
+                cond: Expr::op("f.isnan", vec![Expr::Var(m)]),
+                then: nan,
+                otherwise: searched,
+            });
+        } else {
+            some.extend(searched);
+        }
+        body.push(Stmt::If {
+            cond: Expr::op(">", vec![n, Expr::Int(0)]),
+            then: some,
+            otherwise: Vec::new(),
+        });
+        Some(Val::Scalar(Elem::Int, Expr::Var(result)))
+    }
+}

@@ -141,7 +141,10 @@ impl<'m> Alloc<'m> {
                 };
                 self.reduce(op.clone(), seed, &xs, e, None, body)
             }
-            ("fold", [op, seed, Val::Array(xs)]) => self.fold(op.clone(), seed.clone(), &xs.clone(), e, body),
+            ("fold", [op, seed, Val::Array(xs)]) => match self.best_index_fold(op, seed, xs, e, body) {
+                Some(best) => Ok(best),
+                None => self.fold(op.clone(), seed.clone(), &xs.clone(), e, body),
+            },
             ("reverse", [Val::Array(xs)]) => {
                 let mut v = xs.clone();
                 if let (Some(n), Some(s)) = (v.dims.first().cloned(), v.strides.first().cloned()) {
@@ -985,7 +988,7 @@ impl<'m> Alloc<'m> {
     }
 
     /// `fold` by `op` from `seed` over the items of `xs`, left to right.
-    fn fold(
+    pub(super) fn fold(
         &mut self,
         op: Val<'m>,
         seed: Val<'m>,
