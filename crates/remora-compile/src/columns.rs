@@ -20,8 +20,9 @@
 //! not down its columns; and `(transpose2d (transpose2d y))` is `y`, so a
 //! column function written between two transposes writes its rows in
 //! place. A function of the program applied to the columns is read
-//! through its body (inlined). Anything else in the body (an `if`, a
-//! gather, a map whose cells are not atoms) leaves the map as it is.
+//! through its body (inlined). A body that reduces no column, or has
+//! anything else in it (an `if`, a gather, a map whose cells are not
+//! atoms), leaves the map as it is.
 
 use crate::maps::{Atom, Bind, Expr, Kind};
 use remora_check::typed::VarId;
@@ -172,11 +173,18 @@ fn inside_out(
     let mut lift = Lift {
         frame: frame.clone(),
         lifted,
+        reduced: false,
         names,
     };
+    // Only a body that reduces a column walks down the columns: one of
+    // elementwise steps is read through the transposed view as it is
+    // (a lifted product of columns, summed, is a contraction).
     let (body, true) = lift.expr(&body)? else {
         return None;
     };
+    if !lift.reduced {
+        return None;
+    }
     let ty_inner = Type::array(ty.atom.clone(), body.ty.shape.clone());
     let turned = Expr {
         ty: ty_inner,
@@ -281,6 +289,8 @@ struct Lift<'a> {
     frame: Shape,
     /// The variables bound to values over the frame, by their new types.
     lifted: HashMap<VarId, Type>,
+    /// Whether a reduction of a column was turned into one of rows.
+    reduced: bool,
     names: &'a mut Vec<String>,
 }
 
@@ -477,6 +487,7 @@ impl Lift<'_> {
                 let Some(op) = self.lifted_operator(op) else {
                     return Some(None);
                 };
+                self.reduced = true;
                 Some(Some((self.reduce_rows(d.clone(), op, column, &e.ty), true)))
             }
             (Kind::Prim("f.sum"), [column], _) => {
@@ -500,6 +511,7 @@ impl Lift<'_> {
                     return Some(None);
                 };
                 let sums = self.reduce_rows(Index::Dim(Dim::int(n - 1)), op, column, &float);
+                self.reduced = true;
                 let s = self.fresh(e);
                 let zero = Expr {
                     ty: float.clone(),
