@@ -432,8 +432,10 @@ fn offsets_added_to_scanned_blocks_are_added_in_place() {
 
 /// `take-right K` or `take K` of a sort lifted over rows picks the atoms
 /// by one runtime call per row and sorts nothing; a fold keeping the best
-/// index of each row reads each row's atom at the index from the atom it
-/// carries, not from the row, and rows 1,024 floats apart run 8 in lanes.
+/// index of each row (by `f.>=`: the last of equals) reads each row's atom
+/// at the index from the atom it carries, not from the row, and rows 1,024
+/// floats apart run 8 in lanes; by a strict `f.>` over the row's indices
+/// it is two reductions, the greatest, then the first index holding it.
 #[test]
 fn top_k_picks_and_best_index_folds_carry_their_atom() {
     for (take, sort) in [("take-right", "f.sort"), ("take", "f.sort")] {
@@ -451,18 +453,25 @@ fn top_k_picks_and_best_index_folds_carry_their_atom() {
         loop_level(text).contains("rt_sort_int"),
         "more than 32 atoms: sorted"
     );
-    for (cols, lanes) in [(1024, 8), (1000, 32)] {
-        let text = format!(
+    let best = |cmp: &str, cols: usize| {
+        format!(
             "(def (fun (best (r [Float $n]) : Int)
-               (fold (fn ((b Int) (j Int)) (select (f.> (index r j) (index r b)) j b)) 0 (i-app iota/static [$n]))))
+               (fold (fn ((b Int) (j Int)) (select ({cmp} (index r j) (index r b)) j b)) 0 (i-app iota/static [$n]))))
              (entry (main (x [Float $r {cols}])) (best x))"
-        );
-        let loops = loop_level(&text);
+        )
+    };
+    for (cols, lanes) in [(1024, 8), (1000, 32)] {
+        let loops = loop_level(&best("f.>=", cols));
         // One load of the row per step: the item's (the first item's, before the fold, aside).
         let row_loads = loops.lines().filter(|l| l.contains("(load x.0")).count();
         assert_eq!(row_loads, 2, "{loops}");
         assert!(loops.contains(&format!("(min {lanes} ")), "{loops}");
     }
+    let loops = loop_level(&best("f.>", 1024));
+    assert!(
+        loops.contains("f.max tree") && loops.contains("min tree") && !loops.contains("lane"),
+        "{loops}"
+    );
 }
 
 /// The online log-sum-exp step rescales the running sum and the new item
