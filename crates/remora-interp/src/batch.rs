@@ -1623,10 +1623,33 @@ impl<'p> Interpreter {
                 }
             }
         }
+        // An operand laid out as a transposition, and none along the last
+        // axis: the result made in that operand's memory order (as NumPy's
+        // elementwise operations keep their operands' order), so that it is
+        // read along memory; the same atoms at the same positions, the
+        // result's steps telling where.
+        let order = memory_order(&layouts, &shape).unwrap_or_else(|| (0..shape.len()).collect());
+        let permuted: Vec<usize> = order.iter().map(|&a| shape[a]).collect();
+        let layouts: Vec<Layout> = layouts
+            .iter()
+            .map(|l| Layout {
+                offset: l.offset,
+                strides: order.iter().map(|&a| l.strides[a]).collect(),
+            })
+            .collect();
         let operands: Vec<(&Data<Fun<'p>>, &Layout)> =
             args.iter().map(|(a, _)| &a.v.data).zip(&layouts).collect();
-        let data = scalar::apply(name, &operands, &shape).ok()?;
-        Some(Batched::dense(Array { shape, data }, nb))
+        let data = scalar::apply(name, &operands, &permuted).ok()?;
+        let mut strides = vec![0; shape.len()];
+        for (&a, step) in order.iter().zip(row_major(&permuted)) {
+            strides[a] = step;
+        }
+        Some(Batched {
+            v: Array { shape, data },
+            nb,
+            offset: 0,
+            strides,
+        })
     }
 
     /// The folds — `reduce`, `reduce/zero`, `fold`, `scan`, `iscan`,
@@ -2962,6 +2985,30 @@ fn has_batched_rule(name: &str) -> bool {
                 | "searchsorted"
                 | "searchsorted/right"
         )
+}
+
+/// The order of `shape`'s axes in which an operand's atoms lie one after
+/// another (a transposition of a dense block: its steps decreasing, each
+/// the atoms of the axes after it; axes of one item first), when no
+/// operand steps by one along the last axis (row-major order reads that
+/// one along memory already).
+fn memory_order(layouts: &[Layout], shape: &[usize]) -> Option<Vec<usize>> {
+    if shape.len() < 2 || *shape.last()? < 2 || layouts.iter().any(|l| l.strides.last() == Some(&1)) {
+        return None;
+    }
+    layouts.iter().find_map(|l| {
+        let step = |a: usize| l.strides.get(a).copied();
+        let mut order: Vec<usize> = (0..shape.len()).collect();
+        order.sort_by_key(|&a| (shape[a] > 1, std::cmp::Reverse(step(a))));
+        let mut atoms = 1;
+        for &a in order.iter().rev().filter(|&&a| shape[a] > 1) {
+            if step(a)? != atoms {
+                return None;
+            }
+            atoms *= shape[a];
+        }
+        Some(order)
+    })
 }
 
 /// Steps over a result of rank `rank` whose first `to_nb` axes are batch

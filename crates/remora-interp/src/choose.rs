@@ -160,7 +160,9 @@ pub(crate) fn scatter_whole<'p>(all: &[(Batched<'p>, Vec<usize>)]) -> Option<Bat
 /// made along the reduced items: each sum of choices made as the operands
 /// are read (in place, replicated ones by zero steps), the chosen array
 /// never made — "the least index where the mask holds, else n" as one
-/// pass over the mask.
+/// pass over the mask. A mask that is a comparison (`(f.== r (reduce f.max
+/// r))`, `(< xs k)`) is not made either: its operands are compared a line
+/// of items at a time as the choices read them.
 impl<'p> crate::eval::Interpreter {
     pub(crate) fn reduce_of_select(
         &mut self,
@@ -178,19 +180,41 @@ impl<'p> crate::eval::Interpreter {
         if crate::tally::intrinsic_name(select)? != "select" || operands.len() != 3 {
             return None;
         }
+        let (mask, _) = operands[0];
+        let (compare, compared) = mask.spine();
+        let comparison = crate::tally::intrinsic_name(compare)
+            .and_then(crate::tally::comparison)
+            .filter(|_| compared.len() == 2);
         Some((|| {
             let op_value = self.eval_batched(op, env)?;
-            let mut all = Vec::with_capacity(3);
-            for (x, lifted) in &operands {
+            // The mask's comparands (when it is a comparison), then the
+            // choices: evaluated in the order they are written.
+            let written = match comparison {
+                Some(_) => compared.iter().chain(&operands[1..]),
+                None => operands[..1].iter().chain(&operands[1..]),
+            };
+            let mut all = Vec::with_capacity(4);
+            for (x, lifted) in written {
                 let v = self.eval_batched(x, env)?;
                 let cell = self.shape_of(&lifted.arg_cell, env, x.span).ok()?;
                 all.push((v, cell));
             }
             let rcell = self.shape_of(&reduced.arg_cell, env, chosen.span).ok()?;
-            if let Some(r) = self.reduce_chosen(&op_value, &all, &rcell) {
+            if let Some(r) = self.reduce_chosen(&op_value, comparison, &all, &rcell) {
                 return Some(r);
             }
-            // As written: the choice, then the reduction.
+            // As written: the mask (when it is a comparison), the choice,
+            // then the reduction.
+            if comparison.is_some() {
+                let f = self.eval_batched(compare, env)?;
+                let rest = all.split_off(2);
+                self.at = mask.span;
+                let made = self.apply_batched(&f, all)?;
+                all = std::iter::once((made, Vec::new())).chain(rest).collect();
+                if let Some(r) = self.reduce_chosen(&op_value, None, &all, &rcell) {
+                    return Some(r);
+                }
+            }
             let s = self.eval_batched(select, env)?;
             self.at = chosen.span;
             let made = self.apply_batched(&s, all)?;
@@ -200,11 +224,13 @@ impl<'p> crate::eval::Interpreter {
         })())
     }
 
-    /// The rule, when it applies: scalar choices, the reduced cells the
-    /// choices' last axis.
+    /// The rule, when it applies: scalar choices (and comparands), the
+    /// reduced cells the choices' last axis. `all` holds the mask (or,
+    /// with `comparison`, its two comparands), then the two choices.
     fn reduce_chosen(
         &mut self,
         op: &Batched<'p>,
+        comparison: Option<crate::tally::Cmp>,
         all: &[(Batched<'p>, Vec<usize>)],
         rcell: &[usize],
     ) -> crate::batch::Try<Batched<'p>> {
@@ -212,9 +238,12 @@ impl<'p> crate::eval::Interpreter {
             return None;
         }
         let op = crate::intrinsics::scalar_operator(&op.densify()?.v)?;
-        if !matches!(op, "min" | "max" | "+") {
-            return None;
-        }
+        let combine = match op {
+            "min" => Combine::Min,
+            "max" => Combine::Max,
+            "+" => Combine::Add,
+            _ => return None,
+        };
         let frame = Self::principal(all)?;
         let nb = all.iter().map(|(a, _)| a.nb).max()?;
         let &[n] = rcell else {
@@ -226,32 +255,59 @@ impl<'p> crate::eval::Interpreter {
         let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
         shape.extend(&frame);
         let outer = nb + frame.len();
-        let steps: Vec<Vec<usize>> = all
-            .iter()
-            .map(|(a, _)| a.steps_over(0, nb, outer, &shape))
-            .collect::<Option<_>>()?;
-        let [(m, _), (a, _), (b, _)] = all else {
-            return None;
-        };
-        let (Data::Bool(mask), Data::Int(xs), Data::Int(ys)) = (&m.v.data, &a.v.data, &b.v.data) else {
-            return None;
-        };
         let rows = shape.get(..shape.len() - 1)?.to_vec();
-        let at = |offset: usize, s: &[usize]| Reduced {
-            at: offset,
-            step: s.last().copied().unwrap_or(0),
-            steps: s.get(..rows.len()).unwrap_or_default().to_vec(),
+        let lines: Vec<Line> = all
+            .iter()
+            .map(|(a, _)| {
+                let s = a.steps_over(0, nb, outer, &shape)?;
+                Some(Line {
+                    at: a.offset,
+                    step: *s.last()?,
+                    steps: s.get(..rows.len())?.to_vec(),
+                })
+            })
+            .collect::<Option<_>>()?;
+        let (masks, choices) = all.split_at(all.len() - 2);
+        let [(a, _), (b, _)] = choices else {
+            return None;
         };
-        let operands = [
-            at(m.offset, &steps[0]),
-            at(a.offset, &steps[1]),
-            at(b.offset, &steps[2]),
-        ];
-        let out = match op {
-            "min" => reduce_choices(mask, xs, ys, &rows, n, &operands, i64::min),
-            "max" => reduce_choices(mask, xs, ys, &rows, n, &operands, i64::max),
-            _ => reduce_choices(mask, xs, ys, &rows, n, &operands, i64::wrapping_add),
-        }?;
+        let (Data::Int(xs), Data::Int(ys)) = (&a.v.data, &b.v.data) else {
+            return None;
+        };
+        let (mask_lines, choice_lines) = lines.split_at(lines.len() - 2);
+        let choices = Choices {
+            xs,
+            ys,
+            lines: [&choice_lines[0], &choice_lines[1]],
+            rows: &rows,
+            n,
+            combine,
+        };
+        let out = match (comparison, masks) {
+            (None, [(m, _)]) => match &m.v.data {
+                Data::Bool(mask) => choices.reduce(&Made {
+                    mask,
+                    line: &mask_lines[0],
+                })?,
+                _ => return None,
+            },
+            (Some(cmp), [(p, _), (q, _)]) => match (&p.v.data, &q.v.data) {
+                (Data::Float(p), Data::Float(q)) => choices.reduce(&Compared {
+                    cmp,
+                    p,
+                    q,
+                    lines: [&mask_lines[0], &mask_lines[1]],
+                })?,
+                (Data::Int(p), Data::Int(q)) => choices.reduce(&Compared {
+                    cmp,
+                    p,
+                    q,
+                    lines: [&mask_lines[0], &mask_lines[1]],
+                })?,
+                _ => return None,
+            },
+            _ => return None,
+        };
         Some(Batched::dense(
             remora_value::Array {
                 shape: rows,
@@ -262,51 +318,267 @@ impl<'p> crate::eval::Interpreter {
     }
 }
 
-/// Where an operand of `reduce_choices` lies: its first atom, its step
+/// Where an operand of a reduced choice lies: its first atom, its step
 /// along the items and along each axis of the rows.
-struct Reduced {
+struct Line {
     at: usize,
     step: usize,
     steps: Vec<usize>,
 }
 
-/// Each row's choices (`mask` picks `xs` or `ys`) combined along its `n`
-/// items, the operands read through their steps (in range: checked).
-fn reduce_choices(
-    mask: &[bool],
-    xs: &[i64],
-    ys: &[i64],
-    rows: &[usize],
-    n: usize,
-    [m, a, b]: &[Reduced; 3],
-    combine: impl Fn(i64, i64) -> i64,
-) -> Option<Vec<i64>> {
-    let count = atoms_in(rows);
-    let mut out = crate::kernel::buffer(count).ok()?;
-    let mut index = vec![0usize; rows.len()];
-    for _ in 0..count {
-        let base = |r: &Reduced| r.at + index.iter().zip(&r.steps).map(|(i, s)| i * s).sum::<usize>();
-        let (pm, pa, pb) = (base(m), base(a), base(b));
-        let pick = |k: usize| {
-            if *mask.get(pm + k * m.step)? {
-                xs.get(pa + k * a.step).copied()
-            } else {
-                ys.get(pb + k * b.step).copied()
-            }
-        };
-        let mut acc = pick(0)?;
-        for k in 1..n {
-            acc = combine(acc, pick(k)?);
+impl Line {
+    /// Where the items of row `r` (row-major over `rows`) from item `k`
+    /// start.
+    fn start(&self, mut r: usize, rows: &[usize], k: usize) -> Option<usize> {
+        let mut at = self.at.checked_add(k.checked_mul(self.step)?)?;
+        for (&d, &s) in rows.iter().zip(&self.steps).rev() {
+            at = at.checked_add((r % d).checked_mul(s)?)?;
+            r /= d;
         }
-        out.push(acc);
-        // The next row's index (an odometer).
-        for (i, &d) in index.iter_mut().zip(rows).rev() {
-            *i += 1;
-            if *i < d {
-                break;
+        Some(at)
+    }
+
+    /// `len` atoms of `v` from item `k` of row `r`: a run of `v` in place,
+    /// its one atom (a zero step), or (any other step) copied into
+    /// `scratch`. `None` outside `v`.
+    fn read<'a, T: Copy>(
+        &self,
+        v: &'a [T],
+        (r, rows): (usize, &[usize]),
+        k: usize,
+        len: usize,
+        scratch: &'a mut Vec<T>,
+    ) -> Option<Atoms<'a, T>> {
+        let at = self.start(r, rows, k)?;
+        Some(match self.step {
+            0 => Atoms::One(*v.get(at)?),
+            1 => Atoms::Run(v.get(at..at.checked_add(len)?)?),
+            step => {
+                let last = at.checked_add(len.checked_sub(1)?.checked_mul(step)?)?;
+                scratch.clear();
+                scratch.extend(v.get(at..=last)?.iter().step_by(step));
+                Atoms::Run(scratch)
             }
-            *i = 0;
+        })
+    }
+}
+
+/// Items reduced a line (at most this many items of a row) at a time, so
+/// that a mask compared and strided operands copied stay in cache.
+const LINE: usize = 4096;
+
+/// Rows of at least this many items in all are shared among the threads.
+const PARALLEL_ITEMS: usize = 1 << 20;
+
+/// The mask of a reduced choice, a line at a time.
+trait MaskLines: Sync {
+    /// Its scratch space (one per thread).
+    type Scratch: Default;
+    fn read<'s>(
+        &'s self,
+        row: (usize, &[usize]),
+        k: usize,
+        len: usize,
+        scratch: &'s mut Self::Scratch,
+    ) -> Option<Atoms<'s, bool>>;
+}
+
+/// A mask made before: read in place (or through its steps).
+struct Made<'a> {
+    mask: &'a [bool],
+    line: &'a Line,
+}
+
+impl MaskLines for Made<'_> {
+    type Scratch = Vec<bool>;
+    fn read<'s>(
+        &'s self,
+        row: (usize, &[usize]),
+        k: usize,
+        len: usize,
+        scratch: &'s mut Vec<bool>,
+    ) -> Option<Atoms<'s, bool>> {
+        self.line.read(self.mask, row, k, len, scratch)
+    }
+}
+
+/// A mask `(cmp p q)` compared as it is read (the scalar primitive's
+/// comparison: IEEE for Floats).
+struct Compared<'a, T> {
+    cmp: crate::tally::Cmp,
+    p: &'a [T],
+    q: &'a [T],
+    lines: [&'a Line; 2],
+}
+
+impl<T: Copy + PartialOrd + Sync> MaskLines for Compared<'_, T> {
+    type Scratch = (Vec<T>, Vec<T>, Vec<bool>);
+    fn read<'s>(
+        &'s self,
+        row: (usize, &[usize]),
+        k: usize,
+        len: usize,
+        (sp, sq, out): &'s mut Self::Scratch,
+    ) -> Option<Atoms<'s, bool>> {
+        use crate::tally::Cmp;
+        let p = self.lines[0].read(self.p, row, k, len, sp)?;
+        let q = self.lines[1].read(self.q, row, k, len, sq)?;
+        out.clear();
+        // One loop for each comparison, so that each vectorises.
+        match self.cmp {
+            Cmp::Eq => compare(p, q, len, out, |a, b| Cmp::Eq.holds(a, b)),
+            Cmp::Ne => compare(p, q, len, out, |a, b| Cmp::Ne.holds(a, b)),
+            Cmp::Lt => compare(p, q, len, out, |a, b| Cmp::Lt.holds(a, b)),
+            Cmp::Le => compare(p, q, len, out, |a, b| Cmp::Le.holds(a, b)),
+            Cmp::Gt => compare(p, q, len, out, |a, b| Cmp::Gt.holds(a, b)),
+            Cmp::Ge => compare(p, q, len, out, |a, b| Cmp::Ge.holds(a, b)),
+        }
+        Some(Atoms::Run(out))
+    }
+}
+
+/// `holds` of each pair of `len` atoms, into `out`.
+#[inline(always)]
+fn compare<T: Copy>(
+    p: Atoms<'_, T>,
+    q: Atoms<'_, T>,
+    len: usize,
+    out: &mut Vec<bool>,
+    holds: impl Fn(T, T) -> bool,
+) {
+    crate::fmath::widest(
+        #[inline(always)]
+        || match (p, q) {
+            (Atoms::Run(a), Atoms::Run(b)) => out.extend(a.iter().zip(b).map(|(&a, &b)| holds(a, b))),
+            (Atoms::Run(a), Atoms::One(b)) => out.extend(a.iter().map(|&a| holds(a, b))),
+            (Atoms::One(a), Atoms::Run(b)) => out.extend(b.iter().map(|&b| holds(a, b))),
+            (Atoms::One(a), Atoms::One(b)) => out.resize(len, holds(a, b)),
+        },
+    )
+}
+
+/// The two choices of a reduced choice, and the reduction.
+struct Choices<'a> {
+    xs: &'a [i64],
+    ys: &'a [i64],
+    lines: [&'a Line; 2],
+    rows: &'a [usize],
+    n: usize,
+    combine: Combine,
+}
+
+impl Choices<'_> {
+    /// Each row's choices combined along its `n` items, a line at a time
+    /// (the operator combines in any order with the same result), the
+    /// rows shared among the threads when there are many items. `None`
+    /// when an operand lies outside its buffer.
+    fn reduce<M: MaskLines>(&self, mask: &M) -> Option<Vec<i64>> {
+        let count = atoms_in(self.rows);
+        let mut out = crate::kernel::buffer(count).ok()?;
+        out.resize(count, 0);
+        let rows = |first: usize, out: &mut [i64]| -> bool {
+            let mut scratch = (M::Scratch::default(), Vec::new(), Vec::new());
+            out.iter_mut()
+                .enumerate()
+                .all(|(i, o)| self.row(mask, first + i, &mut scratch).map(|v| *o = v).is_some())
+        };
+        let items = count.saturating_mul(self.n);
+        crate::rows_in_parallel(&mut out, 1, items, PARALLEL_ITEMS, rows).then_some(out)
+    }
+
+    fn row<M: MaskLines>(
+        &self,
+        mask: &M,
+        r: usize,
+        (sm, sx, sy): &mut (M::Scratch, Vec<i64>, Vec<i64>),
+    ) -> Option<i64> {
+        let row = (r, self.rows);
+        let mut acc = self.combine.unit();
+        for k in (0..self.n).step_by(LINE) {
+            let len = LINE.min(self.n - k);
+            let m = mask.read(row, k, len, sm)?;
+            let x = self.lines[0].read(self.xs, row, k, len, sx)?;
+            let y = self.lines[1].read(self.ys, row, k, len, sy)?;
+            acc = self.combine.of(acc, self.combine.choices(m, x, y, len));
+        }
+        Some(acc)
+    }
+}
+
+/// The Int operators a reduced choice combines by: each gives the same
+/// result in any order.
+#[derive(Clone, Copy)]
+enum Combine {
+    Min,
+    Max,
+    Add,
+}
+
+impl Combine {
+    fn unit(self) -> i64 {
+        match self {
+            Combine::Min => i64::MAX,
+            Combine::Max => i64::MIN,
+            Combine::Add => 0,
         }
     }
-    Some(out)
+
+    fn of(self, a: i64, b: i64) -> i64 {
+        match self {
+            Combine::Min => a.min(b),
+            Combine::Max => a.max(b),
+            Combine::Add => a.wrapping_add(b),
+        }
+    }
+
+    /// The `len` choices (`m` picks `x` or `y`) combined: one loop for
+    /// each operator, in the widest vectors the machine has.
+    fn choices(self, m: Atoms<'_, bool>, x: Atoms<'_, i64>, y: Atoms<'_, i64>, len: usize) -> i64 {
+        let unit = self.unit();
+        match self {
+            Combine::Min => crate::fmath::widest(
+                #[inline(always)]
+                || combined(m, x, y, len, unit, i64::min),
+            ),
+            Combine::Max => crate::fmath::widest(
+                #[inline(always)]
+                || combined(m, x, y, len, unit, i64::max),
+            ),
+            Combine::Add => crate::fmath::widest(
+                #[inline(always)]
+                || combined(m, x, y, len, unit, i64::wrapping_add),
+            ),
+        }
+    }
+}
+
+/// The `len` choices (`m` picks `x` or `y`) combined by `f` from `unit`.
+#[inline(always)]
+fn combined(
+    m: Atoms<'_, bool>,
+    x: Atoms<'_, i64>,
+    y: Atoms<'_, i64>,
+    len: usize,
+    unit: i64,
+    f: impl Fn(i64, i64) -> i64,
+) -> i64 {
+    let pick = |c: bool, x: i64, y: i64| if c { x } else { y };
+    match (m, x, y) {
+        (Atoms::Run(c), Atoms::Run(x), Atoms::Run(y)) => c
+            .iter()
+            .zip(x)
+            .zip(y)
+            .fold(unit, |a, ((&c, &x), &y)| f(a, pick(c, x, y))),
+        (Atoms::Run(c), Atoms::Run(x), Atoms::One(y)) => {
+            c.iter().zip(x).fold(unit, |a, (&c, &x)| f(a, pick(c, x, y)))
+        }
+        (Atoms::Run(c), Atoms::One(x), Atoms::Run(y)) => {
+            c.iter().zip(y).fold(unit, |a, (&c, &y)| f(a, pick(c, x, y)))
+        }
+        (Atoms::Run(c), Atoms::One(x), Atoms::One(y)) => c.iter().fold(unit, |a, &c| f(a, pick(c, x, y))),
+        (Atoms::One(c), x, y) => match if c { x } else { y } {
+            Atoms::Run(v) => v.iter().fold(unit, |a, &v| f(a, v)),
+            Atoms::One(v) => (0..len).fold(unit, |a, _| f(a, v)),
+        },
+    }
 }
