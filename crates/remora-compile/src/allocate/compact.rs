@@ -1119,7 +1119,8 @@ pub(super) struct Offsets<'m> {
     n: Expr,
     /// The scan's first item.
     start: Expr,
-    /// Each part's count of the flags before it (`PARTS` Ints).
+    /// Each part's count of the flags before it (`PARTS` Ints), then the
+    /// count of all.
     starts: Var,
     /// How many flags are set.
     total: Var,
@@ -1165,7 +1166,7 @@ impl<'m> Alloc<'m> {
         body.push(Stmt::Alloc {
             buf: starts,
             elem: Elem::Int,
-            len: Expr::Int(PARTS),
+            len: Expr::Int(PARTS + 1),
         });
         let (p, lo, hi, i, acc) = (
             self.fresh("part"),
@@ -1220,6 +1221,11 @@ impl<'m> Alloc<'m> {
                     value: Expr::add(Expr::Var(total), Expr::Var(c)),
                 },
             ],
+        });
+        body.push(Stmt::Store {
+            buf: starts,
+            index: Expr::Int(PARTS),
+            value: Expr::Var(total),
         });
         Ok(Some(Val::Offsets(Rc::new(Offsets {
             flags_var,
@@ -1346,46 +1352,59 @@ impl<'m> Alloc<'m> {
                 body,
             )?;
         }
-        let (p, lo, hi, i, at, k) = (
+        let (p, lo, hi, at, end) = (
             self.fresh("part"),
             self.fresh("lo"),
             self.fresh("hi"),
-            self.fresh("i"),
             self.fresh("at"),
-            self.fresh("k"),
+            self.fresh("end"),
         );
-        let mut each = vec![int(k, Expr::add(Expr::Var(lo), Expr::Var(i)))];
-        let flag = self.key(&o.flags, Expr::Var(k), &mut each)?;
-        let mut kept = Vec::new();
-        self.loop_depth += 2;
-        let copied = self.copy(
-            cell_val(src.cell(&[Expr::Var(k)])),
-            &out.cell(&[Expr::Var(at)]),
-            &mut kept,
-        );
-        self.loop_depth -= 2;
-        copied?;
-        let placed = op(
-            "and",
-            op(">=", Expr::Var(at), Expr::Int(0)),
-            op("<", Expr::Var(at), m),
-        );
-        each.push(Stmt::If {
-            cond: flag,
-            then: vec![
-                Stmt::If {
+        let item = |a: &mut Self, k: Var, branchless: bool, each: &mut Vec<Stmt>| -> Res<(Expr, Vec<Stmt>)> {
+            let flag = a.key(&o.flags, Expr::Var(k), each)?;
+            let mut kept = Vec::new();
+            a.loop_depth += 3;
+            let copied = a.copy(
+                cell_val(src.cell(&[Expr::Var(k)])),
+                &out.cell(&[Expr::Var(at)]),
+                &mut kept,
+            );
+            a.loop_depth -= 3;
+            copied?;
+            if branchless {
+                return Ok((flag, kept));
+            }
+            let placed = op(
+                "and",
+                op(">=", Expr::Var(at), Expr::Int(0)),
+                op("<", Expr::Var(at), m.clone()),
+            );
+            Ok((
+                flag,
+                vec![Stmt::If {
                     cond: placed,
                     then: kept,
                     otherwise: Vec::new(),
-                },
-                Stmt::Set {
-                    var: at,
-                    value: Expr::add(Expr::Var(at), Expr::Int(1)),
-                },
-            ],
-            otherwise: Vec::new(),
-        });
+                }],
+            ))
+        };
+        // Items of atoms in blocks: a block fits where every place it may
+        // write is its part's and within `dest`.
+        let fits = |many: Expr| {
+            op(
+                "and",
+                op(">=", Expr::Var(at), Expr::Int(0)),
+                op("<=", Expr::add(Expr::Var(at), many), Expr::Var(end)),
+            )
+        };
+        let atoms = src.dims.len() == 1;
+        let copy_part = self.kept_in_blocks(
+            at,
+            (lo, hi),
+            atoms.then_some(&fits as &dyn Fn(Expr) -> Expr),
+            item,
+        )?;
         let [from, to] = part_of(lo, hi, p, &o.n);
+        let place = |q: Expr| Expr::add(o.start.clone(), Expr::load(o.starts, q));
         body.push(Stmt::For {
             index: p,
             count: Expr::Int(PARTS),
@@ -1393,13 +1412,12 @@ impl<'m> Alloc<'m> {
             body: vec![
                 from,
                 to,
-                int(at, Expr::add(o.start.clone(), Expr::load(o.starts, Expr::Var(p)))),
-                Stmt::For {
-                    index: i,
-                    count: op("-", Expr::Var(hi), Expr::Var(lo)),
-                    parallel: false,
-                    body: each,
-                },
+                int(at, place(Expr::Var(p))),
+                int(
+                    end,
+                    op("min", place(Expr::add(Expr::Var(p), Expr::Int(1))), m.clone()),
+                ),
+                copy_part,
             ],
         });
         Ok(Val::Array(out))
