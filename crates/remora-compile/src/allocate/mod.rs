@@ -35,6 +35,7 @@ mod exps;
 mod files;
 mod folds;
 mod gather;
+mod interchange;
 mod items;
 mod iteration;
 mod lanes;
@@ -313,6 +314,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     stacked::read_in_place(&mut body, &a.out.outputs);
     contract::contractions(&mut body);
     styles::turn_lifted_sums(&mut body, &mut a.out.names);
+    interchange::reductions_inside_out(&mut body, &mut a.out.names);
     let extents: std::collections::HashSet<Var> = a
         .out
         .inputs
