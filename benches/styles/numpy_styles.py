@@ -154,6 +154,84 @@ def setup(w, p):
         def run():
             return x[(i[:, None] + 3 * i[None, :]) % n, (5 * i[:, None] + i[None, :]) % n]
         return run
+    # The workloads written after the compiler was tuned.
+    if w == "cosine":
+        x = floats(n * p["D"], 1).reshape(n, p["D"]) - f32(0.5)
+
+        def run():
+            u = x / np.sqrt((x * x).sum(axis=1, keepdims=True))
+            return u @ u.T
+        return run
+    if w == "attention":
+        L, d = p["L"], p["DK"]
+        q, k, v = (floats(L * d, s).reshape(L, d) - f32(0.5) for s in (1, 2, 3))
+
+        def run():
+            s = (q @ k.T) / np.sqrt(f32(d))
+            e = np.exp(s - s.max(axis=1, keepdims=True))
+            return (e / e.sum(axis=1, keepdims=True)) @ v
+        return run
+    if w == "floyd":
+        d0 = (floats(n * n, 1) * f32(10) + f32(1)).reshape(n, n)
+
+        def run():
+            d = d0
+            for k in range(n):
+                d = np.minimum(d, d[:, k, None] + d[None, k, :])
+            return d
+        return run
+    if w == "minplus":
+        d = (floats(n * n, 1) * f32(10) + f32(1)).reshape(n, n)
+
+        def run():
+            r = np.full((n, n), f32(1e30), dtype=f32)
+            for k in range(n):
+                np.minimum(r, d[:, k, None] + d[None, k, :], out=r)
+            return r
+        return run
+    if w == "colscan":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
+        return lambda: np.cumsum(x, axis=0)
+    if w == "sat":
+        x = floats(n * n, 1).reshape(n, n)
+        return lambda: np.cumsum(np.cumsum(x, axis=0), axis=1)
+    if w == "knn":
+        q = floats(2 * p["Q"], 1).reshape(p["Q"], 2)
+        pts = floats(2 * p["P"], 2).reshape(p["P"], 2)
+        k = p["K"]
+
+        def run():
+            e = q[:, None, :] - pts[None, :, :]
+            d = (e * e).sum(axis=2)
+            return np.sort(np.partition(d, k - 1, axis=1)[:, :k], axis=1)
+        return run
+    if w == "whist":
+        xs, ws = floats(n, 1), floats(n, 2)
+        b = p["B"]
+        return lambda: np.bincount((xs * f32(b)).astype(np.int64), weights=ws, minlength=b).astype(f32)
+    if w == "clipnorm":
+        x = floats(n, 1)
+
+        def run():
+            y = np.clip(x, f32(0.1), f32(0.9))
+            lo = y.min()
+            return (y - lo) / (y.max() - lo)
+        return run
+    if w == "kron":
+        a = floats(p["M"] * p["N"], 1).reshape(p["M"], p["N"])
+        b = floats(p["P"] * p["Q"], 2).reshape(p["P"], p["Q"])
+        return lambda: np.kron(a, b)
+    if w == "movavg":
+        x = floats(n, 1) - f32(0.5)
+        wd = p["W"]
+
+        def run():
+            c = np.concatenate(([f32(0)], np.cumsum(x)))
+            return (c[wd:] - c[:-wd]) / f32(wd)
+        return run
+    if w == "matpow":
+        a = floats(9 * p["B"], 1).reshape(p["B"], 3, 3)
+        return lambda: np.linalg.matrix_power(a, p["P"])
     raise SystemExit(f"unknown workload {w}")
 
 

@@ -1438,6 +1438,13 @@ static inline void rt_ct_pack16(const float *src, int64_t rs, float *dst) {
   for (int x = 0; x < 16; x++) memcpy(dst + 16 * x, &v[x], sizeof v[x]);
 }
 
+/* A contraction so small (a 3×3 product in a cell of a lifted matmul)
+ * that packing, the leaves' bookkeeping and the thread pool cost more
+ * than the products: plain loops on this thread, one leaf (k ≤ 256). */
+static inline int rt_ct_small(int64_t m, int64_t n, int64_t k) {
+  return k <= RT_CT_LEAF && m <= 64 && n <= 64 && m * n * k <= 4096;
+}
+
 /* The leaves of the interpreter's tree over n > 256 items (halves: the
  * first ⌊n/2⌋ and the rest) into bounds, and after each leaf how many of
  * the tree's nodes it completes (the pops of the postorder program). */
@@ -1733,6 +1740,17 @@ static void rt_contract_f32(const float *a, int64_t as_i, int64_t as_p, const fl
       for (int64_t x = 0; x < n; x++) c[i * cs_i + x * cs_j] = has_seed ? seed : 0.0f;
     return;
   }
+  if (rt_ct_small(m, n, k)) {
+    /* One leaf, each sum left to right as rt_ct_rows's leaf adds it. */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t x = 0; x < n; x++) {
+        const float *ar = a + i * as_i, *bc = b + x * bs_j;
+        float v = has_seed ? seed : ar[0] * bc[0];
+        for (int64_t q = has_seed ? 0 : 1; q < k; q++) v = v + ar[q * as_p] * bc[q * bs_p];
+        c[i * cs_i + x * cs_j] = v;
+      }
+    return;
+  }
   int64_t leaves_max = k / (RT_CT_LEAF / 2) + 2;
   int64_t *bounds = rt_alloc(leaves_max + 1, sizeof *bounds);
   int64_t *pops = rt_alloc(leaves_max, sizeof *pops);
@@ -1809,6 +1827,16 @@ static void rt_contract_i64(const int64_t *a, int64_t as_i, int64_t as_p, const 
                             int64_t order, int64_t has_seed, int64_t seed) {
   (void)order;
   if (m <= 0 || n <= 0) return;
+  if (rt_ct_small(m, n, k)) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t x = 0; x < n; x++) {
+        uint64_t acc = has_seed ? (uint64_t)seed : 0;
+        for (int64_t q = 0; q < k; q++)
+          acc += (uint64_t)a[i * as_i + q * as_p] * (uint64_t)b[x * bs_j + q * bs_p];
+        c[i * cs_i + x * cs_j] = (int64_t)acc;
+      }
+    return;
+  }
   rt_cti_job j = {a, b, as_i, as_p, bs_j, bs_p, n, k < 0 ? 0 : k, c, cs_i, cs_j, has_seed ? seed : 0};
   rt_parallel_for(m, (uint64_t)n * (uint64_t)(k < 0 ? 0 : k) + 1, rt_cti_rows, &j);
 }

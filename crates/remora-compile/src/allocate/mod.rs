@@ -35,6 +35,7 @@ mod exps;
 mod files;
 mod folds;
 mod gather;
+mod interchange;
 mod items;
 mod iteration;
 mod lanes;
@@ -325,6 +326,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
         .collect();
     let inputs: Vec<Var> = a.out.inputs.iter().map(|i| i.buf).collect();
     ranges::simplify(&mut body, &a.out.outputs, &inputs, &extents);
+    interchange::reductions_inside_out(&mut body, &mut a.out.names);
     siblings::fuse_siblings(&mut body, &a.out.outputs, &mut a.out.names);
     items::shared_items(&mut body, &mut a.out.names);
     reuse::write_over_dead(&mut body, &mut a.out.outputs);

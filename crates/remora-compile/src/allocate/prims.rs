@@ -1107,7 +1107,7 @@ fn shape_of(xs: &Val<'_>) -> Res<(Elem, Vec<Expr>)> {
 /// is NaN, else of the items that compare greatest (least) the last (the
 /// first) — ties of -0.0 and 0.0 — in any grouping that keeps the items'
 /// order, as the tree does.
-fn exact_order(op: &str, order: Order) -> Order {
+pub(super) fn exact_order(op: &str, order: Order) -> Order {
     match op {
         "+" | "*" | "max" | "min" | "bit-and" | "bit-or" | "bit-xor" | "and" | "or" | "f.max" | "f.min" => {
             Order::Tree
