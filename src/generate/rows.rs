@@ -65,8 +65,12 @@ impl Gen<'_> {
     }
 
     /// A length of rows of `e`s: small, now and then 300 or an index
-    /// variable in scope, at least `min`.
+    /// variable in scope, or about a multiple of a vector's lanes (8 and
+    /// 16: the remainders of vectorised passes), at least `min`.
     fn row_length(&mut self, e: Elem, min: usize) -> Dim {
+        if self.c.below(4) == 0 {
+            return Dim::lit(self.c.pick(&[7, 8, 9, 15, 16, 17, 31, 32, 33]));
+        }
         self.length(&Ty::scalar(e), min)
     }
 
