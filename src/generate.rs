@@ -15,7 +15,11 @@
 //! `sort-by`/`grade-by` by a key), `hist`, `scatter`, `head`/`last`/`tail`,
 //! `flatten`, `index2d`, `argmax`/`argmin`, `dot`, `matmul`, records
 //! (built, read, carried through `iterate`, `while` and `fold`) and boxes
-//! (`filter`, `range`) unboxed and used. Half the programs are an entry, `main`, whose parameters have
+//! (`filter`, `range`) unboxed and used; and the forms users write over
+//! rows ([`rows`]: best indices, `sort-by`/`grade-by` by lambdas, top-k,
+//! gathers by `index2d` and `nth` chains, reductions of `windows`,
+//! matrix-vector products, `while` over records, `scatter` of computed
+//! indices). Half the programs are an entry, `main`, whose parameters have
 //! sizes known only at run time (`[Float $n]`), with inputs of those sizes
 //! (some empty, some of 300 items). A shape is a list of [`Dim`]s: numbers
 //! and sums of index variables in scope. When the bytes run out every
@@ -27,6 +31,8 @@
 //! and, where it compiles, compiled to C, and says whether the two agree.
 
 use remora_syntax::{RealFs, SourceMap, load_program_text};
+
+mod rows;
 
 /// An atom type.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -734,7 +740,7 @@ impl Gen<'_> {
             Vec::new()
         };
         let cell = Ty::new(e, &rest);
-        match self.c.below(51) {
+        match self.c.below(56) {
             0..=5 => self.prim(ty, d),
             6 => self.leaf(ty),
             7 => {
@@ -1046,6 +1052,7 @@ impl Gen<'_> {
                 format!("(index2d {xs} [{i} {j}])")
             }
             50 if rank > 0 => self.sorted_by(ty, d),
+            51..=55 => self.rows(ty, d),
             _ => self.prim(ty, d),
         }
     }

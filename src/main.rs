@@ -498,12 +498,9 @@ fn read_source(source: Source, sources: &mut SourceMap, sandbox: bool) -> Result
                     eprintln!("usage: remora COMMAND (-e EXPR | -f FILE | FILE | < FILE)");
                     return Err(ExitCode::FAILURE);
                 }
-                match read_stdin_text() {
-                    Ok(t) => t,
-                    Err(e) => {
-                        report(format!("standard input {e}"));
-                        return Err(ExitCode::FAILURE);
-                    }
+                match read_stdin_text(sources) {
+                    Some(t) => t,
+                    None => return Err(ExitCode::FAILURE),
                 }
             }
         };
@@ -1259,11 +1256,17 @@ fn uses_intrinsic(p: &remora_compile::maps::Program, name: &str) -> bool {
     found
 }
 
-/// A program from standard input (bounded as a source file is).
-fn read_stdin_text() -> Result<String, String> {
+/// A program from standard input (bounded as a source file is), named
+/// `<cli>`; else the error printed (text that is not UTF-8: at its first
+/// bad byte).
+fn read_stdin_text(sources: &mut SourceMap) -> Option<String> {
     let bytes =
-        remora_syntax::files::read_at_most(std::io::stdin().lock(), remora_syntax::files::MAX_SOURCE_BYTES)?;
-    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".into())
+        remora_syntax::files::read_at_most(std::io::stdin().lock(), remora_syntax::files::MAX_SOURCE_BYTES)
+            .map_err(|e| report(format!("standard input {e}")))
+            .ok()?;
+    remora_syntax::files::utf8(bytes)
+        .map_err(|bad| eprint!("{}", render_all(&[bad.diagnostic(sources, "<cli>")], sources)))
+        .ok()
 }
 
 /// The most bytes a data file may have: a quarter of the memory budget.
@@ -1537,12 +1540,8 @@ fn parse(source: Source) -> ExitCode {
             eprintln!("usage: remora parse (-e EXPR | -f FILE | FILE | < FILE)");
             return ExitCode::FAILURE;
         }
-        let text = match read_stdin_text() {
-            Ok(t) => t,
-            Err(e) => {
-                report(format!("standard input {e}"));
-                return ExitCode::FAILURE;
-            }
+        let Some(text) = read_stdin_text(&mut sources) else {
+            return ExitCode::FAILURE;
         };
         let loaded = remora_syntax::load_program_text(&mut sources, &RealFs, "<cli>", None, &text);
         (print::program(&loaded.value), loaded.diagnostics)

@@ -1910,7 +1910,8 @@ fn text_cases() -> Vec<Make> {
                 .heavy()
         }),
         make("small/invalid-utf8-in-source", |n| {
-            Case::new(n, b"(+ 1 2)\n(+ \xff 1)\n".to_vec(), &[1])
+            // The error at the bad byte: line 2, column 4.
+            Case::new(n, b"(+ 1 2)\n(+ \xff 1)\n".to_vec(), &[1]).stderr(".remora:2:4: error: not UTF-8 text")
         }),
         make("small/invalid-utf8-in-comment", |n| {
             Case::new(n, b"; caf\xe9\n(+ 1 2)\n".to_vec(), &[0, 1]).stdout("3")
@@ -1922,7 +1923,9 @@ fn text_cases() -> Vec<Make> {
             Case::new(n, b"(+ 1\x00 2)\n".to_vec(), &[1])
         }),
         make("small/invalid-utf8-program-on-stdin", |n| {
-            let mut c = Case::new(n, "", &[1]).args(&["parse"]);
+            let mut c = Case::new(n, "", &[1])
+                .args(&["parse"])
+                .stderr("<cli>:1:6: error: not UTF-8 text");
             c.stdin = Input::Bytes(b"(+ 1 \xfe)\n".to_vec());
             c
         }),

@@ -264,6 +264,13 @@ pub fn run<'p>(
         [TDecl::Def { var, value, .. }] => (var, value),
         [] if !has_entries && args.is_empty() && !shown.is_empty() => return Ok(Outcome::Script(shown)),
         [] => return Err(Failure::Plain(format!("program has no {entry} entry"))),
+        // (core.md §4.2's message, at the second entry's value.)
+        [_, TDecl::Def { value: second, .. }, ..] => {
+            return Err(Failure::Run(RunError {
+                span: second.span,
+                message: format!("multiple {entry} entries"),
+            }));
+        }
         _ => return Err(Failure::Plain(format!("multiple {entry} entries"))),
     };
     let (var, value) = target;

@@ -4,6 +4,9 @@
 //! ends), and never more than a bound. Standard input, which may be either,
 //! is read with the same bound.
 
+use crate::diag::Diagnostic;
+use crate::source::{SourceFile, SourceMap};
+use crate::span::Span;
 use std::io::Read;
 use std::path::Path;
 
@@ -48,7 +51,52 @@ pub fn read_prefix(path: &Path, n: u64) -> Result<Vec<u8>, String> {
 
 /// The text of the regular file at `path` (UTF-8), at most `max` bytes.
 pub fn read_text(path: &Path, max: u64) -> Result<String, String> {
-    String::from_utf8(read_bounded(path, max)?).map_err(|_| "is not UTF-8 text".into())
+    utf8(read_bounded(path, max)?).map_err(|e| e.to_string())
+}
+
+/// Bytes that are not UTF-8 text: where the first bad byte is, and the
+/// text with each bad sequence replaced by U+FFFD (the bytes before the
+/// first unchanged), so that a diagnostic can show its line.
+#[derive(Debug, Clone)]
+pub struct NotUtf8 {
+    pub text: String,
+    pub offset: usize,
+    pub byte: u8,
+}
+
+impl std::fmt::Display for NotUtf8 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "is not UTF-8 text")
+    }
+}
+
+impl std::error::Error for NotUtf8 {}
+
+impl NotUtf8 {
+    /// The error at the first bad byte of the text named `name` (which
+    /// `sources` is given, replacements and all, to show the line).
+    pub fn diagnostic(&self, sources: &mut SourceMap, name: &str) -> Diagnostic {
+        let file = sources.add(SourceFile::new(name, None, self.text.clone()));
+        let at = Span::new(
+            file,
+            self.offset,
+            self.offset + char::REPLACEMENT_CHARACTER.len_utf8(),
+        );
+        Diagnostic::error(at, format!("not UTF-8 text: byte 0x{:02X}", self.byte))
+    }
+}
+
+/// `bytes` as text, if they are UTF-8.
+pub fn utf8(bytes: Vec<u8>) -> Result<String, NotUtf8> {
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let bytes = e.into_bytes();
+        NotUtf8 {
+            byte: bytes.get(offset).copied().unwrap_or_default(),
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            offset,
+        }
+    })
 }
 
 /// Everything `r` gives, up to `max` bytes; an error past that (a stream

@@ -26,8 +26,11 @@ impl FileLoader for RealFs {
     fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
         std::fs::canonicalize(path)
     }
+    /// (Text that is not UTF-8 is an error holding [`crate::files::NotUtf8`].)
     fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        crate::files::read_text(path, crate::files::MAX_SOURCE_BYTES).map_err(std::io::Error::other)
+        let bytes = crate::files::read_bounded(path, crate::files::MAX_SOURCE_BYTES)
+            .map_err(std::io::Error::other)?;
+        crate::files::utf8(bytes).map_err(std::io::Error::other)
     }
 }
 
@@ -171,10 +174,19 @@ pub fn load_program_file(sources: &mut SourceMap, loader: &dyn FileLoader, path:
             &text,
         ),
         Err(e) => {
-            diags.push(Diagnostic::error_unpositioned(format!(
-                "cannot read {}: {e}",
-                crate::files::shown(path)
-            )));
+            // Text that is not UTF-8: the error at its first bad byte.
+            diags.push(
+                match e
+                    .get_ref()
+                    .and_then(|inner| inner.downcast_ref::<crate::files::NotUtf8>())
+                {
+                    Some(bad) => bad.diagnostic(sources, &path.display().to_string()),
+                    None => Diagnostic::error_unpositioned(format!(
+                        "cannot read {}: {e}",
+                        crate::files::shown(path)
+                    )),
+                },
+            );
             Loaded {
                 value: Program { decls: Vec::new() },
                 diagnostics: diags,
