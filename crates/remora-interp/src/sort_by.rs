@@ -21,10 +21,31 @@
 //!
 //! Whatever cannot run batched (`trace`, an error) gives up, and the
 //! reference path runs.
+//!
+//! A less-than that compares keys, `(fn ((a …) (b …)) (CMP (G a) (G b)))`
+//! with `CMP` a scalar comparison and the second operand the first with
+//! `b` for `a` (`G` may read the cell: `(f.abs (index r a))`), or a
+//! comparison itself (`f.<`), needs no batched application per step: the
+//! keys `G x` of every item of every cell are made at once, by one
+//! batched application of `λa. G a` over `[cells, n]`, and every
+//! comparison of the merge sort is `CMP` on two keys. Every item of a
+//! cell of at least two is compared (so `G` raises nothing the reference
+//! does not; cells of fewer compare nothing and make no keys). The same
+//! comparisons in the same order: a merge sort of each cell on its keys
+//! (`intrinsics::merge_sort`), natively. Where `CMP` is an order (`<`,
+//! `<=`, `>`, `>=` and Float keys without NaN), that merge sort's result
+//! is known without it: the keys' stable order (ascending for `<` and
+//! `<=`, descending for `>` and `>=`), ties in the items' order for the
+//! strict ones and reversed for the others (the merge takes the right
+//! run's item of a tie). That is each row's sort of its keys with their
+//! positions (`sort::rows_ordered`).
 
 use crate::batch::{Batched, Try};
-use crate::eval::{Fun, Interpreter, atoms_in};
+use crate::eval::{Fun, Interpreter, atoms_in, fun_value};
+use crate::intrinsics::merge_sort;
 use crate::masked::take_rows;
+use crate::sort::{Ends, float_key, int_key, rows_ordered};
+use remora_check::typed::{TAtom, TAtomKind, TExpr, TExprKind, VarId};
 use remora_value::{Array, Atom, Data};
 
 /// One merge of two adjacent runs of one cell: the next item of the left
@@ -81,7 +102,17 @@ impl<'p> Interpreter {
             xs.v.shape
                 .get(..xs.v.shape.len().checked_sub(xcell.len())?)?
                 .to_vec();
-        let order = self.merge_sort_cells(less, &xs.v.data, (&outer, nb), n, item_cell)?;
+        let keyed = match keyed(less) {
+            Some(k) if n >= 2 && atoms_in(&outer) > 0 => self
+                .keys_of(k.key.as_ref(), &xs.v.data, (&outer, nb), n, item_cell)
+                .map(|keys| (k.cmp, keys)),
+            _ => None,
+        };
+        let order = match keyed {
+            Some((cmp, keys)) => keyed_order(cmp, &keys, n)?,
+            None if crate::eval::doomed() || crate::eval::starved() || crate::eval::faulted() => return None,
+            None => self.merge_sort_cells(less, &xs.v.data, (&outer, nb), n, item_cell)?,
+        };
         if name == "grade-by" {
             let mut shape = outer;
             shape.push(n);
@@ -218,6 +249,37 @@ impl<'p> Interpreter {
         Some(order)
     }
 
+    /// The key of every item of every cell (`items` laid out as `outer
+    /// ++ [n] ++ item_cell`, the first `nb` axes the batch's): the key
+    /// function applied to them all at once, or the items themselves
+    /// (`None`, atoms only).
+    fn keys_of(
+        &mut self,
+        key: Option<&Fun<'p>>,
+        items: &Data<Fun<'p>>,
+        (outer, nb): (&[usize], usize),
+        n: usize,
+        item_cell: &[usize],
+    ) -> Try<Data<Fun<'p>>> {
+        let Some(key) = key else {
+            return item_cell.is_empty().then(|| items.clone());
+        };
+        let mut frame = outer.to_vec();
+        frame.push(n);
+        let shape = frame.iter().chain(item_cell).copied().collect();
+        let xs = Batched::dense(
+            Array {
+                shape,
+                data: items.clone(),
+            },
+            nb,
+        );
+        let key = Batched::plain(fun_value(key.clone()));
+        let r = self.apply_batched(&key, vec![(xs, item_cell.to_vec())])?;
+        let r = self.expand(&r, nb)?.densify()?;
+        (r.v.shape == frame).then_some(r.v.data)
+    }
+
     /// `(less a b)` for each pair of rows `a` of `firsts`, `b` of
     /// `seconds` of `items`, laid over `frame` (its first `nb` axes the
     /// batch's), by one batched application.
@@ -251,4 +313,337 @@ impl<'p> Interpreter {
             _ => None,
         }
     }
+}
+
+/// A less-than that compares keys (see the module comment): the scalar
+/// comparison and the key function (`None`: the items are the keys).
+struct Keyed<'p> {
+    cmp: &'static str,
+    key: Option<Fun<'p>>,
+}
+
+/// `less` as a comparison of keys, if it is one.
+fn keyed<'p>(less: &Batched<'p>) -> Option<Keyed<'p>> {
+    if less.nb != 0 || !less.v.shape.is_empty() {
+        return None;
+    }
+    let Data::Atoms(atoms) = &less.v.data else {
+        return None;
+    };
+    match atoms.get(less.offset)? {
+        Atom::Fun(Fun::Prim(p))
+            if p.args.is_empty()
+                && p.types.len() >= p.sig.types
+                && p.indices.len() >= p.sig.indices
+                && is_comparison(p.name) =>
+        {
+            Some(Keyed {
+                cmp: p.name,
+                key: None,
+            })
+        }
+        Atom::Fun(Fun::Lambda { param: a, body, env }) => {
+            let body: &'p TExpr = body;
+            let TExprKind::Array { shape, atoms } = &body.kind else {
+                return None;
+            };
+            let (
+                [],
+                [
+                    TAtom {
+                        kind: TAtomKind::Lambda { param: b, body },
+                        ..
+                    },
+                ],
+            ) = (shape.as_slice(), atoms.as_slice())
+            else {
+                return None;
+            };
+            let (head, args) = body.spine();
+            let (TExprKind::Intrinsic(cmp), [(x, _), (y, _)]) = (&head.kind, args.as_slice()) else {
+                return None;
+            };
+            if !is_comparison(cmp) {
+                return None;
+            }
+            // `(CMP (G a) (G b))`, or `(CMP (G b) (G a))`: the keys compared
+            // the other way round.
+            let (cmp, param) = if renamed(x, y, *a, *b) {
+                (*cmp, *a)
+            } else if renamed(x, y, *b, *a) {
+                (flipped(cmp), *b)
+            } else {
+                return None;
+            };
+            Some(Keyed {
+                cmp,
+                key: Some(Fun::Lambda {
+                    param,
+                    body: x,
+                    env: env.clone(),
+                }),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Whether the scalar primitive `name` compares two atoms to a Bool.
+fn is_comparison(name: &str) -> bool {
+    float_less(name).is_some() || int_less(name).is_some() || bool_less(name).is_some()
+}
+
+fn float_less(cmp: &str) -> Option<fn(f32, f32) -> bool> {
+    Some(match cmp {
+        "f.<" => |a, b| a < b,
+        "f.<=" => |a, b| a <= b,
+        "f.>" => |a, b| a > b,
+        "f.>=" => |a, b| a >= b,
+        "f.==" => |a, b| a == b,
+        "f.!=" => |a, b| a != b,
+        _ => return None,
+    })
+}
+
+fn int_less(cmp: &str) -> Option<fn(i64, i64) -> bool> {
+    Some(match cmp {
+        "<" => |a, b| a < b,
+        "<=" => |a, b| a <= b,
+        ">" => |a, b| a > b,
+        ">=" => |a, b| a >= b,
+        "==" => |a, b| a == b,
+        "!=" => |a, b| a != b,
+        _ => return None,
+    })
+}
+
+fn bool_less(cmp: &str) -> Option<fn(bool, bool) -> bool> {
+    Some(match cmp {
+        "and" => |a, b| a && b,
+        "or" => |a, b| a || b,
+        "bool.==" => |a, b| a == b,
+        "bool.!=" => |a, b| a != b,
+        _ => return None,
+    })
+}
+
+/// The comparison `cmp` with its operands swapped.
+fn flipped(cmp: &'static str) -> &'static str {
+    match cmp {
+        "<" => ">",
+        ">" => "<",
+        "<=" => ">=",
+        ">=" => "<=",
+        "f.<" => "f.>",
+        "f.>" => "f.<",
+        "f.<=" => "f.>=",
+        "f.>=" => "f.<=",
+        // The others are symmetric.
+        _ => cmp,
+    }
+}
+
+/// How an order `cmp` sorts: descending (`>`, `>=`), and with ties
+/// reversed (`<=`, `>=`: the merge takes the right run's item of a tie).
+fn ordering(cmp: &str) -> Option<(bool, bool)> {
+    Some(match cmp.trim_start_matches("f.") {
+        "<" => (false, false),
+        "<=" => (false, true),
+        ">" => (true, false),
+        ">=" => (true, true),
+        _ => return None,
+    })
+}
+
+/// The stable merge sort of each row of `n` keys by `cmp` (its right
+/// item compared with its left): for each place, the row (counted from
+/// the first of all) of the item there.
+fn keyed_order<F>(cmp: &str, keys: &Data<F>, n: usize) -> Option<Vec<usize>> {
+    match keys {
+        Data::Float(k) => match ordering(cmp) {
+            Some((descending, ties)) if float_less(cmp).is_some() && !k.iter().any(|x| x.is_nan()) => {
+                let sign = if descending { -1.0 } else { 1.0 };
+                ranked(k, n, |x: f32| float_key(sign * x), false, ties)
+            }
+            _ => merged(k, n, float_less(cmp)?),
+        },
+        Data::Int(k) => match ordering(cmp) {
+            Some((descending, ties)) if int_less(cmp).is_some() => {
+                let flip = if descending { -1 } else { 0 };
+                ranked(k, n, |x: i64| int_key(x ^ flip), true, ties)
+            }
+            _ => merged(k, n, int_less(cmp)?),
+        },
+        Data::Bool(k) => merged(k, n, bool_less(cmp)?),
+        _ => None,
+    }
+}
+
+/// Each row's merge sort, comparing its keys by `less`.
+fn merged<T: Copy>(keys: &[T], n: usize, less: fn(T, T) -> bool) -> Option<Vec<usize>> {
+    let mut order = crate::kernel::buffer(keys.len()).ok()?;
+    for (c, row) in keys.chunks_exact(n.max(1)).enumerate() {
+        let sorted = merge_sort(n, |i, j| {
+            Ok::<bool, std::convert::Infallible>(less(row[i], row[j]))
+        })
+        .ok()?;
+        order.extend(sorted.into_iter().map(|i| c * n + i));
+    }
+    Some(order)
+}
+
+/// Each row's stable order by `key` (see `sort::rows_ordered`), ties in
+/// reverse order where `ties_reversed` (the rows' keys read backwards).
+fn ranked<T: Copy + Sync>(
+    keys: &[T],
+    n: usize,
+    key: impl Fn(T) -> u64 + Sync,
+    wide: bool,
+    ties_reversed: bool,
+) -> Option<Vec<usize>> {
+    let backwards: Vec<T>;
+    let rows = if ties_reversed {
+        backwards = keys
+            .chunks_exact(n.max(1))
+            .flat_map(|row| row.iter().rev())
+            .copied()
+            .collect();
+        &backwards
+    } else {
+        keys
+    };
+    let mut order = rows_ordered(rows, n, &key, wide, Ends::All, |_, i| i).ok()?;
+    for (p, i) in order.iter_mut().enumerate() {
+        let at = if ties_reversed { n - 1 - *i } else { *i };
+        *i = p / n * n + at;
+    }
+    Some(order)
+}
+
+/// Whether `y` is `x` with the variable `b` read for `a` (and each
+/// variable `x` binds read as the one `y` binds in its place), spans
+/// aside: the same expression of another parameter. Iterative (a tree as
+/// deep as the checker allows).
+fn renamed(x: &TExpr, y: &TExpr, a: VarId, b: VarId) -> bool {
+    let mut names = vec![(a, b)];
+    let mut stack = vec![(x, y)];
+    while let Some((x, y)) = stack.pop() {
+        if x.ty != y.ty {
+            return false;
+        }
+        match (&x.kind, &y.kind) {
+            (TExprKind::Var(v), TExprKind::Var(w)) => {
+                let same = match names.iter().find(|(p, q)| p == v || q == w) {
+                    Some((p, q)) => p == v && q == w,
+                    None => v == w,
+                };
+                if !same {
+                    return false;
+                }
+            }
+            (TExprKind::Intrinsic(f), TExprKind::Intrinsic(g)) if f == g => {}
+            (
+                TExprKind::Array { shape, atoms },
+                TExprKind::Array {
+                    shape: shape2,
+                    atoms: atoms2,
+                },
+            ) if shape == shape2 && atoms.len() == atoms2.len() => {
+                for (s, t) in atoms.iter().zip(atoms2) {
+                    match (&s.kind, &t.kind) {
+                        (TAtomKind::Bool(p), TAtomKind::Bool(q)) if p == q => {}
+                        (TAtomKind::Int(p), TAtomKind::Int(q)) if p == q => {}
+                        (TAtomKind::Float(p), TAtomKind::Float(q)) if p.to_bits() == q.to_bits() => {}
+                        (
+                            TAtomKind::Lambda { param: p, body },
+                            TAtomKind::Lambda {
+                                param: q,
+                                body: body2,
+                            },
+                        ) => {
+                            names.push((*p, *q));
+                            stack.push((body, body2));
+                        }
+                        (
+                            TAtomKind::Box { witness, body },
+                            TAtomKind::Box {
+                                witness: witness2,
+                                body: body2,
+                            },
+                        ) if witness == witness2 => stack.push((body, body2)),
+                        _ => return false,
+                    }
+                }
+            }
+            (
+                TExprKind::Frame { shape, elems },
+                TExprKind::Frame {
+                    shape: shape2,
+                    elems: elems2,
+                },
+            ) if shape == shape2 && elems.len() == elems2.len() => stack.extend(elems.iter().zip(elems2)),
+            (
+                TExprKind::App { func, arg, lifted },
+                TExprKind::App {
+                    func: func2,
+                    arg: arg2,
+                    lifted: lifted2,
+                },
+            ) if lifted == lifted2 => stack.extend([(&**func, &**func2), (arg, arg2)]),
+            (
+                TExprKind::TApp { func, arg },
+                TExprKind::TApp {
+                    func: func2,
+                    arg: arg2,
+                },
+            ) if arg == arg2 => stack.push((func, func2)),
+            (
+                TExprKind::IApp { func, arg },
+                TExprKind::IApp {
+                    func: func2,
+                    arg: arg2,
+                },
+            ) if arg == arg2 => stack.push((func, func2)),
+            (
+                TExprKind::Let { var, value, body },
+                TExprKind::Let {
+                    var: var2,
+                    value: value2,
+                    body: body2,
+                },
+            ) => {
+                names.push((*var, *var2));
+                stack.extend([(&**value, &**value2), (body, body2)]);
+            }
+            (TExprKind::Record(fields), TExprKind::Record(fields2)) if fields.len() == fields2.len() => {
+                for ((f, e), (g, e2)) in fields.iter().zip(fields2) {
+                    if f != g {
+                        return false;
+                    }
+                    stack.push((e, e2));
+                }
+            }
+            (
+                TExprKind::Field { record, field },
+                TExprKind::Field {
+                    record: record2,
+                    field: field2,
+                },
+            ) if field == field2 => stack.push((record, record2)),
+            (
+                TExprKind::If {
+                    cond,
+                    then,
+                    otherwise,
+                },
+                TExprKind::If {
+                    cond: cond2,
+                    then: then2,
+                    otherwise: otherwise2,
+                },
+            ) => stack.extend([(&**cond, &**cond2), (then, then2), (otherwise, otherwise2)]),
+            _ => return false,
+        }
+    }
+    true
 }
