@@ -28,17 +28,21 @@
 //! comparison itself (`f.<`), needs no batched application per step: the
 //! keys `G x` of every item of every cell are made at once, by one
 //! batched application of `λa. G a` over `[cells, n]`, and every
-//! comparison of the merge sort is `CMP` on two keys. Every item of a
-//! cell of at least two is compared (so `G` raises nothing the reference
-//! does not; cells of fewer compare nothing and make no keys). The same
-//! comparisons in the same order: a merge sort of each cell on its keys
-//! (`intrinsics::merge_sort`), natively. Where `CMP` is an order (`<`,
-//! `<=`, `>`, `>=` and Float keys without NaN), that merge sort's result
-//! is known without it: the keys' stable order (ascending for `<` and
-//! `<=`, descending for `>` and `>=`), ties in the items' order for the
-//! strict ones and reversed for the others (the merge takes the right
-//! run's item of a tie). That is each row's sort of its keys with their
-//! positions (`sort::rows_ordered`).
+//! comparison of the merge sort is `CMP` on two keys. So too for such
+//! comparisons combined by `not`, `and`, `or`, `bool.==`, `bool.!=` (a
+//! lexicographic order), each distinct key made once. Every item of a
+//! cell of at least two is compared, and every comparison evaluates every
+//! key (the Bool operators are strict), so `G` raises nothing the
+//! reference does not; cells of fewer compare nothing and make no keys.
+//! The same comparisons in the same order: a merge sort of each cell on
+//! its keys (`intrinsics::merge_sort`), natively. Where the test is one
+//! comparison and that is an order (`<`, `<=`, `>`, `>=` and Float keys
+//! without NaN), that merge sort's result is known without it: the keys'
+//! stable order (ascending for `<` and `<=`, descending for `>` and
+//! `>=`), ties in the items' order for the strict ones and reversed for
+//! the others (the merge takes the right run's item of a tie). That is
+//! each row's sort of its keys with their positions
+//! (`sort::rows_ordered`).
 
 use crate::batch::{Batched, Try};
 use crate::eval::{Fun, Interpreter, atoms_in, fun_value};
@@ -103,13 +107,16 @@ impl<'p> Interpreter {
                 .get(..xs.v.shape.len().checked_sub(xcell.len())?)?
                 .to_vec();
         let keyed = match keyed(less) {
-            Some(k) if n >= 2 && atoms_in(&outer) > 0 => self
-                .keys_of(k.key.as_ref(), &xs.v.data, (&outer, nb), n, item_cell)
-                .map(|keys| (k.cmp, keys)),
+            Some(k) if n >= 2 && atoms_in(&outer) > 0 => k
+                .keys
+                .iter()
+                .map(|key| self.keys_of(key.as_ref(), &xs.v.data, (&outer, nb), n, item_cell))
+                .collect::<Option<Vec<_>>>()
+                .map(|keys| (k, keys)),
             _ => None,
         };
         let order = match keyed {
-            Some((cmp, keys)) => keyed_order(cmp, &keys, n)?,
+            Some((k, keys)) => keyed_order(&k, &keys, n)?,
             None if crate::eval::doomed() || crate::eval::starved() || crate::eval::faulted() => return None,
             None => self.merge_sort_cells(less, &xs.v.data, (&outer, nb), n, item_cell)?,
         };
@@ -315,12 +322,43 @@ impl<'p> Interpreter {
     }
 }
 
-/// A less-than that compares keys (see the module comment): the scalar
-/// comparison and the key function (`None`: the items are the keys).
+/// A less-than that compares keys (see the module comment): its test
+/// and the key functions its comparisons read (`None`: the items are the
+/// keys).
 struct Keyed<'p> {
-    cmp: &'static str,
-    key: Option<Fun<'p>>,
+    test: Test,
+    /// Each comparison of the test: its scalar comparison and its key.
+    compares: Vec<(&'static str, usize)>,
+    keys: Vec<Option<Fun<'p>>>,
 }
+
+/// The body of a less-than that compares keys: a comparison of the right
+/// item's key with the left's (`compares[k]`), or such tests combined by
+/// `not`, `and`, `or`, `bool.==` or `bool.!=` (a lexicographic order:
+/// `(or (< (G a) (G b)) (and (== (G a) (G b)) (< (H a) (H b))))`).
+enum Test {
+    Compare(usize),
+    Not(Box<Test>),
+    Both(fn(bool, bool) -> bool, Box<Test>, Box<Test>),
+}
+
+impl Test {
+    /// Whether the test holds of the items at rows `i` and `j`, given
+    /// each comparison as a function of two rows.
+    fn holds(&self, compares: &[KeyCompare<'_>], i: usize, j: usize) -> bool {
+        match self {
+            Test::Compare(k) => compares.get(*k).is_some_and(|c| c(i, j)),
+            Test::Not(t) => !t.holds(compares, i, j),
+            Test::Both(op, x, y) => op(x.holds(compares, i, j), y.holds(compares, i, j)),
+        }
+    }
+}
+
+/// A comparison of the keys of the items at two rows.
+type KeyCompare<'k> = Box<dyn Fn(usize, usize) -> bool + 'k>;
+
+/// How deep a test's `not`s and `and`s may nest.
+const TEST_DEPTH: usize = 32;
 
 /// `less` as a comparison of keys, if it is one.
 fn keyed<'p>(less: &Batched<'p>) -> Option<Keyed<'p>> {
@@ -338,8 +376,9 @@ fn keyed<'p>(less: &Batched<'p>) -> Option<Keyed<'p>> {
                 && is_comparison(p.name) =>
         {
             Some(Keyed {
-                cmp: p.name,
-                key: None,
+                test: Test::Compare(0),
+                compares: vec![(p.name, 0)],
+                keys: vec![None],
             })
         }
         Atom::Fun(Fun::Lambda { param: a, body, env }) => {
@@ -359,32 +398,94 @@ fn keyed<'p>(less: &Batched<'p>) -> Option<Keyed<'p>> {
             else {
                 return None;
             };
-            let (head, args) = body.spine();
-            let (TExprKind::Intrinsic(cmp), [(x, _), (y, _)]) = (&head.kind, args.as_slice()) else {
-                return None;
+            let mut found = Found {
+                params: (*a, *b),
+                compares: Vec::new(),
+                keys: Vec::new(),
             };
-            if !is_comparison(cmp) {
-                return None;
-            }
-            // `(CMP (G a) (G b))`, or `(CMP (G b) (G a))`: the keys compared
-            // the other way round.
-            let (cmp, param) = if renamed(x, y, *a, *b) {
-                (*cmp, *a)
-            } else if renamed(x, y, *b, *a) {
-                (flipped(cmp), *b)
-            } else {
-                return None;
-            };
+            let test = found.test(body, 0)?;
+            let keys = found
+                .keys
+                .into_iter()
+                .map(|(param, body)| {
+                    Some(Fun::Lambda {
+                        param,
+                        body,
+                        env: env.clone(),
+                    })
+                })
+                .collect();
             Some(Keyed {
-                cmp,
-                key: Some(Fun::Lambda {
-                    param,
-                    body: x,
-                    env: env.clone(),
-                }),
+                test,
+                compares: found.compares,
+                keys,
             })
         }
         _ => None,
+    }
+}
+
+/// What reading a less-than's body as a test has found so far.
+struct Found<'p> {
+    /// The parameters: the right item's, the left's.
+    params: (VarId, VarId),
+    compares: Vec<(&'static str, usize)>,
+    /// The distinct keys: each the expression `G` of its parameter.
+    keys: Vec<(VarId, &'p TExpr)>,
+}
+
+impl<'p> Found<'p> {
+    /// `e` as a test, if it is one.
+    fn test(&mut self, e: &'p TExpr, depth: usize) -> Option<Test> {
+        if depth > TEST_DEPTH {
+            return None;
+        }
+        let (head, args) = e.spine();
+        let TExprKind::Intrinsic(op) = &head.kind else {
+            return None;
+        };
+        match (*op, args.as_slice()) {
+            ("not", [(x, _)]) => Some(Test::Not(Box::new(self.test(x, depth + 1)?))),
+            (cmp, [(x, _), (y, _)]) => {
+                if let Some(k) = self.compare(cmp, x, y) {
+                    return Some(Test::Compare(k));
+                }
+                // (A comparison of Bools is tried first as one of keys.)
+                let op = match cmp {
+                    "and" | "or" | "bool.==" | "bool.!=" => bool_less(cmp)?,
+                    _ => return None,
+                };
+                let x = self.test(x, depth + 1)?;
+                let y = self.test(y, depth + 1)?;
+                Some(Test::Both(op, Box::new(x), Box::new(y)))
+            }
+            _ => None,
+        }
+    }
+
+    /// `(CMP x y)` as a comparison of keys, `(CMP (G a) (G b))` or `(CMP
+    /// (G b) (G a))` (the keys compared the other way round): its number.
+    fn compare(&mut self, cmp: &'static str, x: &'p TExpr, y: &'p TExpr) -> Option<usize> {
+        if !is_comparison(cmp) {
+            return None;
+        }
+        let (a, b) = self.params;
+        let (cmp, param) = if renamed(x, y, a, b) {
+            (cmp, a)
+        } else if renamed(x, y, b, a) {
+            (flipped(cmp), b)
+        } else {
+            return None;
+        };
+        let key = match self.keys.iter().position(|&(p, g)| renamed(g, x, p, param)) {
+            Some(k) => k,
+            None => {
+                self.keys.push((param, x));
+                self.keys.len() - 1
+            }
+        };
+        self.compares.push((cmp, key));
+        Some(self.compares.len() - 1)
     }
 }
 
@@ -455,41 +556,67 @@ fn ordering(cmp: &str) -> Option<(bool, bool)> {
     })
 }
 
-/// The stable merge sort of each row of `n` keys by `cmp` (its right
-/// item compared with its left): for each place, the row (counted from
-/// the first of all) of the item there.
-fn keyed_order<F>(cmp: &str, keys: &Data<F>, n: usize) -> Option<Vec<usize>> {
+/// The stable merge sort of each row of `n` items by `keyed`'s test on
+/// their `keys` (the right item's compared with the left's): for each
+/// place, the row (counted from the first of all) of the item there.
+fn keyed_order<F>(keyed: &Keyed<'_>, keys: &[Data<F>], n: usize) -> Option<Vec<usize>> {
+    let total = keys.first()?.len();
+    if let (Test::Compare(k), [(cmp, key)]) = (&keyed.test, keyed.compares.as_slice())
+        && *k == 0
+        && let Some(order) = ordered(cmp, keys.get(*key)?, n)
+    {
+        return Some(order);
+    }
+    let compares = keyed
+        .compares
+        .iter()
+        .map(|(cmp, key)| key_compare(cmp, keys.get(*key)?))
+        .collect::<Option<Vec<_>>>()?;
+    let mut order = crate::kernel::buffer(total).ok()?;
+    for first in (0..total).step_by(n.max(1)) {
+        let sorted = merge_sort(n, |i, j| {
+            Ok::<bool, std::convert::Infallible>(keyed.test.holds(&compares, first + i, first + j))
+        })
+        .ok()?;
+        order.extend(sorted.into_iter().map(|i| first + i));
+    }
+    Some(order)
+}
+
+/// Where `cmp` is an order on `keys` (Ints, or Floats without NaN), each
+/// row's stable merge sort by it, known without comparing.
+fn ordered<F>(cmp: &str, keys: &Data<F>, n: usize) -> Option<Vec<usize>> {
+    let (descending, ties) = ordering(cmp)?;
     match keys {
-        Data::Float(k) => match ordering(cmp) {
-            Some((descending, ties)) if float_less(cmp).is_some() && !k.iter().any(|x| x.is_nan()) => {
-                let sign = if descending { -1.0 } else { 1.0 };
-                ranked(k, n, |x: f32| float_key(sign * x), false, ties)
-            }
-            _ => merged(k, n, float_less(cmp)?),
-        },
-        Data::Int(k) => match ordering(cmp) {
-            Some((descending, ties)) if int_less(cmp).is_some() => {
-                let flip = if descending { -1 } else { 0 };
-                ranked(k, n, |x: i64| int_key(x ^ flip), true, ties)
-            }
-            _ => merged(k, n, int_less(cmp)?),
-        },
-        Data::Bool(k) => merged(k, n, bool_less(cmp)?),
+        Data::Float(k) if float_less(cmp).is_some() && !k.iter().any(|x| x.is_nan()) => {
+            let sign = if descending { -1.0 } else { 1.0 };
+            ranked(k, n, |x: f32| float_key(sign * x), false, ties)
+        }
+        Data::Int(k) if int_less(cmp).is_some() => {
+            let flip = if descending { -1 } else { 0 };
+            ranked(k, n, |x: i64| int_key(x ^ flip), true, ties)
+        }
         _ => None,
     }
 }
 
-/// Each row's merge sort, comparing its keys by `less`.
-fn merged<T: Copy>(keys: &[T], n: usize, less: fn(T, T) -> bool) -> Option<Vec<usize>> {
-    let mut order = crate::kernel::buffer(keys.len()).ok()?;
-    for (c, row) in keys.chunks_exact(n.max(1)).enumerate() {
-        let sorted = merge_sort(n, |i, j| {
-            Ok::<bool, std::convert::Infallible>(less(row[i], row[j]))
-        })
-        .ok()?;
-        order.extend(sorted.into_iter().map(|i| c * n + i));
-    }
-    Some(order)
+/// `cmp` on the keys at two rows.
+fn key_compare<'k, F>(cmp: &str, keys: &'k Data<F>) -> Option<KeyCompare<'k>> {
+    Some(match keys {
+        Data::Float(k) => {
+            let less = float_less(cmp)?;
+            Box::new(move |i, j| less(k[i], k[j]))
+        }
+        Data::Int(k) => {
+            let less = int_less(cmp)?;
+            Box::new(move |i, j| less(k[i], k[j]))
+        }
+        Data::Bool(k) => {
+            let less = bool_less(cmp)?;
+            Box::new(move |i, j| less(k[i], k[j]))
+        }
+        _ => return None,
+    })
 }
 
 /// Each row's stable order by `key` (see `sort::rows_ordered`), ties in
