@@ -355,7 +355,7 @@ impl Test {
 }
 
 /// A comparison of the keys of the items at two rows.
-type KeyCompare<'k> = Box<dyn Fn(usize, usize) -> bool + 'k>;
+type KeyCompare<'k> = Box<dyn Fn(usize, usize) -> bool + Sync + 'k>;
 
 /// How deep a test's `not`s and `and`s may nest.
 const TEST_DEPTH: usize = 32;
@@ -573,15 +573,26 @@ fn keyed_order<F>(keyed: &Keyed<'_>, keys: &[Data<F>], n: usize) -> Option<Vec<u
         .map(|(cmp, key)| key_compare(cmp, keys.get(*key)?))
         .collect::<Option<Vec<_>>>()?;
     let mut order = crate::kernel::buffer(total).ok()?;
-    for first in (0..total).step_by(n.max(1)) {
-        let sorted = merge_sort(n, |i, j| {
-            Ok::<bool, std::convert::Infallible>(keyed.test.holds(&compares, first + i, first + j))
-        })
-        .ok()?;
-        order.extend(sorted.into_iter().map(|i| first + i));
-    }
-    Some(order)
+    order.resize(total, 0);
+    // Each row sorted on its own: the rows shared among the threads.
+    let test = &keyed.test;
+    let sorted = crate::rows_in_parallel(&mut order, n, total, PARALLEL_KEYS, |row, out| {
+        for (r, out) in (row..).zip(out.chunks_exact_mut(n)) {
+            let first = r * n;
+            let Ok(sorted) = merge_sort(n, |i, j| {
+                Ok::<bool, std::convert::Infallible>(test.holds(&compares, first + i, first + j))
+            });
+            for (o, i) in out.iter_mut().zip(sorted) {
+                *o = first + i;
+            }
+        }
+        true
+    });
+    sorted.then_some(order)
 }
+
+/// Rows of at least this many keys in all are merge sorted on every core.
+const PARALLEL_KEYS: usize = 1 << 14;
 
 /// Where `cmp` is an order on `keys` (Ints, or Floats without NaN), each
 /// row's stable merge sort by it, known without comparing.
