@@ -107,18 +107,24 @@ impl<'p> Interpreter {
                 .get(..xs.v.shape.len().checked_sub(xcell.len())?)?
                 .to_vec();
         let keyed = match keyed(less) {
-            Some(k) if n >= 2 && atoms_in(&outer) > 0 => k
-                .keys
-                .iter()
-                .map(|key| self.keys_of(key.as_ref(), &xs.v.data, (&outer, nb), n, item_cell))
-                .collect::<Option<Vec<_>>>()
-                .map(|keys| (k, keys)),
+            Some(k) if n >= 2 && atoms_in(&outer) > 0 => {
+                let keys = k
+                    .keys
+                    .iter()
+                    .map(|key| self.keys_of(key.as_ref(), &xs.v.data, (&outer, nb), n, item_cell))
+                    .collect::<Option<Vec<_>>>();
+                Some((k, keys))
+            }
             _ => None,
         };
         let order = match keyed {
-            Some((k, keys)) => keyed_order(&k, &keys, n)?,
-            None if crate::eval::doomed() || crate::eval::starved() || crate::eval::faulted() => return None,
-            None => self.merge_sort_cells(less, &xs.v.data, (&outer, nb), n, item_cell)?,
+            Some((k, Some(keys))) => keyed_order(&k, &keys, n)?,
+            // Keys that failed (an error, out of memory): so would the
+            // comparisons.
+            Some((_, None)) if crate::eval::doomed() || crate::eval::starved() || crate::eval::faulted() => {
+                return None;
+            }
+            _ => self.merge_sort_cells(less, &xs.v.data, (&outer, nb), n, item_cell)?,
         };
         if name == "grade-by" {
             let mut shape = outer;
