@@ -592,7 +592,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             // earlier one only when it is strictly less.
             let (less, a) = (arg(0)?.clone(), arg(1)?);
             let its = items(a, span)?;
-            let order = merge_sort(its.len(), &mut |i, j| {
+            let order = merge_sort(its.len(), |i, j| {
                 let lt = it.call2(&less, its[i].clone(), its[j].clone(), span)?;
                 match &lt.data {
                     Data::Bool(b) if b.len() == 1 => Ok(b[0]),
@@ -918,7 +918,11 @@ fn grade_data<'p>(keys: &[u64]) -> Result<Data<Fun<'p>>, &'static str> {
 
 /// A stable merge sort of `0..n` by a fallible less-than (a user's
 /// function: it need not be a total order, and an error stops the sort).
-fn merge_sort(n: usize, less: &mut dyn FnMut(usize, usize) -> Run<bool>) -> Run<Vec<usize>> {
+/// `sort_by.rs` runs it on keys, comparing them natively.
+pub(crate) fn merge_sort<E>(
+    n: usize,
+    mut less: impl FnMut(usize, usize) -> Result<bool, E>,
+) -> Result<Vec<usize>, E> {
     let mut order: Vec<usize> = (0..n).collect();
     let mut buf = order.clone();
     let mut width = 1;

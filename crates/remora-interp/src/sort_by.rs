@@ -21,10 +21,35 @@
 //!
 //! Whatever cannot run batched (`trace`, an error) gives up, and the
 //! reference path runs.
+//!
+//! A less-than that compares keys, `(fn ((a …) (b …)) (CMP (G a) (G b)))`
+//! with `CMP` a scalar comparison and the second operand the first with
+//! `b` for `a` (`G` may read the cell: `(f.abs (index r a))`), or a
+//! comparison itself (`f.<`), needs no batched application per step: the
+//! keys `G x` of every item of every cell are made at once, by one
+//! batched application of `λa. G a` over `[cells, n]`, and every
+//! comparison of the merge sort is `CMP` on two keys. So too for such
+//! comparisons combined by `not`, `and`, `or`, `bool.==`, `bool.!=` (a
+//! lexicographic order), each distinct key made once. Every item of a
+//! cell of at least two is compared, and every comparison evaluates every
+//! key (the Bool operators are strict), so `G` raises nothing the
+//! reference does not; cells of fewer compare nothing and make no keys.
+//! The same comparisons in the same order: a merge sort of each cell on
+//! its keys (`intrinsics::merge_sort`), natively. Where the test is one
+//! comparison and that is an order (`<`, `<=`, `>`, `>=` and Float keys
+//! without NaN), that merge sort's result is known without it: the keys'
+//! stable order (ascending for `<` and `<=`, descending for `>` and
+//! `>=`), ties in the items' order for the strict ones and reversed for
+//! the others (the merge takes the right run's item of a tie). That is
+//! each row's sort of its keys with their positions
+//! (`sort::rows_ordered`).
 
 use crate::batch::{Batched, Try};
-use crate::eval::{Fun, Interpreter, atoms_in};
+use crate::eval::{Fun, Interpreter, atoms_in, fun_value};
+use crate::intrinsics::merge_sort;
 use crate::masked::take_rows;
+use crate::sort::{Ends, float_key, int_key, rows_ordered};
+use remora_check::typed::{TAtom, TAtomKind, TExpr, TExprKind, VarId};
 use remora_value::{Array, Atom, Data};
 
 /// One merge of two adjacent runs of one cell: the next item of the left
@@ -81,7 +106,26 @@ impl<'p> Interpreter {
             xs.v.shape
                 .get(..xs.v.shape.len().checked_sub(xcell.len())?)?
                 .to_vec();
-        let order = self.merge_sort_cells(less, &xs.v.data, (&outer, nb), n, item_cell)?;
+        let keyed = match keyed(less) {
+            Some(k) if n >= 2 && atoms_in(&outer) > 0 => {
+                let keys = k
+                    .keys
+                    .iter()
+                    .map(|key| self.keys_of(key.as_ref(), &xs.v.data, (&outer, nb), n, item_cell))
+                    .collect::<Option<Vec<_>>>();
+                Some((k, keys))
+            }
+            _ => None,
+        };
+        let order = match keyed {
+            Some((k, Some(keys))) => keyed_order(&k, &keys, n)?,
+            // Keys that failed (an error, out of memory): so would the
+            // comparisons.
+            Some((_, None)) if crate::eval::doomed() || crate::eval::starved() || crate::eval::faulted() => {
+                return None;
+            }
+            _ => self.merge_sort_cells(less, &xs.v.data, (&outer, nb), n, item_cell)?,
+        };
         if name == "grade-by" {
             let mut shape = outer;
             shape.push(n);
@@ -218,6 +262,37 @@ impl<'p> Interpreter {
         Some(order)
     }
 
+    /// The key of every item of every cell (`items` laid out as `outer
+    /// ++ [n] ++ item_cell`, the first `nb` axes the batch's): the key
+    /// function applied to them all at once, or the items themselves
+    /// (`None`, atoms only).
+    fn keys_of(
+        &mut self,
+        key: Option<&Fun<'p>>,
+        items: &Data<Fun<'p>>,
+        (outer, nb): (&[usize], usize),
+        n: usize,
+        item_cell: &[usize],
+    ) -> Try<Data<Fun<'p>>> {
+        let Some(key) = key else {
+            return item_cell.is_empty().then(|| items.clone());
+        };
+        let mut frame = outer.to_vec();
+        frame.push(n);
+        let shape = frame.iter().chain(item_cell).copied().collect();
+        let xs = Batched::dense(
+            Array {
+                shape,
+                data: items.clone(),
+            },
+            nb,
+        );
+        let key = Batched::plain(fun_value(key.clone()));
+        let r = self.apply_batched(&key, vec![(xs, item_cell.to_vec())])?;
+        let r = self.expand(&r, nb)?.densify()?;
+        (r.v.shape == frame).then_some(r.v.data)
+    }
+
     /// `(less a b)` for each pair of rows `a` of `firsts`, `b` of
     /// `seconds` of `items`, laid over `frame` (its first `nb` axes the
     /// batch's), by one batched application.
@@ -251,4 +326,468 @@ impl<'p> Interpreter {
             _ => None,
         }
     }
+}
+
+/// A less-than that compares keys (see the module comment): its test
+/// and the key functions its comparisons read (`None`: the items are the
+/// keys).
+struct Keyed<'p> {
+    test: Test,
+    /// Each comparison of the test: its scalar comparison and its key.
+    compares: Vec<(&'static str, usize)>,
+    keys: Vec<Option<Fun<'p>>>,
+}
+
+/// The body of a less-than that compares keys: a comparison of the right
+/// item's key with the left's (`compares[k]`), or such tests combined by
+/// `not`, `and`, `or`, `bool.==` or `bool.!=` (a lexicographic order:
+/// `(or (< (G a) (G b)) (and (== (G a) (G b)) (< (H a) (H b))))`).
+enum Test {
+    Compare(usize),
+    Not(Box<Test>),
+    Both(fn(bool, bool) -> bool, Box<Test>, Box<Test>),
+}
+
+impl Test {
+    /// Whether the test holds of the items at rows `i` and `j`, given
+    /// each comparison as a function of two rows.
+    fn holds(&self, compares: &[KeyCompare<'_>], i: usize, j: usize) -> bool {
+        match self {
+            Test::Compare(k) => compares.get(*k).is_some_and(|c| c(i, j)),
+            Test::Not(t) => !t.holds(compares, i, j),
+            Test::Both(op, x, y) => op(x.holds(compares, i, j), y.holds(compares, i, j)),
+        }
+    }
+}
+
+/// A comparison of the keys of the items at two rows.
+type KeyCompare<'k> = Box<dyn Fn(usize, usize) -> bool + Sync + 'k>;
+
+/// How deep a test's `not`s and `and`s may nest.
+const TEST_DEPTH: usize = 32;
+
+/// `less` as a comparison of keys, if it is one.
+fn keyed<'p>(less: &Batched<'p>) -> Option<Keyed<'p>> {
+    if less.nb != 0 || !less.v.shape.is_empty() {
+        return None;
+    }
+    let Data::Atoms(atoms) = &less.v.data else {
+        return None;
+    };
+    match atoms.get(less.offset)? {
+        Atom::Fun(Fun::Prim(p))
+            if p.args.is_empty()
+                && p.types.len() >= p.sig.types
+                && p.indices.len() >= p.sig.indices
+                && is_comparison(p.name) =>
+        {
+            Some(Keyed {
+                test: Test::Compare(0),
+                compares: vec![(p.name, 0)],
+                keys: vec![None],
+            })
+        }
+        Atom::Fun(Fun::Lambda { param: a, body, env }) => {
+            let body: &'p TExpr = body;
+            let TExprKind::Array { shape, atoms } = &body.kind else {
+                return None;
+            };
+            let (
+                [],
+                [
+                    TAtom {
+                        kind: TAtomKind::Lambda { param: b, body },
+                        ..
+                    },
+                ],
+            ) = (shape.as_slice(), atoms.as_slice())
+            else {
+                return None;
+            };
+            let mut found = Found {
+                params: (*a, *b),
+                compares: Vec::new(),
+                keys: Vec::new(),
+            };
+            let test = found.test(body, 0)?;
+            let keys = found
+                .keys
+                .into_iter()
+                .map(|(param, body)| {
+                    Some(Fun::Lambda {
+                        param,
+                        body,
+                        env: env.clone(),
+                    })
+                })
+                .collect();
+            Some(Keyed {
+                test,
+                compares: found.compares,
+                keys,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// What reading a less-than's body as a test has found so far.
+struct Found<'p> {
+    /// The parameters: the right item's, the left's.
+    params: (VarId, VarId),
+    compares: Vec<(&'static str, usize)>,
+    /// The distinct keys: each the expression `G` of its parameter.
+    keys: Vec<(VarId, &'p TExpr)>,
+}
+
+impl<'p> Found<'p> {
+    /// `e` as a test, if it is one.
+    fn test(&mut self, e: &'p TExpr, depth: usize) -> Option<Test> {
+        if depth > TEST_DEPTH {
+            return None;
+        }
+        let (head, args) = e.spine();
+        let TExprKind::Intrinsic(op) = &head.kind else {
+            return None;
+        };
+        match (*op, args.as_slice()) {
+            ("not", [(x, _)]) => Some(Test::Not(Box::new(self.test(x, depth + 1)?))),
+            (cmp, [(x, _), (y, _)]) => {
+                if let Some(k) = self.compare(cmp, x, y) {
+                    return Some(Test::Compare(k));
+                }
+                // (A comparison of Bools is tried first as one of keys.)
+                let op = match cmp {
+                    "and" | "or" | "bool.==" | "bool.!=" => bool_less(cmp)?,
+                    _ => return None,
+                };
+                let x = self.test(x, depth + 1)?;
+                let y = self.test(y, depth + 1)?;
+                Some(Test::Both(op, Box::new(x), Box::new(y)))
+            }
+            _ => None,
+        }
+    }
+
+    /// `(CMP x y)` as a comparison of keys, `(CMP (G a) (G b))` or `(CMP
+    /// (G b) (G a))` (the keys compared the other way round): its number.
+    fn compare(&mut self, cmp: &'static str, x: &'p TExpr, y: &'p TExpr) -> Option<usize> {
+        if !is_comparison(cmp) {
+            return None;
+        }
+        let (a, b) = self.params;
+        let (cmp, param) = if renamed(x, y, a, b) {
+            (cmp, a)
+        } else if renamed(x, y, b, a) {
+            (flipped(cmp), b)
+        } else {
+            return None;
+        };
+        let key = match self.keys.iter().position(|&(p, g)| renamed(g, x, p, param)) {
+            Some(k) => k,
+            None => {
+                self.keys.push((param, x));
+                self.keys.len() - 1
+            }
+        };
+        self.compares.push((cmp, key));
+        Some(self.compares.len() - 1)
+    }
+}
+
+/// Whether the scalar primitive `name` compares two atoms to a Bool.
+fn is_comparison(name: &str) -> bool {
+    float_less(name).is_some() || int_less(name).is_some() || bool_less(name).is_some()
+}
+
+fn float_less(cmp: &str) -> Option<fn(f32, f32) -> bool> {
+    Some(match cmp {
+        "f.<" => |a, b| a < b,
+        "f.<=" => |a, b| a <= b,
+        "f.>" => |a, b| a > b,
+        "f.>=" => |a, b| a >= b,
+        "f.==" => |a, b| a == b,
+        "f.!=" => |a, b| a != b,
+        _ => return None,
+    })
+}
+
+fn int_less(cmp: &str) -> Option<fn(i64, i64) -> bool> {
+    Some(match cmp {
+        "<" => |a, b| a < b,
+        "<=" => |a, b| a <= b,
+        ">" => |a, b| a > b,
+        ">=" => |a, b| a >= b,
+        "==" => |a, b| a == b,
+        "!=" => |a, b| a != b,
+        _ => return None,
+    })
+}
+
+fn bool_less(cmp: &str) -> Option<fn(bool, bool) -> bool> {
+    Some(match cmp {
+        "and" => |a, b| a && b,
+        "or" => |a, b| a || b,
+        "bool.==" => |a, b| a == b,
+        "bool.!=" => |a, b| a != b,
+        _ => return None,
+    })
+}
+
+/// The comparison `cmp` with its operands swapped.
+fn flipped(cmp: &'static str) -> &'static str {
+    match cmp {
+        "<" => ">",
+        ">" => "<",
+        "<=" => ">=",
+        ">=" => "<=",
+        "f.<" => "f.>",
+        "f.>" => "f.<",
+        "f.<=" => "f.>=",
+        "f.>=" => "f.<=",
+        // The others are symmetric.
+        _ => cmp,
+    }
+}
+
+/// How an order `cmp` sorts: descending (`>`, `>=`), and with ties
+/// reversed (`<=`, `>=`: the merge takes the right run's item of a tie).
+fn ordering(cmp: &str) -> Option<(bool, bool)> {
+    Some(match cmp.trim_start_matches("f.") {
+        "<" => (false, false),
+        "<=" => (false, true),
+        ">" => (true, false),
+        ">=" => (true, true),
+        _ => return None,
+    })
+}
+
+/// The stable merge sort of each row of `n` items by `keyed`'s test on
+/// their `keys` (the right item's compared with the left's): for each
+/// place, the row (counted from the first of all) of the item there.
+fn keyed_order<F>(keyed: &Keyed<'_>, keys: &[Data<F>], n: usize) -> Option<Vec<usize>> {
+    let total = keys.first()?.len();
+    if let (Test::Compare(k), [(cmp, key)]) = (&keyed.test, keyed.compares.as_slice())
+        && *k == 0
+        && let Some(order) = ordered(cmp, keys.get(*key)?, n)
+    {
+        return Some(order);
+    }
+    let compares = keyed
+        .compares
+        .iter()
+        .map(|(cmp, key)| key_compare(cmp, keys.get(*key)?))
+        .collect::<Option<Vec<_>>>()?;
+    let mut order = crate::kernel::buffer(total).ok()?;
+    order.resize(total, 0);
+    // Each row sorted on its own: the rows shared among the threads.
+    let test = &keyed.test;
+    let sorted = crate::rows_in_parallel(&mut order, n, total, PARALLEL_KEYS, |row, out| {
+        for (r, out) in (row..).zip(out.chunks_exact_mut(n)) {
+            let first = r * n;
+            let Ok(sorted) = merge_sort(n, |i, j| {
+                Ok::<bool, std::convert::Infallible>(test.holds(&compares, first + i, first + j))
+            });
+            for (o, i) in out.iter_mut().zip(sorted) {
+                *o = first + i;
+            }
+        }
+        true
+    });
+    sorted.then_some(order)
+}
+
+/// Rows of at least this many keys in all are merge sorted on every core.
+const PARALLEL_KEYS: usize = 1 << 14;
+
+/// Where `cmp` is an order on `keys` (Ints, or Floats without NaN), each
+/// row's stable merge sort by it, known without comparing.
+fn ordered<F>(cmp: &str, keys: &Data<F>, n: usize) -> Option<Vec<usize>> {
+    let (descending, ties) = ordering(cmp)?;
+    match keys {
+        Data::Float(k) if float_less(cmp).is_some() && !k.iter().any(|x| x.is_nan()) => {
+            let sign = if descending { -1.0 } else { 1.0 };
+            ranked(k, n, |x: f32| float_key(sign * x), false, ties)
+        }
+        Data::Int(k) if int_less(cmp).is_some() => {
+            let flip = if descending { -1 } else { 0 };
+            ranked(k, n, |x: i64| int_key(x ^ flip), true, ties)
+        }
+        _ => None,
+    }
+}
+
+/// `cmp` on the keys at two rows.
+fn key_compare<'k, F>(cmp: &str, keys: &'k Data<F>) -> Option<KeyCompare<'k>> {
+    Some(match keys {
+        Data::Float(k) => {
+            let less = float_less(cmp)?;
+            Box::new(move |i, j| less(k[i], k[j]))
+        }
+        Data::Int(k) => {
+            let less = int_less(cmp)?;
+            Box::new(move |i, j| less(k[i], k[j]))
+        }
+        Data::Bool(k) => {
+            let less = bool_less(cmp)?;
+            Box::new(move |i, j| less(k[i], k[j]))
+        }
+        _ => return None,
+    })
+}
+
+/// Each row's stable order by `key` (see `sort::rows_ordered`), ties in
+/// reverse order where `ties_reversed` (the rows' keys read backwards).
+fn ranked<T: Copy + Sync>(
+    keys: &[T],
+    n: usize,
+    key: impl Fn(T) -> u64 + Sync,
+    wide: bool,
+    ties_reversed: bool,
+) -> Option<Vec<usize>> {
+    let backwards: Vec<T>;
+    let rows = if ties_reversed {
+        backwards = keys
+            .chunks_exact(n.max(1))
+            .flat_map(|row| row.iter().rev())
+            .copied()
+            .collect();
+        &backwards
+    } else {
+        keys
+    };
+    let mut order = rows_ordered(rows, n, &key, wide, Ends::All, |_, i| i).ok()?;
+    for (p, i) in order.iter_mut().enumerate() {
+        let at = if ties_reversed { n - 1 - *i } else { *i };
+        *i = p / n * n + at;
+    }
+    Some(order)
+}
+
+/// Whether `y` is `x` with the variable `b` read for `a` (and each
+/// variable `x` binds read as the one `y` binds in its place), spans
+/// aside: the same expression of another parameter. Iterative (a tree as
+/// deep as the checker allows).
+fn renamed(x: &TExpr, y: &TExpr, a: VarId, b: VarId) -> bool {
+    let mut names = vec![(a, b)];
+    let mut stack = vec![(x, y)];
+    while let Some((x, y)) = stack.pop() {
+        if x.ty != y.ty {
+            return false;
+        }
+        match (&x.kind, &y.kind) {
+            (TExprKind::Var(v), TExprKind::Var(w)) => {
+                let same = match names.iter().find(|(p, q)| p == v || q == w) {
+                    Some((p, q)) => p == v && q == w,
+                    None => v == w,
+                };
+                if !same {
+                    return false;
+                }
+            }
+            (TExprKind::Intrinsic(f), TExprKind::Intrinsic(g)) if f == g => {}
+            (
+                TExprKind::Array { shape, atoms },
+                TExprKind::Array {
+                    shape: shape2,
+                    atoms: atoms2,
+                },
+            ) if shape == shape2 && atoms.len() == atoms2.len() => {
+                for (s, t) in atoms.iter().zip(atoms2) {
+                    match (&s.kind, &t.kind) {
+                        (TAtomKind::Bool(p), TAtomKind::Bool(q)) if p == q => {}
+                        (TAtomKind::Int(p), TAtomKind::Int(q)) if p == q => {}
+                        (TAtomKind::Float(p), TAtomKind::Float(q)) if p.to_bits() == q.to_bits() => {}
+                        (
+                            TAtomKind::Lambda { param: p, body },
+                            TAtomKind::Lambda {
+                                param: q,
+                                body: body2,
+                            },
+                        ) => {
+                            names.push((*p, *q));
+                            stack.push((body, body2));
+                        }
+                        (
+                            TAtomKind::Box { witness, body },
+                            TAtomKind::Box {
+                                witness: witness2,
+                                body: body2,
+                            },
+                        ) if witness == witness2 => stack.push((body, body2)),
+                        _ => return false,
+                    }
+                }
+            }
+            (
+                TExprKind::Frame { shape, elems },
+                TExprKind::Frame {
+                    shape: shape2,
+                    elems: elems2,
+                },
+            ) if shape == shape2 && elems.len() == elems2.len() => stack.extend(elems.iter().zip(elems2)),
+            (
+                TExprKind::App { func, arg, lifted },
+                TExprKind::App {
+                    func: func2,
+                    arg: arg2,
+                    lifted: lifted2,
+                },
+            ) if lifted == lifted2 => stack.extend([(&**func, &**func2), (arg, arg2)]),
+            (
+                TExprKind::TApp { func, arg },
+                TExprKind::TApp {
+                    func: func2,
+                    arg: arg2,
+                },
+            ) if arg == arg2 => stack.push((func, func2)),
+            (
+                TExprKind::IApp { func, arg },
+                TExprKind::IApp {
+                    func: func2,
+                    arg: arg2,
+                },
+            ) if arg == arg2 => stack.push((func, func2)),
+            (
+                TExprKind::Let { var, value, body },
+                TExprKind::Let {
+                    var: var2,
+                    value: value2,
+                    body: body2,
+                },
+            ) => {
+                names.push((*var, *var2));
+                stack.extend([(&**value, &**value2), (body, body2)]);
+            }
+            (TExprKind::Record(fields), TExprKind::Record(fields2)) if fields.len() == fields2.len() => {
+                for ((f, e), (g, e2)) in fields.iter().zip(fields2) {
+                    if f != g {
+                        return false;
+                    }
+                    stack.push((e, e2));
+                }
+            }
+            (
+                TExprKind::Field { record, field },
+                TExprKind::Field {
+                    record: record2,
+                    field: field2,
+                },
+            ) if field == field2 => stack.push((record, record2)),
+            (
+                TExprKind::If {
+                    cond,
+                    then,
+                    otherwise,
+                },
+                TExprKind::If {
+                    cond: cond2,
+                    then: then2,
+                    otherwise: otherwise2,
+                },
+            ) => stack.extend([(&**cond, &**cond2), (then, then2), (otherwise, otherwise2)]),
+            _ => return false,
+        }
+    }
+    true
 }
