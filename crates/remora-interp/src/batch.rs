@@ -1682,16 +1682,36 @@ impl<'p> Interpreter {
         let nb = xs.nb.max(seed.map_or(0, |(s, _)| s.nb));
         let xs = self.expand(xs, nb)?;
         let outer_axes = nb + xframe;
+        let item_shape = xs.v.shape.get(outer_axes + 1..)?.to_vec();
+        let seed_data = match seed {
+            None if xs.v.shape.get(outer_axes) == Some(&0) && name == "reduce" => return None,
+            None => None,
+            Some((s, scell)) => {
+                // The seed laid out over [outer, inner]: its batch axes and
+                // frame where it has them, replicated where it lacks them.
+                let sframe = s.own().len().checked_sub(scell.len())?;
+                if sframe > xframe || *scell != item_shape {
+                    return None;
+                }
+                let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
+                shape.extend(&item_shape);
+                Some(s.laid_over(scell.len(), nb, outer_axes, &shape)?.data)
+            }
+        };
         // Items that lie next to each other with cells that do not (a
         // reduction along a transposed view): laid out [outer, inner,
         // items] instead, so every fold runs along memory, and folded as
         // outer·inner folds of single atoms (the same result, in the same
-        // layout).
+        // layout). Not for a view whose atoms overlap (windows: more atoms
+        // than its buffer holds), which laid out would be as many times
+        // larger as its windows are wide: that one is reduced where it
+        // lies (`reduce_view`).
         let along_memory = xs.strides.get(outer_axes) == Some(&1)
             && xcell.len() > 1
             && atoms_in(xcell.get(1..)?) > 1
             && !matches!(name, "scan" | "iscan")
-            && !xs.is_dense();
+            && !xs.is_dense()
+            && atoms_in(&xs.v.shape) <= xs.v.data.len();
         let (xs, dims_override) = if along_memory {
             let items = *xs.v.shape.get(outer_axes)?;
             let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
@@ -1719,12 +1739,16 @@ impl<'p> Interpreter {
                 ),
                 Some([lines, items, 1]),
             )
-        } else if name == "reduce"
-            && seed.is_none()
-            && let Some(r) =
-                crate::strided::reduce_view(op, intrinsics::fold_order(name, op), &xs, (outer_axes, 1), None)
+        } else if let Some(start) = match (name, &seed_data) {
+            ("reduce", None) => Some(crate::strided::Start::First),
+            // (`fold` only: `reduce/zero` by `f.+` adds its seed last.)
+            ("fold", Some(s)) => Some(crate::strided::Start::Each(s)),
+            _ => None,
+        } && let Some(r) =
+            crate::strided::reduce_view(op, intrinsics::fold_order(name, op), &xs, (outer_axes, 1), start)
         {
-            // A view reduced where it lies, never laid out.
+            // A view reduced (or folded from its seeds) where it lies,
+            // never laid out.
             return Some(r);
         } else {
             (xs.densify()?, None)
@@ -1733,23 +1757,7 @@ impl<'p> Interpreter {
         // the items, and each item's atoms.
         let outer: usize = xs.v.shape.get(..outer_axes)?.iter().product();
         let items = *xs.v.shape.get(outer_axes)?;
-        let item_shape = xs.v.shape.get(outer_axes + 1..)?.to_vec();
         let inner: usize = item_shape.iter().product();
-        let seed_data = match seed {
-            None if items == 0 && name == "reduce" => return None,
-            None => None,
-            Some((s, scell)) => {
-                // The seed laid out over [outer, inner]: its batch axes and
-                // frame where it has them, replicated where it lacks them.
-                let sframe = s.own().len().checked_sub(scell.len())?;
-                if sframe > xframe || *scell != item_shape {
-                    return None;
-                }
-                let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
-                shape.extend(&item_shape);
-                Some(s.laid_over(scell.len(), nb, outer_axes, &shape)?.data)
-            }
-        };
         let order = intrinsics::fold_order(name, op);
         let dims = dims_override.unwrap_or([outer, items, inner]);
         let folded = intrinsics::fold_primitive(op, seed_data.as_ref(), &xs.v.data, dims, order)?.ok()?;
@@ -1929,7 +1937,7 @@ pub(crate) fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]
             intrinsics::fold_order(name, op),
             xs,
             (nb + xframe, xcell.len()),
-            Some(&unit),
+            crate::strided::Start::Unit(&unit),
         )
     {
         // A view (a block of a stencil) folded where it lies.

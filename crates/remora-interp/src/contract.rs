@@ -1139,19 +1139,40 @@ impl Group<'_, '_> {
             k0 += done;
             n -= done;
         }
-        let mut tile = [[0.0f32; GROUP]; PAIRWISE_LEAF];
-        let tile = &mut tile[..n];
-        self.products(k0, tile);
-        fmath::widest(
-            #[inline(always)]
-            || {
-                for t in tile.iter() {
-                    for j in 0..GROUP {
-                        acc[j] += t[j];
-                    }
+        if n < GROUP {
+            // A few items (a short cell, or what the vectors left): each
+            // row's products added straight in, in order — the same
+            // additions, with no tile to clear.
+            let (a, b) = (self.a, self.b);
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let (sa, sb) = (self.starts.0[j] + k0 * a.item, self.starts.1[j] + k0 * b.item);
+                for k in 0..n {
+                    *acc += a.data[sa + k * a.item] * b.data[sb + k * b.item];
                 }
-            },
-        );
+            }
+            return;
+        }
+        // The products a tile of TILE items at a time (the tile cleared
+        // once, small enough to stay in the first-level cache).
+        const TILE: usize = 32;
+        let mut tile = [[0.0f32; GROUP]; TILE];
+        while n > 0 {
+            let m = n.min(TILE);
+            let tile = &mut tile[..m];
+            self.products(k0, tile);
+            fmath::widest(
+                #[inline(always)]
+                || {
+                    for t in tile.iter() {
+                        for j in 0..GROUP {
+                            acc[j] += t[j];
+                        }
+                    }
+                },
+            );
+            k0 += m;
+            n -= m;
+        }
     }
 
     /// `tile[k][j] = a[j, k0 + k] · b[j, k0 + k]` for `k < tile.len()`.
