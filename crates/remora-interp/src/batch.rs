@@ -3098,7 +3098,8 @@ fn total(e: &TExpr) -> bool {
         } => total(cond) && total(then) && total(otherwise),
         TExprKind::App { .. } => {
             let (head, args) = e.spine();
-            matches!(&head.kind, TExprKind::Intrinsic(name) if total_primitive(name))
+            matches!(&head.kind, TExprKind::Intrinsic(name)
+                if total_primitive(name) || total_by_literal(name, &args))
                 && args.into_iter().all(|(a, _)| total(a))
         }
         _ => false,
@@ -3108,6 +3109,25 @@ fn total(e: &TExpr) -> bool {
 /// The scalar primitives that give a value for every argument.
 fn total_primitive(name: &str) -> bool {
     scalar::is_scalar_primitive(name) && !matches!(name, "/" | "mod" | "^" | "shl" | "shr" | "random.int")
+}
+
+/// `(/ a k)`, `(mod a k)`, `(shl a k)` or `(shr a k)` whose `k` is a
+/// literal for which it gives a value for every `a` (a halving, a parity,
+/// a shift by a constant): a divisor other than 0 (and, for `/`, −1,
+/// which overflows the least Int), a shift not negative.
+fn total_by_literal(name: &str, args: &[(&TExpr, &remora_types::Lifted)]) -> bool {
+    let [_, (k, _)] = args else {
+        return false;
+    };
+    let TExprKind::Array { atoms, .. } = &k.kind else {
+        return false;
+    };
+    atoms.iter().all(|a| match (name, &a.kind) {
+        ("/", TAtomKind::Int(k)) => *k != 0 && *k != -1,
+        ("mod", TAtomKind::Int(k)) => *k != 0,
+        ("shl" | "shr", TAtomKind::Int(k)) => *k >= 0,
+        _ => false,
+    })
 }
 
 /// Whether values of this atom type hold only numbers and truth values
