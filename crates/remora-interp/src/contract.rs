@@ -1018,6 +1018,22 @@ impl Line<'_> {
         at
     }
 
+    /// Where each of [`GROUP`] positions from `p0` starts, the last of
+    /// `count` repeated after it: stepping along the innermost axis of
+    /// more than one position while the positions stay on it (one
+    /// division for the group, not one per position and axis).
+    fn starts(&self, p0: usize, count: usize) -> [usize; GROUP] {
+        let first = self.start(p0);
+        let inner = self.outer.iter().rev().find(|&&(n, _)| n > 1);
+        std::array::from_fn(|j| {
+            let j = j.min(count.max(1) - 1);
+            match inner {
+                Some(&(n, step)) if p0 % n + j < n => first + j * step,
+                _ => self.start(p0 + j),
+            }
+        })
+    }
+
     /// Whether every position's `items` items lie within the data.
     fn fits(&self, items: usize) -> bool {
         if items == 0 || self.outer.iter().any(|&(n, _)| n == 0) {
@@ -1065,7 +1081,7 @@ pub(crate) fn sums_along_items(
         for (g, sums) in part.chunks_mut(GROUP).enumerate() {
             let p0 = first + g * GROUP;
             // A last short group repeats its last position.
-            let at = |line: &Line<'_>| std::array::from_fn(|j| line.start(p0 + j.min(sums.len() - 1)));
+            let at = |line: &Line<'_>| line.starts(p0, sums.len());
             let group = Group {
                 a,
                 b,
