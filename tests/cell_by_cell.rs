@@ -193,57 +193,73 @@ fn the_unseen_benchmark_programs_run_array_at_a_time() {
         |shape: &str| format!("(f.* 0.001 (i->f (mod (* 7919 (i-app iota/static [{shape}])) 1000)))");
     let (vector, matrix) = (floats("40"), floats("12 12"));
     let flags = "(bool->i (== 0 (mod (* 7 (i-app iota/static [40])) 5)))".to_string();
-    let workloads: Vec<(&str, Vec<&str>, Vec<(&str, &str)>, Vec<String>, bool)> = vec![
-        (
+    /// A workload: its formulations, its sizes, its arguments, and
+    /// whether every formulation prints the same.
+    struct Workload<'a> {
+        name: &'a str,
+        styles: Vec<&'a str>,
+        sizes: Vec<(&'a str, &'a str)>,
+        args: Vec<String>,
+        same: bool,
+    }
+    let w = |name, styles, sizes, args, same| Workload {
+        name,
+        styles,
+        sizes,
+        args,
+        same,
+    };
+    let workloads = vec![
+        w(
             "zscore",
             vec!["rowfun", "arrays", "transpose", "record-fold"],
             vec![("R", "6"), ("C", "10")],
             vec![floats("6 10")],
             false,
         ),
-        (
+        w(
             "runmax",
             vec!["iscan", "lambda", "scan"],
             vec![("N", "40")],
             vec![vector.clone()],
             true,
         ),
-        (
+        w(
             "cumprod",
             vec!["iscan", "lambda", "scan"],
             vec![("N", "40")],
             vec![vector.clone()],
             true,
         ),
-        (
+        w(
             "sobel",
             vec!["windows", "shifts", "rotate"],
             vec![("N", "12")],
             vec![matrix.clone()],
             false,
         ),
-        (
+        w(
             "grey",
             vec!["dot", "pixel", "planes"],
             vec![("N", "8")],
             vec![floats("8 8 3")],
             true,
         ),
-        (
+        w(
             "rot90",
             vec!["reverse", "perm", "gather"],
             vec![("N", "12")],
             vec![matrix.clone()],
             true,
         ),
-        (
+        w(
             "diff",
             vec!["drop", "rotate", "windows"],
             vec![("N", "40")],
             vec![vector.clone()],
             true,
         ),
-        (
+        w(
             "onehot",
             vec!["outer", "lambda", "transpose"],
             vec![("N", "40"), ("K", "4")],
@@ -253,28 +269,28 @@ fn the_unseen_benchmark_programs_run_array_at_a_time() {
             ],
             false,
         ),
-        (
+        w(
             "segsum",
             vec!["hist", "scan-ends", "segscan"],
             vec![("N", "40"), ("M", "8")],
             vec![flags, vector.clone()],
             false,
         ),
-        (
+        w(
             "collatz",
             vec!["vec2", "record"],
             vec![("N", "30")],
             vec!["(+ 1 (i-app iota/static [30]))".to_string()],
             true,
         ),
-        (
+        w(
             "slidemax",
             vec!["lambda", "transpose", "fold"],
             vec![("N", "40"), ("W", "5")],
             vec![vector.clone()],
             true,
         ),
-        (
+        w(
             "bilinear",
             vec!["point", "separable"],
             vec![("N", "12"), ("M", "8")],
@@ -282,7 +298,14 @@ fn the_unseen_benchmark_programs_run_array_at_a_time() {
             true,
         ),
     ];
-    for (workload, styles, sizes, args, same) in workloads {
+    for Workload {
+        name: workload,
+        styles,
+        sizes,
+        args,
+        same,
+    } in workloads
+    {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut outputs = Vec::new();
         for style in styles {
