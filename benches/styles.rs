@@ -680,7 +680,225 @@ fn workloads(quick: bool) -> Vec<Workload> {
                 ),
             ],
         },
+        // Workloads written from outside the tuned matrix (issue 11's
+        // unseen formulations).
+        Workload {
+            name: "zscore",
+            sizes: vec![("R", q(10_000, 100)), ("C", 1000)],
+            reps: 5,
+            // The z-scores of a row sum to 0, so the checksum (their sum)
+            // is rounding noise near 0 (about ±2 over 10^7 z-scores, the
+            // tolerance absolute there): it checks the scale only.
+            tolerance: 4.0,
+            styles: vec![
+                (
+                    "rowfun",
+                    "fun of a row (f.mean, differences, f.sqrt of their f.mean) lifted",
+                ),
+                (
+                    "arrays",
+                    "whole-array: f.mean of the matrix as row means, lifted against the rows",
+                ),
+                (
+                    "transpose",
+                    "row sums as reduce f.+ over transpose2d, whole-array",
+                ),
+                (
+                    "record-fold",
+                    "row fun: one fold with a record state (sum, sum of squares)",
+                ),
+            ],
+        },
+        Workload {
+            name: "runmax",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 5,
+            tolerance: 1e-6,
+            styles: vec![
+                ("iscan", "iscan f.max"),
+                ("lambda", "iscan by a user lambda (fn (a b) (f.max a b))"),
+                ("scan", "tail of the exclusive scan f.max from -1e30"),
+            ],
+        },
+        Workload {
+            name: "cumprod",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                ("iscan", "iscan f.*"),
+                ("lambda", "iscan by a user lambda (fn (a b) (f.* a b))"),
+                ("scan", "tail of the exclusive scan f.* from 1.0"),
+            ],
+        },
+        Workload {
+            name: "sobel",
+            sizes: vec![("N", q(2048, 64))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "windows",
+                    "3×3 blocks by windows + transpose, a block fun weighting by both kernels",
+                ),
+                (
+                    "shifts",
+                    "shifted views: drop/drop-right on rows, and on each row by a lifted fun",
+                ),
+                (
+                    "rotate",
+                    "rotated copies of the whole image (rows, and each row), border cut after",
+                ),
+            ],
+        },
+        Workload {
+            name: "grey",
+            sizes: vec![("N", q(2048, 64))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "dot",
+                    "f.dot of each pixel with the weights (a frame of [Float 3])",
+                ),
+                ("pixel", "lambda of one pixel, its channels by index, lifted"),
+                (
+                    "planes",
+                    "transpose [2 0 1], weighted sum of the three planes by nth",
+                ),
+            ],
+        },
+        Workload {
+            name: "rot90",
+            sizes: vec![("N", q(2048, 64))],
+            reps: 5,
+            tolerance: 1e-6,
+            styles: vec![
+                ("reverse", "reverse of transpose2d"),
+                ("perm", "fun of an image: reverse of (transpose [1 0])"),
+                (
+                    "gather",
+                    "outer over row/column numbers of a lambda reading index2d",
+                ),
+            ],
+        },
+        Workload {
+            name: "diff",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 5,
+            tolerance: 1e-5,
+            styles: vec![
+                ("drop", "f.abs of drop 1 minus drop-right 1"),
+                (
+                    "rotate",
+                    "f.abs of rotate by 1 minus itself, the wrapped item dropped",
+                ),
+                ("windows", "lambda of a window of 2, lifted over windows 2"),
+            ],
+        },
+        Workload {
+            name: "onehot",
+            sizes: vec![("N", q(1_000_000, 10_000)), ("K", 16)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "outer",
+                    "one-hot by outer ==, bool->f, column sums by reduce f.+, class means",
+                ),
+                (
+                    "lambda",
+                    "one-hot row by a lambda of a label, lifted; column sums by reduce f.+",
+                ),
+                (
+                    "transpose",
+                    "one-hot transposed (a row per class): f.dot with the values, count",
+                ),
+            ],
+        },
+        Workload {
+            name: "segsum",
+            sizes: vec![
+                ("N", q(10_000_000, 100_000)),
+                ("M", segments(q(10_000_000, 100_000))),
+            ],
+            reps: 5,
+            tolerance: 1e-3,
+            styles: vec![
+                ("hist", "segment numbers by iscan + of the flags, hist f.+"),
+                (
+                    "scan-ends",
+                    "iscan f.+ kept at the segment ends (filter), differences by windows 2",
+                ),
+                (
+                    "segscan",
+                    "iscan of [flag value] pairs by a restarting user fun, filter at the ends",
+                ),
+            ],
+        },
+        Workload {
+            name: "collatz",
+            sizes: vec![("N", q(100_000, 1000))],
+            reps: 3,
+            tolerance: 1e-9,
+            styles: vec![
+                (
+                    "vec2",
+                    "while over a [value steps] state per start (if inside the step)",
+                ),
+                (
+                    "record",
+                    "while over a record state {n k} per start, lambdas, select",
+                ),
+            ],
+        },
+        Workload {
+            name: "slidemax",
+            sizes: vec![("N", q(4_000_000, 40_000)), ("W", 16)],
+            reps: 5,
+            tolerance: 1e-6,
+            styles: vec![
+                (
+                    "lambda",
+                    "lambda of a window (reduce f.max) lifted over windows W",
+                ),
+                ("transpose", "reduce f.max over transpose2d of the windows"),
+                (
+                    "fold",
+                    "fun of a window: fold by a user lambda from its head, lifted",
+                ),
+            ],
+        },
+        Workload {
+            name: "bilinear",
+            sizes: vec![("N", q(2048, 64)), ("M", q(1024, 32))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "point",
+                    "fun of one output pixel (4 index2d at floors), outer over rows × columns",
+                ),
+                (
+                    "separable",
+                    "rows by nth at the floors, each row read by index (lifted fun), blended",
+                ),
+            ],
+        },
     ]
+}
+
+/// The segment starts of `segsum` (as `numpy_styles.py`'s
+/// `segment_flags`): about one item in a hundred, and the first.
+fn segment_flags(n: usize) -> Vec<i64> {
+    (0..n)
+        .map(|i| i64::from(i == 0 || (i * 7919 + 3 * 104_729) % 1000 < 10))
+        .collect()
+}
+
+/// How many segments `segment_flags(n)` starts.
+fn segments(n: usize) -> usize {
+    segment_flags(n).iter().filter(|&&f| f == 1).count()
 }
 
 /// The entry's arguments for a workload: the same data as
@@ -790,6 +1008,26 @@ fn arguments<'p>(w: &Workload) -> Vec<Value<'p>> {
             let b = size(&w.sizes, "B");
             vec![float_array(vec![b, 3, 3], floats(9 * b, 1))]
         }
+        "zscore" => {
+            let (r, c) = (size(&w.sizes, "R"), size(&w.sizes, "C"));
+            vec![float_array(vec![r, c], floats(r * c, 1))]
+        }
+        "runmax" | "diff" | "slidemax" => vec![float_array(vec![n], floats(n, 1))],
+        "cumprod" => vec![float_array(vec![n], affine(add(floats(n, 1), -0.5), 0.001, 1.0))],
+        "sobel" | "rot90" | "bilinear" => vec![float_array(vec![n, n], floats(n * n, 1))],
+        "grey" => vec![float_array(vec![n, n, 3], floats(n * n * 3, 1))],
+        "onehot" => {
+            let k = size(&w.sizes, "K");
+            vec![
+                int_array(vec![n], (0..n).map(|i| (i * 7919 % k) as i64).collect()),
+                float_array(vec![n], floats(n, 1)),
+            ]
+        }
+        "segsum" => vec![
+            int_array(vec![n], segment_flags(n)),
+            float_array(vec![n], add(floats(n, 1), -0.5)),
+        ],
+        "collatz" => vec![int_array(vec![n], (1..=n as i64).collect())],
         other => fatal(&format!("no arguments for {other}")),
     }
 }

@@ -182,3 +182,159 @@ fn the_gather2d_benchmark_programs_run_array_at_a_time() {
     assert_eq!(outputs[0], outputs[1]);
     assert!(outputs[0].starts_with("[[0.0 36.5 73.0 "), "{}", outputs[0]);
 }
+
+/// The style matrix's workloads written from outside the tuned rows
+/// (z-scores … bilinear resampling), every formulation at a small size:
+/// each runs array-at-a-time, and the formulations that add in the same
+/// order print the same.
+#[test]
+fn the_unseen_benchmark_programs_run_array_at_a_time() {
+    let floats =
+        |shape: &str| format!("(f.* 0.001 (i->f (mod (* 7919 (i-app iota/static [{shape}])) 1000)))");
+    let (vector, matrix) = (floats("40"), floats("12 12"));
+    let flags = "(bool->i (== 0 (mod (* 7 (i-app iota/static [40])) 5)))".to_string();
+    /// A workload: its formulations, its sizes, its arguments, and
+    /// whether every formulation prints the same.
+    struct Workload<'a> {
+        name: &'a str,
+        styles: Vec<&'a str>,
+        sizes: Vec<(&'a str, &'a str)>,
+        args: Vec<String>,
+        same: bool,
+    }
+    let w = |name, styles, sizes, args, same| Workload {
+        name,
+        styles,
+        sizes,
+        args,
+        same,
+    };
+    let workloads = vec![
+        w(
+            "zscore",
+            vec!["rowfun", "arrays", "transpose", "record-fold"],
+            vec![("R", "6"), ("C", "10")],
+            vec![floats("6 10")],
+            false,
+        ),
+        w(
+            "runmax",
+            vec!["iscan", "lambda", "scan"],
+            vec![("N", "40")],
+            vec![vector.clone()],
+            true,
+        ),
+        w(
+            "cumprod",
+            vec!["iscan", "lambda", "scan"],
+            vec![("N", "40")],
+            vec![vector.clone()],
+            true,
+        ),
+        w(
+            "sobel",
+            vec!["windows", "shifts", "rotate"],
+            vec![("N", "12")],
+            vec![matrix.clone()],
+            false,
+        ),
+        w(
+            "grey",
+            vec!["dot", "pixel", "planes"],
+            vec![("N", "8")],
+            vec![floats("8 8 3")],
+            true,
+        ),
+        w(
+            "rot90",
+            vec!["reverse", "perm", "gather"],
+            vec![("N", "12")],
+            vec![matrix.clone()],
+            true,
+        ),
+        w(
+            "diff",
+            vec!["drop", "rotate", "windows"],
+            vec![("N", "40")],
+            vec![vector.clone()],
+            true,
+        ),
+        w(
+            "onehot",
+            vec!["outer", "lambda", "transpose"],
+            vec![("N", "40"), ("K", "4")],
+            vec![
+                "(mod (* 7 (i-app iota/static [40])) 4)".to_string(),
+                vector.clone(),
+            ],
+            false,
+        ),
+        w(
+            "segsum",
+            vec!["hist", "scan-ends", "segscan"],
+            vec![("N", "40"), ("M", "8")],
+            vec![flags, vector.clone()],
+            false,
+        ),
+        w(
+            "collatz",
+            vec!["vec2", "record"],
+            vec![("N", "30")],
+            vec!["(+ 1 (i-app iota/static [30]))".to_string()],
+            true,
+        ),
+        w(
+            "slidemax",
+            vec!["lambda", "transpose", "fold"],
+            vec![("N", "40"), ("W", "5")],
+            vec![vector.clone()],
+            true,
+        ),
+        w(
+            "bilinear",
+            vec!["point", "separable"],
+            vec![("N", "12"), ("M", "8")],
+            vec![matrix.clone()],
+            true,
+        ),
+    ];
+    for Workload {
+        name: workload,
+        styles,
+        sizes,
+        args,
+        same,
+    } in workloads
+    {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut outputs = Vec::new();
+        for style in styles {
+            let path = format!(
+                "{}/benches/styles/{workload}/{style}.remora",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let mut program = std::fs::read_to_string(&path).unwrap_or_default();
+            for (k, v) in &sizes {
+                let less = v.parse::<usize>().map_or(0, |n| n - 1).to_string();
+                program = program
+                    .replace(&format!("{{{k}-1}}"), &less)
+                    .replace(&format!("{{{k}}}"), v);
+            }
+            assert!(program.contains("(entry"), "cannot read {path}");
+            let name = format!("{workload}-{style}");
+            let (ok, out, err) = run_verbose_with(&name, &program, &args);
+            assert!(ok, "{name}: {err}");
+            assert_eq!(
+                err, "remora: note: every application ran array-at-a-time\n",
+                "{name}"
+            );
+            outputs.push(out);
+        }
+        if same {
+            assert!(
+                outputs.iter().all(|o| *o == outputs[0]),
+                "{workload}: {outputs:?}"
+            );
+        }
+    }
+}

@@ -232,7 +232,101 @@ def setup(w, p):
     if w == "matpow":
         a = floats(9 * p["B"], 1).reshape(p["B"], 3, 3)
         return lambda: np.linalg.matrix_power(a, p["P"])
+    # Workloads written from outside the tuned matrix (issue 11's unseen
+    # formulations): z-scores, running max and product, Sobel, grey,
+    # rotation, differences, one-hot means, segmented sums, Collatz,
+    # sliding maximum, bilinear resampling.
+    if w == "zscore":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
+
+        def run():
+            d = x - x.mean(axis=1, keepdims=True)
+            return d / np.sqrt((d * d).mean(axis=1, keepdims=True))
+        return run
+    if w == "runmax":
+        xs = floats(n, 1)
+        return lambda: np.maximum.accumulate(xs)
+    if w == "cumprod":
+        xs = f32(1) + (floats(n, 1) - f32(0.5)) * f32(0.001)
+        return lambda: np.cumprod(xs)
+    if w == "sobel":
+        x = floats(n * n, 1).reshape(n, n)
+
+        def run():
+            gx = (x[:-2, 2:] + f32(2) * x[1:-1, 2:] + x[2:, 2:]) - (x[:-2, :-2] + f32(2) * x[1:-1, :-2] + x[2:, :-2])
+            gy = (x[2:, :-2] + f32(2) * x[2:, 1:-1] + x[2:, 2:]) - (x[:-2, :-2] + f32(2) * x[:-2, 1:-1] + x[:-2, 2:])
+            return np.sqrt(gx * gx + gy * gy)
+        return run
+    if w == "grey":
+        img = floats(n * n * 3, 1).reshape(n, n, 3)
+        wts = np.array([0.299, 0.587, 0.114], dtype=f32)
+        return lambda: img @ wts
+    if w == "rot90":
+        x = floats(n * n, 1).reshape(n, n)
+        return lambda: np.ascontiguousarray(np.rot90(x))
+    if w == "diff":
+        xs = floats(n, 1)
+        return lambda: np.abs(np.diff(xs))
+    if w == "onehot":
+        labels = np.arange(n, dtype=np.int64) * 7919 % p["K"]
+        xs = floats(n, 1)
+
+        def run():
+            onehot = (labels[:, None] == np.arange(p["K"])).astype(f32)
+            return (onehot * xs[:, None]).sum(axis=0) / onehot.sum(axis=0)
+        return run
+    if w == "segsum":
+        flags = segment_flags(n)
+        xs = floats(n, 1) - f32(0.5)
+        return lambda: np.add.reduceat(xs, np.flatnonzero(flags))
+    if w == "collatz":
+        return lambda: collatz(np.arange(1, n + 1, dtype=np.int64))
+    if w == "slidemax":
+        xs = floats(n, 1)
+        k = p["W"]
+
+        def run():
+            m = xs[: n - k + 1].copy()
+            for j in range(1, k):
+                np.maximum(m, xs[j: n - k + 1 + j], out=m)
+            return m
+        return run
+    if w == "bilinear":
+        img = floats(n * n, 1).reshape(n, n)
+        k = np.arange(p["M"], dtype=f32)
+
+        def run():
+            y, x = k * f32(0.6) + f32(0.3), k * f32(0.7) + f32(0.25)
+            y0, x0 = np.floor(y).astype(np.int64), np.floor(x).astype(np.int64)
+            fy, fx = (y - y0)[:, None], x - x0
+            r0, r1 = img[y0], img[y0 + 1]
+            top = r0[:, x0] * (f32(1) - fx) + r0[:, x0 + 1] * fx
+            bot = r1[:, x0] * (f32(1) - fx) + r1[:, x0 + 1] * fx
+            return top * (f32(1) - fy) + bot * fy
+        return run
     raise SystemExit(f"unknown workload {w}")
+
+
+def segment_flags(n):
+    # Segment starts: about one item in a hundred, and the first.
+    i = np.arange(n, dtype=np.int64)
+    flags = ((i * 7919 + 3 * 104729) % 1000 < 10).astype(np.int64)
+    flags[0] = 1
+    return flags
+
+
+def collatz(n):
+    # Steps to reach 1 from each start, the unfinished ones compacted at
+    # every step.
+    steps = np.zeros(n.size, dtype=np.int64)
+    idx = np.flatnonzero(n != 1)
+    v = n[idx]
+    while idx.size:
+        v = np.where(v & 1 == 0, v >> 1, 3 * v + 1)
+        steps[idx] += 1
+        keep = v != 1
+        idx, v = idx[keep], v[keep]
+    return steps
 
 
 def cnd(d):

@@ -1705,16 +1705,36 @@ impl<'p> Interpreter {
         let nb = xs.nb.max(seed.map_or(0, |(s, _)| s.nb));
         let xs = self.expand(xs, nb)?;
         let outer_axes = nb + xframe;
+        let item_shape = xs.v.shape.get(outer_axes + 1..)?.to_vec();
+        let seed_data = match seed {
+            None if xs.v.shape.get(outer_axes) == Some(&0) && name == "reduce" => return None,
+            None => None,
+            Some((s, scell)) => {
+                // The seed laid out over [outer, inner]: its batch axes and
+                // frame where it has them, replicated where it lacks them.
+                let sframe = s.own().len().checked_sub(scell.len())?;
+                if sframe > xframe || *scell != item_shape {
+                    return None;
+                }
+                let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
+                shape.extend(&item_shape);
+                Some(s.laid_over(scell.len(), nb, outer_axes, &shape)?.data)
+            }
+        };
         // Items that lie next to each other with cells that do not (a
         // reduction along a transposed view): laid out [outer, inner,
         // items] instead, so every fold runs along memory, and folded as
         // outer·inner folds of single atoms (the same result, in the same
-        // layout).
+        // layout). Not for a view whose atoms overlap (windows: more atoms
+        // than its buffer holds), which laid out would be as many times
+        // larger as its windows are wide: that one is reduced where it
+        // lies (`reduce_view`).
         let along_memory = xs.strides.get(outer_axes) == Some(&1)
             && xcell.len() > 1
             && atoms_in(xcell.get(1..)?) > 1
             && !matches!(name, "scan" | "iscan")
-            && !xs.is_dense();
+            && !xs.is_dense()
+            && atoms_in(&xs.v.shape) <= xs.v.data.len();
         let (xs, dims_override) = if along_memory {
             let items = *xs.v.shape.get(outer_axes)?;
             let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
@@ -1742,12 +1762,16 @@ impl<'p> Interpreter {
                 ),
                 Some([lines, items, 1]),
             )
-        } else if name == "reduce"
-            && seed.is_none()
-            && let Some(r) =
-                crate::strided::reduce_view(op, intrinsics::fold_order(name, op), &xs, (outer_axes, 1), None)
+        } else if let Some(start) = match (name, &seed_data) {
+            ("reduce", None) => Some(crate::strided::Start::First),
+            // (`fold` only: `reduce/zero` by `f.+` adds its seed last.)
+            ("fold", Some(s)) => Some(crate::strided::Start::Each(s)),
+            _ => None,
+        } && let Some(r) =
+            crate::strided::reduce_view(op, intrinsics::fold_order(name, op), &xs, (outer_axes, 1), start)
         {
-            // A view reduced where it lies, never laid out.
+            // A view reduced (or folded from its seeds) where it lies,
+            // never laid out.
             return Some(r);
         } else {
             (xs.densify()?, None)
@@ -1756,23 +1780,7 @@ impl<'p> Interpreter {
         // the items, and each item's atoms.
         let outer: usize = xs.v.shape.get(..outer_axes)?.iter().product();
         let items = *xs.v.shape.get(outer_axes)?;
-        let item_shape = xs.v.shape.get(outer_axes + 1..)?.to_vec();
         let inner: usize = item_shape.iter().product();
-        let seed_data = match seed {
-            None if items == 0 && name == "reduce" => return None,
-            None => None,
-            Some((s, scell)) => {
-                // The seed laid out over [outer, inner]: its batch axes and
-                // frame where it has them, replicated where it lacks them.
-                let sframe = s.own().len().checked_sub(scell.len())?;
-                if sframe > xframe || *scell != item_shape {
-                    return None;
-                }
-                let mut shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
-                shape.extend(&item_shape);
-                Some(s.laid_over(scell.len(), nb, outer_axes, &shape)?.data)
-            }
-        };
         let order = intrinsics::fold_order(name, op);
         let dims = dims_override.unwrap_or([outer, items, inner]);
         let folded = intrinsics::fold_primitive(op, seed_data.as_ref(), &xs.v.data, dims, order)?.ok()?;
@@ -1952,7 +1960,7 @@ pub(crate) fn whole_cell_fold<'p>(name: &str, args: &[(Batched<'p>, Vec<usize>)]
             intrinsics::fold_order(name, op),
             xs,
             (nb + xframe, xcell.len()),
-            Some(&unit),
+            crate::strided::Start::Unit(&unit),
         )
     {
         // A view (a block of a stencil) folded where it lies.
@@ -3137,7 +3145,8 @@ fn total(e: &TExpr) -> bool {
         } => total(cond) && total(then) && total(otherwise),
         TExprKind::App { .. } => {
             let (head, args) = e.spine();
-            matches!(&head.kind, TExprKind::Intrinsic(name) if total_primitive(name))
+            matches!(&head.kind, TExprKind::Intrinsic(name)
+                if total_primitive(name) || total_by_literal(name, &args))
                 && args.into_iter().all(|(a, _)| total(a))
         }
         _ => false,
@@ -3147,6 +3156,25 @@ fn total(e: &TExpr) -> bool {
 /// The scalar primitives that give a value for every argument.
 fn total_primitive(name: &str) -> bool {
     scalar::is_scalar_primitive(name) && !matches!(name, "/" | "mod" | "^" | "shl" | "shr" | "random.int")
+}
+
+/// `(/ a k)`, `(mod a k)`, `(shl a k)` or `(shr a k)` whose `k` is a
+/// literal for which it gives a value for every `a` (a halving, a parity,
+/// a shift by a constant): a divisor other than 0 (and, for `/`, −1,
+/// which overflows the least Int), a shift not negative.
+fn total_by_literal(name: &str, args: &[(&TExpr, &remora_types::Lifted)]) -> bool {
+    let [_, (k, _)] = args else {
+        return false;
+    };
+    let TExprKind::Array { atoms, .. } = &k.kind else {
+        return false;
+    };
+    atoms.iter().all(|a| match (name, &a.kind) {
+        ("/", TAtomKind::Int(k)) => *k != 0 && *k != -1,
+        ("mod", TAtomKind::Int(k)) => *k != 0,
+        ("shl" | "shr", TAtomKind::Int(k)) => *k >= 0,
+        _ => false,
+    })
 }
 
 /// Whether values of this atom type hold only numbers and truth values

@@ -1018,6 +1018,22 @@ impl Line<'_> {
         at
     }
 
+    /// Where each of [`GROUP`] positions from `p0` starts, the last of
+    /// `count` repeated after it: stepping along the innermost axis of
+    /// more than one position while the positions stay on it (one
+    /// division for the group, not one per position and axis).
+    fn starts(&self, p0: usize, count: usize) -> [usize; GROUP] {
+        let first = self.start(p0);
+        let inner = self.outer.iter().rev().find(|&&(n, _)| n > 1);
+        std::array::from_fn(|j| {
+            let j = j.min(count.max(1) - 1);
+            match inner {
+                Some(&(n, step)) if p0 % n + j < n => first + j * step,
+                _ => self.start(p0 + j),
+            }
+        })
+    }
+
     /// Whether every position's `items` items lie within the data.
     fn fits(&self, items: usize) -> bool {
         if items == 0 || self.outer.iter().any(|&(n, _)| n == 0) {
@@ -1065,7 +1081,7 @@ pub(crate) fn sums_along_items(
         for (g, sums) in part.chunks_mut(GROUP).enumerate() {
             let p0 = first + g * GROUP;
             // A last short group repeats its last position.
-            let at = |line: &Line<'_>| std::array::from_fn(|j| line.start(p0 + j.min(sums.len() - 1)));
+            let at = |line: &Line<'_>| line.starts(p0, sums.len());
             let group = Group {
                 a,
                 b,
@@ -1139,19 +1155,40 @@ impl Group<'_, '_> {
             k0 += done;
             n -= done;
         }
-        let mut tile = [[0.0f32; GROUP]; PAIRWISE_LEAF];
-        let tile = &mut tile[..n];
-        self.products(k0, tile);
-        fmath::widest(
-            #[inline(always)]
-            || {
-                for t in tile.iter() {
-                    for j in 0..GROUP {
-                        acc[j] += t[j];
-                    }
+        if n < GROUP {
+            // A few items (a short cell, or what the vectors left): each
+            // row's products added straight in, in order — the same
+            // additions, with no tile to clear.
+            let (a, b) = (self.a, self.b);
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let (sa, sb) = (self.starts.0[j] + k0 * a.item, self.starts.1[j] + k0 * b.item);
+                for k in 0..n {
+                    *acc += a.data[sa + k * a.item] * b.data[sb + k * b.item];
                 }
-            },
-        );
+            }
+            return;
+        }
+        // The products a tile of TILE items at a time (the tile cleared
+        // once, small enough to stay in the first-level cache).
+        const TILE: usize = 32;
+        let mut tile = [[0.0f32; GROUP]; TILE];
+        while n > 0 {
+            let m = n.min(TILE);
+            let tile = &mut tile[..m];
+            self.products(k0, tile);
+            fmath::widest(
+                #[inline(always)]
+                || {
+                    for t in tile.iter() {
+                        for j in 0..GROUP {
+                            acc[j] += t[j];
+                        }
+                    }
+                },
+            );
+            k0 += m;
+            n -= m;
+        }
     }
 
     /// `tile[k][j] = a[j, k0 + k] · b[j, k0 + k]` for `k < tile.len()`.

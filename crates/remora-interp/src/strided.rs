@@ -9,8 +9,20 @@ use crate::eval::{Fun, atoms_in};
 use crate::kernel::{Layout, Order, PAIRWISE_LEAF};
 use remora_value::{Array, Data};
 
-/// `(reduce op xs)` along axis `axis` of the view `xs` (no seed), or —
-/// with a `seed` of one atom — a fold from it over the atoms of the cells
+/// Where each atom of [`reduce_view`]'s result starts.
+pub(crate) enum Start<'a, 'p> {
+    /// From the first item (`reduce`).
+    First,
+    /// From one atom, the same for every result atom (a whole-cell fold's
+    /// unit: `f.sum` from 0.0).
+    Unit(&'a Data<Fun<'p>>),
+    /// From the atom at the same place of an array laid out as the result
+    /// (`fold`'s seed, one for each position).
+    Each(&'a Data<Fun<'p>>),
+}
+
+/// `(reduce op xs)` along axis `axis` of the view `xs` (`Start::First`),
+/// or — from a seed — a fold from it over the atoms of the cells
 /// of `cell_axes` axes from `axis` (row-major: `f.sum` of a block of a
 /// stencil): left to right, as `reduce` combines up to `PAIRWISE_LEAF`
 /// items (without a seed, any number for an operator other than `f.+`), so the bits
@@ -24,15 +36,16 @@ pub(crate) fn reduce_view<'p>(
     order: Order,
     xs: &Batched<'p>,
     (axis, cell_axes): (usize, usize),
-    seed: Option<&Data<Fun<'p>>>,
+    start: Start<'_, 'p>,
 ) -> Option<Batched<'p>> {
     let cell = xs.v.shape.get(axis..axis.checked_add(cell_axes)?)?;
     let items = atoms_in(cell);
     // (A fold from a seed, over whole cells, only of a few atoms a cell:
     // one pass over the result for each.)
+    let seeded = !matches!(start, Start::First);
     if xs.is_dense()
-        || (items == 0 && seed.is_none())
-        || ((order == Order::Tree || seed.is_some()) && items > PAIRWISE_LEAF)
+        || (items == 0 && !seeded)
+        || ((order == Order::Tree || seeded) && items > PAIRWISE_LEAF)
         || order == Order::Scan
     {
         return None;
@@ -40,7 +53,7 @@ pub(crate) fn reduce_view<'p>(
     // Where item `i` starts (from the view's offset): its index in the
     // cell, row-major, by the cell's steps.
     let cell_steps = xs.strides.get(axis..axis + cell_axes)?;
-    let start = |mut i: usize| {
+    let item_at = |mut i: usize| {
         let mut at = 0;
         for (&n, &step) in cell.iter().zip(cell_steps).rev() {
             at += i % n * step;
@@ -55,6 +68,11 @@ pub(crate) fn reduce_view<'p>(
     let rows = shape.first().copied().unwrap_or(1);
     let per_row = atoms_in(shape.get(1..).unwrap_or_default()).max(1);
     let strip = (STRIP_ATOMS / per_row).max(1);
+    if let Start::Each(s) = start
+        && s.len() != atoms_in(&shape)
+    {
+        return None;
+    }
     let mut out = xs.v.data.with_capacity_like(atoms_in(&shape));
     for r0 in (0..rows).step_by(strip) {
         let mut part = shape.clone();
@@ -63,12 +81,13 @@ pub(crate) fn reduce_view<'p>(
         }
         let base = xs.offset + r0 * strides.first().copied().unwrap_or(0);
         let item = |i: usize| Layout {
-            offset: base + start(i),
+            offset: base + item_at(i),
             strides: strides.clone(),
         };
-        let (mut acc, from) = match seed {
-            Some(s) => (s.repeated(atoms_in(&part))?, 0),
-            None => (
+        let (mut acc, from) = match start {
+            Start::Unit(s) => (s.repeated(atoms_in(&part))?, 0),
+            Start::Each(s) => (s.slice(r0 * per_row, atoms_in(&part)), 0),
+            Start::First => (
                 xs.view(part.clone(), xs.nb, base, strides.clone())
                     .densify()?
                     .v
