@@ -714,56 +714,11 @@ impl<'m> Alloc<'m> {
             elem: r.elem,
             value: at(Expr::Var(start)),
         });
-        let (k, m) = (self.fresh("k"), self.fresh("extreme"));
-        some.push(Stmt::Reduce {
-            acc: m,
-            elem: r.elem,
-            op: extreme,
-            seed: None,
-            order: Order::Tree,
-            index: k,
-            count: n.clone(),
-            body: Vec::new(),
-            item: at(Expr::Var(k)),
-        });
+        let m = self.extreme_item(extreme, r.elem, &n, at, &mut some);
         let mut searched = Vec::new();
-        let (k, x, sel, first) = (
-            self.fresh("k"),
-            self.fresh("x"),
-            self.fresh("sel"),
-            self.fresh("first"),
-        );
         let equal = if float { "f.==" } else { "==" };
-        searched.push(Stmt::Reduce {
-            acc: first,
-            elem: Elem::Int,
-            op: "min",
-            seed: None,
-            order: Order::Tree,
-            index: k,
-            count: n.clone(),
-            body: vec![
-                Stmt::Let {
-                    var: x,
-                    elem: r.elem,
-                    value: at(Expr::Var(k)),
-                },
-                Stmt::Let {
-                    var: sel,
-                    elem: Elem::Int,
-                    value: n.clone(),
-                },
-                Stmt::If {
-                    cond: Expr::op(equal, vec![Expr::Var(x), Expr::Var(m)]),
-                    then: vec![Stmt::Set {
-                        var: sel,
-                        value: Expr::Var(k),
-                    }],
-                    otherwise: Vec::new(),
-                },
-            ],
-            item: Expr::Var(sel),
-        });
+        let found = |x: Expr| Expr::op(equal, vec![x, Expr::Var(m)]);
+        let first = self.first_where(r.elem, &n, at, found, &mut searched);
         searched.push(Stmt::If {
             cond: Expr::op(better, vec![Expr::Var(m), Expr::Var(first_item)]),
             then: vec![Stmt::Set {

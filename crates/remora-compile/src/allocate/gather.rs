@@ -570,35 +570,68 @@ impl<'m> Alloc<'m> {
             (false, true) => "max",
             (false, false) => "min",
         };
+        let at = |k: Expr| xs.cell(&[k]).load();
+        let m = self.extreme_item(extreme, xs.elem, &d, at, body);
+        let found = |x: Expr| {
+            if float {
+                Expr::op(
+                    "or",
+                    vec![
+                        Expr::op("f.==", vec![x.clone(), Expr::Var(m)]),
+                        Expr::op("f.isnan", vec![x]),
+                    ],
+                )
+            } else {
+                Expr::op("==", vec![x, Expr::Var(m)])
+            }
+        };
+        let first = self.first_where(xs.elem, &d, at, found, body);
+        Val::Scalar(Elem::Int, Expr::Var(first))
+    }
+
+    /// The greatest (least) of `n` items by `extreme` (`f.max`, `max`,
+    /// `f.min`, `min`): a tree reduction, which vectorises; `item` reads
+    /// the item at a position.
+    pub(super) fn extreme_item(
+        &mut self,
+        extreme: &'static str,
+        elem: Elem,
+        n: &Expr,
+        item: impl Fn(Expr) -> Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Var {
         let (k, m) = (self.fresh("k"), self.fresh("extreme"));
         body.push(Stmt::Reduce {
             acc: m,
-            elem: xs.elem,
+            elem,
             op: extreme,
             seed: None,
             order: Order::Tree,
             index: k,
-            count: d.clone(),
+            count: n.clone(),
             body: Vec::new(),
-            item: xs.cell(&[Expr::Var(k)]).load(),
+            item: item(Expr::Var(k)),
         });
+        m
+    }
+
+    /// The first of `n` positions whose item `found` holds of, else `n`: a
+    /// `min` tree over the positions (`n` where it does not hold), which
+    /// vectorises.
+    pub(super) fn first_where(
+        &mut self,
+        elem: Elem,
+        n: &Expr,
+        item: impl Fn(Expr) -> Expr,
+        found: impl FnOnce(Expr) -> Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Var {
         let (k, x, sel, first) = (
             self.fresh("k"),
             self.fresh("x"),
             self.fresh("sel"),
             self.fresh("first"),
         );
-        let found = if float {
-            Expr::op(
-                "or",
-                vec![
-                    Expr::op("f.==", vec![Expr::Var(x), Expr::Var(m)]),
-                    Expr::op("f.isnan", vec![Expr::Var(x)]),
-                ],
-            )
-        } else {
-            Expr::op("==", vec![Expr::Var(x), Expr::Var(m)])
-        };
         body.push(Stmt::Reduce {
             acc: first,
             elem: Elem::Int,
@@ -606,20 +639,20 @@ impl<'m> Alloc<'m> {
             seed: None,
             order: Order::Tree,
             index: k,
-            count: d.clone(),
+            count: n.clone(),
             body: vec![
                 Stmt::Let {
                     var: x,
-                    elem: xs.elem,
-                    value: xs.cell(&[Expr::Var(k)]).load(),
+                    elem,
+                    value: item(Expr::Var(k)),
                 },
                 Stmt::Let {
                     var: sel,
                     elem: Elem::Int,
-                    value: d,
+                    value: n.clone(),
                 },
                 Stmt::If {
-                    cond: found,
+                    cond: found(Expr::Var(x)),
                     then: vec![Stmt::Set {
                         var: sel,
                         value: Expr::Var(k),
@@ -629,6 +662,6 @@ impl<'m> Alloc<'m> {
             ],
             item: Expr::Var(sel),
         });
-        Val::Scalar(Elem::Int, Expr::Var(first))
+        first
     }
 }
