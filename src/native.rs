@@ -536,6 +536,21 @@ fn lowered(
     entry: &str,
     inputs: &[Array],
 ) -> Result<remora_compile::loops::Program, Failure> {
+    // A program with no entry to run, or several, is the caller's mistake
+    // too: the interpreter reports it, at its place.
+    use remora_check::typed::TDecl;
+    let named = decls
+        .iter()
+        .filter(|d| matches!(d, TDecl::Def { entry: true, name, .. } if name == entry))
+        .count();
+    let script = !decls.iter().any(|d| matches!(d, TDecl::Def { entry: true, .. }))
+        && decls.iter().any(|d| matches!(d, TDecl::Expr(_)))
+        && inputs.is_empty();
+    match named {
+        0 if !script => return Err(Failure::Run(format!("program has no {entry} entry"))),
+        2.. => return Err(Failure::Run(format!("multiple {entry} entries"))),
+        _ => {}
+    }
     let program =
         remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;
     if program.inputs.len() != inputs.len() + program.files.len() {

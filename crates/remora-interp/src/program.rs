@@ -244,6 +244,18 @@ fn find_entry<'p>(decls: &'p [TDecl], entry: &str) -> Option<(VarId, &'p TExpr)>
     })
 }
 
+/// A mistake of the program as a whole, placed at the start of its file
+/// (unplaced when the program declares nothing).
+fn at_start(decls: &[TDecl], message: String) -> Failure {
+    match decls.first() {
+        Some(TDecl::Def { value: e, .. } | TDecl::Expr(e)) => Failure::Run(RunError {
+            span: Span::new(e.span.file, 0, 0),
+            message,
+        }),
+        None => Failure::Plain(message),
+    }
+}
+
 /// Runs `entry` with `args`, or the bare expressions when the program has
 /// no entry at all.
 pub fn run<'p>(
@@ -263,7 +275,7 @@ pub fn run<'p>(
     let target = match entries.as_slice() {
         [TDecl::Def { var, value, .. }] => (var, value),
         [] if !has_entries && args.is_empty() && !shown.is_empty() => return Ok(Outcome::Script(shown)),
-        [] => return Err(Failure::Plain(format!("program has no {entry} entry"))),
+        [] => return Err(at_start(decls, format!("program has no {entry} entry"))),
         // (core.md §4.2's message, at the second entry's value.)
         [_, TDecl::Def { value: second, .. }, ..] => {
             return Err(Failure::Run(RunError {
@@ -277,12 +289,19 @@ pub fn run<'p>(
     let signature = Signature::of(&value.ty);
     let params = parameters(signature.fun);
     let names = parameter_vars(value);
+    // Mistakes in the arguments are placed at the argument (a
+    // command-line expression) or, for one read from a data file and for
+    // the arguments together, at the entry.
+    let at = |span: Span, message: String| Failure::Run(RunError { span, message });
     if params.len() != args.len() {
-        return Err(Failure::Plain(format!(
-            "{entry} expects {} arguments but got {}",
-            params.len(),
-            args.len()
-        )));
+        return Err(at(
+            value.span,
+            format!(
+                "{entry} expects {} arguments but got {}",
+                params.len(),
+                args.len()
+            ),
+        ));
     }
     let param_name = |k: usize| {
         names
@@ -331,36 +350,45 @@ pub fn run<'p>(
                         .map(|(b, j)| (*b, *j, value_of(a, *b)))
                 });
                 if let Some((b, j, here)) = disagreement {
-                    return Err(Failure::Plain(format!(
-                        "arguments {} and {} of {entry} disagree on {}: argument {}{} (of type {}) makes it {}, argument {}{} (of type {shown}) makes it {}",
-                        j + 1,
-                        k + 1,
-                        show_binder(b, None, show),
-                        j + 1,
-                        param_name(j),
-                        arg_types.get(j).map_or("a box".into(), |t: &Option<Type>| t
-                            .as_ref()
-                            .map_or("a box".into(), show)),
-                        show_binder(b, value_of(&sol, b), show),
+                    return Err(at(
+                        span,
+                        format!(
+                            "arguments {} and {} of {entry} disagree on {}: argument {}{} (of type {}) makes it {}, argument {}{} (of type {shown}) makes it {}",
+                            j + 1,
+                            k + 1,
+                            show_binder(b, None, show),
+                            j + 1,
+                            param_name(j),
+                            arg_types.get(j).map_or("a box".into(), |t: &Option<Type>| t
+                                .as_ref()
+                                .map_or("a box".into(), show)),
+                            show_binder(b, value_of(&sol, b), show),
+                            k + 1,
+                            param_name(k),
+                            show_binder(b, here, show),
+                        ),
+                    ));
+                }
+                return Err(at(
+                    span,
+                    format!(
+                        "argument {} of {entry} has type {shown}, but the parameter{} has type {}",
                         k + 1,
                         param_name(k),
-                        show_binder(b, here, show),
-                    )));
-                }
-                return Err(Failure::Plain(format!(
-                    "argument {} of {entry} has type {shown}, but the parameter{} has type {}",
-                    k + 1,
-                    param_name(k),
-                    show(param)
-                )));
+                        show(param)
+                    ),
+                ));
             }
             _ => {
-                return Err(Failure::Plain(format!(
-                    "argument {} of {entry} has type {shown}, which fits the parameter{}'s type {} in more than one way: write the parameter's axes out",
-                    k + 1,
-                    param_name(k),
-                    show(param)
-                )));
+                return Err(at(
+                    span,
+                    format!(
+                        "argument {} of {entry} has type {shown}, which fits the parameter{}'s type {} in more than one way: write the parameter's axes out",
+                        k + 1,
+                        param_name(k),
+                        show(param)
+                    ),
+                ));
             }
         }
         let v = match arg {
@@ -370,16 +398,22 @@ pub fn run<'p>(
         values.push((v, span));
     }
     let Some(sol) = signature.unknowns().settle(sol, true) else {
-        return Err(Failure::Plain(format!(
-            "the arguments of {entry} do not fit its parameters' types together: {}",
-            params.iter().map(show).collect::<Vec<_>>().join(", ")
-        )));
+        return Err(at(
+            value.span,
+            format!(
+                "the arguments of {entry} do not fit its parameters' types together: {}",
+                params.iter().map(show).collect::<Vec<_>>().join(", ")
+            ),
+        ));
     };
     if let Some(b) = signature.binders.iter().find(|b| !solves(&sol, **b)) {
-        return Err(Failure::Plain(format!(
-            "{entry}'s {} is not given by the type of any argument: mention it in a parameter's type",
-            show_binder(*b, None, show)
-        )));
+        return Err(at(
+            value.span,
+            format!(
+                "{entry}'s {} is not given by the type of any argument: mention it in a parameter's type",
+                show_binder(*b, None, show)
+            ),
+        ));
     }
     let f = instantiate(interp, &env, *var, &signature, &sol, value.span)?;
     apply_entry(interp, &env, f, &sol.ty(signature.fun), values).map(Outcome::Entry)
