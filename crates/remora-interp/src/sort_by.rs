@@ -49,6 +49,7 @@ use crate::eval::{Fun, Interpreter, atoms_in, fun_value};
 use crate::intrinsics::merge_sort;
 use crate::masked::take_rows;
 use crate::sort::{Ends, float_key, int_key, rows_ordered};
+use crate::tally::{Cmp, comparison};
 use remora_check::typed::{TAtom, TAtomKind, TExpr, TExprKind, VarId};
 use remora_value::{Array, Atom, Data};
 
@@ -497,31 +498,12 @@ impl<'p> Found<'p> {
 
 /// Whether the scalar primitive `name` compares two atoms to a Bool.
 fn is_comparison(name: &str) -> bool {
-    float_less(name).is_some() || int_less(name).is_some() || bool_less(name).is_some()
+    numeric(name).is_some() || bool_less(name).is_some()
 }
 
-fn float_less(cmp: &str) -> Option<fn(f32, f32) -> bool> {
-    Some(match cmp {
-        "f.<" => |a, b| a < b,
-        "f.<=" => |a, b| a <= b,
-        "f.>" => |a, b| a > b,
-        "f.>=" => |a, b| a >= b,
-        "f.==" => |a, b| a == b,
-        "f.!=" => |a, b| a != b,
-        _ => return None,
-    })
-}
-
-fn int_less(cmp: &str) -> Option<fn(i64, i64) -> bool> {
-    Some(match cmp {
-        "<" => |a, b| a < b,
-        "<=" => |a, b| a <= b,
-        ">" => |a, b| a > b,
-        ">=" => |a, b| a >= b,
-        "==" => |a, b| a == b,
-        "!=" => |a, b| a != b,
-        _ => return None,
-    })
+/// A comparison of numbers: of Float keys (`f.<` …) or of Int keys (`<` …).
+fn numeric(cmp: &str) -> Option<(Cmp, bool)> {
+    Some((comparison(cmp)?, cmp.starts_with("f.")))
 }
 
 fn bool_less(cmp: &str) -> Option<fn(bool, bool) -> bool> {
@@ -605,11 +587,11 @@ const PARALLEL_KEYS: usize = 1 << 14;
 fn ordered<F>(cmp: &str, keys: &Data<F>, n: usize) -> Option<Vec<usize>> {
     let (descending, ties) = ordering(cmp)?;
     match keys {
-        Data::Float(k) if float_less(cmp).is_some() && !k.iter().any(|x| x.is_nan()) => {
+        Data::Float(k) if numeric(cmp).is_some_and(|(_, float)| float) && !k.iter().any(|x| x.is_nan()) => {
             let sign = if descending { -1.0 } else { 1.0 };
             ranked(k, n, |x: f32| float_key(sign * x), false, ties)
         }
-        Data::Int(k) if int_less(cmp).is_some() => {
+        Data::Int(k) if numeric(cmp).is_some_and(|(_, float)| !float) => {
             let flip = if descending { -1 } else { 0 };
             ranked(k, n, |x: i64| int_key(x ^ flip), true, ties)
         }
@@ -621,12 +603,12 @@ fn ordered<F>(cmp: &str, keys: &Data<F>, n: usize) -> Option<Vec<usize>> {
 fn key_compare<'k, F>(cmp: &str, keys: &'k Data<F>) -> Option<KeyCompare<'k>> {
     Some(match keys {
         Data::Float(k) => {
-            let less = float_less(cmp)?;
-            Box::new(move |i, j| less(k[i], k[j]))
+            let (less, true) = numeric(cmp)? else { return None };
+            Box::new(move |i, j| less.holds(k[i], k[j]))
         }
         Data::Int(k) => {
-            let less = int_less(cmp)?;
-            Box::new(move |i, j| less(k[i], k[j]))
+            let (less, false) = numeric(cmp)? else { return None };
+            Box::new(move |i, j| less.holds(k[i], k[j]))
         }
         Data::Bool(k) => {
             let less = bool_less(cmp)?;
