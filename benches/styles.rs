@@ -885,7 +885,200 @@ fn workloads(quick: bool) -> Vec<Workload> {
                 ),
             ],
         },
+        // The third round of unseen workloads, measured on both engines
+        // before anything was tuned for them.
+        Workload {
+            name: "polyval",
+            sizes: vec![("M", q(1000, 10)), ("K", 8), ("P", q(4000, 400))],
+            reps: 5,
+            tolerance: 1e-3,
+            styles: vec![
+                (
+                    "outer",
+                    "outer of a one-point Horner fun (fold over a coefficient row)",
+                ),
+                (
+                    "arrayfold",
+                    "fold over the coefficient columns, [M P] state, a row lambda lifted",
+                ),
+                (
+                    "vander",
+                    "Vandermonde matrix by outer f.^, f.matmul with the coefficients",
+                ),
+            ],
+        },
+        Workload {
+            name: "logreg",
+            sizes: vec![("N", q(500_000, 5_000)), ("D", 32)],
+            reps: 5,
+            tolerance: 1e-3,
+            styles: vec![
+                (
+                    "rowfun",
+                    "sigmoid of lifted f.dot, rows weighted by residuals, reduce f.+",
+                ),
+                (
+                    "transpose",
+                    "f.dot of the columns (transpose2d) with the residuals",
+                ),
+                ("grad", "grad of the mean log loss (softplus) by AD"),
+            ],
+        },
+        Workload {
+            name: "heatfix",
+            sizes: vec![("N", q(1_000_000, 10_000)), ("STEPS", 20)],
+            reps: 5,
+            tolerance: 1e-5,
+            styles: vec![
+                (
+                    "drop",
+                    "iterate: interior from drop/drop-right views, ends appended",
+                ),
+                ("rotate", "iterate: rotated copies, select keeping the two ends"),
+                (
+                    "windows",
+                    "iterate: lambda of a window of 3 lifted, ends appended",
+                ),
+            ],
+        },
+        Workload {
+            name: "drawdown",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 5,
+            tolerance: 1e-6,
+            styles: vec![
+                ("iscan", "reduce f.max of iscan f.max minus the series"),
+                ("record-fold", "one fold with a record state {peak drop}"),
+                (
+                    "scan-lambda",
+                    "tail of scan by a max lambda, reduce by a max lambda",
+                ),
+            ],
+        },
+        Workload {
+            name: "l1dist",
+            sizes: vec![("N", q(2000, 100)), ("D", 4)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                ("pair-fun", "outer of a fun of one pair (f.sum of f.abs)"),
+                (
+                    "coords",
+                    "coordinate rows (transpose2d), f.abs of outer f.-, reduce f.+",
+                ),
+                (
+                    "row-fun",
+                    "fun of one point and all points (a lambda lifted), lifted",
+                ),
+            ],
+        },
+        Workload {
+            name: "pool2",
+            sizes: vec![
+                ("R", q(2048, 64)),
+                ("C", q(4096, 128)),
+                ("H", q(1024, 32)),
+                ("W", q(2048, 64)),
+            ],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "reduce-axes",
+                    "reshape, transpose [1 3 0 2], two whole-array reduce f.+",
+                ),
+                (
+                    "rowpairs",
+                    "even + odd rows by nth, then even + odd columns by index, lifted",
+                ),
+                (
+                    "windows-stride",
+                    "windows 2 at even starts (nth), rows then columns",
+                ),
+                ("gather", "outer over output pixels of a lambda of four index2d"),
+            ],
+        },
+        Workload {
+            name: "runlen",
+            sizes: vec![("N", q(10_000_000, 100_000))],
+            reps: 5,
+            tolerance: 1e-9,
+            styles: vec![
+                (
+                    "filter",
+                    "run starts by filter of the positions, next start minus start",
+                ),
+                (
+                    "windows",
+                    "run ends by filter, -1 in front, differences by windows 2",
+                ),
+                (
+                    "scan-count",
+                    "iscan of [start count] pairs by a restarting fun, filter at ends",
+                ),
+            ],
+        },
+        Workload {
+            name: "dot4",
+            sizes: vec![("M", q(2_000_000, 20_000))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                ("dot", "f.dot lifted over the rows"),
+                ("lambda", "lambda of two rows (f.sum of f.*), lifted"),
+                (
+                    "columns",
+                    "transpose2d both, reduce f.+ over the four product rows",
+                ),
+                ("unrolled", "fun of two rows, components by index, lifted"),
+            ],
+        },
+        Workload {
+            name: "ema",
+            sizes: vec![("R", q(100, 10)), ("C", q(100_000, 10_000))],
+            reps: 3,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "scan-rows",
+                    "row fun: tail of scan by an update lambda, lifted over rows",
+                ),
+                (
+                    "scan-columns",
+                    "scan over transpose2d with a [Float R] state, transposed back",
+                ),
+                (
+                    "iscan-affine",
+                    "row fun: iscan composing [decay term] affine maps",
+                ),
+            ],
+        },
+        Workload {
+            name: "rownorm",
+            sizes: vec![("R", q(4000, 40)), ("C", 2000)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                ("rowfun", "fun of a row over its reduce f.max, lifted"),
+                (
+                    "transpose",
+                    "row maxima by reduce f.max over transpose2d, whole-array",
+                ),
+                (
+                    "fold-lambda",
+                    "inline row lambda, maximum by a fold of a max lambda",
+                ),
+            ],
+        },
     ]
+}
+
+/// The values of `runlen` (as `numpy_styles.py`'s `run_values`): 0, 1
+/// and 2 in blocks of five.
+fn run_values(n: usize) -> Vec<i64> {
+    (0..n)
+        .map(|i| (((i / 5) * 7919 + 104_729) % 1000 % 3) as i64)
+        .collect()
 }
 
 /// The segment starts of `segsum` (as `numpy_styles.py`'s
@@ -1032,6 +1225,42 @@ fn arguments<'p>(w: &Workload) -> Vec<Value<'p>> {
             float_array(vec![n], add(floats(n, 1), -0.5)),
         ],
         "collatz" => vec![int_array(vec![n], (1..=n as i64).collect())],
+        "polyval" => {
+            let (m, k, p) = (size(&w.sizes, "M"), size(&w.sizes, "K"), size(&w.sizes, "P"));
+            vec![
+                float_array(vec![m, k], add(floats(m * k, 2), -0.5)),
+                float_array(vec![p], affine(floats(p, 1), 2.0, -1.0)),
+            ]
+        }
+        "logreg" => {
+            let d = size(&w.sizes, "D");
+            let y = floats(n, 3)
+                .into_iter()
+                .map(|v| f32::from(u8::from(v > 0.5)))
+                .collect();
+            vec![
+                float_array(vec![n, d], add(floats(n * d, 1), -0.5)),
+                float_array(vec![n], y),
+                float_array(vec![d], add(floats(d, 2), -0.5)),
+            ]
+        }
+        "heatfix" | "drawdown" => vec![float_array(vec![n], floats(n, 1))],
+        "l1dist" => {
+            let d = size(&w.sizes, "D");
+            vec![float_array(vec![n, d], affine(floats(n * d, 1), 10.0, 0.0))]
+        }
+        "pool2" | "ema" | "rownorm" => {
+            let (r, c) = (size(&w.sizes, "R"), size(&w.sizes, "C"));
+            vec![float_array(vec![r, c], floats(r * c, 1))]
+        }
+        "runlen" => vec![int_array(vec![n], run_values(n))],
+        "dot4" => {
+            let m = size(&w.sizes, "M");
+            vec![
+                float_array(vec![m, 4], floats(4 * m, 1)),
+                float_array(vec![m, 4], floats(4 * m, 2)),
+            ]
+        }
         other => fatal(&format!("no arguments for {other}")),
     }
 }

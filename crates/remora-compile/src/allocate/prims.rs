@@ -4,6 +4,11 @@
 
 use super::*;
 
+/// A reduction over at most this many items (a count known when compiling)
+/// combines them lane by lane, each lane's items in a register (see
+/// `reduce`).
+const FEW_ITEMS: i64 = 8;
+
 impl<'m> Alloc<'m> {
     // -- intrinsics -----------------------------------------------------------
 
@@ -489,7 +494,14 @@ impl<'m> Alloc<'m> {
             },
             _ => None,
         };
-        if matches!(items_closer, Some(Expr::Bool(true))) {
+        // Over a few items, a count known here, lane by lane too: each lane
+        // combines its few atoms in a register in one pass over the lanes,
+        // where item by item would pass over the whole accumulator once per
+        // item (and, for items that are strided views, over the argument's
+        // memory once per item: a reduction over the block axes of a
+        // reshaped image, over the columns of a transposed [M 4]).
+        let few_items = matches!(items, Expr::Int(n) if n <= FEW_ITEMS);
+        if few_items || matches!(items_closer, Some(Expr::Bool(true))) {
             body.extend(inner);
             return Ok(Val::Array(dest));
         }
