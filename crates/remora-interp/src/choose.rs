@@ -50,7 +50,7 @@ impl Reading {
 }
 
 /// An operand's atoms over the result (see [`Reading::atoms`]).
-enum Atoms<'v, T> {
+pub(crate) enum Atoms<'v, T> {
     Run(&'v [T]),
     One(T),
 }
@@ -82,26 +82,13 @@ pub(crate) fn select_in_place<'p>(
         n: usize,
     ) -> Option<Vec<T>> {
         let mut out = crate::kernel::buffer(n).ok()?;
-        let pick = |c: bool, x: T, y: T| if c { x } else { y };
-        match (rc.atoms(cv, n)?, a.1.atoms(a.0, n)?, b.1.atoms(b.0, n)?) {
-            (Atoms::Run(c), Atoms::Run(x), Atoms::Run(y)) => {
-                out.extend(c.iter().zip(x).zip(y).map(|((&c, &x), &y)| pick(c, x, y)))
-            }
-            (Atoms::Run(c), Atoms::Run(x), Atoms::One(y)) => {
-                out.extend(c.iter().zip(x).map(|(&c, &x)| pick(c, x, y)))
-            }
-            (Atoms::Run(c), Atoms::One(x), Atoms::Run(y)) => {
-                out.extend(c.iter().zip(y).map(|(&c, &y)| pick(c, x, y)))
-            }
-            (Atoms::Run(c), Atoms::One(x), Atoms::One(y)) => out.extend(c.iter().map(|&c| pick(c, x, y))),
-            (Atoms::One(c), x, y) => {
-                // One choice for every position: the chosen operand.
-                match if c { x } else { y } {
-                    Atoms::Run(v) => out.extend_from_slice(v),
-                    Atoms::One(v) => out.resize(n, v),
-                }
-            }
-        }
+        picked(
+            &mut out,
+            rc.atoms(cv, n)?,
+            a.1.atoms(a.0, n)?,
+            b.1.atoms(b.0, n)?,
+            n,
+        );
         Some(out)
     }
     Some(match (&a.v.data, &b.v.data) {
@@ -110,6 +97,37 @@ pub(crate) fn select_in_place<'p>(
         (Data::Bool(x), Data::Bool(y)) => Data::Bool(choose(cv, rc, (x, ra), (y, rb), n)?.into()),
         _ => return None,
     })
+}
+
+/// The `n` choices (`c` picks `x` or `y`) pushed onto `out`: one loop for
+/// each way the operands lie (a choice the compiler vectorises).
+pub(crate) fn picked<T: Copy>(
+    out: &mut Vec<T>,
+    c: Atoms<'_, bool>,
+    x: Atoms<'_, T>,
+    y: Atoms<'_, T>,
+    n: usize,
+) {
+    let pick = |c: bool, x: T, y: T| if c { x } else { y };
+    match (c, x, y) {
+        (Atoms::Run(c), Atoms::Run(x), Atoms::Run(y)) => {
+            out.extend(c.iter().zip(x).zip(y).map(|((&c, &x), &y)| pick(c, x, y)))
+        }
+        (Atoms::Run(c), Atoms::Run(x), Atoms::One(y)) => {
+            out.extend(c.iter().zip(x).map(|(&c, &x)| pick(c, x, y)))
+        }
+        (Atoms::Run(c), Atoms::One(x), Atoms::Run(y)) => {
+            out.extend(c.iter().zip(y).map(|(&c, &y)| pick(c, x, y)))
+        }
+        (Atoms::Run(c), Atoms::One(x), Atoms::One(y)) => out.extend(c.iter().map(|&c| pick(c, x, y))),
+        (Atoms::One(c), x, y) => {
+            // One choice for every position: the chosen operand.
+            match if c { x } else { y } {
+                Atoms::Run(v) => out.extend_from_slice(v),
+                Atoms::One(v) => out.resize(out.len() + n, v),
+            }
+        }
+    }
 }
 
 /// `(scatter dest idx src)` outside any batch and frame: the destination
@@ -155,14 +173,19 @@ pub(crate) fn scatter_whole<'p>(all: &[(Batched<'p>, Vec<usize>)]) -> Option<Bat
     ))
 }
 
-/// `(reduce op (select m a b))`, `op` an Int operator whose result does
-/// not depend on the order it combines in (`min`, `max`, `+`), the choice
-/// made along the reduced items: each sum of choices made as the operands
+/// `(reduce op (select m a b))` and `(f.sum (select m a b))`, the choice
+/// made along the reduced items, each sum of choices made as the operands
 /// are read (in place, replicated ones by zero steps), the chosen array
 /// never made — "the least index where the mask holds, else n" as one
-/// pass over the mask. A mask that is a comparison (`(f.== r (reduce f.max
-/// r))`, `(< xs k)`) is not made either: its operands are compared a line
-/// of items at a time as the choices read them.
+/// pass over the mask, a weighted histogram lifted over its bins as one
+/// pass over the weights. A mask that is a comparison (`(f.== r (reduce
+/// f.max r))`, `(== bins b)`) is not made either: its operands are
+/// compared as the choices read them. Int operators whose result does not
+/// depend on the order they combine in (`min`, `max`, `+`) go along the
+/// rows a line of items at a time; every reduction (the Float ones too,
+/// in `reduce`'s own order) goes item by item along the lanes of a row
+/// axis when the operands lie along it contiguously or replicated
+/// (`chosen.rs`), and a Float one otherwise row by row.
 impl<'p> crate::eval::Interpreter {
     pub(crate) fn reduce_of_select(
         &mut self,
@@ -170,11 +193,10 @@ impl<'p> crate::eval::Interpreter {
         env: &crate::eval::Env<'p>,
     ) -> Option<crate::batch::Try<Batched<'p>>> {
         let (head, spine) = e.spine();
-        if crate::tally::intrinsic_name(head)? != "reduce" {
-            return None;
-        }
-        let [(op, _), (chosen, reduced)] = spine.as_slice() else {
-            return None;
+        let (op, (chosen, reduced)) = match (crate::tally::intrinsic_name(head)?, spine.as_slice()) {
+            ("reduce", [(op, _), arg]) => (Some(*op), *arg),
+            ("f.sum" | "sum", [arg]) => (None, *arg),
+            _ => return None,
         };
         let (select, operands) = chosen.spine();
         if crate::tally::intrinsic_name(select)? != "select" || operands.len() != 3 {
@@ -186,7 +208,18 @@ impl<'p> crate::eval::Interpreter {
             .and_then(crate::tally::comparison)
             .filter(|_| compared.len() == 2);
         Some((|| {
-            let op_value = self.eval_batched(op, env)?;
+            let op_value = match op {
+                Some(op) => Some(self.eval_batched(op, env)?),
+                None => None,
+            };
+            let reducer = match (&op_value, crate::tally::intrinsic_name(head)) {
+                (Some(v), _) if v.nb == 0 => {
+                    Reducer::of(crate::intrinsics::scalar_operator(&v.densify()?.v)?, false)
+                }
+                (None, Some("f.sum")) => Reducer::of("f.+", true),
+                (None, Some(_)) => Reducer::of("+", true),
+                _ => None,
+            };
             // The mask's comparands (when it is a comparison), then the
             // choices: evaluated in the order they are written.
             let written = match comparison {
@@ -200,7 +233,9 @@ impl<'p> crate::eval::Interpreter {
                 all.push((v, cell));
             }
             let rcell = self.shape_of(&reduced.arg_cell, env, chosen.span).ok()?;
-            if let Some(r) = self.reduce_chosen(&op_value, comparison, &all, &rcell) {
+            if let Some(reducer) = reducer
+                && let Some(r) = self.reduce_chosen(reducer, comparison, &all, &rcell)
+            {
                 return Some(r);
             }
             // As written: the mask (when it is a comparison), the choice,
@@ -211,7 +246,9 @@ impl<'p> crate::eval::Interpreter {
                 self.at = mask.span;
                 let made = self.apply_batched(&f, all)?;
                 all = std::iter::once((made, Vec::new())).chain(rest).collect();
-                if let Some(r) = self.reduce_chosen(&op_value, None, &all, &rcell) {
+                if let Some(reducer) = reducer
+                    && let Some(r) = self.reduce_chosen(reducer, None, &all, &rcell)
+                {
                     return Some(r);
                 }
             }
@@ -220,7 +257,11 @@ impl<'p> crate::eval::Interpreter {
             let made = self.apply_batched(&s, all)?;
             let r = self.eval_batched(head, env)?;
             self.at = e.span;
-            self.apply_batched(&r, vec![(op_value, Vec::new()), (made, rcell)])
+            let args = match op_value {
+                Some(op) => vec![(op, Vec::new()), (made, rcell)],
+                None => vec![(made, rcell)],
+            };
+            self.apply_batched(&r, args)
         })())
     }
 
@@ -229,27 +270,20 @@ impl<'p> crate::eval::Interpreter {
     /// with `comparison`, its two comparands), then the two choices.
     fn reduce_chosen(
         &mut self,
-        op: &Batched<'p>,
+        reducer: Reducer,
         comparison: Option<crate::tally::Cmp>,
         all: &[(Batched<'p>, Vec<usize>)],
         rcell: &[usize],
     ) -> crate::batch::Try<Batched<'p>> {
-        if op.nb != 0 {
-            return None;
-        }
-        let op = crate::intrinsics::scalar_operator(&op.densify()?.v)?;
-        let combine = match op {
-            "min" => Combine::Min,
-            "max" => Combine::Max,
-            "+" => Combine::Add,
-            _ => return None,
-        };
         let frame = Self::principal(all)?;
         let nb = all.iter().map(|(a, _)| a.nb).max()?;
         let &[n] = rcell else {
             return None;
         };
-        if n == 0 || frame.last() != Some(&n) || all.iter().any(|(_, cell)| !cell.is_empty()) {
+        if (n == 0 && reducer.seeded.is_none())
+            || frame.last() != Some(&n)
+            || all.iter().any(|(_, cell)| !cell.is_empty())
+        {
             return None;
         }
         let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
@@ -271,65 +305,121 @@ impl<'p> crate::eval::Interpreter {
         let [(a, _), (b, _)] = choices else {
             return None;
         };
-        let (Data::Int(xs), Data::Int(ys)) = (&a.v.data, &b.v.data) else {
-            return None;
-        };
         let (mask_lines, choice_lines) = lines.split_at(lines.len() - 2);
-        let choices = Choices {
-            xs,
-            ys,
-            lines: [&choice_lines[0], &choice_lines[1]],
-            rows: &rows,
-            n,
-            combine,
-        };
-        let out = match (comparison, masks) {
+        let mask = match (comparison, masks) {
             (None, [(m, _)]) => match &m.v.data {
-                Data::Bool(mask) => choices.reduce(&Made {
+                Data::Bool(mask) => Mask::Made(Made {
                     mask,
                     line: &mask_lines[0],
-                })?,
+                }),
                 _ => return None,
             },
-            (Some(cmp), [(p, _), (q, _)]) => match (&p.v.data, &q.v.data) {
-                (Data::Float(p), Data::Float(q)) => choices.reduce(&Compared {
-                    cmp,
-                    p,
-                    q,
-                    lines: [&mask_lines[0], &mask_lines[1]],
-                })?,
-                (Data::Int(p), Data::Int(q)) => choices.reduce(&Compared {
-                    cmp,
-                    p,
-                    q,
-                    lines: [&mask_lines[0], &mask_lines[1]],
-                })?,
-                _ => return None,
-            },
+            (Some(cmp), [(p, _), (q, _)]) => {
+                let lines = [&mask_lines[0], &mask_lines[1]];
+                match (&p.v.data, &q.v.data) {
+                    (Data::Float(p), Data::Float(q)) => Mask::Floats(Compared { cmp, p, q, lines }),
+                    (Data::Int(p), Data::Int(q)) => Mask::Ints(Compared { cmp, p, q, lines }),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        };
+        let chosen = crate::chosen::Chosen {
+            rows: &rows,
+            n,
+            lines: [&choice_lines[0], &choice_lines[1]],
+        };
+        let data = match (&a.v.data, &b.v.data, reducer.op) {
+            (Data::Int(xs), Data::Int(ys), Op::Int(combine)) => Data::Int(
+                match chosen.along_lanes(&mask, (xs, ys), reducer, combine) {
+                    Some(out) => out,
+                    None => {
+                        let choices = Choices {
+                            xs,
+                            ys,
+                            lines: chosen.lines,
+                            rows: &rows,
+                            n,
+                            combine,
+                        };
+                        match &mask {
+                            Mask::Made(m) => choices.reduce(m),
+                            Mask::Floats(m) => choices.reduce(m),
+                            Mask::Ints(m) => choices.reduce(m),
+                        }?
+                    }
+                }
+                .into(),
+            ),
+            (Data::Float(xs), Data::Float(ys), Op::Float(op)) => Data::Float(
+                match chosen.along_lanes(&mask, (xs, ys), reducer, op) {
+                    Some(out) => out,
+                    None => chosen.along_rows(&mask, (xs, ys), reducer, op)?,
+                }
+                .into(),
+            ),
             _ => return None,
         };
         Some(Batched::dense(
-            remora_value::Array {
-                shape: rows,
-                data: Data::Int(out.into()),
-            },
+            remora_value::Array { shape: rows, data },
             nb.min(shape.len() - 1),
         ))
     }
 }
 
+/// A reduction of choices: its operator, and, for `f.sum` and `sum`, the
+/// unit it starts from.
+#[derive(Clone, Copy)]
+pub(crate) struct Reducer {
+    pub(crate) op: Op,
+    pub(crate) seeded: Option<()>,
+}
+
+/// The operator of a reduced choice.
+#[derive(Clone, Copy)]
+pub(crate) enum Op {
+    Int(Combine),
+    Float(crate::chosen::FloatOp),
+}
+
+impl Reducer {
+    fn of(op: &str, seeded: bool) -> Option<Reducer> {
+        use crate::chosen::FloatOp;
+        let op = match op {
+            "min" => Op::Int(Combine::Min),
+            "max" => Op::Int(Combine::Max),
+            "+" => Op::Int(Combine::Add),
+            "f.+" => Op::Float(FloatOp::Add),
+            "f.max" => Op::Float(FloatOp::Max),
+            "f.min" => Op::Float(FloatOp::Min),
+            _ => return None,
+        };
+        Some(Reducer {
+            op,
+            seeded: seeded.then_some(()),
+        })
+    }
+}
+
+/// The mask of a reduced choice: made, or compared as it is read.
+pub(crate) enum Mask<'a> {
+    Made(Made<'a>),
+    Floats(Compared<'a, f32>),
+    Ints(Compared<'a, i64>),
+}
+
 /// Where an operand of a reduced choice lies: its first atom, its step
 /// along the items and along each axis of the rows.
-struct Line {
-    at: usize,
-    step: usize,
-    steps: Vec<usize>,
+pub(crate) struct Line {
+    pub(crate) at: usize,
+    pub(crate) step: usize,
+    pub(crate) steps: Vec<usize>,
 }
 
 impl Line {
     /// Where the items of row `r` (row-major over `rows`) from item `k`
     /// start.
-    fn start(&self, mut r: usize, rows: &[usize], k: usize) -> Option<usize> {
+    pub(crate) fn start(&self, mut r: usize, rows: &[usize], k: usize) -> Option<usize> {
         let mut at = self.at.checked_add(k.checked_mul(self.step)?)?;
         for (&d, &s) in rows.iter().zip(&self.steps).rev() {
             at = at.checked_add((r % d).checked_mul(s)?)?;
@@ -341,7 +431,7 @@ impl Line {
     /// `len` atoms of `v` from item `k` of row `r`: a run of `v` in place,
     /// its one atom (a zero step), or (any other step) copied into
     /// `scratch`. `None` outside `v`.
-    fn read<'a, T: Copy>(
+    pub(crate) fn read<'a, T: Copy>(
         &self,
         v: &'a [T],
         (r, rows): (usize, &[usize]),
@@ -365,13 +455,13 @@ impl Line {
 
 /// Items reduced a line (at most this many items of a row) at a time, so
 /// that a mask compared and strided operands copied stay in cache.
-const LINE: usize = 4096;
+pub(crate) const LINE: usize = 4096;
 
 /// Rows of at least this many items in all are shared among the threads.
-const PARALLEL_ITEMS: usize = 1 << 20;
+pub(crate) const PARALLEL_ITEMS: usize = 1 << 20;
 
 /// The mask of a reduced choice, a line at a time.
-trait MaskLines: Sync {
+pub(crate) trait MaskLines: Sync {
     /// Its scratch space (one per thread).
     type Scratch: Default;
     fn read<'s>(
@@ -384,9 +474,9 @@ trait MaskLines: Sync {
 }
 
 /// A mask made before: read in place (or through its steps).
-struct Made<'a> {
-    mask: &'a [bool],
-    line: &'a Line,
+pub(crate) struct Made<'a> {
+    pub(crate) mask: &'a [bool],
+    pub(crate) line: &'a Line,
 }
 
 impl MaskLines for Made<'_> {
@@ -404,11 +494,11 @@ impl MaskLines for Made<'_> {
 
 /// A mask `(cmp p q)` compared as it is read (the scalar primitive's
 /// comparison: IEEE for Floats).
-struct Compared<'a, T> {
-    cmp: crate::tally::Cmp,
-    p: &'a [T],
-    q: &'a [T],
-    lines: [&'a Line; 2],
+pub(crate) struct Compared<'a, T> {
+    pub(crate) cmp: crate::tally::Cmp,
+    pub(crate) p: &'a [T],
+    pub(crate) q: &'a [T],
+    pub(crate) lines: [&'a Line; 2],
 }
 
 impl<T: Copy + PartialOrd + Sync> MaskLines for Compared<'_, T> {
@@ -508,7 +598,7 @@ impl Choices<'_> {
 /// The Int operators a reduced choice combines by: each gives the same
 /// result in any order.
 #[derive(Clone, Copy)]
-enum Combine {
+pub(crate) enum Combine {
     Min,
     Max,
     Add,
@@ -523,7 +613,7 @@ impl Combine {
         }
     }
 
-    fn of(self, a: i64, b: i64) -> i64 {
+    pub(crate) fn of(self, a: i64, b: i64) -> i64 {
         match self {
             Combine::Min => a.min(b),
             Combine::Max => a.max(b),

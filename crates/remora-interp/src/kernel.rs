@@ -579,7 +579,7 @@ pub fn reduce_axis<T: Copy>(
 
 /// The tree reduction of `items ≥ 1` items of `inner` atoms (see
 /// [`Order::Tree`]).
-fn tree<T: Copy>(block: &[T], items: usize, inner: usize, f: &impl Fn(T, T) -> T) -> Vec<T> {
+pub(crate) fn tree<T: Copy>(block: &[T], items: usize, inner: usize, f: &impl Fn(T, T) -> T) -> Vec<T> {
     if items <= PAIRWISE_LEAF {
         let (start, rest) = block.split_at(inner.min(block.len()));
         let mut acc = start.to_vec();

@@ -11,6 +11,7 @@ mod argbest;
 pub mod batch;
 pub mod cell_log;
 mod choose;
+mod chosen;
 mod contract;
 pub mod eval;
 pub mod fmath;
