@@ -433,7 +433,9 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
                         cell_at(x, m * k, shares.0, pos)?,
                         cell_at(y, k * n, shares.1, pos)?,
                     );
-                    out.extend(crate::matmul::matmul(a, b, m, k, n)?);
+                    if !crate::matmul::small_product(a, b, [m, k, n], &mut out) {
+                        out.extend(crate::matmul::matmul(a, b, m, k, n)?);
+                    }
                 }
                 Ok(out)
             }
