@@ -1106,6 +1106,62 @@ impl Line<'_> {
     }
 }
 
+/// Where the items of one position after another start in a [`Line`]:
+/// the position's index along each outer axis, counted on like an
+/// odometer (no division per position).
+struct Cursor {
+    digits: Vec<usize>,
+    at: usize,
+}
+
+impl Cursor {
+    /// At position `p`.
+    fn new(line: &Line<'_>, p: usize) -> Cursor {
+        let (mut digits, mut rest) = (vec![0; line.outer.len()], p);
+        for (digit, &(n, _)) in digits.iter_mut().zip(&line.outer).rev() {
+            *digit = rest % n.max(1);
+            rest /= n.max(1);
+        }
+        Cursor {
+            digits,
+            at: line.start(p),
+        }
+    }
+
+    /// On to the next position.
+    fn advance(&mut self, line: &Line<'_>) {
+        for (digit, &(n, step)) in self.digits.iter_mut().zip(&line.outer).rev() {
+            *digit += 1;
+            self.at += step;
+            if *digit < n {
+                return;
+            }
+            self.at -= step * n;
+            *digit = 0;
+        }
+    }
+}
+
+/// The fewest items [`sums_along_items`] sums [`GROUP`] positions side by
+/// side for: shorter sums (each pixel's three channels, a row of a 3×3
+/// matrix) run one position after another, each a plain loop.
+const SIDE_BY_SIDE: usize = 8;
+
+/// `out[p] = seed + Σ_k a[p, k] · b[p, k]`, left to right, for positions
+/// `first ..` (as many as `out` holds).
+fn short_sums(a: &Line<'_>, b: &Line<'_>, first: usize, items: usize, seed: f32, out: &mut [f32]) {
+    let (mut ca, mut cb) = (Cursor::new(a, first), Cursor::new(b, first));
+    for o in out {
+        let mut s = seed;
+        for k in 0..items {
+            s += a.data[ca.at + k * a.item] * b.data[cb.at + k * b.item];
+        }
+        *o = s;
+        ca.advance(a);
+        cb.advance(b);
+    }
+}
+
 /// `Σ_k a[p, k] · b[p, k]` for each of `positions` positions, each sum in
 /// `reduce`'s order (`kernel::Order::Tree`, from `seed` when given), the
 /// factors read in place along the items (a matrix's rows, a vector
@@ -1138,6 +1194,12 @@ pub(crate) fn sums_along_items(
         .map(|(i, part)| (i * per, part))
         .collect();
     let sums = |(first, part): (usize, &mut [f32])| {
+        if let Some(s) = seed
+            && items < SIDE_BY_SIDE
+        {
+            short_sums(a, b, first, items, s, part);
+            return true;
+        }
         for (g, sums) in part.chunks_mut(GROUP).enumerate() {
             let p0 = first + g * GROUP;
             // A last short group repeats its last position.
