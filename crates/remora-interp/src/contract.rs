@@ -126,10 +126,23 @@ impl<'p> Interpreter {
         }
         let xcell = self.shape_of(&lifted.arg_cell, env, e.span).ok()?;
         let Product { a, b } = self.operands_of(product, env, 0, "f.*")?;
-        let (nb, shape) = (a.first().nb, a.first().v.shape.clone());
+        let (nb, mut shape) = (a.first().nb, a.first().v.shape.clone());
+        let (mut a, mut b) = (a, b);
+        if matches!(reducer, Reducer::Sum) && xcell.len() > 1 {
+            // `f.sum` over cells of several axes: over one axis where both
+            // factors' cells lie evenly spaced (dense, or replicated), else
+            // a weighted stencil read from the factors where they lie.
+            match (one_item_axis(&a, xcell.len()), one_item_axis(&b, xcell.len())) {
+                (Some(one_a), Some(one_b)) => {
+                    shape = one_a.first().v.shape.clone();
+                    (a, b) = (one_a, one_b);
+                }
+                _ => return self.stencil(&a, &b, xcell.len()),
+            }
+        }
         // [outer …, items, inner …] of the product.
         let (items_at, seed) = match reducer {
-            Reducer::Sum if xcell.len() == 1 => (shape.len().checked_sub(1)?, Some(0.0f32)),
+            Reducer::Sum => (shape.len().checked_sub(1)?, Some(0.0f32)),
             Reducer::Reduce(_) if !xcell.is_empty() => (shape.len().checked_sub(xcell.len())?, None),
             _ => return None,
         };
@@ -164,6 +177,33 @@ impl<'p> Interpreter {
                 data: Data::Float(out.into()),
             },
             nb,
+        ))
+    }
+
+    /// `(f.sum (f.* a b))` over cells of the last `cell_axes` axes of the
+    /// factors, each cell's sum a weighted stencil (`stencil.rs`).
+    fn stencil(
+        &self,
+        a: &Factor<Batched<'p>>,
+        b: &Factor<Batched<'p>>,
+        cell_axes: usize,
+    ) -> Try<Batched<'p>> {
+        let (Factor::Atoms(a), Factor::Atoms(b)) = (a, b) else {
+            return None;
+        };
+        let shape = &a.v.shape;
+        let frame = shape.get(..shape.len().checked_sub(cell_axes)?)?;
+        if frame.len() < a.nb {
+            return None;
+        }
+        check_size(atoms_in(frame), Span::default()).ok()?;
+        let out = crate::stencil::cell_sums(float_atoms(a)?, float_atoms(b)?, shape, cell_axes, 0.0)?;
+        Some(Batched::dense(
+            Array {
+                shape: frame.to_vec(),
+                data: Data::Float(out.into()),
+            },
+            a.nb,
         ))
     }
 
@@ -308,6 +348,26 @@ impl<'p> Interpreter {
         let powers = Powers { bases, exponents };
         Ok(Some(env.with(Binding::Powers(var, std::rc::Rc::new(powers)))))
     }
+}
+
+/// A factor over cells of the last `cell_axes` axes viewed over one item
+/// axis, when each of its parts steps through its cells evenly (every
+/// axis's step its inner axis's times that axis's extent: a dense cell, a
+/// replicated one).
+fn one_item_axis<'p>(f: &Factor<Batched<'p>>, cell_axes: usize) -> Option<Factor<Batched<'p>>> {
+    f.clone().try_map(|x| {
+        let frame = x.v.shape.len().checked_sub(cell_axes)?;
+        let (shape, steps) = (&x.v.shape, &x.strides);
+        let even = (frame + 1..shape.len()).all(|k| steps.get(k - 1) == Some(&(steps[k] * shape[k])));
+        if !even || frame < x.nb {
+            return None;
+        }
+        let mut one = shape[..frame].to_vec();
+        one.push(atoms_in(&shape[frame..]));
+        let mut strides = steps[..frame].to_vec();
+        strides.push(*steps.last()?);
+        Some(x.view(one, x.nb, x.offset, strides))
+    })
 }
 
 /// A factor's Float atoms (from its offset) and its steps.
@@ -1046,6 +1106,62 @@ impl Line<'_> {
     }
 }
 
+/// Where the items of one position after another start in a [`Line`]:
+/// the position's index along each outer axis, counted on like an
+/// odometer (no division per position).
+struct Cursor {
+    digits: Vec<usize>,
+    at: usize,
+}
+
+impl Cursor {
+    /// At position `p`.
+    fn new(line: &Line<'_>, p: usize) -> Cursor {
+        let (mut digits, mut rest) = (vec![0; line.outer.len()], p);
+        for (digit, &(n, _)) in digits.iter_mut().zip(&line.outer).rev() {
+            *digit = rest % n.max(1);
+            rest /= n.max(1);
+        }
+        Cursor {
+            digits,
+            at: line.start(p),
+        }
+    }
+
+    /// On to the next position.
+    fn advance(&mut self, line: &Line<'_>) {
+        for (digit, &(n, step)) in self.digits.iter_mut().zip(&line.outer).rev() {
+            *digit += 1;
+            self.at += step;
+            if *digit < n {
+                return;
+            }
+            self.at -= step * n;
+            *digit = 0;
+        }
+    }
+}
+
+/// The fewest items [`sums_along_items`] sums [`GROUP`] positions side by
+/// side for: shorter sums (each pixel's three channels, a row of a 3×3
+/// matrix) run one position after another, each a plain loop.
+const SIDE_BY_SIDE: usize = 8;
+
+/// `out[p] = seed + Σ_k a[p, k] · b[p, k]`, left to right, for positions
+/// `first ..` (as many as `out` holds).
+fn short_sums(a: &Line<'_>, b: &Line<'_>, first: usize, items: usize, seed: f32, out: &mut [f32]) {
+    let (mut ca, mut cb) = (Cursor::new(a, first), Cursor::new(b, first));
+    for o in out {
+        let mut s = seed;
+        for k in 0..items {
+            s += a.data[ca.at + k * a.item] * b.data[cb.at + k * b.item];
+        }
+        *o = s;
+        ca.advance(a);
+        cb.advance(b);
+    }
+}
+
 /// `Σ_k a[p, k] · b[p, k]` for each of `positions` positions, each sum in
 /// `reduce`'s order (`kernel::Order::Tree`, from `seed` when given), the
 /// factors read in place along the items (a matrix's rows, a vector
@@ -1078,6 +1194,12 @@ pub(crate) fn sums_along_items(
         .map(|(i, part)| (i * per, part))
         .collect();
     let sums = |(first, part): (usize, &mut [f32])| {
+        if let Some(s) = seed
+            && items < SIDE_BY_SIDE
+        {
+            short_sums(a, b, first, items, s, part);
+            return true;
+        }
         for (g, sums) in part.chunks_mut(GROUP).enumerate() {
             let p0 = first + g * GROUP;
             // A last short group repeats its last position.

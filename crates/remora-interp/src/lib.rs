@@ -28,6 +28,7 @@ pub mod scalar;
 pub mod search;
 pub mod sort;
 mod sort_by;
+mod stencil;
 mod streamed;
 mod strided;
 mod tally;

@@ -136,6 +136,34 @@ pub(crate) fn matmul<T: Ring>(
     T::product(Strided::rows(a, k), Strided::rows(b, n), [m, k, n], Sums::Blocks)
 }
 
+/// `a·b` for a small `a` `[m k]` and `b` `[k n]` (at most [`SMALL`]
+/// multiplications, `k` within one block), appended to `out`: each sum a
+/// plain loop in `f.matmul`'s order — from zero, left to right, the block
+/// then added to zero — with nothing packed, for a frame of many small
+/// products (a batch of 3×3 matrices). `false` when the product is not
+/// small or the cells are not as long as the sizes say.
+pub(crate) fn small_product<T: Ring>(a: &[T], b: &[T], [m, k, n]: [usize; 3], out: &mut Vec<T>) -> bool {
+    let small = k <= KC && m.saturating_mul(k).saturating_mul(n) <= SMALL;
+    if !small || a.len() != m * k || b.len() != k * n {
+        return false;
+    }
+    for row in a.chunks_exact(k.max(1)).take(m) {
+        for j in 0..n {
+            let sum = (row.iter().zip(b.iter().skip(j).step_by(n.max(1))))
+                .fold(T::ZERO, |s, (&x, &y)| s.mul_add(x, y));
+            out.push(T::ZERO.add(sum));
+        }
+    }
+    if k == 0 {
+        out.extend(std::iter::repeat_n(T::ZERO, m * n));
+    }
+    true
+}
+
+/// The most multiplications of a product [`small_product`] makes without
+/// the blocked loop.
+const SMALL: usize = 512;
+
 /// `c = a·b` for `a` `[m k]` and `b` `[k n]` read in place through their
 /// steps (a transposed matrix is a view: nothing is copied before the
 /// packing, which reads it either way), each sum in the order `sums`.

@@ -74,6 +74,7 @@ impl Interpreter {
                 transpose_view(p, xs, axis)
             }
             "outer" => self.outer_batched(all),
+            "f.dot" if let Some(d) = self.dot_batched(all) => Some(d),
             "matmul" | "f.matmul" if let Some(c) = crate::matmul::matmul_batched(all) => Some(c),
             "f.mean"
                 if let [(xs, cell)] = all
@@ -105,6 +106,60 @@ impl Interpreter {
                 Some(Batched::dense(framed(p, &dense).ok()?, nb))
             }
         }
+    }
+
+    /// `(f.dot x y)` over the batch and the arguments' frame, each read
+    /// where it lies: a vector the same for every position (a query
+    /// against every key, a row against every column) is stepped over by
+    /// zero, never laid out once per position. The sums are the
+    /// vocabulary's rule's (`contract::sums_along_items`, from 0.0); an
+    /// argument whose items lie apart (a column of a matrix) is laid out
+    /// first at its own size. `None`: not two Float arguments.
+    fn dot_batched<'p>(&mut self, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let [(x, xcell), (y, ycell)] = all else {
+            return None;
+        };
+        let (&[d], &[_]) = (xcell.as_slice(), ycell.as_slice()) else {
+            return None;
+        };
+        let nb = x.nb.max(y.nb);
+        let along_items = |v: &Batched<'p>| match v.strides.last() {
+            Some(&step) if step > 1 && d > 1 => v.densify(),
+            _ => Some(v.clone()),
+        };
+        let (x, y) = (
+            self.expand(&along_items(x)?, nb)?,
+            self.expand(&along_items(y)?, nb)?,
+        );
+        let frame_of = |v: &'_ Batched<'p>| {
+            v.own()
+                .get(..v.own().len().checked_sub(1)?)
+                .map(<[usize]>::to_vec)
+        };
+        let (fx, fy) = (frame_of(&x)?, frame_of(&y)?);
+        let frame = if fx.len() >= fy.len() { &fx } else { &fy };
+        if !frame.starts_with(&fx) || !frame.starts_with(&fy) {
+            return None;
+        }
+        let mut outer: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        outer.extend(frame);
+        let positions = atoms_in(&outer);
+        check_size(positions, Span::default()).ok()?;
+        let out = crate::contract::sums_along_items(
+            &dot_line(&x, &outer)?,
+            &dot_line(&y, &outer)?,
+            positions,
+            d,
+            Some(0.0),
+        )
+        .ok()?;
+        Some(Batched::dense(
+            Array {
+                shape: outer,
+                data: Data::Float(out.into()),
+            },
+            nb,
+        ))
     }
 
     /// `outer f a b` over the batch and the arguments' frame: `f` applied
@@ -283,6 +338,23 @@ fn cell_at<T>(data: &[T], size: usize, share: usize, pos: usize) -> Result<&[T],
         .ok_or_else(|| "internal error: a cell out of its buffer".into())
 }
 
+/// A vector argument of `f.dot` (its batch axes all of the result's) as
+/// the sums read it over the result's axes `outer`: its steps over the
+/// batch and its own frame, zero along the frame axes it lacks (prefix
+/// agreement).
+fn dot_line<'a>(v: &'a Batched<'_>, outer: &[usize]) -> Option<crate::contract::Line<'a>> {
+    let Data::Float(data) = &v.v.data else {
+        return None;
+    };
+    let mut steps = v.strides.get(..v.strides.len().checked_sub(1)?)?.to_vec();
+    steps.resize(outer.len(), 0);
+    Some(crate::contract::Line {
+        data: data.get(v.offset..)?,
+        outer: outer.iter().copied().zip(steps).collect(),
+        item: *v.strides.last()?,
+    })
+}
+
 /// Every name of this module but `outer` and `transpose`, over the frame
 /// of dense arguments (each with its cell shape).
 fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p>, String> {
@@ -433,7 +505,9 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
                         cell_at(x, m * k, shares.0, pos)?,
                         cell_at(y, k * n, shares.1, pos)?,
                     );
-                    out.extend(crate::matmul::matmul(a, b, m, k, n)?);
+                    if !crate::matmul::small_product(a, b, [m, k, n], &mut out) {
+                        out.extend(crate::matmul::matmul(a, b, m, k, n)?);
+                    }
                 }
                 Ok(out)
             }
