@@ -622,3 +622,23 @@ fn a_scan_down_the_columns_is_a_scan_of_rows() {
                       (entry (main (x [Float 512 512])) (row-sums (transpose2d (row-sums (transpose2d x)))))";
     assert_eq!(loop_level(by_columns), loop_level(by_rows));
 }
+
+/// A buffer written once in row-major order is read where it is read,
+/// through a transposed view of it whose index counts a wider axis by a
+/// multiple of its stride (the Kronecker product by `outer`, transposed
+/// and reshaped: one nest writing the result); a buffer of one atom (a
+/// scalar replicated in each cell) is its atom.
+#[test]
+fn transposed_reads_and_single_atoms_are_computed_where_read() {
+    let main = "(entry (main (a [Float 8 6]) (b [Float 4 5])) \
+                  (@reshape _ (_ [32 30]) ((i-app transpose [0 2 1 3]) \
+                    (@reshape _ (_ [8 6 4 5]) (outer f.* (flatten a) (flatten b))))))";
+    assert_eq!(census(main), (4, 1), "{}", loop_level(main));
+    let main = "(def (fun (blocks (x [Float 8 6 4 5]) : [Float 32 30]) \
+                  (@reshape _ (_ [32 30]) ((i-app transpose [0 2 1 3]) x)))) \
+                (entry (main (a [Float 8 6]) (b [Float 4 5])) \
+                  (f.* (blocks ((fn ((x Float)) ((i-app replicate [4 5]) x)) a)) \
+                       (blocks ((i-app replicate [8 6]) b))))";
+    let loops = loop_level(main);
+    assert!(!loops.contains("(alloc one."), "{main}:\n{loops}");
+}

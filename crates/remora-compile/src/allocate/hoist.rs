@@ -113,6 +113,10 @@ fn hoisted(l: &mut Stmt, depth: usize, names: &mut Vec<String>) -> Vec<Stmt> {
     else {
         return Vec::new();
     };
+    // (A contraction already: the kernel's as it is.)
+    if contract::is_contraction(l) {
+        return Vec::new();
+    }
     let mut declared = HashSet::from([*index]);
     let mut written = HashSet::new();
     Stmt::each(body, &mut |s| match s {
