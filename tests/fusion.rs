@@ -571,3 +571,74 @@ fn a_partition_counts_its_kept_items_itself() {
         assert!(!loops.contains("(reduce "), "{text}\n{loops}");
     }
 }
+
+/// A term of a nest that depends on some of its loops' indices only is
+/// computed once per cell of its own frame (hoist.rs): of a pair of
+/// rows' cosine, the dot of the left row with itself once per left row,
+/// of the right row once per right row (not once per pair), the dot of
+/// both a contraction; a row function of attention's one query, its
+/// scores a contraction of all the queries, its weights' sum of the value
+/// rows the kernel's.
+#[test]
+fn terms_of_some_indices_are_computed_once_per_cell_of_their_frame() {
+    for main in [
+        "(entry (main (x [Float $n $d])) \
+           (outer (fn ((a [Float $d]) (b [Float $d])) \
+             (f./ (f.dot a b) (f.sqrt (f.* (f.dot a a) (f.dot b b))))) x x))",
+        "(def (fun (cosine (a [Float $d]) (b [Float $d]) : Float) \
+           (f./ (f.dot a b) (f.sqrt (f.* (f.dot a a) (f.dot b b)))))) \
+         (entry (main (x [Float 64 32]) (y [Float 48 32])) ((fn ((a [Float 32])) (cosine a y)) x))",
+    ] {
+        let loops = loop_level(main);
+        assert_eq!(
+            loops.matches("(call rt_contract_f32").count(),
+            1,
+            "{main}:\n{loops}"
+        );
+        assert_eq!(loops.matches("(reduce ").count(), 2, "{main}:\n{loops}");
+    }
+    let main = "(def (fun (attend (q [Float $d]) (k [Float $l $d]) (v [Float $l $d]) : [Float $d]) \
+                  (let ((val s (f.dot k q)) \
+                        (val e (f.exp (f.- s (reduce f.max s)))) \
+                        (val w (f./ e (f.sum e)))) \
+                    (reduce f.+ (f.* w v))))) \
+                (entry (main (q [Float 512 16]) (k [Float 512 16]) (v [Float 512 16])) (attend q k v))";
+    let loops = loop_level(main);
+    assert_eq!(
+        loops.matches("(call rt_contract_f32").count(),
+        2,
+        "{main}:\n{loops}"
+    );
+}
+
+/// A scan down the columns (a row scan of the transpose, transposed
+/// back) is a scan of the rows by the operator lifted to rows: a row of
+/// accumulators, no walk down the columns (columns.rs), as written with
+/// `iscan` over the rows.
+#[test]
+fn a_scan_down_the_columns_is_a_scan_of_rows() {
+    let by_rows = "(entry (main (x [Float 512 512])) ((fn ((r [Float 512])) (iscan f.+ r)) (iscan f.+ x)))";
+    let by_columns = "(def (fun (row-sums (r [Float $n]) : [Float $n]) (iscan f.+ r))) \
+                      (entry (main (x [Float 512 512])) (row-sums (transpose2d (row-sums (transpose2d x)))))";
+    assert_eq!(loop_level(by_columns), loop_level(by_rows));
+}
+
+/// A buffer written once in row-major order is read where it is read,
+/// through a transposed view of it whose index counts a wider axis by a
+/// multiple of its stride (the Kronecker product by `outer`, transposed
+/// and reshaped: one nest writing the result); a buffer of one atom (a
+/// scalar replicated in each cell) is its atom.
+#[test]
+fn transposed_reads_and_single_atoms_are_computed_where_read() {
+    let main = "(entry (main (a [Float 8 6]) (b [Float 4 5])) \
+                  (@reshape _ (_ [32 30]) ((i-app transpose [0 2 1 3]) \
+                    (@reshape _ (_ [8 6 4 5]) (outer f.* (flatten a) (flatten b))))))";
+    assert_eq!(census(main), (4, 1), "{}", loop_level(main));
+    let main = "(def (fun (blocks (x [Float 8 6 4 5]) : [Float 32 30]) \
+                  (@reshape _ (_ [32 30]) ((i-app transpose [0 2 1 3]) x)))) \
+                (entry (main (a [Float 8 6]) (b [Float 4 5])) \
+                  (f.* (blocks ((fn ((x Float)) ((i-app replicate [4 5]) x)) a)) \
+                       (blocks ((i-app replicate [8 6]) b))))";
+    let loops = loop_level(main);
+    assert!(!loops.contains("(alloc one."), "{main}:\n{loops}");
+}

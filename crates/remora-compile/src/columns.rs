@@ -479,7 +479,7 @@ impl Lift<'_> {
         };
         match (&inner.kind, args, arg) {
             (Kind::IApp { func: head, arg: d }, [op, column], Index::Shape(cell))
-                if is_reduce(head) && cell.is_scalar() =>
+                if cell.is_scalar() && (is_prim(head, "reduce") || is_prim(head, "iscan")) =>
             {
                 let Some((column, true)) = self.expr(column) else {
                     return Some(None);
@@ -488,7 +488,12 @@ impl Lift<'_> {
                     return Some(None);
                 };
                 self.reduced = true;
-                Some(Some((self.reduce_rows(d.clone(), op, column, &e.ty), true)))
+                let fold = if is_prim(head, "reduce") {
+                    Fold::Reduce
+                } else {
+                    Fold::Scan
+                };
+                Some(Some((self.fold_rows(fold, d.clone(), op, column, &e.ty), true)))
             }
             (Kind::Prim("f.sum"), [column], _) => {
                 let Some((column, true)) = self.expr(column) else {
@@ -510,7 +515,7 @@ impl Lift<'_> {
                 let Some(op) = self.lifted_operator(&plus) else {
                     return Some(None);
                 };
-                let sums = self.reduce_rows(Index::Dim(Dim::int(n - 1)), op, column, &float);
+                let sums = self.fold_rows(Fold::Reduce, Index::Dim(Dim::int(n - 1)), op, column, &float);
                 self.reduced = true;
                 let s = self.fresh(e);
                 let zero = Expr {
@@ -595,15 +600,21 @@ impl Lift<'_> {
     }
 
     /// `((i-app reduce d frame) op rows)`, each row's atoms of the type
-    /// `cell` (`[T]` over the frame).
-    fn reduce_rows(&self, d: Index, op: Expr, rows: Expr, cell: &Type) -> Expr {
+    /// `cell` (`[T]` over the frame); or `((i-app iscan d frame) op
+    /// rows)`, `cell` the column's scan (`[T n]`, `[T n C]` over it).
+    fn fold_rows(&self, fold: Fold, d: Index, op: Expr, rows: Expr, cell: &Type) -> Expr {
         let (t, dv, sv) = (TVar(u32::MAX), DVar(u32::MAX), SVar(u32::MAX));
         let tv = TyAtom::Var(t);
         let item = Type::array(tv.clone(), Shape::var(sv));
-        let all = Type::array(
-            tv,
-            Shape::from_segs(vec![Seg::Dim(Dim::int(1).add(&Dim::var(dv))), Seg::Var(sv)]),
-        );
+        let count = match fold {
+            Fold::Reduce => Dim::int(1).add(&Dim::var(dv)),
+            Fold::Scan => Dim::var(dv),
+        };
+        let all = Type::array(tv, Shape::from_segs(vec![Seg::Dim(count), Seg::Var(sv)]));
+        let (prim, result) = match fold {
+            Fold::Reduce => ("reduce", item.clone()),
+            Fold::Scan => ("iscan", all.clone()),
+        };
         let poly = Type::scalar(TyAtom::Forall(
             t,
             Arc::new(pi(
@@ -611,13 +622,13 @@ impl Lift<'_> {
                 pi(
                     IVar::Shape(sv),
                     Type::arrow(
-                        Type::arrow(item.clone(), Type::arrow(item.clone(), item.clone())),
-                        Type::arrow(all, item),
+                        Type::arrow(item.clone(), Type::arrow(item.clone(), item)),
+                        Type::arrow(all, result),
                     ),
                 ),
             )),
         ));
-        let func = instantiated("reduce", poly, &cell.atom, &[d, Index::Shape(self.frame.clone())]);
+        let func = instantiated(prim, poly, &cell.atom, &[d, Index::Shape(self.frame.clone())]);
         Expr {
             ty: cell.with_trailing(&self.frame),
             kind: Kind::App {
@@ -628,12 +639,20 @@ impl Lift<'_> {
     }
 }
 
-/// `(i-app (t-app reduce T) d)`.
-fn is_reduce(head: &Expr) -> bool {
+/// A fold of a column that walks down it: its reduction, or its scan
+/// (every partial left fold from the first item).
+#[derive(Clone, Copy)]
+enum Fold {
+    Reduce,
+    Scan,
+}
+
+/// `(i-app (t-app prim T) d)`.
+fn is_prim(head: &Expr, prim: &str) -> bool {
     let Kind::TApp { func, .. } = &head.kind else {
         return false;
     };
-    matches!(func.kind, Kind::Prim("reduce"))
+    matches!(func.kind, Kind::Prim(p) if p == prim)
 }
 
 /// Whether `e`, an application of the primitive `func`, is one step on

@@ -199,6 +199,11 @@ fn contraction(s: &Stmt) -> Option<Vec<Stmt>> {
     contraction_of(s, false)
 }
 
+/// Whether `s` is a contraction the kernel computes.
+pub(super) fn is_contraction(s: &Stmt) -> bool {
+    contraction(s).is_some()
+}
+
 /// [`contraction`], where `nonempty` says the sums' count was checked not
 /// to be 0 before `s`.
 fn contraction_of(s: &Stmt, nonempty: bool) -> Option<Vec<Stmt>> {

@@ -35,6 +35,7 @@ mod exps;
 mod files;
 mod folds;
 mod gather;
+mod hoist;
 mod interchange;
 mod items;
 mod iteration;
@@ -312,6 +313,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     checks::raise_checks(&mut body);
     trace::in_order(&mut body);
     stacked::read_in_place(&mut body, &a.out.outputs);
+    hoist::hoist_reductions(&mut body, &mut a.out.names);
     contract::contractions(&mut body);
     styles::turn_lifted_sums(&mut body, &mut a.out.names);
     let extents: std::collections::HashSet<Var> = a

@@ -112,7 +112,10 @@ impl Computed {
     /// last index's), and, given `ranges`, every index but the first
     /// proven within its extent.
     fn at(&self, index: &Expr, ranges: Option<&Ranges>) -> Option<Expr> {
-        let last = self.indices.len() - 1;
+        // (A buffer of one atom, stored outside any loop.)
+        let Some(last) = self.indices.len().checked_sub(1) else {
+            return Some(self.atom.clone());
+        };
         if last == 0 {
             return Some(substitute(&self.atom, &[(self.indices[0], index)]));
         }
@@ -125,11 +128,25 @@ impl Computed {
         let mut all = Vec::new();
         terms(index, &mut all);
         for t in all {
+            // (A term whose constant factor is a multiple of a stride, an
+            // index of a transposed view's wider axis, counts that
+            // stride's index so many times: the ranges below decide.)
+            let multiple = |c: &Expr, s: &Expr| match (c, s) {
+                (Expr::Int(c), Expr::Int(s)) if *s > 1 && c % s == 0 => Some(Expr::Int(c / s)),
+                _ => None,
+            };
             let (k, part) = match &t {
                 Expr::Op { op: "*", args } if args.len() == 2 => {
                     match self.strides[..last].iter().position(|s| *s == args[1]) {
                         Some(k) => (k, args[0].clone()),
-                        None => (last, t.clone()),
+                        None => match self.strides[..last]
+                            .iter()
+                            .enumerate()
+                            .find_map(|(k, s)| Some((k, multiple(&args[1], s)?)))
+                        {
+                            Some((k, times)) => (k, Expr::mul(args[0].clone(), times)),
+                            None => (last, t.clone()),
+                        },
                     }
                 }
                 _ => (last, t.clone()),
@@ -237,6 +254,8 @@ fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut 
     // The sizes of the buffers made so far: arithmetic on dimensions
     // already done without overflowing.
     let mut sized: Vec<&Expr> = Vec::new();
+    // The `let`s so far (of variables never set).
+    let mut lets: HashMap<Var, &Expr> = HashMap::new();
     for (p, s) in stmts.iter().enumerate() {
         if let Stmt::Alloc { len, .. } = s {
             let mut parts = vec![len];
@@ -251,12 +270,35 @@ fn find_computed(stmts: &[Stmt], uses: &Uses, escaped: &HashSet<Var>, out: &mut 
                 }
             }
         }
-        if let Stmt::For { index: i, body, .. } = s {
+        if let Stmt::Let { var, value, .. } = s
+            && !uses.set.contains(var)
+        {
+            lets.insert(*var, value);
+        }
+        let mut found = Vec::new();
+        match s {
+            Stmt::For { index: i, body, .. } => {
+                stores(body, &[*i], &[], &HashMap::new(), &single, &uses.set, &mut found);
+            }
+            // A buffer of one atom (a scalar replicated, reshaped): a nest
+            // of no loops.
+            Stmt::Store {
+                buf,
+                index: Expr::Int(0),
+                value,
+            } if single(buf) && matches!(allocated.get(buf), Some(Expr::Int(1))) => found.push(Store {
+                buf: *buf,
+                indices: Vec::new(),
+                extents: Vec::new(),
+                value,
+                lets: lets.clone(),
+            }),
+            _ => {}
+        }
+        if !found.is_empty() {
             let mut inside = HashSet::new();
             declared_in(std::slice::from_ref(s), &mut inside);
             let kept = |v: Var| !inside.contains(&v) && !uses.set.contains(&v);
-            let mut found = Vec::new();
-            stores(body, &[*i], &[], &HashMap::new(), &single, &uses.set, &mut found);
             for Store {
                 buf,
                 indices,
