@@ -35,6 +35,9 @@ const MAX_ATOMS: usize = 64;
 const MAX_CODE: usize = 4096;
 /// How deep calls may be inlined.
 const MAX_DEPTH: usize = 24;
+/// Lifted over more cells than this, a loop runs as one batched
+/// application per item (each step vectorised across the cells) instead.
+const MAX_CELLS: usize = 256;
 /// Loops of at least this many steps in all are shared among the threads.
 const PARALLEL_STEPS: usize = 1 << 16;
 
@@ -88,6 +91,9 @@ fn float_bits(x: f32) -> u64 {
 enum Ins {
     Op1(AtomOp, u32, u32),
     Op2(AtomOp, u32, u32, u32),
+    /// The commonest primitives, inline (`f.+ f.- f.* + - *`: the
+    /// operations `atom_op` gives for them).
+    Fast(Fast, u32, u32, u32),
     Move(u32, u32),
     /// `dst ← cond ? yes : no`.
     Select(u32, u32, u32, u32),
@@ -118,6 +124,16 @@ enum Ins {
         skip: u64,
         count: u32,
     },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fast {
+    FAdd,
+    FSub,
+    FMul,
+    IAdd,
+    ISub,
+    IMul,
 }
 
 /// A value while compiling.
@@ -587,7 +603,16 @@ impl<'a, 'p> Compiler<'a, 'p> {
     /// An intrinsic on one cell of each argument.
     fn intrinsic(&mut self, name: &'static str, args: Vec<CVal<'p>>, span: Span) -> Option<CVal<'p>> {
         if let Some(op) = atom_op(name) {
-            return self.scalar(op, args);
+            let fast = match name {
+                "f.+" => Some(Fast::FAdd),
+                "f.-" => Some(Fast::FSub),
+                "f.*" => Some(Fast::FMul),
+                "+" => Some(Fast::IAdd),
+                "-" => Some(Fast::ISub),
+                "*" => Some(Fast::IMul),
+                _ => None,
+            };
+            return self.scalar(op, fast, args);
         }
         match (name, args.as_slice()) {
             ("clip" | "f.clip", [_, _, _]) => {
@@ -597,8 +622,8 @@ impl<'a, 'p> Compiler<'a, 'p> {
                     ("f.max", "f.min")
                 };
                 let [lo, hi, x] = <[CVal<'p>; 3]>::try_from(args).ok()?;
-                let low = self.scalar(atom_op(max)?, vec![x, lo])?;
-                self.scalar(atom_op(min)?, vec![low, hi])
+                let low = self.scalar(atom_op(max)?, None, vec![x, lo])?;
+                self.scalar(atom_op(min)?, None, vec![low, hi])
             }
             ("index" | "nth", [_, _]) => {
                 let [xs, i] = <[CVal<'p>; 2]>::try_from(args).ok()?;
@@ -713,7 +738,7 @@ impl<'a, 'p> Compiler<'a, 'p> {
     }
 
     /// A scalar primitive on atoms.
-    fn scalar(&mut self, op: AtomOp, args: Vec<CVal<'p>>) -> Option<CVal<'p>> {
+    fn scalar(&mut self, op: AtomOp, fast: Option<Fast>, args: Vec<CVal<'p>>) -> Option<CVal<'p>> {
         use AtomOp::*;
         let mut operands = Vec::with_capacity(args.len());
         for a in args {
@@ -749,7 +774,10 @@ impl<'a, 'p> Compiler<'a, 'p> {
         let d = self.reg()?;
         match operands.as_slice() {
             [(_, a)] => self.emit(Ins::Op1(op, d, *a))?,
-            [(_, a), (_, b)] => self.emit(Ins::Op2(op, d, *a, *b))?,
+            [(_, a), (_, b)] => match fast {
+                Some(fast) => self.emit(Ins::Fast(fast, d, *a, *b))?,
+                None => self.emit(Ins::Op2(op, d, *a, *b))?,
+            },
             _ => return None,
         }
         Some(CVal::Arr {
@@ -850,6 +878,17 @@ impl Program {
         while let Some(ins) = self.code.get(pc) {
             pc += 1;
             match ins {
+                Ins::Fast(op, d, a, b) => {
+                    let (a, b) = (regs[*a as usize], regs[*b as usize]);
+                    regs[*d as usize] = match op {
+                        Fast::FAdd => float_bits(float(a) + float(b)),
+                        Fast::FSub => float_bits(float(a) - float(b)),
+                        Fast::FMul => float_bits(float(a) * float(b)),
+                        Fast::IAdd => (a as i64).wrapping_add(b as i64) as u64,
+                        Fast::ISub => (a as i64).wrapping_sub(b as i64) as u64,
+                        Fast::IMul => (a as i64).wrapping_mul(b as i64) as u64,
+                    };
+                }
                 Ins::Op2(op, d, a, b) => {
                     let (a, b) = (regs[*a as usize], regs[*b as usize]);
                     regs[*d as usize] = match op {
@@ -1088,9 +1127,10 @@ impl<'p> Interpreter {
     /// `fold`, `scan`, `iscan` or `reduce` by a lambda over every cell of
     /// the batch and the argument's frame, each cell's loop a cell program
     /// (see the module comment). `None` when the step is not one the
-    /// compiler knows, the cells are large, the cells are many and the
-    /// items few (one batched application per item is then better), or a
-    /// step faults.
+    /// compiler knows, the cells are large or empty, there are more
+    /// than `MAX_CELLS` of them (one batched application per item, each
+    /// step vectorised across the cells, is then better), or a step
+    /// faults.
     pub(crate) fn fold_by_cell_program(
         &mut self,
         name: &str,
@@ -1123,12 +1163,17 @@ impl<'p> Interpreter {
         let items = *xs.v.shape.get(outer_axes)?;
         let item_shape = xcell.get(1..)?.to_vec();
         let size = atoms_in(&item_shape);
-        // Many cells of few items: one batched application per item.
-        if size > MAX_ATOMS || items == 0 || (outer > 1 && outer > items.saturating_mul(8)) {
+        // (An empty cell is a step that reads nothing, but a step all the
+        // same, which the reference takes.)
+        if outer == 0 || outer > MAX_CELLS || items == 0 || size == 0 || size > MAX_ATOMS {
             return None;
         }
         let xs = plain(&xs.densify()?.v.data)?;
         let item_kind = kind_of(&xs)?;
+        let acc_size = atoms_in(seed.map_or(&item_shape, |(_, scell)| scell));
+        if acc_size == 0 || acc_size > MAX_ATOMS {
+            return None;
+        }
         let (acc_shape, seeds) = match seed {
             Some((s, scell)) => {
                 let sframe = s.own().len().checked_sub(scell.len())?;
@@ -1146,10 +1191,6 @@ impl<'p> Interpreter {
             Some(d) => kind_of(d)?,
             None => item_kind,
         };
-        let acc_size = atoms_in(&acc_shape);
-        if acc_size > MAX_ATOMS {
-            return None;
-        }
         // The program: the step applied to an accumulator and an item in
         // registers, its result copied to fresh registers where it is the
         // accumulator's (which the copy back overwrites).

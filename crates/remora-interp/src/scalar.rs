@@ -640,7 +640,17 @@ mod tests {
     #[test]
     fn atom_ops_are_the_loops() {
         // Each primitive on single atoms gives the bits `apply` gives.
-        let floats = [0.0f32, -0.0, 1.5, -2.25, 3.0, f32::NAN, f32::INFINITY, 1.0e20, 0.1];
+        let floats = [
+            0.0f32,
+            -0.0,
+            1.5,
+            -2.25,
+            3.0,
+            f32::NAN,
+            f32::INFINITY,
+            1.0e20,
+            0.1,
+        ];
         let ints = [0i64, 1, -1, 7, -17, 5, 64, i64::MIN, i64::MAX];
         let bools = [false, true];
         let l = Layout::contiguous(&[]);
@@ -653,29 +663,109 @@ mod tests {
             }
         };
         let names = [
-            "+", "-", "*", "/", "mod", "^", "max", "min", "bit-and", "bit-or", "bit-xor", "shl", "shr", "f.+",
-            "f.-", "f.*", "f./", "f.^", "f.max", "f.min", "f.atan2", "f.mod", "==", "!=", "<", ">", "<=", ">=",
-            "f.==", "f.!=", "f.<", "f.>", "f.<=", "f.>=", "and", "or", "bool.==", "bool.!=", "random.uniform",
-            "random.normal", "not", "bit-not", "popc", "sqrt", "f.sqrt", "f.ln", "f.exp", "f.tanh", "i->f",
-            "i->bool", "bool->i", "bool->f", "truncate", "round", "floor", "ceiling", "neg", "abs", "signum",
-            "f.neg", "f.abs", "f.signum", "f.sin", "f.cos", "f.tan", "f.asin", "f.acos", "f.atan", "f.sinh",
-            "f.cosh", "f.log2", "f.log10", "f.floor", "f.ceiling", "f.round", "f.isnan",
+            "+",
+            "-",
+            "*",
+            "/",
+            "mod",
+            "^",
+            "max",
+            "min",
+            "bit-and",
+            "bit-or",
+            "bit-xor",
+            "shl",
+            "shr",
+            "f.+",
+            "f.-",
+            "f.*",
+            "f./",
+            "f.^",
+            "f.max",
+            "f.min",
+            "f.atan2",
+            "f.mod",
+            "==",
+            "!=",
+            "<",
+            ">",
+            "<=",
+            ">=",
+            "f.==",
+            "f.!=",
+            "f.<",
+            "f.>",
+            "f.<=",
+            "f.>=",
+            "and",
+            "or",
+            "bool.==",
+            "bool.!=",
+            "random.uniform",
+            "random.normal",
+            "not",
+            "bit-not",
+            "popc",
+            "sqrt",
+            "f.sqrt",
+            "f.ln",
+            "f.exp",
+            "f.tanh",
+            "i->f",
+            "i->bool",
+            "bool->i",
+            "bool->f",
+            "truncate",
+            "round",
+            "floor",
+            "ceiling",
+            "neg",
+            "abs",
+            "signum",
+            "f.neg",
+            "f.abs",
+            "f.signum",
+            "f.sin",
+            "f.cos",
+            "f.tan",
+            "f.asin",
+            "f.acos",
+            "f.atan",
+            "f.sinh",
+            "f.cosh",
+            "f.log2",
+            "f.log10",
+            "f.floor",
+            "f.ceiling",
+            "f.round",
+            "f.isnan",
         ];
         for name in names {
-            let op = atom_op(name).unwrap_or_else(|| panic!("{name}"));
+            let Some(op) = atom_op(name) else {
+                unreachable!("{name} has no atom op");
+            };
             use AtomOp::*;
             let f = |x: f32| Data::Float(vec![x].into());
             let i = |x: i64| Data::Int(vec![x].into());
             let b = |x: bool| Data::Bool(vec![x].into());
             let (operands, got): (Vec<Vec<Data>>, Vec<Result<u64, ()>>) = match op {
-                Ff(g) => floats.iter().map(|&x| (vec![f(x)], Ok(u64::from(g(x).to_bits())))).unzip(),
+                Ff(g) => floats
+                    .iter()
+                    .map(|&x| (vec![f(x)], Ok(u64::from(g(x).to_bits()))))
+                    .unzip(),
                 Ii(g) => ints.iter().map(|&x| (vec![i(x)], Ok(g(x) as u64))).unzip(),
                 Bb(g) => bools.iter().map(|&x| (vec![b(x)], Ok(u64::from(g(x))))).unzip(),
-                If(g) => ints.iter().map(|&x| (vec![i(x)], Ok(u64::from(g(x).to_bits())))).unzip(),
+                If(g) => ints
+                    .iter()
+                    .map(|&x| (vec![i(x)], Ok(u64::from(g(x).to_bits()))))
+                    .unzip(),
                 Fi(g) => floats.iter().map(|&x| (vec![f(x)], Ok(g(x) as u64))).unzip(),
                 Ib(g) => ints.iter().map(|&x| (vec![i(x)], Ok(u64::from(g(x))))).unzip(),
                 Bi(g) => bools.iter().map(|&x| (vec![b(x)], Ok(g(x) as u64))).unzip(),
-                Bf(g) => bools.iter().map(|&x| (vec![b(x)], Ok(u64::from(g(x).to_bits())))).unzip(),
+                Bf(g) => bools
+                    .iter()
+                    .map(|&x| (vec![b(x)], Ok(u64::from(g(x).to_bits()))))
+                    .unzip(),
                 Fb(g) => floats.iter().map(|&x| (vec![f(x)], Ok(u64::from(g(x))))).unzip(),
                 Fff(g) => floats
                     .iter()
