@@ -1689,6 +1689,10 @@ impl<'p> Interpreter {
         {
             return Some(r);
         }
+        // A step on small cells: each cell's loop one compiled program.
+        if let Some(r) = self.fold_by_cell_program(name, op, seed, xs, xcell) {
+            return Some(r);
+        }
         self.fold_by_items(name, &op.clone(), seed, xs, xcell)
     }
 

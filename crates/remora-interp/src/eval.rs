@@ -301,7 +301,7 @@ impl<'p> Env<'p> {
         }
     }
 
-    fn bind_index(&self, v: IVar, i: &IndexVal) -> Env<'p> {
+    pub(crate) fn bind_index(&self, v: IVar, i: &IndexVal) -> Env<'p> {
         match (v, i) {
             (IVar::Dim(d), IndexVal::Dim(n)) => self.with(Binding::Dim(d, *n)),
             (IVar::Dim(d), IndexVal::Shape(s)) => self.with(Binding::Dim(d, s.first().copied().unwrap_or(0))),
@@ -709,7 +709,7 @@ impl<'p> Interpreter {
         Ok(out)
     }
 
-    fn index_val(&self, i: &Index, env: &Env<'p>, span: Span) -> Run<IndexVal> {
+    pub(crate) fn index_val(&self, i: &Index, env: &Env<'p>, span: Span) -> Run<IndexVal> {
         match i {
             Index::Dim(d) => {
                 let n = d

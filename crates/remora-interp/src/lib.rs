@@ -10,6 +10,7 @@
 mod argbest;
 pub mod batch;
 pub mod cell_log;
+mod cellprog;
 mod choose;
 mod chosen;
 mod contract;

@@ -373,6 +373,123 @@ pub fn apply_in_place<F>(
     }
 }
 
+/// A scalar primitive on single atoms, for code that runs an atom at a
+/// time (`cellprog`'s cell programs): the functions `apply`'s and
+/// `unary`'s loops run, by kind of operands and result (`f` Float, `i`
+/// Int, `b` Bool; the result last). A test checks each against `apply`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum AtomOp {
+    Ff(fn(f32) -> f32),
+    Ii(fn(i64) -> i64),
+    Bb(fn(bool) -> bool),
+    If(fn(i64) -> f32),
+    Fi(fn(f32) -> i64),
+    Ib(fn(i64) -> bool),
+    Bi(fn(bool) -> i64),
+    Bf(fn(bool) -> f32),
+    Fb(fn(f32) -> bool),
+    Fff(fn(f32, f32) -> f32),
+    Iii(fn(i64, i64) -> i64),
+    /// Can fail (divide by zero …).
+    IiiFaulty(fn(i64, i64) -> Faulty<i64>),
+    Ffb(fn(f32, f32) -> bool),
+    Iib(fn(i64, i64) -> bool),
+    Bbb(fn(bool, bool) -> bool),
+    Iif(fn(i64, i64) -> f32),
+}
+
+/// `name` as an [`AtomOp`] (`None` for `random.int` and `clip`, which
+/// take more operands).
+pub(crate) fn atom_op(name: &str) -> Option<AtomOp> {
+    use AtomOp::*;
+    Some(match name {
+        "+" => Iii(i64::wrapping_add),
+        "-" => Iii(i64::wrapping_sub),
+        "*" => Iii(i64::wrapping_mul),
+        "/" => IiiFaulty(div),
+        "mod" => IiiFaulty(modulo),
+        "^" => IiiFaulty(power),
+        "max" => Iii(i64::max),
+        "min" => Iii(i64::min),
+        "bit-and" => Iii(|a, b| a & b),
+        "bit-or" => Iii(|a, b| a | b),
+        "bit-xor" => Iii(|a, b| a ^ b),
+        "shl" => IiiFaulty(shift_left),
+        "shr" => IiiFaulty(shift_right),
+        "f.+" => Fff(|a, b| a + b),
+        "f.-" => Fff(|a, b| a - b),
+        "f.*" => Fff(|a, b| a * b),
+        "f./" => Fff(|a, b| a / b),
+        "f.^" => Fff(crate::fmath::pow),
+        "f.max" => Fff(fmax),
+        "f.min" => Fff(fmin),
+        "f.atan2" => Fff(f32::atan2),
+        "f.mod" => Fff(fmod),
+        "==" => Iib(|a, b| a == b),
+        "!=" => Iib(|a, b| a != b),
+        "<" => Iib(|a, b| a < b),
+        ">" => Iib(|a, b| a > b),
+        "<=" => Iib(|a, b| a <= b),
+        ">=" => Iib(|a, b| a >= b),
+        "f.==" => Ffb(|a, b| a == b),
+        "f.!=" => Ffb(|a, b| a != b),
+        "f.<" => Ffb(|a, b| a < b),
+        "f.>" => Ffb(|a, b| a > b),
+        "f.<=" => Ffb(|a, b| a <= b),
+        "f.>=" => Ffb(|a, b| a >= b),
+        "and" => Bbb(|a, b| a && b),
+        "or" => Bbb(|a, b| a || b),
+        "bool.==" => Bbb(|a, b| a == b),
+        "bool.!=" => Bbb(|a, b| a != b),
+        "random.uniform" => Iif(crate::random::uniform),
+        "random.normal" => Iif(crate::random::normal),
+        "not" => Bb(|b| !b),
+        "bit-not" => Ii(|x| !x),
+        "popc" => Ii(|x| i64::from(x.count_ones())),
+        "sqrt" | "f.sqrt" => Ff(f32::sqrt),
+        "f.ln" => Ff(crate::fmath::ln),
+        "f.exp" => Ff(crate::fmath::exp),
+        "f.tanh" => Ff(crate::fmath::tanh),
+        "i->f" => If(|x| x as f32),
+        "i->bool" => Ib(|x| x != 0),
+        "bool->i" => Bi(i64::from),
+        "bool->f" => Bf(|b| if b { 1.0 } else { 0.0 }),
+        "truncate" => Fi(|x| wrap_integral(x.trunc())),
+        "round" => Fi(|x| wrap_integral(x.round_ties_even())),
+        "floor" => Fi(|x| wrap_integral(x.floor())),
+        "ceiling" => Fi(|x| wrap_integral(x.ceil())),
+        "neg" => Ii(i64::wrapping_neg),
+        "abs" => Ii(i64::wrapping_abs),
+        "signum" => Ii(i64::signum),
+        "f.neg" => Ff(|x| -x),
+        "f.abs" => Ff(f32::abs),
+        "f.signum" => Ff(|x| {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                x
+            }
+        }),
+        "f.sin" => Ff(f32::sin),
+        "f.cos" => Ff(f32::cos),
+        "f.tan" => Ff(f32::tan),
+        "f.asin" => Ff(f32::asin),
+        "f.acos" => Ff(f32::acos),
+        "f.atan" => Ff(f32::atan),
+        "f.sinh" => Ff(f32::sinh),
+        "f.cosh" => Ff(f32::cosh),
+        "f.log2" => Ff(f32::log2),
+        "f.log10" => Ff(f32::log10),
+        "f.floor" => Ff(f32::floor),
+        "f.ceiling" => Ff(f32::ceil),
+        "f.round" => Ff(f32::round_ties_even),
+        "f.isnan" => Fb(f32::is_nan),
+        _ => return None,
+    })
+}
+
 /// `(clip lo hi x)`: `(min (max x lo) hi)` (NumPy's `clip`: `hi` when
 /// `lo > hi`; `f.clip` is NaN where any operand is). Two passes.
 fn clip<F>(name: &str, operands: &[(&Data<F>, &Layout)], shape: &[usize]) -> Result<Data<F>, Fault> {
@@ -518,6 +635,180 @@ mod tests {
         assert_eq!(wrap_integral((-2.5f32).floor()), -3);
         assert_eq!(16777217i64 as f32, 16777216.0);
         assert!(fmax(1.0, f32::NAN).is_nan() && fmax(f32::NAN, 1.0).is_nan());
+    }
+
+    #[test]
+    fn atom_ops_are_the_loops() {
+        // Each primitive on single atoms gives the bits `apply` gives.
+        let floats = [
+            0.0f32,
+            -0.0,
+            1.5,
+            -2.25,
+            3.0,
+            f32::NAN,
+            f32::INFINITY,
+            1.0e20,
+            0.1,
+        ];
+        let ints = [0i64, 1, -1, 7, -17, 5, 64, i64::MIN, i64::MAX];
+        let bools = [false, true];
+        let l = Layout::contiguous(&[]);
+        let bits = |d: &Data| -> Vec<u64> {
+            match d {
+                Data::Int(v) => v.iter().map(|x| *x as u64).collect(),
+                Data::Float(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+                Data::Bool(v) => v.iter().map(|x| u64::from(*x)).collect(),
+                _ => Vec::new(),
+            }
+        };
+        let names = [
+            "+",
+            "-",
+            "*",
+            "/",
+            "mod",
+            "^",
+            "max",
+            "min",
+            "bit-and",
+            "bit-or",
+            "bit-xor",
+            "shl",
+            "shr",
+            "f.+",
+            "f.-",
+            "f.*",
+            "f./",
+            "f.^",
+            "f.max",
+            "f.min",
+            "f.atan2",
+            "f.mod",
+            "==",
+            "!=",
+            "<",
+            ">",
+            "<=",
+            ">=",
+            "f.==",
+            "f.!=",
+            "f.<",
+            "f.>",
+            "f.<=",
+            "f.>=",
+            "and",
+            "or",
+            "bool.==",
+            "bool.!=",
+            "random.uniform",
+            "random.normal",
+            "not",
+            "bit-not",
+            "popc",
+            "sqrt",
+            "f.sqrt",
+            "f.ln",
+            "f.exp",
+            "f.tanh",
+            "i->f",
+            "i->bool",
+            "bool->i",
+            "bool->f",
+            "truncate",
+            "round",
+            "floor",
+            "ceiling",
+            "neg",
+            "abs",
+            "signum",
+            "f.neg",
+            "f.abs",
+            "f.signum",
+            "f.sin",
+            "f.cos",
+            "f.tan",
+            "f.asin",
+            "f.acos",
+            "f.atan",
+            "f.sinh",
+            "f.cosh",
+            "f.log2",
+            "f.log10",
+            "f.floor",
+            "f.ceiling",
+            "f.round",
+            "f.isnan",
+        ];
+        for name in names {
+            let Some(op) = atom_op(name) else {
+                unreachable!("{name} has no atom op");
+            };
+            use AtomOp::*;
+            let f = |x: f32| Data::Float(vec![x].into());
+            let i = |x: i64| Data::Int(vec![x].into());
+            let b = |x: bool| Data::Bool(vec![x].into());
+            let (operands, got): (Vec<Vec<Data>>, Vec<Result<u64, ()>>) = match op {
+                Ff(g) => floats
+                    .iter()
+                    .map(|&x| (vec![f(x)], Ok(u64::from(g(x).to_bits()))))
+                    .unzip(),
+                Ii(g) => ints.iter().map(|&x| (vec![i(x)], Ok(g(x) as u64))).unzip(),
+                Bb(g) => bools.iter().map(|&x| (vec![b(x)], Ok(u64::from(g(x))))).unzip(),
+                If(g) => ints
+                    .iter()
+                    .map(|&x| (vec![i(x)], Ok(u64::from(g(x).to_bits()))))
+                    .unzip(),
+                Fi(g) => floats.iter().map(|&x| (vec![f(x)], Ok(g(x) as u64))).unzip(),
+                Ib(g) => ints.iter().map(|&x| (vec![i(x)], Ok(u64::from(g(x))))).unzip(),
+                Bi(g) => bools.iter().map(|&x| (vec![b(x)], Ok(g(x) as u64))).unzip(),
+                Bf(g) => bools
+                    .iter()
+                    .map(|&x| (vec![b(x)], Ok(u64::from(g(x).to_bits()))))
+                    .unzip(),
+                Fb(g) => floats.iter().map(|&x| (vec![f(x)], Ok(u64::from(g(x))))).unzip(),
+                Fff(g) => floats
+                    .iter()
+                    .flat_map(|&x| floats.iter().map(move |&y| (x, y)))
+                    .map(|(x, y)| (vec![f(x), f(y)], Ok(u64::from(g(x, y).to_bits()))))
+                    .unzip(),
+                Iii(g) => ints
+                    .iter()
+                    .flat_map(|&x| ints.iter().map(move |&y| (x, y)))
+                    .map(|(x, y)| (vec![i(x), i(y)], Ok(g(x, y) as u64)))
+                    .unzip(),
+                IiiFaulty(g) => ints
+                    .iter()
+                    .flat_map(|&x| ints.iter().map(move |&y| (x, y)))
+                    .map(|(x, y)| (vec![i(x), i(y)], g(x, y).map(|r| r as u64).map_err(|_| ())))
+                    .unzip(),
+                Ffb(g) => floats
+                    .iter()
+                    .flat_map(|&x| floats.iter().map(move |&y| (x, y)))
+                    .map(|(x, y)| (vec![f(x), f(y)], Ok(u64::from(g(x, y)))))
+                    .unzip(),
+                Iib(g) => ints
+                    .iter()
+                    .flat_map(|&x| ints.iter().map(move |&y| (x, y)))
+                    .map(|(x, y)| (vec![i(x), i(y)], Ok(u64::from(g(x, y)))))
+                    .unzip(),
+                Bbb(g) => bools
+                    .iter()
+                    .flat_map(|&x| bools.iter().map(move |&y| (x, y)))
+                    .map(|(x, y)| (vec![b(x), b(y)], Ok(u64::from(g(x, y)))))
+                    .unzip(),
+                Iif(g) => ints
+                    .iter()
+                    .flat_map(|&x| ints.iter().map(move |&y| (x, y)))
+                    .map(|(x, y)| (vec![i(x), i(y)], Ok(u64::from(g(x, y).to_bits()))))
+                    .unzip(),
+            };
+            for (ops, got) in operands.iter().zip(got) {
+                let with: Vec<(&Data, &Layout)> = ops.iter().map(|d| (d, &l)).collect();
+                let want = apply(name, &with, &[]).map(|d| bits(&d)[0]).map_err(|_| ());
+                assert_eq!(want, got, "{name} of {ops:?}");
+            }
+        }
     }
 
     #[test]

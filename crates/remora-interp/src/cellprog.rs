@@ -1,0 +1,1277 @@
+//! Cell programs: a sequential loop — `fold`, `scan`, `iscan`, `reduce` —
+//! whose step is a user's function on small cells of fixed shape (scalars,
+//! `[Float 2]`, `[Int 3]` …). Along one long axis there is no frame to
+//! batch over, and each step interpreted is a call (microseconds); lifted
+//! over a few cells, one batched application per item is as slow. Here the
+//! step's body is compiled once, for the cells' shapes, into a straight
+//! program over typed scalar registers — its scalar primitives, `if` (a
+//! branch), `select`, item selection (`index`, `nth`, `head` … by literal
+//! or computed indices, from the cells or from arrays the step reads from
+//! outside), frames and array literals, `let`, and the functions it calls
+//! (inlined, lifted over their small frames position by position) — and
+//! the loop runs it natively over the items, the cells shared among the
+//! threads, with no allocation per item.
+//!
+//! Each register is one atom (64 bits: an Int, a Float's bits, a Bool),
+//! each instruction one scalar primitive on atoms (`scalar::atom_op`, the
+//! functions the kernels run), so every step computes the reference's
+//! bits, items strictly left to right. Anything the compiler does not
+//! know gives up (the loop then runs as before); a fault while running (a
+//! division by zero, an index out of range) gives up too, and the loop
+//! runs on the reference path, which reports the error where it is.
+
+use crate::batch::{Batched, Try};
+use crate::eval::{Binding, Env, Fun, Interpreter, atoms_in};
+use crate::scalar::{AtomOp, atom_op};
+use remora_check::typed::{TAtomKind, TExpr, TExprKind, VarId};
+use remora_syntax::Span;
+use remora_value::{Array, Atom, Data};
+use std::rc::Rc;
+
+/// The most atoms a value held in registers may have (a cell, or a frame
+/// of cells a call is unrolled over).
+const MAX_ATOMS: usize = 64;
+/// The most instructions a program may have.
+const MAX_CODE: usize = 4096;
+/// How deep calls may be inlined.
+const MAX_DEPTH: usize = 24;
+/// Lifted over more cells than this, a loop runs as one batched
+/// application per item (each step vectorised across the cells) instead.
+const MAX_CELLS: usize = 256;
+/// Loops of at least this many steps in all are shared among the threads.
+const PARALLEL_STEPS: usize = 1 << 16;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Int,
+    Float,
+    Bool,
+}
+
+fn kind_of<F>(d: &Data<F>) -> Option<Kind> {
+    match d {
+        Data::Int(_) => Some(Kind::Int),
+        Data::Float(_) => Some(Kind::Float),
+        Data::Bool(_) => Some(Kind::Bool),
+        _ => None,
+    }
+}
+
+/// Atom `k` of a buffer as a register's bits.
+fn bits_at<F>(d: &Data<F>, k: usize) -> Option<u64> {
+    match d {
+        Data::Int(v) => v.get(k).map(|x| *x as u64),
+        Data::Float(v) => v.get(k).map(|x| u64::from(x.to_bits())),
+        Data::Bool(v) => v.get(k).map(|x| u64::from(*x)),
+        _ => None,
+    }
+}
+
+/// Int, Float or Bool atoms as plain data (shared, not copied), which
+/// threads may share.
+fn plain<F>(d: &Data<F>) -> Option<Data> {
+    match d {
+        Data::Int(v) => Some(Data::Int(v.clone())),
+        Data::Float(v) => Some(Data::Float(v.clone())),
+        Data::Bool(v) => Some(Data::Bool(v.clone())),
+        _ => None,
+    }
+}
+
+fn float(r: u64) -> f32 {
+    f32::from_bits(r as u32)
+}
+
+fn float_bits(x: f32) -> u64 {
+    u64::from(x.to_bits())
+}
+
+/// One step of a program. Registers are numbers into one file of `u64`.
+#[derive(Clone, Debug)]
+enum Ins {
+    Op1(AtomOp, u32, u32),
+    Op2(AtomOp, u32, u32, u32),
+    /// The commonest primitives, inline (`f.+ f.- f.* + - *`: the
+    /// operations `atom_op` gives for them).
+    Fast(Fast, u32, u32, u32),
+    Move(u32, u32),
+    /// `dst ← cond ? yes : no`.
+    Select(u32, u32, u32, u32),
+    Jump(u32),
+    /// Jump to the target when the Bool register is false.
+    JumpUnless(u32, u32),
+    /// `dst ← srcs[idx]`; an index out of range faults.
+    Pick {
+        dst: u32,
+        idx: u32,
+        srcs: Box<[u32]>,
+    },
+    /// `dst ← base + idx · stride` (an offset into an outside array), the
+    /// index checked against `bound`.
+    Offset {
+        dst: u32,
+        base: Option<u32>,
+        idx: u32,
+        bound: u64,
+        stride: u64,
+    },
+    /// `count` registers from `dst` ← atoms `at + skip …` of outside array
+    /// `ext`.
+    Load {
+        dst: u32,
+        ext: u32,
+        at: u32,
+        skip: u64,
+        count: u32,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fast {
+    FAdd,
+    FSub,
+    FMul,
+    IAdd,
+    ISub,
+    IMul,
+}
+
+/// A value while compiling.
+#[derive(Clone)]
+enum CVal<'p> {
+    /// Atoms in registers, row-major.
+    Arr {
+        kind: Kind,
+        shape: Vec<usize>,
+        regs: Vec<u32>,
+    },
+    /// A part of an array from outside the step, read where it lies: from
+    /// atom `skip` (plus register `at` when the offset is computed).
+    Ext {
+        kind: Kind,
+        shape: Vec<usize>,
+        ext: u32,
+        at: Option<u32>,
+        skip: usize,
+    },
+    /// A lambda, with the step's values it closes over.
+    Lambda {
+        param: VarId,
+        body: &'p TExpr,
+        env: Env<'p>,
+        locals: Rc<Vec<(VarId, CVal<'p>)>>,
+    },
+    /// A type or index lambda, to be applied to its argument.
+    Generic(Fun<'p>),
+    /// An intrinsic (its type and index arguments ignored: its shapes are
+    /// the registers').
+    Prim(&'static str),
+}
+
+impl CVal<'_> {
+    fn shape(&self) -> Option<&[usize]> {
+        match self {
+            CVal::Arr { shape, .. } | CVal::Ext { shape, .. } => Some(shape),
+            _ => None,
+        }
+    }
+}
+
+/// A compiled step and what it needs to run.
+#[derive(Debug)]
+struct Program {
+    code: Vec<Ins>,
+    /// The register file's initial contents (the constants).
+    init: Vec<u64>,
+    /// The arrays from outside that the step reads.
+    exts: Vec<Data>,
+}
+
+struct Compiler<'a, 'p> {
+    it: &'a Interpreter,
+    code: Vec<Ins>,
+    init: Vec<u64>,
+    /// What is known of each register at compile time.
+    konst: Vec<Option<u64>>,
+    exts: Vec<Data>,
+    locals: Vec<(VarId, CVal<'p>)>,
+    /// The values of variables from outside the step, as first read.
+    outside: Vec<(VarId, CVal<'p>)>,
+    depth: usize,
+}
+
+impl<'a, 'p> Compiler<'a, 'p> {
+    fn new(it: &'a Interpreter) -> Self {
+        Compiler {
+            it,
+            code: Vec::new(),
+            init: Vec::new(),
+            konst: Vec::new(),
+            exts: Vec::new(),
+            locals: Vec::new(),
+            outside: Vec::new(),
+            depth: 0,
+        }
+    }
+
+    fn reg(&mut self) -> Option<u32> {
+        let r = u32::try_from(self.init.len()).ok()?;
+        self.init.push(0);
+        self.konst.push(None);
+        Some(r)
+    }
+
+    fn constant(&mut self, bits: u64) -> Option<u32> {
+        let r = self.reg()?;
+        *self.init.get_mut(r as usize)? = bits;
+        *self.konst.get_mut(r as usize)? = Some(bits);
+        Some(r)
+    }
+
+    fn known(&self, r: u32) -> Option<u64> {
+        *self.konst.get(r as usize)?
+    }
+
+    fn emit(&mut self, ins: Ins) -> Option<()> {
+        if self.code.len() >= MAX_CODE {
+            return None;
+        }
+        self.code.push(ins);
+        Some(())
+    }
+
+    fn here(&self) -> Option<u32> {
+        u32::try_from(self.code.len()).ok()
+    }
+
+    /// An array value from outside the step: in registers when small,
+    /// else read where it lies.
+    fn outside(&mut self, v: &Array<Fun<'p>>) -> Option<CVal<'p>> {
+        let kind = kind_of(&v.data)?;
+        let n = atoms_in(&v.shape);
+        if v.data.len() < n {
+            return None;
+        }
+        if n <= MAX_ATOMS {
+            let regs = (0..n)
+                .map(|k| self.constant(bits_at(&v.data, k)?))
+                .collect::<Option<Vec<_>>>()?;
+            return Some(CVal::Arr {
+                kind,
+                shape: v.shape.clone(),
+                regs,
+            });
+        }
+        let ext = u32::try_from(self.exts.len()).ok()?;
+        self.exts.push(plain(&v.data)?);
+        Some(CVal::Ext {
+            kind,
+            shape: v.shape.clone(),
+            ext,
+            at: None,
+            skip: 0,
+        })
+    }
+
+    /// `v`'s atoms in registers (an outside array's read).
+    fn regs(&mut self, v: CVal<'p>) -> Option<(Kind, Vec<usize>, Vec<u32>)> {
+        match v {
+            CVal::Arr { kind, shape, regs } => Some((kind, shape, regs)),
+            CVal::Ext {
+                kind,
+                shape,
+                ext,
+                at,
+                skip,
+            } => {
+                let count = atoms_in(&shape);
+                if count > MAX_ATOMS {
+                    return None;
+                }
+                let data = self.exts.get(ext as usize)?.clone();
+                let regs = match at {
+                    // A known place: constants.
+                    None => (0..count)
+                        .map(|k| self.constant(bits_at(&data, skip + k)?))
+                        .collect::<Option<Vec<_>>>()?,
+                    Some(at) => {
+                        let regs = (0..count).map(|_| self.reg()).collect::<Option<Vec<_>>>()?;
+                        if let Some(&dst) = regs.first() {
+                            self.emit(Ins::Load {
+                                dst,
+                                ext,
+                                at,
+                                skip: skip as u64,
+                                count: count as u32,
+                            })?;
+                        }
+                        regs
+                    }
+                };
+                Some((kind, shape, regs))
+            }
+            _ => None,
+        }
+    }
+
+    fn lookup(&mut self, v: VarId, env: &Env<'p>) -> Option<CVal<'p>> {
+        if let Some((_, c)) = self.locals.iter().rev().find(|(w, _)| *w == v) {
+            return Some(c.clone());
+        }
+        if let Some((_, c)) = self.outside.iter().find(|(w, _)| *w == v) {
+            return Some(c.clone());
+        }
+        let b = env.lookup_batched(v)?;
+        if b.nb != 0 {
+            return None;
+        }
+        let value = b.densify()?.v;
+        let c = match &value.data {
+            Data::Atoms(atoms) if value.shape.is_empty() => match atoms.first()? {
+                Atom::Fun(f) => self.function(f)?,
+                _ => return None,
+            },
+            _ => self.outside(&value)?,
+        };
+        self.outside.push((v, c.clone()));
+        Some(c)
+    }
+
+    fn function(&self, f: &Fun<'p>) -> Option<CVal<'p>> {
+        match f {
+            Fun::Lambda { param, body, env } => Some(CVal::Lambda {
+                param: *param,
+                body,
+                env: env.clone(),
+                locals: Rc::new(Vec::new()),
+            }),
+            Fun::TLambda { .. } | Fun::ILambda { .. } => Some(CVal::Generic(f.clone())),
+            Fun::Prim(p) if p.args.is_empty() => Some(CVal::Prim(p.name)),
+            Fun::Prim(_) => None,
+        }
+    }
+
+    fn expr(&mut self, e: &'p TExpr, env: &Env<'p>) -> Option<CVal<'p>> {
+        match &e.kind {
+            TExprKind::Array { shape, atoms } => {
+                if let ([], [a]) = (shape.as_slice(), atoms.as_slice())
+                    && let TAtomKind::Lambda { param, body } = &a.kind
+                {
+                    return Some(CVal::Lambda {
+                        param: *param,
+                        body,
+                        env: env.clone(),
+                        locals: Rc::new(self.locals.clone()),
+                    });
+                }
+                let mut kind = None;
+                let mut regs = Vec::with_capacity(atoms.len());
+                for a in atoms {
+                    let (k, bits) = match a.kind {
+                        TAtomKind::Int(i) => (Kind::Int, i as u64),
+                        TAtomKind::Float(x) => (Kind::Float, float_bits(x)),
+                        TAtomKind::Bool(b) => (Kind::Bool, u64::from(b)),
+                        _ => return None,
+                    };
+                    if kind.is_some_and(|kind| kind != k) {
+                        return None;
+                    }
+                    kind = Some(k);
+                    regs.push(self.constant(bits)?);
+                }
+                Some(CVal::Arr {
+                    kind: kind?,
+                    shape: shape.iter().map(|d| *d as usize).collect(),
+                    regs,
+                })
+            }
+            TExprKind::Frame { shape, elems } => {
+                let mut cell: Option<(Kind, Vec<usize>)> = None;
+                let mut regs = Vec::new();
+                for x in elems {
+                    let v = self.expr(x, env)?;
+                    let (k, s, r) = self.regs(v)?;
+                    match &cell {
+                        Some((k0, s0)) if *k0 != k || *s0 != s => return None,
+                        _ => cell = Some((k, s)),
+                    }
+                    regs.extend(r);
+                }
+                let (kind, cell) = cell?;
+                Some(CVal::Arr {
+                    kind,
+                    shape: shape.iter().map(|d| *d as usize).chain(cell).collect(),
+                    regs,
+                })
+            }
+            TExprKind::Var(v) => self.lookup(*v, env),
+            TExprKind::Intrinsic("pi") => Some(CVal::Arr {
+                kind: Kind::Float,
+                shape: Vec::new(),
+                regs: vec![self.constant(float_bits(std::f32::consts::PI))?],
+            }),
+            TExprKind::Intrinsic(name) => Some(CVal::Prim(name)),
+            TExprKind::TApp { func, arg } => match self.expr(func, env)? {
+                CVal::Prim(name) => Some(CVal::Prim(name)),
+                CVal::Generic(Fun::TLambda {
+                    param,
+                    body,
+                    env: fenv,
+                }) => {
+                    let env = fenv.with(Binding::Type(param, env.atom_type(arg)));
+                    self.inlined(|c| c.expr(body, &env))
+                }
+                _ => None,
+            },
+            TExprKind::IApp { func, arg } => match self.expr(func, env)? {
+                CVal::Prim(name) => Some(CVal::Prim(name)),
+                CVal::Generic(Fun::ILambda {
+                    param,
+                    body,
+                    env: fenv,
+                }) => {
+                    let i = self.it.index_val(arg, env, e.span).ok()?;
+                    let env = fenv.bind_index(param, &i);
+                    self.inlined(|c| c.expr(body, &env))
+                }
+                _ => None,
+            },
+            TExprKind::App { .. } => {
+                let (head, spine) = e.spine();
+                let f = self.expr(head, env)?;
+                let mut args = Vec::with_capacity(spine.len());
+                for (a, lifted) in spine {
+                    let v = self.expr(a, env)?;
+                    let cell = self.it.shape_of(&lifted.arg_cell, env, a.span).ok()?;
+                    args.push((v, cell));
+                }
+                self.apply(f, args, e.span)
+            }
+            TExprKind::Let { var, value, body } => {
+                let v = self.expr(value, env)?;
+                self.locals.push((*var, v));
+                let r = self.expr(body, env);
+                self.locals.pop();
+                r
+            }
+            TExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let c = self.expr(cond, env)?;
+                let (Kind::Bool, _, c) = self.regs(c)? else {
+                    return None;
+                };
+                let [c] = c.as_slice() else {
+                    return None;
+                };
+                if let Some(b) = self.known(*c) {
+                    return self.expr(if b != 0 { then } else { otherwise }, env);
+                }
+                let skip = self.here()?;
+                self.emit(Ins::JumpUnless(*c, 0))?;
+                let yes = self.expr(then, env)?;
+                let (kind, shape, yes) = self.regs(yes)?;
+                let out = (0..yes.len()).map(|_| self.reg()).collect::<Option<Vec<_>>>()?;
+                for (&d, &s) in out.iter().zip(&yes) {
+                    self.emit(Ins::Move(d, s))?;
+                }
+                let done = self.here()?;
+                self.emit(Ins::Jump(0))?;
+                let no_start = self.here()?;
+                *self.code.get_mut(skip as usize)? = Ins::JumpUnless(*c, no_start);
+                let no = self.expr(otherwise, env)?;
+                let (k2, s2, no) = self.regs(no)?;
+                if k2 != kind || s2 != shape {
+                    return None;
+                }
+                for (&d, &s) in out.iter().zip(&no) {
+                    self.emit(Ins::Move(d, s))?;
+                }
+                let end = self.here()?;
+                *self.code.get_mut(done as usize)? = Ins::Jump(end);
+                Some(CVal::Arr {
+                    kind,
+                    shape,
+                    regs: out,
+                })
+            }
+            TExprKind::Record(_) | TExprKind::Field { .. } | TExprKind::Unbox { .. } => None,
+        }
+    }
+
+    /// `f` one call deeper (inlining is bounded).
+    fn inlined<T>(&mut self, f: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
+    }
+
+    /// `(f a1 … ak)`, each argument with the cell shape the function
+    /// takes: lifted over the principal frame, one position at a time.
+    fn apply(&mut self, f: CVal<'p>, args: Vec<(CVal<'p>, Vec<usize>)>, span: Span) -> Option<CVal<'p>> {
+        let cells: Vec<Vec<usize>> = match &f {
+            // A scalar primitive's cells are atoms, whatever the checker
+            // wrote for an operand of a type variable's shape.
+            CVal::Prim(name) if crate::scalar::is_scalar_primitive(name) => vec![Vec::new(); args.len()],
+            _ => args.iter().map(|(_, c)| c.clone()).collect(),
+        };
+        let mut frames = Vec::with_capacity(args.len());
+        for ((a, _), cell) in args.iter().zip(&cells) {
+            match a.shape() {
+                Some(s) => {
+                    let k = s.len().checked_sub(cell.len())?;
+                    if s.get(k..)? != cell.as_slice() {
+                        return None;
+                    }
+                    frames.push(s.get(..k)?.to_vec());
+                }
+                // A function argument: no frame.
+                None if cell.is_empty() => frames.push(Vec::new()),
+                None => return None,
+            }
+        }
+        let principal = frames.iter().max_by_key(|f| f.len()).cloned().unwrap_or_default();
+        if frames.iter().any(|f| !principal.starts_with(f)) {
+            return None;
+        }
+        let positions = atoms_in(&principal);
+        if principal.is_empty() {
+            let args = args.into_iter().map(|(a, _)| a).collect();
+            return self.call(f, args, span);
+        }
+        if positions > MAX_ATOMS {
+            return None;
+        }
+        let mut out: Option<(Kind, Vec<usize>)> = None;
+        let mut regs = Vec::new();
+        for p in 0..positions {
+            let mut at = Vec::with_capacity(args.len());
+            for (((a, _), cell), frame) in args.iter().zip(&cells).zip(&frames) {
+                let inner = atoms_in(principal.get(frame.len()..)?);
+                at.push(cell_at(a, cell, p / inner)?);
+            }
+            let r = self.call(f.clone(), at, span)?;
+            let (k, s, r) = self.regs(r)?;
+            match &out {
+                Some((k0, s0)) if *k0 != k || *s0 != s => return None,
+                _ => out = Some((k, s)),
+            }
+            regs.extend(r);
+        }
+        let (kind, cell) = out?;
+        Some(CVal::Arr {
+            kind,
+            shape: principal.into_iter().chain(cell).collect(),
+            regs,
+        })
+    }
+
+    /// `f` applied to one cell of each argument.
+    fn call(&mut self, f: CVal<'p>, args: Vec<CVal<'p>>, span: Span) -> Option<CVal<'p>> {
+        match f {
+            CVal::Prim(name) => self.intrinsic(name, args, span),
+            CVal::Lambda { .. } => {
+                let mut f = f;
+                for a in args {
+                    let CVal::Lambda {
+                        param,
+                        body,
+                        env,
+                        locals,
+                    } = f
+                    else {
+                        return None;
+                    };
+                    let saved = std::mem::replace(&mut self.locals, (*locals).clone());
+                    self.locals.push((param, a));
+                    let r = self.inlined(|c| c.expr(body, &env));
+                    self.locals = saved;
+                    f = r?;
+                }
+                Some(f)
+            }
+            _ => None,
+        }
+    }
+
+    /// An intrinsic on one cell of each argument.
+    fn intrinsic(&mut self, name: &'static str, args: Vec<CVal<'p>>, span: Span) -> Option<CVal<'p>> {
+        if let Some(op) = atom_op(name) {
+            let fast = match name {
+                "f.+" => Some(Fast::FAdd),
+                "f.-" => Some(Fast::FSub),
+                "f.*" => Some(Fast::FMul),
+                "+" => Some(Fast::IAdd),
+                "-" => Some(Fast::ISub),
+                "*" => Some(Fast::IMul),
+                _ => None,
+            };
+            return self.scalar(op, fast, args);
+        }
+        match (name, args.as_slice()) {
+            ("clip" | "f.clip", [_, _, _]) => {
+                let (max, min) = if name == "clip" {
+                    ("max", "min")
+                } else {
+                    ("f.max", "f.min")
+                };
+                let [lo, hi, x] = <[CVal<'p>; 3]>::try_from(args).ok()?;
+                let low = self.scalar(atom_op(max)?, None, vec![x, lo])?;
+                self.scalar(atom_op(min)?, None, vec![low, hi])
+            }
+            ("index" | "nth", [_, _]) => {
+                let [xs, i] = <[CVal<'p>; 2]>::try_from(args).ok()?;
+                self.item(xs, i)
+            }
+            ("head" | "last" | "tail" | "curtail" | "reverse", [xs]) => {
+                let d = *xs.shape()?.first()?;
+                let picks: Vec<usize> = match name {
+                    "head" => vec![0],
+                    "last" => vec![d.checked_sub(1)?],
+                    "tail" => (1..d).collect(),
+                    "curtail" => (0..d.checked_sub(1)?).collect(),
+                    _ => (0..d).rev().collect(),
+                };
+                let (kind, shape, regs) = self.regs(xs.clone())?;
+                let size = atoms_in(shape.get(1..)?);
+                let regs = picks
+                    .iter()
+                    .map(|&k| regs.get(k * size..(k + 1) * size))
+                    .collect::<Option<Vec<_>>>()?
+                    .concat();
+                let lead = (!matches!(name, "head" | "last")).then_some(picks.len());
+                Some(CVal::Arr {
+                    kind,
+                    shape: lead.into_iter().chain(shape.get(1..)?.iter().copied()).collect(),
+                    regs,
+                })
+            }
+            ("append", [_, _]) => {
+                let [a, b] = <[CVal<'p>; 2]>::try_from(args).ok()?;
+                let ((ka, sa, ra), (kb, sb, rb)) = (self.regs(a)?, self.regs(b)?);
+                if ka != kb || sa.get(1..) != sb.get(1..) {
+                    return None;
+                }
+                let shape = std::iter::once(sa.first()? + sb.first()?)
+                    .chain(sa.get(1..)?.iter().copied())
+                    .collect();
+                Some(CVal::Arr {
+                    kind: ka,
+                    shape,
+                    regs: [ra, rb].concat(),
+                })
+            }
+            ("length", [xs]) => {
+                let d = *xs.shape()?.first()?;
+                Some(CVal::Arr {
+                    kind: Kind::Int,
+                    shape: Vec::new(),
+                    regs: vec![self.constant(d as u64)?],
+                })
+            }
+            ("select", [_, _, _]) => {
+                let [c, a, b] = <[CVal<'p>; 3]>::try_from(args).ok()?;
+                let (Kind::Bool, _, c) = self.regs(c)? else {
+                    return None;
+                };
+                let [c] = c.as_slice() else {
+                    return None;
+                };
+                let ((ka, sa, ra), (kb, sb, rb)) = (self.regs(a)?, self.regs(b)?);
+                if ka != kb || sa != sb {
+                    return None;
+                }
+                let regs = match self.known(*c) {
+                    Some(0) => rb,
+                    Some(_) => ra,
+                    None => {
+                        let mut out = Vec::with_capacity(ra.len());
+                        for (&y, &n) in ra.iter().zip(&rb) {
+                            let d = self.reg()?;
+                            self.emit(Ins::Select(d, *c, y, n))?;
+                            out.push(d);
+                        }
+                        out
+                    }
+                };
+                Some(CVal::Arr {
+                    kind: ka,
+                    shape: sa,
+                    regs,
+                })
+            }
+            ("reduce" | "fold", _) => {
+                let mut args = args.into_iter();
+                let op = args.next()?;
+                let (mut acc, xs) = match name {
+                    "fold" => (Some(args.next()?), args.next()?),
+                    _ => (None, args.next()?),
+                };
+                let (kind, shape, regs) = self.regs(xs)?;
+                let d = *shape.first()?;
+                let item_shape = shape.get(1..)?.to_vec();
+                let size = atoms_in(&item_shape);
+                for k in 0..d {
+                    let x = CVal::Arr {
+                        kind,
+                        shape: item_shape.clone(),
+                        regs: regs.get(k * size..(k + 1) * size)?.to_vec(),
+                    };
+                    acc = Some(match acc {
+                        None => x,
+                        Some(a) => {
+                            let cell = a.shape()?.to_vec();
+                            self.apply(op.clone(), vec![(a, cell), (x, item_shape.clone())], span)?
+                        }
+                    });
+                }
+                acc
+            }
+            _ => None,
+        }
+    }
+
+    /// A scalar primitive on atoms.
+    fn scalar(&mut self, op: AtomOp, fast: Option<Fast>, args: Vec<CVal<'p>>) -> Option<CVal<'p>> {
+        use AtomOp::*;
+        let mut operands = Vec::with_capacity(args.len());
+        for a in args {
+            let (k, s, r) = self.regs(a)?;
+            let [r] = r.as_slice() else {
+                return None;
+            };
+            if !s.is_empty() {
+                return None;
+            }
+            operands.push((k, *r));
+        }
+        let (takes, gives): (&[Kind], Kind) = match op {
+            Ff(_) => (&[Kind::Float], Kind::Float),
+            Ii(_) => (&[Kind::Int], Kind::Int),
+            Bb(_) => (&[Kind::Bool], Kind::Bool),
+            If(_) => (&[Kind::Int], Kind::Float),
+            Fi(_) => (&[Kind::Float], Kind::Int),
+            Ib(_) => (&[Kind::Int], Kind::Bool),
+            Bi(_) => (&[Kind::Bool], Kind::Int),
+            Bf(_) => (&[Kind::Bool], Kind::Float),
+            Fb(_) => (&[Kind::Float], Kind::Bool),
+            Fff(_) => (&[Kind::Float, Kind::Float], Kind::Float),
+            Iii(_) | IiiFaulty(_) => (&[Kind::Int, Kind::Int], Kind::Int),
+            Ffb(_) => (&[Kind::Float, Kind::Float], Kind::Bool),
+            Iib(_) => (&[Kind::Int, Kind::Int], Kind::Bool),
+            Bbb(_) => (&[Kind::Bool, Kind::Bool], Kind::Bool),
+            Iif(_) => (&[Kind::Int, Kind::Int], Kind::Float),
+        };
+        if operands.len() != takes.len() || operands.iter().zip(takes).any(|((k, _), t)| k != t) {
+            return None;
+        }
+        let d = self.reg()?;
+        match operands.as_slice() {
+            [(_, a)] => self.emit(Ins::Op1(op, d, *a))?,
+            [(_, a), (_, b)] => match fast {
+                Some(fast) => self.emit(Ins::Fast(fast, d, *a, *b))?,
+                None => self.emit(Ins::Op2(op, d, *a, *b))?,
+            },
+            _ => return None,
+        }
+        Some(CVal::Arr {
+            kind: gives,
+            shape: Vec::new(),
+            regs: vec![d],
+        })
+    }
+
+    /// Item `i` of `xs` (`index`, `nth`).
+    fn item(&mut self, xs: CVal<'p>, i: CVal<'p>) -> Option<CVal<'p>> {
+        let (Kind::Int, _, i) = self.regs(i)? else {
+            return None;
+        };
+        let [i] = i.as_slice() else {
+            return None;
+        };
+        let shape = xs.shape()?.to_vec();
+        let d = *shape.first()?;
+        let item_shape = shape.get(1..)?.to_vec();
+        let size = atoms_in(&item_shape);
+        let known = self.known(*i).map(|k| k as i64);
+        if let Some(k) = known {
+            // Out of range: the reference reports it.
+            let k = usize::try_from(k).ok().filter(|k| *k < d)?;
+            return cell_at(&xs, &item_shape, k);
+        }
+        match xs {
+            CVal::Ext {
+                kind, ext, at, skip, ..
+            } => {
+                let dst = self.reg()?;
+                self.emit(Ins::Offset {
+                    dst,
+                    base: at,
+                    idx: *i,
+                    bound: d as u64,
+                    stride: size as u64,
+                })?;
+                Some(CVal::Ext {
+                    kind,
+                    shape: item_shape,
+                    ext,
+                    at: Some(dst),
+                    skip,
+                })
+            }
+            CVal::Arr { kind, regs, .. } => {
+                let mut out = Vec::with_capacity(size);
+                for k in 0..size {
+                    let srcs: Box<[u32]> = (0..d)
+                        .map(|j| regs.get(j * size + k).copied())
+                        .collect::<Option<_>>()?;
+                    let dst = self.reg()?;
+                    self.emit(Ins::Pick { dst, idx: *i, srcs })?;
+                    out.push(dst);
+                }
+                Some(CVal::Arr {
+                    kind,
+                    shape: item_shape,
+                    regs: out,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Cell `k` (of shape `cell`) of a value in registers or outside.
+fn cell_at<'p>(a: &CVal<'p>, cell: &[usize], k: usize) -> Option<CVal<'p>> {
+    let size = atoms_in(cell);
+    match a {
+        CVal::Arr { kind, regs, .. } => Some(CVal::Arr {
+            kind: *kind,
+            shape: cell.to_vec(),
+            regs: regs.get(k * size..(k + 1) * size)?.to_vec(),
+        }),
+        CVal::Ext {
+            kind, ext, at, skip, ..
+        } => Some(CVal::Ext {
+            kind: *kind,
+            shape: cell.to_vec(),
+            ext: *ext,
+            at: *at,
+            skip: skip + k * size,
+        }),
+        other if k == 0 => Some(other.clone()),
+        _ => None,
+    }
+}
+
+impl Program {
+    /// Runs the program on `regs` (a copy of `init` with the parameters
+    /// set); `None` on a fault.
+    fn run(&self, regs: &mut [u64]) -> Option<()> {
+        use AtomOp::*;
+        let mut pc = 0usize;
+        while let Some(ins) = self.code.get(pc) {
+            pc += 1;
+            match ins {
+                Ins::Fast(op, d, a, b) => {
+                    let (a, b) = (regs[*a as usize], regs[*b as usize]);
+                    regs[*d as usize] = match op {
+                        Fast::FAdd => float_bits(float(a) + float(b)),
+                        Fast::FSub => float_bits(float(a) - float(b)),
+                        Fast::FMul => float_bits(float(a) * float(b)),
+                        Fast::IAdd => (a as i64).wrapping_add(b as i64) as u64,
+                        Fast::ISub => (a as i64).wrapping_sub(b as i64) as u64,
+                        Fast::IMul => (a as i64).wrapping_mul(b as i64) as u64,
+                    };
+                }
+                Ins::Op2(op, d, a, b) => {
+                    let (a, b) = (regs[*a as usize], regs[*b as usize]);
+                    regs[*d as usize] = match op {
+                        Fff(f) => float_bits(f(float(a), float(b))),
+                        Iii(f) => f(a as i64, b as i64) as u64,
+                        IiiFaulty(f) => f(a as i64, b as i64).ok()? as u64,
+                        Ffb(f) => u64::from(f(float(a), float(b))),
+                        Iib(f) => u64::from(f(a as i64, b as i64)),
+                        Bbb(f) => u64::from(f(a != 0, b != 0)),
+                        Iif(f) => float_bits(f(a as i64, b as i64)),
+                        _ => return None,
+                    };
+                }
+                Ins::Op1(op, d, a) => {
+                    let a = regs[*a as usize];
+                    regs[*d as usize] = match op {
+                        Ff(f) => float_bits(f(float(a))),
+                        Ii(f) => f(a as i64) as u64,
+                        Bb(f) => u64::from(f(a != 0)),
+                        If(f) => float_bits(f(a as i64)),
+                        Fi(f) => f(float(a)) as u64,
+                        Ib(f) => u64::from(f(a as i64)),
+                        Bi(f) => f(a != 0) as u64,
+                        Bf(f) => float_bits(f(a != 0)),
+                        Fb(f) => u64::from(f(float(a))),
+                        _ => return None,
+                    };
+                }
+                Ins::Move(d, s) => regs[*d as usize] = regs[*s as usize],
+                Ins::Select(d, c, y, n) => {
+                    regs[*d as usize] = if regs[*c as usize] != 0 {
+                        regs[*y as usize]
+                    } else {
+                        regs[*n as usize]
+                    };
+                }
+                Ins::Jump(t) => pc = *t as usize,
+                Ins::JumpUnless(c, t) => {
+                    if regs[*c as usize] == 0 {
+                        pc = *t as usize;
+                    }
+                }
+                Ins::Pick { dst, idx, srcs } => {
+                    let k = usize::try_from(regs[*idx as usize] as i64).ok()?;
+                    regs[*dst as usize] = regs[*srcs.get(k)? as usize];
+                }
+                Ins::Offset {
+                    dst,
+                    base,
+                    idx,
+                    bound,
+                    stride,
+                } => {
+                    let k = regs[*idx as usize];
+                    if k >= *bound {
+                        // (A negative index is a large unsigned one.)
+                        return None;
+                    }
+                    let base = base.map_or(0, |b| regs[b as usize]);
+                    regs[*dst as usize] = base + k * stride;
+                }
+                Ins::Load {
+                    dst,
+                    ext,
+                    at,
+                    skip,
+                    count,
+                } => {
+                    let from = usize::try_from(regs[*at as usize] + skip).ok()?;
+                    let data = self.exts.get(*ext as usize)?;
+                    for k in 0..*count as usize {
+                        regs[*dst as usize + k] = bits_at(data, from + k)?;
+                    }
+                }
+            }
+        }
+        Some(())
+    }
+}
+
+/// An atom kind a loop reads or writes, as a register's bits.
+trait Bits: Copy + Send + Sync {
+    fn bits(self) -> u64;
+    fn of_bits(b: u64) -> Self;
+    fn data<'p>(v: Vec<Self>) -> Data<Fun<'p>>;
+}
+
+impl Bits for i64 {
+    fn bits(self) -> u64 {
+        self as u64
+    }
+    fn of_bits(b: u64) -> i64 {
+        b as i64
+    }
+    fn data<'p>(v: Vec<i64>) -> Data<Fun<'p>> {
+        Data::Int(v.into())
+    }
+}
+
+impl Bits for f32 {
+    fn bits(self) -> u64 {
+        float_bits(self)
+    }
+    fn of_bits(b: u64) -> f32 {
+        float(b)
+    }
+    fn data<'p>(v: Vec<f32>) -> Data<Fun<'p>> {
+        Data::Float(v.into())
+    }
+}
+
+impl Bits for bool {
+    fn bits(self) -> u64 {
+        u64::from(self)
+    }
+    fn of_bits(b: u64) -> bool {
+        b != 0
+    }
+    fn data<'p>(v: Vec<bool>) -> Data<Fun<'p>> {
+        Data::Bool(v.into())
+    }
+}
+
+/// A compiled step and the loop around it, over `[outer, items, cell]`.
+struct Loop {
+    program: Program,
+    /// The registers of the accumulator, the item, and the step's result.
+    acc: Vec<u32>,
+    item: Vec<u32>,
+    result: Vec<u32>,
+    items: usize,
+    /// Whether every accumulator is kept (`scan`, `iscan`).
+    scanning: bool,
+    /// Whether the first accumulator is the seed's (else the first item).
+    seeded: bool,
+}
+
+impl Loop {
+    /// The loops of cells `range`, the items `xs`, from the seeds (one
+    /// per cell) or the first items; what each keeps, one after another.
+    fn cells<T: Bits, U: Bits>(
+        &self,
+        xs: &[T],
+        seeds: Option<&[U]>,
+        range: std::ops::Range<usize>,
+        kept: usize,
+    ) -> Option<Vec<U>> {
+        let (size, acc_size) = (self.item.len(), self.acc.len());
+        let mut out = crate::kernel::buffer(range.len() * kept * acc_size).ok()?;
+        let mut regs = self.program.init.clone();
+        let cell = self.items * size;
+        for o in range {
+            let xs = xs.get(o * cell..(o + 1) * cell)?;
+            match seeds {
+                Some(s) => {
+                    let s = s.get(o * acc_size..(o + 1) * acc_size)?;
+                    for (&r, x) in self.acc.iter().zip(s) {
+                        regs[r as usize] = x.bits();
+                    }
+                }
+                None => {
+                    for (&r, x) in self.acc.iter().zip(xs.get(..size)?) {
+                        regs[r as usize] = x.bits();
+                    }
+                }
+            }
+            let keep = |regs: &[u64], out: &mut Vec<U>| {
+                out.extend(self.acc.iter().map(|&r| U::of_bits(regs[r as usize])));
+            };
+            if self.scanning {
+                keep(&regs, &mut out);
+            }
+            let first = usize::from(!self.seeded);
+            for x in xs
+                .get(first * size..)?
+                .chunks_exact(size.max(1))
+                .take(self.items - first)
+            {
+                for (&r, x) in self.item.iter().zip(x) {
+                    regs[r as usize] = x.bits();
+                }
+                self.program.run(&mut regs)?;
+                for (&a, &r) in self.acc.iter().zip(&self.result) {
+                    regs[a as usize] = regs[r as usize];
+                }
+                if self.scanning {
+                    keep(&regs, &mut out);
+                }
+            }
+            if !self.scanning {
+                keep(&regs, &mut out);
+            }
+        }
+        Some(out)
+    }
+
+    /// Every cell's loop (the cells shared among the threads when the
+    /// steps are many), laid out as one buffer.
+    fn all<'p, T: Bits, U: Bits>(
+        &self,
+        xs: &[T],
+        seeds: Option<&[U]>,
+        outer: usize,
+        kept: usize,
+    ) -> Option<Data<Fun<'p>>> {
+        let steps = outer.saturating_mul(self.items);
+        let threads = crate::threads().min(outer);
+        if threads < 2 || steps < PARALLEL_STEPS {
+            return Some(U::data(self.cells(xs, seeds, 0..outer, kept)?));
+        }
+        let per = outer.div_ceil(threads * 4);
+        let parts: Vec<(usize, std::sync::Mutex<Option<Vec<U>>>)> = (0..outer)
+            .step_by(per)
+            .map(|s| (s, std::sync::Mutex::new(None)))
+            .collect();
+        let ok = crate::in_parallel(parts.iter().collect(), threads, |(s, slot)| {
+            let r = self.cells(xs, seeds, *s..(*s + per).min(outer), kept);
+            let done = r.is_some();
+            if let Ok(mut slot) = slot.lock() {
+                *slot = r;
+            }
+            done
+        });
+        if !ok {
+            return None;
+        }
+        let mut all = crate::kernel::buffer(outer * kept * self.acc.len()).ok()?;
+        for (_, slot) in parts {
+            all.extend(slot.into_inner().ok()??);
+        }
+        Some(U::data(all))
+    }
+}
+
+impl<'p> Interpreter {
+    /// `fold`, `scan`, `iscan` or `reduce` by a lambda over every cell of
+    /// the batch and the argument's frame, each cell's loop a cell program
+    /// (see the module comment). `None` when the step is not one the
+    /// compiler knows, the cells are large or empty, there are more
+    /// than `MAX_CELLS` of them (one batched application per item, each
+    /// step vectorised across the cells, is then better), or a step
+    /// faults.
+    pub(crate) fn fold_by_cell_program(
+        &mut self,
+        name: &str,
+        op: &Batched<'p>,
+        seed: Option<&(Batched<'p>, Vec<usize>)>,
+        xs: &Batched<'p>,
+        xcell: &[usize],
+    ) -> Try<Batched<'p>> {
+        if !matches!(name, "fold" | "scan" | "iscan" | "reduce") || self.reference_only {
+            return None;
+        }
+        let Data::Atoms(funs) = &op.v.data else {
+            return None;
+        };
+        let fun @ Fun::Lambda { .. } = (match funs.get(op.offset)? {
+            Atom::Fun(f) => f,
+            _ => return None,
+        }) else {
+            return None;
+        };
+        if fun.reads_batch() {
+            return None;
+        }
+        let xframe = xs.own().len().checked_sub(xcell.len())?;
+        let nb = xs.nb.max(seed.map_or(0, |(s, _)| s.nb));
+        let outer_axes = nb + xframe;
+        let xs = self.expand(xs, nb)?;
+        let outer_shape: Vec<usize> = xs.v.shape.get(..outer_axes)?.to_vec();
+        let outer = atoms_in(&outer_shape);
+        let items = *xs.v.shape.get(outer_axes)?;
+        let item_shape = xcell.get(1..)?.to_vec();
+        let size = atoms_in(&item_shape);
+        // (An empty cell is a step that reads nothing, but a step all the
+        // same, which the reference takes.)
+        if outer == 0 || outer > MAX_CELLS || items == 0 || size == 0 || size > MAX_ATOMS {
+            return None;
+        }
+        let xs = plain(&xs.densify()?.v.data)?;
+        let item_kind = kind_of(&xs)?;
+        let acc_size = atoms_in(seed.map_or(&item_shape, |(_, scell)| scell));
+        if acc_size == 0 || acc_size > MAX_ATOMS {
+            return None;
+        }
+        let (acc_shape, seeds) = match seed {
+            Some((s, scell)) => {
+                let sframe = s.own().len().checked_sub(scell.len())?;
+                if sframe > xframe {
+                    return None;
+                }
+                let mut shape = outer_shape.clone();
+                shape.extend(scell);
+                let seeds = s.laid_over(scell.len(), nb, outer_axes, &shape)?;
+                (scell.clone(), Some(plain(&seeds.data)?))
+            }
+            None => (item_shape.clone(), None),
+        };
+        let acc_kind = match &seeds {
+            Some(d) => kind_of(d)?,
+            None => item_kind,
+        };
+        // The program: the step applied to an accumulator and an item in
+        // registers, its result copied to fresh registers where it is the
+        // accumulator's (which the copy back overwrites).
+        let mut c = Compiler::new(self);
+        let acc = (0..acc_size).map(|_| c.reg()).collect::<Option<Vec<_>>>()?;
+        let item = (0..size).map(|_| c.reg()).collect::<Option<Vec<_>>>()?;
+        let step = c.function(fun)?;
+        let args = vec![
+            CVal::Arr {
+                kind: acc_kind,
+                shape: acc_shape.clone(),
+                regs: acc.clone(),
+            },
+            CVal::Arr {
+                kind: item_kind,
+                shape: item_shape.clone(),
+                regs: item.clone(),
+            },
+        ];
+        let r = c.call(step, args, Span::default())?;
+        let (kind, shape, mut result) = c.regs(r)?;
+        if kind != acc_kind || shape != acc_shape {
+            return None;
+        }
+        for r in result.iter_mut() {
+            if acc.contains(r) {
+                let d = c.reg()?;
+                c.emit(Ins::Move(d, *r))?;
+                *r = d;
+            }
+        }
+        let looped = Loop {
+            program: Program {
+                code: c.code,
+                init: c.init,
+                exts: c.exts,
+            },
+            acc,
+            item,
+            result,
+            items,
+            scanning: matches!(name, "scan" | "iscan"),
+            seeded: seeds.is_some(),
+        };
+        let kept = match name {
+            "scan" => items + 1,
+            "iscan" => items,
+            _ => 1,
+        };
+        if !crate::eval::batch_fits(outer.checked_mul(kept)?.checked_mul(acc_size)?) {
+            return None;
+        }
+        if let Some(fuel) = &mut self.fuel {
+            *fuel = fuel.checked_sub(outer.saturating_mul(items) as u64)?;
+        }
+        macro_rules! run {
+            ($xs:expr, $seeds:expr) => {
+                match $seeds {
+                    None => looped.all($xs, None::<&[f32]>, outer, kept),
+                    Some(Data::Int(s)) => looped.all($xs, Some(s.as_slice()), outer, kept),
+                    Some(Data::Float(s)) => looped.all($xs, Some(s.as_slice()), outer, kept),
+                    Some(Data::Bool(s)) => looped.all($xs, Some(s.as_slice()), outer, kept),
+                    Some(_) => None,
+                }
+            };
+        }
+        let data = match (&xs, &seeds) {
+            // Without a seed, the accumulators are of the items' kind.
+            (Data::Int(x), None) => looped.all(x, None::<&[i64]>, outer, kept),
+            (Data::Float(x), None) => looped.all(x, None::<&[f32]>, outer, kept),
+            (Data::Bool(x), None) => looped.all(x, None::<&[bool]>, outer, kept),
+            (Data::Int(x), s) => run!(x.as_slice(), s),
+            (Data::Float(x), s) => run!(x.as_slice(), s),
+            (Data::Bool(x), s) => run!(x.as_slice(), s),
+            _ => None,
+        }?;
+        let mut shape = outer_shape;
+        if looped.scanning {
+            shape.push(kept);
+        }
+        shape.extend(acc_shape);
+        Some(Batched::dense(Array { shape, data }, nb))
+    }
+}
