@@ -214,7 +214,7 @@ pub(crate) fn inlined_call(
 }
 
 /// `e` with its map chains fused, innermost first.
-fn fuse(e: &Expr, names: &mut Vec<String>) -> Expr {
+pub(crate) fn fuse(e: &Expr, names: &mut Vec<String>) -> Expr {
     let e = e.map_children(&mut |c| fuse(c, names));
     match e.kind {
         Kind::Map { frame, binds, body } if frame.is_scalar() => fuse_let(binds, *body, e.ty, names),
