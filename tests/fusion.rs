@@ -596,3 +596,13 @@ fn a_frame_of_sums_of_shared_items_is_one_pass() {
         assert!(constant.into_iter().all(|n| n < 100000), "{text}:\n{loops}");
     }
 }
+
+/// A reduction written twice in one `let` (the minimum of a rescale to
+/// [0, 1]) is computed once.
+#[test]
+fn a_reduction_written_twice_is_computed_once() {
+    let text = "(entry (main (x [Float $n])) (let ((val y (f.clip 0.1 0.9 x))) \
+                  (f./ (f.- y (reduce f.min y)) (f.- (reduce f.max y) (reduce f.min y)))))";
+    let loops = loop_level(text);
+    assert_eq!(loops.matches("(reduce ").count(), 2, "{loops}");
+}
