@@ -642,3 +642,38 @@ fn transposed_reads_and_single_atoms_are_computed_where_read() {
     let loops = loop_level(main);
     assert!(!loops.contains("(alloc one."), "{main}:\n{loops}");
 }
+
+/// A float sum lifted over a frame whose items every position shares (a
+/// weighted histogram by comparison, lifted over the bins; a function of
+/// the program; `reduce f.+` of a lambda's values) is one pass over the
+/// items, by the sum's leaves into a row of partial sums: never a matrix
+/// of every item at every position, nor a sum per position.
+#[test]
+fn a_frame_of_sums_of_shared_items_is_one_pass() {
+    for text in [
+        "(entry (main (xs [Float 100000]) (ws [Float 100000])) \
+           (let ((val bins (truncate (f.* xs 16.0)))) \
+             ((fn ((b Int)) (f.sum (select (== bins b) ws 0.0))) (i-app iota/static [16]))))",
+        "(def (fun (moment (xs [Float 100000]) (k Float) : Float) (f.sum (f.* xs (f.- xs k))))) \
+         (entry (main (xs [Float 100000])) (moment xs (i->f (i-app iota/static [12]))))",
+        "(entry (main (xs [Float 100000]) (ys [Float 100000])) \
+           ((fn ((b Float)) (reduce f.+ (f.+ (f.* b xs) ys))) (f.* 0.5 (i->f (i-app iota/static [9])))))",
+    ] {
+        let loops = loop_level(text);
+        assert!(loops.contains("rt_tree_leaf_bounds"), "{text}:\n{loops}");
+        assert!(!loops.contains("(reduce "), "{text}:\n{loops}");
+        // (The tree's plan and partial sums are sized at run time.)
+        let constant = outer_allocations(text).into_iter().filter(|n| *n != i64::MAX);
+        assert!(constant.into_iter().all(|n| n < 100000), "{text}:\n{loops}");
+    }
+}
+
+/// A reduction written twice in one `let` (the minimum of a rescale to
+/// [0, 1]) is computed once.
+#[test]
+fn a_reduction_written_twice_is_computed_once() {
+    let text = "(entry (main (x [Float $n])) (let ((val y (f.clip 0.1 0.9 x))) \
+                  (f./ (f.- y (reduce f.min y)) (f.- (reduce f.max y) (reduce f.min y)))))";
+    let loops = loop_level(text);
+    assert_eq!(loops.matches("(reduce ").count(), 2, "{loops}");
+}

@@ -48,10 +48,18 @@ pub(crate) fn columns(e: &Expr, functions: &HashMap<VarId, Expr>, names: &mut Ve
             }
         }
     });
-    if transposes.is_empty() && !mentions_transpose(e) {
+    if transposes.is_empty() && !mentions_transpose(e) && !mentions_sum(e) && functions.is_empty() {
         return e.clone();
     }
     rewrite(e, &transposes, functions, names)
+}
+
+/// Whether `e` reduces anything (a map over a frame of sums of one shared
+/// vector may be turned inside out; so may one calling a function).
+fn mentions_sum(e: &Expr) -> bool {
+    let mut found = false;
+    e.each(&mut |x| found |= matches!(x.kind, Kind::Prim("reduce" | "f.sum")));
+    found
 }
 
 fn mentions_transpose(e: &Expr) -> bool {
@@ -68,11 +76,7 @@ fn transposed(e: &Expr) -> Option<&Expr> {
     let [m] = args.as_slice() else {
         return None;
     };
-    let mut head = &**func;
-    while let Kind::IApp { func, .. } | Kind::TApp { func, .. } = &head.kind {
-        head = func;
-    }
-    matches!(head.kind, Kind::Prim("transpose2d")).then_some(m)
+    matches!(prim_head(func).kind, Kind::Prim("transpose2d")).then_some(m)
 }
 
 fn rewrite(
@@ -94,6 +98,10 @@ fn rewrite(
     }
     e
 }
+
+/// The fewest positions of a frame of reductions of a shared vector that
+/// are turned inside out (see `inside_out`).
+pub(crate) const MIN_SHARED: i64 = 8;
 
 /// `y` for `m` a `(transpose2d y)`, maybe as the body of `let`s (which
 /// stay around `y`).
@@ -156,35 +164,33 @@ fn inside_out(
             value,
         });
     }
-    if columns == 0 {
+    // With no column, a map over a frame of reductions of one shared
+    // vector (a lifted `(f.sum (select (== bins b) ws 0.0))`, each `b` a
+    // pass over `bins` and `ws`): the reductions of rows of every `b`'s
+    // items, one pass over the shared items (the same trees, so the same
+    // bits). Over frames of at least `MIN_SHARED` positions: over fewer,
+    // each reduction on its own thread is as fast.
+    if columns == 0 && frame.dims()?.first()?.as_const().is_none_or(|n| n < MIN_SHARED) {
         return None;
     }
-    // A function of the program, or a lambda, applied: its body.
-    let called = match &body.kind {
-        Kind::App { func, args } => crate::fuse::instance(func, functions)
-            .or_else(|| crate::fuse::lambda(func).map(|_| (**func).clone()))
-            .map(|function| crate::fuse::inlined_call(&function, args.clone(), &body.ty, names)),
-        _ => None,
-    };
-    let body = match called {
-        Some(inlined) => inlined?,
-        None => body.clone(),
-    };
     let mut lift = Lift {
         frame: frame.clone(),
         lifted,
         reduced: false,
+        functions,
         names,
     };
     // Only a body that reduces a column walks down the columns: one of
     // elementwise steps is read through the transposed view as it is
     // (a lifted product of columns, summed, is a contraction).
-    let (body, true) = lift.expr(&body)? else {
+    let (body, true) = lift.expr(body)? else {
         return None;
     };
     if !lift.reduced {
         return None;
     }
+    // (The steps pushed over the frame, each a map of its own, fused.)
+    let body = crate::fuse::fuse(&body, lift.names);
     let ty_inner = Type::array(ty.atom.clone(), body.ty.shape.clone());
     let turned = Expr {
         ty: ty_inner,
@@ -291,6 +297,8 @@ struct Lift<'a> {
     lifted: HashMap<VarId, Type>,
     /// Whether a reduction of a column was turned into one of rows.
     reduced: bool,
+    /// The program's functions, for the calls in the body.
+    functions: &'a HashMap<VarId, Expr>,
     names: &'a mut Vec<String>,
 }
 
@@ -342,15 +350,25 @@ impl Lift<'_> {
                 self.elementwise(e, frame, binds, body)
             }
             Kind::App { func, args } => {
-                if let Kind::Prim(_) = func.kind
-                    && scalar_step(e, func)
+                if let Kind::Prim(_) = prim_head(func).kind
+                    && scalar_step(e, prim_head(func))
                 {
                     return self.step(e, func, args);
                 }
                 if let Some(lifted) = self.reduction(e, func, args) {
                     return lifted;
                 }
-                self.fixed(e)
+                // A function of the program, or a lambda, applied to what
+                // varies: its body.
+                let called = crate::fuse::instance(func, self.functions)
+                    .or_else(|| crate::fuse::lambda(func).map(|_| (**func).clone()));
+                match called {
+                    Some(function) if self.fixed(e).is_none() => {
+                        let inlined = crate::fuse::inlined_call(&function, args.to_vec(), &e.ty, self.names)?;
+                        self.expr(&inlined)
+                    }
+                    _ => self.fixed(e),
+                }
             }
             _ => self.fixed(e),
         }
@@ -387,11 +405,10 @@ impl Lift<'_> {
                 value,
             });
         }
-        if !any {
-            return self.fixed(e);
-        }
+        // (Where no array varies, the body may: a map over a vector shared
+        // by every position of the frame, each reading its own scalars.)
         let (body, true) = self.expr(body)? else {
-            return None;
+            return (!any).then(|| (e.clone(), false));
         };
         Some((
             Expr {
@@ -637,6 +654,16 @@ impl Lift<'_> {
             },
         }
     }
+}
+
+/// The function under `func`'s type and index applications (`select` of
+/// `(i-app (t-app select Float) [])`).
+fn prim_head(func: &Expr) -> &Expr {
+    let mut head = func;
+    while let Kind::IApp { func, .. } | Kind::TApp { func, .. } = &head.kind {
+        head = func;
+    }
+    head
 }
 
 /// A fold of a column that walks down it: its reduction, or its scan

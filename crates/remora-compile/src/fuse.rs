@@ -214,7 +214,7 @@ pub(crate) fn inlined_call(
 }
 
 /// `e` with its map chains fused, innermost first.
-fn fuse(e: &Expr, names: &mut Vec<String>) -> Expr {
+pub(crate) fn fuse(e: &Expr, names: &mut Vec<String>) -> Expr {
     let e = e.map_children(&mut |c| fuse(c, names));
     match e.kind {
         Kind::Map { frame, binds, body } if frame.is_scalar() => fuse_let(binds, *body, e.ty, names),
@@ -286,6 +286,33 @@ fn renamed(e: &Expr, aliases: &HashMap<VarId, VarId>) -> Expr {
     }
 }
 
+/// Whether `e` is a reduction of a variable by a primitive (`(reduce f.min
+/// y)`, `(f.sum y)`): what it computes depends on nothing else.
+fn pure_reduction(e: &Expr) -> bool {
+    let Kind::App { func, args } = &e.kind else {
+        return false;
+    };
+    let mut head = &**func;
+    while let Kind::IApp { func, .. } | Kind::TApp { func, .. } = &head.kind {
+        head = func;
+    }
+    matches!(head.kind, Kind::Prim("reduce" | "f.sum" | "sum"))
+        && args
+            .iter()
+            .all(|a| matches!(a.kind, Kind::Var(_) | Kind::Prim(_)))
+}
+
+/// `e` with each occurrence of `target` replaced by the variable `var`.
+fn replaced(e: &Expr, target: &Expr, var: VarId) -> Expr {
+    if e == target {
+        return Expr {
+            kind: Kind::Var(var),
+            ty: e.ty.clone(),
+        };
+    }
+    e.map_children(&mut |c| replaced(c, target, var))
+}
+
 /// How many times `v` occurs in `e`.
 fn uses(e: &Expr, v: VarId) -> usize {
     let mut n = 0;
@@ -343,6 +370,21 @@ fn fuse_let(binds: Vec<Bind>, mut body: Expr, ty: remora_types::Type, names: &mu
     }
     if !aliases.is_empty() {
         body = renamed(&body, &aliases);
+    }
+    // A reduction of a variable by a primitive, bound here, is that
+    // binding's variable wherever it is written again after it (`(reduce
+    // f.min y)` twice): the same value, and its error, if any, raised
+    // where it is bound, before the later ones would be.
+    for i in 0..binds.len() {
+        if !pure_reduction(&binds[i].value) {
+            continue;
+        }
+        let (done, later) = binds.split_at_mut(i + 1);
+        let (value, var) = (&done[i].value, done[i].var);
+        for b in later {
+            b.value = replaced(&b.value, value, var);
+        }
+        body = replaced(&body, value, var);
     }
     let mut k = binds.len();
     while k > 0 {

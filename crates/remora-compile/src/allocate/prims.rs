@@ -520,8 +520,21 @@ impl<'m> Alloc<'m> {
             [n] => Some(Expr::op("<", vec![n.clone(), Expr::Int(64)])),
             _ => None,
         };
+        // A map whose items are rows made from each item's atoms (a frame
+        // of sums of one shared vector turned inside out, `columns.rs`)
+        // goes by leaves over as few as `MIN_SHARED` lanes: lane by lane
+        // would read and compute every item once per lane.
+        let shared = match xs {
+            Val::Delayed(d) => self.shared_rows(d, &item_dims),
+            _ => false,
+        };
+        let few_lanes = if shared {
+            Some(Expr::Bool(false))
+        } else {
+            few_lanes
+        };
         if tree
-            && matches!(xs, Val::Array(_))
+            && (matches!(xs, Val::Array(_)) || shared)
             && !matches!(few_lanes, None | Some(Expr::Bool(true)))
             && !matches!(items, Expr::Int(n) if n <= 256)
             && let Ok(by_leaves) = self.reduce_by_leaves(prim, seed.as_ref(), xs, &dest, &items)
@@ -574,6 +587,30 @@ impl<'m> Alloc<'m> {
             Err(_) => body.extend(inner),
         }
         Ok(Val::Array(dest))
+    }
+
+    /// Whether the delayed map `d` (over items, each a row of `lanes`)
+    /// makes each item's row from that item's atoms alone, by a map over
+    /// the lanes that cannot fail (an error then arises wherever the
+    /// items are made, in any order), over at least `MIN_SHARED` lanes.
+    fn shared_rows(&mut self, d: &Delayed<'m>, lanes: &[Expr]) -> bool {
+        let Kind::Map { binds, body, .. } = &d.map.kind else {
+            return false;
+        };
+        // (Through the `let`s of each item's atoms.)
+        let mut body = &**body;
+        while let Kind::Map {
+            frame, body: inner, ..
+        } = &body.kind
+            && frame.is_scalar()
+        {
+            body = inner;
+        }
+        !d.transposed
+            && matches!(lanes, [Expr::Int(n)] if *n >= crate::columns::MIN_SHARED)
+            && binds.iter().all(|b| b.ty.shape.is_scalar())
+            && matches!(&body.kind, Kind::Map { frame, .. } if frame.rank() == Some(1))
+            && self.delayed_cannot_fail(d)
     }
 
     /// The item-by-item form of a reduction into `dest` (see `reduce`).
