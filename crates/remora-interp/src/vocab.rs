@@ -75,6 +75,7 @@ impl Interpreter {
             }
             "outer" => self.outer_batched(all),
             "matmul" | "f.matmul" if let Some(c) = crate::matmul::matmul_batched(all) => Some(c),
+            "dot" | "f.dot" => self.dot_batched(all),
             "f.mean"
                 if let [(xs, cell)] = all
                     && let [d] = cell.as_slice()
@@ -105,6 +106,44 @@ impl Interpreter {
                 Some(Batched::dense(framed(p, &dense).ok()?, nb))
             }
         }
+    }
+
+    /// `dot` and `f.dot` over the batch and the arguments' principal
+    /// frame, both vectors read in place through their steps — never laid
+    /// out over the frame, however they are replicated along it: a lambda
+    /// of `f.dot` by `outer` (the rows of one matrix against the rows of
+    /// another, each replicated along the other's axis) is a matrix
+    /// product, each sum the cell's own.
+    fn dot_batched<'p>(&self, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let [(x, xcell), (y, _)] = all else {
+            return None;
+        };
+        let &[d] = xcell.as_slice() else {
+            return None;
+        };
+        let frame = Self::principal(all)?;
+        let nb = x.nb.max(y.nb);
+        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        shape.extend(&frame);
+        let outer = shape.len();
+        check_size(atoms_in(&shape), Span::default()).ok()?;
+        shape.push(d);
+        let (xs, ys) = (
+            x.steps_over(1, nb, outer, &shape)?,
+            y.steps_over(1, nb, outer, &shape)?,
+        );
+        let data = match (&x.v.data, &y.v.data) {
+            (Data::Float(a), Data::Float(b)) => Data::Float(
+                crate::contract::dot_in_place((a.get(x.offset..)?, &xs), (b.get(y.offset..)?, &ys), &shape)?
+                    .into(),
+            ),
+            (Data::Int(a), Data::Int(b)) => {
+                Data::Int(int_dots((a.get(x.offset..)?, &xs), (b.get(y.offset..)?, &ys), &shape)?.into())
+            }
+            _ => return None,
+        };
+        shape.pop();
+        Some(Batched::dense(Array { shape, data }, nb))
     }
 
     /// `outer f a b` over the batch and the arguments' frame: `f` applied
@@ -453,6 +492,31 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
         }
         _ => Err(format!("internal error: {name} is not in the vocabulary")),
     }
+}
+
+/// Int `dot` over `shape` (`[outer …, items]`): each vector read in place
+/// through its steps (zero where it is replicated), each sum wrapping (in
+/// any order the same).
+fn int_dots((x, xs): (&[i64], &[usize]), (y, ys): (&[i64], &[usize]), shape: &[usize]) -> Option<Vec<i64>> {
+    let (&d, outer) = shape.split_last()?;
+    let (&xk, xo) = xs.split_last()?;
+    let (&yk, yo) = ys.split_last()?;
+    let n = atoms_in(outer);
+    let mut out = kernel::buffer(n).ok()?;
+    let starts = |steps, base| crate::batch::Odometer {
+        outer,
+        steps,
+        at: vec![0; outer.len()],
+        base,
+    };
+    for (bx, by) in starts(xo, 0).zip(starts(yo, 0)).take(n) {
+        let mut sum = 0i64;
+        for k in 0..d {
+            sum = sum.wrapping_add(x.get(bx + k * xk)?.wrapping_mul(*y.get(by + k * yk)?));
+        }
+        out.push(sum);
+    }
+    Some(out)
 }
 
 /// Rows at least this many items in all are shared among the threads.
