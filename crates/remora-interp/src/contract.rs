@@ -790,7 +790,8 @@ impl<'a> Factors<'a> {
             .filter(|&i| i != items_at)
             .map(|i| shape[i])
             .product();
-        sums_along_items(&line(a), &line(b), positions, shape[items_at], seed).ok()
+        let (a, b) = merged(line(a), line(b));
+        sums_along_items(&a, &b, positions, shape[items_at], seed).ok()
     }
 
     /// The sums side by side along a lane axis (the item's inner axes for
@@ -1168,15 +1169,46 @@ pub(crate) struct Line<'a> {
     pub(crate) item: usize,
 }
 
+/// Two lines over the same positions with their outer axes of extent 1
+/// left out and each run of axes that both step through as one (each
+/// step the next one's times its extent) made one axis: fewer divisions
+/// to find where a position starts.
+fn merged<'a>(mut a: Line<'a>, mut b: Line<'a>) -> (Line<'a>, Line<'a>) {
+    let mut outer_a: Vec<(usize, usize)> = Vec::with_capacity(a.outer.len());
+    let mut outer_b: Vec<(usize, usize)> = Vec::with_capacity(b.outer.len());
+    for (&(n, sa), &(_, sb)) in a.outer.iter().zip(&b.outer) {
+        if n == 1 {
+            continue;
+        }
+        if let (Some(la), Some(lb)) = (outer_a.last_mut(), outer_b.last_mut())
+            && la.1 == sa.saturating_mul(n)
+            && lb.1 == sb.saturating_mul(n)
+        {
+            *la = (la.0 * n, sa);
+            *lb = (lb.0 * n, sb);
+            continue;
+        }
+        outer_a.push((n, sa));
+        outer_b.push((n, sb));
+    }
+    a.outer = outer_a;
+    b.outer = outer_b;
+    (a, b)
+}
+
 impl Line<'_> {
-    /// Where position `p`'s items start.
+    /// Where position `p`'s items start (`p` one of the positions: along
+    /// the outermost axis, no division).
     fn start(&self, mut p: usize) -> usize {
+        let Some((&(_, outermost), inner)) = self.outer.split_first() else {
+            return 0;
+        };
         let mut at = 0;
-        for &(n, step) in self.outer.iter().rev() {
+        for &(n, step) in inner.iter().rev() {
             at += p % n.max(1) * step;
             p /= n.max(1);
         }
-        at
+        at + p * outermost
     }
 
     /// Where each of [`GROUP`] positions from `p0` starts, the last of
@@ -1185,12 +1217,17 @@ impl Line<'_> {
     /// division for the group, not one per position and axis).
     fn starts(&self, p0: usize, count: usize) -> [usize; GROUP] {
         let first = self.start(p0);
-        let inner = self.outer.iter().rev().find(|&&(n, _)| n > 1);
+        let inner = self.outer.iter().rposition(|&(n, _)| n > 1);
+        // Positions along the outermost axis never leave it.
+        let stays =
+            inner.is_some_and(|i| i == 0 || p0 % self.outer[i].0 + count.min(GROUP) <= self.outer[i].0);
+        let step = inner.map_or(0, |i| self.outer[i].1);
         std::array::from_fn(|j| {
             let j = j.min(count.max(1) - 1);
-            match inner {
-                Some(&(n, step)) if p0 % n + j < n => first + j * step,
-                _ => self.start(p0 + j),
+            if stays {
+                first + j * step
+            } else {
+                self.start(p0 + j)
             }
         })
     }
