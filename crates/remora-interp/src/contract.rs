@@ -707,13 +707,9 @@ impl<'a> Factors<'a> {
     }
 
     /// The sums as matrix products, when the product is one (or a frame of
-    /// them): the result's axes (those of extent 1 aside) are axes both
-    /// factors step along (the frame), then axes only one factor steps
-    /// along (the rows, possibly none), then axes only the other does (the
-    /// columns), each group one step apart in its factor. Each product by
-    /// `matmul.rs`'s blocked loop, every sum in the order `sums`. (Which
-    /// factor is the rows' does not matter: a product of two atoms is the
-    /// same either way round.)
+    /// them, see [`Matrices`]): each by `matmul.rs`'s blocked loop, every
+    /// sum in the order `sums`. (Which factor is the rows' does not
+    /// matter: a product of two atoms is the same either way round.)
     fn matrix_product(&self, sums: Sums<f32>) -> Option<Vec<f32>> {
         let (Factor::Atoms((a, steps_a)), Factor::Atoms((b, steps_b))) = (&self.a, &self.b) else {
             return None;
@@ -1266,6 +1262,28 @@ pub(crate) fn sums_along_items(
     if positions == 0 {
         return Ok(out);
     }
+    if (1..GROUP).contains(&items)
+        && let Some((rows, vector)) = rows_by_vector(a, b, positions, items)
+    {
+        // Short rows, one vector for all: each sum straight along its row.
+        let sums = |first: usize, out: &mut [f32]| {
+            let rows = rows[first * items..].chunks_exact(items);
+            for (o, row) in out.iter_mut().zip(rows) {
+                let mut products = row.iter().zip(vector).map(|(x, y)| x * y);
+                let start = match seed {
+                    Some(s) => s,
+                    None => products.next().unwrap_or(0.0),
+                };
+                *o = products.fold(start, |s, p| s + p);
+            }
+            true
+        };
+        let work = positions.saturating_mul(items);
+        return match crate::rows_in_parallel(&mut out, 1, work, 1 << 20, sums) {
+            true => Ok(out),
+            false => Err(crate::kernel::OUT_OF_MEMORY),
+        };
+    }
     let threads = crate::threads();
     let parallel = threads >= 2 && positions.saturating_mul(items) >= 1 << 20 && positions > GROUP;
     let per = match parallel {
@@ -1305,6 +1323,37 @@ pub(crate) fn sums_along_items(
         parts.into_iter().all(sums)
     };
     ok.then_some(out).ok_or(crate::kernel::OUT_OF_MEMORY)
+}
+
+/// The rows of one factor, one after another from its first atom
+/// (`positions` rows of `items`), and the vector the other factor is
+/// for every position, when the factors are so (either way round: a
+/// product of two atoms is the same either way).
+fn rows_by_vector<'a>(
+    a: &Line<'a>,
+    b: &Line<'a>,
+    positions: usize,
+    items: usize,
+) -> Option<(&'a [f32], &'a [f32])> {
+    let rows = |l: &Line<'a>| {
+        let mut step = items;
+        let laid = l.item == 1
+            && l.outer.iter().rev().all(|&(n, s)| {
+                let ok = n == 1 || s == step;
+                step *= n;
+                ok
+            });
+        laid.then(|| l.data.get(..positions.checked_mul(items)?))
+            .flatten()
+    };
+    let vector = |l: &Line<'a>| {
+        let one = (l.item == 1 || items == 1) && l.outer.iter().all(|&(n, s)| n == 1 || s == 0);
+        one.then(|| l.data.get(..items)).flatten()
+    };
+    match (rows(a), vector(b)) {
+        (Some(r), Some(v)) => Some((r, v)),
+        _ => Some((rows(b)?, vector(a)?)),
+    }
 }
 
 /// [`GROUP`] sums of [`sums_along_items`]: where each one's items start
