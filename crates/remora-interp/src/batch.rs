@@ -1111,7 +1111,7 @@ impl<'p> Interpreter {
     }
 
     /// An intrinsic applied inside the batch frame.
-    fn prim_batched(
+    pub(crate) fn prim_batched(
         &mut self,
         p: &crate::eval::Prim<'p>,
         args: Vec<(Batched<'p>, Vec<usize>)>,
@@ -1130,6 +1130,10 @@ impl<'p> Interpreter {
             } else {
                 None
             };
+        }
+        // Replicated along some batch axes: run once along them.
+        if let Some(r) = self.hoisted(p, &args) {
+            return r;
         }
         let mut all: Vec<(Batched<'p>, Vec<usize>)> = p
             .args

@@ -115,14 +115,21 @@ impl<'p> Interpreter {
     /// written).
     pub(crate) fn contraction(&mut self, e: &'p TExpr, env: &Env<'p>) -> Try<Batched<'p>> {
         let (reducer, product, lifted) = contraction_form(e)?;
-        if !ends_in(product, env, 0, "f.*") {
-            return None;
-        }
+        let pair = crate::semiring::PAIRS
+            .into_iter()
+            .find(|op| ends_in(product, env, 0, op))?;
         if let Reducer::Reduce(op) = reducer {
             let op = self.eval_batched(op, env)?;
-            if op.nb != 0 || crate::intrinsics::scalar_operator(&op.densify()?.v) != Some("f.+") {
+            if op.nb != 0 {
                 return None;
             }
+            let op = crate::intrinsics::scalar_operator(&op.densify()?.v)?;
+            if op != "f.+" {
+                return self.folds_of_pairs(op, pair, product, lifted, env, e.span);
+            }
+        }
+        if pair != "f.*" {
+            return None;
         }
         let xcell = self.shape_of(&lifted.arg_cell, env, e.span).ok()?;
         let Product { a, b } = self.operands_of(product, env, 0, "f.*")?;
@@ -162,13 +169,7 @@ impl<'p> Interpreter {
             shape: &shape,
             items_at,
         };
-        let out = match product.matrix_product(Sums::Tree { seed }) {
-            Some(out) => out,
-            None => match product.item_sums(seed) {
-                Some(out) => out,
-                None => product.lane_sums(seed)?,
-            },
-        };
+        let out = product.sums(seed)?;
         // The result: the product's shape less the summed axis, laid out
         // row-major.
         Some(Batched::dense(
@@ -202,6 +203,57 @@ impl<'p> Interpreter {
             Array {
                 shape: frame.to_vec(),
                 data: Data::Float(out.into()),
+            },
+            a.nb,
+        ))
+    }
+
+    /// `(reduce op P)` for `P` an application of the scalar primitive
+    /// `pair` (as [`Interpreter::operands_of`] finds it) whose operands are
+    /// replicated on complementary axes, folded as `semiring.rs` folds
+    /// it, `P` never made. `None` when it is not so (or `op` and `pair`
+    /// are not ones it folds).
+    fn folds_of_pairs(
+        &mut self,
+        op: &str,
+        pair: &str,
+        product: &'p TExpr,
+        lifted: &remora_types::Lifted,
+        env: &Env<'p>,
+        span: Span,
+    ) -> Try<Batched<'p>> {
+        if !crate::semiring::supports(op, pair) {
+            return None;
+        }
+        let xcell = self.shape_of(&lifted.arg_cell, env, span).ok()?;
+        if xcell.len() != 1 {
+            return None;
+        }
+        let Product {
+            a: Factor::Atoms(a),
+            b: Factor::Atoms(b),
+        } = self.operands_of(product, env, 0, pair)?
+        else {
+            return None;
+        };
+        let shape = a.v.shape.clone();
+        let mut result_shape = shape.clone();
+        result_shape.pop();
+        if a.nb > result_shape.len() {
+            return None;
+        }
+        check_size(atoms_in(&result_shape), Span::default()).ok()?;
+        let data = crate::semiring::folds_of_pairs(
+            op,
+            pair,
+            (&a.v.data, a.offset, &a.strides),
+            (&b.v.data, b.offset, &b.strides),
+            &shape,
+        )?;
+        Some(Batched::dense(
+            Array {
+                shape: result_shape,
+                data,
             },
             a.nb,
         ))
@@ -527,40 +579,43 @@ struct Factors<'a> {
 /// The fewest rows a product runs as `matmul.rs`'s blocked loop.
 const MIN_ROWS: usize = 4;
 
-/// What an axis of the result is to the two factors.
-#[derive(Clone, Copy, PartialEq)]
-enum Role {
-    /// Both step along it.
-    Both,
-    /// Only `a` steps along it (`b` is replicated).
-    A,
-    /// Only `b`.
-    B,
+/// A product to be reduced along its items that is a matrix product (or
+/// a frame of them): the result's axes (those of extent 1 aside) are
+/// axes both factors step along (the frame), then axes only one factor
+/// steps along (the rows, possibly none), then axes only the other does
+/// (the columns), each group one step apart in its factor.
+pub(crate) struct Matrices {
+    /// The rows, the items and the columns of each product.
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    /// Whether the rows are the first factor's (else the second's).
+    pub rows_are_a: bool,
+    /// The rows' factor's steps along the rows and the items; the
+    /// columns' along the items and the columns.
+    row_steps: (usize, usize),
+    col_steps: (usize, usize),
+    /// The frame's axes: extent and each factor's step (rows', columns').
+    frame: Vec<(usize, usize, usize)>,
 }
 
-impl<'a> Factors<'a> {
-    /// The sums as matrix products, when the product is one (or a frame of
-    /// them): the result's axes (those of extent 1 aside) are axes both
-    /// factors step along (the frame), then axes only one factor steps
-    /// along (the rows, possibly none), then axes only the other does (the
-    /// columns), each group one step apart in its factor. Each product by
-    /// `matmul.rs`'s blocked loop, every sum in the order `sums`. (Which
-    /// factor is the rows' does not matter: a product of two atoms is the
-    /// same either way round.)
-    fn matrix_product(&self, sums: Sums<f32>) -> Option<Vec<f32>> {
-        let (Factor::Atoms((a, steps_a)), Factor::Atoms((b, steps_b))) = (&self.a, &self.b) else {
-            return None;
-        };
-        let empty = (0..self.shape.len()).any(|i| i != self.items_at && self.shape[i] == 0);
-        if empty {
-            return Some(Vec::new());
-        }
-        let axes: Vec<usize> = (0..self.shape.len())
-            .filter(|&i| i != self.items_at && self.shape[i] > 1)
+impl Matrices {
+    /// The product of factors stepping `steps_a` and `steps_b` over
+    /// `shape`, summed along `items_at`, as matrix products, when it is
+    /// so. Which factor is the rows' does not matter to a product of two
+    /// atoms that commutes; for another operation see `rows_are_a`.
+    pub(crate) fn of(
+        shape: &[usize],
+        items_at: usize,
+        steps_a: &[usize],
+        steps_b: &[usize],
+    ) -> Option<Matrices> {
+        let axes: Vec<usize> = (0..shape.len())
+            .filter(|&i| i != items_at && shape[i] > 1)
             .collect();
         let mut roles = Vec::with_capacity(axes.len());
         for &i in &axes {
-            roles.push(match (steps_a[i] != 0, steps_b[i] != 0) {
+            roles.push(match (steps_a.get(i)? != &0, steps_b.get(i)? != &0) {
                 (true, true) => Role::Both,
                 (true, false) => Role::A,
                 (false, true) => Role::B,
@@ -582,24 +637,151 @@ impl<'a> Factors<'a> {
         if roles[frame..columns_from].iter().any(|r| *r != row_role) {
             return None;
         }
-        // The factor the columns step through, and the rows'.
         let (cols, rows) = match column_role {
-            Role::B => ((*b, *steps_b), (*a, *steps_a)),
-            _ => ((*a, *steps_a), (*b, *steps_b)),
+            Role::B => (steps_b, steps_a),
+            _ => (steps_a, steps_b),
         };
         let group = |range: std::ops::Range<usize>, steps: &[usize]| -> Option<(usize, usize)> {
             let group = &axes[range];
-            let extent: usize = group.iter().map(|&i| self.shape[i]).product();
+            let extent: usize = group.iter().map(|&i| shape[i]).product();
             let step = group.last().map_or(0, |&i| steps[i]);
-            let flat = group
-                .windows(2)
-                .all(|w| steps[w[0]] == steps[w[1]] * self.shape[w[1]]);
+            let flat = group.windows(2).all(|w| steps[w[0]] == steps[w[1]] * shape[w[1]]);
             flat.then_some((extent, step))
         };
-        let (m, row_step) = group(frame..columns_from, rows.1)?;
-        let (n, col_step) = group(columns_from..axes.len(), cols.1)?;
-        let k = self.shape[self.items_at];
-        let positions: usize = axes[..frame].iter().map(|&i| self.shape[i]).product();
+        let (m, row_step) = group(frame..columns_from, rows)?;
+        let (n, col_step) = group(columns_from..axes.len(), cols)?;
+        Some(Matrices {
+            m,
+            k: *shape.get(items_at)?,
+            n,
+            rows_are_a: column_role == Role::B,
+            row_steps: (row_step, *rows.get(items_at)?),
+            col_steps: (*cols.get(items_at)?, col_step),
+            frame: axes[..frame]
+                .iter()
+                .map(|&i| (shape[i], rows[i], cols[i]))
+                .collect(),
+        })
+    }
+
+    /// How many products (positions of the frame).
+    pub(crate) fn positions(&self) -> usize {
+        self.frame.iter().map(|f| f.0).product()
+    }
+
+    /// Where each product's rows and columns start in their factors, in
+    /// the frame's row-major order.
+    pub(crate) fn bases(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let mut odometer = vec![0usize; self.frame.len()];
+        let (mut rows, mut cols) = (0usize, 0usize);
+        (0..self.positions()).map(move |_| {
+            let here = (rows, cols);
+            for f in (0..self.frame.len()).rev() {
+                let (extent, step_rows, step_cols) = self.frame[f];
+                odometer[f] += 1;
+                rows += step_rows;
+                cols += step_cols;
+                if odometer[f] < extent {
+                    break;
+                }
+                rows -= step_rows * extent;
+                cols -= step_cols * extent;
+                odometer[f] = 0;
+            }
+            here
+        })
+    }
+
+    /// One product's two matrices: the rows' `[m k]`, the columns' `[k n]`.
+    pub(crate) fn at<'a, T>(
+        &self,
+        rows: &'a [T],
+        cols: &'a [T],
+        base_rows: usize,
+        base_cols: usize,
+    ) -> (Strided<'a, T>, Strided<'a, T>) {
+        (
+            Strided {
+                data: rows,
+                offset: base_rows,
+                row: self.row_steps.0,
+                col: self.row_steps.1,
+            },
+            Strided {
+                data: cols,
+                offset: base_cols,
+                row: self.col_steps.0,
+                col: self.col_steps.1,
+            },
+        )
+    }
+}
+
+/// What an axis of the result is to the two factors.
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    /// Both step along it.
+    Both,
+    /// Only `a` steps along it (`b` is replicated).
+    A,
+    /// Only `b`.
+    B,
+}
+
+/// `f.dot` over `shape` (`[outer …, items]`, the batch and the frame
+/// then the vectors' items): `x` and `y` read in place through `steps`
+/// (each laid over `shape`, zero where it is replicated), each sum the
+/// cell's own (`f.sum` of the products, from 0.0). Operands replicated on
+/// complementary axes (`outer` of a lambda of `f.dot`, rows against
+/// columns) are a matrix product, never laid out over the frame.
+pub(crate) fn dot_in_place(
+    (x, x_steps): (&[f32], &[usize]),
+    (y, y_steps): (&[f32], &[usize]),
+    shape: &[usize],
+) -> Option<Vec<f32>> {
+    let items_at = shape.len().checked_sub(1)?;
+    if x_steps.len() != shape.len() || y_steps.len() != shape.len() {
+        return None;
+    }
+    let product = Factors {
+        a: Factor::Atoms((x, x_steps)),
+        b: Factor::Atoms((y, y_steps)),
+        shape,
+        items_at,
+    };
+    product.sums(Some(0.0))
+}
+
+impl<'a> Factors<'a> {
+    /// Every sum, in `reduce`'s order from `seed`: as matrix products
+    /// where the product is one, else along the items or side by side
+    /// along lanes.
+    fn sums(&self, seed: Option<f32>) -> Option<Vec<f32>> {
+        match self.matrix_product(Sums::Tree { seed }) {
+            Some(out) => Some(out),
+            None => match self.item_sums(seed) {
+                Some(out) => Some(out),
+                None => self.lane_sums(seed),
+            },
+        }
+    }
+
+    /// The sums as matrix products, when the product is one (or a frame of
+    /// them, see [`Matrices`]): each by `matmul.rs`'s blocked loop, every
+    /// sum in the order `sums`. (Which factor is the rows' does not
+    /// matter: a product of two atoms is the same either way round.)
+    fn matrix_product(&self, sums: Sums<f32>) -> Option<Vec<f32>> {
+        let (Factor::Atoms((a, steps_a)), Factor::Atoms((b, steps_b))) = (&self.a, &self.b) else {
+            return None;
+        };
+        let empty = (0..self.shape.len()).any(|i| i != self.items_at && self.shape[i] == 0);
+        if empty {
+            return Some(Vec::new());
+        }
+        let mx = Matrices::of(self.shape, self.items_at, steps_a, steps_b)?;
+        // The factor the columns step through, and the rows'.
+        let (rows, cols) = if mx.rows_are_a { (*a, *b) } else { (*b, *a) };
+        let (m, k, n) = (mx.m, mx.k, mx.n);
         // The blocked loop packs the columns' factor (`k × n` atoms) once
         // for all the rows: worth it for a few rows at least, and only
         // where packing does not multiply what the factor holds (a
@@ -608,40 +790,15 @@ impl<'a> Factors<'a> {
         // read the factors in place, suit better.
         let packed = k.saturating_mul(n);
         if m < MIN_ROWS
-            || (positions > 1 && n < 8)
-            || packed > cols.0.len().saturating_mul(2).max(m.saturating_mul(n))
+            || (mx.positions() > 1 && n < 8)
+            || packed > cols.len().saturating_mul(2).max(m.saturating_mul(n))
         {
             return None;
         }
-        let mut out = crate::kernel::buffer(positions.checked_mul(m)?.checked_mul(n)?).ok()?;
-        let mut odometer = vec![0usize; frame];
-        let (mut base_rows, mut base_cols) = (0usize, 0usize);
-        for _ in 0..positions {
-            let a = Strided {
-                data: rows.0,
-                offset: base_rows,
-                row: row_step,
-                col: rows.1[self.items_at],
-            };
-            let b = Strided {
-                data: cols.0,
-                offset: base_cols,
-                row: cols.1[self.items_at],
-                col: col_step,
-            };
+        let mut out = crate::kernel::buffer(mx.positions().checked_mul(m)?.checked_mul(n)?).ok()?;
+        for (base_rows, base_cols) in mx.bases() {
+            let (a, b) = mx.at(rows, cols, base_rows, base_cols);
             out.extend(crate::matmul::matmul_strided(a, b, [m, k, n], sums).ok()?);
-            for f in (0..frame).rev() {
-                let axis = axes[f];
-                odometer[f] += 1;
-                base_rows += rows.1[axis];
-                base_cols += cols.1[axis];
-                if odometer[f] < self.shape[axis] {
-                    break;
-                }
-                base_rows -= rows.1[axis] * self.shape[axis];
-                base_cols -= cols.1[axis] * self.shape[axis];
-                odometer[f] = 0;
-            }
         }
         Some(out)
     }
@@ -689,7 +846,8 @@ impl<'a> Factors<'a> {
             .filter(|&i| i != items_at)
             .map(|i| shape[i])
             .product();
-        sums_along_items(&line(a), &line(b), positions, shape[items_at], seed).ok()
+        let (a, b) = merged(line(a), line(b));
+        sums_along_items(&a, &b, positions, shape[items_at], seed).ok()
     }
 
     /// The sums side by side along a lane axis (the item's inner axes for
@@ -1067,15 +1225,46 @@ pub(crate) struct Line<'a> {
     pub(crate) item: usize,
 }
 
+/// Two lines over the same positions with their outer axes of extent 1
+/// left out and each run of axes that both step through as one (each
+/// step the next one's times its extent) made one axis: fewer divisions
+/// to find where a position starts.
+fn merged<'a>(mut a: Line<'a>, mut b: Line<'a>) -> (Line<'a>, Line<'a>) {
+    let mut outer_a: Vec<(usize, usize)> = Vec::with_capacity(a.outer.len());
+    let mut outer_b: Vec<(usize, usize)> = Vec::with_capacity(b.outer.len());
+    for (&(n, sa), &(_, sb)) in a.outer.iter().zip(&b.outer) {
+        if n == 1 {
+            continue;
+        }
+        if let (Some(la), Some(lb)) = (outer_a.last_mut(), outer_b.last_mut())
+            && la.1 == sa.saturating_mul(n)
+            && lb.1 == sb.saturating_mul(n)
+        {
+            *la = (la.0 * n, sa);
+            *lb = (lb.0 * n, sb);
+            continue;
+        }
+        outer_a.push((n, sa));
+        outer_b.push((n, sb));
+    }
+    a.outer = outer_a;
+    b.outer = outer_b;
+    (a, b)
+}
+
 impl Line<'_> {
-    /// Where position `p`'s items start.
+    /// Where position `p`'s items start (`p` one of the positions: along
+    /// the outermost axis, no division).
     fn start(&self, mut p: usize) -> usize {
+        let Some((&(_, outermost), inner)) = self.outer.split_first() else {
+            return 0;
+        };
         let mut at = 0;
-        for &(n, step) in self.outer.iter().rev() {
+        for &(n, step) in inner.iter().rev() {
             at += p % n.max(1) * step;
             p /= n.max(1);
         }
-        at
+        at + p * outermost
     }
 
     /// Where each of [`GROUP`] positions from `p0` starts, the last of
@@ -1084,12 +1273,17 @@ impl Line<'_> {
     /// division for the group, not one per position and axis).
     fn starts(&self, p0: usize, count: usize) -> [usize; GROUP] {
         let first = self.start(p0);
-        let inner = self.outer.iter().rev().find(|&&(n, _)| n > 1);
+        let inner = self.outer.iter().rposition(|&(n, _)| n > 1);
+        // Positions along the outermost axis never leave it.
+        let stays =
+            inner.is_some_and(|i| i == 0 || p0 % self.outer[i].0 + count.min(GROUP) <= self.outer[i].0);
+        let step = inner.map_or(0, |i| self.outer[i].1);
         std::array::from_fn(|j| {
             let j = j.min(count.max(1) - 1);
-            match inner {
-                Some(&(n, step)) if p0 % n + j < n => first + j * step,
-                _ => self.start(p0 + j),
+            if stays {
+                first + j * step
+            } else {
+                self.start(p0 + j)
             }
         })
     }
@@ -1184,6 +1378,28 @@ pub(crate) fn sums_along_items(
     if positions == 0 {
         return Ok(out);
     }
+    if (1..GROUP).contains(&items)
+        && let Some((rows, vector)) = rows_by_vector(a, b, positions, items)
+    {
+        // Short rows, one vector for all: each sum straight along its row.
+        let sums = |first: usize, out: &mut [f32]| {
+            let rows = rows[first * items..].chunks_exact(items);
+            for (o, row) in out.iter_mut().zip(rows) {
+                let mut products = row.iter().zip(vector).map(|(x, y)| x * y);
+                let start = match seed {
+                    Some(s) => s,
+                    None => products.next().unwrap_or(0.0),
+                };
+                *o = products.fold(start, |s, p| s + p);
+            }
+            true
+        };
+        let work = positions.saturating_mul(items);
+        return match crate::rows_in_parallel(&mut out, 1, work, 1 << 20, sums) {
+            true => Ok(out),
+            false => Err(crate::kernel::OUT_OF_MEMORY),
+        };
+    }
     let threads = crate::threads();
     let parallel = threads >= 2 && positions.saturating_mul(items) >= 1 << 20 && positions > GROUP;
     let per = match parallel {
@@ -1229,6 +1445,37 @@ pub(crate) fn sums_along_items(
         parts.into_iter().all(sums)
     };
     ok.then_some(out).ok_or(crate::kernel::OUT_OF_MEMORY)
+}
+
+/// The rows of one factor, one after another from its first atom
+/// (`positions` rows of `items`), and the vector the other factor is
+/// for every position, when the factors are so (either way round: a
+/// product of two atoms is the same either way).
+fn rows_by_vector<'a>(
+    a: &Line<'a>,
+    b: &Line<'a>,
+    positions: usize,
+    items: usize,
+) -> Option<(&'a [f32], &'a [f32])> {
+    let rows = |l: &Line<'a>| {
+        let mut step = items;
+        let laid = l.item == 1
+            && l.outer.iter().rev().all(|&(n, s)| {
+                let ok = n == 1 || s == step;
+                step *= n;
+                ok
+            });
+        laid.then(|| l.data.get(..positions.checked_mul(items)?))
+            .flatten()
+    };
+    let vector = |l: &Line<'a>| {
+        let one = (l.item == 1 || items == 1) && l.outer.iter().all(|&(n, s)| n == 1 || s == 0);
+        one.then(|| l.data.get(..items)).flatten()
+    };
+    match (rows(a), vector(b)) {
+        (Some(r), Some(v)) => Some((r, v)),
+        _ => Some((rows(b)?, vector(a)?)),
+    }
 }
 
 /// [`GROUP`] sums of [`sums_along_items`]: where each one's items start

@@ -247,7 +247,7 @@ impl<'a, T: Copy> Strided<'a, T> {
     }
 
     /// Whether every atom of a `[rows cols]` matrix is within `data`.
-    fn holds(&self, rows: usize, cols: usize) -> bool {
+    pub(crate) fn holds(&self, rows: usize, cols: usize) -> bool {
         if rows == 0 || cols == 0 {
             return true;
         }
@@ -259,7 +259,13 @@ impl<'a, T: Copy> Strided<'a, T> {
     }
 
     /// Row `i`'s atoms `j0 .. j0 + w` onto `out`.
-    fn row_into(&self, i: usize, j0: usize, w: usize, out: &mut Vec<T>) -> Result<(), &'static str> {
+    pub(crate) fn row_into(
+        &self,
+        i: usize,
+        j0: usize,
+        w: usize,
+        out: &mut Vec<T>,
+    ) -> Result<(), &'static str> {
         let at = self.offset + i * self.row + j0 * self.col;
         if self.col == 1 {
             out.extend_from_slice(self.data.get(at..at + w).ok_or(OUT_OF_BOUNDS)?);

@@ -76,6 +76,7 @@ impl Interpreter {
             "outer" => self.outer_batched(all),
             "f.dot" if let Some(d) = self.dot_batched(all) => Some(d),
             "matmul" | "f.matmul" if let Some(c) = crate::matmul::matmul_batched(all) => Some(c),
+            "dot" | "f.dot" => self.dot_batched(all),
             "f.mean"
                 if let [(xs, cell)] = all
                     && let [d] = cell.as_slice()
@@ -108,58 +109,42 @@ impl Interpreter {
         }
     }
 
-    /// `(f.dot x y)` over the batch and the arguments' frame, each read
-    /// where it lies: a vector the same for every position (a query
-    /// against every key, a row against every column) is stepped over by
-    /// zero, never laid out once per position. The sums are the
-    /// vocabulary's rule's (`contract::sums_along_items`, from 0.0); an
-    /// argument whose items lie apart (a column of a matrix) is laid out
-    /// first at its own size. `None`: not two Float arguments.
-    fn dot_batched<'p>(&mut self, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
-        let [(x, xcell), (y, ycell)] = all else {
+    /// `dot` and `f.dot` over the batch and the arguments' principal
+    /// frame, both vectors read in place through their steps — never laid
+    /// out over the frame, however they are replicated along it: a lambda
+    /// of `f.dot` by `outer` (the rows of one matrix against the rows of
+    /// another, each replicated along the other's axis) is a matrix
+    /// product, each sum the cell's own.
+    fn dot_batched<'p>(&self, all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+        let [(x, xcell), (y, _)] = all else {
             return None;
         };
-        let (&[d], &[_]) = (xcell.as_slice(), ycell.as_slice()) else {
+        let &[d] = xcell.as_slice() else {
             return None;
         };
+        let frame = Self::principal(all)?;
         let nb = x.nb.max(y.nb);
-        let along_items = |v: &Batched<'p>| match v.strides.last() {
-            Some(&step) if step > 1 && d > 1 => v.densify(),
-            _ => Some(v.clone()),
-        };
-        let (x, y) = (
-            self.expand(&along_items(x)?, nb)?,
-            self.expand(&along_items(y)?, nb)?,
+        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        shape.extend(&frame);
+        let outer = shape.len();
+        check_size(atoms_in(&shape), Span::default()).ok()?;
+        shape.push(d);
+        let (xs, ys) = (
+            x.steps_over(1, nb, outer, &shape)?,
+            y.steps_over(1, nb, outer, &shape)?,
         );
-        let frame_of = |v: &'_ Batched<'p>| {
-            v.own()
-                .get(..v.own().len().checked_sub(1)?)
-                .map(<[usize]>::to_vec)
+        let data = match (&x.v.data, &y.v.data) {
+            (Data::Float(a), Data::Float(b)) => Data::Float(
+                crate::contract::dot_in_place((a.get(x.offset..)?, &xs), (b.get(y.offset..)?, &ys), &shape)?
+                    .into(),
+            ),
+            (Data::Int(a), Data::Int(b)) => {
+                Data::Int(int_dots((a.get(x.offset..)?, &xs), (b.get(y.offset..)?, &ys), &shape)?.into())
+            }
+            _ => return None,
         };
-        let (fx, fy) = (frame_of(&x)?, frame_of(&y)?);
-        let frame = if fx.len() >= fy.len() { &fx } else { &fy };
-        if !frame.starts_with(&fx) || !frame.starts_with(&fy) {
-            return None;
-        }
-        let mut outer: Vec<usize> = self.batch.get(..nb)?.to_vec();
-        outer.extend(frame);
-        let positions = atoms_in(&outer);
-        check_size(positions, Span::default()).ok()?;
-        let out = crate::contract::sums_along_items(
-            &dot_line(&x, &outer)?,
-            &dot_line(&y, &outer)?,
-            positions,
-            d,
-            Some(0.0),
-        )
-        .ok()?;
-        Some(Batched::dense(
-            Array {
-                shape: outer,
-                data: Data::Float(out.into()),
-            },
-            nb,
-        ))
+        shape.pop();
+        Some(Batched::dense(Array { shape, data }, nb))
     }
 
     /// `outer f a b` over the batch and the arguments' frame: `f` applied
@@ -338,23 +323,6 @@ fn cell_at<T>(data: &[T], size: usize, share: usize, pos: usize) -> Result<&[T],
         .ok_or_else(|| "internal error: a cell out of its buffer".into())
 }
 
-/// A vector argument of `f.dot` (its batch axes all of the result's) as
-/// the sums read it over the result's axes `outer`: its steps over the
-/// batch and its own frame, zero along the frame axes it lacks (prefix
-/// agreement).
-fn dot_line<'a>(v: &'a Batched<'_>, outer: &[usize]) -> Option<crate::contract::Line<'a>> {
-    let Data::Float(data) = &v.v.data else {
-        return None;
-    };
-    let mut steps = v.strides.get(..v.strides.len().checked_sub(1)?)?.to_vec();
-    steps.resize(outer.len(), 0);
-    Some(crate::contract::Line {
-        data: data.get(v.offset..)?,
-        outer: outer.iter().copied().zip(steps).collect(),
-        item: *v.strides.last()?,
-    })
-}
-
 /// Every name of this module but `outer` and `transpose`, over the frame
 /// of dense arguments (each with its cell shape).
 fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p>, String> {
@@ -527,6 +495,31 @@ fn framed<'p>(p: &Prim<'p>, args: &[(Value<'p>, Vec<usize>)]) -> Result<Value<'p
         }
         _ => Err(format!("internal error: {name} is not in the vocabulary")),
     }
+}
+
+/// Int `dot` over `shape` (`[outer …, items]`): each vector read in place
+/// through its steps (zero where it is replicated), each sum wrapping (in
+/// any order the same).
+fn int_dots((x, xs): (&[i64], &[usize]), (y, ys): (&[i64], &[usize]), shape: &[usize]) -> Option<Vec<i64>> {
+    let (&d, outer) = shape.split_last()?;
+    let (&xk, xo) = xs.split_last()?;
+    let (&yk, yo) = ys.split_last()?;
+    let n = atoms_in(outer);
+    let mut out = kernel::buffer(n).ok()?;
+    let starts = |steps, base| crate::batch::Odometer {
+        outer,
+        steps,
+        at: vec![0; outer.len()],
+        base,
+    };
+    for (bx, by) in starts(xo, 0).zip(starts(yo, 0)).take(n) {
+        let mut sum = 0i64;
+        for k in 0..d {
+            sum = sum.wrapping_add(x.get(bx + k * xk)?.wrapping_mul(*y.get(by + k * yk)?));
+        }
+        out.push(sum);
+    }
+    Some(out)
 }
 
 /// Rows at least this many items in all are shared among the threads.
