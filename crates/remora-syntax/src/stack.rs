@@ -45,16 +45,31 @@ pub fn address_space_limit() -> Option<usize> {
 const HEAP: usize = 256 << 20;
 
 /// The largest stack worth asking for: [`PIPELINE_STACK`], but under an
-/// address-space limit no more than half of what is left once the heap has
-/// 256 MiB (an eighth of the limit when it is smaller than that: the
+/// address-space limit no more than half of what is left (beside what is
+/// mapped) once the heap has 256 MiB (an eighth of the limit when it is smaller than that: the
 /// allocator takes 32 MiB a thread before anything else), so that the heap
 /// keeps enough.
 fn first_stack() -> usize {
     match address_space_limit() {
-        Some(limit) if limit > 2 * HEAP => PIPELINE_STACK.min((limit - HEAP) / 2),
+        // (Of what is left beside what is mapped already: the allocator
+        // may have reserved a large arena before `main`, 1 GiB where the
+        // limit allows it.)
+        Some(limit) if limit > 2 * HEAP => PIPELINE_STACK
+            .min(limit.saturating_sub(mapped()).saturating_sub(HEAP) / 2)
+            .max(SMALLEST_STACK),
         Some(limit) => (limit / 8).max(SMALLEST_STACK),
         None => PIPELINE_STACK,
     }
+}
+
+/// The bytes of address space this process has mapped (`VmSize`; 0 when
+/// unknown).
+fn mapped() -> usize {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+        .map_or(0, |kib| kib << 10)
 }
 
 /// The least address space a run needs besides what the process has
