@@ -761,7 +761,8 @@ fn divides(e: &Expr) -> bool {
 }
 
 /// Whether `e` cannot fail: no power, shift or checked dimension
-/// arithmetic, a division or `mod` only by a constant other than 0.
+/// arithmetic, a division only by a constant other than 0 and -1, a `mod`
+/// only by a constant other than 0.
 pub(super) fn cannot_fail(e: &Expr) -> bool {
     match e {
         Expr::Op { op, args } => safe_op(op, args) && args.iter().all(cannot_fail),
@@ -774,7 +775,9 @@ pub(super) fn cannot_fail(e: &Expr) -> bool {
 /// wherever it is computed (no random numbers).
 fn safe_op(op: &str, args: &[Expr]) -> bool {
     match op {
-        "/" | "mod" => matches!(args.get(1), Some(Expr::Int(d)) if *d != 0),
+        // (`/` not by -1 either: the least Int divided by -1 overflows.)
+        "/" => matches!(args.get(1), Some(Expr::Int(d)) if *d != 0 && *d != -1),
+        "mod" => matches!(args.get(1), Some(Expr::Int(d)) if *d != 0),
         "^" | "shl" | "shr" | "dim+" | "dim*" => false,
         "random.uniform" | "random.normal" | "random.int" => false,
         // Not the language's: an index brought back into range (a
