@@ -55,21 +55,20 @@ fn first_stack() -> usize {
         // may have reserved a large arena before `main`, 1 GiB where the
         // limit allows it.)
         Some(limit) if limit > 2 * HEAP => PIPELINE_STACK
-            .min(limit.saturating_sub(mapped()).saturating_sub(HEAP) / 2)
+            .min(limit.saturating_sub(mapped().unwrap_or(0)).saturating_sub(HEAP) / 2)
             .max(SMALLEST_STACK),
         Some(limit) => (limit / 8).max(SMALLEST_STACK),
         None => PIPELINE_STACK,
     }
 }
 
-/// The bytes of address space this process has mapped (`VmSize`; 0 when
-/// unknown).
-fn mapped() -> usize {
-    let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-        .map_or(0, |kib| kib << 10)
+/// The bytes of address space this process has mapped (`VmSize`, from
+/// `/proc/self/status`); `None` when unknown.
+pub fn mapped() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("VmSize:"))?;
+    let kib: usize = line.split_whitespace().next()?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// The least address space a run needs besides what the process has

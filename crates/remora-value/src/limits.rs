@@ -116,7 +116,7 @@ const SLACK: usize = 128 << 20;
 
 /// The address space this process has mapped now (`VmSize`).
 pub fn address_space_in_use() -> Option<usize> {
-    proc_kib("/proc/self/status", "VmSize:")
+    remora_syntax::stack::mapped()
 }
 
 /// Whether `bytes` more can be had now, with [`SLACK`] to spare
