@@ -538,18 +538,15 @@ fn lowered(
 ) -> Result<remora_compile::loops::Program, Failure> {
     // A program with no entry to run, or several, is the caller's mistake
     // too: the interpreter reports it, at its place.
-    use remora_check::typed::TDecl;
-    let named = decls
-        .iter()
-        .filter(|d| matches!(d, TDecl::Def { entry: true, name, .. } if name == entry))
-        .count();
-    let script = !decls.iter().any(|d| matches!(d, TDecl::Def { entry: true, .. }))
-        && decls.iter().any(|d| matches!(d, TDecl::Expr(_)))
-        && inputs.is_empty();
-    match named {
-        0 if !script => return Err(Failure::Run(format!("program has no {entry} entry"))),
-        2.. => return Err(Failure::Run(format!("multiple {entry} entries"))),
-        _ => {}
+    use remora_check::typed::{EntryToRun, TDecl, entry_to_run};
+    let script = decls.iter().any(|d| matches!(d, TDecl::Expr(_))) && inputs.is_empty();
+    match entry_to_run(decls, entry) {
+        EntryToRun::One(..) => {}
+        EntryToRun::NoEntries if script => {}
+        EntryToRun::NoEntries | EntryToRun::Missing => {
+            return Err(Failure::Run(format!("program has no {entry} entry")));
+        }
+        EntryToRun::Several(_) => return Err(Failure::Run(format!("multiple {entry} entries"))),
     }
     let program =
         remora_compile::loops(decls, names, entry).map_err(|u| Failure::Unsupported(u.span, u.what))?;

@@ -205,3 +205,44 @@ pub enum TDecl {
     /// A bare top-level expression.
     Expr(TExpr),
 }
+
+/// Where a run starts (core.md §4.2): the one entry named `entry`, or the
+/// reason there is none to run.
+#[derive(Clone, Copy, Debug)]
+pub enum EntryToRun<'p> {
+    /// The entry's variable and value.
+    One(VarId, &'p TExpr),
+    /// The program declares no entry at all (it may be a script of bare
+    /// expressions).
+    NoEntries,
+    /// The program has entries, none named `entry`.
+    Missing,
+    /// More than one entry is named `entry`; the span is the second one's
+    /// value, where the mistake is reported.
+    Several(Span),
+}
+
+/// `d`'s variable and value, if it is an entry named `entry`.
+pub fn entry_named<'p>(d: &'p TDecl, entry: &str) -> Option<(VarId, &'p TExpr)> {
+    match d {
+        TDecl::Def {
+            entry: true,
+            name,
+            var,
+            value,
+        } if name == entry => Some((*var, value)),
+        _ => None,
+    }
+}
+
+/// The entry named `entry` that a run of `decls` starts from: the one
+/// decision the interpreter and the compiled engine both make.
+pub fn entry_to_run<'p>(decls: &'p [TDecl], entry: &str) -> EntryToRun<'p> {
+    let mut named = decls.iter().filter_map(|d| entry_named(d, entry));
+    match (named.next(), named.next()) {
+        (Some((var, value)), None) => EntryToRun::One(var, value),
+        (Some(_), Some((_, second))) => EntryToRun::Several(second.span),
+        (None, _) if decls.iter().any(|d| matches!(d, TDecl::Def { entry: true, .. })) => EntryToRun::Missing,
+        (None, _) => EntryToRun::NoEntries,
+    }
+}

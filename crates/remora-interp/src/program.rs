@@ -4,7 +4,7 @@
 
 use crate::eval::{Env, IndexVal, Interpreter, RunError, Value};
 use remora_check::infer::{Solution, Unknowns};
-use remora_check::typed::{TAtomKind, TDecl, TExpr, TExprKind, VarId};
+use remora_check::typed::{EntryToRun, TAtomKind, TDecl, TExpr, TExprKind, VarId, entry_named, entry_to_run};
 use remora_syntax::Span;
 use remora_types::{Atom, IVar, TVar, Type};
 
@@ -232,16 +232,7 @@ pub fn entry_parameters(
 
 /// The (first) entry named `entry`: its variable and its definition.
 fn find_entry<'p>(decls: &'p [TDecl], entry: &str) -> Option<(VarId, &'p TExpr)> {
-    decls.iter().find_map(|d| match d {
-        TDecl::Def {
-            entry: true,
-            name,
-            var,
-            value,
-            ..
-        } if name == entry => Some((*var, value)),
-        _ => None,
-    })
+    decls.iter().find_map(|d| entry_named(d, entry))
 }
 
 /// A mistake of the program as a whole, placed at the start of its file
@@ -266,26 +257,21 @@ pub fn run<'p>(
     show: &dyn Fn(&Type) -> String,
     var_name: &dyn Fn(VarId) -> String,
 ) -> Result<Outcome<'p>, Failure> {
-    let entries: Vec<&TDecl> = decls
-        .iter()
-        .filter(|d| matches!(d, TDecl::Def { entry: true, name, .. } if name == entry))
-        .collect();
-    let has_entries = decls.iter().any(|d| matches!(d, TDecl::Def { entry: true, .. }));
     let (env, shown) = interp.program(decls).map_err(Failure::Run)?;
-    let target = match entries.as_slice() {
-        [TDecl::Def { var, value, .. }] => (var, value),
-        [] if !has_entries && args.is_empty() && !shown.is_empty() => return Ok(Outcome::Script(shown)),
-        [] => return Err(at_start(decls, format!("program has no {entry} entry"))),
+    let (var, value) = match entry_to_run(decls, entry) {
+        EntryToRun::One(var, value) => (var, value),
+        EntryToRun::NoEntries if args.is_empty() && !shown.is_empty() => return Ok(Outcome::Script(shown)),
+        EntryToRun::NoEntries | EntryToRun::Missing => {
+            return Err(at_start(decls, format!("program has no {entry} entry")));
+        }
         // (core.md §4.2's message, at the second entry's value.)
-        [_, TDecl::Def { value: second, .. }, ..] => {
+        EntryToRun::Several(second) => {
             return Err(Failure::Run(RunError {
-                span: second.span,
+                span: second,
                 message: format!("multiple {entry} entries"),
             }));
         }
-        _ => return Err(Failure::Plain(format!("multiple {entry} entries"))),
     };
-    let (var, value) = target;
     let signature = Signature::of(&value.ty);
     let params = parameters(signature.fun);
     let names = parameter_vars(value);
@@ -415,7 +401,7 @@ pub fn run<'p>(
             ),
         ));
     }
-    let f = instantiate(interp, &env, *var, &signature, &sol, value.span)?;
+    let f = instantiate(interp, &env, var, &signature, &sol, value.span)?;
     apply_entry(interp, &env, f, &sol.ty(signature.fun), values).map(Outcome::Entry)
 }
 
