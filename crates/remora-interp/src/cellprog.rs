@@ -10,9 +10,10 @@
 //! outside), frames and array literals, `let`, and the functions it calls
 //! (inlined, lifted over their small frames position by position),
 //! records (one register group per field: literals, `field`, a record
-//! state, a record from outside) — and
-//! the loop runs it natively over the items, the cells shared among the
-//! threads, with no allocation per item.
+//! state, a record from outside) — and the loop runs it natively over the
+//! items, the cells shared among the threads, with no allocation per item.
+//! A `while` or an `iterate` on small cells runs so too, each cell's loop
+//! stopping on its own.
 //!
 //! Each register is one atom (64 bits: an Int, a Float's bits, a Bool),
 //! each instruction one scalar primitive on atoms (`scalar::atom_op`, the
@@ -23,7 +24,7 @@
 //! runs on the reference path, which reports the error where it is.
 
 use crate::batch::{Batched, Try};
-use crate::eval::{Binding, Env, Fun, Interpreter, atoms_in};
+use crate::eval::{Binding, Env, Fun, Interpreter, Value, atoms_in};
 use crate::scalar::{AtomOp, atom_op};
 use remora_check::typed::{TAtomKind, TExpr, TExprKind, VarId};
 use remora_syntax::Span;
@@ -969,6 +970,23 @@ fn flat(v: &CVal<'_>) -> Option<Vec<u32>> {
     }
 }
 
+/// Record `o` of `r` as registers' bits, appended to `out` (fields in
+/// order, as [`Compiler::record`] lays them out).
+fn record_bits<F>(r: &Records<F>, o: usize, out: &mut Vec<u64>) -> Option<()> {
+    for f in &r.fields {
+        match &f.data {
+            Data::Records(inner) if f.cell.is_empty() => record_bits(inner, o, out)?,
+            d => {
+                let size = f.size();
+                for k in 0..size {
+                    out.push(bits_at(d, o * size + k)?);
+                }
+            }
+        }
+    }
+    Some(())
+}
+
 /// `like` (an array or a record in registers) with its registers, in
 /// order, taken from `regs` instead.
 fn with_regs<'p>(like: &CVal<'p>, regs: &mut impl Iterator<Item = u32>) -> Option<CVal<'p>> {
@@ -1054,9 +1072,15 @@ impl Program {
     /// Runs the program on `regs` (a copy of `init` with the parameters
     /// set); `None` on a fault.
     fn run(&self, regs: &mut [u64]) -> Option<()> {
+        self.run_part(regs, 0..self.code.len())
+    }
+
+    /// Runs the code in `part` (whose jumps stay inside it or go to its
+    /// end).
+    fn run_part(&self, regs: &mut [u64], part: std::ops::Range<usize>) -> Option<()> {
         use AtomOp::*;
-        let mut pc = 0usize;
-        while let Some(ins) = self.code.get(pc) {
+        let mut pc = part.start;
+        while let Some(ins) = self.code.get(pc).filter(|_| pc < part.end) {
             pc += 1;
             match ins {
                 Ins::Fast(op, d, a, b) => {
@@ -1338,7 +1362,201 @@ impl Loop {
     }
 }
 
+/// A `while` or `iterate` loop compiled for one cell: the test (code
+/// `..split`, its answer in register `go`), then the step, its result
+/// copied back over the cell's registers `x`.
+struct Stepper {
+    program: Program,
+    x: Vec<u32>,
+    split: usize,
+    go: Option<u32>,
+}
+
+impl Stepper {
+    /// The loops of cells `range` (their bits, one after another, in
+    /// `xs`): each cell stepped `times` times, or while its test holds,
+    /// at most `limit` steps; the cells' bits afterwards and the steps
+    /// taken in all.
+    fn cells(
+        &self,
+        xs: &[u64],
+        times: Option<u64>,
+        limit: u64,
+        range: std::ops::Range<usize>,
+    ) -> Option<(Vec<u64>, u64)> {
+        let size = self.x.len();
+        let mut out = crate::kernel::buffer(range.len() * size).ok()?;
+        let mut regs = self.program.init.clone();
+        let (test, step) = (0..self.split, self.split..self.program.code.len());
+        let mut steps = 0u64;
+        for o in range {
+            for (&r, &b) in self.x.iter().zip(xs.get(o * size..(o + 1) * size)?) {
+                regs[r as usize] = b;
+            }
+            let mut k = 0u64;
+            loop {
+                match (times, self.go) {
+                    (Some(t), _) if k >= t => break,
+                    (None, Some(go)) => {
+                        self.program.run_part(&mut regs, test.clone())?;
+                        if regs[go as usize] == 0 {
+                            break;
+                        }
+                    }
+                    (None, None) => return None,
+                    _ => {}
+                }
+                if k >= limit {
+                    return None;
+                }
+                self.program.run_part(&mut regs, step.clone())?;
+                k += 1;
+            }
+            steps = steps.saturating_add(k);
+            out.extend(self.x.iter().map(|&r| regs[r as usize]));
+        }
+        Some((out, steps))
+    }
+}
+
 impl<'p> Interpreter {
+    /// `(while test step x)` (`times` none) or `(iterate times step x)`
+    /// for every cell `x` of `xs` (shape `[n] ++ cell`, small cells of
+    /// Ints, Floats, Bools or records of them), each cell's loop a cell
+    /// program run natively (the cells shared among the threads), each
+    /// stopping on its own. `None` when a function is not one the
+    /// compiler knows or a step faults (the loop then runs as written,
+    /// which reports the error where the reference meets it).
+    pub(crate) fn loop_by_cell_program(
+        &mut self,
+        test: Option<&Fun<'p>>,
+        times: Option<u64>,
+        step: &Fun<'p>,
+        xs: &Value<'p>,
+        cell: &[usize],
+    ) -> Try<Value<'p>> {
+        if self.reference_only || test.is_some() == times.is_some() {
+            return None;
+        }
+        let lambda = |f: &Fun<'p>| matches!(f, Fun::Lambda { .. }) && !f.reads_batch();
+        if !lambda(step) || test.is_some_and(|t| !lambda(t)) {
+            return None;
+        }
+        let n = *xs.shape.first()?;
+        if n == 0 || xs.shape.get(1..)? != cell {
+            return None;
+        }
+        let mut c = Compiler::new(self);
+        let x = match &xs.data {
+            Data::Records(r) if cell.is_empty() => c.record(r, 0, &mut |c, _, _| c.reg())?,
+            d => {
+                let size = atoms_in(cell);
+                if size > MAX_ATOMS {
+                    return None;
+                }
+                CVal::Arr {
+                    kind: kind_of(d)?,
+                    shape: cell.to_vec(),
+                    regs: (0..size).map(|_| c.reg()).collect::<Option<Vec<_>>>()?,
+                }
+            }
+        };
+        let regs = flat(&x)?;
+        let size = regs.len();
+        if size == 0 || size > MAX_ATOMS {
+            return None;
+        }
+        let go = match test {
+            Some(t) => {
+                let t = c.function(t)?;
+                let r = c.call(t, vec![x.clone()], Span::default())?;
+                match c.regs(r)? {
+                    (Kind::Bool, shape, r) if shape.is_empty() => Some(*r.first()?),
+                    _ => return None,
+                }
+            }
+            None => None,
+        };
+        let split = c.code.len();
+        let f = c.function(step)?;
+        let r = c.call(f, vec![x.clone()], Span::default())?;
+        let mut result = c.conform(&x, r)?;
+        // (Parallel copies: a result that is one of the cell's registers
+        // is copied aside first.)
+        for r in result.iter_mut() {
+            if regs.contains(r) {
+                let d = c.reg()?;
+                c.emit(Ins::Move(d, *r))?;
+                *r = d;
+            }
+        }
+        for (&d, &r) in regs.iter().zip(&result) {
+            c.emit(Ins::Move(d, r))?;
+        }
+        let stepper = Stepper {
+            program: Program {
+                code: c.code,
+                init: c.init,
+                exts: c.exts,
+            },
+            x: regs,
+            split,
+            go,
+        };
+        let mut bits = crate::kernel::buffer(n.checked_mul(size)?).ok()?;
+        match &xs.data {
+            Data::Records(r) => {
+                for o in 0..n {
+                    record_bits(r, o, &mut bits)?;
+                }
+            }
+            d => {
+                for k in 0..n * size {
+                    bits.push(bits_at(d, k)?);
+                }
+            }
+        }
+        let threads = crate::threads().min(n);
+        let out = match self.fuel {
+            // Under a budget of steps, one cell after another, counted.
+            Some(fuel) => {
+                let (out, steps) = stepper.cells(&bits, times, fuel, 0..n)?;
+                self.fuel = Some(fuel.checked_sub(steps)?);
+                out
+            }
+            None if threads < 2 || n.saturating_mul(times.unwrap_or(64) as usize) < PARALLEL_STEPS => {
+                stepper.cells(&bits, times, u64::MAX, 0..n)?.0
+            }
+            None => {
+                let per = n.div_ceil(threads * 8);
+                let parts: Vec<(usize, std::sync::Mutex<Option<Vec<u64>>>)> = (0..n)
+                    .step_by(per)
+                    .map(|s| (s, std::sync::Mutex::new(None)))
+                    .collect();
+                let ok = crate::in_parallel(parts.iter().collect(), threads, |(s, slot)| {
+                    let r = stepper.cells(&bits, times, u64::MAX, *s..(*s + per).min(n));
+                    let done = r.is_some();
+                    if let Ok(mut slot) = slot.lock() {
+                        *slot = r.map(|(o, _)| o);
+                    }
+                    done
+                });
+                if !ok {
+                    return None;
+                }
+                let mut all = crate::kernel::buffer(n * size).ok()?;
+                for (_, slot) in parts {
+                    all.extend(slot.into_inner().ok()??);
+                }
+                all
+            }
+        };
+        Some(Array {
+            shape: xs.shape.clone(),
+            data: records_of(&x, &out, n, size, &mut 0)?,
+        })
+    }
+
     /// `fold`, `scan`, `iscan` or `reduce` by a lambda over every cell of
     /// the batch and the argument's frame, each cell's loop a cell program
     /// (see the module comment). `None` when the step is not one the
@@ -1484,12 +1702,8 @@ impl<'p> Interpreter {
             // Each cell's record seed as its registers' bits, the loops
             // run on bits, and what they keep split back into fields.
             let mut bits = crate::kernel::buffer(outer * acc_size).ok()?;
-            let mut c = Compiler::new(self);
             for o in 0..outer {
-                c.record(r, o, &mut |c, d, k| {
-                    bits.push(bits_at(d, k)?);
-                    c.reg()
-                })?;
+                record_bits(r, o, &mut bits)?;
             }
             let s = Some(bits.as_slice());
             let kept_bits = match &xs {
