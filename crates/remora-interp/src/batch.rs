@@ -1943,6 +1943,29 @@ impl<'p> Interpreter {
         if x.nb == 0 && x.own().len() == xcell.len() && !captures_batch(f) {
             return None;
         }
+        // Small cells: each cell's loop a cell program.
+        if f.nb == 0
+            && f.v.shape.is_empty()
+            && let Some(step) = crate::masked::single_lambda(&f.densify()?.v)
+        {
+            let dense = x.densify()?;
+            let outer = dense.v.shape.len().checked_sub(xcell.len())?;
+            let cells = Array {
+                shape: std::iter::once(atoms_in(dense.v.shape.get(..outer)?))
+                    .chain(xcell.iter().copied())
+                    .collect(),
+                data: dense.v.data.clone(),
+            };
+            if let Some(r) = self.loop_by_cell_program(None, Some(times as u64), &step, &cells, xcell) {
+                return Some(Batched::dense(
+                    Array {
+                        shape: dense.v.shape.clone(),
+                        ..r
+                    },
+                    dense.nb,
+                ));
+            }
+        }
         let mut x = x.clone();
         for _ in 0..times {
             if let Some(fuel) = &mut self.fuel {

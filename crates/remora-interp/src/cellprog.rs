@@ -8,9 +8,12 @@
 //! branch), `select`, item selection (`index`, `nth`, `head` … by literal
 //! or computed indices, from the cells or from arrays the step reads from
 //! outside), frames and array literals, `let`, and the functions it calls
-//! (inlined, lifted over their small frames position by position) — and
-//! the loop runs it natively over the items, the cells shared among the
-//! threads, with no allocation per item.
+//! (inlined, lifted over their small frames position by position),
+//! records (one register group per field: literals, `field`, a record
+//! state, a record from outside) — and the loop runs it natively over the
+//! items, the cells shared among the threads, with no allocation per item.
+//! A `while` or an `iterate` on small cells runs so too, each cell's loop
+//! stopping on its own.
 //!
 //! Each register is one atom (64 bits: an Int, a Float's bits, a Bool),
 //! each instruction one scalar primitive on atoms (`scalar::atom_op`, the
@@ -21,11 +24,12 @@
 //! runs on the reference path, which reports the error where it is.
 
 use crate::batch::{Batched, Try};
-use crate::eval::{Binding, Env, Fun, Interpreter, atoms_in};
+use crate::eval::{Binding, Env, Fun, Interpreter, Value, atoms_in};
 use crate::scalar::{AtomOp, atom_op};
 use remora_check::typed::{TAtomKind, TExpr, TExprKind, VarId};
 use remora_syntax::Span;
-use remora_value::{Array, Atom, Data};
+use remora_types::Atom as TyAtom;
+use remora_value::{Array, Atom, Data, RecordField, Records};
 use std::rc::Rc;
 
 /// The most atoms a value held in registers may have (a cell, or a frame
@@ -166,12 +170,16 @@ enum CVal<'p> {
     /// An intrinsic (its type and index arguments ignored: its shapes are
     /// the registers').
     Prim(&'static str),
+    /// One record: its fields' values, in its order.
+    Rec(Vec<(String, CVal<'p>)>),
 }
 
 impl CVal<'_> {
     fn shape(&self) -> Option<&[usize]> {
         match self {
             CVal::Arr { shape, .. } | CVal::Ext { shape, .. } => Some(shape),
+            // (A record is an atom.)
+            CVal::Rec(_) => Some(&[]),
             _ => None,
         }
     }
@@ -247,6 +255,9 @@ impl<'a, 'p> Compiler<'a, 'p> {
     /// An array value from outside the step: in registers when small,
     /// else read where it lies.
     fn outside(&mut self, v: &Array<Fun<'p>>) -> Option<CVal<'p>> {
+        if let (Data::Records(r), []) = (&v.data, v.shape.as_slice()) {
+            return self.record(r, 0, &mut |c, d, k| c.constant(bits_at(d, k)?));
+        }
         let kind = kind_of(&v.data)?;
         let n = atoms_in(&v.shape);
         if v.data.len() < n {
@@ -312,6 +323,101 @@ impl<'a, 'p> Compiler<'a, 'p> {
             }
             _ => None,
         }
+    }
+
+    /// Record `o` of `r`, each atom a register `reg` gives (given the
+    /// field's buffer and the atom's place in it): one register group
+    /// per field.
+    fn record<F>(
+        &mut self,
+        r: &Records<F>,
+        o: usize,
+        reg: &mut impl FnMut(&mut Self, &Data<F>, usize) -> Option<u32>,
+    ) -> Option<CVal<'p>> {
+        let mut fields = Vec::with_capacity(r.fields.len());
+        for f in &r.fields {
+            let size = f.size();
+            let v = match &f.data {
+                // A field that is one record (not an array of them).
+                Data::Records(inner) if f.cell.is_empty() => self.record(inner, o, reg)?,
+                d => {
+                    if size > MAX_ATOMS {
+                        return None;
+                    }
+                    let regs = (0..size)
+                        .map(|k| reg(self, d, o * size + k))
+                        .collect::<Option<Vec<_>>>()?;
+                    CVal::Arr {
+                        kind: kind_of(d)?,
+                        shape: f.cell.clone(),
+                        regs,
+                    }
+                }
+            };
+            fields.push((f.name.clone(), v));
+        }
+        Some(CVal::Rec(fields))
+    }
+
+    /// A value of the same kinds and shapes as `v` (an array or a record
+    /// of them) in fresh registers.
+    fn fresh_like(&mut self, v: &CVal<'p>) -> Option<CVal<'p>> {
+        match v {
+            CVal::Arr { kind, shape, .. } | CVal::Ext { kind, shape, .. } => {
+                let n = atoms_in(shape);
+                if n > MAX_ATOMS {
+                    return None;
+                }
+                Some(CVal::Arr {
+                    kind: *kind,
+                    shape: shape.clone(),
+                    regs: (0..n).map(|_| self.reg()).collect::<Option<Vec<_>>>()?,
+                })
+            }
+            CVal::Rec(fields) => Some(CVal::Rec(
+                fields
+                    .iter()
+                    .map(|(n, f)| Some((n.clone(), self.fresh_like(f)?)))
+                    .collect::<Option<Vec<_>>>()?,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The registers of `v`, which must have the kinds, shapes and fields
+    /// of `like` (registers laid out as [`flat`] lays out `like`'s).
+    fn conform(&mut self, like: &CVal<'p>, v: CVal<'p>) -> Option<Vec<u32>> {
+        match like {
+            CVal::Arr { kind, shape, .. } => {
+                let (k, s, r) = self.regs(v)?;
+                (k == *kind && s == *shape).then_some(r)
+            }
+            CVal::Rec(fields) => {
+                let CVal::Rec(mut given) = v else {
+                    return None;
+                };
+                if given.len() != fields.len() {
+                    return None;
+                }
+                let mut regs = Vec::new();
+                for (name, l) in fields {
+                    let at = given.iter().position(|(n, _)| n == name)?;
+                    let (_, f) = given.swap_remove(at);
+                    regs.extend(self.conform(l, f)?);
+                }
+                Some(regs)
+            }
+            _ => None,
+        }
+    }
+
+    /// `v` (of the layout of `dst`, fresh registers) copied into `dst`.
+    fn copy_into(&mut self, dst: &CVal<'p>, v: CVal<'p>) -> Option<()> {
+        let src = self.conform(dst, v)?;
+        for (&d, s) in flat(dst)?.iter().zip(src) {
+            self.emit(Ins::Move(d, s))?;
+        }
+        Some(())
     }
 
     fn lookup(&mut self, v: VarId, env: &Env<'p>) -> Option<CVal<'p>> {
@@ -472,32 +578,43 @@ impl<'a, 'p> Compiler<'a, 'p> {
                 let skip = self.here()?;
                 self.emit(Ins::JumpUnless(*c, 0))?;
                 let yes = self.expr(then, env)?;
-                let (kind, shape, yes) = self.regs(yes)?;
-                let out = (0..yes.len()).map(|_| self.reg()).collect::<Option<Vec<_>>>()?;
-                for (&d, &s) in out.iter().zip(&yes) {
-                    self.emit(Ins::Move(d, s))?;
-                }
+                let out = self.fresh_like(&yes)?;
+                self.copy_into(&out, yes)?;
                 let done = self.here()?;
                 self.emit(Ins::Jump(0))?;
                 let no_start = self.here()?;
                 *self.code.get_mut(skip as usize)? = Ins::JumpUnless(*c, no_start);
                 let no = self.expr(otherwise, env)?;
-                let (k2, s2, no) = self.regs(no)?;
-                if k2 != kind || s2 != shape {
-                    return None;
-                }
-                for (&d, &s) in out.iter().zip(&no) {
-                    self.emit(Ins::Move(d, s))?;
-                }
+                self.copy_into(&out, no)?;
                 let end = self.here()?;
                 *self.code.get_mut(done as usize)? = Ins::Jump(end);
-                Some(CVal::Arr {
-                    kind,
-                    shape,
-                    regs: out,
-                })
+                Some(out)
             }
-            TExprKind::Record(_) | TExprKind::Field { .. } | TExprKind::Unbox { .. } => None,
+            // One record (a frame of them gives up), each field's value
+            // a cell of the field's shape.
+            TExprKind::Record(fields) => {
+                if !self.it.shape_of(&e.ty.shape, env, e.span).ok()?.is_empty() {
+                    return None;
+                }
+                let TyAtom::Record(cell_tys) = &e.ty.atom else {
+                    return None;
+                };
+                let mut out = Vec::with_capacity(fields.len());
+                for ((name, x), (_, cty)) in fields.iter().zip(cell_tys.iter()) {
+                    let v = self.expr(x, env)?;
+                    let cell = self.it.shape_of(&cty.shape, env, x.span).ok()?;
+                    if v.shape()? != cell.as_slice() {
+                        return None;
+                    }
+                    out.push((name.clone(), v));
+                }
+                Some(CVal::Rec(out))
+            }
+            TExprKind::Field { record, field } => match self.expr(record, env)? {
+                CVal::Rec(fields) => fields.into_iter().find(|(n, _)| n == field).map(|(_, v)| v),
+                _ => None,
+            },
+            TExprKind::Unbox { .. } => None,
         }
     }
 
@@ -683,28 +800,19 @@ impl<'a, 'p> Compiler<'a, 'p> {
                 let [c] = c.as_slice() else {
                     return None;
                 };
-                let ((ka, sa, ra), (kb, sb, rb)) = (self.regs(a)?, self.regs(b)?);
-                if ka != kb || sa != sb {
-                    return None;
-                }
-                let regs = match self.known(*c) {
-                    Some(0) => rb,
-                    Some(_) => ra,
+                // Arrays or records alike, register by register.
+                let out = self.fresh_like(&a)?;
+                let (ra, rb) = (self.conform(&out, a)?, self.conform(&out, b)?);
+                match self.known(*c) {
+                    Some(0) => with_regs(&out, &mut rb.into_iter()),
+                    Some(_) => with_regs(&out, &mut ra.into_iter()),
                     None => {
-                        let mut out = Vec::with_capacity(ra.len());
-                        for (&y, &n) in ra.iter().zip(&rb) {
-                            let d = self.reg()?;
+                        for ((d, y), n) in flat(&out)?.into_iter().zip(ra).zip(rb) {
                             self.emit(Ins::Select(d, *c, y, n))?;
-                            out.push(d);
                         }
-                        out
+                        Some(out)
                     }
-                };
-                Some(CVal::Arr {
-                    kind: ka,
-                    shape: sa,
-                    regs,
-                })
+                }
             }
             ("reduce" | "fold", _) => {
                 let mut args = args.into_iter();
@@ -846,6 +954,97 @@ impl<'a, 'p> Compiler<'a, 'p> {
     }
 }
 
+/// The registers of a value in registers (an array, or a record's fields
+/// one after another).
+fn flat(v: &CVal<'_>) -> Option<Vec<u32>> {
+    match v {
+        CVal::Arr { regs, .. } => Some(regs.clone()),
+        CVal::Rec(fields) => Some(
+            fields
+                .iter()
+                .map(|(_, f)| flat(f))
+                .collect::<Option<Vec<_>>>()?
+                .concat(),
+        ),
+        _ => None,
+    }
+}
+
+/// Record `o` of `r` as registers' bits, appended to `out` (fields in
+/// order, as [`Compiler::record`] lays them out).
+fn record_bits<F>(r: &Records<F>, o: usize, out: &mut Vec<u64>) -> Option<()> {
+    for f in &r.fields {
+        match &f.data {
+            Data::Records(inner) if f.cell.is_empty() => record_bits(inner, o, out)?,
+            d => {
+                let size = f.size();
+                for k in 0..size {
+                    out.push(bits_at(d, o * size + k)?);
+                }
+            }
+        }
+    }
+    Some(())
+}
+
+/// `like` (an array or a record in registers) with its registers, in
+/// order, taken from `regs` instead.
+fn with_regs<'p>(like: &CVal<'p>, regs: &mut impl Iterator<Item = u32>) -> Option<CVal<'p>> {
+    match like {
+        CVal::Arr { kind, shape, regs: r } => Some(CVal::Arr {
+            kind: *kind,
+            shape: shape.clone(),
+            regs: regs.take(r.len()).collect(),
+        }),
+        CVal::Rec(fields) => Some(CVal::Rec(
+            fields
+                .iter()
+                .map(|(n, f)| Some((n.clone(), with_regs(f, regs)?)))
+                .collect::<Option<Vec<_>>>()?,
+        )),
+        _ => None,
+    }
+}
+
+/// Records (`count` of them) laid out as `like` lays out one, from
+/// registers' bits, `stride` a record.
+fn records_of<'p>(
+    like: &CVal<'_>,
+    bits: &[u64],
+    count: usize,
+    stride: usize,
+    at: &mut usize,
+) -> Option<Data<Fun<'p>>> {
+    match like {
+        CVal::Arr { kind, regs, .. } => {
+            let n = regs.len();
+            let words = (0..count).flat_map(|p| {
+                let from = p * stride + *at;
+                bits.get(from..from + n).unwrap_or_default().iter().copied()
+            });
+            let data = match kind {
+                Kind::Int => Data::Int(words.map(i64::of_bits).collect::<Vec<_>>().into()),
+                Kind::Float => Data::Float(words.map(f32::of_bits).collect::<Vec<_>>().into()),
+                Kind::Bool => Data::Bool(words.map(bool::of_bits).collect::<Vec<_>>().into()),
+            };
+            *at += n;
+            (data.len() == count * n).then_some(data)
+        }
+        CVal::Rec(fields) => {
+            let mut out = Vec::with_capacity(fields.len());
+            for (name, f) in fields {
+                out.push(RecordField {
+                    name: name.clone(),
+                    cell: f.shape()?.to_vec(),
+                    data: records_of(f, bits, count, stride, at)?,
+                });
+            }
+            Some(Data::records(Records { count, fields: out }))
+        }
+        _ => None,
+    }
+}
+
 /// Cell `k` (of shape `cell`) of a value in registers or outside.
 fn cell_at<'p>(a: &CVal<'p>, cell: &[usize], k: usize) -> Option<CVal<'p>> {
     let size = atoms_in(cell);
@@ -873,9 +1072,15 @@ impl Program {
     /// Runs the program on `regs` (a copy of `init` with the parameters
     /// set); `None` on a fault.
     fn run(&self, regs: &mut [u64]) -> Option<()> {
+        self.run_part(regs, 0..self.code.len())
+    }
+
+    /// Runs the code in `part` (whose jumps stay inside it or go to its
+    /// end).
+    fn run_part(&self, regs: &mut [u64], part: std::ops::Range<usize>) -> Option<()> {
         use AtomOp::*;
-        let mut pc = 0usize;
-        while let Some(ins) = self.code.get(pc) {
+        let mut pc = part.start;
+        while let Some(ins) = self.code.get(pc).filter(|_| pc < part.end) {
             pc += 1;
             match ins {
                 Ins::Fast(op, d, a, b) => {
@@ -973,7 +1178,21 @@ impl Program {
 trait Bits: Copy + Send + Sync {
     fn bits(self) -> u64;
     fn of_bits(b: u64) -> Self;
+}
+
+/// An atom kind of a buffer.
+trait Plain: Bits {
     fn data<'p>(v: Vec<Self>) -> Data<Fun<'p>>;
+}
+
+/// Raw registers (a record's fields, split when the loop is done).
+impl Bits for u64 {
+    fn bits(self) -> u64 {
+        self
+    }
+    fn of_bits(b: u64) -> u64 {
+        b
+    }
 }
 
 impl Bits for i64 {
@@ -983,6 +1202,9 @@ impl Bits for i64 {
     fn of_bits(b: u64) -> i64 {
         b as i64
     }
+}
+
+impl Plain for i64 {
     fn data<'p>(v: Vec<i64>) -> Data<Fun<'p>> {
         Data::Int(v.into())
     }
@@ -995,6 +1217,9 @@ impl Bits for f32 {
     fn of_bits(b: u64) -> f32 {
         float(b)
     }
+}
+
+impl Plain for f32 {
     fn data<'p>(v: Vec<f32>) -> Data<Fun<'p>> {
         Data::Float(v.into())
     }
@@ -1007,6 +1232,9 @@ impl Bits for bool {
     fn of_bits(b: u64) -> bool {
         b != 0
     }
+}
+
+impl Plain for bool {
     fn data<'p>(v: Vec<bool>) -> Data<Fun<'p>> {
         Data::Bool(v.into())
     }
@@ -1087,17 +1315,28 @@ impl Loop {
 
     /// Every cell's loop (the cells shared among the threads when the
     /// steps are many), laid out as one buffer.
-    fn all<'p, T: Bits, U: Bits>(
+    fn all<'p, T: Bits, U: Plain>(
         &self,
         xs: &[T],
         seeds: Option<&[U]>,
         outer: usize,
         kept: usize,
     ) -> Option<Data<Fun<'p>>> {
+        Some(U::data(self.kept(xs, seeds, outer, kept)?))
+    }
+
+    /// What every cell's loop keeps, one cell after another.
+    fn kept<T: Bits, U: Bits>(
+        &self,
+        xs: &[T],
+        seeds: Option<&[U]>,
+        outer: usize,
+        kept: usize,
+    ) -> Option<Vec<U>> {
         let steps = outer.saturating_mul(self.items);
         let threads = crate::threads().min(outer);
         if threads < 2 || steps < PARALLEL_STEPS {
-            return Some(U::data(self.cells(xs, seeds, 0..outer, kept)?));
+            return self.cells(xs, seeds, 0..outer, kept);
         }
         let per = outer.div_ceil(threads * 4);
         let parts: Vec<(usize, std::sync::Mutex<Option<Vec<U>>>)> = (0..outer)
@@ -1119,11 +1358,209 @@ impl Loop {
         for (_, slot) in parts {
             all.extend(slot.into_inner().ok()??);
         }
-        Some(U::data(all))
+        Some(all)
+    }
+}
+
+/// A `while` or `iterate` loop compiled for one cell: the test (code
+/// `..split`, its answer in register `go`), then the step, its result
+/// copied back over the cell's registers `x`.
+struct Stepper {
+    program: Program,
+    x: Vec<u32>,
+    split: usize,
+    go: Option<u32>,
+}
+
+impl Stepper {
+    /// The loops of cells `range` (their bits, one after another, in
+    /// `xs`): each cell stepped `times` times, or while its test holds,
+    /// at most `limit` steps; the cells' bits afterwards and the steps
+    /// taken in all.
+    fn cells(
+        &self,
+        xs: &[u64],
+        times: Option<u64>,
+        limit: u64,
+        range: std::ops::Range<usize>,
+    ) -> Option<(Vec<u64>, u64)> {
+        let size = self.x.len();
+        let mut out = crate::kernel::buffer(range.len() * size).ok()?;
+        let mut regs = self.program.init.clone();
+        let (test, step) = (0..self.split, self.split..self.program.code.len());
+        let mut steps = 0u64;
+        for o in range {
+            for (&r, &b) in self.x.iter().zip(xs.get(o * size..(o + 1) * size)?) {
+                regs[r as usize] = b;
+            }
+            let mut k = 0u64;
+            loop {
+                match (times, self.go) {
+                    (Some(t), _) if k >= t => break,
+                    (None, Some(go)) => {
+                        self.program.run_part(&mut regs, test.clone())?;
+                        if regs[go as usize] == 0 {
+                            break;
+                        }
+                    }
+                    (None, None) => return None,
+                    _ => {}
+                }
+                if k >= limit {
+                    return None;
+                }
+                self.program.run_part(&mut regs, step.clone())?;
+                k += 1;
+            }
+            steps = steps.saturating_add(k);
+            out.extend(self.x.iter().map(|&r| regs[r as usize]));
+        }
+        Some((out, steps))
     }
 }
 
 impl<'p> Interpreter {
+    /// `(while test step x)` (`times` none) or `(iterate times step x)`
+    /// for every cell `x` of `xs` (shape `[n] ++ cell`, at most
+    /// `MAX_CELLS` small cells of Ints, Floats, Bools or records of them),
+    /// each cell's loop a cell program run natively, each stopping on its
+    /// own. `None` when a function is not one the
+    /// compiler knows or a step faults (the loop then runs as written,
+    /// which reports the error where the reference meets it).
+    pub(crate) fn loop_by_cell_program(
+        &mut self,
+        test: Option<&Fun<'p>>,
+        times: Option<u64>,
+        step: &Fun<'p>,
+        xs: &Value<'p>,
+        cell: &[usize],
+    ) -> Try<Value<'p>> {
+        if self.reference_only || test.is_some() == times.is_some() {
+            return None;
+        }
+        let lambda = |f: &Fun<'p>| matches!(f, Fun::Lambda { .. }) && !f.reads_batch();
+        if !lambda(step) || test.is_some_and(|t| !lambda(t)) {
+            return None;
+        }
+        let n = *xs.shape.first()?;
+        // Over more cells, the masked loop (masked.rs), each step
+        // vectorised across the live cells, is as fast or faster
+        // (measured: Collatz over 10^5 record cells 87 ms masked, 150 ms
+        // here).
+        if n == 0 || n > MAX_CELLS || xs.shape.get(1..)? != cell {
+            return None;
+        }
+        let mut c = Compiler::new(self);
+        let x = match &xs.data {
+            Data::Records(r) if cell.is_empty() => c.record(r, 0, &mut |c, _, _| c.reg())?,
+            d => {
+                let size = atoms_in(cell);
+                if size > MAX_ATOMS {
+                    return None;
+                }
+                CVal::Arr {
+                    kind: kind_of(d)?,
+                    shape: cell.to_vec(),
+                    regs: (0..size).map(|_| c.reg()).collect::<Option<Vec<_>>>()?,
+                }
+            }
+        };
+        let regs = flat(&x)?;
+        let size = regs.len();
+        if size == 0 || size > MAX_ATOMS {
+            return None;
+        }
+        let go = match test {
+            Some(t) => {
+                let t = c.function(t)?;
+                let r = c.call(t, vec![x.clone()], Span::default())?;
+                match c.regs(r)? {
+                    (Kind::Bool, shape, r) if shape.is_empty() => Some(*r.first()?),
+                    _ => return None,
+                }
+            }
+            None => None,
+        };
+        let split = c.code.len();
+        let f = c.function(step)?;
+        let r = c.call(f, vec![x.clone()], Span::default())?;
+        let mut result = c.conform(&x, r)?;
+        // (Parallel copies: a result that is one of the cell's registers
+        // is copied aside first.)
+        for r in result.iter_mut() {
+            if regs.contains(r) {
+                let d = c.reg()?;
+                c.emit(Ins::Move(d, *r))?;
+                *r = d;
+            }
+        }
+        for (&d, &r) in regs.iter().zip(&result) {
+            c.emit(Ins::Move(d, r))?;
+        }
+        let stepper = Stepper {
+            program: Program {
+                code: c.code,
+                init: c.init,
+                exts: c.exts,
+            },
+            x: regs,
+            split,
+            go,
+        };
+        let mut bits = crate::kernel::buffer(n.checked_mul(size)?).ok()?;
+        match &xs.data {
+            Data::Records(r) => {
+                for o in 0..n {
+                    record_bits(r, o, &mut bits)?;
+                }
+            }
+            d => {
+                for k in 0..n * size {
+                    bits.push(bits_at(d, k)?);
+                }
+            }
+        }
+        let threads = crate::threads().min(n);
+        let out = match self.fuel {
+            // Under a budget of steps, one cell after another, counted.
+            Some(fuel) => {
+                let (out, steps) = stepper.cells(&bits, times, fuel, 0..n)?;
+                self.fuel = Some(fuel.checked_sub(steps)?);
+                out
+            }
+            None if threads < 2 || n.saturating_mul(times.unwrap_or(64) as usize) < PARALLEL_STEPS => {
+                stepper.cells(&bits, times, u64::MAX, 0..n)?.0
+            }
+            None => {
+                let per = n.div_ceil(threads * 8);
+                let parts: Vec<(usize, std::sync::Mutex<Option<Vec<u64>>>)> = (0..n)
+                    .step_by(per)
+                    .map(|s| (s, std::sync::Mutex::new(None)))
+                    .collect();
+                let ok = crate::in_parallel(parts.iter().collect(), threads, |(s, slot)| {
+                    let r = stepper.cells(&bits, times, u64::MAX, *s..(*s + per).min(n));
+                    let done = r.is_some();
+                    if let Ok(mut slot) = slot.lock() {
+                        *slot = r.map(|(o, _)| o);
+                    }
+                    done
+                });
+                if !ok {
+                    return None;
+                }
+                let mut all = crate::kernel::buffer(n * size).ok()?;
+                for (_, slot) in parts {
+                    all.extend(slot.into_inner().ok()??);
+                }
+                all
+            }
+        };
+        Some(Array {
+            shape: xs.shape.clone(),
+            data: records_of(&x, &out, n, size, &mut 0)?,
+        })
+    }
+
     /// `fold`, `scan`, `iscan` or `reduce` by a lambda over every cell of
     /// the batch and the argument's frame, each cell's loop a cell program
     /// (see the module comment). `None` when the step is not one the
@@ -1170,10 +1607,6 @@ impl<'p> Interpreter {
         }
         let xs = plain(&xs.densify()?.v.data)?;
         let item_kind = kind_of(&xs)?;
-        let acc_size = atoms_in(seed.map_or(&item_shape, |(_, scell)| scell));
-        if acc_size == 0 || acc_size > MAX_ATOMS {
-            return None;
-        }
         let (acc_shape, seeds) = match seed {
             Some((s, scell)) => {
                 let sframe = s.own().len().checked_sub(scell.len())?;
@@ -1183,27 +1616,42 @@ impl<'p> Interpreter {
                 let mut shape = outer_shape.clone();
                 shape.extend(scell);
                 let seeds = s.laid_over(scell.len(), nb, outer_axes, &shape)?;
-                (scell.clone(), Some(plain(&seeds.data)?))
+                (scell.clone(), Some(seeds.data))
             }
             None => (item_shape.clone(), None),
         };
-        let acc_kind = match &seeds {
-            Some(d) => kind_of(d)?,
-            None => item_kind,
-        };
         // The program: the step applied to an accumulator and an item in
         // registers, its result copied to fresh registers where it is the
-        // accumulator's (which the copy back overwrites).
+        // accumulator's (which the copy back overwrites). A record
+        // accumulator is one register group per field.
         let mut c = Compiler::new(self);
-        let acc = (0..acc_size).map(|_| c.reg()).collect::<Option<Vec<_>>>()?;
+        let acc_val = match &seeds {
+            Some(Data::Records(r)) if acc_shape.is_empty() => c.record(r, 0, &mut |c, _, _| c.reg())?,
+            _ => {
+                let kind = match &seeds {
+                    Some(d) => kind_of(d)?,
+                    None => item_kind,
+                };
+                let n = atoms_in(&acc_shape);
+                if n > MAX_ATOMS {
+                    return None;
+                }
+                CVal::Arr {
+                    kind,
+                    shape: acc_shape.clone(),
+                    regs: (0..n).map(|_| c.reg()).collect::<Option<Vec<_>>>()?,
+                }
+            }
+        };
+        let acc = flat(&acc_val)?;
+        let acc_size = acc.len();
+        if acc_size == 0 || acc_size > MAX_ATOMS {
+            return None;
+        }
         let item = (0..size).map(|_| c.reg()).collect::<Option<Vec<_>>>()?;
         let step = c.function(fun)?;
         let args = vec![
-            CVal::Arr {
-                kind: acc_kind,
-                shape: acc_shape.clone(),
-                regs: acc.clone(),
-            },
+            acc_val.clone(),
             CVal::Arr {
                 kind: item_kind,
                 shape: item_shape.clone(),
@@ -1211,10 +1659,7 @@ impl<'p> Interpreter {
             },
         ];
         let r = c.call(step, args, Span::default())?;
-        let (kind, shape, mut result) = c.regs(r)?;
-        if kind != acc_kind || shape != acc_shape {
-            return None;
-        }
+        let mut result = c.conform(&acc_val, r)?;
         for r in result.iter_mut() {
             if acc.contains(r) {
                 let d = c.reg()?;
@@ -1256,6 +1701,27 @@ impl<'p> Interpreter {
                     Some(_) => None,
                 }
             };
+        }
+        if let Some(Data::Records(r)) = &seeds {
+            // Each cell's record seed as its registers' bits, the loops
+            // run on bits, and what they keep split back into fields.
+            let mut bits = crate::kernel::buffer(outer * acc_size).ok()?;
+            for o in 0..outer {
+                record_bits(r, o, &mut bits)?;
+            }
+            let s = Some(bits.as_slice());
+            let kept_bits = match &xs {
+                Data::Int(x) => looped.kept(x, s, outer, kept),
+                Data::Float(x) => looped.kept(x, s, outer, kept),
+                Data::Bool(x) => looped.kept(x, s, outer, kept),
+                _ => None,
+            }?;
+            let shape = outer_shape
+                .into_iter()
+                .chain(looped.scanning.then_some(kept))
+                .collect();
+            let data = records_of(&acc_val, &kept_bits, outer * kept, acc_size, &mut 0)?;
+            return Some(Batched::dense(Array { shape, data }, nb));
         }
         let data = match (&xs, &seeds) {
             // Without a seed, the accumulators are of the items' kind.

@@ -412,6 +412,11 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             }
             let f = arg(1)?.clone();
             let mut x = arg(2)?.clone();
+            if let Some(r) = crate::masked::single_lambda(&f)
+                .and_then(|f| it.loop_by_cell_program(None, Some(n as u64), &f, &one_cell(&x), &x.shape))
+            {
+                return Ok(Array { shape: x.shape, ..r });
+            }
             for _ in 0..n {
                 x = it.call_value(&f, x, span)?;
             }
@@ -420,6 +425,13 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         "while" => {
             let (test, step) = (arg(0)?.clone(), arg(1)?.clone());
             let mut x = arg(2)?.clone();
+            if let (Some(t), Some(s)) = (
+                crate::masked::single_lambda(&test),
+                crate::masked::single_lambda(&step),
+            ) && let Some(r) = it.loop_by_cell_program(Some(&t), None, &s, &one_cell(&x), &x.shape)
+            {
+                return Ok(Array { shape: x.shape, ..r });
+            }
             loop {
                 let go = it.call_value(&test, x.clone(), span)?;
                 match &go.data {
@@ -1273,4 +1285,12 @@ fn counting(n: usize, span: Span) -> Run<Vec<i64>> {
     };
     v.extend(0..n as i64);
     Ok(v)
+}
+
+/// A value as a frame of one cell (for a loop over a frame of cells).
+fn one_cell<'p>(x: &Value<'p>) -> Value<'p> {
+    Array {
+        shape: std::iter::once(1).chain(x.shape.iter().copied()).collect(),
+        data: x.data.clone(),
+    }
 }

@@ -42,6 +42,14 @@ impl<'p> Interpreter {
         };
         let mut start = 0;
         if let Some((test, step)) = &lambdas {
+            // Small cells: each cell's loop a cell program.
+            let whole = Array {
+                shape: shape.clone(),
+                data: out.clone(),
+            };
+            if let Some(r) = self.loop_by_cell_program(Some(test), None, step, &whole, cell) {
+                return Ok(r);
+            }
             while start < n {
                 let len = STRIP_CELLS.min(n - start);
                 let strip = Array {
@@ -82,6 +90,9 @@ impl<'p> Interpreter {
         cell: &[usize],
     ) -> Try<Value<'p>> {
         let (test, step) = (single_lambda(test)?, single_lambda(step)?);
+        if let Some(r) = self.loop_by_cell_program(Some(&test), None, &step, &xs, cell) {
+            return Some(r);
+        }
         let n = *xs.shape.first()?;
         let size: usize = cell.iter().product();
         let mut data = xs.data.with_capacity_like(n.saturating_mul(size));
@@ -151,7 +162,7 @@ impl<'p> Interpreter {
 /// The one lambda of a scalar function array, the same for every cell: not
 /// a closure made inside a batch, which holds one value per batch position
 /// (the cells of a masked loop are not the batch's positions).
-fn single_lambda<'p>(f: &Value<'p>) -> Try<Fun<'p>> {
+pub(crate) fn single_lambda<'p>(f: &Value<'p>) -> Try<Fun<'p>> {
     match (&f.data, f.shape.is_empty()) {
         (Data::Atoms(a), true) => match a.as_slice() {
             [Atom::Fun(fun @ Fun::Lambda { .. })] if !fun.reads_batch() => Some(fun.clone()),
