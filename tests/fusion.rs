@@ -677,3 +677,31 @@ fn a_reduction_written_twice_is_computed_once() {
     let loops = loop_level(text);
     assert_eq!(loops.matches("(reduce ").count(), 2, "{loops}");
 }
+
+/// A restarting count written as people write it (`iscan` of `[start 1]`
+/// pairs made by a lambda, inline or bound by a `let`, read only by a
+/// `filter` at the runs' ends): the pairs are made where the scan reads
+/// them and the scan's cells are written only where kept, so the one
+/// buffer of a pair per item is the kept cells' (faulted in only where
+/// written), beside the starts and the flags.
+#[test]
+fn a_scan_of_pairs_read_by_a_filter_makes_neither_the_pairs_nor_the_scan() {
+    let count_on = "(def (fun (count-on (a [Int 2]) (b [Int 2]) : [Int 2])
+          (if (== (index b 0) 1) b [(index a 0) (+ (index a 1) (index b 1))])))";
+    for pairs in [
+        "(val counts (iscan count-on ((fn ((s Int)) [s 1]) starts)))",
+        "(val pairs ((fn ((s Int)) [s 1]) starts)) (val counts (iscan count-on pairs))",
+    ] {
+        let text = format!(
+            "{count_on}
+             (entry (main (xs [Int 1000]))
+               (let ((val differs (!= ((i-app drop 1) xs) ((i-app drop-right 1) xs)))
+                     (val starts (append [1] (bool->i differs)))
+                     {pairs}
+                     (val last-of-run (append differs [#t])))
+                 (box ((fn ((p [Int 2])) (index p 1)) (filter last-of-run counts)))))"
+        );
+        let pair_buffers = outer_allocations(&text).iter().filter(|&&n| n == 2000).count();
+        assert_eq!(pair_buffers, 1, "{}", loop_level(&text));
+    }
+}

@@ -80,6 +80,7 @@ impl<'m> Alloc<'m> {
             ("scan", [op, z, Val::Array(xs)]) => self.scan(op, z, xs, e, body),
             ("scan", [_, z, xs @ Val::Delayed(_)]) => self.sum_scan_delayed(z, xs, e, body),
             ("iscan", [op, Val::Array(xs)]) => self.iscan(op, xs, e, body),
+            ("iscan", [op, xs @ Val::Delayed(_)]) => self.iscan_of_delayed(op, xs, e, body),
             ("fold-right", [op, z, Val::Array(xs)]) => self.fold_right(op, z, xs, e, body),
             ("hist", [op, ne, idx @ (Val::Array(_) | Val::Delayed(_)), Val::Array(xs)]) => {
                 self.hist(op, ne, idx, xs, e, body)
@@ -129,6 +130,11 @@ impl<'m> Alloc<'m> {
             return Ok(State::Record(fields));
         }
         let elem = elem_of(&ty.atom)?;
+        self.state_of(init, elem, dims, body)
+    }
+
+    /// A state of atoms `elem`, of shape `dims`, starting from `init`.
+    fn state_of(&mut self, init: &Val<'m>, elem: Elem, dims: Vec<Expr>, body: &mut Vec<Stmt>) -> Res<State> {
         if dims.is_empty() {
             let Some(x) = scalar_of(init) else {
                 return unsupported("a loop whose state is a function");
@@ -457,6 +463,21 @@ impl<'m> Alloc<'m> {
     ) -> Res<View> {
         let elem = elem_of(&e.ty.atom)?;
         let out = self.alloc("scan", elem, dims, body);
+        self.scan_in_place(op, z, xs, e, &out, body)?;
+        Ok(out)
+    }
+
+    /// [`Alloc::scan`] into `out`, a buffer of one more item than `xs`.
+    fn scan_in_place(
+        &mut self,
+        op: &Val<'m>,
+        z: &Val<'m>,
+        xs: &View,
+        e: &'m maps::Expr,
+        out: &View,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let elem = out.elem;
         self.copy(z.clone(), &out.cell(&[Expr::Int(0)]), body)?;
         let k = self.fresh("k");
         let inner = self.in_loop(|a, inner| {
@@ -471,24 +492,25 @@ impl<'m> Alloc<'m> {
             parallel: false,
             body: inner,
         };
-        // Int scans by an exact combining (a sum, a running maximum …) at
+        // Scans by an exact combining (an Int sum, a running maximum …) at
         // the outermost level: in blocks on several threads (wrapping
-        // arithmetic gives the same bits in any grouping).
+        // arithmetic, and f.max and f.min, which take the last of the
+        // greatest or least items or NaN, give the same bits in any
+        // grouping).
         if self.loop_depth == 0
-            && elem == Elem::Int
             && xs.dims.len() == 1
-            && let Some(exact) = self.exact_int(op)
+            && let Some(exact) = self.exact_scan(op, elem)
         {
-            let blocked = self.blocked_scan(exact, &Val::Array(xs.clone()), xs.dims[0].clone(), &out)?;
+            let blocked = self.blocked_scan(exact, elem, &Val::Array(xs.clone()), xs.dims[0].clone(), out)?;
             body.push(Stmt::If {
                 cond: Expr::op(">=", vec![xs.dims[0].clone(), Expr::Int(BLOCKED_SCAN_FROM)]),
                 then: blocked,
                 otherwise: vec![in_order],
             });
-            return Ok(out);
+            return Ok(());
         }
-        body.extend(self.written_in_order(&out, in_order));
-        Ok(out)
+        body.extend(self.written_in_order(out, in_order));
+        Ok(())
     }
 
     /// `chain`, a loop on this thread writing `out` in order, with `out`'s
@@ -527,6 +549,23 @@ impl<'m> Alloc<'m> {
         EXACT_INT.iter().find(|(n, _)| *n == name).copied()
     }
 
+    /// The exact combining of atoms `elem` that `op` applies elementwise,
+    /// and its identity: an Int one of [`EXACT_INT`], or `f.max` (from
+    /// -Infinity) or `f.min` (from Infinity) of Floats.
+    fn exact_scan(&self, op: &Val<'m>, elem: Elem) -> Option<(&'static str, Expr)> {
+        match elem {
+            Elem::Int => self
+                .exact_int(op)
+                .map(|(name, identity)| (name, Expr::Int(identity))),
+            Elem::Float => match self.elementwise(op)? {
+                "f.max" => Some(("f.max", Expr::Float(f32::NEG_INFINITY))),
+                "f.min" => Some(("f.min", Expr::Float(f32::INFINITY))),
+                _ => None,
+            },
+            Elem::Bool => None,
+        }
+    }
+
     /// An exclusive Int scan by an exact combining `op` (of `identity`)
     /// of the `n` items of `xs` (a vector or a delayed map) into `out`
     /// (its item 0 already the start) in `SCAN_BLOCKS` blocks: each
@@ -534,7 +573,8 @@ impl<'m> Alloc<'m> {
     /// each block's partial combinations from its start (in parallel).
     fn blocked_scan(
         &mut self,
-        (op, identity): (&'static str, i64),
+        (op, identity): (&'static str, Expr),
+        elem: Elem,
         xs: &Val<'m>,
         n: Expr,
         out: &View,
@@ -555,7 +595,7 @@ impl<'m> Alloc<'m> {
             },
             Stmt::Alloc {
                 buf: sums,
-                elem: Elem::Int,
+                elem,
                 len: Expr::Int(SCAN_BLOCKS),
             },
         ];
@@ -602,9 +642,9 @@ impl<'m> Alloc<'m> {
         self.loop_depth -= 2;
         first.push(Stmt::Reduce {
             acc,
-            elem: Elem::Int,
+            elem,
             op,
-            seed: Some(Expr::Int(identity)),
+            seed: Some(identity),
             order: Order::Left,
             index: k,
             count: Expr::Var(count),
@@ -626,7 +666,7 @@ impl<'m> Alloc<'m> {
         let (b, run, s) = (self.fresh("b"), self.fresh("run"), self.fresh("s"));
         stmts.push(Stmt::Let {
             var: run,
-            elem: Elem::Int,
+            elem,
             value: start,
         });
         stmts.push(Stmt::For {
@@ -636,7 +676,7 @@ impl<'m> Alloc<'m> {
             body: vec![
                 Stmt::Let {
                     var: s,
-                    elem: Elem::Int,
+                    elem,
                     value: Expr::load(sums, Expr::Var(b)),
                 },
                 Stmt::Store {
@@ -656,7 +696,7 @@ impl<'m> Alloc<'m> {
         let (k, r, at) = (self.fresh("k"), self.fresh("r"), self.fresh("at"));
         second.push(Stmt::Let {
             var: r,
-            elem: Elem::Int,
+            elem,
             value: Expr::load(sums, Expr::Var(b)),
         });
         let mut each = vec![Stmt::Let {
@@ -742,7 +782,7 @@ impl<'m> Alloc<'m> {
             parallel: false,
             body: each,
         };
-        let blocked = self.blocked_scan(("+", 0), xs, n.clone(), &out)?;
+        let blocked = self.blocked_scan(("+", Expr::Int(0)), Elem::Int, xs, n.clone(), &out)?;
         body.push(Stmt::If {
             cond: Expr::op(">=", vec![n, Expr::Int(BLOCKED_SCAN_FROM)]),
             then: blocked,
@@ -778,8 +818,211 @@ impl<'m> Alloc<'m> {
         }
         let dims = self.dims(&e.ty.shape)?;
         let out = self.alloc("iscan", elem, dims, body);
+        // A Float scan by f.max or f.min: item 0 itself (a NaN's bits
+        // kept), then the exclusive scan of the others from it, in blocks
+        // on the threads over many items.
+        if self.loop_depth == 0
+            && elem == Elem::Float
+            && xs.dims.len() == 1
+            && self.exact_scan(op, elem).is_some()
+        {
+            let n = xs.dims[0].clone();
+            let rest = View {
+                offset: Expr::add(xs.offset.clone(), xs.strides[0].clone()),
+                dims: vec![Expr::op("-", vec![n.clone(), Expr::Int(1)])],
+                ..xs.clone()
+            };
+            let first = cell_val(xs.cell(&[Expr::Int(0)]));
+            let mut some = Vec::new();
+            self.scan_in_place(op, &first, &rest, e, &out, &mut some)?;
+            body.push(Stmt::If {
+                cond: Expr::op(">", vec![n, Expr::Int(0)]),
+                then: some,
+                otherwise: Vec::new(),
+            });
+            return Ok(Val::Array(out));
+        }
         self.iscan_into(op, xs, e, &out, body)?;
         Ok(Val::Array(out))
+    }
+
+    /// A `let`-bound `iscan` whose variable is read once, as the items of a
+    /// `filter`, where no loop encloses it: not made (see [`Scanned`]).
+    pub(super) fn scanned(
+        &mut self,
+        b: &'m maps::Bind,
+        later: &'m [maps::Bind],
+        inner: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Option<Val<'m>>> {
+        let Kind::App { func, args } = &b.value.kind else {
+            return Ok(None);
+        };
+        if prim_of(func) != Some("iscan")
+            || self.loop_depth != 0
+            || matches!(b.value.ty.atom, TyAtom::Record(_))
+            || !filtered_once(b.var, later, inner)
+        {
+            return Ok(None);
+        }
+        let f = self.value(func, body)?;
+        let mut vals = self.arguments(&f, args, body)?;
+        let exact = matches!(vals.as_slice(), [op, Val::Array(xs)]
+            if xs.dims.len() == 1 && xs.elem == Elem::Int && self.exact_int(op).is_some());
+        if exact || vals.len() != 2 {
+            // (An exact Int scan runs in blocks on the threads: made.)
+            let v = self.apply(f, vals, &b.value, body)?;
+            return Ok(Some(v));
+        }
+        if !self.iscan_of_map(&vals) {
+            let items = self.force(vals[1].clone(), body)?;
+            vals[1] = items;
+        }
+        Ok(Some(Val::Scanned(Rc::new(Scanned {
+            func: f,
+            args: vals,
+            e: &b.value,
+        }))))
+    }
+
+    /// The `iscan` [`Scanned`] did not make, made (read other than by a
+    /// `filter`).
+    pub(super) fn scanned_made(&mut self, s: &Scanned<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        self.apply(s.func.clone(), s.args.clone(), s.e, body)
+    }
+
+    /// `e` where it is a `filter` of the items of a [`Scanned`]: one
+    /// sequential loop, the scan's state stepped item by item (each item
+    /// computed there, where it is a delayed map) and written at the next
+    /// place where its flag is set. The kept cells' buffer has room for
+    /// every item (a page of it is faulted in only where a kept cell is
+    /// written); its first `kept` cells are the result. Each cell is the
+    /// scan's own, in order: the same bits.
+    pub(super) fn scanned_filter(&mut self, e: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Option<Val<'m>>> {
+        let Kind::App { func, args } = &e.kind else {
+            return Ok(None);
+        };
+        let (Some("filter"), [flags, xs]) = (prim_of(func), args.as_slice()) else {
+            return Ok(None);
+        };
+        let Kind::Var(v) = xs.kind else {
+            return Ok(None);
+        };
+        let Some(Val::Scanned(s)) = self.scope.vars.get(&v) else {
+            return Ok(None);
+        };
+        let s = s.clone();
+        let flags = self.value(flags, body)?;
+        let flags = self.force(flags, body)?;
+        let (Val::Array(fl), [op, items], 0) = (&flags, s.args.as_slice(), self.loop_depth) else {
+            let f = self.value(func, body)?;
+            let scan = self.scanned_made(&s, body)?;
+            return self.apply(f, vec![flags, scan], e, body).map(Some);
+        };
+        let elem = elem_of(&s.e.ty.atom)?;
+        let dims = self.dims(&s.e.ty.shape)?;
+        let n = dims[0].clone();
+        let dest = self.alloc("kept", elem, dims.clone(), body);
+        let at = self.fresh("at");
+        body.push(Stmt::Let {
+            var: at,
+            elem: Elem::Int,
+            value: Expr::Int(0),
+        });
+        // The state, written at `at` where the flag at `k` is set.
+        let keep = |a: &mut Self, st: &State, k: Expr, each: &mut Vec<Stmt>| -> Res<()> {
+            let mut then = Vec::new();
+            a.copy(Self::state_val(st), &dest.cell(&[Expr::Var(at)]), &mut then)?;
+            then.push(Stmt::Set {
+                var: at,
+                value: Expr::add(Expr::Var(at), Expr::Int(1)),
+            });
+            each.push(Stmt::If {
+                cond: fl.cell(&[k]).load(),
+                then,
+                otherwise: Vec::new(),
+            });
+            Ok(())
+        };
+        let mut some = Vec::new();
+        self.loop_depth += 1;
+        let r = (|| {
+            let first = self.scan_item(items, Expr::Int(0), &mut some)?;
+            let st = self.state_of(&first, elem, dims[1..].to_vec(), &mut some)?;
+            keep(self, &st, Expr::Int(0), &mut some)?;
+            let k = self.fresh("k");
+            let inner = self.in_loop(|a, inner| {
+                let next = Expr::add(Expr::Var(k), Expr::Int(1));
+                let item = a.scan_item(items, next.clone(), inner)?;
+                a.step(&st, op, vec![Self::state_val(&st), item], s.e, inner)?;
+                keep(a, &st, next, inner)
+            })?;
+            some.push(Stmt::For {
+                index: k,
+                count: Expr::op("-", vec![n.clone(), Expr::Int(1)]),
+                parallel: false,
+                body: inner,
+            });
+            Ok(())
+        })();
+        self.loop_depth -= 1;
+        r?;
+        body.push(Stmt::If {
+            cond: Expr::op(">", vec![n, Expr::Int(0)]),
+            then: some,
+            otherwise: Vec::new(),
+        });
+        let mut kept = dims;
+        kept[0] = Expr::Var(at);
+        Ok(Some(Val::Box {
+            witness: IndexVal::Dim(Expr::Var(at)),
+            payload: std::boxed::Box::new(Val::Array(View::contiguous(dest.buf, elem, kept))),
+        }))
+    }
+
+    /// Whether `iscan` of `args` takes its items delayed: a map that
+    /// cannot fail, outside loops, each item computed where the scan's
+    /// chain reads it (the pairs a restarting count is made of never
+    /// stored), unless the scan is an exact Int one (run in blocks, each
+    /// item read twice).
+    pub(super) fn iscan_of_map(&self, args: &[Val<'m>]) -> bool {
+        match args {
+            [op, Val::Delayed(d)] => {
+                self.loop_depth == 0
+                    && !d.dims.is_empty()
+                    && !d.transposed
+                    && cannot_fail(d.map)
+                    && !(d.dims.len() == 1 && d.elem == Elem::Int && self.exact_int(op).is_some())
+            }
+            _ => false,
+        }
+    }
+
+    /// `iscan` of a delayed map (see [`Alloc::iscan_of_map`]).
+    fn iscan_of_delayed(
+        &mut self,
+        op: &Val<'m>,
+        xs: &Val<'m>,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Val<'m>> {
+        let elem = elem_of(&e.ty.atom)?;
+        let dims = self.dims(&e.ty.shape)?;
+        let out = self.alloc("iscan", elem, dims, body);
+        self.iscan_items_into(op, xs, e, &out, body)?;
+        Ok(Val::Array(out))
+    }
+
+    /// The item at `k` of an `iscan`'s items (an array, or a delayed map
+    /// whose code goes into `body`).
+    fn scan_item(&mut self, xs: &Val<'m>, k: Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        match xs {
+            Val::Delayed(d) => self.delayed_cell(d, &[k], body),
+            _ => match cell_of(xs, &[k]) {
+                Some(c) => Ok(cell_val(c)),
+                None => unsupported("iscan of these items"),
+            },
+        }
     }
 
     /// Whether `iscan` of `args` is written by [`Alloc::iscan_into`] (not
@@ -803,13 +1046,22 @@ impl<'m> Alloc<'m> {
         out: &View,
         body: &mut Vec<Stmt>,
     ) -> Res<()> {
-        let n = xs.dims[0].clone();
+        self.iscan_items_into(op, &Val::Array(xs.clone()), e, out, body)
+    }
+
+    /// [`Alloc::iscan_into`] of items that are an array or a delayed map.
+    fn iscan_items_into(
+        &mut self,
+        op: &Val<'m>,
+        xs: &Val<'m>,
+        e: &'m maps::Expr,
+        out: &View,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let n = out.dims[0].clone();
         let mut first = Vec::new();
-        self.copy(
-            cell_val(xs.cell(&[Expr::Int(0)])),
-            &out.cell(&[Expr::Int(0)]),
-            &mut first,
-        )?;
+        let head = self.scan_item(xs, Expr::Int(0), &mut first)?;
+        self.copy(head, &out.cell(&[Expr::Int(0)]), &mut first)?;
         body.push(Stmt::If {
             cond: Expr::op(">", vec![n.clone(), Expr::Int(0)]),
             then: first,
@@ -819,7 +1071,7 @@ impl<'m> Alloc<'m> {
         let inner = self.in_loop(|a, inner| {
             let next = Expr::add(Expr::Var(k), Expr::Int(1));
             let acc = cell_val(out.cell(&[Expr::Var(k)]));
-            let item = cell_val(xs.cell(std::slice::from_ref(&next)));
+            let item = a.scan_item(xs, next.clone(), inner)?;
             a.apply_into(op, vec![acc, item], e, &out.cell(&[next]), inner)
         })?;
         let chain = Stmt::For {
@@ -1813,4 +2065,59 @@ fn in_range(j: Expr, n: Expr) -> Expr {
             Expr::op("<", vec![j, n]),
         ],
     )
+}
+
+/// An `iscan` not made yet: the function and arguments of a `let`-bound
+/// `iscan` read only as the items of a `filter`
+/// ([`Alloc::scanned_filter`]). Read any other way, it is made then.
+pub(super) struct Scanned<'m> {
+    func: Val<'m>,
+    args: Vec<Val<'m>>,
+    e: &'m maps::Expr,
+}
+
+/// Whether `var` is read exactly once in `later` and `body`, as the items
+/// of an `iscan` that a later binding of the same `let` (or its body) is:
+/// a map bound so is delayed, each item computed where the scan's chain
+/// reads it ([`Alloc::iscan_of_map`]), no loop or function around it.
+pub(super) fn scanned_once(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> bool {
+    let scans = |e: &maps::Expr| {
+        matches!(&e.kind, Kind::App { func, args } if prim_of(func) == Some("iscan")
+            && matches!(args.as_slice(), [_, xs] if matches!(xs.kind, Kind::Var(v) if v == var)))
+    };
+    let mut uses = 0usize;
+    let mut count = |e: &maps::Expr| {
+        e.each(&mut |x| {
+            if matches!(x.kind, Kind::Var(v) if v == var) {
+                uses += 1;
+            }
+        })
+    };
+    for b in later {
+        count(&b.value);
+    }
+    count(body);
+    uses == 1 && (later.iter().any(|b| scans(&b.value)) || scans(body))
+}
+
+/// Whether `var` is read exactly once in `later` and `body`, as the items
+/// of a `filter`.
+fn filtered_once(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> bool {
+    let (mut uses, mut filtered) = (0usize, 0usize);
+    let mut count = |e: &maps::Expr| {
+        e.each(&mut |x| match &x.kind {
+            Kind::Var(v) if *v == var => uses += 1,
+            Kind::App { func, args } if prim_of(func) == Some("filter") => {
+                if matches!(args.as_slice(), [_, xs] if matches!(xs.kind, Kind::Var(v) if v == var)) {
+                    filtered += 1;
+                }
+            }
+            _ => {}
+        });
+    };
+    for b in later {
+        count(&b.value);
+    }
+    count(body);
+    uses == 1 && filtered == 1
 }

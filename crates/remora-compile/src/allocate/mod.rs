@@ -160,6 +160,9 @@ enum Val<'m> {
     /// An exclusive sum scan of flags not made (see [`compact::Offsets`]);
     /// made where it is read other than by `last` or a compaction.
     Offsets(Rc<compact::Offsets<'m>>),
+    /// An `iscan` not made (see [`iteration::Scanned`]); made where it is
+    /// read other than as the items of a `filter`.
+    Scanned(Rc<iteration::Scanned<'m>>),
 }
 
 /// See [`Val::Rotated`]: item `i` (of `dims[0]`, at most the source's
@@ -749,6 +752,10 @@ impl<'m> Alloc<'m> {
                     let o = o.clone();
                     self.offsets_made(&o, body)
                 }
+                Some(Val::Scanned(s)) => {
+                    let s = s.clone();
+                    self.scanned_made(&s, body)
+                }
                 Some(x) => Ok(x.clone()),
                 None => unsupported(format!("the variable {}", self.name_of(*v))),
             },
@@ -820,6 +827,9 @@ impl<'m> Alloc<'m> {
             },
             Kind::App { func, args } if !is_append(e) => {
                 if let Some(v) = self.offsets_use(e, body)? {
+                    return Ok(v);
+                }
+                if let Some(v) = self.scanned_filter(e, body)? {
                     return Ok(v);
                 }
                 if let Some(v) = self.selected_sort(e, body)? {
@@ -1525,7 +1535,11 @@ impl<'m> Alloc<'m> {
                     Val::Graded(Rc::new(compact::Graded { keys }))
                 } else if let Some(o) = self.offsets(b, &binds[i + 1..], inner, body)? {
                     o
-                } else if used_once_by_a_map(b.var, &binds[i + 1..], inner) {
+                } else if let Some(s) = self.scanned(b, &binds[i + 1..], inner, body)? {
+                    s
+                } else if used_once_by_a_map(b.var, &binds[i + 1..], inner)
+                    || iteration::scanned_once(b.var, &binds[i + 1..], inner)
+                {
                     self.value_lazy(&b.value, body)?
                 } else {
                     self.bound(&b.value, body)?
@@ -1721,9 +1735,11 @@ const FUSED_CONSUMERS: &[&str] = &[
     "reduce",
     "reduce/zero",
     "count",
-    // An Int sum scan of a map (`Alloc::sum_scan_of_map`), a scatter
-    // through a map of indices (`Alloc::scatter_of_map`); others computed.
+    // An Int sum scan of a map (`Alloc::sum_scan_of_map`), an iscan of a
+    // map (`Alloc::iscan_of_map`), a scatter through a map of indices
+    // (`Alloc::scatter_of_map`); others computed.
     "scan",
+    "iscan",
     "scatter",
     // A grade of a map of Int keys (`Alloc::grades_a_map`), a hist by a
     // map of bin numbers (`Alloc::hist_of_map`).
@@ -2005,6 +2021,9 @@ fn delayable_cell(e: &maps::Expr) -> bool {
             };
             view && cannot_fail(e)
         }
+        // A small cell written out of a few scalars (a `[start 1]` pair):
+        // made where it is read, in a cell of its own.
+        Kind::Frame { elems, .. } => elems.iter().all(|x| x.ty.shape.is_scalar() && few_operations(x)),
         _ => delayable(e),
     }
 }

@@ -56,6 +56,7 @@ impl<'m> Alloc<'m> {
             || FUSED_CONSUMERS.contains(&name)
                 && match name {
                     "scan" => self.sum_scan_of_map(&args),
+                    "iscan" => self.iscan_of_map(&args),
                     "scatter" => self.scatter_of_map(&args),
                     "grade" => self.grades_a_map(&args),
                     "hist" => self.hist_of_map(&args),

@@ -132,11 +132,15 @@ impl<'m> Alloc<'m> {
             value: Expr::Var(kept),
         });
         let dest = self.fresh("kept");
+        let cell_atoms = small_cells(xs).unwrap_or(1);
         body.push(Stmt::Alloc {
             buf: dest,
             elem: xs.elem,
-            len: Expr::Var(kept),
+            len: Expr::mul(Expr::Var(kept), Expr::Int(cell_atoms)),
         });
+        let mut dims = xs.dims.clone();
+        dims[0] = Expr::Var(kept);
+        let view = View::contiguous(dest, xs.elem, dims);
         // Each part's kept items, from its first place to the next part's.
         let (p, at, end) = (self.fresh("part"), self.fresh("at"), self.fresh("end"));
         let (lo, hi, mut copy_part) = part_range(self, p);
@@ -152,12 +156,21 @@ impl<'m> Alloc<'m> {
         });
         let item = |a: &mut Self, k: Var, _, each: &mut Vec<Stmt>| -> Res<(Expr, Vec<Stmt>)> {
             let f = flag(a, Expr::Var(k), each)?;
-            let store = Stmt::Store {
-                buf: dest,
-                index: Expr::Var(at),
-                value: xs.cell(&[Expr::Var(k)]).load(),
-            };
-            Ok((f, vec![store]))
+            let item = xs.cell(&[Expr::Var(k)]);
+            if item.dims.is_empty() {
+                let store = Stmt::Store {
+                    buf: dest,
+                    index: Expr::Var(at),
+                    value: item.load(),
+                };
+                return Ok((f, vec![store]));
+            }
+            // A cell: its atoms copied (loops the C compiler unrolls).
+            let mut write = Vec::new();
+            a.loop_depth += 3;
+            let r = a.copy(cell_val(item), &view.cell(&[Expr::Var(at)]), &mut write);
+            a.loop_depth -= 3;
+            r.map(|()| (f, write))
         };
         let fits = |many: Expr| Expr::op("<=", vec![Expr::add(Expr::Var(at), many), Expr::Var(end)]);
         copy_part.push(self.kept_in_blocks(at, (lo, hi), Some(&fits), item)?);
@@ -167,7 +180,6 @@ impl<'m> Alloc<'m> {
             parallel: true,
             body: copy_part,
         });
-        let view = View::contiguous(dest, xs.elem, vec![Expr::Var(kept)]);
         Ok(Val::Box {
             witness: IndexVal::Dim(Expr::Var(kept)),
             payload: std::boxed::Box::new(Val::Array(view)),
@@ -273,11 +285,14 @@ impl<'m> Alloc<'m> {
             Val::Delayed(d) => d.dims.len() == 1 && !d.transposed,
             _ => false,
         };
+        // The items: atoms, or small cells of a size known when compiling
+        // (the `[start count]` pairs of a restarting count).
+        let items = |v: &Val<'m>| vector(v) || matches!(v, Val::Array(v) if small_cells(v).is_some());
         match args {
             [Val::Delayed(d), xs] => {
-                vector(&args[0]) && d.elem == Elem::Bool && cannot_fail(d.map) && vector(xs)
+                vector(&args[0]) && d.elem == Elem::Bool && cannot_fail(d.map) && items(xs)
             }
-            [Val::Array(_), xs] => vector(&args[0]) && vector(xs),
+            [Val::Array(_), xs] => vector(&args[0]) && items(xs),
             _ => false,
         }
     }
@@ -1036,4 +1051,17 @@ impl<'m> Alloc<'m> {
         self.scope = saved;
         Some(r)
     }
+}
+
+/// The number of atoms of each item of `xs`, a vector of small cells (at
+/// most 16 atoms, their shape known when compiling), or `None`.
+fn small_cells(xs: &View) -> Option<i64> {
+    let mut atoms = 1i64;
+    for d in xs.dims.get(1..)? {
+        match d {
+            Expr::Int(n) if *n > 0 => atoms = atoms.checked_mul(*n)?,
+            _ => return None,
+        }
+    }
+    (xs.dims.len() >= 2 && atoms <= 16).then_some(atoms)
 }
