@@ -229,6 +229,25 @@ impl<'a, 'p> Compiler<'a, 'p> {
         Some(r)
     }
 
+    /// `n` fresh registers.
+    fn fresh_regs(&mut self, n: usize) -> Option<Vec<u32>> {
+        (0..n).map(|_| self.reg()).collect()
+    }
+
+    /// A cell of `kind` and `shape` in fresh registers; `None` over
+    /// [`MAX_ATOMS`] atoms.
+    fn fresh_cell(&mut self, kind: Kind, shape: Vec<usize>) -> Option<CVal<'p>> {
+        let n = atoms_in(&shape);
+        if n > MAX_ATOMS {
+            return None;
+        }
+        Some(CVal::Arr {
+            kind,
+            shape,
+            regs: self.fresh_regs(n)?,
+        })
+    }
+
     fn constant(&mut self, bits: u64) -> Option<u32> {
         let r = self.reg()?;
         *self.init.get_mut(r as usize)? = bits;
@@ -306,7 +325,7 @@ impl<'a, 'p> Compiler<'a, 'p> {
                         .map(|k| self.constant(bits_at(&data, skip + k)?))
                         .collect::<Option<Vec<_>>>()?,
                     Some(at) => {
-                        let regs = (0..count).map(|_| self.reg()).collect::<Option<Vec<_>>>()?;
+                        let regs = self.fresh_regs(count)?;
                         if let Some(&dst) = regs.first() {
                             self.emit(Ins::Load {
                                 dst,
@@ -364,15 +383,7 @@ impl<'a, 'p> Compiler<'a, 'p> {
     fn fresh_like(&mut self, v: &CVal<'p>) -> Option<CVal<'p>> {
         match v {
             CVal::Arr { kind, shape, .. } | CVal::Ext { kind, shape, .. } => {
-                let n = atoms_in(shape);
-                if n > MAX_ATOMS {
-                    return None;
-                }
-                Some(CVal::Arr {
-                    kind: *kind,
-                    shape: shape.clone(),
-                    regs: (0..n).map(|_| self.reg()).collect::<Option<Vec<_>>>()?,
-                })
+                self.fresh_cell(*kind, shape.clone())
             }
             CVal::Rec(fields) => Some(CVal::Rec(
                 fields
@@ -1453,17 +1464,7 @@ impl<'p> Interpreter {
         let mut c = Compiler::new(self);
         let x = match &xs.data {
             Data::Records(r) if cell.is_empty() => c.record(r, 0, &mut |c, _, _| c.reg())?,
-            d => {
-                let size = atoms_in(cell);
-                if size > MAX_ATOMS {
-                    return None;
-                }
-                CVal::Arr {
-                    kind: kind_of(d)?,
-                    shape: cell.to_vec(),
-                    regs: (0..size).map(|_| c.reg()).collect::<Option<Vec<_>>>()?,
-                }
-            }
+            d => c.fresh_cell(kind_of(d)?, cell.to_vec())?,
         };
         let regs = flat(&x)?;
         let size = regs.len();
@@ -1632,15 +1633,7 @@ impl<'p> Interpreter {
                     Some(d) => kind_of(d)?,
                     None => item_kind,
                 };
-                let n = atoms_in(&acc_shape);
-                if n > MAX_ATOMS {
-                    return None;
-                }
-                CVal::Arr {
-                    kind,
-                    shape: acc_shape.clone(),
-                    regs: (0..n).map(|_| c.reg()).collect::<Option<Vec<_>>>()?,
-                }
+                c.fresh_cell(kind, acc_shape.clone())?
             }
         };
         let acc = flat(&acc_val)?;
@@ -1648,7 +1641,7 @@ impl<'p> Interpreter {
         if acc_size == 0 || acc_size > MAX_ATOMS {
             return None;
         }
-        let item = (0..size).map(|_| c.reg()).collect::<Option<Vec<_>>>()?;
+        let item = c.fresh_regs(size)?;
         let step = c.function(fun)?;
         let args = vec![
             acc_val.clone(),
