@@ -314,7 +314,7 @@ fn replaced(e: &Expr, target: &Expr, var: VarId) -> Expr {
 }
 
 /// How many times `v` occurs in `e`.
-fn uses(e: &Expr, v: VarId) -> usize {
+pub(crate) fn uses(e: &Expr, v: VarId) -> usize {
     let mut n = 0;
     e.each(&mut |x| {
         if matches!(x.kind, Kind::Var(w) if w == v) {

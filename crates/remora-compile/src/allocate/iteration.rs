@@ -944,14 +944,12 @@ impl<'m> Alloc<'m> {
             });
             Ok(())
         };
-        let mut some = Vec::new();
-        self.loop_depth += 1;
-        let r = (|| {
-            let first = self.scan_item(items, Expr::Int(0), &mut some)?;
-            let st = self.state_of(&first, elem, dims[1..].to_vec(), &mut some)?;
-            keep(self, &st, Expr::Int(0), &mut some)?;
-            let k = self.fresh("k");
-            let inner = self.in_loop(|a, inner| {
+        let some = self.in_loop(|a, some| {
+            let first = a.scan_item(items, Expr::Int(0), some)?;
+            let st = a.state_of(&first, elem, dims[1..].to_vec(), some)?;
+            keep(a, &st, Expr::Int(0), some)?;
+            let k = a.fresh("k");
+            let inner = a.in_loop(|a, inner| {
                 let next = Expr::add(Expr::Var(k), Expr::Int(1));
                 let item = a.scan_item(items, next.clone(), inner)?;
                 a.step(&st, op, vec![Self::state_val(&st), item], s.e, inner)?;
@@ -964,9 +962,7 @@ impl<'m> Alloc<'m> {
                 body: inner,
             });
             Ok(())
-        })();
-        self.loop_depth -= 1;
-        r?;
+        })?;
         body.push(Stmt::If {
             cond: Expr::op(">", vec![n, Expr::Int(0)]),
             then: some,
@@ -2085,39 +2081,22 @@ pub(super) fn scanned_once(var: VarId, later: &[maps::Bind], body: &maps::Expr) 
         matches!(&e.kind, Kind::App { func, args } if prim_of(func) == Some("iscan")
             && matches!(args.as_slice(), [_, xs] if matches!(xs.kind, Kind::Var(v) if v == var)))
     };
-    let mut uses = 0usize;
-    let mut count = |e: &maps::Expr| {
-        e.each(&mut |x| {
-            if matches!(x.kind, Kind::Var(v) if v == var) {
-                uses += 1;
-            }
-        })
-    };
-    for b in later {
-        count(&b.value);
-    }
-    count(body);
-    uses == 1 && (later.iter().any(|b| scans(&b.value)) || scans(body))
+    reads_after(var, later, body) == 1 && (later.iter().any(|b| scans(&b.value)) || scans(body))
 }
 
 /// Whether `var` is read exactly once in `later` and `body`, as the items
 /// of a `filter`.
 fn filtered_once(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> bool {
-    let (mut uses, mut filtered) = (0usize, 0usize);
-    let mut count = |e: &maps::Expr| {
-        e.each(&mut |x| match &x.kind {
-            Kind::Var(v) if *v == var => uses += 1,
-            Kind::App { func, args } if prim_of(func) == Some("filter") => {
-                if matches!(args.as_slice(), [_, xs] if matches!(xs.kind, Kind::Var(v) if v == var)) {
-                    filtered += 1;
-                }
-            }
-            _ => {}
+    let mut filtered = false;
+    let mut look = |e: &maps::Expr| {
+        e.each(&mut |x| {
+            filtered |= matches!(&x.kind, Kind::App { func, args } if prim_of(func) == Some("filter")
+                && matches!(args.as_slice(), [_, xs] if matches!(xs.kind, Kind::Var(v) if v == var)));
         });
     };
     for b in later {
-        count(&b.value);
+        look(&b.value);
     }
-    count(body);
-    uses == 1 && filtered == 1
+    look(body);
+    reads_after(var, later, body) == 1 && filtered
 }

@@ -1564,13 +1564,7 @@ impl<'m> Alloc<'m> {
     /// could not hold (every shape in it known and within its limit), so
     /// that leaving it uncomputed changes no outcome.
     fn dead_binding(&self, b: &maps::Bind, later: &[maps::Bind], inner: &maps::Expr) -> bool {
-        let mut read = false;
-        let mut look = |e: &maps::Expr| e.each(&mut |x| read |= matches!(x.kind, Kind::Var(v) if v == b.var));
-        for l in later {
-            look(&l.value);
-        }
-        look(inner);
-        if read || !cannot_fail(&b.value) {
+        if reads_after(b.var, later, inner) > 0 || !cannot_fail(&b.value) {
             return false;
         }
         let mut small = true;
@@ -1878,11 +1872,10 @@ fn splits_at(e: &maps::Expr, k: usize) -> bool {
 /// only as the array one map iterates (once, or in several of that map's
 /// bindings): that map then makes each cell of it once, in its own loop.
 fn used_once_by_a_map(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> bool {
-    let (mut uses, mut by_maps) = (0usize, 0usize);
+    let mut by_maps = 0usize;
     let mut maps: Vec<*const maps::Expr> = Vec::new();
     let mut count = |e: &maps::Expr| {
         e.each(&mut |x| match &x.kind {
-            Kind::Var(v) if *v == var => uses += 1,
             Kind::Map { frame, binds, .. } if !frame.is_scalar() => {
                 let n = binds
                     .iter()
@@ -1900,7 +1893,18 @@ fn used_once_by_a_map(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> bo
         count(&b.value);
     }
     count(body);
+    let uses = reads_after(var, later, body);
     uses >= 1 && uses == by_maps && maps.len() == 1
+}
+
+/// How many times `var`, bound by a `let`, is read by the bindings after
+/// its own (`later`) and the `let`'s body.
+fn reads_after(var: VarId, later: &[maps::Bind], body: &maps::Expr) -> usize {
+    later
+        .iter()
+        .map(|b| crate::fuse::uses(&b.value, var))
+        .sum::<usize>()
+        + crate::fuse::uses(body, var)
 }
 
 /// The buffer `stmts` copy into `dest` (all of it, as `into` fills its
