@@ -19,7 +19,12 @@
 //! rows ([`rows`]: best indices, `sort-by`/`grade-by` by lambdas, top-k,
 //! gathers by `index2d` and `nth` chains, reductions of `windows`,
 //! matrix-vector products, `while` over records, `scatter` of computed
-//! indices). Half the programs are an entry, `main`, whose parameters have
+//! indices); and the forms the interpreter's cell programs and masked
+//! loops run ([`cells`]: folds, scans and reductions by lambdas on small
+//! cells and records, lifted over frames of a few cells or about 256;
+//! `while`/`iterate` over record and pair states, each cell stopping on
+//! its own; `iscan` of pairs projected or filtered; reductions along
+//! columns). Half the programs are an entry, `main`, whose parameters have
 //! sizes known only at run time (`[Float $n]`), with inputs of those sizes
 //! (some empty, some of 300 items). A shape is a list of [`Dim`]s: numbers
 //! and sums of index variables in scope. When the bytes run out every
@@ -32,6 +37,7 @@
 
 use remora_syntax::{RealFs, SourceMap, load_program_text};
 
+mod cells;
 mod rows;
 
 /// An atom type.
@@ -740,7 +746,7 @@ impl Gen<'_> {
             Vec::new()
         };
         let cell = Ty::new(e, &rest);
-        match self.c.below(56) {
+        match self.c.below(62) {
             0..=5 => self.prim(ty, d),
             6 => self.leaf(ty),
             7 => {
@@ -1053,6 +1059,7 @@ impl Gen<'_> {
             }
             50 if rank > 0 => self.sorted_by(ty, d),
             51..=55 => self.rows(ty, d),
+            56..=61 => self.cells(ty, d),
             _ => self.prim(ty, d),
         }
     }

@@ -65,9 +65,16 @@ fn batched_application_agrees_with_the_reference_path_on_random_programs() {
     use remora::generate::compare_with_reference;
     let Some(tally) = on_pipeline_stack(|| {
         let mut tally = Tally::default();
+        let show = std::env::var_os("REMORA_SHOW_PROGRAMS").is_some();
         for seed in seeds() {
             let generated = program(&seeded_bytes(seed, 512));
+            if show {
+                eprintln!(";; seed {seed}\n{generated}");
+            }
             let verdict = compare_with_reference(&generated);
+            if show {
+                eprintln!(";; {verdict:?}");
+            }
             tally.count(seed, &generated.to_string(), verdict);
         }
         tally
@@ -76,7 +83,10 @@ fn batched_application_agrees_with_the_reference_path_on_random_programs() {
     };
     let programs = seeds().end.saturating_sub(seeds().start);
     eprintln!(
-        "{programs} programs: {} agreed batched and cell by cell, {} disagreed",
+        "{programs} programs: {} rejected by the checker, {} over the interpreter's budget, \
+         {} agreed batched and cell by cell, {} disagreed",
+        tally.rejected,
+        tally.over_budget,
         tally.agreed,
         tally.disagreements.len()
     );
