@@ -1795,7 +1795,7 @@ impl Prepared {
     }
 
     /// What the interpreter prints, given `fuel` steps (batched, or on
-    /// the reference path alone), or its error's message.
+    /// the reference path alone), or its error's position and message.
     fn interpreted(&self, fuel: u64, reference_only: bool) -> Result<Vec<String>, String> {
         let mut interp = remora_interp::Interpreter::default();
         interp.fuel = Some(fuel);
@@ -1817,7 +1817,11 @@ impl Prepared {
         ) {
             Ok(remora_interp::program::Outcome::Entry(v)) => Ok(printed(std::slice::from_ref(&v))),
             Ok(remora_interp::program::Outcome::Script(vs)) => Ok(printed(&vs)),
-            Err(remora_interp::program::Failure::Run(e)) => Err(e.message),
+            // (With its position: the batched path must report the
+            // error where the reference meets it.)
+            Err(remora_interp::program::Failure::Run(e)) => {
+                Err(format!("{}..{}: {}", e.span.start, e.span.end, e.message))
+            }
             Err(remora_interp::program::Failure::Plain(m)) => Err(m),
         }
     }
