@@ -1070,6 +1070,179 @@ fn workloads(quick: bool) -> Vec<Workload> {
                 ),
             ],
         },
+        // Unseen workloads (u-unseen4): written after both engines were
+        // tuned, in styles a NumPy, J, APL or Futhark user would write.
+        Workload {
+            name: "thomas",
+            sizes: vec![("S", q(10_000, 100)), ("M", 64)],
+            reps: 3,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "scan",
+                    "fun of one system: sweep and back substitution as scans of [Float 4] rows",
+                ),
+                (
+                    "columns",
+                    "scans over the [4 S] columns of whole-array steps, transposed back",
+                ),
+                (
+                    "record",
+                    "fun of one system: scans of records {a b c d} by a fun and a lambda",
+                ),
+            ],
+        },
+        Workload {
+            name: "rk4",
+            sizes: vec![("N", q(200_000, 2_000)), ("STEPS", 10)],
+            reps: 3,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "vec2",
+                    "iterate a [Float 2] step fun lifted over the [N 2] states",
+                ),
+                ("record", "iterate a step fun of records {(x Float) (v Float)}"),
+                (
+                    "arrays",
+                    "fold over the steps of a step fun of the whole [2 N] state",
+                ),
+            ],
+        },
+        Workload {
+            name: "interp",
+            sizes: vec![("N", q(2_000_000, 20_000)), ("T", 1024), ("LOG", 10)],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "searchsorted",
+                    "whole-array: searchsorted/right, ends gathered by index, select",
+                ),
+                ("scalar", "lifted scalar fun of one query (searchsorted, if)"),
+                (
+                    "bisect",
+                    "iterate LOG halvings of a [lo hi] pair lifted over the queries",
+                ),
+            ],
+        },
+        Workload {
+            name: "sieve",
+            sizes: vec![("N", q(4_000_000, 40_000)), ("SQ", q(1999, 199))],
+            reps: 3,
+            tolerance: 1e-9,
+            styles: vec![
+                (
+                    "fold-scatter",
+                    "fold over the candidates, scatter of zeros at the multiples, filter",
+                ),
+                (
+                    "while-record",
+                    "while over a record {(p Int) (flags [Int N])}, scatter, filter",
+                ),
+            ],
+        },
+        Workload {
+            name: "cross",
+            sizes: vec![("N", q(1_000_000, 10_000))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "unrolled",
+                    "fun of two [Float 3] rows, components by index, lifted",
+                ),
+                ("rotate", "lambda of two rows: (1⌽a)×(2⌽b) − (2⌽a)×(1⌽b), lifted"),
+                (
+                    "columns",
+                    "coordinate rows by transpose2d, whole-array components, transposed back",
+                ),
+            ],
+        },
+        Workload {
+            name: "cov",
+            sizes: vec![("N", q(500_000, 5_000)), ("K", 16)],
+            reps: 5,
+            tolerance: 1e-3,
+            styles: vec![
+                (
+                    "matmul",
+                    "centred by a row lambda, f.matmul of its transpose with it",
+                ),
+                (
+                    "outer-sum",
+                    "reduce f.+ over the outer products of the centred rows",
+                ),
+                (
+                    "dot-columns",
+                    "centred columns (transpose2d, f.mean), outer of f.dot",
+                ),
+            ],
+        },
+        Workload {
+            name: "gauss",
+            sizes: vec![("N", q(1024, 64)), ("M", q(1020, 60))],
+            reps: 5,
+            tolerance: 1e-4,
+            styles: vec![
+                (
+                    "separable",
+                    "f.dot of each window of 5 along the rows, then reduce over windows of rows",
+                ),
+                (
+                    "windows-2d",
+                    "5×5 windows by windows and transpose, f.sum against the outer kernel",
+                ),
+                (
+                    "shifts",
+                    "five rotated and taken copies weighted and added, rows then columns",
+                ),
+            ],
+        },
+        Workload {
+            name: "median",
+            sizes: vec![("R", q(100_000, 1_000)), ("C", 64), ("H", 32)],
+            reps: 5,
+            tolerance: 1e-6,
+            styles: vec![
+                (
+                    "sort",
+                    "row fun: f.sort, the mean of the two middle items, lifted",
+                ),
+                ("grade", "row lambda: f.grade, the middle two gathered"),
+                (
+                    "sort-by",
+                    "sort-by a less-than lambda, the middle columns averaged",
+                ),
+            ],
+        },
+        Workload {
+            name: "hist2d",
+            sizes: vec![("N", q(4_000_000, 40_000)), ("B", 64), ("BB", 64 * 64)],
+            reps: 5,
+            tolerance: 1e-9,
+            styles: vec![
+                ("hist", "flat bin numbers, hist + over ones into B² bins, reshape"),
+                (
+                    "lambda",
+                    "bin of a point by a lifted scalar fun, hist by a lambda",
+                ),
+            ],
+        },
+        Workload {
+            name: "mcpi",
+            sizes: vec![("W", q(250_000, 2_500)), ("STEPS", 10)],
+            reps: 5,
+            tolerance: 1e-9,
+            styles: vec![
+                (
+                    "vec",
+                    "iterate an [Int 2] (seed, hits) step lifted over the walkers",
+                ),
+                ("record", "iterate a step of records {(s Int) (hits Int)}"),
+                ("arrays", "fold over the steps of a whole-array [2 W] update"),
+            ],
+        },
     ]
 }
 
@@ -1260,6 +1433,65 @@ fn arguments<'p>(w: &Workload) -> Vec<Value<'p>> {
                 float_array(vec![m, 4], floats(4 * m, 1)),
                 float_array(vec![m, 4], floats(4 * m, 2)),
             ]
+        }
+        // The unseen workloads (as numpy_styles.py's setup).
+        "thomas" => {
+            let sm = size(&w.sizes, "S") * size(&w.sizes, "M");
+            let shape = vec![size(&w.sizes, "S"), size(&w.sizes, "M")];
+            vec![
+                float_array(shape.clone(), floats(sm, 1)),
+                float_array(shape.clone(), add(floats(sm, 2), 4.0)),
+                float_array(shape.clone(), floats(sm, 3)),
+                float_array(shape, floats(sm, 4)),
+            ]
+        }
+        "rk4" => vec![
+            float_array(vec![n], affine(floats(n, 1), 2.0, -1.0)),
+            float_array(vec![n], affine(floats(n, 2), 2.0, -1.0)),
+        ],
+        "interp" => {
+            let t = size(&w.sizes, "T");
+            let xp = (0..t)
+                .map(|i| {
+                    let u = i as f32 / t as f32;
+                    u * u * 1.2 - 0.1
+                })
+                .collect();
+            vec![
+                float_array(vec![t], xp),
+                float_array(vec![t], floats(t, 2)),
+                float_array(vec![n], affine(floats(n, 1), 1.4, -0.2)),
+            ]
+        }
+        "sieve" => vec![],
+        "cross" => vec![
+            float_array(vec![n, 3], floats(3 * n, 1)),
+            float_array(vec![n, 3], add(floats(3 * n, 2), -0.5)),
+        ],
+        "cov" => {
+            let k = size(&w.sizes, "K");
+            vec![float_array(vec![n, k], floats(n * k, 1))]
+        }
+        "gauss" => vec![float_array(vec![n, n], floats(n * n, 1))],
+        "median" => {
+            let (r, c) = (size(&w.sizes, "R"), size(&w.sizes, "C"));
+            vec![float_array(vec![r, c], floats(r * c, 1))]
+        }
+        "hist2d" => vec![
+            float_array(vec![n], floats(n, 1)),
+            float_array(
+                vec![n],
+                (0..n)
+                    .map(|i| ((i / 1000 * 7919 + 2 * 104_729) % 1000) as f32 / 1000.0)
+                    .collect(),
+            ),
+        ],
+        "mcpi" => {
+            let w = size(&w.sizes, "W");
+            vec![int_array(
+                vec![w],
+                (0..w as i64).map(|i| (i * 7919 + 1) % 2_147_483_648).collect(),
+            )]
         }
         other => fatal(&format!("no arguments for {other}")),
     }

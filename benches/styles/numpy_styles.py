@@ -366,7 +366,143 @@ def setup(w, p):
     if w == "rownorm":
         x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
         return lambda: x / x.max(axis=1, keepdims=True)
+    if w == "thomas":
+        sm = p["S"] * p["M"]
+        a = floats(sm, 1).reshape(p["S"], p["M"])
+        b = (floats(sm, 2) + f32(4)).reshape(p["S"], p["M"])
+        c = floats(sm, 3).reshape(p["S"], p["M"])
+        d = floats(sm, 4).reshape(p["S"], p["M"])
+        return lambda: thomas(a, b, c, d)
+    if w == "rk4":
+        x = floats(n, 1) * f32(2) - f32(1)
+        v = floats(n, 2) * f32(2) - f32(1)
+        return lambda: rk4(x, v, p["STEPS"])
+    if w == "interp":
+        xp, fp = interp_table(p["T"])
+        q = floats(n, 1) * f32(1.4) - f32(0.2)
+        return lambda: np.interp(q, xp, fp)
+    if w == "sieve":
+        return lambda: sieve(n)
+    if w == "cross":
+        a = floats(3 * n, 1).reshape(n, 3)
+        b = (floats(3 * n, 2) - f32(0.5)).reshape(n, 3)
+        return lambda: np.cross(a, b)
+    if w == "cov":
+        x = floats(n * p["K"], 1).reshape(n, p["K"])
+
+        def run():
+            xc = x - x.mean(axis=0)
+            return (xc.T @ xc) / f32(n - 1)
+        return run
+    if w == "gauss":
+        img = floats(n * n, 1).reshape(n, n)
+        return lambda: gauss5(img)
+    if w == "median":
+        x = floats(p["R"] * p["C"], 1).reshape(p["R"], p["C"])
+        return lambda: np.median(x, axis=1)
+    if w == "hist2d":
+        x, y = floats(n, 1), hist2d_ys(n)
+        b = p["B"]
+
+        def run():
+            bins = (x * f32(b)).astype(np.int64) * b + (y * f32(b)).astype(np.int64)
+            return np.bincount(bins, minlength=b * b).reshape(b, b)
+        return run
+    if w == "mcpi":
+        seeds = mcpi_seeds(p["W"])
+        return lambda: mcpi(seeds, p["STEPS"])
     raise SystemExit(f"unknown workload {w}")
+
+
+def thomas(a, b, c, d):
+    # Many tridiagonal systems (a row each), vectorised over the systems,
+    # a loop over the unknowns: the columns made contiguous first.
+    a, b, c, d = (np.ascontiguousarray(v.T) for v in (a, b, c, d))
+    m = a.shape[0]
+    cp = np.empty_like(c)
+    dp = np.empty_like(d)
+    cp[0] = c[0] / b[0]
+    dp[0] = d[0] / b[0]
+    for i in range(1, m):
+        den = b[i] - a[i] * cp[i - 1]
+        cp[i] = c[i] / den
+        dp[i] = (d[i] - a[i] * dp[i - 1]) / den
+    x = np.empty_like(d)
+    x[m - 1] = dp[m - 1]
+    for i in range(m - 2, -1, -1):
+        x[i] = dp[i] - cp[i] * x[i + 1]
+    return x.T
+
+
+def rk4(x, v, steps):
+    # RK4 for x'' = -4x - 0.5x', dt = 0.01, every oscillator at once.
+    h2, h, h6, two = f32(0.005), f32(0.01), f32(0.0016666667), f32(2)
+
+    def accel(x, v):
+        return f32(-4) * x - f32(0.5) * v
+    for _ in range(steps):
+        k1x, k1v = v, accel(x, v)
+        x2, v2 = x + h2 * k1x, v + h2 * k1v
+        k2x, k2v = v2, accel(x2, v2)
+        x3, v3 = x + h2 * k2x, v + h2 * k2v
+        k3x, k3v = v3, accel(x3, v3)
+        x4, v4 = x + h * k3x, v + h * k3v
+        k4x, k4v = v4, accel(x4, v4)
+        x, v = (x + h6 * (((k1x + two * k2x) + two * k3x) + k4x),
+                v + h6 * (((k1v + two * k2v) + two * k3v) + k4v))
+    return x
+
+
+def interp_table(t):
+    # A sorted, unevenly spaced table of t points over [-0.1, 1.1).
+    u = np.arange(t, dtype=f32) / f32(t)
+    return u * u * f32(1.2) - f32(0.1), floats(t, 2)
+
+
+def sieve(n):
+    # The primes below n.
+    flags = np.ones(n, dtype=bool)
+    flags[:2] = False
+    for p in range(2, int(np.sqrt(n - 1)) + 1):
+        if flags[p]:
+            flags[p * p::p] = False
+    return np.flatnonzero(flags)
+
+
+def gauss5(img):
+    # A 5×5 Gaussian blur ("valid"), separable, by shifted slices.
+    w = np.array([1, 4, 6, 4, 1], dtype=f32) / f32(16)
+    n = img.shape[0]
+    m = n - 4
+    h = sum(w[k] * img[:, k:k + m] for k in range(5))
+    return sum(w[k] * h[k:k + m, :] for k in range(5))
+
+
+def hist2d_ys(n):
+    # The second coordinates: each block of 1000 points one value, so the
+    # pairs cover the grid.
+    i = np.arange(n, dtype=np.int64)
+    return (((i // 1000) * 7919 + 2 * 104729) % 1000).astype(f32) / f32(1000)
+
+
+def mcpi_seeds(w):
+    i = np.arange(w, dtype=np.int64)
+    return (i * 7919 + 1) % 2147483648
+
+
+def mcpi(seeds, steps):
+    # W walkers, each drawing two LCG numbers a step and counting those
+    # inside the quarter circle.
+    s = seeds
+    hits = np.zeros(s.size, dtype=np.int64)
+    scale = f32(2147483648)
+    for _ in range(steps):
+        s1 = (1103515245 * s + 12345) & 2147483647
+        s = (1103515245 * s1 + 12345) & 2147483647
+        x = s1.astype(f32) / scale
+        y = s.astype(f32) / scale
+        hits += x * x + y * y <= f32(1)
+    return hits
 
 
 def run_values(n):

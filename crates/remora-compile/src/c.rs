@@ -1224,6 +1224,10 @@ fn op_c(op: &str, a: &[String]) -> String {
         "search.int" | "search.float" | "search.bool" => {
             format!("rt_search_{}({})", &op[7..], a.join(", "))
         }
+        // (breakpoints' address, stride, count: out of order?)
+        "unsorted.int" | "unsorted.float" | "unsorted.bool" => {
+            format!("rt_unsorted_{}({})", &op[9..], a.join(", "))
+        }
         other => format!("/* unknown {other} */ 0"),
     }
 }

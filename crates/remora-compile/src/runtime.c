@@ -1146,14 +1146,22 @@ RT_ORDERING(float, float, rt_float_key)
 RT_SELECT(int64_t, int, rt_int_key)
 RT_SELECT(float, float, rt_float_key)
 
+/* Whether the n breakpoints at row[0], row[stride] … are out of
+ * ascending order (searchsorted's check, made before its search: once
+ * before a loop of searches in breakpoints the loop does not write, see
+ * allocate/checks.rs). */
+#define RT_UNSORTED(T, NAME, KEY)                                            \
+  static bool rt_unsorted_##NAME(const T *row, int64_t stride, int64_t n) { \
+    for (int64_t j = 1; j < n; j++)                                          \
+      if (KEY(row[(j - 1) * stride]) > KEY(row[j * stride])) return true;   \
+    return false;                                                            \
+  }
+
 /* searchsorted (right: searchsorted/right) of v among the n breakpoints
  * at row[0], row[stride] …: how many are less than v (right: not greater);
- * breakpoints out of order are an error. */
+ * the breakpoints checked already (rt_unsorted_…). */
 #define RT_SEARCH(T, NAME, KEY)                                              \
   static int64_t rt_search_##NAME(const T *row, int64_t stride, int64_t n, T v, bool right) { \
-    for (int64_t j = 1; j < n; j++)                                          \
-      if (KEY(row[(j - 1) * stride]) > KEY(row[j * stride]))                 \
-        rt_fail("searchsorted: the breakpoints are not in ascending order"); \
     uint64_t k = KEY(v);                                                     \
     int64_t lo = 0, hi = n;                                                  \
     while (lo < hi) {                                                        \
@@ -1167,6 +1175,9 @@ RT_SELECT(float, float, rt_float_key)
 RT_SEARCH(int64_t, int, rt_int_key)
 RT_SEARCH(float, float, rt_float_key)
 RT_SEARCH(bool, bool, rt_bool_key)
+RT_UNSORTED(int64_t, int, rt_int_key)
+RT_UNSORTED(float, float, rt_float_key)
+RT_UNSORTED(bool, bool, rt_bool_key)
 
 /* Philox4x32-10 (Random123) and the mapping of random.rs: key = the
  * seed's words, low first; counter = (i low, i high, draw, tag) with tag

@@ -6,7 +6,10 @@
 //! before the loop, where the loop runs at least once: the same message
 //! at the same point, nothing else having run in between. The loop's body
 //! is then a nest of stores that cannot fail, which later passes read in
-//! place (a lifted `windows` becomes a view again).
+//! place (a lifted `windows` becomes a view again). The order check of
+//! `searchsorted`'s breakpoints (`unsorted.…`) reads a buffer, and is
+//! invariant when the loop does not write that buffer: a lookup of many
+//! values in one table scans the table once, not once per value.
 
 use super::is_check;
 use crate::loops::{Expr, Stmt, Var};
@@ -39,13 +42,14 @@ pub(super) fn raise_checks(stmts: &mut Vec<Stmt>) {
             }
             _ => {}
         });
+        let written = written(body);
         // The leading checks, past statements that cannot fail.
         let mut raised = Vec::new();
         let mut k = 0;
         while k < body.len() {
             match &body[k] {
                 s if cannot_fail(s) => k += 1,
-                s @ Stmt::If { cond, then, .. } if is_check(s) && invariant(cond, &varying) => {
+                s @ Stmt::If { cond, then, .. } if is_check(s) && invariant(cond, &varying, &written) => {
                     let cond = match &count {
                         Expr::Int(n) if *n > 0 => cond.clone(),
                         n => Expr::op(
@@ -75,14 +79,66 @@ pub(super) fn raise_checks(stmts: &mut Vec<Stmt>) {
 
 /// Whether `e` has the same value at every iteration of a loop: it reads
 /// no buffer, and no scalar the loop declares or sets (its index among
-/// them).
-fn invariant(e: &Expr, varying: &HashSet<Var>) -> bool {
+/// them); or it is the order check of `searchsorted`'s breakpoints
+/// (`unsorted.…`) in a buffer the loop does not write.
+fn invariant(e: &Expr, varying: &HashSet<Var>, written: &HashSet<Var>) -> bool {
     match e {
         Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) => true,
         Expr::Var(v) => !varying.contains(v),
         Expr::Load { .. } | Expr::Addr { .. } => false,
-        Expr::Op { args, .. } => args.iter().all(|a| invariant(a, varying)),
+        Expr::Op { op, args } if op.starts_with("unsorted.") => match args.split_first() {
+            Some((Expr::Addr { buf, index }, rest)) => {
+                !written.contains(buf)
+                    && !varying.contains(buf)
+                    && invariant(index, varying, written)
+                    && rest.iter().all(|a| invariant(a, varying, written))
+            }
+            _ => false,
+        },
+        Expr::Op { args, .. } => args.iter().all(|a| invariant(a, varying, written)),
     }
+}
+
+/// The buffers `body` may write (or allocate, or exchange): stored to,
+/// or passed by address to anything but a search in them or the check
+/// of their order.
+fn written(body: &[Stmt]) -> HashSet<Var> {
+    fn passed(e: &Expr, out: &mut HashSet<Var>) {
+        match e {
+            Expr::Addr { buf, index } => {
+                out.insert(*buf);
+                passed(index, out);
+            }
+            Expr::Load { index, .. } => passed(index, out),
+            Expr::Op { op, args } if op.starts_with("search.") || op.starts_with("unsorted.") => {
+                for (k, a) in args.iter().enumerate() {
+                    match a {
+                        Expr::Addr { index, .. } if k == 0 => passed(index, out),
+                        a => passed(a, out),
+                    }
+                }
+            }
+            Expr::Op { args, .. } => args.iter().for_each(|a| passed(a, out)),
+            Expr::Int(_) | Expr::Float(_) | Expr::Bool(_) | Expr::Var(_) => {}
+        }
+    }
+    let mut out = HashSet::new();
+    Stmt::each(body, &mut |s| {
+        match s {
+            Stmt::Store { buf, .. } | Stmt::Alloc { buf, .. } | Stmt::Data { buf, .. } => {
+                out.insert(*buf);
+            }
+            Stmt::Swap { a, b } => {
+                out.insert(*a);
+                out.insert(*b);
+            }
+            _ => {}
+        }
+        for e in s.exprs() {
+            passed(e, &mut out);
+        }
+    });
+    out
 }
 
 /// Whether `s` runs without failing whatever the values: a store, a

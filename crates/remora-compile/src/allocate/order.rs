@@ -151,27 +151,37 @@ impl<'m> Alloc<'m> {
             Val::Array(a) if a.dims.is_empty() => a.load(),
             _ => return unsupported("searchsorted of a value that is not a scalar"),
         };
-        let op = match row.elem {
-            Elem::Int => "search.int",
-            Elem::Float => "search.float",
-            Elem::Bool => "search.bool",
+        let (op, unsorted) = match row.elem {
+            Elem::Int => ("search.int", "unsorted.int"),
+            Elem::Float => ("search.float", "unsorted.float"),
+            Elem::Bool => ("search.bool", "unsorted.bool"),
         };
+        let addr = Expr::Addr {
+            buf: row.buf,
+            index: Box::new(row.offset.clone()),
+        };
+        // The order of the breakpoints checked first, a check of its own
+        // (made once before a loop of searches: allocate/checks.rs) …
+        let name = if right {
+            "searchsorted/right"
+        } else {
+            "searchsorted"
+        };
+        body.push(Stmt::If {
+            cond: Expr::op(unsorted, vec![addr.clone(), row.strides[0].clone(), n.clone()]),
+            then: vec![Stmt::Fail {
+                what: format!("{name}: the breakpoints are not in ascending order"),
+            }],
+            otherwise: Vec::new(),
+        });
+        // … then the search.
         let at = self.fresh("at");
         body.push(Stmt::Let {
             var: at,
             elem: Elem::Int,
             value: Expr::op(
                 op,
-                vec![
-                    Expr::Addr {
-                        buf: row.buf,
-                        index: Box::new(row.offset.clone()),
-                    },
-                    row.strides[0].clone(),
-                    n.clone(),
-                    v,
-                    Expr::Bool(right),
-                ],
+                vec![addr, row.strides[0].clone(), n.clone(), v, Expr::Bool(right)],
             ),
         });
         Ok(Val::Scalar(Elem::Int, Expr::Var(at)))
