@@ -705,3 +705,23 @@ fn a_scan_of_pairs_read_by_a_filter_makes_neither_the_pairs_nor_the_scan() {
         assert_eq!(pair_buffers, 1, "{}", loop_level(&text));
     }
 }
+
+/// A fold of each row by a lambda that is `f.max` of the accumulator and
+/// the item is a reduction per row (a register, in blocks), not a
+/// sequential loop interleaved across rows; a lambda of `f.+` (whose
+/// groupings differ in bits) stays a fold.
+#[test]
+fn a_fold_by_a_max_lambda_is_a_reduction_per_row() {
+    let fold = |op: &str| {
+        format!(
+            "(entry (main (x [Float 4000 2000])) \
+               ((fn ((r [Float 2000])) (f./ r (fold (fn ((m Float) (v Float)) ({op} m v)) (head r) r))) x))"
+        )
+    };
+    let max = loop_level(&fold("f.max"));
+    assert!(max.contains("(reduce acc") && max.contains("f.max from"), "{max}");
+    assert!(!max.contains("lane"), "{max}");
+    assert_eq!(census(&fold("f.max")), (3, 1), "{max}");
+    let sum = loop_level(&fold("f.+"));
+    assert!(!sum.contains("(reduce acc"), "{sum}");
+}

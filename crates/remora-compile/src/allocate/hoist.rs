@@ -30,8 +30,14 @@
 //! not write and scalars `L` does not set, and nothing after a check in
 //! `L` (a load after it may be in range only because it passed): an error
 //! is the interpreter's, in its order, and a term computed where the
-//! original nest would not have run (a loop of no iterations) has no
-//! effect but its cost. Each sum is the same operations on the same
+//! original nest would not have run has no effect but its cost. Nor
+//! is anything made where the loops around it would not have run: a
+//! check that `checks.rs` raised out of `L` is guarded by `L`'s count,
+//! and may be all that keeps a load of the term in range (`(f.sum (nth m
+//! 1000000000))` in a map over no items), so what moves is made `if`
+//! `L`'s count is positive, `L` after it in the same `if` (not where
+//! the count is a positive constant), and a term inside an inner loop
+//! whose count may be 0, not in its frame, stays. Each sum is the same operations on the same
 //! values in the same order: the same bits.
 
 use super::{contract, nest, product, ranges};
@@ -49,10 +55,32 @@ fn walk(stmts: &mut Vec<Stmt>, depth: usize, names: &mut Vec<String>) {
     let mut at = 0;
     while at < stmts.len() {
         if matches!(stmts[at], Stmt::For { .. }) {
-            let before = hoisted(&mut stmts[at], depth, names);
-            let n = before.len();
-            stmts.splice(at..at, before);
-            at += n;
+            let (before, guard) = hoisted(&mut stmts[at], depth, names);
+            for body in stmts[at].bodies_mut() {
+                walk(body, depth + 1, names);
+            }
+            match guard {
+                _ if before.is_empty() => {}
+                // Made only where `L` runs: `if` its count is positive,
+                // what it no longer makes, then `L`.
+                Some(cond) => {
+                    let l = std::mem::replace(&mut stmts[at], Stmt::Fail { what: String::new() });
+                    let mut then = before;
+                    then.push(l);
+                    stmts[at] = Stmt::If {
+                        cond,
+                        then,
+                        otherwise: Vec::new(),
+                    };
+                }
+                None => {
+                    let n = before.len();
+                    stmts.splice(at..at, before);
+                    at += n;
+                }
+            }
+            at += 1;
+            continue;
         }
         let inner = depth
             + usize::from(matches!(
@@ -99,24 +127,31 @@ struct Scan<'n> {
     path: Vec<(Var, Expr)>,
     /// How many loops enclose `L`.
     depth: usize,
+    /// Whether what moves must be made only where `L` runs (a term moved
+    /// out of `L` whose frame does not hold `L`'s index, `L`'s count
+    /// perhaps not positive).
+    guarded: bool,
     /// What goes before `L`, and what changes in it.
     before: Vec<Stmt>,
     edits: Vec<(Place, Edit)>,
     names: &'n mut Vec<String>,
 }
 
-/// The statements to make before the loop `l`, which it no longer makes.
-fn hoisted(l: &mut Stmt, depth: usize, names: &mut Vec<String>) -> Vec<Stmt> {
+/// The statements to make before the loop `l`, which it no longer makes,
+/// and the condition they need to be made under (`l`'s count positive),
+/// if any.
+fn hoisted(l: &mut Stmt, depth: usize, names: &mut Vec<String>) -> (Vec<Stmt>, Option<Expr>) {
     let Stmt::For {
         index, count, body, ..
     } = &*l
     else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     // (A contraction already: the kernel's as it is.)
     if contract::is_contraction(l) {
-        return Vec::new();
+        return (Vec::new(), None);
     }
+    let runs = Expr::op("<", vec![Expr::Int(0), count.clone()]);
     let mut declared = HashSet::from([*index]);
     let mut written = HashSet::new();
     Stmt::each(body, &mut |s| match s {
@@ -151,18 +186,23 @@ fn hoisted(l: &mut Stmt, depth: usize, names: &mut Vec<String>) -> Vec<Stmt> {
         moved: HashSet::new(),
         path: vec![(*index, count.clone())],
         depth,
+        guarded: false,
         before: Vec::new(),
         edits: Vec::new(),
         names,
     };
     scan.body(body, &mut Vec::new(), Some(&*l));
     let Scan {
-        before, mut edits, ..
+        before,
+        mut edits,
+        guarded,
+        ..
     } = scan;
+    let guard = guarded.then_some(runs);
     // Last place first: taking a statement out moves none before it.
     edits.sort_by(|a, b| b.0.cmp(&a.0));
     let Stmt::For { body, .. } = l else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     let mut cleaned = Vec::new();
     for (place, edit) in edits {
@@ -199,7 +239,7 @@ fn hoisted(l: &mut Stmt, depth: usize, names: &mut Vec<String>) -> Vec<Stmt> {
             None => drop_dead_lets(body, None),
         }
     }
-    before
+    (before, guard)
 }
 
 /// The body of the loop or reduction at `place` in `body`.
@@ -453,6 +493,33 @@ impl Scan<'_> {
     /// path's loops in `frame`, made before `L` where `worth` says its
     /// plan is worth it (see the module's documentation); whether it was.
     fn take(&mut self, s: &Stmt, frame: Frame, place: &Place, worth: impl Fn(&Plan) -> bool) -> bool {
+        // The loops around `s` that its frame does not hold must run for
+        // it to be made (a check raised out of them, guarded by their
+        // counts, may be all that keeps its loads in range): `L`'s is
+        // tested before what moves; an inner one's cannot be.
+        let mut guards_l = false;
+        for (k, (_, count)) in self.path.iter().enumerate() {
+            if frame & (1 << k) != 0 || matches!(count, Expr::Int(n) if *n > 0) {
+                continue;
+            }
+            if k > 0 {
+                return false;
+            }
+            guards_l = true;
+        }
+        let taken = self.take_in_frame(s, frame, place, worth);
+        self.guarded |= taken && guards_l;
+        taken
+    }
+
+    /// [`take`](Self::take), its loops' counts aside.
+    fn take_in_frame(
+        &mut self,
+        s: &Stmt,
+        frame: Frame,
+        place: &Place,
+        worth: impl Fn(&Plan) -> bool,
+    ) -> bool {
         if frame == 0 {
             return self.move_before(s, place);
         }

@@ -149,6 +149,24 @@ impl<'m> Alloc<'m> {
             }
             ("fold", [op, seed, Val::Array(xs)]) => match self.best_index_fold(op, seed, xs, e, body) {
                 Some(best) => Ok(best),
+                // By a lambda that is a primitive whose every grouping of
+                // the items, in order, gives the same bits (`(fn (m v)
+                // (f.max m v))`): a reduction from the seed, a register
+                // per row, in blocks where long.
+                None if xs.dims.len() == 1
+                    && self
+                        .elementwise(op)
+                        .is_some_and(|p| exact_order(p, Order::Left) == Order::Tree) =>
+                {
+                    self.reduce(
+                        op.clone(),
+                        Some(seed.clone()),
+                        &Val::Array(xs.clone()),
+                        e,
+                        None,
+                        body,
+                    )
+                }
                 None => self.fold(op.clone(), seed.clone(), &xs.clone(), e, body),
             },
             ("reverse", [Val::Array(xs)]) => {
