@@ -705,3 +705,29 @@ fn a_scan_of_pairs_read_by_a_filter_makes_neither_the_pairs_nor_the_scan() {
         assert_eq!(pair_buffers, 1, "{}", loop_level(&text));
     }
 }
+
+/// The gradient of a logistic loss by automatic differentiation: its
+/// weighted sum of rows (a `reduce/zero` whose seed the derivative keeps
+/// in a buffer of one atom) is a contraction, its weights computed once
+/// per row into a buffer: no reduction per column over every row.
+#[test]
+fn a_gradients_weighted_sum_of_rows_is_a_contraction() {
+    let text = "(def (fun (loss (w [Float 8]) (x [Float 1000 8]) (y [Float 1000]) : Float) \
+                  (let ((val z (f.dot x w))) \
+                    (f./ (f.sum (f.- (f.ln (f.+ 1.0 (f.exp z))) (f.* y z))) 1000.0)))) \
+                (entry (main (x [Float 1000 8]) (y [Float 1000]) (w [Float 8])) ((grad loss) w x y))";
+    let loops = loop_level(text);
+    assert_eq!(
+        loops.matches("(call rt_contract_f32").count(),
+        2,
+        "{text}:\n{loops}"
+    );
+    // (No reduction inside a loop: none per column.)
+    assert!(
+        loops
+            .lines()
+            .filter(|l| l.trim_start().starts_with("(reduce"))
+            .all(|l| !l.starts_with(' ')),
+        "{text}:\n{loops}"
+    );
+}
