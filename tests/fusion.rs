@@ -675,7 +675,10 @@ fn a_reduction_written_twice_is_computed_once() {
     let text = "(entry (main (x [Float $n])) (let ((val y (f.clip 0.1 0.9 x))) \
                   (f./ (f.- y (reduce f.min y)) (f.- (reduce f.max y) (reduce f.min y)))))";
     let loops = loop_level(text);
-    assert_eq!(loops.matches("(reduce ").count(), 2, "{loops}");
+    // (Each a reduction of each block, then of the blocks' values: see
+    // `a_least_and_a_greatest_of_the_same_items_are_one_pass`.)
+    assert_eq!(loops.matches("f.min tree").count(), 2, "{loops}");
+    assert_eq!(loops.matches("f.max tree").count(), 2, "{loops}");
 }
 
 /// A restarting count written as people write it (`iscan` of `[start 1]`
@@ -728,6 +731,34 @@ fn a_gradients_weighted_sum_of_rows_is_a_contraction() {
             .lines()
             .filter(|l| l.trim_start().starts_with("(reduce"))
             .all(|l| !l.starts_with(' ')),
+        "{text}:\n{loops}"
+    );
+}
+
+/// The least and the greatest of the same items (a rescale to [0, 1]) are
+/// one pass over them: each block of items reduced both ways on the
+/// threads, then each reduction of the blocks' values.
+#[test]
+fn a_least_and_a_greatest_of_the_same_items_are_one_pass() {
+    let text = "(entry (main (x [Float $n])) \
+                  (let ((val y (f.clip 0.1 0.9 x))) \
+                    (f./ (f.- y (reduce f.min y)) (f.- (reduce f.max y) (reduce f.min y)))))";
+    let loops = loop_level(text);
+    let lines: Vec<&str> = loops.lines().collect();
+    let outer: Vec<usize> = (0..lines.len())
+        .filter(|&k| lines[k].starts_with("(reduce"))
+        .collect();
+    assert_eq!(outer.len(), 2, "{text}:\n{loops}");
+    assert!(
+        outer.iter().all(|&k| lines[k + 1].contains("(load part.")),
+        "each reduces its blocks' values:\n{loops}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.trim_start().starts_with("(reduce"))
+            .count(),
+        4,
         "{text}:\n{loops}"
     );
 }
