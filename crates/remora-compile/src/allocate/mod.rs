@@ -343,6 +343,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     wraps::split_at_wraps(&mut body, &mut a.out.names);
     prefetch::read_ahead(&mut body, &a.out.inputs);
     powers::whole_exponents(&mut body);
+    together::dead_reductions(&mut body, &a.out.outputs);
     together::reductions_together(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {

@@ -15,9 +15,14 @@
 //! is checked first, as the first reduction would have (its message). A
 //! check between them that the run's first passed already (the same
 //! statement: a count's `(dim+ -1 n)`) is dropped.
+//!
+//! Before that, an outermost reduction nothing reads that cannot fail is
+//! not computed ([`dead_reductions`]: a gradient's primal loss).
 
 use super::styles::fresh;
 use super::*;
+use crate::loops::Output;
+use std::collections::HashSet;
 
 /// The items of a block: 64 KiB of floats, two passes of which stay in
 /// the core's second-level cache.
@@ -225,4 +230,52 @@ fn in_blocks(run: Vec<Stmt>, names: &mut Vec<String>) -> Vec<Stmt> {
     });
     out.extend(last);
     out
+}
+
+/// The program's outermost reductions whose value nothing reads (neither
+/// a later statement nor an output) and that cannot fail, removed: the
+/// primal value beside a gradient (the loss, which `grad` computes and
+/// drops). Last first, so that a reduction read only by a dead one goes
+/// too.
+pub(super) fn dead_reductions(body: &mut Vec<Stmt>, outputs: &[Output]) {
+    let mut read = HashSet::new();
+    for o in outputs {
+        o.each_var(&mut |v| _ = read.insert(v));
+    }
+    let mut k = body.len();
+    while k > 0 {
+        k -= 1;
+        let dead = match &body[k] {
+            Stmt::Reduce {
+                acc,
+                seed,
+                count,
+                body: lets,
+                item,
+                ..
+            } => {
+                !read.contains(acc)
+                    && (seed.is_some() || matches!(count, Expr::Int(n) if *n >= 1))
+                    && seed.as_ref().is_none_or(ranges::cannot_fail)
+                    && ranges::cannot_fail(count)
+                    && ranges::cannot_fail(item)
+                    && lets
+                        .iter()
+                        .all(|s| matches!(s, Stmt::Let { value, .. } if ranges::cannot_fail(value)))
+            }
+            _ => false,
+        };
+        if dead {
+            body.remove(k);
+            continue;
+        }
+        Stmt::each(std::slice::from_ref(&body[k]), &mut |s| {
+            for e in s.exprs() {
+                e.each_var(&mut |v| _ = read.insert(v));
+            }
+            if let Stmt::Set { var, .. } = s {
+                read.insert(*var);
+            }
+        });
+    }
 }
