@@ -675,7 +675,10 @@ fn a_reduction_written_twice_is_computed_once() {
     let text = "(entry (main (x [Float $n])) (let ((val y (f.clip 0.1 0.9 x))) \
                   (f./ (f.- y (reduce f.min y)) (f.- (reduce f.max y) (reduce f.min y)))))";
     let loops = loop_level(text);
-    assert_eq!(loops.matches("(reduce ").count(), 2, "{loops}");
+    // (Each a reduction of each block, then of the blocks' values: see
+    // `a_least_and_a_greatest_of_the_same_items_are_one_pass`.)
+    assert_eq!(loops.matches("f.min tree").count(), 2, "{loops}");
+    assert_eq!(loops.matches("f.max tree").count(), 2, "{loops}");
 }
 
 /// A restarting count written as people write it (`iscan` of `[start 1]`
@@ -724,4 +727,53 @@ fn a_fold_by_a_max_lambda_is_a_reduction_per_row() {
     assert_eq!(census(&fold("f.max")), (3, 1), "{max}");
     let sum = loop_level(&fold("f.+"));
     assert!(!sum.contains("(reduce acc"), "{sum}");
+}
+
+/// The gradient of a logistic loss by automatic differentiation: its
+/// weighted sum of rows (a `reduce/zero` whose seed the derivative keeps
+/// in a buffer of one atom) is a contraction, its weights computed once
+/// per row into a buffer: no reduction per column over every row. The
+/// loss itself, which `grad` drops, is not computed.
+#[test]
+fn a_gradients_weighted_sum_of_rows_is_a_contraction() {
+    let text = "(def (fun (loss (w [Float 8]) (x [Float 1000 8]) (y [Float 1000]) : Float) \
+                  (let ((val z (f.dot x w))) \
+                    (f./ (f.sum (f.- (f.ln (f.+ 1.0 (f.exp z))) (f.* y z))) 1000.0)))) \
+                (entry (main (x [Float 1000 8]) (y [Float 1000]) (w [Float 8])) ((grad loss) w x y))";
+    let loops = loop_level(text);
+    assert_eq!(
+        loops.matches("(call rt_contract_f32").count(),
+        2,
+        "{text}:\n{loops}"
+    );
+    // No reduction per column, and none of the loss, which nothing reads.
+    assert!(!loops.contains("(reduce"), "{text}:\n{loops}");
+}
+
+/// The least and the greatest of the same items (a rescale to [0, 1]) are
+/// one pass over them: each block of items reduced both ways on the
+/// threads, then each reduction of the blocks' values.
+#[test]
+fn a_least_and_a_greatest_of_the_same_items_are_one_pass() {
+    let text = "(entry (main (x [Float $n])) \
+                  (let ((val y (f.clip 0.1 0.9 x))) \
+                    (f./ (f.- y (reduce f.min y)) (f.- (reduce f.max y) (reduce f.min y)))))";
+    let loops = loop_level(text);
+    let lines: Vec<&str> = loops.lines().collect();
+    let outer: Vec<usize> = (0..lines.len())
+        .filter(|&k| lines[k].starts_with("(reduce"))
+        .collect();
+    assert_eq!(outer.len(), 2, "{text}:\n{loops}");
+    assert!(
+        outer.iter().all(|&k| lines[k + 1].contains("(load part.")),
+        "each reduces its blocks' values:\n{loops}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.trim_start().starts_with("(reduce"))
+            .count(),
+        4,
+        "{text}:\n{loops}"
+    );
 }

@@ -82,6 +82,11 @@ struct Emitter {
     /// (see [`invariant_buffers`]): allocated where the loop first reaches
     /// them, freed after it.
     hoisted: HashSet<Var>,
+    /// Whether `f.max`, `f.min` and `f.clip` are written as selects
+    /// (`rt_fmax_sel` …: the same bits), not branches: in the loop of a
+    /// reduction's order keys (`c/lanes.rs`), which the C compiler then
+    /// vectorises (a clipped item's branches kept it from it).
+    selects: bool,
 }
 
 /// The whole C program.
@@ -93,6 +98,7 @@ pub fn emit(p: &Program) -> String {
         last_ctx: String::new(),
         last_used: HashSet::new(),
         hoisted: HashSet::new(),
+        selects: false,
     };
     let mut main = String::new();
     let _ = writeln!(
@@ -232,7 +238,14 @@ impl Emitter {
             Expr::Addr { buf, index } => format!("(&{}[{}])", v(*buf), self.expr(index)),
             Expr::Op { op, args } => {
                 let a: Vec<String> = args.iter().map(|x| self.expr(x)).collect();
-                op_c(op, &a)
+                match *op {
+                    "f.max" if self.selects => format!("rt_fmax_sel({}, {})", a[0], a[1]),
+                    "f.min" if self.selects => format!("rt_fmin_sel({}, {})", a[0], a[1]),
+                    "f.clip" if self.selects => {
+                        format!("rt_fmin_sel(rt_fmax_sel({}, {}), {})", a[2], a[0], a[1])
+                    }
+                    _ => op_c(op, &a),
+                }
             }
         }
     }

@@ -95,6 +95,17 @@ static inline float rt_fmin(float a, float b) {
   if (b < a) return b;
   return NAN;
 }
+/* The same as selects, NaN chosen last: in a loop that also reduces (a
+ * reduction's order keys of clipped items), the C compiler vectorises
+ * these, not the branches above. */
+static inline float rt_fmax_sel(float a, float b) {
+  float m = a > b ? a : b;
+  return a != a || b != b ? NAN : m;
+}
+static inline float rt_fmin_sel(float a, float b) {
+  float m = a <= b ? a : b;
+  return a != a || b != b ? NAN : m;
+}
 /* A float's place in an order of its bits as an Int (-0 before +0, and
  * its own inverse): a reduction by f.max or f.min compares these, which
  * the C compiler vectorises, where rt_fmax's choice among equal operands
@@ -2220,6 +2231,26 @@ static void rt_tree_plan_in(int64_t lo, int64_t hi, rt_tree_plan *p) {
   rt_tree_plan_in(mid, hi, p);
   p->merges[p->n - 1]++;
   p->height--;
+}
+/* The nodes of a float sum's tree over n items at a depth where they
+ * split among the threads (allocate/prims.rs, reduce_by_leaves): b[0]
+ * their number P (1, 2, 4 … 16; each over 2,048 items, so every node
+ * above them splits), node k items b[1+k] … b[2+k]-1. Any P gives the
+ * tree's nodes: the same sums. */
+static void rt_tree_bounds(int64_t lo, int64_t hi, int levels, int64_t *bounds);
+static void rt_tree_top(int64_t n, int64_t *b) {
+  int64_t threads = rt_threads > 1 ? rt_threads : 1;
+  int levels = 0;
+  while (((int64_t)1 << levels) < 4 * threads && levels < 4 && (n >> (levels + 1)) > 2048) levels++;
+  b[0] = (int64_t)1 << levels;
+  rt_tree_bounds(0, n, levels, b + 1);
+}
+/* Rows 0 … parts-1 of `lanes` sums, each a node's, added pairwise as
+ * the tree adds its nodes (the left plus the right), into row 0. */
+static void rt_tree_top_fadd(float *rows, int64_t parts, int64_t lanes) {
+  for (int64_t w = 1; w < parts; w *= 2)
+    for (int64_t k = 0; k + w < parts; k += 2 * w)
+      for (int64_t l = 0; l < lanes; l++) rows[k * lanes + l] = rows[k * lanes + l] + rows[(k + w) * lanes + l];
 }
 static void rt_tree_leaf_bounds(int64_t n, int64_t *b) {
   int64_t m = (n + 127) / 128 + 1;

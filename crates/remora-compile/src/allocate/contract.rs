@@ -297,7 +297,15 @@ fn contraction_of(s: &Stmt, nonempty: bool) -> Option<Vec<Stmt>> {
     };
     // The loop-invariant parts: the count, the seed, the extents.
     let invariant = |e: &Expr| at(e).is_some_and(|a| a.coefs.iter().all(is_zero));
-    if !invariant(k) || !invariant(&n) || seed.as_ref().is_some_and(|s| !invariant(s)) {
+    // (The seed is read once, before the kernel: a load of a buffer the
+    // nest does not write, at a place its loops do not name, is one too:
+    // a `reduce/zero`'s seed as a derivative passes it.)
+    let seed_invariant = |e: &Expr| {
+        let mut ok = true;
+        e.each_var(&mut |v| ok &= !vars.contains(&v) && !locals.contains(&v) && v != *c);
+        ok
+    };
+    if !invariant(k) || !invariant(&n) || seed.as_ref().is_some_and(|s| !seed_invariant(s)) {
         return None;
     }
     // Without a seed the count must be known to be at least 1 (or checked

@@ -50,6 +50,7 @@ mod reuse;
 mod siblings;
 mod stacked;
 mod styles;
+mod together;
 mod trace;
 mod wraps;
 
@@ -342,6 +343,8 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     wraps::split_at_wraps(&mut body, &mut a.out.names);
     prefetch::read_ahead(&mut body, &a.out.inputs);
     powers::whole_exponents(&mut body);
+    together::dead_reductions(&mut body, &a.out.outputs);
+    together::reductions_together(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
         span: remora_syntax::Span::default(),

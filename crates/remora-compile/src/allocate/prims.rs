@@ -739,7 +739,99 @@ impl<'m> Alloc<'m> {
             });
         }
         let lanes = dest.dims[0].clone();
-        let held = self.alloc("held", dest.elem, vec![Expr::Var(most), lanes.clone()], &mut out);
+        // Outside loops, a float sum's items split among the threads too:
+        // the tree's nodes at a depth (`rt_tree_top`: up to 16, of over
+        // 2,048 items each, so every node above them splits), each
+        // summed by its own leaves into a row of its own, then the rows
+        // added pairwise as the tree adds them (`rt_tree_top_fadd`). The
+        // nodes are the tree's whatever their number: the same bits.
+        let parted = outer == 0 && prim == "f.+" && dest.elem == Elem::Float;
+        let mut part_body = Vec::new();
+        let (part, nlo, mq) = (self.fresh("part"), self.fresh("nlo"), self.fresh("mq"));
+        let mut top_parts = None;
+        if parted {
+            let top = self.alloc("top", Elem::Int, vec![Expr::Int(18)], &mut out);
+            out.push(Stmt::Call {
+                func: "rt_tree_top",
+                args: vec![
+                    items.clone(),
+                    Expr::Addr {
+                        buf: top.buf,
+                        index: Box::new(Expr::Int(0)),
+                    },
+                ],
+            });
+            let parts = self.fresh("parts");
+            out.push(Stmt::Let {
+                var: parts,
+                elem: Elem::Int,
+                value: Expr::load(top.buf, Expr::Int(0)),
+            });
+            let psum = self.alloc("psum", dest.elem, vec![Expr::Int(16), lanes.clone()], &mut out);
+            let nn = self.fresh("nn");
+            part_body.push(Stmt::Let {
+                var: nlo,
+                elem: Elem::Int,
+                value: Expr::load(top.buf, Expr::add(Expr::Var(part), Expr::Int(1))),
+            });
+            part_body.push(Stmt::Let {
+                var: nn,
+                elem: Elem::Int,
+                value: Expr::op(
+                    "-",
+                    vec![
+                        Expr::load(top.buf, Expr::add(Expr::Var(part), Expr::Int(2))),
+                        Expr::Var(nlo),
+                    ],
+                ),
+            });
+            part_body.push(Stmt::Let {
+                var: mq,
+                elem: Elem::Int,
+                value: Expr::add(
+                    Expr::op(
+                        "/",
+                        vec![Expr::add(Expr::Var(nn), Expr::Int(127)), Expr::Int(128)],
+                    ),
+                    Expr::Int(1),
+                ),
+            });
+            let pplan = self.alloc(
+                "pplan",
+                Elem::Int,
+                vec![Expr::add(Expr::mul(m.clone(), Expr::Int(2)), Expr::Int(4))],
+                &mut part_body,
+            );
+            part_body.push(Stmt::Call {
+                func: "rt_tree_leaf_bounds",
+                args: vec![
+                    Expr::Var(nn),
+                    Expr::Addr {
+                        buf: pplan.buf,
+                        index: Box::new(Expr::Int(0)),
+                    },
+                ],
+            });
+            let pleaf = self.fresh("nleaf");
+            part_body.push(Stmt::Let {
+                var: pleaf,
+                elem: Elem::Int,
+                value: Expr::load(pplan.buf, Expr::Int(0)),
+            });
+            top_parts = Some((parts, psum, pplan, pleaf));
+        }
+        let held = self.alloc(
+            "held",
+            dest.elem,
+            vec![Expr::Var(most), lanes.clone()],
+            if parted { &mut part_body } else { &mut out },
+        );
+        // The plan this block's leaves follow: its part's, from `nlo` on,
+        // or the whole sum's.
+        let (plan_buf, leaves, from, merges_at) = match &top_parts {
+            Some((_, _, pplan, pleaf)) => (pplan.buf, *pleaf, Expr::Var(nlo), Expr::Var(mq)),
+            None => (plan.buf, count, Expr::Int(0), m.clone()),
+        };
         let width = lane_block(&lanes);
         let (blk, lo, sp) = (self.fresh("blk"), self.fresh("lo"), self.fresh("sp"));
         let blocks = Expr::op(
@@ -783,7 +875,10 @@ impl<'m> Alloc<'m> {
                 leaf.push(Stmt::Let {
                     var,
                     elem: Elem::Int,
-                    value: Expr::load(plan.buf, Expr::add(Expr::Var(t), Expr::Int(at))),
+                    value: Expr::add(
+                        from.clone(),
+                        Expr::load(plan_buf, Expr::add(Expr::Var(t), Expr::Int(at))),
+                    ),
                 });
             }
             let sums = row(Expr::Var(sp));
@@ -837,8 +932,8 @@ impl<'m> Alloc<'m> {
             leaf.push(Stmt::For {
                 index: self.fresh("merge"),
                 count: Expr::load(
-                    plan.buf,
-                    Expr::add(Expr::add(Expr::Var(t), Expr::Int(3)), m.clone()),
+                    plan_buf,
+                    Expr::add(Expr::add(Expr::Var(t), Expr::Int(3)), merges_at.clone()),
                 ),
                 parallel: false,
                 body: merge,
@@ -849,12 +944,23 @@ impl<'m> Alloc<'m> {
             });
             inner.push(Stmt::For {
                 index: t,
-                count: Expr::Var(count),
+                count: Expr::Var(leaves),
                 parallel: false,
                 body: leaf,
             });
             // The total (the seed, if any, plus it) into this block of `dest`.
             let total = row(Expr::Int(0));
+            if let Some((_, psum, ..)) = &top_parts {
+                // (A part's total into its row.)
+                let mut block = psum.clone();
+                block.offset = Expr::add(Expr::mul(Expr::Var(part), psum.strides[0].clone()), Expr::Var(lo));
+                block.dims = vec![w.clone()];
+                block.strides = vec![Expr::Int(1)];
+                self.lanes(&block, &mut inner, outer + 2, |_, idx, _| {
+                    Ok(total.cell(idx).load())
+                })?;
+                return Ok(());
+            }
             let mut block = dest.clone();
             block.offset = Expr::add(
                 dest.offset.clone(),
@@ -884,12 +990,56 @@ impl<'m> Alloc<'m> {
         })();
         self.loop_depth -= 1;
         r?;
-        out.push(Stmt::For {
+        let Some((parts, psum, ..)) = top_parts else {
+            out.push(Stmt::For {
+                index: blk,
+                count: blocks,
+                parallel: outer == 0,
+                body: inner,
+            });
+            return Ok(out);
+        };
+        part_body.push(Stmt::For {
             index: blk,
             count: blocks,
-            parallel: outer == 0,
+            parallel: false,
             body: inner,
         });
+        out.push(Stmt::For {
+            index: part,
+            count: Expr::Var(parts),
+            parallel: true,
+            body: part_body,
+        });
+        out.push(Stmt::Call {
+            func: "rt_tree_top_fadd",
+            args: vec![
+                Expr::Addr {
+                    buf: psum.buf,
+                    index: Box::new(Expr::Int(0)),
+                },
+                Expr::Var(parts),
+                dest.dims[0].clone(),
+            ],
+        });
+        // The total (the seed, if any, plus it) into `dest`.
+        let mut total = psum.clone();
+        total.dims = vec![dest.dims[0].clone()];
+        total.strides = vec![Expr::Int(1)];
+        let seed = match seed {
+            None => None,
+            Some(Val::Scalar(_, x)) => Some(Err(x.clone())),
+            Some(Val::Array(v)) if v.dims.len() == 1 => Some(Ok(v.clone())),
+            Some(_) => return unsupported("a seed of another shape"),
+        };
+        self.lanes(dest, &mut out, outer, |_, idx, _| {
+            let sum = total.cell(idx).load();
+            Ok(match &seed {
+                None => sum,
+                Some(Err(x)) => Expr::op(prim, vec![x.clone(), sum]),
+                Some(Ok(v)) => Expr::op(prim, vec![v.cell(idx).load(), sum]),
+            })
+        })?;
         Ok(out)
     }
 

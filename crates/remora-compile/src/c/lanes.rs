@@ -172,12 +172,14 @@ impl Emitter {
             "{p}int32_t {key} = {start}, {nan} = 0;\n{p}for (int64_t {i} = {from}; {i} < {to}; {i}++) {{"
         );
         self.scope.push((index, Decl::Scalar(Elem::Int)));
+        let selects = std::mem::replace(&mut self.selects, true);
         self.block_then(out, body, depth + 1, &|e: &Self| {
             format!(
                 "float {x} = {};\n{p}  int32_t {k} = rt_order_key({x});\n{p}  {key} = {key} {keep} {k} ? {key} : {k};\n{p}  {nan} |= {x} != {x};",
                 e.expr(item)
             )
         });
+        self.selects = selects;
         self.scope.pop();
         // A zero extreme: which zero, in order.
         let _ = writeln!(
