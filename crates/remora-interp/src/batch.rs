@@ -436,6 +436,11 @@ impl<'p> Interpreter {
                     if let Some(v) = ends.filter(|v| v.nb == 0).and_then(|v| v.densify()) {
                         return Ok(Some(v.v));
                     }
+                    // A fold or scan of a map: the items made where the
+                    // loop reads them.
+                    if let Some(v) = self.scan_of_map(e, None, env)? {
+                        return Ok(Some(v));
+                    }
                     // A reduction of a lifted lambda: a block of items at a time.
                     if let Some(v) = self.reduce_streamed(e, env)? {
                         return Ok(Some(v));

@@ -1734,3 +1734,225 @@ impl<'p> Interpreter {
         Some(Batched::dense(Array { shape, data }, nb))
     }
 }
+
+/// One argument of a map whose results a mapped loop steps through: its
+/// atoms, the registers an item's cell is loaded into, and whether it has
+/// the items' frame (else its one cell is every item's).
+struct Source {
+    data: Data,
+    regs: Vec<u32>,
+    framed: bool,
+}
+
+impl Source {
+    /// Item `i`'s cell into its registers.
+    fn load(&self, i: usize, regs: &mut [u64]) -> Option<()> {
+        let size = self.regs.len();
+        let at = if self.framed { i * size } else { 0 };
+        match &self.data {
+            Data::Int(v) => {
+                for (&r, x) in self.regs.iter().zip(v.get(at..at + size)?) {
+                    *regs.get_mut(r as usize)? = *x as u64;
+                }
+            }
+            Data::Float(v) => {
+                for (&r, x) in self.regs.iter().zip(v.get(at..at + size)?) {
+                    *regs.get_mut(r as usize)? = float_bits(*x);
+                }
+            }
+            Data::Bool(v) => {
+                for (&r, x) in self.regs.iter().zip(v.get(at..at + size)?) {
+                    *regs.get_mut(r as usize)? = u64::from(*x);
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+}
+
+/// A fold or scan whose items are a map's results, made by the same
+/// program: its code `..split` makes an item (in `item`) from the
+/// sources' registers, the rest is the step.
+struct MappedLoop {
+    program: Program,
+    split: usize,
+    sources: Vec<Source>,
+    item: Vec<u32>,
+    acc: Vec<u32>,
+    result: Vec<u32>,
+    items: usize,
+    scanning: bool,
+}
+
+impl MappedLoop {
+    /// The loop from the seed's bits (else the first item): what it keeps.
+    fn run<U: Bits>(&self, seed: Option<&[u64]>, kept: usize) -> Option<Vec<U>> {
+        let mut out = crate::kernel::buffer(kept * self.acc.len()).ok()?;
+        let mut regs = self.program.init.clone();
+        for s in self.sources.iter().filter(|s| !s.framed) {
+            s.load(0, &mut regs)?;
+        }
+        let framed: Vec<&Source> = self.sources.iter().filter(|s| s.framed).collect();
+        let first = match seed {
+            Some(bits) => {
+                for (&r, &b) in self.acc.iter().zip(bits) {
+                    *regs.get_mut(r as usize)? = b;
+                }
+                0
+            }
+            None => {
+                for s in &framed {
+                    s.load(0, &mut regs)?;
+                }
+                self.program.run_part(&mut regs, 0..self.split)?;
+                for (&a, &r) in self.acc.iter().zip(&self.item) {
+                    regs[a as usize] = regs[r as usize];
+                }
+                1
+            }
+        };
+        let keep = |regs: &[u64], out: &mut Vec<U>| {
+            out.extend(self.acc.iter().map(|&r| U::of_bits(regs[r as usize])));
+        };
+        if self.scanning {
+            keep(&regs, &mut out);
+        }
+        for i in first..self.items {
+            for s in &framed {
+                s.load(i, &mut regs)?;
+            }
+            self.program.run(&mut regs)?;
+            for (&a, &r) in self.acc.iter().zip(&self.result) {
+                regs[a as usize] = regs[r as usize];
+            }
+            if self.scanning {
+                keep(&regs, &mut out);
+            }
+        }
+        if !self.scanning {
+            keep(&regs, &mut out);
+        }
+        Some(out)
+    }
+}
+
+impl<'p> Interpreter {
+    /// `fold`, `scan`, `iscan` or `reduce` by the lambda `op` (from
+    /// `seed`, a value of its cell's shape) over the `n` items that the
+    /// lambda `map` makes from `args` (each with its cell; an argument
+    /// whose frame is empty gives every item the same cell), at the top
+    /// level: the map and the step compiled into one cell program run
+    /// once per item, the items never laid out. `None` when a function is
+    /// not one the compiler knows, the items are not small cells of the
+    /// shape `item_shape`, or a step faults (the caller then evaluates as
+    /// written, which reports the error where the reference meets it).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mapped_fold_by_cell_program(
+        &mut self,
+        name: &str,
+        op: &Fun<'p>,
+        seed: Option<&Value<'p>>,
+        map: &Fun<'p>,
+        args: &[(Value<'p>, Vec<usize>)],
+        n: usize,
+        item_shape: &[usize],
+    ) -> Option<Value<'p>> {
+        if self.reference_only || self.fuel.is_some() || n == 0 {
+            return None;
+        }
+        let lambda = |f: &Fun<'p>| matches!(f, Fun::Lambda { .. }) && !f.reads_batch();
+        if !lambda(op) || !lambda(map) {
+            return None;
+        }
+        let mut c = Compiler::new(self);
+        let mut sources = Vec::with_capacity(args.len());
+        let mut cells = Vec::with_capacity(args.len());
+        for (a, cell) in args {
+            let framed = a.shape.len() > cell.len();
+            if a.shape.get(usize::from(framed)..)? != cell.as_slice()
+                || (framed && a.shape.first() != Some(&n))
+            {
+                return None;
+            }
+            let v = c.fresh_cell(kind_of(&a.data)?, cell.clone())?;
+            sources.push(Source {
+                data: plain(&a.data)?,
+                regs: flat(&v)?,
+                framed,
+            });
+            cells.push(v);
+        }
+        let m = c.function(map)?;
+        let item = c.call(m, cells, Span::default())?;
+        let (item_kind, shape, item) = c.regs(item)?;
+        if shape != item_shape || item.is_empty() {
+            return None;
+        }
+        let split = c.code.len();
+        let (acc_kind, acc_shape, seed_bits) = match seed {
+            Some(s) => {
+                let kind = kind_of(&s.data)?;
+                let bits = (0..atoms_in(&s.shape))
+                    .map(|k| bits_at(&s.data, k))
+                    .collect::<Option<Vec<u64>>>()?;
+                (kind, s.shape.clone(), Some(bits))
+            }
+            None => (item_kind, shape.clone(), None),
+        };
+        let acc_val = c.fresh_cell(acc_kind, acc_shape.clone())?;
+        let acc = flat(&acc_val)?;
+        if acc.is_empty() {
+            return None;
+        }
+        let step = c.function(op)?;
+        let args = vec![
+            acc_val.clone(),
+            CVal::Arr {
+                kind: item_kind,
+                shape,
+                regs: item.clone(),
+            },
+        ];
+        let r = c.call(step, args, Span::default())?;
+        let mut result = c.conform(&acc_val, r)?;
+        for r in result.iter_mut() {
+            if acc.contains(r) {
+                let d = c.reg()?;
+                c.emit(Ins::Move(d, *r))?;
+                *r = d;
+            }
+        }
+        let scanning = matches!(name, "scan" | "iscan");
+        let kept = match name {
+            "scan" => n + 1,
+            "iscan" => n,
+            _ => 1,
+        };
+        if !crate::eval::batch_fits(kept.checked_mul(acc.len())?) {
+            return None;
+        }
+        let looped = MappedLoop {
+            program: Program {
+                code: c.code,
+                init: c.init,
+                exts: c.exts,
+            },
+            split,
+            sources,
+            item,
+            acc,
+            result,
+            items: n,
+            scanning,
+        };
+        let seed = seed_bits.as_deref();
+        let data = match acc_kind {
+            Kind::Int => i64::data(looped.run(seed, kept)?),
+            Kind::Float => f32::data(looped.run(seed, kept)?),
+            Kind::Bool => bool::data(looped.run(seed, kept)?),
+        };
+        let shape = scanning.then_some(kept).into_iter().chain(acc_shape).collect();
+        Some(Array { shape, data })
+    }
+}

@@ -20,6 +20,7 @@ mod gather;
 mod hoist;
 pub mod intrinsics;
 pub mod kernel;
+mod mapped;
 mod masked;
 mod matmul;
 mod partition;
