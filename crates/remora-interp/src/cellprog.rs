@@ -138,6 +138,76 @@ enum Fast {
     IAdd,
     ISub,
     IMul,
+    /// The comparisons (`f.== f.!= f.< f.> f.<= f.>=`, `== != < > <= >=`),
+    /// a Bool's bits.
+    FCmp(Cmp),
+    ICmp(Cmp),
+}
+
+impl Fast {
+    /// The fast form of the scalar primitive `name`, if it has one.
+    fn of(name: &str) -> Option<Fast> {
+        Some(match name {
+            "f.+" => Fast::FAdd,
+            "f.-" => Fast::FSub,
+            "f.*" => Fast::FMul,
+            "+" => Fast::IAdd,
+            "-" => Fast::ISub,
+            "*" => Fast::IMul,
+            "f.==" | "f.!=" | "f.<" | "f.>" | "f.<=" | "f.>=" => Fast::FCmp(Cmp::of(name)?),
+            "==" | "!=" | "<" | ">" | "<=" | ">=" => Fast::ICmp(Cmp::of(name)?),
+            _ => return None,
+        })
+    }
+
+    /// The operation on two registers' bits (`atom_op`'s for the name).
+    fn apply(self, a: u64, b: u64) -> u64 {
+        match self {
+            Fast::FAdd => float_bits(float(a) + float(b)),
+            Fast::FSub => float_bits(float(a) - float(b)),
+            Fast::FMul => float_bits(float(a) * float(b)),
+            Fast::IAdd => (a as i64).wrapping_add(b as i64) as u64,
+            Fast::ISub => (a as i64).wrapping_sub(b as i64) as u64,
+            Fast::IMul => (a as i64).wrapping_mul(b as i64) as u64,
+            Fast::FCmp(c) => u64::from(c.test(float(a), float(b))),
+            Fast::ICmp(c) => u64::from(c.test(a as i64, b as i64)),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+}
+
+impl Cmp {
+    fn of(name: &str) -> Option<Cmp> {
+        Some(match name.trim_start_matches("f.") {
+            "==" => Cmp::Eq,
+            "!=" => Cmp::Ne,
+            "<" => Cmp::Lt,
+            ">" => Cmp::Gt,
+            "<=" => Cmp::Le,
+            ">=" => Cmp::Ge,
+            _ => return None,
+        })
+    }
+
+    fn test<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::Lt => a < b,
+            Cmp::Gt => a > b,
+            Cmp::Le => a <= b,
+            Cmp::Ge => a >= b,
+        }
+    }
 }
 
 /// A value while compiling.
@@ -731,15 +801,7 @@ impl<'a, 'p> Compiler<'a, 'p> {
     /// An intrinsic on one cell of each argument.
     fn intrinsic(&mut self, name: &'static str, args: Vec<CVal<'p>>, span: Span) -> Option<CVal<'p>> {
         if let Some(op) = atom_op(name) {
-            let fast = match name {
-                "f.+" => Some(Fast::FAdd),
-                "f.-" => Some(Fast::FSub),
-                "f.*" => Some(Fast::FMul),
-                "+" => Some(Fast::IAdd),
-                "-" => Some(Fast::ISub),
-                "*" => Some(Fast::IMul),
-                _ => None,
-            };
+            let fast = Fast::of(name);
             return self.scalar(op, fast, args);
         }
         match (name, args.as_slice()) {
@@ -1095,15 +1157,7 @@ impl Program {
             pc += 1;
             match ins {
                 Ins::Fast(op, d, a, b) => {
-                    let (a, b) = (regs[*a as usize], regs[*b as usize]);
-                    regs[*d as usize] = match op {
-                        Fast::FAdd => float_bits(float(a) + float(b)),
-                        Fast::FSub => float_bits(float(a) - float(b)),
-                        Fast::FMul => float_bits(float(a) * float(b)),
-                        Fast::IAdd => (a as i64).wrapping_add(b as i64) as u64,
-                        Fast::ISub => (a as i64).wrapping_sub(b as i64) as u64,
-                        Fast::IMul => (a as i64).wrapping_mul(b as i64) as u64,
-                    };
+                    regs[*d as usize] = op.apply(regs[*a as usize], regs[*b as usize]);
                 }
                 Ins::Op2(op, d, a, b) => {
                     let (a, b) = (regs[*a as usize], regs[*b as usize]);
@@ -1749,6 +1803,16 @@ impl Source {
     fn load(&self, i: usize, regs: &mut [u64]) -> Option<()> {
         let size = self.regs.len();
         let at = if self.framed { i * size } else { 0 };
+        if let [r] = self.regs.as_slice() {
+            // (One atom an item: the commonest, loaded directly.)
+            *regs.get_mut(*r as usize)? = match &self.data {
+                Data::Int(v) => *v.get(at)? as u64,
+                Data::Float(v) => float_bits(*v.get(at)?),
+                Data::Bool(v) => u64::from(*v.get(at)?),
+                _ => return None,
+            };
+            return Some(());
+        }
         match &self.data {
             Data::Int(v) => {
                 for (&r, x) in self.regs.iter().zip(v.get(at..at + size)?) {
@@ -1954,5 +2018,60 @@ impl<'p> Interpreter {
         };
         let shape = scanning.then_some(kept).into_iter().chain(acc_shape).collect();
         Some(Array { shape, data })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each fast instruction computes what `atom_op` gives for its name,
+    /// on NaN, ±0.0, infinities and Ints that wrap.
+    #[test]
+    fn fast_instructions_agree_with_atom_op() {
+        let floats = [
+            0.0f32,
+            -0.0,
+            1.5,
+            -2.25,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+        ];
+        let ints = [0i64, 1, -1, 7, i64::MAX, i64::MIN, 1 << 40];
+        let names = [
+            "f.+", "f.-", "f.*", "+", "-", "*", "f.==", "f.!=", "f.<", "f.>", "f.<=", "f.>=", "==", "!=",
+            "<", ">", "<=", ">=",
+        ];
+        for name in names {
+            let (Some(fast), Some(op)) = (Fast::of(name), atom_op(name)) else {
+                unreachable!("{name} has a fast form and an atom op");
+            };
+            for a in 0..floats.len().max(ints.len()) {
+                for b in 0..floats.len().max(ints.len()) {
+                    let (want, x, y) = match op {
+                        AtomOp::Fff(f) => {
+                            let (x, y) = (floats[a % floats.len()], floats[b % floats.len()]);
+                            (float_bits(f(x, y)), float_bits(x), float_bits(y))
+                        }
+                        AtomOp::Ffb(f) => {
+                            let (x, y) = (floats[a % floats.len()], floats[b % floats.len()]);
+                            (u64::from(f(x, y)), float_bits(x), float_bits(y))
+                        }
+                        AtomOp::Iii(f) => {
+                            let (x, y) = (ints[a % ints.len()], ints[b % ints.len()]);
+                            (f(x, y) as u64, x as u64, y as u64)
+                        }
+                        AtomOp::Iib(f) => {
+                            let (x, y) = (ints[a % ints.len()], ints[b % ints.len()]);
+                            (u64::from(f(x, y)), x as u64, y as u64)
+                        }
+                        _ => unreachable!("{name}: an unexpected kind of operation"),
+                    };
+                    assert_eq!(fast.apply(x, y), want, "{name} on {x:#x} {y:#x}");
+                }
+            }
+        }
     }
 }
