@@ -24,6 +24,7 @@ mod mapped;
 mod masked;
 mod matmul;
 mod partition;
+mod positions;
 mod powers;
 pub mod program;
 pub mod random;
