@@ -436,6 +436,15 @@ impl<'p> Interpreter {
                     if let Some(v) = ends.filter(|v| v.nb == 0).and_then(|v| v.densify()) {
                         return Ok(Some(v.v));
                     }
+                    // The positions of set flags: no counting vector.
+                    if let Some(v) = self.filter_of_iota(e, env)? {
+                        return Ok(Some(v));
+                    }
+                    // A fold or scan of a map: the items made where the
+                    // loop reads them.
+                    if let Some(v) = self.scan_of_map(e, None, env)? {
+                        return Ok(Some(v));
+                    }
                     // A reduction of a lifted lambda: a block of items at a time.
                     if let Some(v) = self.reduce_streamed(e, env)? {
                         return Ok(Some(v));

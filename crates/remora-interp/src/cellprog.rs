@@ -138,6 +138,76 @@ enum Fast {
     IAdd,
     ISub,
     IMul,
+    /// The comparisons (`f.== f.!= f.< f.> f.<= f.>=`, `== != < > <= >=`),
+    /// a Bool's bits.
+    FCmp(Cmp),
+    ICmp(Cmp),
+}
+
+impl Fast {
+    /// The fast form of the scalar primitive `name`, if it has one.
+    fn of(name: &str) -> Option<Fast> {
+        Some(match name {
+            "f.+" => Fast::FAdd,
+            "f.-" => Fast::FSub,
+            "f.*" => Fast::FMul,
+            "+" => Fast::IAdd,
+            "-" => Fast::ISub,
+            "*" => Fast::IMul,
+            "f.==" | "f.!=" | "f.<" | "f.>" | "f.<=" | "f.>=" => Fast::FCmp(Cmp::of(name)?),
+            "==" | "!=" | "<" | ">" | "<=" | ">=" => Fast::ICmp(Cmp::of(name)?),
+            _ => return None,
+        })
+    }
+
+    /// The operation on two registers' bits (`atom_op`'s for the name).
+    fn apply(self, a: u64, b: u64) -> u64 {
+        match self {
+            Fast::FAdd => float_bits(float(a) + float(b)),
+            Fast::FSub => float_bits(float(a) - float(b)),
+            Fast::FMul => float_bits(float(a) * float(b)),
+            Fast::IAdd => (a as i64).wrapping_add(b as i64) as u64,
+            Fast::ISub => (a as i64).wrapping_sub(b as i64) as u64,
+            Fast::IMul => (a as i64).wrapping_mul(b as i64) as u64,
+            Fast::FCmp(c) => u64::from(c.test(float(a), float(b))),
+            Fast::ICmp(c) => u64::from(c.test(a as i64, b as i64)),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+}
+
+impl Cmp {
+    fn of(name: &str) -> Option<Cmp> {
+        Some(match name.trim_start_matches("f.") {
+            "==" => Cmp::Eq,
+            "!=" => Cmp::Ne,
+            "<" => Cmp::Lt,
+            ">" => Cmp::Gt,
+            "<=" => Cmp::Le,
+            ">=" => Cmp::Ge,
+            _ => return None,
+        })
+    }
+
+    fn test<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::Lt => a < b,
+            Cmp::Gt => a > b,
+            Cmp::Le => a <= b,
+            Cmp::Ge => a >= b,
+        }
+    }
 }
 
 /// A value while compiling.
@@ -731,15 +801,7 @@ impl<'a, 'p> Compiler<'a, 'p> {
     /// An intrinsic on one cell of each argument.
     fn intrinsic(&mut self, name: &'static str, args: Vec<CVal<'p>>, span: Span) -> Option<CVal<'p>> {
         if let Some(op) = atom_op(name) {
-            let fast = match name {
-                "f.+" => Some(Fast::FAdd),
-                "f.-" => Some(Fast::FSub),
-                "f.*" => Some(Fast::FMul),
-                "+" => Some(Fast::IAdd),
-                "-" => Some(Fast::ISub),
-                "*" => Some(Fast::IMul),
-                _ => None,
-            };
+            let fast = Fast::of(name);
             return self.scalar(op, fast, args);
         }
         match (name, args.as_slice()) {
@@ -1095,15 +1157,7 @@ impl Program {
             pc += 1;
             match ins {
                 Ins::Fast(op, d, a, b) => {
-                    let (a, b) = (regs[*a as usize], regs[*b as usize]);
-                    regs[*d as usize] = match op {
-                        Fast::FAdd => float_bits(float(a) + float(b)),
-                        Fast::FSub => float_bits(float(a) - float(b)),
-                        Fast::FMul => float_bits(float(a) * float(b)),
-                        Fast::IAdd => (a as i64).wrapping_add(b as i64) as u64,
-                        Fast::ISub => (a as i64).wrapping_sub(b as i64) as u64,
-                        Fast::IMul => (a as i64).wrapping_mul(b as i64) as u64,
-                    };
+                    regs[*d as usize] = op.apply(regs[*a as usize], regs[*b as usize]);
                 }
                 Ins::Op2(op, d, a, b) => {
                     let (a, b) = (regs[*a as usize], regs[*b as usize]);
@@ -1732,5 +1786,292 @@ impl<'p> Interpreter {
         }
         shape.extend(acc_shape);
         Some(Batched::dense(Array { shape, data }, nb))
+    }
+}
+
+/// One argument of a map whose results a mapped loop steps through: its
+/// atoms, the registers an item's cell is loaded into, and whether it has
+/// the items' frame (else its one cell is every item's).
+struct Source {
+    data: Data,
+    regs: Vec<u32>,
+    framed: bool,
+}
+
+impl Source {
+    /// Item `i`'s cell into its registers.
+    fn load(&self, i: usize, regs: &mut [u64]) -> Option<()> {
+        let size = self.regs.len();
+        let at = if self.framed { i * size } else { 0 };
+        if let [r] = self.regs.as_slice() {
+            // (One atom an item: the commonest, loaded directly.)
+            *regs.get_mut(*r as usize)? = match &self.data {
+                Data::Int(v) => *v.get(at)? as u64,
+                Data::Float(v) => float_bits(*v.get(at)?),
+                Data::Bool(v) => u64::from(*v.get(at)?),
+                _ => return None,
+            };
+            return Some(());
+        }
+        match &self.data {
+            Data::Int(v) => {
+                for (&r, x) in self.regs.iter().zip(v.get(at..at + size)?) {
+                    *regs.get_mut(r as usize)? = *x as u64;
+                }
+            }
+            Data::Float(v) => {
+                for (&r, x) in self.regs.iter().zip(v.get(at..at + size)?) {
+                    *regs.get_mut(r as usize)? = float_bits(*x);
+                }
+            }
+            Data::Bool(v) => {
+                for (&r, x) in self.regs.iter().zip(v.get(at..at + size)?) {
+                    *regs.get_mut(r as usize)? = u64::from(*x);
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+}
+
+/// A fold or scan whose items are a map's results, made by the same
+/// program: its code `..split` makes an item (in `item`) from the
+/// sources' registers, the rest is the step.
+struct MappedLoop {
+    program: Program,
+    split: usize,
+    sources: Vec<Source>,
+    item: Vec<u32>,
+    acc: Vec<u32>,
+    result: Vec<u32>,
+    items: usize,
+    scanning: bool,
+}
+
+impl MappedLoop {
+    /// The loop from the seed's bits (else the first item): what it keeps.
+    fn run<U: Bits>(&self, seed: Option<&[u64]>, kept: usize) -> Option<Vec<U>> {
+        let mut out = crate::kernel::buffer(kept * self.acc.len()).ok()?;
+        let mut regs = self.program.init.clone();
+        for s in self.sources.iter().filter(|s| !s.framed) {
+            s.load(0, &mut regs)?;
+        }
+        let framed: Vec<&Source> = self.sources.iter().filter(|s| s.framed).collect();
+        let first = match seed {
+            Some(bits) => {
+                for (&r, &b) in self.acc.iter().zip(bits) {
+                    *regs.get_mut(r as usize)? = b;
+                }
+                0
+            }
+            None => {
+                for s in &framed {
+                    s.load(0, &mut regs)?;
+                }
+                self.program.run_part(&mut regs, 0..self.split)?;
+                for (&a, &r) in self.acc.iter().zip(&self.item) {
+                    regs[a as usize] = regs[r as usize];
+                }
+                1
+            }
+        };
+        let keep = |regs: &[u64], out: &mut Vec<U>| {
+            out.extend(self.acc.iter().map(|&r| U::of_bits(regs[r as usize])));
+        };
+        if self.scanning {
+            keep(&regs, &mut out);
+        }
+        for i in first..self.items {
+            for s in &framed {
+                s.load(i, &mut regs)?;
+            }
+            self.program.run(&mut regs)?;
+            for (&a, &r) in self.acc.iter().zip(&self.result) {
+                regs[a as usize] = regs[r as usize];
+            }
+            if self.scanning {
+                keep(&regs, &mut out);
+            }
+        }
+        if !self.scanning {
+            keep(&regs, &mut out);
+        }
+        Some(out)
+    }
+}
+
+impl<'p> Interpreter {
+    /// `fold`, `scan`, `iscan` or `reduce` by the lambda `op` (from
+    /// `seed`, a value of its cell's shape) over the `n` items that the
+    /// lambda `map` makes from `args` (each with its cell; an argument
+    /// whose frame is empty gives every item the same cell), at the top
+    /// level: the map and the step compiled into one cell program run
+    /// once per item, the items never laid out. `None` when a function is
+    /// not one the compiler knows, the items are not small cells of the
+    /// shape `item_shape`, or a step faults (the caller then evaluates as
+    /// written, which reports the error where the reference meets it).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mapped_fold_by_cell_program(
+        &mut self,
+        name: &str,
+        op: &Fun<'p>,
+        seed: Option<&Value<'p>>,
+        map: &Fun<'p>,
+        args: &[(Value<'p>, Vec<usize>)],
+        n: usize,
+        item_shape: &[usize],
+    ) -> Option<Value<'p>> {
+        if self.reference_only || self.fuel.is_some() || n == 0 {
+            return None;
+        }
+        let lambda = |f: &Fun<'p>| matches!(f, Fun::Lambda { .. }) && !f.reads_batch();
+        if !lambda(op) || !lambda(map) {
+            return None;
+        }
+        let mut c = Compiler::new(self);
+        let mut sources = Vec::with_capacity(args.len());
+        let mut cells = Vec::with_capacity(args.len());
+        for (a, cell) in args {
+            let framed = a.shape.len() > cell.len();
+            if a.shape.get(usize::from(framed)..)? != cell.as_slice()
+                || (framed && a.shape.first() != Some(&n))
+            {
+                return None;
+            }
+            let v = c.fresh_cell(kind_of(&a.data)?, cell.clone())?;
+            sources.push(Source {
+                data: plain(&a.data)?,
+                regs: flat(&v)?,
+                framed,
+            });
+            cells.push(v);
+        }
+        let m = c.function(map)?;
+        let item = c.call(m, cells, Span::default())?;
+        let (item_kind, shape, item) = c.regs(item)?;
+        if shape != item_shape || item.is_empty() {
+            return None;
+        }
+        let split = c.code.len();
+        let (acc_kind, acc_shape, seed_bits) = match seed {
+            Some(s) => {
+                let kind = kind_of(&s.data)?;
+                let bits = (0..atoms_in(&s.shape))
+                    .map(|k| bits_at(&s.data, k))
+                    .collect::<Option<Vec<u64>>>()?;
+                (kind, s.shape.clone(), Some(bits))
+            }
+            None => (item_kind, shape.clone(), None),
+        };
+        let acc_val = c.fresh_cell(acc_kind, acc_shape.clone())?;
+        let acc = flat(&acc_val)?;
+        if acc.is_empty() {
+            return None;
+        }
+        let step = c.function(op)?;
+        let args = vec![
+            acc_val.clone(),
+            CVal::Arr {
+                kind: item_kind,
+                shape,
+                regs: item.clone(),
+            },
+        ];
+        let r = c.call(step, args, Span::default())?;
+        let mut result = c.conform(&acc_val, r)?;
+        for r in result.iter_mut() {
+            if acc.contains(r) {
+                let d = c.reg()?;
+                c.emit(Ins::Move(d, *r))?;
+                *r = d;
+            }
+        }
+        let scanning = matches!(name, "scan" | "iscan");
+        let kept = match name {
+            "scan" => n + 1,
+            "iscan" => n,
+            _ => 1,
+        };
+        if !crate::eval::batch_fits(kept.checked_mul(acc.len())?) {
+            return None;
+        }
+        let looped = MappedLoop {
+            program: Program {
+                code: c.code,
+                init: c.init,
+                exts: c.exts,
+            },
+            split,
+            sources,
+            item,
+            acc,
+            result,
+            items: n,
+            scanning,
+        };
+        let seed = seed_bits.as_deref();
+        let data = match acc_kind {
+            Kind::Int => i64::data(looped.run(seed, kept)?),
+            Kind::Float => f32::data(looped.run(seed, kept)?),
+            Kind::Bool => bool::data(looped.run(seed, kept)?),
+        };
+        let shape = scanning.then_some(kept).into_iter().chain(acc_shape).collect();
+        Some(Array { shape, data })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each fast instruction computes what `atom_op` gives for its name,
+    /// on NaN, ±0.0, infinities and Ints that wrap.
+    #[test]
+    fn fast_instructions_agree_with_atom_op() {
+        let floats = [
+            0.0f32,
+            -0.0,
+            1.5,
+            -2.25,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+        ];
+        let ints = [0i64, 1, -1, 7, i64::MAX, i64::MIN, 1 << 40];
+        let names = [
+            "f.+", "f.-", "f.*", "+", "-", "*", "f.==", "f.!=", "f.<", "f.>", "f.<=", "f.>=", "==", "!=",
+            "<", ">", "<=", ">=",
+        ];
+        for name in names {
+            let (Some(fast), Some(op)) = (Fast::of(name), atom_op(name)) else {
+                unreachable!("{name} has a fast form and an atom op");
+            };
+            for a in 0..floats.len().max(ints.len()) {
+                for b in 0..floats.len().max(ints.len()) {
+                    let (want, x, y) = match op {
+                        AtomOp::Fff(f) => {
+                            let (x, y) = (floats[a % floats.len()], floats[b % floats.len()]);
+                            (float_bits(f(x, y)), float_bits(x), float_bits(y))
+                        }
+                        AtomOp::Ffb(f) => {
+                            let (x, y) = (floats[a % floats.len()], floats[b % floats.len()]);
+                            (u64::from(f(x, y)), float_bits(x), float_bits(y))
+                        }
+                        AtomOp::Iii(f) => {
+                            let (x, y) = (ints[a % ints.len()], ints[b % ints.len()]);
+                            (f(x, y) as u64, x as u64, y as u64)
+                        }
+                        AtomOp::Iib(f) => {
+                            let (x, y) = (ints[a % ints.len()], ints[b % ints.len()]);
+                            (u64::from(f(x, y)), x as u64, y as u64)
+                        }
+                        _ => unreachable!("{name}: an unexpected kind of operation"),
+                    };
+                    assert_eq!(fast.apply(x, y), want, "{name} on {x:#x} {y:#x}");
+                }
+            }
+        }
     }
 }

@@ -819,6 +819,9 @@ impl<'p> Interpreter {
                 self.index_apply(&f, &i, &e.ty, env, span)
             }
             TExprKind::Let { var, value, body } => {
+                if let Some((rest, env)) = self.let_scan_of_map(*var, value, body, env)? {
+                    return self.eval(rest, &env);
+                }
                 if let Some(env) = self.defer_grade(*var, value, body, env)? {
                     return self.eval(body, &env);
                 }

@@ -871,7 +871,7 @@ pub(crate) fn rotate_framed<'p>(args: &[(Value<'p>, Vec<usize>)], span: Span) ->
 
 /// A box of `k` items of shape `cell` (the result of `filter`, `range`,
 /// `take*`, `drop*`): its witness is the count.
-fn boxed_items<'p>(k: usize, cell: &[usize], data: Data<Fun<'p>>) -> Value<'p> {
+pub(crate) fn boxed_items<'p>(k: usize, cell: &[usize], data: Data<Fun<'p>>) -> Value<'p> {
     let payload = Array {
         shape: std::iter::once(k).chain(cell.iter().copied()).collect(),
         data,

@@ -1,0 +1,174 @@
+//! A fold or scan of a map's results, `(iscan op (f a1 … ak))` (also
+//! `fold`, `scan`, `reduce`, and the map bound by a `let` read only as the
+//! loop's items): at the top level, with `op` and `f` lambdas on small
+//! cells, the map and the step are compiled into one cell program
+//! (`cellprog.rs`) that makes each item from the arguments' cells where
+//! the loop reads it, so the items (a `[n 2]` array of pairs, say) are
+//! never laid out and the loop is one pass over the arguments.
+//!
+//! Only arguments that cost nothing to evaluate again are taken (variables,
+//! intrinsics, lambda literals; a seed that is also a literal), so when
+//! the cell program gives up (a form it does not know, a fault in a step)
+//! nothing observable has happened, and the caller evaluates the
+//! expression as written, which reports any error where the reference
+//! meets it.
+
+use crate::batch::{lambda_params, pure};
+use crate::eval::{Env, Fun, Interpreter, Run, Value};
+use remora_check::typed::{TExpr, TExprKind, VarId};
+use remora_value::{Atom, Data};
+
+/// Whether evaluating `e` again costs nothing and cannot fail or trace:
+/// a variable, an intrinsic, a lambda literal, or a literal array or frame
+/// of those.
+fn plain(e: &TExpr) -> bool {
+    match &e.kind {
+        TExprKind::Array { atoms, .. } => atoms
+            .iter()
+            .all(|a| !matches!(a.kind, remora_check::typed::TAtomKind::Box { .. })),
+        TExprKind::Frame { elems, .. } => elems.iter().all(plain),
+        _ => pure(e),
+    }
+}
+
+/// The intrinsic `e` applies (through type and index applications).
+fn intrinsic(e: &TExpr) -> Option<&'static str> {
+    let mut head = e;
+    while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &head.kind {
+        head = func;
+    }
+    match head.kind {
+        TExprKind::Intrinsic(name) => Some(name),
+        _ => None,
+    }
+}
+
+/// The one lambda a value holds.
+fn lambda_of<'p>(v: &Value<'p>) -> Option<Fun<'p>> {
+    match &v.data {
+        Data::Atoms(atoms) if v.shape.is_empty() => match atoms.first()? {
+            Atom::Fun(f @ Fun::Lambda { .. }) => Some(f.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl<'p> Interpreter {
+    /// `e` evaluated as a fold or scan of a map's results (see the module
+    /// comment), its items the map `items` (else `e`'s last argument);
+    /// `Ok(None)` when it is not one, or the cell program gives up, with
+    /// nothing observable evaluated.
+    pub(crate) fn scan_of_map(
+        &mut self,
+        e: &'p TExpr,
+        items: Option<&'p TExpr>,
+        env: &Env<'p>,
+    ) -> Run<Option<Value<'p>>> {
+        if self.reference_only || self.fuel.is_some() {
+            return Ok(None);
+        }
+        let (head, spine) = e.spine();
+        let Some(name @ ("fold" | "scan" | "iscan" | "reduce")) = intrinsic(head) else {
+            return Ok(None);
+        };
+        let seeded = matches!(name, "fold" | "scan");
+        if spine.len() != 2 + usize::from(seeded) {
+            return Ok(None);
+        }
+        let Some(((items_arg, items_lifted), firsts)) = spine.split_last() else {
+            return Ok(None);
+        };
+        if firsts.iter().any(|(a, _)| !plain(a)) {
+            return Ok(None);
+        }
+        for (_, lifted) in &spine {
+            if !self.shape_of(&lifted.arg_frame, env, e.span)?.is_empty() {
+                return Ok(None);
+            }
+        }
+        let map = items.unwrap_or(*items_arg);
+        // The map: `(f a1 … ak)`, a lambda of k parameters applied in full.
+        let (f_expr, apps) = map.spine();
+        if apps.is_empty() || !pure(f_expr) || apps.iter().any(|(a, _)| !plain(a)) {
+            return Ok(None);
+        }
+        let xcell = self.shape_of(&items_lifted.arg_cell, env, e.span)?;
+        let Some((&n, item_shape)) = xcell.split_first() else {
+            return Ok(None);
+        };
+        let op = self.eval(spine[0].0, env)?;
+        let Some(op) = lambda_of(&op) else {
+            return Ok(None);
+        };
+        // (`reduce` by a scalar primitive η-expanded folds in its own
+        // order: its batched rule's.)
+        if name == "reduce" && crate::intrinsics::scalar_operator(&self.eval(spine[0].0, env)?).is_some() {
+            return Ok(None);
+        }
+        let f = self.eval(f_expr, env)?;
+        let Some(map_fun) = lambda_of(&f) else {
+            return Ok(None);
+        };
+        if let Fun::Lambda { body, .. } = &map_fun
+            && lambda_params(body) + 1 != apps.len()
+        {
+            return Ok(None);
+        }
+        let mut args = Vec::with_capacity(apps.len());
+        for (a, lifted) in &apps {
+            let v = self.eval(a, env)?;
+            let cell = self.shape_of(&lifted.arg_cell, env, a.span)?;
+            args.push((v, cell));
+        }
+        let seed = if seeded {
+            let s = self.eval(spine[1].0, env)?;
+            let cell = self.shape_of(&spine[1].1.arg_cell, env, e.span)?;
+            if s.shape != cell {
+                return Ok(None);
+            }
+            Some(s)
+        } else {
+            None
+        };
+        let r = self.mapped_fold_by_cell_program(name, &op, seed.as_ref(), &map_fun, &args, n, item_shape);
+        Ok(r)
+    }
+
+    /// `(let ((val v MAP)) (let ((val w LOOP)) body))` where `LOOP` is a
+    /// fold or scan whose items are `v`, read nowhere else: `w`'s value
+    /// by [`Self::scan_of_map`] (`v` never made), and the environment of
+    /// `body`; `Ok(None)` otherwise.
+    pub(crate) fn let_scan_of_map(
+        &mut self,
+        var: VarId,
+        value: &'p TExpr,
+        body: &'p TExpr,
+        env: &Env<'p>,
+    ) -> Run<Option<(&'p TExpr, Env<'p>)>> {
+        if self.reference_only || self.fuel.is_some() || !matches!(value.kind, TExprKind::App { .. }) {
+            return Ok(None);
+        }
+        let TExprKind::Let {
+            var: w,
+            value: loop_expr,
+            body: rest,
+        } = &body.kind
+        else {
+            return Ok(None);
+        };
+        let (_, spine) = loop_expr.spine();
+        let reads_v_last =
+            matches!(spine.last(), Some((a, _)) if matches!(a.kind, TExprKind::Var(x) if x == var));
+        if !reads_v_last
+            || crate::partition::reads(loop_expr, var) != Some(1)
+            || crate::partition::reads(rest, var) != Some(0)
+            || *w == var
+        {
+            return Ok(None);
+        }
+        Ok(self
+            .scan_of_map(loop_expr, Some(value), env)?
+            .map(|v| (&**rest, env.bind(*w, v))))
+    }
+}
