@@ -1702,6 +1702,10 @@ impl<'p> Interpreter {
         {
             return Some(r);
         }
+        // A step atom by atom: each atom's loop one compiled program.
+        if let Some(r) = self.fold_by_atoms(name, op, seed, xs, xcell) {
+            return Some(r);
+        }
         // A step on small cells: each cell's loop one compiled program.
         if let Some(r) = self.fold_by_cell_program(name, op, seed, xs, xcell) {
             return Some(r);

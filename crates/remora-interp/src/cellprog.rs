@@ -1616,6 +1616,95 @@ impl<'p> Interpreter {
         })
     }
 
+    /// `fold`, `scan` or `iscan` by a lambda whose step works atom by
+    /// atom ([`elementwise`]) on an accumulator and items of one cell
+    /// shape (a vector of states stepped by a vector of inputs: a scan
+    /// along the columns of a time-major matrix): the same fold of each
+    /// atom of the cells along the items, so the cells' axes are made
+    /// part of the frame (the item axis moved after them, a view) and
+    /// each atom's loop is a cell program over scalars, reading its
+    /// inputs along memory where the matrix lies so; a `scan`'s or
+    /// `iscan`'s result has its item axis moved back before the cells'
+    /// axes (a view). `None` when it does not apply (the caller goes on).
+    pub(crate) fn fold_by_atoms(
+        &mut self,
+        name: &str,
+        op: &Batched<'p>,
+        seed: Option<&(Batched<'p>, Vec<usize>)>,
+        xs: &Batched<'p>,
+        xcell: &[usize],
+    ) -> Try<Batched<'p>> {
+        if !matches!(name, "fold" | "scan" | "iscan") || self.reference_only {
+            return None;
+        }
+        let Data::Atoms(funs) = &op.v.data else {
+            return None;
+        };
+        let Some(Atom::Fun(Fun::Lambda { param: acc, body, .. })) = funs.get(op.offset) else {
+            return None;
+        };
+        let TExprKind::Array { shape, atoms } = &body.kind else {
+            return None;
+        };
+        let ([], [inner]) = (shape.as_slice(), atoms.as_slice()) else {
+            return None;
+        };
+        let TAtomKind::Lambda { param: item, body } = &inner.kind else {
+            return None;
+        };
+        let cell = xcell.get(1..)?;
+        if cell.is_empty() || !elementwise(body, &[*acc, *item]) {
+            return None;
+        }
+        let xframe = xs.own().len().checked_sub(xcell.len())?;
+        let seed = match seed {
+            Some((s, scell)) => {
+                if scell != cell || s.own().len().checked_sub(scell.len())? != xframe || s.nb != xs.nb {
+                    return None;
+                }
+                Some((s.clone(), Vec::new()))
+            }
+            None => None,
+        };
+        // The item axis moved after the cells' axes.
+        let axis = xs.nb + xframe;
+        let rank = xs.v.shape.len();
+        let order: Vec<usize> = (0..rank).filter(|&a| a != axis).chain([axis]).collect();
+        let view = Batched {
+            v: Array {
+                shape: order.iter().map(|&a| xs.v.shape[a]).collect(),
+                data: xs.v.data.clone(),
+            },
+            nb: xs.nb,
+            offset: xs.offset,
+            strides: order
+                .iter()
+                .map(|&a| xs.strides.get(a).copied())
+                .collect::<Option<_>>()?,
+        };
+        let items = *xs.v.shape.get(axis)?;
+        let r = self.fold_by_cell_program(name, op, seed.as_ref(), &view, &[items])?;
+        if name == "fold" {
+            return Some(r);
+        }
+        // The result's item axis (its last) moved back before the cells'.
+        let last = r.v.shape.len().checked_sub(1)?;
+        let at = last.checked_sub(cell.len())?;
+        let back: Vec<usize> = (0..at).chain([last]).chain(at..last).collect();
+        Some(Batched {
+            v: Array {
+                shape: back.iter().map(|&a| r.v.shape[a]).collect(),
+                data: r.v.data,
+            },
+            nb: r.nb,
+            offset: r.offset,
+            strides: back
+                .iter()
+                .map(|&a| r.strides.get(a).copied())
+                .collect::<Option<_>>()?,
+        })
+    }
+
     /// `fold`, `scan`, `iscan` or `reduce` by a lambda over every cell of
     /// the batch and the argument's frame, each cell's loop a cell program
     /// (see the module comment). `None` when the step is not one the
@@ -1786,6 +1875,30 @@ impl<'p> Interpreter {
         }
         shape.extend(acc_shape);
         Some(Batched::dense(Array { shape, data }, nb))
+    }
+}
+
+/// Whether `e` computes each atom of its result from the atoms at the
+/// same place of the variables `params` (all of one shape) alone: those
+/// variables, scalar literals, and scalar primitives applied to such
+/// expressions. A fold whose step is one folds each atom on its own
+/// ([`Interpreter::fold_by_atoms`]).
+fn elementwise(e: &TExpr, params: &[VarId]) -> bool {
+    match &e.kind {
+        TExprKind::Var(v) => params.contains(v),
+        TExprKind::Array { shape, atoms } => {
+            shape.is_empty()
+                && matches!(
+                    atoms.as_slice(),
+                    [a] if matches!(a.kind, TAtomKind::Bool(_) | TAtomKind::Int(_) | TAtomKind::Float(_))
+                )
+        }
+        TExprKind::App { .. } => {
+            let (head, spine) = e.spine();
+            matches!(&head.kind, TExprKind::Intrinsic(name) if crate::scalar::arity(name) == Some(spine.len()))
+                && spine.iter().all(|(a, _)| elementwise(a, params))
+        }
+        _ => false,
     }
 }
 

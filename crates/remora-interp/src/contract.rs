@@ -1064,6 +1064,13 @@ fn contract(
             .collect()
     };
     let sums = |(first, l0, width, out): Part<'_>| {
+        if let (Factor::Atoms(a), Factor::Atoms(b)) = (a, b)
+            && width == lanes
+            && lanes <= CHUNK
+            && items <= PAIRWISE_LEAF
+        {
+            return small_rows(a, b, (outer, first), (items, lanes), seed, out).is_some();
+        }
         (out.chunks_exact_mut(width).enumerate())
             .all(|(i, row)| row_sum(a, b, (outer, first + i), l0, items, seed, row).is_some())
     };
@@ -1112,6 +1119,96 @@ fn row_sum(
             Some(())
         }
     }
+}
+
+/// Whole rows of few lanes (at most [`CHUNK`]) and items (at most
+/// [`PAIRWISE_LEAF`]: a left fold, from `seed` or else from the first
+/// product), from row `first` on, as many as `out` holds: the sums
+/// [`row_sum`] makes, in the same order, each row's start stepped to from
+/// the last one's (an odometer over the outer axes) instead of found anew
+/// — many small products, such as 3×3 matrices lifted over a batch.
+fn small_rows(
+    a: &Relaid<'_>,
+    b: &Relaid<'_>,
+    (outer, first): (&[usize], usize),
+    (items, lanes): (usize, usize),
+    seed: Option<f32>,
+    out: &mut [f32],
+) -> Option<()> {
+    if out.is_empty() {
+        return Some(());
+    }
+    if lanes == 0 || lanes > CHUNK {
+        return None;
+    }
+    let mut index = vec![0usize; outer.len()];
+    let mut rest = first;
+    for (i, &n) in outer.iter().enumerate().rev() {
+        index[i] = rest % n.max(1);
+        rest /= n.max(1);
+    }
+    let (mut ba, mut bb) = (a.start(outer, first), b.start(outer, first));
+    let (da, db) = (&a.data, &b.data);
+    for row in out.chunks_exact_mut(lanes) {
+        let mut acc = [0.0f32; CHUNK];
+        let acc = &mut acc[..lanes];
+        let from = match seed {
+            Some(s) => {
+                acc.fill(s);
+                0
+            }
+            None => {
+                for (l, x) in acc.iter_mut().enumerate() {
+                    *x = da.get(ba + l * a.lane)? * db.get(bb + l * b.lane)?;
+                }
+                1
+            }
+        };
+        for k in from..items {
+            let (oa, ob) = (ba + k * a.item, bb + k * b.item);
+            // Each factor's lanes a run of its atoms or one atom for all.
+            match (a.lane, b.lane) {
+                (1, 1) => {
+                    let (xa, xb) = (da.get(oa..oa + lanes)?, db.get(ob..ob + lanes)?);
+                    for ((s, x), y) in acc.iter_mut().zip(xa).zip(xb) {
+                        *s += x * y;
+                    }
+                }
+                (0, 1) => {
+                    let (x, xb) = (*da.get(oa)?, db.get(ob..ob + lanes)?);
+                    for (s, y) in acc.iter_mut().zip(xb) {
+                        *s += x * y;
+                    }
+                }
+                (1, 0) => {
+                    let (xa, y) = (da.get(oa..oa + lanes)?, *db.get(ob)?);
+                    for (s, x) in acc.iter_mut().zip(xa) {
+                        *s += x * y;
+                    }
+                }
+                _ => {
+                    for (l, s) in acc.iter_mut().enumerate() {
+                        *s += da.get(oa + l * a.lane)? * db.get(ob + l * b.lane)?;
+                    }
+                }
+            }
+        }
+        row.copy_from_slice(acc);
+        // The next row: the last outer axis on, carried into the ones
+        // before it.
+        for i in (0..outer.len()).rev() {
+            index[i] += 1;
+            ba += a.outer[i];
+            bb += b.outer[i];
+            if index[i] < outer[i] {
+                break;
+            }
+            index[i] = 0;
+            ba -= outer[i] * a.outer[i];
+            bb -= outer[i] * b.outer[i];
+        }
+    }
+    Some(())
 }
 
 /// The tree sum of items `k0 .. k0 + n` for every lane (`n ≥ 1`), as

@@ -281,6 +281,9 @@ pub fn gather<A: Clone>(shape: &[usize], a: &[A], la: &Layout) -> Result<Vec<A>,
     if let Some(out) = gather_transposed(shape, a, la, total)? {
         return Ok(out);
     }
+    if let Some(out) = gather_deinterleaved(shape, a, la, total)? {
+        return Ok(out);
+    }
     let mut out = buffer(total)?;
     for_each_run(shape, [la], |[oa], n, [sa]| match sa {
         1 => out.extend_from_slice(&a[oa..oa + n]),
@@ -361,6 +364,80 @@ fn gather_transposed<A: Clone>(
     Ok(Some(out))
 }
 
+/// Columns of [`gather_deinterleaved`] copied at a time.
+const DEINTERLEAVE_BLOCK: usize = 1024;
+
+/// [`gather`] of a transposition whose last axis steps far apart and
+/// whose axis before it, of fewer than [`TILE`] atoms, lies contiguously:
+/// the channels of an interleaved array brought to the front (`[h w 3]`
+/// transposed to `[3 h w]`). Each group of channels is read where it lies
+/// and its atoms written to the few rows they go to, so the array is read
+/// once along memory (a gather in row-major order would read it once per
+/// channel). `None` for any other layout.
+fn gather_deinterleaved<A: Clone>(
+    shape: &[usize],
+    a: &[A],
+    la: &Layout,
+    total: usize,
+) -> Result<Option<Vec<A>>, &'static str> {
+    let (dims, strides) = coalesce(shape, [la]);
+    let [st] = &strides;
+    let k = dims.len();
+    if k < 2
+        || st[k - 2] != 1
+        || dims[k - 2] < 2
+        || dims[k - 2] >= TILE
+        || st[k - 1] < dims[k - 2]
+        || dims[k - 1] < TILE
+    {
+        return Ok(None);
+    }
+    let Some(first) = a.get(la.offset) else {
+        return Ok(None);
+    };
+    let (rows, cols, step) = (dims[k - 2], dims[k - 1], st[k - 1]);
+    let mut out = buffer(total)?;
+    out.resize(total, first.clone());
+    let outer = &dims[..k - 2];
+    let mut index = vec![0usize; outer.len()];
+    let mut base = la.offset;
+    for plane in out.chunks_exact_mut(rows * cols) {
+        let Some(from) = a.get(base..base + (cols - 1) * step + rows) else {
+            return Err(OUT_OF_BOUNDS);
+        };
+        // A block of columns at a time (its groups in cache), each row's
+        // atoms of the block copied through the step.
+        for c0 in (0..cols).step_by(DEINTERLEAVE_BLOCK) {
+            let width = DEINTERLEAVE_BLOCK.min(cols - c0);
+            let Some(groups) = from.get(c0 * step..) else {
+                return Err(OUT_OF_BOUNDS);
+            };
+            for (r, line) in plane.chunks_exact_mut(cols).enumerate() {
+                let Some(line) = line.get_mut(c0..c0 + width) else {
+                    return Err(OUT_OF_BOUNDS);
+                };
+                let Some(atoms) = groups.get(r..) else {
+                    return Err(OUT_OF_BOUNDS);
+                };
+                for (slot, x) in line.iter_mut().zip(atoms.iter().step_by(step)) {
+                    *slot = x.clone();
+                }
+            }
+        }
+        // Advance the odometer over the outer axes.
+        for axis in (0..outer.len()).rev() {
+            index[axis] += 1;
+            base += st[axis];
+            if index[axis] < outer[axis] {
+                break;
+            }
+            base -= st[axis] * outer[axis];
+            index[axis] = 0;
+        }
+    }
+    Ok(Some(out))
+}
+
 /// A left fold along the middle axis of a contiguous `[outer, items,
 /// inner]` buffer: for each outer position, `f(…f(f(seed, x0), x1)…)`
 /// elementwise over the inner atoms, in exactly that order. Without a seed
@@ -407,7 +484,8 @@ pub fn fold_axis<T: Copy>(
 /// of one atom, with the same result: NaN (`f32::NAN`) if any item is NaN,
 /// else the item equal to the extreme that the left fold keeps — the last
 /// of equals for `fmax` (it takes `b` when `a <= b`), the first for `fmin`
-/// (it keeps `a`) — found by two passes that vectorise.
+/// (it keeps `a`) — found by a pass that vectorises (and, when the
+/// extreme is a zero, which of +0 and -0 it is by a second).
 pub fn fold_float_extreme(
     data: &[f32],
     [outer, items]: [usize; 2],
@@ -471,6 +549,11 @@ fn kept_extreme(start: f32, rest: &[f32], better: impl Fn(f32, f32) -> bool, las
     }
     if nan {
         return f32::NAN;
+    }
+    // Equal atoms other than zeros have the same bits: only ±0 needs the
+    // one the fold keeps found.
+    if extreme != 0.0 {
+        return extreme;
     }
     if last {
         rest.iter()
