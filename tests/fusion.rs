@@ -777,3 +777,33 @@ fn a_least_and_a_greatest_of_the_same_items_are_one_pass() {
         "{text}:\n{loops}"
     );
 }
+
+/// The run starts `(append [1] (bool->i differs))` read only by the map
+/// that makes a restarting count's items, and the runs' end flags
+/// `(append differs [#t])` read only by the filter of that count, are
+/// never stored (each item computed where the scan's loop reads it), nor
+/// are the differences they are made of: the one buffer over the items is
+/// the kept cells'.
+#[test]
+fn appends_read_by_a_scan_and_its_filter_are_not_stored() {
+    let text = "(def (fun (count-on (a [Int 2]) (b [Int 2]) : [Int 2])
+          (if (== (index b 0) 1) b [(index a 0) (+ (index a 1) (index b 1))])))
+         (entry (main (xs [Int 1000]))
+           (let ((val differs (!= ((i-app drop 1) xs) ((i-app drop-right 1) xs)))
+                 (val starts (append [1] (bool->i differs)))
+                 (val counts (iscan count-on ((fn ((s Int)) [s 1]) starts)))
+                 (val last-of-run (append differs [#t])))
+             (box ((fn ((p [Int 2])) (index p 1)) (filter last-of-run counts)))))";
+    let outer = outer_allocations(text);
+    assert!(
+        !outer.iter().any(|&n| n == 1000 || n == 999),
+        "{outer:?}\n{}",
+        loop_level(text)
+    );
+    assert_eq!(
+        outer.iter().filter(|&&n| n == 2000).count(),
+        1,
+        "{}",
+        loop_level(text)
+    );
+}

@@ -285,6 +285,7 @@ impl<'m> Alloc<'m> {
             elem: elem_of(&keys.ty.atom)?,
             dims: self.dims(&keys.ty.shape)?,
             transposed: false,
+            appended: None,
         }));
         Ok(self.grades_a_map(std::slice::from_ref(&keys)).then_some(keys))
     }
@@ -362,6 +363,7 @@ impl<'m> Alloc<'m> {
                 elem: d.elem,
                 dims: d.dims.clone(),
                 transposed: false,
+                appended: None,
             }));
             a.kept_items(&through, (from.clone(), count.clone()), kept, &mut stmts)?;
             if fails {
@@ -420,6 +422,7 @@ impl<'m> Alloc<'m> {
             elem: elem_of(&xs.ty.atom)?,
             dims: self.dims(&xs.ty.shape)?,
             transposed: false,
+            appended: None,
         });
         let Some((var, graded)) = boxes::graded_bind(&d).filter(|_| d.dims.len() == 1) else {
             return Ok(None);

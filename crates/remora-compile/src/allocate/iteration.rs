@@ -913,8 +913,16 @@ impl<'m> Alloc<'m> {
         };
         let s = s.clone();
         let flags = self.value(flags, body)?;
-        let flags = self.force(flags, body)?;
-        let (Val::Array(fl), [op, items], 0) = (&flags, s.args.as_slice(), self.loop_depth) else {
+        // Flags that are a delayed append (or map) that cannot fail:
+        // each computed where the loop reads it.
+        let flags = match flags {
+            Val::Delayed(d) if d.dims.len() == 1 && (d.appended.is_some() || cannot_fail(d.map)) => {
+                Val::Delayed(d)
+            }
+            f => self.force(f, body)?,
+        };
+        let (Val::Array(_) | Val::Delayed(_), [op, items], 0) = (&flags, s.args.as_slice(), self.loop_depth)
+        else {
             let f = self.value(func, body)?;
             let scan = self.scanned_made(&s, body)?;
             return self.apply(f, vec![flags, scan], e, body).map(Some);
@@ -937,8 +945,9 @@ impl<'m> Alloc<'m> {
                 var: at,
                 value: Expr::add(Expr::Var(at), Expr::Int(1)),
             });
+            let flag = a.element(&flags, &[k], each)?;
             each.push(Stmt::If {
-                cond: fl.cell(&[k]).load(),
+                cond: flag,
                 then,
                 otherwise: Vec::new(),
             });

@@ -25,6 +25,7 @@ use remora_types::{Atom as TyAtom, DVar, Dim, IVar, Index, SVar, Seg, Shape, Typ
 use std::collections::HashMap;
 use std::rc::Rc;
 
+mod appends;
 mod boxes;
 mod boxframes;
 mod checks;
@@ -210,6 +211,9 @@ struct Delayed<'m> {
     /// reduction): `dims` are the swapped ones; its atoms are read one at
     /// a time, never a row.
     transposed: bool,
+    /// An `append` of vectors (`map` is the append): its parts, made or
+    /// delayed where it was written (see [`appends`]).
+    appended: Option<Rc<appends::Appended<'m>>>,
 }
 
 /// A function written in the program, with what was in scope there.
@@ -986,6 +990,7 @@ impl<'m> Alloc<'m> {
                     elem: elem_of(&a.ty.atom)?,
                     dims: self.dims(&a.ty.shape)?,
                     transposed: false,
+                    appended: None,
                 })));
                 continue;
             }
@@ -1000,6 +1005,7 @@ impl<'m> Alloc<'m> {
                     elem: elem_of(&a.ty.atom)?,
                     dims: self.dims(&a.ty.shape)?,
                     transposed: true,
+                    appended: None,
                 })));
                 continue;
             }
@@ -1113,6 +1119,7 @@ impl<'m> Alloc<'m> {
                     elem: elem_of(&e.ty.atom)?,
                     dims: self.dims(&e.ty.shape)?,
                     transposed: false,
+                    appended: None,
                 })))
             }
             // A reduction: its arguments delayed where they can be.
@@ -1166,6 +1173,10 @@ impl<'m> Alloc<'m> {
     /// `v` computed, if it is a delayed map.
     fn force(&mut self, v: Val<'m>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         match v {
+            Val::Delayed(d) if d.appended.is_some() => match &d.appended {
+                Some(ap) => self.appended_made(&d, ap, body),
+                None => unreachable!(),
+            },
             Val::Delayed(d) => {
                 let saved = std::mem::replace(&mut self.scope, d.scope.clone());
                 self.delayed += 1;
@@ -1241,6 +1252,9 @@ impl<'m> Alloc<'m> {
     /// variables and the `let`s down to that depth goes into `body`, once;
     /// what is left is delayed again (or a scalar, at full depth).
     fn delayed_cell(&mut self, d: &Delayed<'m>, idx: &[Expr], body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        if let Some(ap) = &d.appended {
+            return self.appended_cell(d, ap, idx, body);
+        }
         let swapped;
         let idx = match idx {
             [i, j] if d.transposed => {
@@ -1317,6 +1331,7 @@ impl<'m> Alloc<'m> {
                 elem,
                 dims: self.dims(&e.ty.shape)?,
                 transposed: false,
+                appended: None,
             }))),
             _ => {
                 let v = self.value(e, body)?;
@@ -1540,6 +1555,8 @@ impl<'m> Alloc<'m> {
                     o
                 } else if let Some(s) = self.scanned(b, &binds[i + 1..], inner, body)? {
                     s
+                } else if let Some(v) = self.appended_for_a_scan(b, &binds[i + 1..], inner, body)? {
+                    v
                 } else if used_once_by_a_map(b.var, &binds[i + 1..], inner)
                     || iteration::scanned_once(b.var, &binds[i + 1..], inner)
                 {

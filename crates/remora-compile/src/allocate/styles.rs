@@ -833,6 +833,7 @@ impl<'m> Alloc<'m> {
                 elem: elem_of(&a.ty.atom)?,
                 dims: self.dims(&a.ty.shape)?,
                 transposed: false,
+                appended: None,
             }))))
         })();
         self.scope = saved;
