@@ -1129,6 +1129,11 @@ impl Gen<'_> {
     /// A scalar primitive of result atom type `ty.elem`, lifted: each
     /// argument's frame is a prefix of `ty`'s shape, one of them all of it.
     fn prim(&mut self, ty: &Ty, d: usize) -> String {
+        self.prim_with(ty, |g, arg| g.expr(arg, d))
+    }
+
+    /// [`Gen::prim`] with each argument of type `arg` made by `make`.
+    fn prim_with(&mut self, ty: &Ty, mut make: impl FnMut(&mut Self, &Ty) -> String) -> String {
         let fits: Vec<&(&str, &[Elem], Elem)> = PRIMS.iter().filter(|p| p.2 == ty.elem).collect();
         let (name, args, _) = *fits[self.c.below(fits.len())];
         let whole = self.c.below(args.len());
@@ -1140,7 +1145,7 @@ impl Gen<'_> {
                 self.prefix(&ty.shape)
             };
             out.push(' ');
-            let arg = self.expr(&Ty::new(*a, &frame), d);
+            let arg = make(self, &Ty::new(*a, &frame));
             out.push_str(&arg);
         }
         out.push(')');

@@ -110,25 +110,7 @@ impl Gen<'_> {
         }
         let d1 = d - 1;
         match self.c.below(16) {
-            0..=5 => {
-                let fits: Vec<&(&str, &[Elem], Elem)> =
-                    super::PRIMS.iter().filter(|p| p.2 == ty.elem).collect();
-                let (name, args, _) = *fits[self.c.below(fits.len())];
-                let whole = self.c.below(args.len());
-                let mut out = format!("({name}");
-                for (i, a) in args.iter().enumerate() {
-                    let frame = if i == whole {
-                        ty.shape.clone()
-                    } else {
-                        self.prefix(&ty.shape)
-                    };
-                    let arg = self.step(&Ty::new(*a, &frame), d1);
-                    out.push(' ');
-                    out.push_str(&arg);
-                }
-                out.push(')');
-                out
-            }
+            0..=5 => self.prim_with(ty, |g, arg| g.step(arg, d1)),
             6 => {
                 let c = self.step(&Ty::scalar(Elem::Bool), d1);
                 let (a, b) = (self.step(ty, d1), self.step(ty, d1));
