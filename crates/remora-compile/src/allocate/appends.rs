@@ -84,14 +84,7 @@ impl<'m> Alloc<'m> {
     /// `let` of views around it bound here), anything else computed.
     fn part(&mut self, a: &'m maps::Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         if delayable(a) && cannot_fail(a) {
-            return Ok(Val::Delayed(Rc::new(Delayed {
-                map: a,
-                scope: self.scope.clone(),
-                elem: elem_of(&a.ty.atom)?,
-                dims: self.dims(&a.ty.shape)?,
-                transposed: false,
-                appended: None,
-            })));
+            return Ok(Val::Delayed(self.delayed(a)?));
         }
         let v = match self.delayed_through_functions(a, body)? {
             Some(Val::Delayed(d)) if self.delayed_cannot_fail(&d) => return Ok(Val::Delayed(d)),

@@ -279,14 +279,7 @@ impl<'m> Alloc<'m> {
         {
             return Ok(None);
         }
-        let keys = Val::Delayed(Rc::new(Delayed {
-            map: keys,
-            scope: self.scope.clone(),
-            elem: elem_of(&keys.ty.atom)?,
-            dims: self.dims(&keys.ty.shape)?,
-            transposed: false,
-            appended: None,
-        }));
+        let keys = Val::Delayed(self.delayed(keys)?);
         Ok(self.grades_a_map(std::slice::from_ref(&keys)).then_some(keys))
     }
 
@@ -416,14 +409,7 @@ impl<'m> Alloc<'m> {
         if self.loop_depth != 0 || !delayable(xs) {
             return Ok(None);
         }
-        let d = Rc::new(Delayed {
-            map: xs,
-            scope: self.scope.clone(),
-            elem: elem_of(&xs.ty.atom)?,
-            dims: self.dims(&xs.ty.shape)?,
-            transposed: false,
-            appended: None,
-        });
+        let d = self.delayed(xs)?;
         let Some((var, graded)) = boxes::graded_bind(&d).filter(|_| d.dims.len() == 1) else {
             return Ok(None);
         };

@@ -373,6 +373,19 @@ struct Alloc<'m> {
 }
 
 impl<'m> Alloc<'m> {
+    /// `map` delayed as it is: computed where it is read, in the scope
+    /// of here.
+    fn delayed(&self, map: &'m maps::Expr) -> Res<Rc<Delayed<'m>>> {
+        Ok(Rc::new(Delayed {
+            map,
+            scope: self.scope.clone(),
+            elem: elem_of(&map.ty.atom)?,
+            dims: self.dims(&map.ty.shape)?,
+            transposed: false,
+            appended: None,
+        }))
+    }
+
     fn fresh(&mut self, name: &str) -> Var {
         let v = Var(self.out.names.len() as u32);
         self.out.names.push(name.to_string());
@@ -984,14 +997,7 @@ impl<'m> Alloc<'m> {
         let mut vals = Vec::with_capacity(args.len());
         for a in args {
             if consumes && delayable(a) && !matches!(a.ty.atom, TyAtom::Record(_)) {
-                vals.push(Val::Delayed(Rc::new(Delayed {
-                    map: a,
-                    scope: self.scope.clone(),
-                    elem: elem_of(&a.ty.atom)?,
-                    dims: self.dims(&a.ty.shape)?,
-                    transposed: false,
-                    appended: None,
-                })));
+                vals.push(Val::Delayed(self.delayed(a)?));
                 continue;
             }
             if consumes && let Some(v) = self.delayed_through_functions(a, body)? {
@@ -1113,14 +1119,7 @@ impl<'m> Alloc<'m> {
                     && cannot_fail(e)
                     && !matches!(e.ty.atom, TyAtom::Sigma(..)) =>
             {
-                Ok(Val::Delayed(Rc::new(Delayed {
-                    map: e,
-                    scope: self.scope.clone(),
-                    elem: elem_of(&e.ty.atom)?,
-                    dims: self.dims(&e.ty.shape)?,
-                    transposed: false,
-                    appended: None,
-                })))
+                Ok(Val::Delayed(self.delayed(e)?))
             }
             // A reduction: its arguments delayed where they can be.
             Kind::App { func, .. } if is_fused_consumer(func) || is_append(e) => self.value(e, body),
