@@ -39,6 +39,9 @@ const MAX_ATOMS: usize = 64;
 const MAX_CODE: usize = 4096;
 /// How deep calls may be inlined.
 const MAX_DEPTH: usize = 24;
+/// How many `if`s may fail to compile as straight code (each compiled
+/// again with a branch) before the rest are compiled with branches.
+const MAX_SPECULATIONS: usize = 16;
 /// Lifted over more cells than this, a loop runs as one batched
 /// application per item (each step vectorised across the cells) instead.
 const MAX_CELLS: usize = 256;
@@ -128,6 +131,48 @@ enum Ins {
         skip: u64,
         count: u32,
     },
+}
+
+impl Ins {
+    /// Whether the instruction neither jumps nor can fault.
+    fn straight_and_total(&self) -> bool {
+        match self {
+            Ins::Op1(op, ..) | Ins::Op2(op, ..) => !matches!(op, AtomOp::IiiFaulty(_)),
+            Ins::Fast(..) | Ins::Move(..) | Ins::Select(..) => true,
+            Ins::Jump(_) | Ins::JumpUnless(..) | Ins::Pick { .. } | Ins::Offset { .. } | Ins::Load { .. } => {
+                false
+            }
+        }
+    }
+
+    /// The registers the instruction reads.
+    fn reads(&self) -> Vec<u32> {
+        match self {
+            Ins::Op1(_, _, a) | Ins::Move(_, a) => vec![*a],
+            Ins::Op2(_, _, a, b) | Ins::Fast(_, _, a, b) => vec![*a, *b],
+            Ins::Select(_, c, y, n) => vec![*c, *y, *n],
+            Ins::Jump(_) => Vec::new(),
+            Ins::JumpUnless(c, _) => vec![*c],
+            Ins::Pick { idx, srcs, .. } => std::iter::once(*idx).chain(srcs.iter().copied()).collect(),
+            Ins::Offset { base, idx, .. } => base.iter().copied().chain([*idx]).collect(),
+            Ins::Load { at, .. } => vec![*at],
+        }
+    }
+
+    /// The registers the instruction writes.
+    fn writes(&self) -> std::ops::Range<u32> {
+        match self {
+            Ins::Op1(_, d, _)
+            | Ins::Op2(_, d, ..)
+            | Ins::Fast(_, d, ..)
+            | Ins::Move(d, _)
+            | Ins::Select(d, ..)
+            | Ins::Pick { dst: d, .. }
+            | Ins::Offset { dst: d, .. } => *d..*d + 1,
+            Ins::Load { dst, count, .. } => *dst..*dst + *count,
+            Ins::Jump(_) | Ins::JumpUnless(..) => 0..0,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -276,6 +321,8 @@ struct Compiler<'a, 'p> {
     /// The values of variables from outside the step, as first read.
     outside: Vec<(VarId, CVal<'p>)>,
     depth: usize,
+    /// How many `if`s tried as straight code have not been.
+    speculations: usize,
 }
 
 impl<'a, 'p> Compiler<'a, 'p> {
@@ -289,6 +336,7 @@ impl<'a, 'p> Compiler<'a, 'p> {
             locals: Vec::new(),
             outside: Vec::new(),
             depth: 0,
+            speculations: 0,
         }
     }
 
@@ -656,6 +704,18 @@ impl<'a, 'p> Compiler<'a, 'p> {
                 if let Some(b) = self.known(*c) {
                     return self.expr(if b != 0 { then } else { otherwise }, env);
                 }
+                // Both branches straight code that cannot fault: both
+                // computed and each result register chosen (`Select`), so
+                // the program stays straight (`Lanes` runs it over blocks
+                // of items). Else, or after too many tries, a branch.
+                if self.speculations < MAX_SPECULATIONS {
+                    let start = self.code.len();
+                    if let Some(out) = self.straight_if(*c, then, otherwise, env) {
+                        return Some(out);
+                    }
+                    self.speculations += 1;
+                    self.code.truncate(start);
+                }
                 let skip = self.here()?;
                 self.emit(Ins::JumpUnless(*c, 0))?;
                 let yes = self.expr(then, env)?;
@@ -697,6 +757,31 @@ impl<'a, 'p> Compiler<'a, 'p> {
             },
             TExprKind::Unbox { .. } => None,
         }
+    }
+
+    /// `(if c then otherwise)` as straight code: both branches, then a
+    /// `Select` per register; `None` (the code emitted left for the
+    /// caller to cut) when either branch jumps or may fault.
+    fn straight_if(
+        &mut self,
+        c: u32,
+        then: &'p TExpr,
+        otherwise: &'p TExpr,
+        env: &Env<'p>,
+    ) -> Option<CVal<'p>> {
+        let start = self.code.len();
+        let yes = self.expr(then, env)?;
+        let out = self.fresh_like(&yes)?;
+        let ry = self.conform(&out, yes)?;
+        let no = self.expr(otherwise, env)?;
+        let rn = self.conform(&out, no)?;
+        if !self.code.get(start..)?.iter().all(Ins::straight_and_total) {
+            return None;
+        }
+        for ((d, y), n) in flat(&out)?.into_iter().zip(ry).zip(rn) {
+            self.emit(Ins::Select(d, c, y, n))?;
+        }
+        Some(out)
     }
 
     /// `f` one call deeper (inlining is bounded).
@@ -1239,6 +1324,572 @@ impl Program {
     }
 }
 
+/// Items a block of lanes holds.
+const BLOCK: usize = 256;
+
+/// An instruction over lanes (registers renumbered to lane slots, each a
+/// block of items' values).
+#[derive(Clone, Debug)]
+enum LaneIns {
+    Op1(AtomOp, usize, usize),
+    Op2(AtomOp, usize, usize, usize),
+    Fast(Fast, usize, usize, usize),
+    Move(usize, usize),
+    Select(usize, usize, usize, usize),
+    Pick {
+        dst: usize,
+        idx: usize,
+        srcs: Box<[usize]>,
+    },
+    Offset {
+        dst: usize,
+        base: Option<usize>,
+        idx: usize,
+        bound: u64,
+        stride: u64,
+    },
+    /// One atom: `dst ← ext[at + skip]`.
+    Load {
+        dst: usize,
+        ext: u32,
+        at: usize,
+        skip: u64,
+    },
+}
+
+fn map1(out: &mut [u64], a: &[u64], f: impl Fn(u64) -> u64) {
+    for (o, &x) in out.iter_mut().zip(a) {
+        *o = f(x);
+    }
+}
+
+fn map2(out: &mut [u64], a: &[u64], b: &[u64], f: impl Fn(u64, u64) -> u64) {
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = f(x, y);
+    }
+}
+
+/// A straight program (no jumps, each register written once) split for
+/// running over blocks of items: the instructions that read no carried
+/// register (the accumulator's, nor one computed from it) — the item's
+/// own work, a map's included — run one instruction at a time over a
+/// block of items held in lanes (`hoisted`: one dispatch per instruction
+/// per block); the rest run item by item, in order (`serial`), reading
+/// the lanes' values they need. Each item gets the same operations on
+/// the same bits as the program run item by item.
+struct Lanes {
+    hoisted: Vec<LaneIns>,
+    serial: Program,
+    /// The slot of each input register, in the order given.
+    inputs: Vec<usize>,
+    /// Lane registers the serial code or the results read: (register,
+    /// slot), set in the register file before each item's serial code.
+    reads: Vec<(u32, usize)>,
+    /// Slots of constants the hoisted code reads, and their bits.
+    consts: Vec<(usize, u64)>,
+    slots: usize,
+    /// The serial code as one recurrence per state register, run
+    /// natively, when it is one.
+    native: Option<Vec<Recurrence>>,
+}
+
+impl Lanes {
+    /// The split of `program`, whose `inputs` are set for each item,
+    /// `carried` hold the state from the item before, and `results` are
+    /// read after each item. `None` when the program jumps, writes a
+    /// register twice (or an input or carried one, or one it read
+    /// before), or nothing is left to hoist.
+    fn new(program: &Program, inputs: &[u32], carried: &[u32], results: &[u32]) -> Option<Lanes> {
+        let n = program.init.len();
+        // 0: not yet written; 1: a lane's; 2: carried (serial).
+        let mut class = vec![0u8; n];
+        let mut slot: Vec<Option<usize>> = vec![None; n];
+        let mut read = vec![false; n];
+        let mut written = vec![false; n];
+        let mut slots = 0;
+        let mut consts = Vec::new();
+        for &r in inputs {
+            let r = r as usize;
+            if *class.get(r)? != 0 {
+                return None;
+            }
+            class[r] = 1;
+            slot[r] = Some(slots);
+            written[r] = true;
+            slots += 1;
+        }
+        for &r in carried {
+            if *class.get(r as usize)? != 0 {
+                return None;
+            }
+            class[r as usize] = 2;
+            written[r as usize] = true;
+        }
+        let mut hoisted = Vec::new();
+        let mut serial = Vec::new();
+        for ins in &program.code {
+            if matches!(ins, Ins::Jump(_) | Ins::JumpUnless(..)) {
+                return None;
+            }
+            let reads = ins.reads();
+            for &r in &reads {
+                *read.get_mut(r as usize)? = true;
+            }
+            for r in ins.writes() {
+                let r = r as usize;
+                if *written.get(r)? || *read.get(r)? {
+                    return None;
+                }
+                written[r] = true;
+            }
+            if reads.iter().any(|&r| class[r as usize] == 2) {
+                for r in ins.writes() {
+                    class[r as usize] = 2;
+                }
+                serial.push(ins.clone());
+                continue;
+            }
+            let mut at = |r: u32| -> Option<usize> {
+                let r = r as usize;
+                if let Some(s) = slot[r] {
+                    return Some(s);
+                }
+                // Read before any write: a constant.
+                let s = slots;
+                slots += 1;
+                slot[r] = Some(s);
+                consts.push((s, *program.init.get(r)?));
+                Some(s)
+            };
+            let lane = match ins {
+                Ins::Op1(op, _, a) => LaneIns::Op1(*op, 0, at(*a)?),
+                Ins::Op2(op, _, a, b) => LaneIns::Op2(*op, 0, at(*a)?, at(*b)?),
+                Ins::Fast(op, _, a, b) => LaneIns::Fast(*op, 0, at(*a)?, at(*b)?),
+                Ins::Move(_, a) => LaneIns::Move(0, at(*a)?),
+                Ins::Select(_, c, y, n) => LaneIns::Select(0, at(*c)?, at(*y)?, at(*n)?),
+                Ins::Pick { idx, srcs, .. } => LaneIns::Pick {
+                    dst: 0,
+                    idx: at(*idx)?,
+                    srcs: srcs.iter().map(|&r| at(r)).collect::<Option<_>>()?,
+                },
+                Ins::Offset {
+                    base,
+                    idx,
+                    bound,
+                    stride,
+                    ..
+                } => LaneIns::Offset {
+                    dst: 0,
+                    base: match base {
+                        Some(b) => Some(at(*b)?),
+                        None => None,
+                    },
+                    idx: at(*idx)?,
+                    bound: *bound,
+                    stride: *stride,
+                },
+                Ins::Load { ext, at: a, skip, .. } => LaneIns::Load {
+                    dst: 0,
+                    ext: *ext,
+                    at: at(*a)?,
+                    skip: *skip,
+                },
+                Ins::Jump(_) | Ins::JumpUnless(..) => return None,
+            };
+            // The written registers' slots (a load's atoms one each).
+            for (k, r) in ins.writes().enumerate() {
+                let r = r as usize;
+                class[r] = 1;
+                slot[r] = Some(slots);
+                let mut one = match (&lane, k) {
+                    (LaneIns::Load { ext, at, skip, .. }, k) => LaneIns::Load {
+                        dst: 0,
+                        ext: *ext,
+                        at: *at,
+                        skip: skip + k as u64,
+                    },
+                    _ => lane.clone(),
+                };
+                set_dst(&mut one, slots);
+                slots += 1;
+                hoisted.push(one);
+            }
+        }
+        let native = {
+            let mut operand = |r: u32| -> Option<usize> {
+                match class.get(r as usize)? {
+                    1 => slot[r as usize],
+                    // Never written: a constant, given a lane.
+                    0 => {
+                        if let Some(s) = slot[r as usize] {
+                            return Some(s);
+                        }
+                        let s = slots;
+                        slots += 1;
+                        slot[r as usize] = Some(s);
+                        consts.push((s, *program.init.get(r as usize)?));
+                        Some(s)
+                    }
+                    _ => None,
+                }
+            };
+            recurrences(&serial, carried, results, &mut operand)
+        };
+        if hoisted.is_empty() && native.is_none() {
+            return None;
+        }
+        // The lane registers the serial code and the results read.
+        let mut reads = Vec::new();
+        for r in serial.iter().flat_map(Ins::reads).chain(results.iter().copied()) {
+            if class.get(r as usize) == Some(&1)
+                && let Some(s) = slot[r as usize]
+                && !reads.contains(&(r, s))
+            {
+                reads.push((r, s));
+            }
+        }
+        Some(Lanes {
+            hoisted,
+            serial: Program {
+                code: serial,
+                init: program.init.clone(),
+                exts: program.exts.clone(),
+            },
+            inputs: inputs.iter().map(|&r| slot[r as usize]).collect::<Option<_>>()?,
+            reads,
+            consts,
+            slots,
+            native,
+        })
+    }
+
+    /// The state registers `acc` stepped through the `n` items of a
+    /// block (the hoisted code run): natively when the serial code is
+    /// recurrences, else item by item, each item's `result` copied to
+    /// `acc`; every state kept in `out` when given (a scan).
+    fn block<U: Bits>(
+        &self,
+        regs: &mut [u64],
+        lanes: &[Vec<u64>],
+        n: usize,
+        acc: &[u32],
+        result: &[u32],
+        out: Option<&mut Vec<U>>,
+    ) -> Option<()> {
+        if let Some(recs) = &self.native {
+            let m = acc.len();
+            let mut states = match out {
+                Some(_) => vec![0u64; n * m],
+                None => Vec::new(),
+            };
+            for (k, (&a, rec)) in acc.iter().zip(recs).enumerate() {
+                let mut s = *regs.get(a as usize)?;
+                if states.is_empty() {
+                    for i in 0..n {
+                        s = rec.at(s, lanes, i)?;
+                    }
+                } else {
+                    for (i, st) in states.iter_mut().skip(k).step_by(m).enumerate() {
+                        s = rec.at(s, lanes, i)?;
+                        *st = s;
+                    }
+                }
+                *regs.get_mut(a as usize)? = s;
+            }
+            if let Some(out) = out {
+                out.extend(states.into_iter().map(U::of_bits));
+            }
+            return Some(());
+        }
+        let mut out = out;
+        for i in 0..n {
+            self.step(regs, lanes, i)?;
+            for (&a, &r) in acc.iter().zip(result) {
+                regs[a as usize] = regs[r as usize];
+            }
+            if let Some(out) = out.as_mut() {
+                out.extend(acc.iter().map(|&r| U::of_bits(regs[r as usize])));
+            }
+        }
+        Some(())
+    }
+
+    /// The lanes (`slots` blocks), the constants' filled in.
+    fn lanes(&self) -> Vec<Vec<u64>> {
+        let mut lanes = vec![vec![0u64; BLOCK]; self.slots];
+        for &(s, bits) in &self.consts {
+            if let Some(l) = lanes.get_mut(s) {
+                l.fill(bits);
+            }
+        }
+        lanes
+    }
+
+    /// The hoisted code over the first `n` lanes (inputs set); `None` on
+    /// a fault.
+    fn hoist(&self, lanes: &mut [Vec<u64>], n: usize) -> Option<()> {
+        use AtomOp::*;
+        for ins in &self.hoisted {
+            let d = lane_dst(ins);
+            let mut out = std::mem::take(lanes.get_mut(d)?);
+            let o = out.get_mut(..n)?;
+            let l = |s: usize| lanes.get(s).and_then(|l| l.get(..n));
+            match ins {
+                LaneIns::Fast(op, _, a, b) => {
+                    let (a, b) = (l(*a)?, l(*b)?);
+                    match op {
+                        Fast::FAdd => map2(o, a, b, |x, y| Fast::FAdd.apply(x, y)),
+                        Fast::FSub => map2(o, a, b, |x, y| Fast::FSub.apply(x, y)),
+                        Fast::FMul => map2(o, a, b, |x, y| Fast::FMul.apply(x, y)),
+                        Fast::IAdd => map2(o, a, b, |x, y| Fast::IAdd.apply(x, y)),
+                        Fast::ISub => map2(o, a, b, |x, y| Fast::ISub.apply(x, y)),
+                        Fast::IMul => map2(o, a, b, |x, y| Fast::IMul.apply(x, y)),
+                        f => map2(o, a, b, |x, y| f.apply(x, y)),
+                    }
+                }
+                LaneIns::Op2(op, _, a, b) => {
+                    let (a, b) = (l(*a)?, l(*b)?);
+                    match op {
+                        Fff(f) => map2(o, a, b, |x, y| float_bits(f(float(x), float(y)))),
+                        Iii(f) => map2(o, a, b, |x, y| f(x as i64, y as i64) as u64),
+                        IiiFaulty(f) => {
+                            for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
+                                *o = f(x as i64, y as i64).ok()? as u64;
+                            }
+                        }
+                        Ffb(f) => map2(o, a, b, |x, y| u64::from(f(float(x), float(y)))),
+                        Iib(f) => map2(o, a, b, |x, y| u64::from(f(x as i64, y as i64))),
+                        Bbb(f) => map2(o, a, b, |x, y| u64::from(f(x != 0, y != 0))),
+                        Iif(f) => map2(o, a, b, |x, y| float_bits(f(x as i64, y as i64))),
+                        _ => return None,
+                    }
+                }
+                LaneIns::Op1(op, _, a) => {
+                    let a = l(*a)?;
+                    match op {
+                        Ff(f) => map1(o, a, |x| float_bits(f(float(x)))),
+                        Ii(f) => map1(o, a, |x| f(x as i64) as u64),
+                        Bb(f) => map1(o, a, |x| u64::from(f(x != 0))),
+                        If(f) => map1(o, a, |x| float_bits(f(x as i64))),
+                        Fi(f) => map1(o, a, |x| f(float(x)) as u64),
+                        Ib(f) => map1(o, a, |x| u64::from(f(x as i64))),
+                        Bi(f) => map1(o, a, |x| f(x != 0) as u64),
+                        Bf(f) => map1(o, a, |x| float_bits(f(x != 0))),
+                        Fb(f) => map1(o, a, |x| u64::from(f(float(x)))),
+                        _ => return None,
+                    }
+                }
+                LaneIns::Move(_, a) => o.copy_from_slice(l(*a)?),
+                LaneIns::Select(_, c, y, n) => {
+                    let (c, y, n) = (l(*c)?, l(*y)?, l(*n)?);
+                    for (((o, &c), &y), &n) in o.iter_mut().zip(c).zip(y).zip(n) {
+                        *o = if c != 0 { y } else { n };
+                    }
+                }
+                LaneIns::Pick { idx, srcs, .. } => {
+                    for (i, (o, &k)) in o.iter_mut().zip(l(*idx)?).enumerate() {
+                        let k = usize::try_from(k as i64).ok()?;
+                        *o = *l(*srcs.get(k)?)?.get(i)?;
+                    }
+                }
+                LaneIns::Offset {
+                    base,
+                    idx,
+                    bound,
+                    stride,
+                    ..
+                } => {
+                    let base = match base {
+                        Some(b) => Some(l(*b)?),
+                        None => None,
+                    };
+                    for (i, (o, &k)) in o.iter_mut().zip(l(*idx)?).enumerate() {
+                        if k >= *bound {
+                            return None;
+                        }
+                        let b = match base {
+                            Some(b) => *b.get(i)?,
+                            None => 0,
+                        };
+                        *o = b + k * stride;
+                    }
+                }
+                LaneIns::Load { ext, at, skip, .. } => {
+                    let data = self.serial.exts.get(*ext as usize)?;
+                    for (o, &a) in o.iter_mut().zip(l(*at)?) {
+                        *o = bits_at(data, usize::try_from(a + skip).ok()?)?;
+                    }
+                }
+            }
+            *lanes.get_mut(d)? = out;
+        }
+        Some(())
+    }
+
+    /// Item `i`'s serial code, its lanes' values it reads set first.
+    fn step(&self, regs: &mut [u64], lanes: &[Vec<u64>], i: usize) -> Option<()> {
+        for &(r, s) in &self.reads {
+            *regs.get_mut(r as usize)? = *lanes.get(s)?.get(i)?;
+        }
+        self.serial.run(regs)
+    }
+}
+
+fn lane_dst(ins: &LaneIns) -> usize {
+    match ins {
+        LaneIns::Op1(_, d, _)
+        | LaneIns::Op2(_, d, ..)
+        | LaneIns::Fast(_, d, ..)
+        | LaneIns::Move(d, _)
+        | LaneIns::Select(d, ..)
+        | LaneIns::Pick { dst: d, .. }
+        | LaneIns::Offset { dst: d, .. }
+        | LaneIns::Load { dst: d, .. } => *d,
+    }
+}
+
+fn set_dst(ins: &mut LaneIns, to: usize) {
+    match ins {
+        LaneIns::Op1(_, d, _)
+        | LaneIns::Op2(_, d, ..)
+        | LaneIns::Fast(_, d, ..)
+        | LaneIns::Move(d, _)
+        | LaneIns::Select(d, ..)
+        | LaneIns::Pick { dst: d, .. }
+        | LaneIns::Offset { dst: d, .. }
+        | LaneIns::Load { dst: d, .. } => *d = to,
+    }
+}
+
+/// What one state register becomes, from its value before (`s`) and
+/// the item's lane values (slots).
+#[derive(Clone, Copy, Debug)]
+enum Arm {
+    /// `s` itself.
+    Keep,
+    /// A lane's value.
+    Value(usize),
+    /// `s op x` (`true`: `s` the left operand) or `x op s`.
+    Op(Fast, bool, usize),
+    /// `(s op x) op2 y`, each operand order as given (`true`: the part
+    /// with `s` on the left): an affine recurrence.
+    Affine(Fast, bool, usize, Fast, bool, usize),
+}
+
+impl Arm {
+    fn at(self, s: u64, lanes: &[Vec<u64>], i: usize) -> Option<u64> {
+        let l = |k: usize| lanes.get(k).and_then(|l| l.get(i)).copied();
+        Some(match self {
+            Arm::Keep => s,
+            Arm::Value(k) => l(k)?,
+            Arm::Op(op, left, x) => {
+                let x = l(x)?;
+                if left { op.apply(s, x) } else { op.apply(x, s) }
+            }
+            Arm::Affine(op, left, x, op2, left2, y) => {
+                let x = l(x)?;
+                let t = if left { op.apply(s, x) } else { op.apply(x, s) };
+                let y = l(y)?;
+                if left2 { op2.apply(t, y) } else { op2.apply(y, t) }
+            }
+        })
+    }
+}
+
+/// A state register's recurrence run natively over a block: an arm, or
+/// one of two chosen by a lane's Bool (a segmented scan's restart).
+#[derive(Clone, Copy, Debug)]
+enum Recurrence {
+    Arm(Arm),
+    Select(usize, Arm, Arm),
+}
+
+impl Recurrence {
+    fn at(self, s: u64, lanes: &[Vec<u64>], i: usize) -> Option<u64> {
+        match self {
+            Recurrence::Arm(a) => a.at(s, lanes, i),
+            Recurrence::Select(c, yes, no) => {
+                if *lanes.get(c)?.get(i)? != 0 {
+                    yes.at(s, lanes, i)
+                } else {
+                    no.at(s, lanes, i)
+                }
+            }
+        }
+    }
+}
+
+/// The serial code recognised as one recurrence per state register,
+/// each reading only its own register and the lanes (`None` otherwise):
+/// `serial` straight and total, `def` the serial instruction writing each
+/// register, `operand` a lane's slot for a register not carried.
+fn recurrences(
+    serial: &[Ins],
+    carried: &[u32],
+    results: &[u32],
+    operand: &mut dyn FnMut(u32) -> Option<usize>,
+) -> Option<Vec<Recurrence>> {
+    if !serial.iter().all(Ins::straight_and_total) {
+        return None;
+    }
+    let def = |r: u32| serial.iter().find(|i| i.writes().contains(&r));
+    let follow = |mut r: u32| {
+        while let Some(Ins::Move(_, s)) = def(r) {
+            r = *s;
+        }
+        r
+    };
+    let mut out = Vec::with_capacity(carried.len());
+    for (&acc, &result) in carried.iter().zip(results) {
+        let mut arm = |r: u32| -> Option<Arm> {
+            let r = follow(r);
+            if r == acc {
+                return Some(Arm::Keep);
+            }
+            let Some(ins) = def(r) else {
+                return Some(Arm::Value(operand(r)?));
+            };
+            let Ins::Fast(op, _, x, y) = ins else {
+                return None;
+            };
+            let (x, y) = (follow(*x), follow(*y));
+            if x == acc && y != acc {
+                return Some(Arm::Op(*op, true, operand(y)?));
+            }
+            if y == acc && x != acc {
+                return Some(Arm::Op(*op, false, operand(x)?));
+            }
+            // (s op1 a) op b, either part on either side.
+            let (inner, other, left2) = match (def(x), def(y)) {
+                (Some(Ins::Fast(..)), _) => (x, y, true),
+                (_, Some(Ins::Fast(..))) => (y, x, false),
+                _ => return None,
+            };
+            let Some(Ins::Fast(op1, _, p, q)) = def(inner) else {
+                return None;
+            };
+            let (p, q) = (follow(*p), follow(*q));
+            let (left, a) = if p == acc && q != acc {
+                (true, q)
+            } else if q == acc && p != acc {
+                (false, p)
+            } else {
+                return None;
+            };
+            Some(Arm::Affine(*op1, left, operand(a)?, *op, left2, operand(other)?))
+        };
+        let r = follow(result);
+        out.push(match def(r) {
+            Some(Ins::Select(_, c, y, n)) => {
+                let (y, n) = (arm(*y)?, arm(*n)?);
+                Recurrence::Select(operand(follow(*c))?, y, n)
+            }
+            _ => Recurrence::Arm(arm(r)?),
+        });
+    }
+    Some(out)
+}
+
 /// An atom kind a loop reads or writes, as a register's bits.
 trait Bits: Copy + Send + Sync {
     fn bits(self) -> u64;
@@ -1317,6 +1968,8 @@ struct Loop {
     scanning: bool,
     /// Whether the first accumulator is the seed's (else the first item).
     seeded: bool,
+    /// The program split for blocks of items, when it splits.
+    lanes: Option<Lanes>,
 }
 
 impl Loop {
@@ -1332,6 +1985,7 @@ impl Loop {
         let (size, acc_size) = (self.item.len(), self.acc.len());
         let mut out = crate::kernel::buffer(range.len() * kept * acc_size).ok()?;
         let mut regs = self.program.init.clone();
+        let mut lanes = self.lanes.as_ref().map(Lanes::lanes);
         let cell = self.items * size;
         for o in range {
             let xs = xs.get(o * cell..(o + 1) * cell)?;
@@ -1355,6 +2009,27 @@ impl Loop {
                 keep(&regs, &mut out);
             }
             let first = usize::from(!self.seeded);
+            if let (Some(ln), Some(lanes)) = (&self.lanes, lanes.as_mut()) {
+                let mut start = first;
+                while start < self.items {
+                    let n = BLOCK.min(self.items - start);
+                    let block = xs.get(start * size..(start + n) * size)?;
+                    for (k, &s) in ln.inputs.iter().enumerate() {
+                        let lane = lanes.get_mut(s)?;
+                        for (l, x) in lane.iter_mut().zip(block.iter().skip(k).step_by(size)) {
+                            *l = x.bits();
+                        }
+                    }
+                    ln.hoist(lanes, n)?;
+                    let kept = self.scanning.then_some(&mut out);
+                    ln.block(&mut regs, lanes, n, &self.acc, &self.result, kept)?;
+                    start += n;
+                }
+                if !self.scanning {
+                    keep(&regs, &mut out);
+                }
+                continue;
+            }
             for x in xs
                 .get(first * size..)?
                 .chunks_exact(size.max(1))
@@ -1803,12 +2478,15 @@ impl<'p> Interpreter {
                 *r = d;
             }
         }
+        let program = Program {
+            code: c.code,
+            init: c.init,
+            exts: c.exts,
+        };
+        let lanes = Lanes::new(&program, &item, &acc, &result);
         let looped = Loop {
-            program: Program {
-                code: c.code,
-                init: c.init,
-                exts: c.exts,
-            },
+            program,
+            lanes,
             acc,
             item,
             result,
@@ -1948,6 +2626,38 @@ impl Source {
     }
 }
 
+impl Source {
+    /// Atom `k` of the cells of items `start …` (as many as `lane`
+    /// holds) into `lane`.
+    fn fill(&self, k: usize, start: usize, lane: &mut [u64]) -> Option<()> {
+        let size = self.regs.len();
+        if !self.framed {
+            lane.fill(bits_at(&self.data, k)?);
+            return Some(());
+        }
+        let span = start * size..(start + lane.len()) * size;
+        match &self.data {
+            Data::Int(v) => {
+                for (l, x) in lane.iter_mut().zip(v.get(span)?.iter().skip(k).step_by(size)) {
+                    *l = *x as u64;
+                }
+            }
+            Data::Float(v) => {
+                for (l, x) in lane.iter_mut().zip(v.get(span)?.iter().skip(k).step_by(size)) {
+                    *l = float_bits(*x);
+                }
+            }
+            Data::Bool(v) => {
+                for (l, x) in lane.iter_mut().zip(v.get(span)?.iter().skip(k).step_by(size)) {
+                    *l = u64::from(*x);
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+}
+
 /// A fold or scan whose items are a map's results, made by the same
 /// program: its code `..split` makes an item (in `item`) from the
 /// sources' registers, the rest is the step.
@@ -1960,6 +2670,9 @@ struct MappedLoop {
     result: Vec<u32>,
     items: usize,
     scanning: bool,
+    /// The program split for blocks of items (its inputs the sources'
+    /// registers, in order), when it splits.
+    lanes: Option<Lanes>,
 }
 
 impl MappedLoop {
@@ -1994,6 +2707,28 @@ impl MappedLoop {
         };
         if self.scanning {
             keep(&regs, &mut out);
+        }
+        if let Some(ln) = &self.lanes {
+            let mut lanes = ln.lanes();
+            let mut start = first;
+            while start < self.items {
+                let n = BLOCK.min(self.items - start);
+                let mut slots = ln.inputs.iter();
+                for s in &self.sources {
+                    for k in 0..s.regs.len() {
+                        let lane = lanes.get_mut(*slots.next()?)?.get_mut(..n)?;
+                        s.fill(k, start, lane)?;
+                    }
+                }
+                ln.hoist(&mut lanes, n)?;
+                let kept = self.scanning.then_some(&mut out);
+                ln.block(&mut regs, &lanes, n, &self.acc, &self.result, kept)?;
+                start += n;
+            }
+            if !self.scanning {
+                keep(&regs, &mut out);
+            }
+            return Some(out);
         }
         for i in first..self.items {
             for s in &framed {
@@ -2109,12 +2844,16 @@ impl<'p> Interpreter {
         if !crate::eval::batch_fits(kept.checked_mul(acc.len())?) {
             return None;
         }
+        let program = Program {
+            code: c.code,
+            init: c.init,
+            exts: c.exts,
+        };
+        let inputs: Vec<u32> = sources.iter().flat_map(|s| s.regs.iter().copied()).collect();
+        let lanes = Lanes::new(&program, &inputs, &acc, &result);
         let looped = MappedLoop {
-            program: Program {
-                code: c.code,
-                init: c.init,
-                exts: c.exts,
-            },
+            program,
+            lanes,
             split,
             sources,
             item,
