@@ -77,6 +77,7 @@ impl<'m> Alloc<'m> {
             dims,
             transposed: false,
             appended: Some(Rc::new(Appended { first, second, split })),
+            whole_cells: false,
         }))))
     }
 
@@ -91,6 +92,7 @@ impl<'m> Alloc<'m> {
                 dims: self.dims(&a.ty.shape)?,
                 transposed: false,
                 appended: None,
+                whole_cells: false,
             })));
         }
         let v = match self.delayed_through_functions(a, body)? {
@@ -123,6 +125,7 @@ impl<'m> Alloc<'m> {
                     dims: d.dims.clone(),
                     transposed: false,
                     appended: d.appended.clone(),
+                    whole_cells: false,
                 })));
             }
             [i] => i.clone(),

@@ -286,6 +286,7 @@ impl<'m> Alloc<'m> {
             dims: self.dims(&keys.ty.shape)?,
             transposed: false,
             appended: None,
+            whole_cells: false,
         }));
         Ok(self.grades_a_map(std::slice::from_ref(&keys)).then_some(keys))
     }
@@ -364,6 +365,7 @@ impl<'m> Alloc<'m> {
                 dims: d.dims.clone(),
                 transposed: false,
                 appended: None,
+                whole_cells: false,
             }));
             a.kept_items(&through, (from.clone(), count.clone()), kept, &mut stmts)?;
             if fails {
@@ -423,6 +425,7 @@ impl<'m> Alloc<'m> {
             dims: self.dims(&xs.ty.shape)?,
             transposed: false,
             appended: None,
+            whole_cells: false,
         });
         let Some((var, graded)) = boxes::graded_bind(&d).filter(|_| d.dims.len() == 1) else {
             return Ok(None);

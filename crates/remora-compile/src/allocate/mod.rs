@@ -214,6 +214,11 @@ struct Delayed<'m> {
     /// An `append` of vectors (`map` is the append): its parts, made or
     /// delayed where it was written (see [`appends`]).
     appended: Option<Rc<appends::Appended<'m>>>,
+    /// Cells made whole, one item at a time, never atom by atom (a float
+    /// sum's items that are arrays made by `let`s and intrinsics, an
+    /// outer product: [`Alloc::whole_cells`]); read only by the
+    /// item-by-item forms of a reduction, computed whole by any other.
+    whole_cells: bool,
 }
 
 /// A function written in the program, with what was in scope there.
@@ -991,10 +996,15 @@ impl<'m> Alloc<'m> {
                     dims: self.dims(&a.ty.shape)?,
                     transposed: false,
                     appended: None,
+                    whole_cells: false,
                 })));
                 continue;
             }
             if consumes && let Some(v) = self.delayed_through_functions(a, body)? {
+                vals.push(v);
+                continue;
+            }
+            if consumes && let Some(v) = self.whole_cells(f, &vals, a, args)? {
                 vals.push(v);
                 continue;
             }
@@ -1006,6 +1016,7 @@ impl<'m> Alloc<'m> {
                     dims: self.dims(&a.ty.shape)?,
                     transposed: true,
                     appended: None,
+                    whole_cells: false,
                 })));
                 continue;
             }
@@ -1120,6 +1131,7 @@ impl<'m> Alloc<'m> {
                     dims: self.dims(&e.ty.shape)?,
                     transposed: false,
                     appended: None,
+                    whole_cells: false,
                 })))
             }
             // A reduction: its arguments delayed where they can be.
@@ -1332,6 +1344,7 @@ impl<'m> Alloc<'m> {
                 dims: self.dims(&e.ty.shape)?,
                 transposed: false,
                 appended: None,
+                whole_cells: false,
             }))),
             _ => {
                 let v = self.value(e, body)?;
