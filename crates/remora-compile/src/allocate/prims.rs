@@ -560,7 +560,17 @@ impl<'m> Alloc<'m> {
             Val::Delayed(d) => self.shared_rows(d, &item_dims),
             _ => false,
         };
-        let few_lanes = if shared {
+        // Outside loops, over enough items that the tree's top nodes go to
+        // the threads (`rt_tree_top`: 65,536), a row of 8 lanes or more
+        // goes by leaves too: one pass over the rows, where lane by lane
+        // reads every row's memory once per lane (the column sums of an
+        // [N 16] matrix).
+        let parted_rows = self.loop_depth == 0
+            && prim == "f.+"
+            && elem == Elem::Float
+            && matches!(items, Expr::Int(n) if n >= 65_536)
+            && matches!(item_dims.as_slice(), [Expr::Int(n)] if *n >= 8);
+        let few_lanes = if shared || parted_rows {
             Some(Expr::Bool(false))
         } else {
             few_lanes
