@@ -807,3 +807,33 @@ fn appends_read_by_a_scan_and_its_filter_are_not_stored() {
         loop_level(text)
     );
 }
+
+/// A float sum of outer products (a covariance by `reduce f.+` of each
+/// centred row's outer product with itself) adds each item's product
+/// where it makes it: no `[N K K]` array (outside the loops, only the
+/// column sums, the result and the tree's rows of partial sums).
+#[test]
+fn a_sum_of_outer_products_makes_no_array_of_them() {
+    for n in ["100", "5000", "$n"] {
+        let text = format!(
+            "(entry (main (x [Float {n} 16])) \
+               (let ((val mean (f./ (reduce f.+ x) 5000.0))) \
+                 (reduce f.+ ((fn ((r [Float 16])) (let ((val c (f.- r mean))) (outer f.* c c))) x))))"
+        );
+        let loops = loop_level(&text);
+        assert!(
+            n == "100" || loops.contains("rt_tree_leaf_bounds"),
+            "{text}:\n{loops}"
+        );
+        // (Sizes known here at most 4,096 atoms; none a product of the
+        // items' count known at run time.)
+        for line in loops.lines().filter(|l| l.starts_with("(alloc ")) {
+            let size = line.split_whitespace().nth(3).unwrap_or("");
+            let ok = match size.trim_end_matches(')').parse::<i64>() {
+                Ok(atoms) => atoms <= 4096,
+                Err(_) => !line.contains("dim"),
+            };
+            assert!(ok, "{text}: {line}\n{loops}");
+        }
+    }
+}

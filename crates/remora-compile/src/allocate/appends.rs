@@ -77,6 +77,7 @@ impl<'m> Alloc<'m> {
             dims,
             transposed: false,
             appended: Some(Rc::new(Appended { first, second, split })),
+            whole_cells: false,
         }))))
     }
 
@@ -116,6 +117,7 @@ impl<'m> Alloc<'m> {
                     dims: d.dims.clone(),
                     transposed: false,
                     appended: d.appended.clone(),
+                    whole_cells: false,
                 })));
             }
             [i] => i.clone(),

@@ -357,6 +357,7 @@ impl<'m> Alloc<'m> {
                 dims: d.dims.clone(),
                 transposed: false,
                 appended: None,
+                whole_cells: false,
             }));
             a.kept_items(&through, (from.clone(), count.clone()), kept, &mut stmts)?;
             if fails {

@@ -214,6 +214,11 @@ struct Delayed<'m> {
     /// An `append` of vectors (`map` is the append): its parts, made or
     /// delayed where it was written (see [`appends`]).
     appended: Option<Rc<appends::Appended<'m>>>,
+    /// Cells made whole, one item at a time, never atom by atom (a float
+    /// sum's items that are arrays made by `let`s and intrinsics, an
+    /// outer product: [`Alloc::whole_cells`]); read only by the
+    /// item-by-item forms of a reduction, computed whole by any other.
+    whole_cells: bool,
 }
 
 /// A function written in the program, with what was in scope there.
@@ -383,6 +388,7 @@ impl<'m> Alloc<'m> {
             dims: self.dims(&map.ty.shape)?,
             transposed: false,
             appended: None,
+            whole_cells: false,
         }))
     }
 
@@ -1004,6 +1010,10 @@ impl<'m> Alloc<'m> {
                 vals.push(v);
                 continue;
             }
+            if consumes && let Some(v) = self.whole_cells(f, &vals, a, args)? {
+                vals.push(v);
+                continue;
+            }
             if let Some(m) = transposed_map(a).filter(|_| consumes) {
                 vals.push(Val::Delayed(Rc::new(Delayed {
                     map: m,
@@ -1012,6 +1022,7 @@ impl<'m> Alloc<'m> {
                     dims: self.dims(&a.ty.shape)?,
                     transposed: true,
                     appended: None,
+                    whole_cells: false,
                 })));
                 continue;
             }
@@ -1331,6 +1342,7 @@ impl<'m> Alloc<'m> {
                 dims: self.dims(&e.ty.shape)?,
                 transposed: false,
                 appended: None,
+                whole_cells: false,
             }))),
             _ => {
                 let v = self.value(e, body)?;

@@ -421,6 +421,19 @@ impl<'m> Alloc<'m> {
             };
         };
         let order = exact_order(prim, if prim == "f.+" { Order::Tree } else { Order::Left });
+        // Items whose cells are made whole: added where each is made, else
+        // computed whole first.
+        let forced_whole;
+        let xs = match xs {
+            Val::Delayed(d) if d.whole_cells => {
+                if let Some(v) = self.reduce_whole_cells(prim, seed.as_ref(), xs, into, body)? {
+                    return Ok(v);
+                }
+                forced_whole = self.force(xs.clone(), body)?;
+                &forced_whole
+            }
+            xs => xs,
+        };
         // Lane by lane, a delayed map's cells are made only where an item
         // has atoms: one whose cells could fail, over items that may have
         // none, is computed whole first (so that its error is raised).
@@ -547,7 +560,17 @@ impl<'m> Alloc<'m> {
             Val::Delayed(d) => self.shared_rows(d, &item_dims),
             _ => false,
         };
-        let few_lanes = if shared {
+        // Outside loops, over enough items that the tree's top nodes go to
+        // the threads (`rt_tree_top`: 65,536), a row of 8 lanes or more
+        // goes by leaves too: one pass over the rows, where lane by lane
+        // reads every row's memory once per lane (the column sums of an
+        // [N 16] matrix).
+        let parted_rows = self.loop_depth == 0
+            && prim == "f.+"
+            && elem == Elem::Float
+            && matches!(items, Expr::Int(n) if n >= 65_536)
+            && matches!(item_dims.as_slice(), [Expr::Int(n)] if *n >= 8);
+        let few_lanes = if shared || parted_rows {
             Some(Expr::Bool(false))
         } else {
             few_lanes
@@ -606,6 +629,148 @@ impl<'m> Alloc<'m> {
             Err(_) => body.extend(inner),
         }
         Ok(Val::Array(dest))
+    }
+
+    /// The items of a float sum (the last argument of `reduce` or
+    /// `reduce/zero` by `f.+`, `a`; `before` the arguments before it) as a
+    /// delayed map whose cells are made whole, one item at a time: a map
+    /// over one axis whose cells are arrays that its consumer cannot make
+    /// atom by atom (`let`s of rows, an outer product: the centred rows'
+    /// outer products of a covariance summed). The sum adds each item's
+    /// cell where it makes it (`reduce_whole_cells`): no array of every
+    /// item's cell.
+    pub(super) fn whole_cells(
+        &mut self,
+        f: &Val<'m>,
+        before: &[Val<'m>],
+        a: &'m maps::Expr,
+        args: &'m [maps::Expr],
+    ) -> Res<Option<Val<'m>>> {
+        let reduce = matches!(
+            f,
+            Val::Prim {
+                name: "reduce" | "reduce/zero",
+                ..
+            }
+        );
+        if !reduce || before.len() + 1 != args.len() || !matches!(a.ty.atom, TyAtom::Float) {
+            return Ok(None);
+        }
+        if before.first().and_then(|op| self.elementwise(op)) != Some("f.+") {
+            return Ok(None);
+        }
+        let Kind::Map {
+            frame,
+            binds,
+            body: cell,
+        } = &a.kind
+        else {
+            return Ok(None);
+        };
+        if frame.rank() != Some(1)
+            || cell.ty.shape.is_scalar()
+            || !binds
+                .iter()
+                .all(|b| matches!(b.value.kind, Kind::Var(_) | Kind::Array { .. }))
+        {
+            return Ok(None);
+        }
+        Ok(Some(Val::Delayed(Rc::new(Delayed {
+            map: a,
+            scope: self.scope.clone(),
+            elem: Elem::Float,
+            dims: self.dims(&a.ty.shape)?,
+            transposed: false,
+            appended: None,
+            whole_cells: true,
+        }))))
+    }
+
+    /// A float sum of items whose cells are made whole (see
+    /// [`Alloc::whole_cells`]), item by item into one row of the cell's
+    /// atoms (into `into` where given and one run of memory): left to
+    /// right up to 256 items (`reduce_by_items`), over more by the tree's
+    /// leaves (`reduce_by_leaves`, its top nodes on the threads), each
+    /// item's cell made once, where its leaf adds it. Each position sees
+    /// the same combinations in the same order as lane by lane. `None`
+    /// where either form cannot be written (the items are then computed
+    /// whole first).
+    fn reduce_whole_cells(
+        &mut self,
+        prim: &'static str,
+        seed: Option<&Val<'m>>,
+        xs: &Val<'m>,
+        into: Option<&View>,
+        body: &mut Vec<Stmt>,
+    ) -> Res<Option<Val<'m>>> {
+        let (elem, dims) = shape_of(xs)?;
+        if prim != "f.+" || elem != Elem::Float || dims.len() < 2 {
+            return Ok(None);
+        }
+        let items = dims[0].clone();
+        let cell = dims[1..].to_vec();
+        let mut out = Vec::new();
+        let dest = match into {
+            Some(d) if d.dims.len() == cell.len() && d.elem == elem && flat(d).is_some() => d.clone(),
+            _ => self.alloc("red", elem, cell, &mut out),
+        };
+        let Some(row) = flat(&dest) else {
+            return Ok(None);
+        };
+        let seed = match seed {
+            None => None,
+            Some(Val::Array(v)) => match flat(v) {
+                Some(f) => Some(Val::Array(f)),
+                None => return Ok(None),
+            },
+            Some(_) => return Ok(None),
+        };
+        let seed = seed.as_ref();
+        let r = (|| -> Res<Vec<Stmt>> {
+            Ok(match &items {
+                Expr::Int(n) if *n <= 256 => self.reduce_by_items(prim, seed, xs, &row, &items)?,
+                Expr::Int(_) => self.reduce_by_leaves(prim, seed, xs, &row, &items)?,
+                _ => {
+                    let few = self.reduce_by_items(prim, seed, xs, &row, &items)?;
+                    let many = self.reduce_by_leaves(prim, seed, xs, &row, &items)?;
+                    vec![Stmt::If {
+                        cond: Expr::op("<=", vec![items.clone(), Expr::Int(256)]),
+                        then: few,
+                        otherwise: many,
+                    }]
+                }
+            })
+        })();
+        match r {
+            Ok(stmts) => {
+                body.extend(out);
+                body.extend(stmts);
+                Ok(Some(Val::Array(dest)))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Item `k` of a reduction's items as a row of its atoms, for the
+    /// forms that add items into a row: an item of more than one axis
+    /// flattened (made, and copied where its atoms are not one run).
+    fn item_row(&mut self, xs: &Val<'m>, k: Expr, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        let cell = self.item_cell(xs, k, body)?;
+        if shape_of(xs)?.1.len() <= 2 {
+            return Ok(cell);
+        }
+        let Val::Array(v) = self.force(cell, body)? else {
+            return unsupported("an item of this kind");
+        };
+        if let Some(f) = flat(&v) {
+            return Ok(Val::Array(f));
+        }
+        let copy = self.alloc("item", v.elem, v.dims.clone(), body);
+        self.copy(Val::Array(v), &copy, body)?;
+        match flat(&copy) {
+            Some(f) => Ok(Val::Array(f)),
+            None => unsupported("an item of this kind"),
+        }
     }
 
     /// Whether the delayed map `d` (over items, each a row of `lanes`)
@@ -832,7 +997,7 @@ impl<'m> Alloc<'m> {
             Some((_, _, pplan, pleaf)) => (pplan.buf, *pleaf, Expr::Var(nlo), Expr::Var(mq)),
             None => (plan.buf, count, Expr::Int(0), m.clone()),
         };
-        let width = lane_block(&lanes);
+        let width = block_of(xs, &lanes);
         let (blk, lo, sp) = (self.fresh("blk"), self.fresh("lo"), self.fresh("sp"));
         let blocks = Expr::op(
             "/",
@@ -883,7 +1048,7 @@ impl<'m> Alloc<'m> {
             }
             let sums = row(Expr::Var(sp));
             self.loop_depth += 1;
-            let cell = self.item_cell(xs, Expr::Var(first), &mut leaf)?;
+            let cell = self.item_row(xs, Expr::Var(first), &mut leaf)?;
             self.lanes(&sums, &mut leaf, outer + 2, |a, idx, lane| {
                 a.element(&cell, &full(idx), lane)
             })?;
@@ -894,7 +1059,7 @@ impl<'m> Alloc<'m> {
                 value: Expr::add(Expr::add(Expr::Var(k), Expr::Var(first)), Expr::Int(1)),
             }];
             self.loop_depth += 1;
-            let cell = self.item_cell(xs, Expr::Var(item), &mut step)?;
+            let cell = self.item_row(xs, Expr::Var(item), &mut step)?;
             self.lanes(&sums, &mut step, outer + 3, |a, idx, lane| {
                 let x = a.element(&cell, &full(idx), lane)?;
                 Ok(Expr::op(prim, vec![sums.cell(idx).load(), x]))
@@ -1066,7 +1231,7 @@ impl<'m> Alloc<'m> {
         let outer = self.loop_depth;
         let (blk, lo) = (self.fresh("blk"), self.fresh("lo"));
         let lanes = dest.dims[0].clone();
-        let width = lane_block(&lanes);
+        let width = block_of(xs, &lanes);
         let blocks = Expr::op(
             "/",
             vec![
@@ -1106,7 +1271,7 @@ impl<'m> Alloc<'m> {
                     Expr::Int(0)
                 }
                 None => {
-                    let first = self.item_cell(xs, Expr::Int(0), &mut inner)?;
+                    let first = self.item_row(xs, Expr::Int(0), &mut inner)?;
                     self.lanes(&block, &mut inner, outer + 1, |a, idx, lane| {
                         a.element(&first, &full(idx), lane)
                     })?;
@@ -1119,7 +1284,7 @@ impl<'m> Alloc<'m> {
                 elem: Elem::Int,
                 value: Expr::add(Expr::Var(k), start.clone()),
             }];
-            let cell = self.item_cell(xs, Expr::Var(item), &mut step)?;
+            let cell = self.item_row(xs, Expr::Var(item), &mut step)?;
             self.lanes(&block, &mut step, outer + 1, |a, idx, lane| {
                 let x = a.element(&cell, &full(idx), lane)?;
                 Ok(Expr::op(prim, vec![block.cell(idx).load(), x]))
@@ -1288,6 +1453,36 @@ impl<'m> Alloc<'m> {
 /// The lanes of a block of a reduction over vector items (a block's
 /// accumulator stays in the first cache): a quarter of them, so that
 /// several blocks share the threads, in multiples of 64, from 256 to 2,048.
+/// The lanes of a reduction's block over `lanes`: all of them where the
+/// items' cells are made whole (each made once), else [`lane_block`].
+fn block_of(xs: &Val<'_>, lanes: &Expr) -> Expr {
+    match xs {
+        Val::Delayed(d) if d.whole_cells => match lanes {
+            Expr::Int(n) => Expr::Int((*n).max(1)),
+            n => Expr::op("max", vec![n.clone(), Expr::Int(1)]),
+        },
+        _ => lane_block(lanes),
+    }
+}
+
+/// A view's atoms as one row, where they are one run of memory in
+/// row-major order.
+fn flat(v: &View) -> Option<View> {
+    if v.dims.len() <= 1 {
+        return Some(v.clone());
+    }
+    if v.strides != View::contiguous(v.buf, v.elem, v.dims.clone()).strides {
+        return None;
+    }
+    Some(View {
+        buf: v.buf,
+        elem: v.elem,
+        offset: v.offset.clone(),
+        dims: vec![product(&v.dims)],
+        strides: vec![Expr::Int(1)],
+    })
+}
+
 fn lane_block(lanes: &Expr) -> Expr {
     let quarter = |n: i64| ((n + 3) / 4 + 63) / 64 * 64;
     match lanes {

@@ -834,6 +834,7 @@ impl<'m> Alloc<'m> {
                 dims: self.dims(&a.ty.shape)?,
                 transposed: false,
                 appended: None,
+                whole_cells: false,
             }))))
         })();
         self.scope = saved;
