@@ -732,8 +732,10 @@ fn a_fold_by_a_max_lambda_is_a_reduction_per_row() {
 /// The gradient of a logistic loss by automatic differentiation: its
 /// weighted sum of rows (a `reduce/zero` whose seed the derivative keeps
 /// in a buffer of one atom) is a contraction, its weights computed once
-/// per row into a buffer: no reduction per column over every row. The
-/// loss itself, which `grad` drops, is not computed.
+/// per row into a buffer: no reduction per column over every row — and
+/// with the forward `x@w`, one pass over the matrix (allocate/pairs.rs:
+/// no kernel call left). The loss itself, which `grad` drops, is not
+/// computed.
 #[test]
 fn a_gradients_weighted_sum_of_rows_is_a_contraction() {
     let text = "(def (fun (loss (w [Float 8]) (x [Float 1000 8]) (y [Float 1000]) : Float) \
@@ -742,8 +744,11 @@ fn a_gradients_weighted_sum_of_rows_is_a_contraction() {
                 (entry (main (x [Float 1000 8]) (y [Float 1000]) (w [Float 8])) ((grad loss) w x y))";
     let loops = loop_level(text);
     assert_eq!(
-        loops.matches("(call rt_contract_f32").count(),
-        2,
+        (
+            loops.matches("(call rt_contract_f32").count(),
+            loops.matches("(call rt_pair_leaf").count()
+        ),
+        (0, 1),
         "{text}:\n{loops}"
     );
     // No reduction per column, and none of the loss, which nothing reads.
@@ -835,5 +840,34 @@ fn a_sum_of_outer_products_makes_no_array_of_them() {
             };
             assert!(ok, "{text}: {line}\n{loops}");
         }
+    }
+}
+
+/// A linear model's gradient — `x@w`, a step per row, `xᵀ·r` — reads the
+/// matrix once (allocate/pairs.rs), however it is written: the rows
+/// weighted and reduced, the columns of the transpose dotted, or the
+/// gradient of the loss by AD; no contraction kernel call is left.
+#[test]
+fn a_gradient_of_a_linear_model_reads_the_matrix_once() {
+    let sigmoid = "(def (fun (sigmoid (z Float) : Float) (f./ 1.0 (f.+ 1.0 (f.exp (f.neg z))))))";
+    for text in [
+        format!(
+            "{sigmoid} (entry (main (x [Float 1000 32]) (y [Float 1000]) (w [Float 32])) \
+             (let ((val p (sigmoid (f.dot x w)))) (reduce f.+ (f.* (f.- p y) x))))"
+        ),
+        format!(
+            "{sigmoid} (entry (main (x [Float $n 8]) (y [Float $n]) (w [Float 8])) \
+             (f.dot (transpose2d x) (f.- (sigmoid (f.dot x w)) y)))"
+        ),
+        "(def (fun (loss (w [Float 32]) (x [Float 1000 32]) (y [Float 1000]) : Float) \
+           (let ((val z (f.dot x w))) (f./ (f.sum (f.- (f.ln (f.+ 1.0 (f.exp z))) (f.* y z))) 1000.0)))) \
+         (entry (main (x [Float 1000 32]) (y [Float 1000]) (w [Float 32])) ((grad loss) w x y))"
+            .to_string(),
+    ] {
+        let loops = loop_level(&text);
+        assert!(
+            loops.contains("(call rt_pair_leaf") && !loops.contains("rt_contract_f32"),
+            "{text}\n{loops}"
+        );
     }
 }

@@ -1836,6 +1836,80 @@ static void rt_contract_f32(const float *a, int64_t as_i, int64_t as_p, const fl
   rt_free(pops);
 }
 
+/* ---- a matrix read once for two contractions (allocate/pairs.rs) ----
+ * x@w, a step per row, then xᵀ·r: the tree's parts on the threads, each
+ * part leaf by leaf: the leaf's rows' sums with w (rt_pair_rows), the
+ * step (the program's loop), then the leaf's rows weighted by r added
+ * (rt_pair_leaf), while the rows are in the cache. */
+
+/* The sums of m rows of a with b, each of k ≤ 256 items (one leaf: left
+ * to right, from the seed where there is one), into c[0 … m-1]: as
+ * rt_contract_f32 gives them, on this thread. */
+static void rt_pair_rows(const float *a, int64_t as_i, int64_t as_p, const float *b, int64_t bs_p, int64_t m,
+                         int64_t k, float *c, int64_t has_seed, float seed) {
+  if (m <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; i++) c[i] = has_seed ? seed : 0.0f;
+    return;
+  }
+  int64_t bounds[2] = {0, k}, pops[1] = {0};
+  rt_ct_job j = {a,    b,      as_i, as_p, 0, bs_p, m, 1, k, 0, c, 1, 0, NULL, bounds, pops, 1, 1,
+                 0,    0,      has_seed != 0, has_seed != 0, seed};
+  rt_ct_rows(&j, 0, (m + RT_CT_ROWS - 1) / RT_CT_ROWS);
+}
+
+/* One of the tree's leaves of a float sum of rows (`items` of them,
+ * item i's atom l at a[i·item + l·lane], weighted by r[i]): the partial
+ * sums into row sp of held (`lanes` atoms a row), left to right from the
+ * first product (or from the seed), then the `merges` nodes it completes
+ * added (the row before plus it, as the tree adds them). */
+#define RT_PAIR_ACC(L)                                                                                               \
+  do {                                                                                                               \
+    float acc[L];                                                                                                    \
+    for (int l = 0; l < (L); l++) acc[l] = s[l];                                                                     \
+    for (int64_t i = start; i < items; i++) {                                                                        \
+      const float *ai = a + i * item;                                                                                \
+      float rv = r[i];                                                                                               \
+      for (int l = 0; l < (L); l++) acc[l] = acc[l] + ai[l] * rv;                                                    \
+    }                                                                                                                \
+    for (int l = 0; l < (L); l++) s[l] = acc[l];                                                                     \
+  } while (0)
+static void rt_pair_leaf(const float *a, int64_t item, int64_t lane, const float *r, int64_t items, int64_t lanes,
+                         float *held, int64_t sp, int64_t merges, int64_t from_seed, float seed) {
+  float *s = held + sp * lanes;
+  int64_t start = 0;
+  if (from_seed || items <= 0) {
+    for (int64_t l = 0; l < lanes; l++) s[l] = from_seed ? seed : 0.0f;
+  } else {
+    for (int64_t l = 0; l < lanes; l++) s[l] = a[l * lane] * r[0];
+    start = 1;
+  }
+  if (lane == 1 && lanes == 32) RT_PAIR_ACC(32);
+  else if (lane == 1 && lanes == 16) RT_PAIR_ACC(16);
+  else if (lane == 1 && lanes == 64) RT_PAIR_ACC(64);
+  else if (lane == 1 && lanes == 8) RT_PAIR_ACC(8);
+  else
+    for (int64_t i = start; i < items; i++) {
+      const float *ai = a + i * item;
+      float rv = r[i];
+      for (int64_t l = 0; l < lanes; l++) s[l] = s[l] + ai[l * lane] * rv;
+    }
+  for (int64_t q = 0; q < merges; q++, sp--) {
+    float *left = held + (sp - 1) * lanes, *right = held + sp * lanes;
+    for (int64_t l = 0; l < lanes; l++) left[l] = left[l] + right[l];
+  }
+}
+
+static void rt_tree_top_fadd(float *rows, int64_t parts, int64_t lanes);
+/* The parts' sums (rows of psum) added as the tree adds them, then
+ * written at out (a stride of cs), the seed added first where the sum
+ * was a tree (more than 256 items: else the leaf began from it). */
+static void rt_pair_total(float *psum, int64_t parts, int64_t lanes, float *out, int64_t cs, int64_t n,
+                          int64_t has_seed, float seed) {
+  rt_tree_top_fadd(psum, parts, lanes);
+  for (int64_t l = 0; l < lanes; l++) out[l * cs] = has_seed && n > RT_CT_LEAF ? seed + psum[l] : psum[l];
+}
+
 /* The same contraction of Int matrices: each sum wraps, so any order
  * gives its bits; rows go to the threads, each row's sums carried along
  * the items together. `order` is unused. */

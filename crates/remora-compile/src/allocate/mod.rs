@@ -42,6 +42,7 @@ mod items;
 mod iteration;
 mod lanes;
 mod order;
+mod pairs;
 mod powers;
 mod prefetch;
 mod prims;
@@ -353,6 +354,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     prefetch::read_ahead(&mut body, &a.out.inputs);
     powers::whole_exponents(&mut body);
     together::dead_reductions(&mut body, &a.out.outputs);
+    pairs::one_pass_pairs(&mut body, &mut a.out.names);
     together::reductions_together(&mut body, &mut a.out.names);
     a.out.body = body;
     loops::verify(&a.out).map_err(|m| Unsupported {
