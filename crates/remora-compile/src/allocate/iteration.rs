@@ -3,9 +3,11 @@
 //!
 //! A state carried from step to step (`iterate`, `while`, `fold-right`)
 //! is a scalar variable, or two buffers allocated before the loop: the
-//! step is written into the second and copied back into the first, so a
-//! step whose value is a view of its argument (a `reverse`) reads nothing
-//! it has already overwritten, and no step allocates a state.
+//! step is written into the second and the two trade places (a `swap`,
+//! no copy), so a step whose value is a view of its argument (a
+//! `reverse`) reads nothing it has already overwritten, and no step
+//! allocates a state. A step that updates its state (a `scatter` into
+//! it) writes over the state itself, one buffer (`inplace.rs`).
 
 use super::*;
 
@@ -149,6 +151,24 @@ impl<'m> Alloc<'m> {
         Ok(State::Array(acc, next))
     }
 
+    /// The second buffers of `s` that its steps (`steps`) never name (a
+    /// state updated in place) no longer allocated.
+    fn drop_unused_next(s: &State, steps: &[Stmt], body: &mut Vec<Stmt>) {
+        match s {
+            State::Array(_, next) => {
+                if !steps.iter().any(|t| super::ranges::mentions(t, next.buf)) {
+                    body.retain(|t| !matches!(t, Stmt::Alloc { buf, .. } if *buf == next.buf));
+                }
+            }
+            State::Record(fields) => {
+                for (_, field) in fields {
+                    Self::drop_unused_next(field, steps, body);
+                }
+            }
+            State::Scalar(..) => {}
+        }
+    }
+
     fn state_val(s: &State) -> Val<'m> {
         match s {
             State::Scalar(var, elem) => Val::Scalar(*elem, Expr::Var(*var)),
@@ -181,6 +201,11 @@ impl<'m> Alloc<'m> {
                 Ok(())
             }
             State::Array(acc, next) => {
+                // An update of the state written over it (no second
+                // buffer: see `inplace`).
+                if self.step_in_place(f, &args, acc, e, body)? {
+                    return Ok(());
+                }
                 // The next state written into the other buffer, and the
                 // two buffers exchanged (no copy back).
                 self.apply_into(f, args, e, next, body)?;
@@ -190,8 +215,20 @@ impl<'m> Alloc<'m> {
                 });
                 Ok(())
             }
-            State::Record(_) => {
-                let v = self.apply(f.clone(), args, e, body)?;
+            State::Record(fields) => {
+                // Array fields the step updates, written over their
+                // states (see `inplace`); the others as below.
+                let arrays: Vec<(String, View)> = fields
+                    .iter()
+                    .filter_map(|(name, s)| match s {
+                        State::Array(acc, _) => Some((name.clone(), acc.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                let v = match self.record_step_in_place(&arrays, f, &args, e, body)? {
+                    Some(v) => v,
+                    None => self.apply(f.clone(), args, e, body)?,
+                };
                 // Every field's next value computed (scalars into
                 // temporaries, arrays into their next buffers) before
                 // any state is replaced: a field's step may read another.
@@ -230,8 +267,18 @@ impl<'m> Alloc<'m> {
                 Ok(())
             }
             State::Array(acc, next) => {
+                // (A field updated in place is its state already.)
+                if matches!(v, Val::Array(a) if inplace::same_view(a, acc)) {
+                    return Ok(());
+                }
+                // Written into the other buffer, which trades places
+                // with the state once every field is computed.
                 self.copy(v.clone(), next, body)?;
-                self.copy(Val::Array(next.clone()), acc, commits)
+                commits.push(Stmt::Swap {
+                    a: acc.buf,
+                    b: next.buf,
+                });
+                Ok(())
             }
             State::Record(fields) => {
                 let Val::Record(vals) = v else {
@@ -365,6 +412,7 @@ impl<'m> Alloc<'m> {
         });
         let s = self.state(x, e, body)?;
         let inner = self.in_steps(|a, inner| a.step(&s, f, vec![Self::state_val(&s)], e, inner))?;
+        Self::drop_unused_next(&s, &inner, body);
         body.push(Stmt::For {
             index: self.fresh("k"),
             count: Expr::Var(count),
@@ -393,6 +441,7 @@ impl<'m> Alloc<'m> {
             return unsupported("fold over records of this layout");
         };
         let inner = self.in_steps(|a, inner| a.step(&s, op, vec![Self::state_val(&s), item], e, inner))?;
+        Self::drop_unused_next(&s, &inner, body);
         body.push(Stmt::For {
             index: k,
             count,
@@ -431,6 +480,7 @@ impl<'m> Alloc<'m> {
             });
             Ok(())
         })?;
+        Self::drop_unused_next(&s, &inner, body);
         body.push(Stmt::DoWhile {
             body: inner,
             cond: Expr::Var(go),
@@ -1109,6 +1159,7 @@ impl<'m> Alloc<'m> {
             let item = cell_val(xs.cell(&[i]));
             a.step(&s, op, vec![item, Self::state_val(&s)], e, inner)
         })?;
+        Self::drop_unused_next(&s, &inner, body);
         body.push(Stmt::For {
             index: k,
             count: n,
@@ -1581,8 +1632,22 @@ impl<'m> Alloc<'m> {
     ) -> Res<Val<'m>> {
         let elem = elem_of(&e.ty.atom)?;
         let dims = self.dims(&e.ty.shape)?;
-        let out = self.alloc("scatter", elem, dims.clone(), body);
+        let out = self.alloc("scatter", elem, dims, body);
         self.copy(Val::Array(dest.clone()), &out, body)?;
+        self.scatter_over(&out, idx, src, body)?;
+        Ok(Val::Array(out))
+    }
+
+    /// Item `idx[i]` of `out` replaced by item `i` of `src`, in order, in
+    /// place (see [`Alloc::scatter`]).
+    pub(super) fn scatter_over(
+        &mut self,
+        out: &View,
+        idx: &Val<'m>,
+        src: &View,
+        body: &mut Vec<Stmt>,
+    ) -> Res<()> {
+        let dims = &out.dims;
         let whole = (Expr::Int(0), dims[0].clone());
         // At the outermost level, indices that (where in range) strictly
         // increase write each place at most once: the scatter of a
@@ -1596,18 +1661,18 @@ impl<'m> Alloc<'m> {
             && let Some(n) = src.dims.first()
         {
             let increasing = self.increasing(idx, n, &dims[0], body)?;
-            let parallel = self.scatter_loop(&out, idx, src, &whole, true)?;
-            let parted = self.scatter_in_parts(&out, idx, src, n)?;
+            let parallel = self.scatter_loop(out, idx, src, &whole, true)?;
+            let parted = self.scatter_in_parts(out, idx, src, n)?;
             body.push(Stmt::If {
                 cond: Expr::Var(increasing),
                 then: vec![parallel],
                 otherwise: parted,
             });
-            return Ok(Val::Array(out));
+            return Ok(());
         }
-        let in_order = self.scatter_loop(&out, idx, src, &whole, false)?;
+        let in_order = self.scatter_loop(out, idx, src, &whole, false)?;
         body.push(in_order);
-        Ok(Val::Array(out))
+        Ok(())
     }
 
     /// A scatter into `out` by parts of its places (as many as the

@@ -37,6 +37,7 @@ mod files;
 mod folds;
 mod gather;
 mod hoist;
+mod inplace;
 mod interchange;
 mod items;
 mod iteration;
@@ -222,6 +223,19 @@ struct Delayed<'m> {
     whole_cells: bool,
 }
 
+/// What a `let` does with its body.
+enum Tail<'a> {
+    /// Gives its value.
+    Value,
+    /// Writes it into a place.
+    Into(&'a View),
+    /// Writes it over a loop state it updates (see [`inplace`]).
+    Update(&'a View),
+    /// A record step: the fields named written over their states (see
+    /// [`inplace`]).
+    Record(&'a [(String, View)]),
+}
+
 /// A function written in the program, with what was in scope there.
 struct Closure<'m> {
     binder: Binder,
@@ -275,6 +289,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
         ordered_loops: 0,
         delayed: 0,
         var_names: &p.var_names,
+        in_place: HashMap::new(),
     };
     let mut body = Vec::new();
     // Which declaration runs, as the interpreter chooses (what it reports
@@ -377,6 +392,9 @@ struct Alloc<'m> {
     /// the map was: no `trace` there).
     delayed: usize,
     var_names: &'m [String],
+    /// The `let` bindings of the step being written that update a loop
+    /// state in place, each with the state (see [`inplace`]).
+    in_place: HashMap<VarId, View>,
 }
 
 impl<'m> Alloc<'m> {
@@ -954,32 +972,7 @@ impl<'m> Alloc<'m> {
                 });
                 Ok(Val::Array(dest))
             }
-            Kind::Unbox {
-                witness: sigma,
-                binder,
-                var,
-                boxed,
-                body: inner,
-                ..
-            } => {
-                let Val::Box { witness, payload } = self.value(boxed, body)? else {
-                    return unsupported("unbox of an array of boxes");
-                };
-                let saved = self.scope.clone();
-                // As the interpreter: the box type's variable bound to the
-                // witness, and a binder of another name to its dimensions.
-                let bound = self.bind_witness(*sigma, &witness).and_then(|()| {
-                    if binder == sigma {
-                        Ok(())
-                    } else {
-                        self.bind_witness(*binder, &IndexVal::Shape(witness.dims().to_vec()))
-                    }
-                });
-                self.scope.vars.insert(*var, *payload);
-                let r = bound.and_then(|()| self.value(inner, body));
-                self.scope = saved;
-                r
-            }
+            Kind::Unbox { .. } => self.unboxed(e, body, |a, inner, body| a.value(inner, body)),
             Kind::Record(fields) => {
                 let mut vals = Vec::with_capacity(fields.len());
                 for (name, x) in fields {
@@ -996,6 +989,44 @@ impl<'m> Alloc<'m> {
                 _ => unsupported("records"),
             },
         }
+    }
+
+    /// An `unbox` (`e`): its box's witness and payload bound, then its
+    /// body given to `write`.
+    fn unboxed<T>(
+        &mut self,
+        e: &'m maps::Expr,
+        body: &mut Vec<Stmt>,
+        write: impl FnOnce(&mut Self, &'m maps::Expr, &mut Vec<Stmt>) -> Res<T>,
+    ) -> Res<T> {
+        let Kind::Unbox {
+            witness: sigma,
+            binder,
+            var,
+            boxed,
+            body: inner,
+            ..
+        } = &e.kind
+        else {
+            return unsupported("an unbox");
+        };
+        let Val::Box { witness, payload } = self.value(boxed, body)? else {
+            return unsupported("unbox of an array of boxes");
+        };
+        let saved = self.scope.clone();
+        // As the interpreter: the box type's variable bound to the
+        // witness, and a binder of another name to its dimensions.
+        let bound = self.bind_witness(*sigma, &witness).and_then(|()| {
+            if binder == sigma {
+                Ok(())
+            } else {
+                self.bind_witness(*binder, &IndexVal::Shape(witness.dims().to_vec()))
+            }
+        });
+        self.scope.vars.insert(*var, *payload);
+        let r = bound.and_then(|()| write(self, inner, body));
+        self.scope = saved;
+        r
     }
 
     /// The arguments of an application of `f`: a reduction's maps left
@@ -1539,6 +1570,14 @@ impl<'m> Alloc<'m> {
     /// A `let` (a map over the empty frame): its bindings in sequence,
     /// then its body, into `dest` if given.
     fn let_(&mut self, e: &'m maps::Expr, dest: Option<&View>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        match dest {
+            Some(d) => self.let_tail(e, &Tail::Into(d), body),
+            None => self.let_tail(e, &Tail::Value, body),
+        }
+    }
+
+    /// A `let`: its bindings in sequence, then its body as `tail` says.
+    fn let_tail(&mut self, e: &'m maps::Expr, tail: &Tail<'_>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
         let Kind::Map {
             binds, body: inner, ..
         } = &e.kind
@@ -1555,12 +1594,19 @@ impl<'m> Alloc<'m> {
                 }
                 // The last binding, which the body only names: written
                 // straight into `dest` (no array of its own, no copy).
-                if let Some(d) = dest
+                if matches!(tail, Tail::Into(_) | Tail::Update(_))
                     && i + 1 == binds.len()
                     && matches!(inner.kind, Kind::Var(v) if v == b.var)
                 {
-                    self.into(&b.value, d, body)?;
-                    return Ok(Val::Array(d.clone()));
+                    return self.tail(&b.value, tail, body);
+                }
+                // An update of a loop state, written over it.
+                if matches!(tail, Tail::Update(_) | Tail::Record(_))
+                    && let Some(state) = self.in_place.get(&b.var).cloned()
+                {
+                    self.update_into(&b.value, &state, body)?;
+                    self.scope.vars.insert(b.var, Val::Array(state));
+                    continue;
                 }
                 let v = if let Some(keys) = self.graded(b, &binds[i + 1..], inner)? {
                     Val::Graded(Rc::new(compact::Graded { keys }))
@@ -1579,16 +1625,26 @@ impl<'m> Alloc<'m> {
                 };
                 self.scope.vars.insert(b.var, v);
             }
-            match dest {
-                Some(d) => {
-                    self.into(inner, d, body)?;
-                    Ok(Val::Array(d.clone()))
-                }
-                None => self.value(inner, body),
-            }
+            self.tail(inner, tail, body)
         })();
         self.scope.vars = saved;
         r
+    }
+
+    /// `e` (the body of a `let`) as `tail` says.
+    fn tail(&mut self, e: &'m maps::Expr, tail: &Tail<'_>, body: &mut Vec<Stmt>) -> Res<Val<'m>> {
+        match tail {
+            Tail::Value => self.value(e, body),
+            Tail::Into(d) => {
+                self.into(e, d, body)?;
+                Ok(Val::Array((*d).clone()))
+            }
+            Tail::Update(d) => {
+                self.update_into(e, d, body)?;
+                Ok(Val::Array((*d).clone()))
+            }
+            Tail::Record(fields) => self.record_update(e, fields, body),
+        }
     }
 
     /// Whether `b`, of a `let` whose later bindings are `later` and body

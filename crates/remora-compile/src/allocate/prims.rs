@@ -1418,11 +1418,22 @@ impl<'m> Alloc<'m> {
         // other (computed there directly), then the two swapped.
         let acc = self.alloc("acc", elem, dims.clone(), body);
         self.copy(seed, &acc, body)?;
-        let next = self.alloc("next", elem, dims, body);
         let item = cell_val(xs.cell(&[Expr::Var(i)]));
+        // A step that updates the accumulator: written over it, one
+        // buffer (see `inplace`).
+        let mut inner = Vec::new();
+        if self.step_in_place(&op, &[Val::Array(acc.clone()), item.clone()], &acc, e, &mut inner)? {
+            body.push(Stmt::For {
+                index: i,
+                count: xs.dims[0].clone(),
+                parallel: false,
+                body: inner,
+            });
+            return Ok(Val::Array(acc));
+        }
+        let next = self.alloc("next", elem, dims, body);
         // (A step over the whole state: its loops are the outermost ones
         // that can run in parallel.)
-        let mut inner = Vec::new();
         self.apply_into(&op, vec![Val::Array(acc.clone()), item], e, &next, &mut inner)?;
         inner.push(Stmt::Swap {
             a: acc.buf,
