@@ -3043,9 +3043,18 @@ fn has_batched_rule(name: &str) -> bool {
 /// another (a transposition of a dense block: its steps decreasing, each
 /// the atoms of the axes after it; axes of one item first), when no
 /// operand steps by one along the last axis (row-major order reads that
-/// one along memory already).
+/// one along memory already), or when one does but the runs row-major
+/// order reads are short (a `[n 2]` state beside a frame literal laid out
+/// `[2 n]`): then only if that order's runs are at least
+/// `LONGER_RUNS` times as long (the kernel's inner loop runs along them).
 fn memory_order(layouts: &[Layout], shape: &[usize]) -> Option<Vec<usize>> {
-    if shape.len() < 2 || *shape.last()? < 2 || layouts.iter().any(|l| l.strides.last() == Some(&1)) {
+    if shape.len() < 2 || *shape.last()? < 2 {
+        return None;
+    }
+    let along_last = layouts.iter().any(|l| l.strides.last() == Some(&1));
+    let row_major: Vec<usize> = (0..shape.len()).collect();
+    let short = inner_run(layouts, shape, &row_major);
+    if along_last && short >= SHORT_RUN {
         return None;
     }
     layouts.iter().find_map(|l| {
@@ -3059,8 +3068,38 @@ fn memory_order(layouts: &[Layout], shape: &[usize]) -> Option<Vec<usize>> {
             }
             atoms *= shape[a];
         }
-        Some(order)
+        (!along_last || inner_run(layouts, shape, &order) >= short.saturating_mul(LONGER_RUNS))
+            .then_some(order)
     })
+}
+
+/// Row-major runs shorter than this may be read in another operand's
+/// memory order ([`memory_order`]) …
+const SHORT_RUN: usize = 16;
+/// … where its runs are this many times as long.
+const LONGER_RUNS: usize = 8;
+
+/// The atoms of the innermost run the kernel's loop reads when the axes of
+/// `shape` are visited in `order` (the last innermost): the innermost
+/// axis of more than one position and the axes out from it that every
+/// operand steps across as one (`kernel::coalesce`'s merge).
+fn inner_run(layouts: &[Layout], shape: &[usize], order: &[usize]) -> usize {
+    let mut axes = order.iter().rev().copied().filter(|&a| shape[a] > 1);
+    let Some(inner) = axes.next() else {
+        return 1;
+    };
+    let mut run = shape[inner];
+    for a in axes {
+        let merges = layouts.iter().all(|l| {
+            let (outer, step) = (l.strides.get(a).copied(), l.strides.get(inner).copied());
+            matches!((outer, step), (Some(o), Some(s)) if o == s.wrapping_mul(run))
+        });
+        if !merges {
+            break;
+        }
+        run = run.saturating_mul(shape[a]);
+    }
+    run
 }
 
 /// Steps over a result of rank `rank` whose first `to_nb` axes are batch

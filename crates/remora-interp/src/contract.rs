@@ -292,6 +292,9 @@ impl<'p> Interpreter {
                     };
                     return self.factors(&x, &y);
                 }
+                if is_intrinsic(head, "outer") {
+                    return self.outer_operands(&spine, env, op);
+                }
                 let f = self.eval_batched(head, env)?;
                 let Some(Atom::Fun(fun @ Fun::Lambda { .. })) = lambda_value(&f) else {
                     return None;
@@ -315,6 +318,46 @@ impl<'p> Interpreter {
             }
             _ => None,
         }
+    }
+
+    /// The operands of `(outer op x y)` for the scalar `op` and vectors `x`
+    /// and `y` (no frame around `outer`'s cells): `x` replicated along
+    /// `y`'s axis and `y` along `x`'s, over `batch ++ [m n]`, as `outer`
+    /// lays them out for `op` (vocab.rs's `outer_batched`), never made.
+    fn outer_operands(
+        &mut self,
+        spine: &[(&'p TExpr, &remora_types::Lifted)],
+        env: &Env<'p>,
+        op: &str,
+    ) -> Try<Product<'p>> {
+        let [(f, _), (x, _), (y, _)] = spine else {
+            return None;
+        };
+        if !is_intrinsic(f, op) {
+            return None;
+        }
+        let (x, y) = (self.eval_batched(x, env)?, self.eval_batched(y, env)?);
+        let (&[m], &[n]) = (x.own(), y.own()) else {
+            return None;
+        };
+        if m == 0 || n == 0 {
+            return None;
+        }
+        let nb = x.nb.max(y.nb);
+        let mut shape: Vec<usize> = self.batch.get(..nb)?.to_vec();
+        shape.extend([m, n]);
+        let mut xs = place(&x.strides, x.nb, nb, nb + 1);
+        xs.push(0);
+        let mut ys = place(&y.strides, y.nb, nb, nb + 1);
+        ys.insert(nb, 0);
+        let (a, b) = (
+            x.view(shape.clone(), nb, x.offset, xs),
+            y.view(shape, nb, y.offset, ys),
+        );
+        Some(Product {
+            a: Factor::Atoms(a),
+            b: Factor::Atoms(b),
+        })
     }
 
     /// A factor of a product: powers not made where `x` is `f.^` over a
@@ -482,6 +525,10 @@ fn ends_in<'p>(e: &'p TExpr, env: &Env<'p>, depth: usize, op: &str) -> bool {
             let (head, spine) = e.spine();
             if is_intrinsic(head, op) {
                 return spine.len() == 2;
+            }
+            // `(outer op x y)`: `op` over every pair.
+            if is_intrinsic(head, "outer") {
+                return matches!(spine.as_slice(), [(f, _), _, _] if is_intrinsic(f, op));
             }
             // The lambda's body past as many parameters as are given.
             let Some((mut body, env)) = applied_lambda(head, env, depth) else {
@@ -1135,10 +1182,33 @@ fn small_rows(
     seed: Option<f32>,
     out: &mut [f32],
 ) -> Option<()> {
+    // Rows of a few lanes (the columns of a 3×3 product) with their
+    // number known to the compiler, so that each item's lanes are a few
+    // unrolled multiply-adds rather than a loop.
+    match lanes {
+        1 => small_rows_of::<1>(a, b, (outer, first), (items, lanes), seed, out),
+        2 => small_rows_of::<2>(a, b, (outer, first), (items, lanes), seed, out),
+        3 => small_rows_of::<3>(a, b, (outer, first), (items, lanes), seed, out),
+        4 => small_rows_of::<4>(a, b, (outer, first), (items, lanes), seed, out),
+        _ => small_rows_of::<CHUNK>(a, b, (outer, first), (items, lanes), seed, out),
+    }
+}
+
+/// [`small_rows`] with an accumulator of `N` lanes: `N` of them when `N`
+/// is less than [`CHUNK`], else `lanes` (at most `N`).
+fn small_rows_of<const N: usize>(
+    a: &Relaid<'_>,
+    b: &Relaid<'_>,
+    (outer, first): (&[usize], usize),
+    (items, lanes): (usize, usize),
+    seed: Option<f32>,
+    out: &mut [f32],
+) -> Option<()> {
+    let lanes = if N < CHUNK { N } else { lanes };
     if out.is_empty() {
         return Some(());
     }
-    if lanes == 0 || lanes > CHUNK {
+    if lanes == 0 || lanes > N {
         return None;
     }
     let mut index = vec![0usize; outer.len()];
@@ -1150,7 +1220,7 @@ fn small_rows(
     let (mut ba, mut bb) = (a.start(outer, first), b.start(outer, first));
     let (da, db) = (&a.data, &b.data);
     for row in out.chunks_exact_mut(lanes) {
-        let mut acc = [0.0f32; CHUNK];
+        let mut acc = [0.0f32; N];
         let acc = &mut acc[..lanes];
         let from = match seed {
             Some(s) => {
