@@ -1241,6 +1241,9 @@ fn op_c(op: &str, a: &[String]) -> String {
         "unsorted.int" | "unsorted.float" | "unsorted.bool" => {
             format!("rt_unsorted_{}({})", &op[9..], a.join(", "))
         }
+        // (a buffer's length, an offset, a stride, a count: the atoms
+        // at offset + stride × j, j < count, all inside it?)
+        "span.within" => format!("rt_span_within({})", a.join(", ")),
         other => format!("/* unknown {other} */ 0"),
     }
 }

@@ -1186,6 +1186,15 @@ RT_SELECT(float, float, rt_float_key)
 RT_SEARCH(int64_t, int, rt_int_key)
 RT_SEARCH(float, float, rt_float_key)
 RT_SEARCH(bool, bool, rt_bool_key)
+/* Whether the atoms off + stride * j, j < n, of a buffer of len atoms
+ * all lie inside it (the guard of a scan's verdict computed before a
+ * loop, where the scan would not have run: allocate/checks.rs). */
+static inline bool rt_span_within(int64_t len, int64_t off, int64_t stride, int64_t n) {
+  if (n <= 0) return true;
+  if (off < 0 || off >= len) return false;
+  __int128 last = (__int128)off + (__int128)stride * (__int128)(n - 1);
+  return last >= 0 && last < len;
+}
 RT_UNSORTED(int64_t, int, rt_int_key)
 RT_UNSORTED(float, float, rt_float_key)
 RT_UNSORTED(bool, bool, rt_bool_key)

@@ -340,6 +340,7 @@ pub fn allocate(p: &maps::Program, entry: &str) -> Res<loops::Program> {
     }
     empty::skip_empty_nests(&mut body);
     checks::raise_checks(&mut body);
+    checks::precompute_verdicts(&mut body, &a.out.inputs, &mut a.out.names);
     trace::in_order(&mut body);
     stacked::read_in_place(&mut body, &a.out.outputs);
     hoist::hoist_reductions(&mut body, &mut a.out.names);

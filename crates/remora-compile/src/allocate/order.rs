@@ -6,7 +6,8 @@
 //! the interpreter's bottom-up merge sort written at the loop level, the
 //! less-than inlined, so that it makes the same comparisons in the same
 //! order (a less-than that is no strict weak order, or one that fails,
-//! gives what the interpreter gives).
+//! gives what the interpreter gives); a `sort-by` of atoms merges the
+//! atoms themselves, each pass's runs exchanged with the last's.
 
 use super::*;
 
@@ -201,8 +202,13 @@ impl<'m> Alloc<'m> {
         let Some(n) = xs.dims.first().cloned() else {
             return unsupported("sort-by of a scalar");
         };
-        let order = self.alloc("order", Elem::Int, vec![n.clone()], body);
-        let merged = self.alloc("merged", Elem::Int, vec![n.clone()], body);
+        // A sort of atoms merges the atoms themselves (no item number to
+        // read each through): the same comparisons of the same values,
+        // so the same order; else the item numbers are merged.
+        let by_value = !grade && xs.dims.len() == 1;
+        let elem = if by_value { xs.elem } else { Elem::Int };
+        let order = self.alloc("order", elem, vec![n.clone()], body);
+        let merged = self.alloc("merged", elem, vec![n.clone()], body);
         let t = self.fresh("t");
         body.push(Stmt::For {
             index: t,
@@ -211,7 +217,11 @@ impl<'m> Alloc<'m> {
             body: vec![Stmt::Store {
                 buf: order.buf,
                 index: Expr::Var(t),
-                value: Expr::Var(t),
+                value: if by_value {
+                    xs.cell(&[Expr::Var(t)]).load()
+                } else {
+                    Expr::Var(t)
+                },
             }],
         });
         let width = self.fresh("width");
@@ -275,8 +285,14 @@ impl<'m> Alloc<'m> {
             // One step of the merge: the right item taken only when it is
             // strictly less than the left one.
             let mut step = Vec::new();
-            let right_item = cell_val(xs.cell(&[load(order.buf, var(j))]));
-            let left_item = cell_val(xs.cell(&[load(order.buf, var(i))]));
+            let item = |at: Var| {
+                if by_value {
+                    Val::Scalar(elem, load(order.buf, var(at)))
+                } else {
+                    cell_val(xs.cell(&[load(order.buf, var(at))]))
+                }
+            };
+            let (right_item, left_item) = (item(j), item(i));
             let is_less = match self.apply(less.clone(), vec![right_item, left_item], e, &mut step)? {
                 Val::Scalar(_, x) => x,
                 Val::Array(v) if v.dims.is_empty() => v.load(),
@@ -336,7 +352,8 @@ impl<'m> Alloc<'m> {
                     two_w.clone(),
                 ],
             );
-            let back = self.fresh("b");
+            // The merged runs are the next pass's runs: the two buffers
+            // exchanged, not copied.
             let pass = vec![
                 Stmt::For {
                     index: run,
@@ -344,15 +361,9 @@ impl<'m> Alloc<'m> {
                     parallel: false,
                     body: pair,
                 },
-                Stmt::For {
-                    index: back,
-                    count: n.clone(),
-                    parallel: false,
-                    body: vec![Stmt::Store {
-                        buf: order.buf,
-                        index: var(back),
-                        value: load(merged.buf, var(back)),
-                    }],
+                Stmt::Swap {
+                    a: order.buf,
+                    b: merged.buf,
                 },
                 Stmt::Set {
                     var: width,
@@ -371,7 +382,7 @@ impl<'m> Alloc<'m> {
             }],
             otherwise: vec![],
         });
-        if grade {
+        if grade || by_value {
             return Ok(Val::Array(order));
         }
         let out = self.alloc("sorted", xs.elem, xs.dims.clone(), body);
