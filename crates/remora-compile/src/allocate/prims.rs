@@ -999,11 +999,19 @@ impl<'m> Alloc<'m> {
         };
         let width = block_of(xs, &lanes);
         let (blk, lo, sp) = (self.fresh("blk"), self.fresh("lo"), self.fresh("sp"));
+        // (At least one block: over cells of no atoms the items' own work,
+        // which may fail, still runs once.)
         let blocks = Expr::op(
-            "/",
+            "max",
             vec![
-                Expr::add(lanes.clone(), Expr::op("-", vec![width.clone(), Expr::Int(1)])),
-                width.clone(),
+                Expr::Int(1),
+                Expr::op(
+                    "/",
+                    vec![
+                        Expr::add(lanes.clone(), Expr::op("-", vec![width.clone(), Expr::Int(1)])),
+                        width.clone(),
+                    ],
+                ),
             ],
         );
         let w = Expr::op(
@@ -1232,11 +1240,18 @@ impl<'m> Alloc<'m> {
         let (blk, lo) = (self.fresh("blk"), self.fresh("lo"));
         let lanes = dest.dims[0].clone();
         let width = block_of(xs, &lanes);
+        // (At least one block, as in `reduce_by_leaves`.)
         let blocks = Expr::op(
-            "/",
+            "max",
             vec![
-                Expr::add(lanes.clone(), Expr::op("-", vec![width.clone(), Expr::Int(1)])),
-                width.clone(),
+                Expr::Int(1),
+                Expr::op(
+                    "/",
+                    vec![
+                        Expr::add(lanes.clone(), Expr::op("-", vec![width.clone(), Expr::Int(1)])),
+                        width.clone(),
+                    ],
+                ),
             ],
         );
         let mut block = dest.clone();
