@@ -999,21 +999,7 @@ impl<'m> Alloc<'m> {
         };
         let width = block_of(xs, &lanes);
         let (blk, lo, sp) = (self.fresh("blk"), self.fresh("lo"), self.fresh("sp"));
-        // (At least one block: over cells of no atoms the items' own work,
-        // which may fail, still runs once.)
-        let blocks = Expr::op(
-            "max",
-            vec![
-                Expr::Int(1),
-                Expr::op(
-                    "/",
-                    vec![
-                        Expr::add(lanes.clone(), Expr::op("-", vec![width.clone(), Expr::Int(1)])),
-                        width.clone(),
-                    ],
-                ),
-            ],
-        );
+        let blocks = blocks_of(&lanes, &width);
         let w = Expr::op(
             "min",
             vec![width.clone(), Expr::op("-", vec![lanes, Expr::Var(lo)])],
@@ -1240,20 +1226,7 @@ impl<'m> Alloc<'m> {
         let (blk, lo) = (self.fresh("blk"), self.fresh("lo"));
         let lanes = dest.dims[0].clone();
         let width = block_of(xs, &lanes);
-        // (At least one block, as in `reduce_by_leaves`.)
-        let blocks = Expr::op(
-            "max",
-            vec![
-                Expr::Int(1),
-                Expr::op(
-                    "/",
-                    vec![
-                        Expr::add(lanes.clone(), Expr::op("-", vec![width.clone(), Expr::Int(1)])),
-                        width.clone(),
-                    ],
-                ),
-            ],
-        );
+        let blocks = blocks_of(&lanes, &width);
         let mut block = dest.clone();
         block.offset = Expr::add(
             dest.offset.clone(),
@@ -1476,9 +1449,20 @@ impl<'m> Alloc<'m> {
     }
 }
 
-/// The lanes of a block of a reduction over vector items (a block's
-/// accumulator stays in the first cache): a quarter of them, so that
-/// several blocks share the threads, in multiples of 64, from 256 to 2,048.
+/// How many blocks of `width` atoms a reduction's items run in over
+/// cells of `lanes` atoms: at least one, so that over cells of no atoms
+/// the items' own work, which may fail, still runs once.
+fn blocks_of(lanes: &Expr, width: &Expr) -> Expr {
+    let ceil = Expr::op(
+        "/",
+        vec![
+            Expr::add(lanes.clone(), Expr::op("-", vec![width.clone(), Expr::Int(1)])),
+            width.clone(),
+        ],
+    );
+    Expr::op("max", vec![Expr::Int(1), ceil])
+}
+
 /// The lanes of a reduction's block over `lanes`: all of them where the
 /// items' cells are made whole (each made once), else [`lane_block`].
 fn block_of(xs: &Val<'_>, lanes: &Expr) -> Expr {
@@ -1509,6 +1493,9 @@ fn flat(v: &View) -> Option<View> {
     })
 }
 
+/// The lanes of a block of a reduction over vector items (a block's
+/// accumulator stays in the first cache): a quarter of them, so that
+/// several blocks share the threads, in multiples of 64, from 256 to 2,048.
 fn lane_block(lanes: &Expr) -> Expr {
     let quarter = |n: i64| ((n + 3) / 4 + 63) / 64 * 64;
     match lanes {
