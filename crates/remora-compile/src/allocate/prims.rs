@@ -1460,7 +1460,10 @@ fn blocks_of(lanes: &Expr, width: &Expr) -> Expr {
             width.clone(),
         ],
     );
-    Expr::op("max", vec![Expr::Int(1), ceil])
+    match lanes {
+        Expr::Int(n) if *n > 0 => ceil,
+        _ => Expr::op("max", vec![Expr::Int(1), ceil]),
+    }
 }
 
 /// The lanes of a reduction's block over `lanes`: all of them where the
