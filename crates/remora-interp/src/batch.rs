@@ -1956,7 +1956,16 @@ impl<'p> Interpreter {
         if x.nb == 0 && x.own().len() == xcell.len() && !captures_batch(f) {
             return None;
         }
-        // Small cells: each cell's loop a cell program.
+        // Small cells: the cells in lanes (over many cells, or a step
+        // reading the batch), or each cell's loop a cell program.
+        if f.nb == 0
+            && f.v.shape.is_empty()
+            && let Data::Atoms(atoms) = &f.v.data
+            && let Some(Atom::Fun(step)) = atoms.get(f.offset)
+            && let Some(r) = self.iterate_across(times as u64, step, x, xcell)
+        {
+            return Some(r);
+        }
         if f.nb == 0
             && f.v.shape.is_empty()
             && let Some(step) = crate::masked::single_lambda(&f.densify()?.v)

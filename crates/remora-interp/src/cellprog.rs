@@ -323,6 +323,10 @@ struct Compiler<'a, 'p> {
     depth: usize,
     /// How many `if`s tried as straight code have not been.
     speculations: usize,
+    /// When the program runs in lanes across the cells of the batch:
+    /// the batch's variables it reads, each a group of input registers
+    /// (one cell of the variable per lane).
+    lane_vars: Option<Vec<(Batched<'p>, Vec<u32>)>>,
 }
 
 impl<'a, 'p> Compiler<'a, 'p> {
@@ -337,6 +341,7 @@ impl<'a, 'p> Compiler<'a, 'p> {
             outside: Vec::new(),
             depth: 0,
             speculations: 0,
+            lane_vars: None,
         }
     }
 
@@ -558,7 +563,13 @@ impl<'a, 'p> Compiler<'a, 'p> {
         }
         let b = env.lookup_batched(v)?;
         if b.nb != 0 {
-            return None;
+            // In lanes across the batch's cells: an input, a cell per lane.
+            let kind = kind_of(&b.v.data)?;
+            let shape = b.own().to_vec();
+            let c = self.fresh_cell(kind, shape)?;
+            self.lane_vars.as_mut()?.push((b, flat(&c)?));
+            self.outside.push((v, c.clone()));
+            return Some(c);
         }
         let value = b.densify()?.v;
         let c = match &value.data {
@@ -1628,8 +1639,25 @@ impl Lanes {
     /// The hoisted code over the first `n` lanes (inputs set); `None` on
     /// a fault.
     fn hoist(&self, lanes: &mut [Vec<u64>], n: usize) -> Option<()> {
+        run_lanes(&self.hoisted, &self.serial.exts, lanes, n)
+    }
+
+    /// Item `i`'s serial code, its lanes' values it reads set first.
+    fn step(&self, regs: &mut [u64], lanes: &[Vec<u64>], i: usize) -> Option<()> {
+        for &(r, s) in &self.reads {
+            *regs.get_mut(r as usize)? = *lanes.get(s)?.get(i)?;
+        }
+        self.serial.run(regs)
+    }
+}
+
+/// Straight lane code run over the first `n` lanes of each slot, one
+/// instruction at a time over all of them; `None` on a fault (or an
+/// instruction writing a slot it reads).
+fn run_lanes(code: &[LaneIns], exts: &[Data], lanes: &mut [Vec<u64>], n: usize) -> Option<()> {
+    {
         use AtomOp::*;
-        for ins in &self.hoisted {
+        for ins in code {
             let d = lane_dst(ins);
             let mut out = std::mem::take(lanes.get_mut(d)?);
             let o = out.get_mut(..n)?;
@@ -1715,7 +1743,7 @@ impl Lanes {
                     }
                 }
                 LaneIns::Load { ext, at, skip, .. } => {
-                    let data = self.serial.exts.get(*ext as usize)?;
+                    let data = exts.get(*ext as usize)?;
                     for (o, &a) in o.iter_mut().zip(l(*at)?) {
                         *o = bits_at(data, usize::try_from(a + skip).ok()?)?;
                     }
@@ -1725,14 +1753,81 @@ impl Lanes {
         }
         Some(())
     }
+}
 
-    /// Item `i`'s serial code, its lanes' values it reads set first.
-    fn step(&self, regs: &mut [u64], lanes: &[Vec<u64>], i: usize) -> Option<()> {
-        for &(r, s) in &self.reads {
-            *regs.get_mut(r as usize)? = *lanes.get(s)?.get(i)?;
+/// A straight program as lane code over blocks of cells, each register
+/// its own slot (a lane per register: the cells' values of it side by
+/// side, structure of arrays). `None` when the program jumps or an
+/// instruction writes a register it reads.
+fn across_code(program: &Program) -> Option<Vec<LaneIns>> {
+    let mut out = Vec::with_capacity(program.code.len());
+    for ins in &program.code {
+        let s = |r: &u32| *r as usize;
+        if ins.reads().iter().any(|r| ins.writes().contains(r)) {
+            return None;
         }
-        self.serial.run(regs)
+        match ins {
+            Ins::Op1(op, d, a) => out.push(LaneIns::Op1(*op, s(d), s(a))),
+            Ins::Op2(op, d, a, b) => out.push(LaneIns::Op2(*op, s(d), s(a), s(b))),
+            Ins::Fast(op, d, a, b) => out.push(LaneIns::Fast(*op, s(d), s(a), s(b))),
+            Ins::Move(d, a) => out.push(LaneIns::Move(s(d), s(a))),
+            Ins::Select(d, c, y, n) => out.push(LaneIns::Select(s(d), s(c), s(y), s(n))),
+            Ins::Pick { dst, idx, srcs } => out.push(LaneIns::Pick {
+                dst: s(dst),
+                idx: s(idx),
+                srcs: srcs.iter().map(s).collect(),
+            }),
+            Ins::Offset {
+                dst,
+                base,
+                idx,
+                bound,
+                stride,
+            } => out.push(LaneIns::Offset {
+                dst: s(dst),
+                base: base.as_ref().map(s),
+                idx: s(idx),
+                bound: *bound,
+                stride: *stride,
+            }),
+            Ins::Load {
+                dst,
+                ext,
+                at,
+                skip,
+                count,
+            } => {
+                for k in 0..*count {
+                    out.push(LaneIns::Load {
+                        dst: s(dst) + k as usize,
+                        ext: *ext,
+                        at: s(at),
+                        skip: skip + u64::from(k),
+                    });
+                }
+            }
+            Ins::Jump(_) | Ins::JumpUnless(..) => return None,
+        }
     }
+    Some(out)
+}
+
+/// The lanes of every register of `program` over a block of cells,
+/// each filled with the register's initial bits.
+fn register_lanes(program: &Program) -> Vec<Vec<u64>> {
+    program.init.iter().map(|&b| vec![b; BLOCK]).collect()
+}
+
+/// Lane `from`'s first `n` values copied to lane `to` (`to != from`).
+fn copy_lane(lanes: &mut [Vec<u64>], to: usize, from: usize, n: usize) -> Option<()> {
+    let src = std::mem::take(lanes.get_mut(from)?);
+    let r = lanes
+        .get_mut(to)
+        .and_then(|l| l.get_mut(..n))
+        .zip(src.get(..n))
+        .map(|(d, s)| d.copy_from_slice(s));
+    *lanes.get_mut(from)? = src;
+    r
 }
 
 fn lane_dst(ins: &LaneIns) -> usize {
@@ -1970,6 +2065,9 @@ struct Loop {
     seeded: bool,
     /// The program split for blocks of items, when it splits.
     lanes: Option<Lanes>,
+    /// The program as lane code over blocks of cells, when the loop is
+    /// lifted over many cells: each step runs once for a block of cells.
+    across: Option<Vec<LaneIns>>,
 }
 
 impl Loop {
@@ -2053,6 +2151,93 @@ impl Loop {
         Some(out)
     }
 
+    /// The loops of cells `range` as [`Loop::cells`] gives them, run
+    /// with the cells in lanes (`code`, [`across_code`]): a block of
+    /// cells at a time, each step one pass of the code over the block,
+    /// every cell taking the same number of steps. The same operations
+    /// on the same bits for each cell, items left to right.
+    fn across<T: Bits, U: Bits>(
+        &self,
+        code: &[LaneIns],
+        xs: &[T],
+        seeds: Option<&[U]>,
+        range: std::ops::Range<usize>,
+        kept: usize,
+    ) -> Option<Vec<U>> {
+        let (size, acc_size) = (self.item.len(), self.acc.len());
+        let cell = self.items * size;
+        let per = kept * acc_size;
+        let mut out = crate::kernel::buffer(range.len() * per).ok()?;
+        out.resize(range.len() * per, U::of_bits(0));
+        let mut lanes = register_lanes(&self.program);
+        let first = usize::from(!self.seeded);
+        let keep = |lanes: &[Vec<u64>], out: &mut [U], at: usize, n: usize, t: usize| -> Option<()> {
+            for (k, &a) in self.acc.iter().enumerate() {
+                let lane = lanes.get(a as usize)?.get(..n)?;
+                for (j, &b) in lane.iter().enumerate() {
+                    *out.get_mut((at + j) * per + t * acc_size + k)? = U::of_bits(b);
+                }
+            }
+            Some(())
+        };
+        let mut start = range.start;
+        while start < range.end {
+            let n = BLOCK.min(range.end - start);
+            for (k, &a) in self.acc.iter().enumerate() {
+                let lane = lanes.get_mut(a as usize)?.get_mut(..n)?;
+                for (j, l) in lane.iter_mut().enumerate() {
+                    let o = start + j;
+                    *l = match seeds {
+                        Some(s) => s.get(o * acc_size + k)?.bits(),
+                        None => xs.get(o * cell + k)?.bits(),
+                    };
+                }
+            }
+            let at = start - range.start;
+            let mut t = 0;
+            if self.scanning {
+                keep(&lanes, &mut out, at, n, t)?;
+                t += 1;
+            }
+            for i in first..self.items {
+                for (k, &r) in self.item.iter().enumerate() {
+                    let lane = lanes.get_mut(r as usize)?.get_mut(..n)?;
+                    for (j, l) in lane.iter_mut().enumerate() {
+                        *l = xs.get((start + j) * cell + i * size + k)?.bits();
+                    }
+                }
+                run_lanes(code, &self.program.exts, &mut lanes, n)?;
+                for (&a, &r) in self.acc.iter().zip(&self.result) {
+                    copy_lane(&mut lanes, a as usize, r as usize, n)?;
+                }
+                if self.scanning {
+                    keep(&lanes, &mut out, at, n, t)?;
+                    t += 1;
+                }
+            }
+            if !self.scanning {
+                keep(&lanes, &mut out, at, n, t)?;
+            }
+            start += n;
+        }
+        Some(out)
+    }
+
+    /// The loops of cells `range`: in lanes across the cells when the
+    /// loop is lifted over many, else each cell's in turn.
+    fn some_cells<T: Bits, U: Bits>(
+        &self,
+        xs: &[T],
+        seeds: Option<&[U]>,
+        range: std::ops::Range<usize>,
+        kept: usize,
+    ) -> Option<Vec<U>> {
+        match &self.across {
+            Some(code) => self.across(code, xs, seeds, range, kept),
+            None => self.cells(xs, seeds, range, kept),
+        }
+    }
+
     /// Every cell's loop (the cells shared among the threads when the
     /// steps are many), laid out as one buffer.
     fn all<'p, T: Bits, U: Plain>(
@@ -2076,15 +2261,18 @@ impl Loop {
         let steps = outer.saturating_mul(self.items);
         let threads = crate::threads().min(outer);
         if threads < 2 || steps < PARALLEL_STEPS {
-            return self.cells(xs, seeds, 0..outer, kept);
+            return self.some_cells(xs, seeds, 0..outer, kept);
         }
-        let per = outer.div_ceil(threads * 4);
+        let mut per = outer.div_ceil(threads * 4);
+        if self.across.is_some() {
+            per = per.next_multiple_of(BLOCK);
+        }
         let parts: Vec<(usize, std::sync::Mutex<Option<Vec<U>>>)> = (0..outer)
             .step_by(per)
             .map(|s| (s, std::sync::Mutex::new(None)))
             .collect();
         let ok = crate::in_parallel(parts.iter().collect(), threads, |(s, slot)| {
-            let r = self.cells(xs, seeds, *s..(*s + per).min(outer), kept);
+            let r = self.some_cells(xs, seeds, *s..(*s + per).min(outer), kept);
             let done = r.is_some();
             if let Ok(mut slot) = slot.lock() {
                 *slot = r;
@@ -2291,6 +2479,161 @@ impl<'p> Interpreter {
         })
     }
 
+    /// `(iterate times step x)` for every cell `x` of `xs` (its cells of
+    /// shape `cell`), the cells in lanes: the step compiled once into a
+    /// straight program, its registers lanes over a block of cells, each
+    /// step one pass of the program over the block (every cell takes
+    /// `times` steps, so no cell waits on another). A step that reads the
+    /// batch's variables (a closure made inside the batch) runs over the
+    /// batch's cells, each variable's cell an input lane. Used over more
+    /// than `MAX_CELLS` cells or for a step reading the batch; `None`
+    /// when it does not apply or a step faults (the loop then runs as
+    /// written, which reports the error where the reference meets it).
+    pub(crate) fn iterate_across(
+        &mut self,
+        times: u64,
+        step: &Fun<'p>,
+        xs: &Batched<'p>,
+        cell: &[usize],
+    ) -> Try<Batched<'p>> {
+        if self.reference_only || !matches!(step, Fun::Lambda { .. }) {
+            return None;
+        }
+        let reads = step.reads_batch();
+        let nb = if reads { self.batch.len().max(xs.nb) } else { xs.nb };
+        let xs = self.expand(xs, nb)?.densify()?;
+        let outer_axes = xs.v.shape.len().checked_sub(cell.len())?;
+        if outer_axes < nb {
+            return None;
+        }
+        let outer_shape = xs.v.shape.get(..outer_axes)?.to_vec();
+        let n = atoms_in(&outer_shape);
+        if n == 0 || (n <= MAX_CELLS && !reads) {
+            return None;
+        }
+        let mut c = Compiler::new(self);
+        c.lane_vars = Some(Vec::new());
+        let x = match &xs.v.data {
+            Data::Records(r) if cell.is_empty() => c.record(r, 0, &mut |c, _, _| c.reg())?,
+            d => c.fresh_cell(kind_of(d)?, cell.to_vec())?,
+        };
+        let regs = flat(&x)?;
+        let size = regs.len();
+        if size == 0 || size > MAX_ATOMS {
+            return None;
+        }
+        let f = c.function(step)?;
+        let r = c.call(f, vec![x.clone()], Span::default())?;
+        let mut result = c.conform(&x, r)?;
+        for r in result.iter_mut() {
+            if regs.contains(r) {
+                let d = c.reg()?;
+                c.emit(Ins::Move(d, *r))?;
+                *r = d;
+            }
+        }
+        for (&d, &r) in regs.iter().zip(&result) {
+            c.emit(Ins::Move(d, r))?;
+        }
+        let lane_vars = c.lane_vars.take()?;
+        let program = Program {
+            code: c.code,
+            init: c.init,
+            exts: c.exts,
+        };
+        let code = across_code(&program)?;
+        // The batch's variables, each laid out a cell per cell of `xs`.
+        let mut inputs = vec![(regs.clone(), Data::Int(Vec::new().into()))];
+        for (b, r) in lane_vars {
+            let own = b.own().to_vec();
+            let shape: Vec<usize> = outer_shape.iter().chain(&own).copied().collect();
+            let laid = b.laid_over(own.len(), nb, outer_axes, &shape)?;
+            inputs.push((r, plain(&laid.data)?));
+        }
+        let mut bits = crate::kernel::buffer(n.checked_mul(size)?).ok()?;
+        match &xs.v.data {
+            Data::Records(r) => {
+                for o in 0..n {
+                    record_bits(r, o, &mut bits)?;
+                }
+            }
+            d => {
+                for k in 0..n * size {
+                    bits.push(bits_at(d, k)?);
+                }
+            }
+        }
+        if let Some(fuel) = &mut self.fuel {
+            *fuel = fuel.checked_sub((n as u64).saturating_mul(times))?;
+        }
+        let run = |range: std::ops::Range<usize>| -> Option<Vec<u64>> {
+            let mut lanes = register_lanes(&program);
+            let mut out = crate::kernel::buffer(range.len() * size).ok()?;
+            let mut start = range.start;
+            while start < range.end {
+                let m = BLOCK.min(range.end - start);
+                for (k, &r) in regs.iter().enumerate() {
+                    let lane = lanes.get_mut(r as usize)?.get_mut(..m)?;
+                    for (j, l) in lane.iter_mut().enumerate() {
+                        *l = *bits.get((start + j) * size + k)?;
+                    }
+                }
+                for (r, data) in inputs.iter().skip(1) {
+                    let w = r.len();
+                    for (k, &r) in r.iter().enumerate() {
+                        let lane = lanes.get_mut(r as usize)?.get_mut(..m)?;
+                        for (j, l) in lane.iter_mut().enumerate() {
+                            *l = bits_at(data, (start + j) * w + k)?;
+                        }
+                    }
+                }
+                for _ in 0..times {
+                    run_lanes(&code, &program.exts, &mut lanes, m)?;
+                }
+                for j in 0..m {
+                    for &r in &regs {
+                        out.push(*lanes.get(r as usize)?.get(j)?);
+                    }
+                }
+                start += m;
+            }
+            Some(out)
+        };
+        let threads = crate::threads().min(n.div_ceil(BLOCK));
+        let out = if threads < 2 || n.saturating_mul(times as usize) < PARALLEL_STEPS {
+            run(0..n)?
+        } else {
+            let per = n.div_ceil(threads * 4).next_multiple_of(BLOCK);
+            let parts: Vec<(usize, std::sync::Mutex<Option<Vec<u64>>>)> = (0..n)
+                .step_by(per)
+                .map(|s| (s, std::sync::Mutex::new(None)))
+                .collect();
+            let ok = crate::in_parallel(parts.iter().collect(), threads, |(s, slot)| {
+                let r = run(*s..(*s + per).min(n));
+                let done = r.is_some();
+                if let Ok(mut slot) = slot.lock() {
+                    *slot = r;
+                }
+                done
+            });
+            if !ok {
+                return None;
+            }
+            let mut all = crate::kernel::buffer(n * size).ok()?;
+            for (_, slot) in parts {
+                all.extend(slot.into_inner().ok()??);
+            }
+            all
+        };
+        Some(Batched::dense(
+            Array {
+                shape: xs.v.shape.clone(),
+                data: records_of(&x, &out, n, size, &mut 0)?,
+            },
+            nb,
+        ))
+    }
+
     /// `fold`, `scan` or `iscan` by a lambda whose step works atom by
     /// atom ([`elementwise`]) on an accumulator and items of one cell
     /// shape (a vector of states stepped by a vector of inputs: a scan
@@ -2421,7 +2764,7 @@ impl<'p> Interpreter {
         let size = atoms_in(&item_shape);
         // (An empty cell is a step that reads nothing, but a step all the
         // same, which the reference takes.)
-        if outer == 0 || outer > MAX_CELLS || items == 0 || size == 0 || size > MAX_ATOMS {
+        if outer == 0 || items == 0 || size == 0 || size > MAX_ATOMS {
             return None;
         }
         let xs = plain(&xs.densify()?.v.data)?;
@@ -2483,10 +2826,17 @@ impl<'p> Interpreter {
             init: c.init,
             exts: c.exts,
         };
-        let lanes = Lanes::new(&program, &item, &acc, &result);
+        // Over many cells, the cells in lanes (a straight step only);
+        // over few, each cell's loop in turn, its items in lanes.
+        let (lanes, across) = if outer > MAX_CELLS {
+            (None, Some(across_code(&program)?))
+        } else {
+            (Lanes::new(&program, &item, &acc, &result), None)
+        };
         let looped = Loop {
             program,
             lanes,
+            across,
             acc,
             item,
             result,
