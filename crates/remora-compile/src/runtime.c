@@ -1048,7 +1048,47 @@ static bool rt_grade_small_float(const float *xs, int64_t stride, int64_t n, int
 /* The longest row rt_sort_short sorts on the stack. */
 #define RT_SORT_SHORT 256
 #define RT_ORDERING(T, NAME, KEY)                                            \
+  /* The grade of a short row (a grade lifted over the rows of a matrix: \
+   * the median by f.grade) as rt_sort_short sorts it, each index with its \
+   * atom's key on the stack: stable, so the one permutation the merge    \
+   * sort below gives, with no allocation (two a row before). */          \
+  static void rt_grade_short_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
+    uint64_t key[2][RT_SORT_SHORT];                                          \
+    int64_t at[2][RT_SORT_SHORT];                                            \
+    for (int64_t i = 0; i < n; i++) {                                        \
+      uint64_t k = KEY(xs[i * stride]);                                      \
+      int64_t j = i;                                                         \
+      for (; j % 16 != 0 && key[0][j - 1] > k; j--) {                        \
+        key[0][j] = key[0][j - 1];                                           \
+        at[0][j] = at[0][j - 1];                                             \
+      }                                                                      \
+      key[0][j] = k;                                                         \
+      at[0][j] = i;                                                          \
+    }                                                                        \
+    int from = 0;                                                            \
+    for (int64_t width = 16; width < n; width *= 2, from ^= 1) {             \
+      uint64_t *ks = key[from], *kd = key[from ^ 1];                         \
+      int64_t *vs = at[from], *vd = at[from ^ 1];                            \
+      for (int64_t lo = 0; lo < n; lo += 2 * width) {                        \
+        int64_t mid = lo + width < n ? lo + width : n;                       \
+        int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;                \
+        int64_t i = lo, j = mid, k = lo;                                     \
+        while (i < mid && j < hi) {                                          \
+          bool right = ks[j] < ks[i];                                        \
+          kd[k] = right ? ks[j] : ks[i];                                     \
+          vd[k++] = right ? vs[j++] : vs[i++];                               \
+        }                                                                    \
+        for (; i < mid; i++, k++) kd[k] = ks[i], vd[k] = vs[i];              \
+        for (; j < hi; j++, k++) kd[k] = ks[j], vd[k] = vs[j];               \
+      }                                                                      \
+    }                                                                        \
+    memcpy(out, at[from], (size_t)n * sizeof *out);                          \
+  }                                                                          \
   static void rt_grade_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
+    if (n <= RT_SORT_SHORT) {                                                \
+      rt_grade_short_##NAME(xs, stride, n, out);                             \
+      return;                                                                \
+    }                                                                        \
     if (rt_grade_small_##NAME(xs, stride, n, out)) return;                   \
     uint64_t *keys = rt_alloc(n, sizeof *keys);                              \
     for (int64_t i = 0; i < n; i++) keys[i] = KEY(xs[i * stride]);           \
@@ -2097,12 +2137,21 @@ static inline double rt_exp_core(float x) {
   double p = fma(r * r, rt_horner(rt_exp_q, 9, r), r);
   return (1.0 + p) * scale;
 }
-/* 2^t, exact for an integral t. */
+/* 2^t, exact for an integral t. The table's index is taken from t
+ * unclamped (the same index wherever t is in the clamp's range; outside
+ * it the clamped value, 2^130 or 2^-160, is selected at the end): with
+ * the index of the clamped t, GCC 12 threads the clamp's paths, the
+ * table's load becomes a masked gather ("unsupported masked emulated
+ * gather") and the loop around does not vectorise (a float power 3-4x
+ * slower). The same bits. */
 static inline double rt_exp2_core(double t) {
   double r, scale;
   double kt = rt_exp2_reduce(t, &r);
-  uint64_t j = rt_exp2_index(kt, &scale);
-  return rt_exp_finish(rt_exp2[j], r, scale);
+  (void)rt_exp2_index(kt, &scale);
+  double scale_unused;
+  uint64_t j = rt_exp2_index(t * (double)RT_N + RT_SHIFT, &scale_unused);
+  double v = rt_exp_finish(rt_exp2[j], r, scale);
+  return t > 130.0 ? 0x1p130 : t < -160.0 ? 0x1p-160 : v;
 }
 /* x = 2^e z, z in pow's log's subinterval *i of centre c, x a positive
  * normal double with 24 significant bits: e, and ln(z/c) in *q. */
