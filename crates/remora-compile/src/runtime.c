@@ -1048,7 +1048,47 @@ static bool rt_grade_small_float(const float *xs, int64_t stride, int64_t n, int
 /* The longest row rt_sort_short sorts on the stack. */
 #define RT_SORT_SHORT 256
 #define RT_ORDERING(T, NAME, KEY)                                            \
+  /* The grade of a short row (a grade lifted over the rows of a matrix: \
+   * the median by f.grade) as rt_sort_short sorts it, each index with its \
+   * atom's key on the stack: stable, so the one permutation the merge    \
+   * sort below gives, with no allocation (two a row before). */          \
+  static void rt_grade_short_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
+    uint64_t key[2][RT_SORT_SHORT];                                          \
+    int64_t at[2][RT_SORT_SHORT];                                            \
+    for (int64_t i = 0; i < n; i++) {                                        \
+      uint64_t k = KEY(xs[i * stride]);                                      \
+      int64_t j = i;                                                         \
+      for (; j % 16 != 0 && key[0][j - 1] > k; j--) {                        \
+        key[0][j] = key[0][j - 1];                                           \
+        at[0][j] = at[0][j - 1];                                             \
+      }                                                                      \
+      key[0][j] = k;                                                         \
+      at[0][j] = i;                                                          \
+    }                                                                        \
+    int from = 0;                                                            \
+    for (int64_t width = 16; width < n; width *= 2, from ^= 1) {             \
+      uint64_t *ks = key[from], *kd = key[from ^ 1];                         \
+      int64_t *vs = at[from], *vd = at[from ^ 1];                            \
+      for (int64_t lo = 0; lo < n; lo += 2 * width) {                        \
+        int64_t mid = lo + width < n ? lo + width : n;                       \
+        int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;                \
+        int64_t i = lo, j = mid, k = lo;                                     \
+        while (i < mid && j < hi) {                                          \
+          bool right = ks[j] < ks[i];                                        \
+          kd[k] = right ? ks[j] : ks[i];                                     \
+          vd[k++] = right ? vs[j++] : vs[i++];                               \
+        }                                                                    \
+        for (; i < mid; i++, k++) kd[k] = ks[i], vd[k] = vs[i];              \
+        for (; j < hi; j++, k++) kd[k] = ks[j], vd[k] = vs[j];               \
+      }                                                                      \
+    }                                                                        \
+    memcpy(out, at[from], (size_t)n * sizeof *out);                          \
+  }                                                                          \
   static void rt_grade_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
+    if (n <= RT_SORT_SHORT) {                                                \
+      rt_grade_short_##NAME(xs, stride, n, out);                             \
+      return;                                                                \
+    }                                                                        \
     if (rt_grade_small_##NAME(xs, stride, n, out)) return;                   \
     uint64_t *keys = rt_alloc(n, sizeof *keys);                              \
     for (int64_t i = 0; i < n; i++) keys[i] = KEY(xs[i * stride]);           \
@@ -1376,11 +1416,28 @@ typedef float rt_lv4 __attribute__((vector_size(16), aligned(4)));
 #if defined(__clang__) || __GNUC__ >= 12
 #define RT_SHUF8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shufflevector(a, b, i0, i1, i2, i3, i4, i5, i6, i7)
 #define RT_SHUF4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+/* Four floats at lo, then four at hi: two loads into the halves of a
+ * register (the fallback's copy through memory is a store the load cannot
+ * take its value from: ~2.5x the time of a whole float sum by leaves). */
+static inline rt_lv8 rt_lv8_halves(const float *lo, const float *hi) {
+  rt_lv4 a, b;
+  memcpy(&a, lo, sizeof a);
+  memcpy(&b, hi, sizeof b);
+  return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7);
+}
 #else
 typedef int32_t rt_lv8i __attribute__((vector_size(32)));
 typedef int32_t rt_lv4i __attribute__((vector_size(16)));
 #define RT_SHUF8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shuffle(a, b, (rt_lv8i){i0, i1, i2, i3, i4, i5, i6, i7})
 #define RT_SHUF4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (rt_lv4i){i0, i1, i2, i3})
+static inline rt_lv8 rt_lv8_halves(const float *lo, const float *hi) {
+  float two[8];
+  memcpy(two, lo, 4 * sizeof(float));
+  memcpy(two + 4, hi, 4 * sizeof(float));
+  rt_lv8 r;
+  memcpy(&r, two, sizeof r);
+  return r;
+}
 #endif
 /* Item t … t+7 of eight leaves (from p[0] … p[7]) as eight vectors, item
  * t+j of every leaf in c[j]: rows [leaf k | leaf k+4], four items each,
@@ -1388,12 +1445,7 @@ typedef int32_t rt_lv4i __attribute__((vector_size(16)));
 static inline void rt_lv8_tile(const float *const *p, int64_t t, rt_lv8 *c) {
   rt_lv8 r[8];
   for (int h = 0; h < 2; h++) {
-    for (int k = 0; k < 4; k++) {
-      float two[8];
-      memcpy(two, p[k] + t + 4 * h, 4 * sizeof(float));
-      memcpy(two + 4, p[k + 4] + t + 4 * h, 4 * sizeof(float));
-      memcpy(&r[k], two, sizeof r[k]);
-    }
+    for (int k = 0; k < 4; k++) r[k] = rt_lv8_halves(p[k] + t + 4 * h, p[k + 4] + t + 4 * h);
     rt_lv8 u0 = RT_SHUF8(r[0], r[1], 0, 8, 1, 9, 4, 12, 5, 13), u1 = RT_SHUF8(r[0], r[1], 2, 10, 3, 11, 6, 14, 7, 15);
     rt_lv8 u2 = RT_SHUF8(r[2], r[3], 0, 8, 1, 9, 4, 12, 5, 13), u3 = RT_SHUF8(r[2], r[3], 2, 10, 3, 11, 6, 14, 7, 15);
     c[4 * h] = RT_SHUF8(u0, u2, 0, 1, 8, 9, 4, 5, 12, 13);
@@ -1570,25 +1622,28 @@ RT_CT_TILE(rt_ct_tile_cols, RT_CT_MR, 1, ks)
 RT_CT_TILE(rt_ct_tile_rows, RT_CT_MR, rs, 1)
 RT_CT_TILE(rt_ct_tile1, 1, 1, 1)
 
+/* Leaf k0 … k0+kc-1 of b, its panels of columns j_lo … j_hi-1, packed
+ * item-major at leaf (panel j0 at leaf + j0 · kc). */
+static void rt_ct_pack_leaf(const rt_ct_job *j, int64_t k0, int64_t kc, int64_t j_lo, int64_t j_hi, float *leaf) {
+  for (int64_t j0 = j_lo; j0 < j_hi; j0 += RT_CT_NR) {
+    float *panel = leaf + j0 * kc;
+    int64_t nr = j->n - j0 < RT_CT_NR ? j->n - j0 : RT_CT_NR;
+    for (int64_t kk = 0; kk < kc; kk++) {
+      const float *src = j->b + (k0 + kk) * j->bs_p + j0 * j->bs_j;
+      float *dst = panel + kk * RT_CT_NR;
+      if (j->bs_j == 1)
+        for (int64_t x = 0; x < nr; x++) dst[x] = src[x];
+      else
+        for (int64_t x = 0; x < nr; x++) dst[x] = src[x * j->bs_j];
+      for (int64_t x = nr; x < RT_CT_NR; x++) dst[x] = 0.0f;
+    }
+  }
+}
 static void rt_ct_pack_b(void *raw, int64_t lo, int64_t hi) {
   const rt_ct_job *j = raw;
-  float *bpack = (float *)j->bpack;
   for (int64_t t = lo; t < hi; t++) {
     int64_t k0 = j->bounds[t], kc = j->bounds[t + 1] - k0;
-    float *leaf = bpack + k0 * j->npad;
-    for (int64_t j0 = 0; j0 < j->npad; j0 += RT_CT_NR) {
-      float *panel = leaf + j0 * kc;
-      int64_t nr = j->n - j0 < RT_CT_NR ? j->n - j0 : RT_CT_NR;
-      for (int64_t kk = 0; kk < kc; kk++) {
-        const float *src = j->b + (k0 + kk) * j->bs_p + j0 * j->bs_j;
-        float *dst = panel + kk * RT_CT_NR;
-        if (j->bs_j == 1)
-          for (int64_t x = 0; x < nr; x++) dst[x] = src[x];
-        else
-          for (int64_t x = 0; x < nr; x++) dst[x] = src[x * j->bs_j];
-        for (int64_t x = nr; x < RT_CT_NR; x++) dst[x] = 0.0f;
-      }
-    }
+    rt_ct_pack_leaf(j, k0, kc, 0, j->npad, (float *)j->bpack + k0 * j->npad);
   }
 }
 
@@ -1694,6 +1749,82 @@ static void rt_ct_band(void *raw, int64_t lo, int64_t hi) {
   }
   rt_free(apack);
   rt_free(stack_mem);
+}
+
+/* Where a contraction's bands and chunks are fewer work items than
+ * threads (few rows and columns, a long axis: the covariance of 16
+ * variables over 500,000 observations is one band of one chunk), its
+ * leaves are split among the threads: each (leaf, band and chunk) a
+ * work item, the leaf's sums (from its first product, as rt_ct_band sums
+ * a leaf) into its own m × n block of `sums`; then this thread combines
+ * the leaves' sums as the postorder program says. The same additions in
+ * the same order: the same bits on any number of threads. A window of
+ * leaves at a time, at most RT_CT_SPLIT floats of sums. */
+#define RT_CT_SPLIT (1 << 22)
+typedef struct {
+  const rt_ct_job *j;
+  int64_t t0, items;
+  float *sums;
+} rt_ct_split_job;
+static void rt_ct_split_task(void *raw, int64_t lo, int64_t hi) {
+  const rt_ct_split_job *s = raw;
+  const rt_ct_job *j = s->j;
+  /* (b not packed ahead: each work item packs its leaf's panels of its
+   * chunks of columns here, while they are in the cache) */
+  float *local = j->bpack == NULL ? rt_alloc(RT_CT_LEAF * j->npad, sizeof(float)) : NULL;
+  for (int64_t u = lo; u < hi; u++) {
+    int64_t t = s->t0 + u / s->items, w = u % s->items;
+    int64_t k0 = j->bounds[t], kc = j->bounds[t + 1] - k0;
+    int64_t bounds[2] = {0, kc}, pops[1] = {0};
+    rt_ct_job leaf = *j;
+    leaf.a = j->a + k0 * j->as_p;
+    leaf.b = j->b + k0 * j->bs_p;
+    leaf.k = kc;
+    if (local != NULL) {
+      int64_t group = w % j->groups, c0 = group * j->per * RT_CT_CW, c1 = c0 + j->per * RT_CT_CW;
+      rt_ct_pack_leaf(j, k0, kc, c0, c1 < j->npad ? c1 : j->npad, local);
+      leaf.bpack = local;
+    } else {
+      leaf.bpack = j->bpack + k0 * j->npad;
+    }
+    leaf.bounds = bounds, leaf.pops = pops, leaf.leaves = 1, leaf.depth = 1;
+    leaf.from_seed = 0, leaf.has_seed = 0;
+    leaf.c = s->sums + u / s->items * j->m * j->n;
+    leaf.cs_i = j->n, leaf.cs_j = 1;
+    rt_ct_band(&leaf, w, w + 1);
+  }
+  rt_free(local);
+}
+static void rt_ct_split(const rt_ct_job *j, int64_t items, uint64_t cost) {
+  int64_t mn = j->m * j->n, window = RT_CT_SPLIT / mn;
+  if (window < 1) window = 1;
+  if (window > j->leaves) window = j->leaves;
+  float *sums = rt_alloc(window * mn, sizeof(float));
+  float *held = rt_alloc(j->depth * mn, sizeof(float));
+  int64_t sp = 0;
+  for (int64_t t0 = 0; t0 < j->leaves; t0 += window) {
+    int64_t count = j->leaves - t0 < window ? j->leaves - t0 : window;
+    rt_ct_split_job s = {j, t0, items, sums};
+    rt_parallel_for(count * items, cost, rt_ct_split_task, &s);
+    for (int64_t u = 0; u < count; u++) {
+      int64_t pops = j->pops[t0 + u];
+      float *v = sums + u * mn;
+      for (int64_t q = 0; q < pops; q++) {
+        const float *below = held + (sp - 1 - q) * mn;
+        for (int64_t x = 0; x < mn; x++) v[x] = below[x] + v[x];
+      }
+      memcpy(held + (sp - pops) * mn, v, (size_t)mn * sizeof(float));
+      sp = sp - pops + 1;
+    }
+  }
+  /* The total, the seed added first. */
+  for (int64_t i = 0; i < j->m; i++)
+    for (int64_t x = 0; x < j->n; x++) {
+      float v = held[i * j->n + x];
+      j->c[i * j->cs_i + x * j->cs_j] = j->has_seed ? j->seed + v : v;
+    }
+  rt_free(sums);
+  rt_free(held);
 }
 
 /* A matrix times a vector (n = 1): no packing, the sums of RT_CT_ROWS
@@ -1830,16 +1961,28 @@ static void rt_contract_f32(const float *a, int64_t as_i, int64_t as_p, const fl
     return;
   }
   int64_t npad = (n + RT_CT_NR - 1) / RT_CT_NR * RT_CT_NR;
-  float *bpack = rt_alloc(k * npad, sizeof *bpack);
+  /* b already as the packed layout (one panel of RT_CT_NR columns, each
+   * item's a row of them: x @ w for a w of 16 columns, xᵀ·x of 16
+   * variables) is read in place. */
+  bool b_packed = n == RT_CT_NR && bs_j == 1 && bs_p == RT_CT_NR;
   /* Work items: a band and all its chunks where there are bands enough
-   * for every thread, else a band and one chunk. */
+   * for every thread, else a band and one chunk. Fewer than the threads:
+   * the leaves split among them (rt_ct_split), each packing its own
+   * leaf's part of b (not all of b ahead) where a leaf's is small. */
   int64_t bands = (m + RT_CT_MC - 1) / RT_CT_MC, chunks = (npad + RT_CT_CW - 1) / RT_CT_CW;
   int64_t per = bands >= 4 * (int64_t)rt_threads ? chunks : 1, groups = (chunks + per - 1) / per;
-  rt_ct_job j = {a, b, as_i, as_p, bs_j, bs_p, m, n, k, npad, c, cs_i, cs_j, bpack, bounds, pops, leaves, depth,
-                 groups, per, from_seed, has_seed != 0, seed};
-  rt_parallel_for(leaves, (uint64_t)(bounds[1] - bounds[0]) * (uint64_t)npad + 1, rt_ct_pack_b, &j);
+  bool split = leaves > 1 && rt_threads > 1 && !rt_inside && bands * groups < rt_threads &&
+               (uint64_t)m * (uint64_t)npad * (uint64_t)k >= (1u << 20);
+  bool ahead = !b_packed && !(split && RT_CT_LEAF * npad <= (1 << 20));
+  float *bpack = ahead ? rt_alloc(k * npad, sizeof *bpack) : NULL;
+  rt_ct_job j = {a, b, as_i, as_p, bs_j, bs_p, m, n, k, npad, c, cs_i, cs_j, b_packed ? b : bpack, bounds, pops,
+                 leaves, depth, groups, per, from_seed, has_seed != 0, seed};
+  if (ahead) rt_parallel_for(leaves, (uint64_t)(bounds[1] - bounds[0]) * (uint64_t)npad + 1, rt_ct_pack_b, &j);
   int64_t rows = m < RT_CT_MC ? m : RT_CT_MC, cols = per * RT_CT_CW < npad ? per * RT_CT_CW : npad;
-  rt_parallel_for(bands * groups, (uint64_t)rows * (uint64_t)cols * (uint64_t)k + 1, rt_ct_band, &j);
+  if (split)
+    rt_ct_split(&j, bands * groups, (uint64_t)rows * (uint64_t)cols * (uint64_t)RT_CT_LEAF + 1);
+  else
+    rt_parallel_for(bands * groups, (uint64_t)rows * (uint64_t)cols * (uint64_t)k + 1, rt_ct_band, &j);
   rt_free(bpack);
   rt_free(bounds);
   rt_free(pops);
@@ -2097,12 +2240,21 @@ static inline double rt_exp_core(float x) {
   double p = fma(r * r, rt_horner(rt_exp_q, 9, r), r);
   return (1.0 + p) * scale;
 }
-/* 2^t, exact for an integral t. */
+/* 2^t, exact for an integral t. The table's index is taken from t
+ * unclamped (the same index wherever t is in the clamp's range; outside
+ * it the clamped value, 2^130 or 2^-160, is selected at the end): with
+ * the index of the clamped t, GCC 12 threads the clamp's paths, the
+ * table's load becomes a masked gather ("unsupported masked emulated
+ * gather") and the loop around does not vectorise (a float power 3-4x
+ * slower). The same bits. */
 static inline double rt_exp2_core(double t) {
   double r, scale;
   double kt = rt_exp2_reduce(t, &r);
-  uint64_t j = rt_exp2_index(kt, &scale);
-  return rt_exp_finish(rt_exp2[j], r, scale);
+  (void)rt_exp2_index(kt, &scale);
+  double scale_unused;
+  uint64_t j = rt_exp2_index(t * (double)RT_N + RT_SHIFT, &scale_unused);
+  double v = rt_exp_finish(rt_exp2[j], r, scale);
+  return t > 130.0 ? 0x1p130 : t < -160.0 ? 0x1p-160 : v;
 }
 /* x = 2^e z, z in pow's log's subinterval *i of centre c, x a positive
  * normal double with 24 significant bits: e, and ln(z/c) in *q. */

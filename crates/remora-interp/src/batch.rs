@@ -559,7 +559,7 @@ impl<'p> Interpreter {
         let lambda_application = matches!(&value.kind, TExprKind::App { func, .. } if matches!(func.kind, TExprKind::Var(_) | TExprKind::Array { .. }));
         if self.reference_only
             || !(makes_view(value) || lambda_application)
-            || crate::partition::reads(body, var).is_none_or(|n| n > 2)
+            || crate::partition::reads_but(body, var, |x| selection_of(x, var)).is_none_or(|n| n > 2)
         {
             return Ok(None);
         }
@@ -1174,6 +1174,14 @@ impl<'p> Interpreter {
                     if let Some(v) = crate::strided::rotate_view(xs, acell, k, &self.batch) =>
                 {
                     Some(v)
+                }
+                // One shift for the whole batch (a constant): given as it
+                // is, not laid out once per position.
+                [(xs, acell), (k, kcell)] if xs.nb > 0 && k.nb == 0 && k.v.shape.is_empty() => {
+                    let xs = self.expand(xs, xs.nb)?.densify()?;
+                    let args = [(xs.v, acell.clone()), (k.densify()?.v, kcell.clone())];
+                    let r = intrinsics::rotate_framed(&args, Span::default()).ok()?;
+                    Some(Batched::dense(r, xs.nb))
                 }
                 _ => self.framed(&all, |args| intrinsics::rotate_framed(args, Span::default()).ok()),
             },
@@ -2958,6 +2966,43 @@ pub(crate) fn makes_view(e: &TExpr) -> bool {
         applied_intrinsic(e).0,
         Some("transpose2d" | "windows" | "replicate" | "transpose")
     )
+}
+
+/// For `e` an item selection from `var` at the top of its cells that
+/// `items_batched` makes a view of (`(nth var 0)`, `(head var)`, `(take k
+/// var)` …, an index a literal scalar): the expressions it reads besides
+/// `var` (none: the literal), else `None`. A `let` bound to a view may be
+/// read by any number of these, as none lays the view out.
+fn selection_of(e: &TExpr, var: VarId) -> Option<Vec<&TExpr>> {
+    let TExprKind::App { func, arg, .. } = &e.kind else {
+        return None;
+    };
+    let is_var = |x: &TExpr| matches!(x.kind, TExprKind::Var(v) if v == var);
+    let intrinsic = |mut x: &TExpr| loop {
+        match &x.kind {
+            TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => x = func,
+            TExprKind::Intrinsic(name) => break Some(*name),
+            _ => break None,
+        }
+    };
+    let literal_index = matches!(&arg.kind, TExprKind::Array { atoms, .. }
+        if atoms.len() == 1 && matches!(atoms[0].kind, TAtomKind::Int(_)));
+    match &func.kind {
+        TExprKind::App { func: f, arg: xs, .. }
+            if literal_index && is_var(xs) && matches!(intrinsic(f), Some("nth" | "index")) =>
+        {
+            Some(Vec::new())
+        }
+        _ if is_var(arg)
+            && matches!(
+                intrinsic(func),
+                Some("head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right")
+            ) =>
+        {
+            Some(Vec::new())
+        }
+        _ => None,
+    }
 }
 
 /// Whether `e` takes leading items of a variable (`tail`, `curtail`,

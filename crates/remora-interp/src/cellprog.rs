@@ -85,10 +85,12 @@ fn plain<F>(d: &Data<F>) -> Option<Data> {
     }
 }
 
+#[inline(always)]
 fn float(r: u64) -> f32 {
     f32::from_bits(r as u32)
 }
 
+#[inline(always)]
 fn float_bits(x: f32) -> u64 {
     u64::from(x.to_bits())
 }
@@ -206,6 +208,7 @@ impl Fast {
     }
 
     /// The operation on two registers' bits (`atom_op`'s for the name).
+    #[inline(always)]
     fn apply(self, a: u64, b: u64) -> u64 {
         match self {
             Fast::FAdd => float_bits(float(a) + float(b)),
@@ -1588,27 +1591,68 @@ impl Lanes {
         out: Option<&mut Vec<U>>,
     ) -> Option<()> {
         if let Some(recs) = &self.native {
-            let m = acc.len();
-            let mut states = match out {
-                Some(_) => vec![0u64; n * m],
-                None => Vec::new(),
-            };
-            for (k, (&a, rec)) in acc.iter().zip(recs).enumerate() {
-                let mut s = *regs.get(a as usize)?;
-                if states.is_empty() {
-                    for i in 0..n {
-                        s = rec.at(s, lanes, i)?;
-                    }
-                } else {
-                    for (i, st) in states.iter_mut().skip(k).step_by(m).enumerate() {
-                        s = rec.at(s, lanes, i)?;
-                        *st = s;
+            // Each recurrence's lanes resolved once for the block, the
+            // states held in locals, every register stepped per item (the
+            // registers' chains overlap), each state written where it is
+            // kept: the same operations in the same order.
+            let arms = recs
+                .iter()
+                .map(|r| r.resolve(lanes, n))
+                .collect::<Option<Vec<_>>>()?;
+            let mut states = acc
+                .iter()
+                .map(|&a| regs.get(a as usize).copied())
+                .collect::<Option<Vec<u64>>>()?;
+            match (arms.as_slice(), states.as_mut_slice(), out) {
+                ([a], [s], Some(out)) => {
+                    let start = out.len();
+                    out.resize(start + n, U::of_bits(0));
+                    for (i, d) in out.get_mut(start..)?.iter_mut().enumerate() {
+                        *s = a.at(*s, i);
+                        *d = U::of_bits(*s);
                     }
                 }
-                *regs.get_mut(a as usize)? = s;
+                ([a, b], [s, t], Some(out)) => {
+                    let start = out.len();
+                    out.resize(start + 2 * n, U::of_bits(0));
+                    let (mut x, mut y) = (*s, *t);
+                    for (i, d) in out.get_mut(start..)?.chunks_exact_mut(2).enumerate() {
+                        x = a.at(x, i);
+                        y = b.at(y, i);
+                        d[0] = U::of_bits(x);
+                        d[1] = U::of_bits(y);
+                    }
+                    (*s, *t) = (x, y);
+                }
+                ([a, b], [s, t], None) => {
+                    let (mut x, mut y) = (*s, *t);
+                    for i in 0..n {
+                        x = a.at(x, i);
+                        y = b.at(y, i);
+                    }
+                    (*s, *t) = (x, y);
+                }
+                (arms, states, Some(out)) => {
+                    let m = arms.len();
+                    let start = out.len();
+                    out.resize(start + n * m, U::of_bits(0));
+                    for (i, d) in out.get_mut(start..)?.chunks_exact_mut(m).enumerate() {
+                        for ((s, a), d) in states.iter_mut().zip(arms).zip(d) {
+                            *s = a.at(*s, i);
+                            *d = U::of_bits(*s);
+                        }
+                    }
+                }
+                (arms, states, None) => {
+                    for i in 0..n {
+                        for (s, a) in states.iter_mut().zip(arms) {
+                            *s = a.at(*s, i);
+                        }
+                    }
+                }
             }
-            if let Some(out) = out {
-                out.extend(states.into_iter().map(U::of_bits));
+            for (&a, s) in acc.iter().zip(states) {
+                *regs.get_mut(a as usize)? = s;
             }
             return Some(());
         }
@@ -1872,22 +1916,54 @@ enum Arm {
 }
 
 impl Arm {
-    fn at(self, s: u64, lanes: &[Vec<u64>], i: usize) -> Option<u64> {
-        let l = |k: usize| lanes.get(k).and_then(|l| l.get(i)).copied();
+    /// The arm over the first `n` items of the lanes.
+    fn resolve(self, lanes: &[Vec<u64>], n: usize) -> Option<Resolved<'_>> {
+        let l = |k: usize| lanes.get(k).and_then(|l| l.get(..n));
         Some(match self {
-            Arm::Keep => s,
-            Arm::Value(k) => l(k)?,
-            Arm::Op(op, left, x) => {
-                let x = l(x)?;
-                if left { op.apply(s, x) } else { op.apply(x, s) }
-            }
-            Arm::Affine(op, left, x, op2, left2, y) => {
-                let x = l(x)?;
-                let t = if left { op.apply(s, x) } else { op.apply(x, s) };
-                let y = l(y)?;
-                if left2 { op2.apply(t, y) } else { op2.apply(y, t) }
-            }
+            Arm::Keep => Resolved::Keep,
+            Arm::Value(k) => Resolved::Value(l(k)?),
+            Arm::Op(op, left, x) => Resolved::Op(op, left, l(x)?),
+            Arm::Affine(op, left, x, op2, left2, y) => Resolved::Affine(op, left, l(x)?, op2, left2, l(y)?),
         })
+    }
+}
+
+/// An arm with its lanes (each as long as the block).
+#[derive(Clone, Copy)]
+enum Resolved<'a> {
+    Keep,
+    Value(&'a [u64]),
+    Op(Fast, bool, &'a [u64]),
+    Affine(Fast, bool, &'a [u64], Fast, bool, &'a [u64]),
+}
+
+impl Resolved<'_> {
+    /// The state after item `i` (below the lanes' length), from `s`.
+    #[inline(always)]
+    fn at(self, s: u64, i: usize) -> u64 {
+        match self {
+            Resolved::Keep => s,
+            Resolved::Value(x) => x[i],
+            Resolved::Op(op, left, x) => {
+                if left {
+                    op.apply(s, x[i])
+                } else {
+                    op.apply(x[i], s)
+                }
+            }
+            Resolved::Affine(op, left, x, op2, left2, y) => {
+                let t = if left {
+                    op.apply(s, x[i])
+                } else {
+                    op.apply(x[i], s)
+                };
+                if left2 {
+                    op2.apply(t, y[i])
+                } else {
+                    op2.apply(y[i], t)
+                }
+            }
+        }
     }
 }
 
@@ -1900,14 +1976,37 @@ enum Recurrence {
 }
 
 impl Recurrence {
-    fn at(self, s: u64, lanes: &[Vec<u64>], i: usize) -> Option<u64> {
+    /// The recurrence over the first `n` items of the lanes.
+    fn resolve(self, lanes: &[Vec<u64>], n: usize) -> Option<ResolvedRec<'_>> {
+        Some(match self {
+            Recurrence::Arm(a) => ResolvedRec::Arm(a.resolve(lanes, n)?),
+            Recurrence::Select(c, yes, no) => ResolvedRec::Select(
+                lanes.get(c)?.get(..n)?,
+                yes.resolve(lanes, n)?,
+                no.resolve(lanes, n)?,
+            ),
+        })
+    }
+}
+
+/// A recurrence with its lanes.
+#[derive(Clone, Copy)]
+enum ResolvedRec<'a> {
+    Arm(Resolved<'a>),
+    Select(&'a [u64], Resolved<'a>, Resolved<'a>),
+}
+
+impl ResolvedRec<'_> {
+    /// The state after item `i` (below the lanes' length), from `s`.
+    #[inline(always)]
+    fn at(self, s: u64, i: usize) -> u64 {
         match self {
-            Recurrence::Arm(a) => a.at(s, lanes, i),
-            Recurrence::Select(c, yes, no) => {
-                if *lanes.get(c)?.get(i)? != 0 {
-                    yes.at(s, lanes, i)
+            ResolvedRec::Arm(a) => a.at(s, i),
+            ResolvedRec::Select(c, yes, no) => {
+                if c[i] != 0 {
+                    yes.at(s, i)
                 } else {
-                    no.at(s, lanes, i)
+                    no.at(s, i)
                 }
             }
         }

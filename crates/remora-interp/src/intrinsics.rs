@@ -855,17 +855,60 @@ pub(crate) fn rotate_framed<'p>(args: &[(Value<'p>, Vec<usize>)], span: Span) ->
         out
     }
     let block = d * cell;
+    // One shift for every cell of a few atoms, each cell its own (a
+    // 3-vector rotated by a constant in a lifted lambda, the constant
+    // replicated over the frame): the same permutation of each cell's
+    // atoms, a loop over cells of a constant size.
+    let d_i = d.max(1) as i64;
+    let alike = match shifts.first() {
+        Some(k) if na == n && shifts.iter().all(|j| j.rem_euclid(d_i) == k.rem_euclid(d_i)) => {
+            Some(usize::try_from(k.rem_euclid(d_i)).unwrap_or(0) * cell)
+        }
+        _ => None,
+    };
     // Records are rotated as one atom each.
-    let data = match a.data.record_atoms() {
-        Data::Int(v) => Data::Int(rotated(&v, n, block, go).into()),
-        Data::Float(v) => Data::Float(rotated(&v, n, block, go).into()),
-        Data::Bool(v) => Data::Bool(rotated(&v, n, block, go).into()),
-        Data::Atoms(v) => Data::Atoms(rotated(&v, n, block, go).into()),
-        Data::Records(_) => return fail(span, "internal error: records not made atoms"),
+    let data = match (a.data.record_atoms(), alike) {
+        (Data::Int(v), Some(split)) if let Some(r) = rotated_alike(&v, n, block, split) => {
+            Data::Int(r.into())
+        }
+        (Data::Float(v), Some(split)) if let Some(r) = rotated_alike(&v, n, block, split) => {
+            Data::Float(r.into())
+        }
+        (Data::Bool(v), Some(split)) if let Some(r) = rotated_alike(&v, n, block, split) => {
+            Data::Bool(r.into())
+        }
+        (Data::Int(v), _) => Data::Int(rotated(&v, n, block, go).into()),
+        (Data::Float(v), _) => Data::Float(rotated(&v, n, block, go).into()),
+        (Data::Bool(v), _) => Data::Bool(rotated(&v, n, block, go).into()),
+        (Data::Atoms(v), _) => Data::Atoms(rotated(&v, n, block, go).into()),
+        (Data::Records(_), _) => return fail(span, "internal error: records not made atoms"),
     };
     Ok(Array {
         shape: principal.into_iter().chain(acell.iter().copied()).collect(),
         data,
+    })
+}
+
+/// The first `n` cells of `block` atoms of `v`, each rotated left by
+/// `split` atoms, for a block of at most 8 atoms (`None`: a longer one,
+/// whose two pieces a cell copy as they lie).
+fn rotated_alike<T: Copy>(v: &[T], n: usize, block: usize, split: usize) -> Option<Vec<T>> {
+    fn cells<T: Copy, const B: usize>(v: &[T], split: usize) -> Vec<T> {
+        let at: [usize; B] = std::array::from_fn(|j| (j + split) % B);
+        let (cells, _) = v.as_chunks::<B>();
+        let out: Vec<[T; B]> = cells.iter().map(|c| std::array::from_fn(|j| c[at[j]])).collect();
+        out.into_flattened()
+    }
+    let v = v.get(..n.checked_mul(block)?)?;
+    Some(match block {
+        2 => cells::<T, 2>(v, split),
+        3 => cells::<T, 3>(v, split),
+        4 => cells::<T, 4>(v, split),
+        5 => cells::<T, 5>(v, split),
+        6 => cells::<T, 6>(v, split),
+        7 => cells::<T, 7>(v, split),
+        8 => cells::<T, 8>(v, split),
+        _ => return None,
     })
 }
 

@@ -151,6 +151,67 @@ fn run<A>(a: &[A], offset: usize, n: usize, step: usize) -> std::iter::StepBy<st
     a[offset.min(end)..end].iter().step_by(step.max(1))
 }
 
+/// A strided run of `n` ≥ 1 atoms from `offset` at a short step `S` (the
+/// channels of interleaved pixels, a coordinate of packed 3-vectors): its
+/// first `n - 1` atoms as the first of whole chunks of `S`, and where the
+/// last atom lies (it may end the buffer, with no whole chunk after it).
+/// A loop over chunks of a constant size unrolls and vectorises, where a
+/// step known only at run time reads one atom at a time.
+fn chunks_of<A, const S: usize>(a: &[A], offset: usize, n: usize) -> (&[[A; S]], usize) {
+    let body = n - 1;
+    (a[offset..offset + body * S].as_chunks::<S>().0, offset + body * S)
+}
+
+/// `$body` with `$s` a constant `$S` when the run-time step `$s` is a short
+/// one ([`chunks_of`]), else `$other`.
+macro_rules! by_short_step {
+    ($s:expr, $S:ident => $body:expr, _ => $other:expr) => {
+        match $s {
+            2 => {
+                const $S: usize = 2;
+                $body
+            }
+            3 => {
+                const $S: usize = 3;
+                $body
+            }
+            4 => {
+                const $S: usize = 4;
+                $body
+            }
+            _ => $other,
+        }
+    };
+}
+
+/// `out` extended by `f` of each atom of a strided run of `a` (a short
+/// step `S`, [`chunks_of`]).
+fn extend_strided<A: Copy, R, const S: usize>(
+    out: &mut Vec<R>,
+    a: &[A],
+    oa: usize,
+    n: usize,
+    f: impl Fn(A) -> R,
+) {
+    let (chunks, last) = chunks_of::<A, S>(a, oa, n);
+    out.extend(chunks.iter().map(|c| f(c[0])));
+    out.push(f(a[last]));
+}
+
+/// `out` extended by `f` of each pair of `n` contiguous atoms of `a` and
+/// a strided run of `b` (a short step `S`).
+fn extend_with_strided<A: Copy, B: Copy, R, const S: usize>(
+    out: &mut Vec<R>,
+    a: &[A],
+    (b, ob): (&[B], usize),
+    n: usize,
+    f: impl Fn(A, B) -> R,
+) {
+    let (chunks, last) = chunks_of::<B, S>(b, ob, n);
+    out.extend(a[..n - 1].iter().zip(chunks).map(|(x, c)| f(*x, c[0])));
+    out.push(f(a[n - 1], b[last]));
+}
+
 /// Why a kernel could not run: an operand's layout reaches outside its
 /// buffer (an interpreter bug, reported rather than panicking).
 pub const OUT_OF_BOUNDS: &str = "internal error: an operand's layout leaves its buffer";
@@ -184,7 +245,8 @@ pub fn map1<A: Copy, R>(
             let x = a[oa];
             out.extend((0..n).map(|_| f(x)));
         }
-        _ => out.extend(run(a, oa, n, sa).map(|x| f(*x))),
+        _ => by_short_step!(sa, S => extend_strided::<A, R, S>(&mut out, a, oa, n, &f),
+            _ => out.extend(run(a, oa, n, sa).map(|x| f(*x)))),
     });
     Ok(out)
 }
@@ -213,11 +275,21 @@ pub fn map2<A: Copy, B: Copy, R>(
         (0, 0) => out.extend((0..n).map(|_| f(a[oa], b[ob]))),
         (0, _) => {
             let x = a[oa];
-            out.extend(run(b, ob, n, sb).map(|y| f(x, *y)));
+            by_short_step!(sb, S => extend_strided::<B, R, S>(&mut out, b, ob, n, |y| f(x, y)),
+                _ => out.extend(run(b, ob, n, sb).map(|y| f(x, *y))))
         }
         (_, 0) => {
             let y = b[ob];
-            out.extend(run(a, oa, n, sa).map(|x| f(*x, y)));
+            by_short_step!(sa, S => extend_strided::<A, R, S>(&mut out, a, oa, n, |x| f(x, y)),
+                _ => out.extend(run(a, oa, n, sa).map(|x| f(*x, y))))
+        }
+        (1, _) => {
+            by_short_step!(sb, S => extend_with_strided::<A, B, R, S>(&mut out, &a[oa..oa + n], (b, ob), n, &f),
+            _ => out.extend(a[oa..oa + n].iter().zip(run(b, ob, n, sb)).map(|(x, y)| f(*x, *y))))
+        }
+        (_, 1) => {
+            by_short_step!(sa, S => extend_with_strided::<B, A, R, S>(&mut out, &b[ob..ob + n], (a, oa), n, |y, x| f(x, y)),
+            _ => out.extend(run(a, oa, n, sa).zip(&b[ob..ob + n]).map(|(x, y)| f(*x, *y))))
         }
         _ => out.extend(run(a, oa, n, sa).zip(run(b, ob, n, sb)).map(|(x, y)| f(*x, *y))),
     });
@@ -263,11 +335,18 @@ pub fn zip_in_place<A: Copy, B: Copy>(
             let y = b[ob];
             a[oa..oa + n].iter_mut().for_each(|x| *x = f(*x, y));
         }
+        _ => by_short_step!(sb, S => {
+            let (chunks, last) = chunks_of::<B, S>(b, ob, n);
+            for (x, c) in a[oa..oa + n - 1].iter_mut().zip(chunks) {
+                *x = f(*x, c[0]);
+            }
+            a[oa + n - 1] = f(a[oa + n - 1], b[last]);
+        },
         _ => {
             for (x, y) in a[oa..oa + n].iter_mut().zip(run(b, ob, n, sb)) {
                 *x = f(*x, *y);
             }
-        }
+        }),
     });
     Ok(())
 }
@@ -844,6 +923,55 @@ pub fn zip_in_place_lanes<A: Copy + Default, B: Copy + Default, const L: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strided_runs_read_what_the_steps_say() {
+        // Every pair of steps (short ones read as chunks), runs ending at
+        // the buffer's end (no whole chunk after the last atom) or not.
+        let rows = 3usize;
+        for n in [1usize, 2, 7, 33] {
+            for sa in 0..6usize {
+                for sb in 0..6usize {
+                    for slack in [0usize, 2] {
+                        let len = |s: usize| rows * n * s.max(1) + slack + 1;
+                        let a: Vec<i64> = (0..len(sa) as i64).collect();
+                        let b: Vec<i64> = (0..len(sb) as i64).map(|x| 1000 * x).collect();
+                        let la = Layout {
+                            offset: slack,
+                            strides: vec![n * sa.max(1), sa],
+                        };
+                        let lb = Layout {
+                            offset: slack,
+                            strides: vec![n * sb.max(1), sb],
+                        };
+                        let at =
+                            |l: &Layout, r: usize, i: usize| l.offset + r * l.strides[0] + i * l.strides[1];
+                        let want: Vec<i64> = (0..rows)
+                            .flat_map(|r| (0..n).map(move |i| (r, i)))
+                            .map(|(r, i)| a[at(&la, r, i)] * 7 + b[at(&lb, r, i)])
+                            .collect();
+                        let shape = [rows, n];
+                        let got = map2(&shape, (&a, &la), (&b, &lb), |x, y| x * 7 + y);
+                        assert_eq!(got, Ok(want), "map2 n {n} steps {sa} {sb}");
+                        let got = map1(&shape, &b, &lb, |y| y + 1);
+                        let want1: Vec<i64> = (0..rows)
+                            .flat_map(|r| (0..n).map(move |i| (r, i)))
+                            .map(|(r, i)| b[at(&lb, r, i)] + 1)
+                            .collect();
+                        assert_eq!(got, Ok(want1), "map1 n {n} step {sb}");
+                        let mut acc: Vec<i64> = (0..(rows * n) as i64).collect();
+                        let done = zip_in_place(&shape, &mut acc, (&b, &lb), |x, y| x * 7 + y);
+                        assert_eq!(done, Ok(()));
+                        let want2: Vec<i64> = (0..rows)
+                            .flat_map(|r| (0..n).map(move |i| (r, i)))
+                            .map(|(r, i)| ((r * n + i) as i64) * 7 + b[at(&lb, r, i)])
+                            .collect();
+                        assert_eq!(acc, want2, "zip_in_place n {n} step {sb}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn float_extremes_keep_what_the_left_fold_keeps() {

@@ -206,6 +206,17 @@ impl<'p> Interpreter {
 /// run many times), or when `e` is too large to look through cheaply (a
 /// `let` asks this of its body: a long chain of them must stay linear).
 pub(crate) fn reads(e: &TExpr, var: VarId) -> Option<usize> {
+    reads_but(e, var, |_| None)
+}
+
+/// [`reads`], not counting the reads that `free` passes over: for an
+/// expression reading `var` in a way that costs nothing, the expressions
+/// inside it still to look through (`Some`), else `None`.
+pub(crate) fn reads_but<'e>(
+    e: &'e TExpr,
+    var: VarId,
+    free: impl Fn(&'e TExpr) -> Option<Vec<&'e TExpr>>,
+) -> Option<usize> {
     const BUDGET: usize = 1 << 12;
     let mut count = 0;
     let mut seen = 0;
@@ -216,6 +227,10 @@ pub(crate) fn reads(e: &TExpr, var: VarId) -> Option<usize> {
         seen += 1;
         if seen > BUDGET {
             return None;
+        }
+        if let Some(rest) = free(x) {
+            stack.extend(rest.into_iter().map(|c| (c, inside)));
+            continue;
         }
         match &x.kind {
             TExprKind::Var(v) if *v == var => {

@@ -102,18 +102,33 @@ fn inside_out(s: &Stmt, names: &mut Vec<String>) -> Option<Vec<Stmt>> {
     if is_zero(&place.coefs[0]) || !is_zero(&place.coefs[1]) {
         return None;
     }
+    // The item's scalars that depend on the item alone (no position, no
+    // load: `(mod p 5)`, `(/ p 5)` of a window's flat item number) read as
+    // variables of their own, each moving with the item, not along it.
+    let mut by_item: Vec<Var> = vec![*k];
+    for s in lets {
+        if let Stmt::Let { var, value, .. } = s {
+            let mut alone = !has_load_in(value);
+            value.each_var(&mut |v| alone &= v != *j && (by_item.contains(&v) || !locals.contains(&v)));
+            if alone {
+                by_item.push(*var);
+            }
+        }
+    }
+    let load_vars: Vec<Var> = std::iter::once(*j).chain(by_item.iter().copied()).collect();
+    let load_locals: Vec<Var> = locals.iter().copied().filter(|v| !by_item.contains(v)).collect();
     // Worth it: some load contiguous along the positions and not along the
     // items, none contiguous along the items that moves with the position.
     let (mut along_j, mut ok) = (false, true);
     for v in &values {
         each_load_in(v, &mut |buf, index| {
-            let Some(a) = affine(index, &vars, &locals) else {
+            let Some(a) = affine(index, &load_vars, &load_locals) else {
                 ok = false;
                 return;
             };
             ok &= buf != *c;
-            let (cj, ck) = (&a.coefs[0], &a.coefs[1]);
-            along_j |= is_one(cj) && !is_one(ck) && !is_zero(ck);
+            let (cj, ck, by_scalars) = (&a.coefs[0], &a.coefs[1], a.coefs[2..].iter().any(|c| !is_zero(c)));
+            along_j |= is_one(cj) && !is_one(ck) && (!is_zero(ck) || by_scalars);
             ok &= !is_one(ck) || is_zero(cj);
         });
     }
@@ -222,6 +237,12 @@ fn substituted(e: &Expr, by: &[(Var, Expr)]) -> Expr {
         Expr::Op { op, args } => Expr::op(op, args.iter().map(|a| substituted(a, by)).collect()),
         _ => e.clone(),
     }
+}
+
+fn has_load_in(e: &Expr) -> bool {
+    let mut any = false;
+    each_load_in(e, &mut |_, _| any = true);
+    any
 }
 
 fn is_zero(e: &Expr) -> bool {
