@@ -18,7 +18,9 @@
 //!   plainly, evaluates the part on the path once, and nothing after it
 //!   reads `x`. A variable that a lambda in its scope reads has no last
 //!   read (a closure may read it at any later time). The search stops,
-//!   finding none, past `BUDGET` nodes (a scope nested thousands deep).
+//!   finding none, past `BUDGET` nodes (a scope nested thousands deep),
+//!   and is not made for a value of fewer than `MOVED_FROM` atoms (a
+//!   copy of it costs less).
 //! * **Whether this evaluation is the plain one** (the *chain*): the
 //!   evaluator moves a value only where every form from the binding down
 //!   to the read ran its plain code, which hands the chain to the part on
@@ -46,7 +48,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 /// The most nodes the search for one variable's last reads visits.
-const BUDGET: usize = 1 << 14;
+const BUDGET: usize = 1 << 12;
+
+/// The fewest atoms a value has for its variable to be bound to move
+/// (copying a smaller one costs less than looking for its last reads).
+const MOVED_FROM: usize = 256;
 
 /// Intrinsics that write a copy of their first argument (the
 /// destination), which they may write over when nothing else holds it.
@@ -224,7 +230,7 @@ impl Interpreter {
         scope: &TExpr,
         chain: u64,
     ) -> Binding<'p> {
-        if self.reference_only || chain == 0 {
+        if self.reference_only || chain == 0 || atoms(&value.data) < MOVED_FROM {
             return Binding::Val(var, value);
         }
         let finals = self
@@ -302,6 +308,14 @@ impl Owned {
             finals: self.finals.clone(),
             chain: self.chain,
         }
+    }
+}
+
+/// How many atoms `d` holds (its records' fields' together).
+fn atoms<F>(d: &Data<F>) -> usize {
+    match d {
+        Data::Records(rs) => rs.fields.iter().map(|f| atoms(&f.data)).sum(),
+        _ => d.len(),
     }
 }
 
