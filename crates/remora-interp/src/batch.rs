@@ -1430,6 +1430,11 @@ impl<'p> Interpreter {
         let (test, step) = (test.densify()?, step.densify()?);
         let nb = xs.nb;
         let frame = xs.own().len().checked_sub(cell.len())?;
+        if nb == 0 && frame == 0 && !captures_batch(&test) && !captures_batch(&step) {
+            // One loop at the top level: the intrinsic's own, whose plain
+            // calls of the step may update the state in place (`moves.rs`).
+            return None;
+        }
         let xs = xs.densify()?;
         let outer: Vec<usize> = xs.v.shape.get(..nb + frame)?.to_vec();
         let n = atoms_in(&outer);
