@@ -468,12 +468,6 @@ impl<'p> Interpreter {
         if let Some(message) = crate::eval::take_fault() {
             return crate::eval::fail(e.span, message);
         }
-        crate::eval::check_starved(e.span)?;
-        let mut f = f;
-        for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
-            let a = self.dense_or_eval(a, arg, env)?;
-            f = self.apply(&f, a, &cell, &app.ty, env, app.span)?;
-        }
-        Ok(Some(f))
+        self.apply_in_turn(f, args, &spine, env, e.span).map(Some)
     }
 }
