@@ -1047,76 +1047,31 @@ static bool rt_grade_small_int(const int64_t *xs, int64_t stride, int64_t n, int
 static bool rt_grade_small_float(const float *xs, int64_t stride, int64_t n, int64_t *out);
 /* The longest row rt_sort_short sorts on the stack. */
 #define RT_SORT_SHORT 256
-#define RT_ORDERING(T, NAME, KEY)                                            \
-  /* The grade of a short row (a grade lifted over the rows of a matrix: \
-   * the median by f.grade) as rt_sort_short sorts it, each index with its \
-   * atom's key on the stack: stable, so the one permutation the merge    \
-   * sort below gives, with no allocation (two a row before). */          \
-  static void rt_grade_short_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
+/* A short row ordered on the stack (RT_ORDERING's rt_grade_short and
+ * rt_sort_short): each atom's key with what the row carries (CARRY, of
+ * type VT: the atom's index i for a grade, the atom v for a sort), runs of
+ * 16 by insertion, then merged pairwise, equal keys taken from the left:
+ * stable, with no allocation and no pass of the threads. */
+#define RT_SHORT_ORDER(T, KEY, FN, VT, CARRY)                                \
+  static void FN(const T *xs, int64_t stride, int64_t n, VT *out) {          \
     uint64_t key[2][RT_SORT_SHORT];                                          \
-    int64_t at[2][RT_SORT_SHORT];                                            \
-    for (int64_t i = 0; i < n; i++) {                                        \
-      uint64_t k = KEY(xs[i * stride]);                                      \
-      int64_t j = i;                                                         \
-      for (; j % 16 != 0 && key[0][j - 1] > k; j--) {                        \
-        key[0][j] = key[0][j - 1];                                           \
-        at[0][j] = at[0][j - 1];                                             \
-      }                                                                      \
-      key[0][j] = k;                                                         \
-      at[0][j] = i;                                                          \
-    }                                                                        \
-    int from = 0;                                                            \
-    for (int64_t width = 16; width < n; width *= 2, from ^= 1) {             \
-      uint64_t *ks = key[from], *kd = key[from ^ 1];                         \
-      int64_t *vs = at[from], *vd = at[from ^ 1];                            \
-      for (int64_t lo = 0; lo < n; lo += 2 * width) {                        \
-        int64_t mid = lo + width < n ? lo + width : n;                       \
-        int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;                \
-        int64_t i = lo, j = mid, k = lo;                                     \
-        while (i < mid && j < hi) {                                          \
-          bool right = ks[j] < ks[i];                                        \
-          kd[k] = right ? ks[j] : ks[i];                                     \
-          vd[k++] = right ? vs[j++] : vs[i++];                               \
-        }                                                                    \
-        for (; i < mid; i++, k++) kd[k] = ks[i], vd[k] = vs[i];              \
-        for (; j < hi; j++, k++) kd[k] = ks[j], vd[k] = vs[j];               \
-      }                                                                      \
-    }                                                                        \
-    memcpy(out, at[from], (size_t)n * sizeof *out);                          \
-  }                                                                          \
-  static void rt_grade_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
-    if (n <= RT_SORT_SHORT) {                                                \
-      rt_grade_short_##NAME(xs, stride, n, out);                             \
-      return;                                                                \
-    }                                                                        \
-    if (rt_grade_small_##NAME(xs, stride, n, out)) return;                   \
-    uint64_t *keys = rt_alloc(n, sizeof *keys);                              \
-    for (int64_t i = 0; i < n; i++) keys[i] = KEY(xs[i * stride]);           \
-    rt_grade_keys(keys, out, n);                                             \
-    rt_free(keys);                                                              \
-  }                                                                          \
-  /* A short row (a sort lifted over the rows of a matrix): each atom with \
-   * its key on the stack, runs of 16 by insertion, then merged pairwise,   \
-   * equal keys taken from the left: stable, as the grade below, with no   \
-   * allocation and no pass of the threads. */                             \
-  static void rt_sort_short_##NAME(const T *xs, int64_t stride, int64_t n, T *out) { \
-    uint64_t key[2][RT_SORT_SHORT];                                          \
-    T val[2][RT_SORT_SHORT];                                                 \
+    VT val[2][RT_SORT_SHORT];                                                \
     for (int64_t i = 0; i < n; i++) {                                        \
       T v = xs[i * stride];                                                  \
       uint64_t k = KEY(v);                                                   \
+      VT c = CARRY;                                                          \
       int64_t j = i;                                                         \
       for (; j % 16 != 0 && key[0][j - 1] > k; j--) {                        \
         key[0][j] = key[0][j - 1];                                           \
         val[0][j] = val[0][j - 1];                                           \
       }                                                                      \
       key[0][j] = k;                                                         \
-      val[0][j] = v;                                                         \
+      val[0][j] = c;                                                         \
     }                                                                        \
     int from = 0;                                                            \
     for (int64_t width = 16; width < n; width *= 2, from ^= 1) {             \
       uint64_t *ks = key[from], *kd = key[from ^ 1];                         \
-      T *vs = val[from], *vd = val[from ^ 1];                                \
+      VT *vs = val[from], *vd = val[from ^ 1];                               \
       for (int64_t lo = 0; lo < n; lo += 2 * width) {                        \
         int64_t mid = lo + width < n ? lo + width : n;                       \
         int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;                \
@@ -1131,7 +1086,28 @@ static bool rt_grade_small_float(const float *xs, int64_t stride, int64_t n, int
       }                                                                      \
     }                                                                        \
     memcpy(out, val[from], (size_t)n * sizeof *out);                         \
+  }
+
+#define RT_ORDERING(T, NAME, KEY)                                            \
+  /* The grade of a short row (a grade lifted over the rows of a matrix: \
+   * the median by f.grade) as rt_sort_short sorts it, each index with its \
+   * atom's key on the stack: stable, so the one permutation the merge    \
+   * sort below gives, with no allocation (two a row before). */          \
+  RT_SHORT_ORDER(T, KEY, rt_grade_short_##NAME, int64_t, i)                  \
+  static void rt_grade_##NAME(const T *xs, int64_t stride, int64_t n, int64_t *out) { \
+    if (n <= RT_SORT_SHORT) {                                                \
+      rt_grade_short_##NAME(xs, stride, n, out);                             \
+      return;                                                                \
+    }                                                                        \
+    if (rt_grade_small_##NAME(xs, stride, n, out)) return;                   \
+    uint64_t *keys = rt_alloc(n, sizeof *keys);                              \
+    for (int64_t i = 0; i < n; i++) keys[i] = KEY(xs[i * stride]);           \
+    rt_grade_keys(keys, out, n);                                             \
+    rt_free(keys);                                                              \
   }                                                                          \
+  /* A short row (a sort lifted over the rows of a matrix) sorted on the  \
+   * stack, stable, as the grade above. */                                 \
+  RT_SHORT_ORDER(T, KEY, rt_sort_short_##NAME, T, v)                         \
   static void rt_sort_##NAME(const T *xs, int64_t stride, int64_t n, T *out) { \
     if (n >= 4096) {                                                         \
       rt_radix_##NAME(xs, stride, n, out);                                   \

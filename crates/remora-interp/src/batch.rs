@@ -482,14 +482,7 @@ impl<'p> Interpreter {
                         let name = p.name;
                         self.note_cell_by_cell(|| format!("`{name}` has no batched rule"));
                     }
-                    // The reference path: one argument at a time.
-                    crate::eval::check_starved(e.span)?;
-                    let mut f = f;
-                    for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
-                        let a = self.dense_or_eval(a, arg, env)?;
-                        f = self.apply(&f, a, &cell, &app.ty, env, app.span)?;
-                    }
-                    return Ok(Some(f));
+                    return self.apply_in_turn(f, args, &spine, env, e.span).map(Some);
                 }
                 _ => return Ok(None),
             },
@@ -504,14 +497,7 @@ impl<'p> Interpreter {
         if let Some(v) = self.apply_lambda_to_views(&fun, args.clone()) {
             return Ok(Some(v));
         }
-        // The reference path: one argument at a time.
-        crate::eval::check_starved(e.span)?;
-        let mut f = f;
-        for ((a, cell), (arg, _, app)) in args.into_iter().zip(&spine) {
-            let a = self.dense_or_eval(a, arg, env)?;
-            f = self.apply(&f, a, &cell, &app.ty, env, app.span)?;
-        }
-        Ok(Some(f))
+        self.apply_in_turn(f, args, &spine, env, e.span).map(Some)
     }
 
     /// An argument as it is evaluated outside any batch, except that a view
@@ -628,6 +614,26 @@ impl<'p> Interpreter {
         let a = self.dense_or_eval(a, arg, env)?;
         let v = self.apply(&f, a, &cell, &value.ty, env, value.span)?;
         Ok(Some(Batched::plain(v)))
+    }
+
+    /// The reference path of a spine `(f a b …)` applied at `span`: `f`
+    /// applied to one argument at a time, each laid out from its view (or
+    /// evaluated again, `dense_or_eval`), at its application's position.
+    pub(crate) fn apply_in_turn<L>(
+        &mut self,
+        f: Value<'p>,
+        args: Vec<(Batched<'p>, Vec<usize>)>,
+        spine: &[(&'p TExpr, L, &'p TExpr)],
+        env: &Env<'p>,
+        span: Span,
+    ) -> crate::eval::Run<Value<'p>> {
+        crate::eval::check_starved(span)?;
+        let mut f = f;
+        for ((a, cell), (arg, _, app)) in args.into_iter().zip(spine) {
+            let a = self.dense_or_eval(a, arg, env)?;
+            f = self.apply(&f, a, &cell, &app.ty, env, app.span)?;
+        }
+        Ok(f)
     }
 
     /// An argument from `eval_view` laid out as an ordinary value (a view
@@ -1430,6 +1436,11 @@ impl<'p> Interpreter {
         let (test, step) = (test.densify()?, step.densify()?);
         let nb = xs.nb;
         let frame = xs.own().len().checked_sub(cell.len())?;
+        if nb == 0 && frame == 0 && !captures_batch(&test) && !captures_batch(&step) {
+            // One loop at the top level: the intrinsic's own, whose plain
+            // calls of the step may update the state in place (`moves.rs`).
+            return None;
+        }
         let xs = xs.densify()?;
         let outer: Vec<usize> = xs.v.shape.get(..nb + frame)?.to_vec();
         let n = atoms_in(&outer);

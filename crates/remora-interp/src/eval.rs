@@ -115,6 +115,10 @@ pub struct EnvNode<'p> {
 #[derive(Debug)]
 pub(crate) enum Binding<'p> {
     Val(VarId, Value<'p>),
+    /// A variable whose value is moved out at its last reads (the
+    /// addresses of those `Var` nodes), so that an update there finds its
+    /// buffer unshared (`moves.rs`); empty once moved, never read again.
+    Owned(VarId, crate::moves::Owned),
     /// A variable of a batched evaluation: its value has `nb` batch axes
     /// first (see `batch`); ordinary evaluation does not see it.
     Batched(VarId, crate::batch::Batched<'p>),
@@ -157,6 +161,7 @@ impl<'p> Env<'p> {
     fn value(&self, v: VarId) -> Option<Value<'p>> {
         self.nodes().find_map(|n| match &n.binding {
             Binding::Val(w, val) if *w == v => Some(val.clone()),
+            Binding::Owned(w, o) if *w == v => o.get(),
             Binding::Graded(w, g) if *w == v => g.order(),
             Binding::Powers(w, p) if *w == v => p.value(),
             Binding::View(w, b) if *w == v => b.densify().map(|b| b.v),
@@ -164,10 +169,35 @@ impl<'p> Env<'p> {
         })
     }
 
+    /// `v`'s value read at the `Var` node at address `at` in chain `chain`:
+    /// moved out of its binding when that is one of its last reads in the
+    /// chain that bound it (`moves.rs`), copied otherwise.
+    fn read(&self, v: VarId, at: usize, chain: u64) -> Option<Value<'p>> {
+        if chain != 0
+            && let Some(Binding::Owned(_, o)) = self.nodes().map(|n| &n.binding).find(|b| match b {
+                Binding::Val(w, _)
+                | Binding::Owned(w, _)
+                | Binding::Batched(w, _)
+                | Binding::Graded(w, _)
+                | Binding::Powers(w, _)
+                | Binding::View(w, _) => *w == v,
+                Binding::Dim(..) | Binding::Shape(..) | Binding::Type(..) => false,
+            })
+            && o.moves_at(at, chain)
+        {
+            return o.take();
+        }
+        self.value(v)
+    }
+
     /// The view that `v` is bound to, if it is one.
     pub(crate) fn view(&self, v: VarId) -> Option<&crate::batch::Batched<'p>> {
         self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _) | Binding::Batched(w, _) | Binding::Graded(w, _) | Binding::Powers(w, _)
+            Binding::Val(w, _)
+            | Binding::Owned(w, _)
+            | Binding::Batched(w, _)
+            | Binding::Graded(w, _)
+            | Binding::Powers(w, _)
                 if *w == v =>
             {
                 Some(None)
@@ -180,7 +210,11 @@ impl<'p> Env<'p> {
     /// The grade not made yet that `v` is bound to, if it is one.
     pub(crate) fn graded(&self, v: VarId) -> Option<&crate::partition::Graded<'p>> {
         self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _) | Binding::Batched(w, _) | Binding::Powers(w, _) if *w == v => Some(None),
+            Binding::Val(w, _) | Binding::Owned(w, _) | Binding::Batched(w, _) | Binding::Powers(w, _)
+                if *w == v =>
+            {
+                Some(None)
+            }
             Binding::Graded(w, g) if *w == v => Some(Some(&**g)),
             _ => None,
         })?
@@ -189,7 +223,11 @@ impl<'p> Env<'p> {
     /// The powers not made yet that `v` is bound to, if it is bound so.
     pub(crate) fn powers(&self, v: VarId) -> Option<&crate::contract::Powers<'p>> {
         self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _) | Binding::Batched(w, _) | Binding::Graded(w, _) | Binding::View(w, _)
+            Binding::Val(w, _)
+            | Binding::Owned(w, _)
+            | Binding::Batched(w, _)
+            | Binding::Graded(w, _)
+            | Binding::View(w, _)
                 if *w == v =>
             {
                 Some(None)
@@ -226,6 +264,7 @@ impl<'p> Env<'p> {
                 Binding::Batched(v, b) => Binding::Batched(*v, f(b)?),
                 Binding::Val(_, val) if closure_inside(val) => return None,
                 Binding::Val(v, val) => Binding::Val(*v, val.clone()),
+                Binding::Owned(v, o) => Binding::Owned(*v, o.share()),
                 Binding::Graded(v, g) => Binding::Graded(*v, g.clone()),
                 Binding::Powers(v, p) => Binding::Powers(*v, p.clone()),
                 Binding::View(v, b) => Binding::View(*v, b.clone()),
@@ -242,7 +281,11 @@ impl<'p> Env<'p> {
     fn is_batched(&self, v: VarId) -> bool {
         self.nodes()
             .find_map(|n| match &n.binding {
-                Binding::Val(w, _) | Binding::Graded(w, _) | Binding::Powers(w, _) | Binding::View(w, _)
+                Binding::Val(w, _)
+                | Binding::Owned(w, _)
+                | Binding::Graded(w, _)
+                | Binding::Powers(w, _)
+                | Binding::View(w, _)
                     if *w == v =>
                 {
                     Some(false)
@@ -263,6 +306,7 @@ impl<'p> Env<'p> {
     pub(crate) fn lookup_batched(&self, v: VarId) -> Option<crate::batch::Batched<'p>> {
         self.nodes().find_map(|n| match &n.binding {
             Binding::Val(w, val) if *w == v => Some(crate::batch::Batched::plain(val.clone())),
+            Binding::Owned(w, o) if *w == v => o.get().map(crate::batch::Batched::plain),
             Binding::Graded(w, g) if *w == v => g.order().map(crate::batch::Batched::plain),
             Binding::Powers(w, p) if *w == v => p.value().map(crate::batch::Batched::plain),
             Binding::View(w, b) if *w == v => Some(b.clone()),
@@ -591,6 +635,14 @@ pub struct Interpreter {
     pub(crate) text_labels: std::collections::HashSet<(u32, u32, u32)>,
     /// The application a batched evaluation is at (for the log).
     pub(crate) at: Span,
+    /// Each variable's last reads in its scope, by the scope's address
+    /// and the variable (`moves.rs`).
+    pub(crate) last_reads: std::collections::HashMap<(usize, VarId), Rc<[usize]>>,
+    /// The expression whose evaluation is next handed the chain, by
+    /// address, and the chain (`moves.rs`; `eval_chained`).
+    pub(crate) expect: (usize, u64),
+    /// The last chain begun (`moves.rs`).
+    pub(crate) chains: u64,
 }
 
 /// A span's file and place (spans compare equal whatever their positions,
@@ -734,6 +786,14 @@ impl<'p> Interpreter {
 
     pub fn eval(&mut self, e: &'p TExpr, env: &Env<'p>) -> Run<Value<'p>> {
         let span = e.span;
+        // The chain this evaluation is part of, if its parent handed it
+        // on (`moves.rs`); 0 if not.
+        let chain = if self.expect.0 == crate::moves::key(e) {
+            self.expect.1
+        } else {
+            0
+        };
+        self.expect = (0, 0);
         if let Some(fuel) = &mut self.fuel {
             if *fuel == 0 {
                 return fail(span, "the evaluation budget is spent");
@@ -766,7 +826,7 @@ impl<'p> Interpreter {
                 v.shape = shape.iter().map(|d| *d as usize).chain(inner).collect();
                 Ok(v)
             }
-            TExprKind::Var(v) => match env.value(*v) {
+            TExprKind::Var(v) => match env.read(*v, crate::moves::key(e), chain) {
                 Some(val) => Ok(val),
                 None => fail(span, "internal error: unbound variable at run time"),
             },
@@ -782,7 +842,10 @@ impl<'p> Interpreter {
                 if text_label(e) && !self.text_labels.contains(&position(span)) {
                     self.text_labels.insert(position(span));
                 }
-                if let Some(v) = self.scalar_fast_path(func, arg, env, span)? {
+                if let Some(v) = self.scalar_fast_path(func, arg, env, span, chain)? {
+                    return Ok(v);
+                }
+                if let Some(v) = self.update(e, env, chain)? {
                     return Ok(v);
                 }
                 if let Some(v) = self.apply_spine(e, env)? {
@@ -831,9 +894,11 @@ impl<'p> Interpreter {
                 if let Some(env) = self.bind_view(*var, value, body, env)? {
                     return self.eval(body, &env);
                 }
-                let v = self.eval(value, env)?;
-                let env = env.with(Binding::Val(*var, v));
-                self.eval(body, &env)
+                // (A `let` not in a chain begins one: its variable's.)
+                let chain = if chain == 0 { self.new_chain() } else { chain };
+                let v = self.eval_chained(value, env, chain)?;
+                let binding = self.binding(*var, v, body, chain);
+                self.eval_chained(body, &env.with(binding), chain)
             }
             TExprKind::Unbox {
                 witness,
@@ -846,6 +911,8 @@ impl<'p> Interpreter {
                 let Data::Atoms(boxes) = &b.data else {
                     return fail(span, "internal error: unbox of something that is not a box");
                 };
+                // (The body of one box evaluated once: in the chain.)
+                let chain = if boxes.len() == 1 { chain } else { 0 };
                 let mut results = Vec::with_capacity(boxes.len());
                 for atom in boxes {
                     let Atom::Box(bx) = atom else {
@@ -861,7 +928,7 @@ impl<'p> Interpreter {
                         inner = inner.bind_index(*binder, &IndexVal::Shape(w.dims()));
                     }
                     let inner = inner.with(Binding::Val(*var, bx.payload.clone()));
-                    results.push(self.eval(body, &inner)?);
+                    results.push(self.eval_chained(body, &inner, chain)?);
                 }
                 self.collect(results, &b.shape, &body.ty, env, span).map_err(|e| RunError {
                     span,
@@ -871,9 +938,9 @@ impl<'p> Interpreter {
                     ),
                 })
             }
-            TExprKind::Record(fields) => self.record(e, fields, env),
+            TExprKind::Record(fields) => self.record(e, fields, env, chain),
             TExprKind::Field { record, field } => {
-                let r = self.eval(record, env)?;
+                let r = self.eval_chained(record, env, chain)?;
                 if let Some(v) = field_of(&r, field) {
                     return Ok(v);
                 }
@@ -906,15 +973,30 @@ impl<'p> Interpreter {
                 match c.data {
                     Data::Bool(b) if b.len() == 1 => {
                         if b[0] {
-                            self.eval(then, env)
+                            self.eval_chained(then, env, chain)
                         } else {
-                            self.eval(otherwise, env)
+                            self.eval_chained(otherwise, env, chain)
                         }
                     }
                     _ => fail(span, "internal error: the condition of `if` is not a Bool"),
                 }
             }
         }
+    }
+
+    /// `e` evaluated as the part of a form on the path of chain `chain`
+    /// (`moves.rs`): handed the chain (none when `chain` is 0).
+    pub(crate) fn eval_chained(&mut self, e: &'p TExpr, env: &Env<'p>, chain: u64) -> Run<Value<'p>> {
+        if chain != 0 {
+            self.expect = (crate::moves::key(e), chain);
+        }
+        self.eval(e, env)
+    }
+
+    /// A chain begun (`moves.rs`): a lambda's call, a `let` not in one.
+    pub(crate) fn new_chain(&mut self) -> u64 {
+        self.chains += 1;
+        self.chains
     }
 
     /// The empty array a literal of type `ty` with no elements stands for.
@@ -979,6 +1061,7 @@ impl<'p> Interpreter {
         arg: &'p TExpr,
         env: &Env<'p>,
         span: Span,
+        chain: u64,
     ) -> Run<Option<Value<'p>>> {
         let (name, first) = match &func.kind {
             TExprKind::Intrinsic(name) if scalar::arity(name) == Some(1) => (*name, None),
@@ -992,9 +1075,9 @@ impl<'p> Interpreter {
         };
         let mut operands: Vec<Value<'p>> = Vec::new();
         if let Some(a) = first {
-            operands.push(self.eval(a, env)?);
+            operands.push(self.eval_chained(a, env, chain)?);
         }
-        operands.push(self.eval(arg, env)?);
+        operands.push(self.eval_chained(arg, env, chain)?);
         let principal = operands
             .iter()
             .map(|o| o.shape.clone())
@@ -1280,8 +1363,9 @@ impl<'p> Interpreter {
     pub fn call(&mut self, fun: &Fun<'p>, arg: Value<'p>, span: Span) -> Run<Value<'p>> {
         match fun {
             Fun::Lambda { param, body, env } => {
-                let env = env.with(Binding::Val(*param, arg));
-                self.eval(body, &env)
+                let chain = self.new_chain();
+                let binding = self.binding(*param, arg, body, chain);
+                self.eval_chained(body, &env.with(binding), chain)
             }
             Fun::Prim(p) => {
                 let mut p = (**p).clone();
@@ -1298,6 +1382,35 @@ impl<'p> Interpreter {
     /// Two arguments, one after the other (a binary operator passed to
     /// `reduce` and friends: a scalar array of one function).
     pub fn call2(&mut self, op: &Value<'p>, x: Value<'p>, y: Value<'p>, span: Span) -> Run<Value<'p>> {
+        // A lambda of two parameters (`(fn ((a …) (b …)) body)`, a lambda
+        // whose body is a lambda literal): both bound at once and the
+        // inner body evaluated, as applying the closure the outer body
+        // makes would, but with no closure holding the first argument, so
+        // that it may be moved out at its last read (`moves.rs`).
+        if !self.reference_only
+            && let Data::Atoms(a) = &op.data
+            && let [Atom::Fun(Fun::Lambda { param, body, env })] = a.as_slice()
+            && let TExprKind::Array { shape, atoms } = &body.kind
+            && shape.is_empty()
+            && let [inner] = atoms.as_slice()
+            && let TAtomKind::Lambda {
+                param: second,
+                body: inner,
+            } = &inner.kind
+        {
+            if let Some(fuel) = &mut self.fuel {
+                // (What evaluating the outer body would have spent.)
+                if *fuel == 0 {
+                    return fail(body.span, "the evaluation budget is spent");
+                }
+                *fuel -= 1;
+            }
+            let chain = self.new_chain();
+            let first = self.binding(*param, x, inner, chain);
+            let env = env.with(first);
+            let second = self.binding(*second, y, inner, chain);
+            return self.eval_chained(inner, &env.with(second), chain);
+        }
         let first = self.call_scalar(op, x, span)?;
         self.call_scalar(&first, y, span)
     }
@@ -1361,7 +1474,13 @@ impl<'p> Interpreter {
     /// A record literal over its frame: one array per field (structure of
     /// arrays, `remora_value::Records`), each field's value replicated
     /// along the frame axes it lacks.
-    fn record(&mut self, e: &'p TExpr, fields: &'p [(String, TExpr)], env: &Env<'p>) -> Run<Value<'p>> {
+    fn record(
+        &mut self,
+        e: &'p TExpr,
+        fields: &'p [(String, TExpr)],
+        env: &Env<'p>,
+        chain: u64,
+    ) -> Run<Value<'p>> {
         let span = e.span;
         let TyAtom::Record(cell_tys) = &e.ty.atom else {
             return fail(span, "internal error: record without a record type");
@@ -1371,7 +1490,7 @@ impl<'p> Interpreter {
         check_size(n, span)?;
         let mut columns = Vec::with_capacity(fields.len());
         for ((name, x), (_, cty)) in fields.iter().zip(cell_tys.iter()) {
-            let v = self.eval(x, env)?;
+            let v = self.eval_chained(x, env, chain)?;
             let cell = self.shape_of(&cty.shape, env, span)?;
             let size = atoms_in(&cell);
             check_size(n.saturating_mul(size), span)?;

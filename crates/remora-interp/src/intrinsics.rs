@@ -174,18 +174,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         "length" => Ok(scalar_value(Data::Int(
             vec![arg(0)?.shape.first().copied().unwrap_or(0) as i64].into(),
         ))),
-        "append" => {
-            let (a, b) = (arg(0)?, arg(1)?);
-            check_size(a.data.len().saturating_add(b.data.len()), span)?;
-            let mut data = a.data.clone();
-            data.append(b.data.clone()).or_else(|m| fail(span, m))?;
-            Ok(Array {
-                shape: std::iter::once(dim(p, 0) + dim(p, 1))
-                    .chain(shape(p, 2))
-                    .collect(),
-                data,
-            })
-        }
+        "append" => append_onto(arg(0)?.clone(), arg(1)?, span),
         "rotate" => {
             let (a, k) = (arg(0)?, int_of(arg(1)?).unwrap_or(0));
             let d = a.shape.first().copied().unwrap_or(0);
@@ -626,30 +615,8 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
             v.shape = a.shape.clone();
             Ok(v)
         }
-        "scatter" => {
-            // Items of the source written over the destination at their
-            // indices, in order (the last write wins); indices outside
-            // [0, $m) are skipped.
-            let (dest, idx, src) = (arg(0)?, arg(1)?, arg(2)?);
-            let m = dim(p, 0);
-            let item: usize = shape(p, 2).iter().product();
-            let Data::Int(idx) = &idx.data else {
-                return fail(span, "scatter: the indices are not Ints");
-            };
-            // One copy of the destination, written item by item.
-            let rows = idx
-                .iter()
-                .enumerate()
-                .filter_map(|(i, &j)| usize::try_from(j).ok().filter(|j| *j < m).map(|j| (i, j)));
-            let mut data = dest.data.clone();
-            if crate::masked::put_rows(&mut data, &src.data, rows, item).is_none() {
-                return fail(span, "internal error: scatter's items do not fit");
-            }
-            Ok(Array {
-                shape: dest.shape.clone(),
-                data,
-            })
-        }
+        // (The destination shared: its buffer copied at the first write.)
+        "scatter" => scatter_onto(arg(0)?.clone(), arg(1)?, arg(2)?, span),
         "hist" => {
             // $m bins, each starting from the neutral element; item i is
             // combined into bin idx[i], in order; other indices are skipped.
@@ -926,6 +893,46 @@ pub(crate) fn boxed_items<'p>(k: usize, cell: &[usize], data: Data<Fun<'p>>) -> 
         })]
         .into(),
     ))
+}
+
+/// `(append a b)` written onto `a`'s buffer: in place when no other value
+/// holds it (grown as a vector grows: `moves.rs`), onto a copy otherwise.
+pub(crate) fn append_onto<'p>(a: Value<'p>, b: &Value<'p>, span: Span) -> Run<Value<'p>> {
+    check_size(a.data.len().saturating_add(b.data.len()), span)?;
+    let rows = a.shape.first().copied().unwrap_or(0) + b.shape.first().copied().unwrap_or(0);
+    let Array { mut shape, mut data } = a;
+    data.append(b.data.clone()).or_else(|m| fail(span, m))?;
+    match shape.first_mut() {
+        Some(d) => *d = rows,
+        None => shape.push(rows),
+    }
+    Ok(Array { shape, data })
+}
+
+/// `(scatter dest idx src)` written onto `dest`'s buffer: in place when no
+/// other value holds it (`moves.rs`), onto a copy made at the first write
+/// otherwise. The items of the source are written at their indices, in
+/// order (the last write wins); indices outside [0, m) are skipped.
+pub(crate) fn scatter_onto<'p>(
+    dest: Value<'p>,
+    idx: &Value<'p>,
+    src: &Value<'p>,
+    span: Span,
+) -> Run<Value<'p>> {
+    let m = dest.shape.first().copied().unwrap_or(0);
+    let item: usize = dest.shape.iter().skip(1).product();
+    let Data::Int(idx) = &idx.data else {
+        return fail(span, "scatter: the indices are not Ints");
+    };
+    let rows = idx
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &j)| usize::try_from(j).ok().filter(|j| *j < m).map(|j| (i, j)));
+    let Array { shape, mut data } = dest;
+    if crate::masked::put_rows(&mut data, &src.data, rows, item).is_none() {
+        return fail(span, "internal error: scatter's items do not fit");
+    }
+    Ok(Array { shape, data })
 }
 
 /// `take*` or `drop*` of an array no other value holds: its own buffer

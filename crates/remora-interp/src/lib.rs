@@ -23,6 +23,7 @@ pub mod kernel;
 mod mapped;
 mod masked;
 mod matmul;
+mod moves;
 mod partition;
 mod positions;
 mod powers;
