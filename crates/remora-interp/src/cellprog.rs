@@ -1383,6 +1383,29 @@ fn map2(out: &mut [u64], a: &[u64], b: &[u64], f: impl Fn(u64, u64) -> u64) {
     }
 }
 
+/// A comparison of two lanes, each operand's bits read by `of`.
+#[inline(always)]
+fn compare_lanes<T: PartialOrd>(c: Cmp, out: &mut [u64], a: &[u64], b: &[u64], of: impl Fn(u64) -> T + Copy) {
+    match c {
+        Cmp::Eq => map2(out, a, b, |x, y| u64::from(of(x) == of(y))),
+        Cmp::Ne => map2(out, a, b, |x, y| u64::from(of(x) != of(y))),
+        Cmp::Lt => map2(out, a, b, |x, y| u64::from(of(x) < of(y))),
+        Cmp::Gt => map2(out, a, b, |x, y| u64::from(of(x) > of(y))),
+        Cmp::Le => map2(out, a, b, |x, y| u64::from(of(x) <= of(y))),
+        Cmp::Ge => map2(out, a, b, |x, y| u64::from(of(x) >= of(y))),
+    }
+}
+
+/// Each lane's atom of `data` at its position `at + skip`, as bits;
+/// `None` past the end.
+#[inline(always)]
+fn load_lanes<T>(out: &mut [u64], at: &[u64], skip: u64, data: &[T], bits: impl Fn(&T) -> u64) -> Option<()> {
+    for (o, &a) in out.iter_mut().zip(at) {
+        *o = bits(data.get(usize::try_from(a.wrapping_add(skip)).ok()?)?);
+    }
+    Some(())
+}
+
 /// A straight program (no jumps, each register written once) split for
 /// running over blocks of items: the instructions that read no carried
 /// register (the accumulator's, nor one computed from it) — the item's
@@ -1716,7 +1739,9 @@ fn run_lanes(code: &[LaneIns], exts: &[Data], lanes: &mut [Vec<u64>], n: usize) 
                         Fast::IAdd => map2(o, a, b, |x, y| Fast::IAdd.apply(x, y)),
                         Fast::ISub => map2(o, a, b, |x, y| Fast::ISub.apply(x, y)),
                         Fast::IMul => map2(o, a, b, |x, y| Fast::IMul.apply(x, y)),
-                        f => map2(o, a, b, |x, y| f.apply(x, y)),
+                        // Each comparison its own loop (no dispatch per lane).
+                        Fast::FCmp(c) => compare_lanes(*c, o, a, b, float),
+                        Fast::ICmp(c) => compare_lanes(*c, o, a, b, |x| x as i64),
                     }
                 }
                 LaneIns::Op2(op, _, a, b) => {
@@ -1724,11 +1749,7 @@ fn run_lanes(code: &[LaneIns], exts: &[Data], lanes: &mut [Vec<u64>], n: usize) 
                     match op {
                         Fff(f) => map2(o, a, b, |x, y| float_bits(f(float(x), float(y)))),
                         Iii(f) => map2(o, a, b, |x, y| f(x as i64, y as i64) as u64),
-                        IiiFaulty(f) => {
-                            for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
-                                *o = f(x as i64, y as i64).ok()? as u64;
-                            }
-                        }
+                        IiiFaulty(f) => crate::scalar::faulty_lanes(*f, o, a, b)?,
                         Ffb(f) => map2(o, a, b, |x, y| u64::from(f(float(x), float(y)))),
                         Iib(f) => map2(o, a, b, |x, y| u64::from(f(x as i64, y as i64))),
                         Bbb(f) => map2(o, a, b, |x, y| u64::from(f(x != 0, y != 0))),
@@ -1787,9 +1808,12 @@ fn run_lanes(code: &[LaneIns], exts: &[Data], lanes: &mut [Vec<u64>], n: usize) 
                     }
                 }
                 LaneIns::Load { ext, at, skip, .. } => {
-                    let data = exts.get(*ext as usize)?;
-                    for (o, &a) in o.iter_mut().zip(l(*at)?) {
-                        *o = bits_at(data, usize::try_from(a + skip).ok()?)?;
+                    let at = l(*at)?;
+                    match exts.get(*ext as usize)? {
+                        Data::Int(v) => load_lanes(o, at, *skip, v, |x| *x as u64)?,
+                        Data::Float(v) => load_lanes(o, at, *skip, v, |x| u64::from(x.to_bits()))?,
+                        Data::Bool(v) => load_lanes(o, at, *skip, v, |x| u64::from(*x))?,
+                        _ => return None,
                     }
                 }
             }
@@ -1862,8 +1886,25 @@ fn register_lanes(program: &Program) -> Vec<Vec<u64>> {
     program.init.iter().map(|&b| vec![b; BLOCK]).collect()
 }
 
-/// Lane `from`'s first `n` values copied to lane `to` (`to != from`).
+/// The positions of a cell's atoms, in row-major order, from its start
+/// by `strides` (its axes' steps; the cell's `shape`).
+fn cell_positions(strides: &[usize], shape: &[usize]) -> Vec<usize> {
+    let mut at = vec![0];
+    for (&d, &step) in shape.iter().zip(strides) {
+        at = at
+            .iter()
+            .flat_map(|&a| (0..d).map(move |i| a + i * step))
+            .collect();
+    }
+    at
+}
+
+/// Lane `from`'s first `n` values copied to lane `to` (nothing to do
+/// when they are one lane: a step that returns its accumulator).
 fn copy_lane(lanes: &mut [Vec<u64>], to: usize, from: usize, n: usize) -> Option<()> {
+    if to == from {
+        return Some(());
+    }
     let src = std::mem::take(lanes.get_mut(from)?);
     let r = lanes
         .get_mut(to)
@@ -2600,7 +2641,11 @@ impl<'p> Interpreter {
         }
         let reads = step.reads_batch();
         let nb = if reads { self.batch.len().max(xs.nb) } else { xs.nb };
-        let xs = self.expand(xs, nb)?.densify()?;
+        let xs = self.expand(xs, nb)?;
+        let xs = match xs.v.data {
+            Data::Records(_) => xs.densify()?,
+            _ => xs,
+        };
         let outer_axes = xs.v.shape.len().checked_sub(cell.len())?;
         if outer_axes < nb {
             return None;
@@ -2649,32 +2694,55 @@ impl<'p> Interpreter {
             let laid = b.laid_over(own.len(), nb, outer_axes, &shape)?;
             inputs.push((r, plain(&laid.data)?));
         }
-        let mut bits = crate::kernel::buffer(n.checked_mul(size)?).ok()?;
-        match &xs.v.data {
+        // Where each cell's atoms lie in `xs` (a view: a state that every
+        // cell shares is read from its one copy, never replicated); a
+        // record state densely, a cell after another.
+        let (source, within) = match &xs.v.data {
             Data::Records(r) => {
+                let mut bits = crate::kernel::buffer(n.checked_mul(size)?).ok()?;
                 for o in 0..n {
                     record_bits(r, o, &mut bits)?;
                 }
+                (
+                    Data::Int(bits.into_iter().map(|b| b as i64).collect::<Vec<_>>().into()),
+                    (0..size).collect(),
+                )
             }
-            d => {
-                for k in 0..n * size {
-                    bits.push(bits_at(d, k)?);
-                }
+            d => (plain(d)?, cell_positions(xs.strides.get(outer_axes..)?, cell)),
+        };
+        let records = matches!(xs.v.data, Data::Records(_));
+        let (frame, steps) = (xs.v.shape.get(..outer_axes)?, xs.strides.get(..outer_axes)?);
+        let offset = xs.offset;
+        let cell_at = |o: usize| -> Option<usize> {
+            let mut rest = o;
+            let mut at = offset;
+            for (&d, &step) in frame.iter().zip(steps).rev() {
+                at += (rest % d) * step;
+                rest /= d;
             }
-        }
+            Some(at)
+        };
         if let Some(fuel) = &mut self.fuel {
             *fuel = fuel.checked_sub((n as u64).saturating_mul(times))?;
         }
-        let run = |range: std::ops::Range<usize>| -> Option<Vec<u64>> {
+        // The cells `first ..` of one part, their final states into `out`
+        // (a cell after another).
+        let run = |first: usize, out: &mut [u64]| -> Option<()> {
             let mut lanes = register_lanes(&program);
-            let mut out = crate::kernel::buffer(range.len() * size).ok()?;
-            let mut start = range.start;
-            while start < range.end {
-                let m = BLOCK.min(range.end - start);
-                for (k, &r) in regs.iter().enumerate() {
-                    let lane = lanes.get_mut(r as usize)?.get_mut(..m)?;
-                    for (j, l) in lane.iter_mut().enumerate() {
-                        *l = *bits.get((start + j) * size + k)?;
+            let mut cell_bits = Vec::with_capacity(size);
+            let count = out.len() / size;
+            let mut start = 0;
+            while start < count {
+                let m = BLOCK.min(count - start);
+                for j in 0..m {
+                    let o = first + start + j;
+                    cell_bits.clear();
+                    let at = if records { o * size } else { cell_at(o)? };
+                    for &w in &within {
+                        cell_bits.push(bits_at(&source, at + w)?);
+                    }
+                    for (&r, &b) in regs.iter().zip(&cell_bits) {
+                        *lanes.get_mut(r as usize)?.get_mut(j)? = b;
                     }
                 }
                 for (r, data) in inputs.iter().skip(1) {
@@ -2682,52 +2750,49 @@ impl<'p> Interpreter {
                     for (k, &r) in r.iter().enumerate() {
                         let lane = lanes.get_mut(r as usize)?.get_mut(..m)?;
                         for (j, l) in lane.iter_mut().enumerate() {
-                            *l = bits_at(data, (start + j) * w + k)?;
+                            *l = bits_at(data, (first + start + j) * w + k)?;
                         }
                     }
                 }
                 for _ in 0..times {
                     run_lanes(&code, &program.exts, &mut lanes, m)?;
                 }
-                for j in 0..m {
-                    for &r in &regs {
-                        out.push(*lanes.get(r as usize)?.get(j)?);
+                for (k, &r) in regs.iter().enumerate() {
+                    let lane = lanes.get(r as usize)?.get(..m)?;
+                    for (j, &b) in lane.iter().enumerate() {
+                        *out.get_mut((start + j) * size + k)? = b;
                     }
                 }
                 start += m;
             }
-            Some(out)
+            Some(())
         };
+        let mut all = vec![0u64; n.checked_mul(size)?];
         let threads = crate::threads().min(n.div_ceil(BLOCK));
-        let out = if threads < 2 || n.saturating_mul(times as usize) < PARALLEL_STEPS {
-            run(0..n)?
+        if threads < 2 || n.saturating_mul(times as usize) < PARALLEL_STEPS {
+            run(0, &mut all)?;
         } else {
+            // Parts of whole blocks, each written where its cells go.
             let per = n.div_ceil(threads * 4).next_multiple_of(BLOCK);
-            let parts: Vec<(usize, std::sync::Mutex<Option<Vec<u64>>>)> = (0..n)
-                .step_by(per)
-                .map(|s| (s, std::sync::Mutex::new(None)))
+            let parts: Vec<(usize, &mut [u64])> = all
+                .chunks_mut(per * size)
+                .enumerate()
+                .map(|(k, c)| (k * per, c))
                 .collect();
-            let ok = crate::in_parallel(parts.iter().collect(), threads, |(s, slot)| {
-                let r = run(*s..(*s + per).min(n));
-                let done = r.is_some();
-                if let Ok(mut slot) = slot.lock() {
-                    *slot = r;
-                }
-                done
-            });
-            if !ok {
+            if !crate::in_parallel(parts, threads, |(first, out)| run(first, out).is_some()) {
                 return None;
             }
-            let mut all = crate::kernel::buffer(n * size).ok()?;
-            for (_, slot) in parts {
-                all.extend(slot.into_inner().ok()??);
-            }
-            all
-        };
+        }
         Some(Batched::dense(
             Array {
                 shape: xs.v.shape.clone(),
-                data: records_of(&x, &out, n, size, &mut 0)?,
+                data: match &x {
+                    // One Int array: its lanes' bits are its atoms, kept in place.
+                    CVal::Arr { kind: Kind::Int, .. } => {
+                        Data::Int(all.into_iter().map(|b| b as i64).collect::<Vec<_>>().into())
+                    }
+                    _ => records_of(&x, &all, n, size, &mut 0)?,
+                },
             },
             nb,
         ))

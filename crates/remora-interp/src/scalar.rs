@@ -50,6 +50,68 @@ fn div(a: i64, b: i64) -> Faulty<i64> {
     })
 }
 
+/// A faulting Int operation `f` over lanes of Ints' bits, `a` and `b`
+/// into `out`; `None` when any lane faults. Floor division and modulus,
+/// the common ones (a bisection's midpoint), run as their own loops,
+/// inlined: the faults checked once over the lanes first.
+pub(crate) fn faulty_lanes(
+    f: fn(i64, i64) -> Faulty<i64>,
+    out: &mut [u64],
+    a: &[u64],
+    b: &[u64],
+) -> Option<()> {
+    let total = |a: &[u64], b: &[u64]| {
+        a.iter()
+            .zip(b)
+            .all(|(&x, &y)| y != 0 && !(x as i64 == i64::MIN && y as i64 == -1))
+    };
+    // By one power of two, a shift or a mask (floor division, floor
+    // modulus: the same results).
+    if let Some(&d) = b.first()
+        && (d as i64) > 0
+        && d.is_power_of_two()
+        && b.iter().all(|&y| y == d)
+    {
+        let k = d.trailing_zeros();
+        if std::ptr::fn_addr_eq(f, div as fn(i64, i64) -> Faulty<i64>) {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = ((x as i64) >> k) as u64;
+            }
+            return Some(());
+        }
+        if std::ptr::fn_addr_eq(f, modulo as fn(i64, i64) -> Faulty<i64>) {
+            for (o, &x) in out.iter_mut().zip(a) {
+                *o = x & (d - 1);
+            }
+            return Some(());
+        }
+    }
+    if std::ptr::fn_addr_eq(f, div as fn(i64, i64) -> Faulty<i64>) && total(a, b) {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            let (x, y) = (x as i64, y as i64);
+            let q = x / y;
+            *o = (if (x % y != 0) && ((x < 0) != (y < 0)) {
+                q - 1
+            } else {
+                q
+            }) as u64;
+        }
+        return Some(());
+    }
+    if std::ptr::fn_addr_eq(f, modulo as fn(i64, i64) -> Faulty<i64>) && total(a, b) {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            let (x, y) = (x as i64, y as i64);
+            let r = x.wrapping_rem(y);
+            *o = (if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }) as u64;
+        }
+        return Some(());
+    }
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = f(x as i64, y as i64).ok()? as u64;
+    }
+    Some(())
+}
+
 /// Floor modulus: the sign of the divisor.
 fn modulo(a: i64, b: i64) -> Faulty<i64> {
     if b == 0 {
@@ -596,6 +658,56 @@ fn unary<F>(name: &str, a: &Data<F>, la: &Layout, shape: &[usize]) -> Result<Dat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `faulty_lanes`' own loops (floor division and modulus, by a power
+    /// of two or any divisor) give what the operation gives atom by atom,
+    /// and fault where it faults.
+    #[test]
+    fn faulty_lanes_agree_with_their_operations() {
+        let xs: Vec<i64> = vec![
+            0,
+            1,
+            -1,
+            7,
+            -7,
+            8,
+            -8,
+            9,
+            -9,
+            1023,
+            -1024,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ];
+        let divisors: Vec<i64> = vec![1, 2, 4, 8, 1024, 3, -1, -2, -8, 7, i64::MAX, i64::MIN];
+        for f in [div as fn(i64, i64) -> Faulty<i64>, modulo, power, shift_left] {
+            for &d in &divisors {
+                // Every lane by the same divisor, and by a mixture.
+                for mixed in [false, true] {
+                    let a: Vec<u64> = xs.iter().map(|&x| x as u64).collect();
+                    let b: Vec<u64> = (0..xs.len())
+                        .map(|k| if mixed && k % 3 == 1 { 5 } else { d as u64 })
+                        .collect();
+                    let want: Option<Vec<u64>> = a
+                        .iter()
+                        .zip(&b)
+                        .map(|(&x, &y)| f(x as i64, y as i64).ok().map(|r| r as u64))
+                        .collect();
+                    let mut out = vec![0; a.len()];
+                    let got = faulty_lanes(f, &mut out, &a, &b).map(|()| out);
+                    assert_eq!(got, want, "divisor {d}, mixed {mixed}");
+                }
+            }
+            let (a, b) = (vec![5u64, 6], vec![2u64, 0]);
+            let mut out = vec![0; 2];
+            if !std::ptr::fn_addr_eq(f, power as fn(i64, i64) -> Faulty<i64>)
+                && !std::ptr::fn_addr_eq(f, shift_left as fn(i64, i64) -> Faulty<i64>)
+            {
+                assert!(faulty_lanes(f, &mut out, &a, &b).is_none());
+            }
+        }
+    }
 
     fn int2(name: &str, a: i64, b: i64) -> Result<i64, Fault> {
         let (a, b): (Data, Data) = (Data::Int(vec![a].into()), Data::Int(vec![b].into()));
