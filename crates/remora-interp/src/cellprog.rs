@@ -1190,14 +1190,23 @@ fn records_of<'p>(
     match like {
         CVal::Arr { kind, regs, .. } => {
             let n = regs.len();
-            let words = (0..count).flat_map(|p| {
-                let from = p * stride + *at;
-                bits.get(from..from + n).unwrap_or_default().iter().copied()
-            });
+            fn words<U: Bits>(bits: &[u64], count: usize, stride: usize, at: usize, n: usize) -> Vec<U> {
+                let mut out = Vec::with_capacity(count * n);
+                for p in 0..count {
+                    let from = p * stride + at;
+                    out.extend(
+                        bits.get(from..from + n)
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|&b| U::of_bits(b)),
+                    );
+                }
+                out
+            }
             let data = match kind {
-                Kind::Int => Data::Int(words.map(i64::of_bits).collect::<Vec<_>>().into()),
-                Kind::Float => Data::Float(words.map(f32::of_bits).collect::<Vec<_>>().into()),
-                Kind::Bool => Data::Bool(words.map(bool::of_bits).collect::<Vec<_>>().into()),
+                Kind::Int => Data::Int(words::<i64>(bits, count, stride, *at, n).into()),
+                Kind::Float => Data::Float(words::<f32>(bits, count, stride, *at, n).into()),
+                Kind::Bool => Data::Bool(words::<bool>(bits, count, stride, *at, n).into()),
             };
             *at += n;
             (data.len() == count * n).then_some(data)
@@ -2303,12 +2312,14 @@ impl Loop {
         seeds: Option<&[U]>,
         range: std::ops::Range<usize>,
         kept: usize,
-    ) -> Option<Vec<U>> {
+        out: &mut [U],
+    ) -> Option<()> {
         let (size, acc_size) = (self.item.len(), self.acc.len());
         let cell = self.items * size;
         let per = kept * acc_size;
-        let mut out = crate::kernel::buffer(range.len() * per).ok()?;
-        out.resize(range.len() * per, U::of_bits(0));
+        if out.len() != range.len() * per {
+            return None;
+        }
         let mut lanes = register_lanes(&self.program);
         let first = usize::from(!self.seeded);
         let keep = |lanes: &[Vec<u64>], out: &mut [U], at: usize, n: usize, t: usize| -> Option<()> {
@@ -2336,7 +2347,7 @@ impl Loop {
             let at = start - range.start;
             let mut t = 0;
             if self.scanning {
-                keep(&lanes, &mut out, at, n, t)?;
+                keep(&lanes, out, at, n, t)?;
                 t += 1;
             }
             for i in first..self.items {
@@ -2351,16 +2362,16 @@ impl Loop {
                     copy_lane(&mut lanes, a as usize, r as usize, n)?;
                 }
                 if self.scanning {
-                    keep(&lanes, &mut out, at, n, t)?;
+                    keep(&lanes, out, at, n, t)?;
                     t += 1;
                 }
             }
             if !self.scanning {
-                keep(&lanes, &mut out, at, n, t)?;
+                keep(&lanes, out, at, n, t)?;
             }
             start += n;
         }
-        Some(out)
+        Some(())
     }
 
     /// The loops of cells `range`: in lanes across the cells when the
@@ -2371,10 +2382,18 @@ impl Loop {
         seeds: Option<&[U]>,
         range: std::ops::Range<usize>,
         kept: usize,
-    ) -> Option<Vec<U>> {
+        out: &mut [U],
+    ) -> Option<()> {
         match &self.across {
-            Some(code) => self.across(code, xs, seeds, range, kept),
-            None => self.cells(xs, seeds, range, kept),
+            Some(code) => self.across(code, xs, seeds, range, kept, out),
+            None => {
+                let cells = self.cells(xs, seeds, range, kept)?;
+                if cells.len() != out.len() {
+                    return None;
+                }
+                out.copy_from_slice(&cells);
+                Some(())
+            }
         }
     }
 
@@ -2400,33 +2419,28 @@ impl Loop {
     ) -> Option<Vec<U>> {
         let steps = outer.saturating_mul(self.items);
         let threads = crate::threads().min(outer);
+        let per_cell = kept.checked_mul(self.acc.len())?;
+        // (Zeroed by the allocator: fresh pages, not a pass of stores.)
+        let mut all = vec![U::of_bits(0); outer.checked_mul(per_cell)?];
         if threads < 2 || steps < PARALLEL_STEPS {
-            return self.some_cells(xs, seeds, 0..outer, kept);
+            self.some_cells(xs, seeds, 0..outer, kept, &mut all)?;
+            return Some(all);
         }
         let mut per = outer.div_ceil(threads * 4);
         if self.across.is_some() {
             per = per.next_multiple_of(BLOCK);
         }
-        let parts: Vec<(usize, std::sync::Mutex<Option<Vec<U>>>)> = (0..outer)
-            .step_by(per)
-            .map(|s| (s, std::sync::Mutex::new(None)))
+        // Each part of the cells written where its cells go.
+        let parts: Vec<(usize, &mut [U])> = all
+            .chunks_mut(per * per_cell)
+            .enumerate()
+            .map(|(k, c)| (k * per, c))
             .collect();
-        let ok = crate::in_parallel(parts.iter().collect(), threads, |(s, slot)| {
-            let r = self.some_cells(xs, seeds, *s..(*s + per).min(outer), kept);
-            let done = r.is_some();
-            if let Ok(mut slot) = slot.lock() {
-                *slot = r;
-            }
-            done
+        let ok = crate::in_parallel(parts, threads, |(s, out)| {
+            self.some_cells(xs, seeds, s..(s + per).min(outer), kept, out)
+                .is_some()
         });
-        if !ok {
-            return None;
-        }
-        let mut all = crate::kernel::buffer(outer * kept * self.acc.len()).ok()?;
-        for (_, slot) in parts {
-            all.extend(slot.into_inner().ok()??);
-        }
-        Some(all)
+        ok.then_some(all)
     }
 }
 
@@ -2931,7 +2945,17 @@ impl<'p> Interpreter {
         if outer == 0 || items == 0 || size == 0 || size > MAX_ATOMS {
             return None;
         }
-        let xs = plain(&xs.densify()?.v.data)?;
+        // Items that are records: each item's fields its registers, the
+        // loops run on their bits.
+        let dense = xs.densify()?;
+        let record_items = match &dense.v.data {
+            Data::Records(r) if item_shape.is_empty() => Some(r.clone()),
+            _ => None,
+        };
+        let xs = match record_items {
+            Some(_) => Data::Int(Vec::new().into()),
+            None => plain(&dense.v.data)?,
+        };
         let item_kind = kind_of(&xs)?;
         let (acc_shape, seeds) = match seed {
             Some((s, scell)) => {
@@ -2953,6 +2977,7 @@ impl<'p> Interpreter {
         let mut c = Compiler::new(self);
         let acc_val = match &seeds {
             Some(Data::Records(r)) if acc_shape.is_empty() => c.record(r, 0, &mut |c, _, _| c.reg())?,
+            None if let Some(r) = &record_items => c.record(r, 0, &mut |c, _, _| c.reg())?,
             _ => {
                 let kind = match &seeds {
                     Some(d) => kind_of(d)?,
@@ -2966,16 +2991,20 @@ impl<'p> Interpreter {
         if acc_size == 0 || acc_size > MAX_ATOMS {
             return None;
         }
-        let item = c.fresh_regs(size)?;
-        let step = c.function(fun)?;
-        let args = vec![
-            acc_val.clone(),
-            CVal::Arr {
+        let item_val = match &record_items {
+            Some(r) => c.record(r, 0, &mut |c, _, _| c.reg())?,
+            None => CVal::Arr {
                 kind: item_kind,
                 shape: item_shape.clone(),
-                regs: item.clone(),
+                regs: c.fresh_regs(size)?,
             },
-        ];
+        };
+        let item = flat(&item_val)?;
+        if item.is_empty() || item.len() > MAX_ATOMS {
+            return None;
+        }
+        let step = c.function(fun)?;
+        let args = vec![acc_val.clone(), item_val];
         let r = c.call(step, args, Span::default())?;
         let mut result = c.conform(&acc_val, r)?;
         for r in result.iter_mut() {
@@ -3029,6 +3058,39 @@ impl<'p> Interpreter {
                     Some(_) => None,
                 }
             };
+        }
+        if let Some(r) = &record_items {
+            // Each item's fields as its registers' bits (and the seeds'),
+            // the loops run on bits, what they keep split back into
+            // fields or atoms.
+            let positions = outer.checked_mul(items)?;
+            let mut item_bits = crate::kernel::buffer(positions.checked_mul(looped.item.len())?).ok()?;
+            for p in 0..positions {
+                record_bits(r, p, &mut item_bits)?;
+            }
+            let seed_bits = match &seeds {
+                None => None,
+                Some(Data::Records(s)) => {
+                    let mut bits = crate::kernel::buffer(outer * acc_size).ok()?;
+                    for o in 0..outer {
+                        record_bits(s, o, &mut bits)?;
+                    }
+                    Some(bits)
+                }
+                Some(d) => Some(
+                    (0..d.len())
+                        .map(|k| bits_at(d, k))
+                        .collect::<Option<Vec<u64>>>()?,
+                ),
+            };
+            let kept_bits = looped.kept(&item_bits, seed_bits.as_deref(), outer, kept)?;
+            let mut shape = outer_shape;
+            if looped.scanning {
+                shape.push(kept);
+            }
+            shape.extend(acc_shape);
+            let data = records_of(&acc_val, &kept_bits, outer * kept, acc_size, &mut 0)?;
+            return Some(Batched::dense(Array { shape, data }, nb));
         }
         if let Some(Data::Records(r)) = &seeds {
             // Each cell's record seed as its registers' bits, the loops
