@@ -2953,6 +2953,10 @@ impl<'p> Interpreter {
             _ => None,
         };
         let xs = match record_items {
+            // Over many cells, one batched application per item runs on
+            // the records' fields as they lie (structure of arrays),
+            // faster than their bits in lanes.
+            Some(_) if outer > MAX_CELLS => return None,
             Some(_) => Data::Int(Vec::new().into()),
             None => plain(&dense.v.data)?,
         };
