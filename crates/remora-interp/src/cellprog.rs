@@ -333,6 +333,27 @@ struct Compiler<'a, 'p> {
 }
 
 impl<'a, 'p> Compiler<'a, 'p> {
+    /// `step` applied to the cell `x` (in registers `regs`), its result
+    /// copied back over `regs`: the step of a `while` or `iterate`. (The
+    /// copies are parallel: a result that is one of the cell's registers
+    /// is copied aside first.)
+    fn step_in_place(&mut self, step: &Fun<'p>, x: &CVal<'p>, regs: &[u32]) -> Option<()> {
+        let f = self.function(step)?;
+        let r = self.call(f, vec![x.clone()], Span::default())?;
+        let mut result = self.conform(x, r)?;
+        for r in result.iter_mut() {
+            if regs.contains(r) {
+                let d = self.reg()?;
+                self.emit(Ins::Move(d, *r))?;
+                *r = d;
+            }
+        }
+        for (&d, &r) in regs.iter().zip(&result) {
+            self.emit(Ins::Move(d, r))?;
+        }
+        Some(())
+    }
+
     fn new(it: &'a Interpreter) -> Self {
         Compiler {
             it,
@@ -2554,21 +2575,7 @@ impl<'p> Interpreter {
             None => None,
         };
         let split = c.code.len();
-        let f = c.function(step)?;
-        let r = c.call(f, vec![x.clone()], Span::default())?;
-        let mut result = c.conform(&x, r)?;
-        // (Parallel copies: a result that is one of the cell's registers
-        // is copied aside first.)
-        for r in result.iter_mut() {
-            if regs.contains(r) {
-                let d = c.reg()?;
-                c.emit(Ins::Move(d, *r))?;
-                *r = d;
-            }
-        }
-        for (&d, &r) in regs.iter().zip(&result) {
-            c.emit(Ins::Move(d, r))?;
-        }
+        c.step_in_place(step, &x, &regs)?;
         let stepper = Stepper {
             program: Program {
                 code: c.code,
@@ -2680,19 +2687,7 @@ impl<'p> Interpreter {
         if size == 0 || size > MAX_ATOMS {
             return None;
         }
-        let f = c.function(step)?;
-        let r = c.call(f, vec![x.clone()], Span::default())?;
-        let mut result = c.conform(&x, r)?;
-        for r in result.iter_mut() {
-            if regs.contains(r) {
-                let d = c.reg()?;
-                c.emit(Ins::Move(d, *r))?;
-                *r = d;
-            }
-        }
-        for (&d, &r) in regs.iter().zip(&result) {
-            c.emit(Ins::Move(d, r))?;
-        }
+        c.step_in_place(step, &x, &regs)?;
         let lane_vars = c.lane_vars.take()?;
         let program = Program {
             code: c.code,
