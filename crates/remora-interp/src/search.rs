@@ -196,8 +196,10 @@ fn position<T: Copy>(row: &[T], v: T, key: &impl Fn(T) -> u64, right: bool) -> u
 
 /// For each value, its insertion index in the row of `d` breakpoints that
 /// starts where `starts` says (one start per value, in order): one binary
-/// search each. Each row is checked to be ascending once (the first time
-/// it is met); one that is not is an error.
+/// search each, or, once a row has served as many values as it has
+/// breakpoints, a look-up in its [`Buckets`] then a search of the few
+/// breakpoints there. Each row is checked to be ascending once (the first
+/// time it is met); one that is not is an error.
 fn search_rows<T: Copy>(
     rows: &[T],
     values: &[T],
@@ -209,6 +211,9 @@ fn search_rows<T: Copy>(
     let mut out = buffer(values.len())?;
     let mut checked = std::collections::HashSet::new();
     let mut last = None;
+    // The current row's keys and buckets, once it has served `d` values.
+    let mut served = 0;
+    let mut indexed: Option<(Vec<u64>, Buckets)> = None;
     for (&v, s) in values.iter().zip(starts) {
         let row = rows
             .get(s..s.saturating_add(d))
@@ -221,10 +226,90 @@ fn search_rows<T: Copy>(
                 checked.insert(s);
             }
             last = Some(s);
+            served = 0;
+            indexed = None;
         }
-        out.push(position(row, v, &key, right) as i64);
+        served += 1;
+        if served == d.max(MIN_INDEXED) {
+            let keys: Vec<u64> = row.iter().map(|&x| key(x)).collect();
+            indexed = Buckets::of(&keys).map(|b| (keys, b));
+        }
+        let at = match &indexed {
+            Some((keys, buckets)) => buckets.position(keys, key(v), right),
+            None => position(row, v, &key, right),
+        };
+        out.push(at as i64);
     }
     Ok(out)
+}
+
+/// Rows shorter than this are searched without [`Buckets`].
+const MIN_INDEXED: usize = 16;
+
+/// An ascending row of keys indexed by the keys' leading bits: the range
+/// from its least key to its greatest cut into up to twice as many
+/// buckets as it has keys, each bucket holding where the keys in it
+/// begin and end. A value's insertion index is then found among the keys
+/// of its bucket alone (one or two for evenly spread keys; all of them
+/// at worst, where it is a binary search as before).
+struct Buckets {
+    least: u64,
+    greatest: u64,
+    shift: u32,
+    bounds: Vec<(usize, usize)>,
+}
+
+impl Buckets {
+    fn of(keys: &[u64]) -> Option<Buckets> {
+        let (&least, &greatest) = (keys.first()?, keys.last()?);
+        let span = greatest.checked_sub(least).filter(|&s| s > 0)?;
+        let wanted = (keys.len() * 2).next_power_of_two().min(1 << 16);
+        let shift = (u64::BITS - span.leading_zeros()).saturating_sub(wanted.trailing_zeros());
+        let count = usize::try_from(span >> shift).ok()?.checked_add(1)?;
+        let mut bounds = Vec::with_capacity(count);
+        let (mut begin, mut end) = (0, 0);
+        for b in 0..count as u64 {
+            let first = least + (b << shift);
+            let last = first.saturating_add((1u64 << shift) - 1);
+            while keys.get(begin).is_some_and(|&k| k < first) {
+                begin += 1;
+            }
+            end = end.max(begin);
+            while keys.get(end).is_some_and(|&k| k <= last) {
+                end += 1;
+            }
+            bounds.push((begin, end));
+        }
+        Some(Buckets {
+            least,
+            greatest,
+            shift,
+            bounds,
+        })
+    }
+
+    /// `v`'s insertion index in `keys` (the row the buckets index): how
+    /// many keys are less than `v` (`right`: not greater).
+    fn position(&self, keys: &[u64], v: u64, right: bool) -> usize {
+        if v < self.least {
+            return 0;
+        }
+        if v > self.greatest {
+            return keys.len();
+        }
+        let (begin, end) = usize::try_from((v - self.least) >> self.shift)
+            .ok()
+            .and_then(|b| self.bounds.get(b))
+            .copied()
+            .unwrap_or((0, keys.len()));
+        let within = keys.get(begin..end).unwrap_or_default();
+        begin
+            + if right {
+                within.partition_point(|&x| x <= v)
+            } else {
+                within.partition_point(|&x| x < v)
+            }
+    }
 }
 
 /// `searchsorted` (left) or `searchsorted/right` of every value of
@@ -247,6 +332,38 @@ pub fn search<F>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The buckets' insertion indices are `partition_point`'s, for rows
+    /// of repeated, clustered, evenly spread and extreme keys, values on,
+    /// between and outside them, left and right.
+    #[test]
+    fn buckets_agree_with_partition_point() {
+        let rows: Vec<Vec<u64>> = vec![
+            (0..40).map(|i| i / 3 * 5).collect(),
+            (0..100).map(|i| i * i * i).collect(),
+            (0..64).map(|i| if i < 60 { 7 } else { 1 << 40 }).collect(),
+            vec![0, 1, u64::MAX - 1, u64::MAX],
+            (0..33).map(|i| u64::MAX / 2 + i * (1 << 50)).collect(),
+            vec![3, 3],
+        ];
+        for keys in rows {
+            let Some(buckets) = Buckets::of(&keys) else {
+                assert!(keys.first() == keys.last());
+                continue;
+            };
+            let mut values: Vec<u64> = keys
+                .iter()
+                .flat_map(|&k| [k.wrapping_sub(1), k, k.wrapping_add(1)])
+                .collect();
+            values.extend([0, 1, u64::MAX, u64::MAX / 2, 12345]);
+            for v in values {
+                for right in [false, true] {
+                    let want = keys.partition_point(|&x| if right { x <= v } else { x < v });
+                    assert_eq!(buckets.position(&keys, v, right), want, "{keys:?} {v} {right}");
+                }
+            }
+        }
+    }
 
     fn ints(v: &[i64]) -> Data {
         Data::Int(v.to_vec().into())
