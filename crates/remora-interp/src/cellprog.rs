@@ -1657,23 +1657,23 @@ impl Lanes {
                 .map(|&a| regs.get(a as usize).copied())
                 .collect::<Option<Vec<u64>>>()?;
             match (arms.as_slice(), states.as_mut_slice(), out) {
+                // (The kept states pushed, not written over a zeroed
+                // stretch: each atom of a scan's result written once.)
                 ([a], [s], Some(out)) => {
-                    let start = out.len();
-                    out.resize(start + n, U::of_bits(0));
-                    for (i, d) in out.get_mut(start..)?.iter_mut().enumerate() {
+                    out.reserve(n);
+                    for i in 0..n {
                         *s = a.at(*s, i);
-                        *d = U::of_bits(*s);
+                        out.push(U::of_bits(*s));
                     }
                 }
                 ([a, b], [s, t], Some(out)) => {
-                    let start = out.len();
-                    out.resize(start + 2 * n, U::of_bits(0));
+                    out.reserve(2 * n);
                     let (mut x, mut y) = (*s, *t);
-                    for (i, d) in out.get_mut(start..)?.chunks_exact_mut(2).enumerate() {
+                    for i in 0..n {
                         x = a.at(x, i);
                         y = b.at(y, i);
-                        d[0] = U::of_bits(x);
-                        d[1] = U::of_bits(y);
+                        out.push(U::of_bits(x));
+                        out.push(U::of_bits(y));
                     }
                     (*s, *t) = (x, y);
                 }
