@@ -102,22 +102,17 @@ impl Affine {
         })
     }
 
-    /// The pairs (i, base + step·i) of a progression whose terms lie in
-    /// 0 … m-1, in order of i.
-    fn rows(n: usize, base: i64, step: i64, m: usize) -> Box<dyn Iterator<Item = (usize, usize)>> {
-        let last = i128::from(base) + i128::from(step) * (n as i128 - 1).max(0);
-        let m128 = m as i128;
-        if n == 0 || i64::try_from(last).is_err() {
-            // Terms that wrap: each checked.
-            return Box::new((0..n).filter_map(move |i| {
-                let j = base.wrapping_add(step.wrapping_mul(i as i64));
-                usize::try_from(j).ok().filter(|j| *j < m).map(|j| (i, j))
-            }));
+    /// The run `lo .. hi` of i whose terms `base + step·i` lie in 0 …
+    /// m-1, when no term of the progression's `n` wraps (`None`: some
+    /// do, and each is checked).
+    fn in_range(n: usize, base: i64, step: i64, m: usize) -> Option<(usize, usize)> {
+        if n == 0 {
+            return Some((0, 0));
         }
-        // No wrap: the terms in range are one run of i.
-        let (b, s) = (i128::from(base), i128::from(step));
+        let (b, s, m) = (i128::from(base), i128::from(step), m as i128);
+        i64::try_from(b + s * (n as i128 - 1)).ok()?;
         let (lo, hi) = if s == 0 {
-            if (0..m128).contains(&b) {
+            if (0..m).contains(&b) {
                 (0, n as i128)
             } else {
                 (0, 0)
@@ -125,17 +120,17 @@ impl Affine {
         } else if s > 0 {
             // b + s·i ≥ 0 and b + s·i < m.
             let lo = if b >= 0 { 0 } else { (-b + s - 1) / s };
-            let hi = if m128 <= b { 0 } else { (m128 - b + s - 1) / s };
+            let hi = if m <= b { 0 } else { (m - b + s - 1) / s };
             (lo, hi)
         } else {
             let t = -s;
             // b - t·i < m and b - t·i ≥ 0.
-            let lo = if b < m128 { 0 } else { (b - m128 + t) / t };
+            let lo = if b < m { 0 } else { (b - m + t) / t };
             let hi = if b < 0 { 0 } else { b / t + 1 };
             (lo, hi)
         };
         let (lo, hi) = (lo.clamp(0, n as i128) as usize, hi.clamp(0, n as i128) as usize);
-        Box::new((lo..hi.max(lo)).map(move |i| (i, (base + step * i as i64) as usize)))
+        Some((lo, hi.max(lo)))
     }
 }
 
@@ -352,12 +347,21 @@ pub(crate) fn scatter<'p>(
     };
     let m = dest.shape.first().copied().unwrap_or(0);
     let item: usize = dest.shape.iter().skip(1).product();
-    let rows = Affine::rows(n, base, step, m);
+    let term = move |i: usize| base.wrapping_add(step.wrapping_mul(i as i64));
+    let run = Affine::in_range(n, base, step, m);
+    let wrapped = move |i: usize| usize::try_from(term(i)).ok().filter(|j| *j < m).map(|j| (i, j));
     let Array { shape, mut data } = dest;
     let ok = match src {
-        Err(src) if src.shape.first() == Some(&n) && src.data.len() == n * item => {
-            crate::masked::put_rows(&mut data, &src.data, rows, item).is_some()
-        }
+        Err(src) if src.shape.first() == Some(&n) && src.data.len() == n * item => match run {
+            Some((lo, hi)) => crate::masked::put_rows(
+                &mut data,
+                &src.data,
+                (lo..hi).map(|i| (i, term(i) as usize)),
+                item,
+            )
+            .is_some(),
+            None => crate::masked::put_rows(&mut data, &src.data, (0..n).filter_map(wrapped), item).is_some(),
+        },
         Ok(Affine::Progression {
             n: k,
             base: b,
@@ -366,8 +370,18 @@ pub(crate) fn scatter<'p>(
             Data::Int(v) => {
                 // (Copied first if another value shares it.)
                 let out: &mut Vec<i64> = v;
-                for (i, j) in rows {
-                    out[j] = b.wrapping_add(s.wrapping_mul(i as i64));
+                let value = |i: usize| b.wrapping_add(s.wrapping_mul(i as i64));
+                match run {
+                    Some((lo, hi)) => {
+                        for i in lo..hi {
+                            out[term(i) as usize] = value(i);
+                        }
+                    }
+                    None => {
+                        for (i, j) in (0..n).filter_map(wrapped) {
+                            out[j] = value(i);
+                        }
+                    }
                 }
                 true
             }
