@@ -133,6 +133,10 @@ pub(crate) enum Binding<'p> {
     /// for a lifted function or primitive to read in place; laid out only
     /// for what needs it so.
     View(VarId, crate::batch::Batched<'p>),
+    /// The counting vector of a `range` not made until read as a value
+    /// (`affine.rs`: a scatter at an affine function of it reads it as a
+    /// progression).
+    Counting(VarId, Rc<crate::affine::Counting>),
     Dim(DVar, i64),
     Shape(SVar, Vec<i64>),
     /// A type function's parameter, bound to the atom type it was applied
@@ -165,6 +169,7 @@ impl<'p> Env<'p> {
             Binding::Graded(w, g) if *w == v => g.order(),
             Binding::Powers(w, p) if *w == v => p.value(),
             Binding::View(w, b) if *w == v => b.densify().map(|b| b.v),
+            Binding::Counting(w, c) if *w == v => c.value(),
             _ => None,
         })
     }
@@ -180,7 +185,8 @@ impl<'p> Env<'p> {
                 | Binding::Batched(w, _)
                 | Binding::Graded(w, _)
                 | Binding::Powers(w, _)
-                | Binding::View(w, _) => *w == v,
+                | Binding::View(w, _)
+                | Binding::Counting(w, _) => *w == v,
                 Binding::Dim(..) | Binding::Shape(..) | Binding::Type(..) => false,
             })
             && o.moves_at(at, chain)
@@ -198,6 +204,7 @@ impl<'p> Env<'p> {
             | Binding::Batched(w, _)
             | Binding::Graded(w, _)
             | Binding::Powers(w, _)
+            | Binding::Counting(w, _)
                 if *w == v =>
             {
                 Some(None)
@@ -210,7 +217,11 @@ impl<'p> Env<'p> {
     /// The grade not made yet that `v` is bound to, if it is one.
     pub(crate) fn graded(&self, v: VarId) -> Option<&crate::partition::Graded<'p>> {
         self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _) | Binding::Owned(w, _) | Binding::Batched(w, _) | Binding::Powers(w, _)
+            Binding::Val(w, _)
+            | Binding::Owned(w, _)
+            | Binding::Batched(w, _)
+            | Binding::Powers(w, _)
+            | Binding::Counting(w, _)
                 if *w == v =>
             {
                 Some(None)
@@ -228,11 +239,30 @@ impl<'p> Env<'p> {
             | Binding::Batched(w, _)
             | Binding::Graded(w, _)
             | Binding::View(w, _)
+            | Binding::Counting(w, _)
                 if *w == v =>
             {
                 Some(None)
             }
             Binding::Powers(w, p) if *w == v => Some(Some(&**p)),
+            _ => None,
+        })?
+    }
+
+    /// The counting vector not made yet that `v` is bound to, if it is one.
+    pub(crate) fn counting(&self, v: VarId) -> Option<&crate::affine::Counting> {
+        self.nodes().find_map(|n| match &n.binding {
+            Binding::Val(w, _)
+            | Binding::Owned(w, _)
+            | Binding::Batched(w, _)
+            | Binding::Graded(w, _)
+            | Binding::View(w, _)
+            | Binding::Powers(w, _)
+                if *w == v =>
+            {
+                Some(None)
+            }
+            Binding::Counting(w, c) if *w == v => Some(Some(&**c)),
             _ => None,
         })?
     }
@@ -268,6 +298,7 @@ impl<'p> Env<'p> {
                 Binding::Graded(v, g) => Binding::Graded(*v, g.clone()),
                 Binding::Powers(v, p) => Binding::Powers(*v, p.clone()),
                 Binding::View(v, b) => Binding::View(*v, b.clone()),
+                Binding::Counting(v, c) => Binding::Counting(*v, c.clone()),
                 Binding::Dim(v, d) => Binding::Dim(*v, *d),
                 Binding::Shape(v, s) => Binding::Shape(*v, s.clone()),
                 Binding::Type(v, a) => Binding::Type(*v, a.clone()),
@@ -286,6 +317,7 @@ impl<'p> Env<'p> {
                 | Binding::Graded(w, _)
                 | Binding::Powers(w, _)
                 | Binding::View(w, _)
+                | Binding::Counting(w, _)
                     if *w == v =>
                 {
                     Some(false)
@@ -310,6 +342,7 @@ impl<'p> Env<'p> {
             Binding::Graded(w, g) if *w == v => g.order().map(crate::batch::Batched::plain),
             Binding::Powers(w, p) if *w == v => p.value().map(crate::batch::Batched::plain),
             Binding::View(w, b) if *w == v => Some(b.clone()),
+            Binding::Counting(w, c) if *w == v => c.value().map(crate::batch::Batched::plain),
             Binding::Batched(w, b) if *w == v => Some(b.clone()),
             _ => None,
         })
@@ -907,7 +940,26 @@ impl<'p> Interpreter {
                 boxed,
                 body,
             } => {
-                let b = self.eval(boxed, env)?;
+                let b = match self.lazy_range(boxed, env)? {
+                    // One counting vector, not made (`affine.rs`).
+                    Ok(n) => {
+                        let mut inner = env.bind_index(*witness, &IndexVal::Dim(n as i64));
+                        if binder != witness {
+                            inner = inner.bind_index(*binder, &IndexVal::Shape(vec![n as i64]));
+                        }
+                        let inner = Interpreter::bind_counting(&inner, *var, n);
+                        let r = self.eval_chained(body, &inner, chain)?;
+                        return self.collect(vec![r], &[], &body.ty, env, span).map_err(|e| RunError {
+                            span,
+                            message: format!(
+                                "the boxes' payloads give results of different shapes, which cannot form one array ({})",
+                                e.message
+                            ),
+                        });
+                    }
+                    Err(Some(b)) => b,
+                    Err(None) => self.eval(boxed, env)?,
+                };
                 let Data::Atoms(boxes) = &b.data else {
                     return fail(span, "internal error: unbox of something that is not a box");
                 };

@@ -7,6 +7,7 @@
 //! runs its body once over all the cells where it can (`batch`), and cell
 //! by cell (the reference) where it cannot.
 
+mod affine;
 mod argbest;
 pub mod batch;
 pub mod cell_log;

@@ -404,7 +404,6 @@ impl<'p> Interpreter {
             return Ok(None);
         };
         let dest_last = is_path(dest) && self.fuel.is_none();
-        let mut args: Vec<(crate::batch::Batched<'p>, Vec<usize>)> = Vec::with_capacity(spine.len());
         let dest_value = |it: &mut Self| -> crate::eval::Run<crate::batch::Batched<'p>> {
             if !is_path(dest) && it.gives_view(dest, env) {
                 it.eval_view(dest, env)
@@ -412,17 +411,27 @@ impl<'p> Interpreter {
                 Ok(crate::batch::Batched::plain(it.eval_chained(dest, env, chain)?))
             }
         };
-        if !dest_last {
-            let d = dest_value(self)?;
-            args.push((d, self.shape_of(&dest_lifted.arg_cell, env, dest.span)?));
-        }
-        for (arg, lifted, _) in rest {
-            let a = self.eval_view(arg, env)?;
-            args.push((a, self.shape_of(&lifted.arg_cell, env, arg.span)?));
-        }
-        if dest_last {
-            let d = dest_value(self)?;
-            args.insert(0, (d, self.shape_of(&dest_lifted.arg_cell, env, dest.span)?));
+        let mut args: Vec<(crate::batch::Batched<'p>, Vec<usize>)> =
+            match self.affine_scatter(p.name, &spine, env, dest_last, e.span, &mut |it: &mut Self| {
+                dest_value(it)
+            })? {
+                Some(Ok(v)) => return Ok(Some(v)),
+                Some(Err(args)) => args,
+                None => Vec::with_capacity(spine.len()),
+            };
+        if args.is_empty() {
+            if !dest_last {
+                let d = dest_value(self)?;
+                args.push((d, self.shape_of(&dest_lifted.arg_cell, env, dest.span)?));
+            }
+            for (arg, lifted, _) in rest {
+                let a = self.eval_view(arg, env)?;
+                args.push((a, self.shape_of(&lifted.arg_cell, env, arg.span)?));
+            }
+            if dest_last {
+                let d = dest_value(self)?;
+                args.insert(0, (d, self.shape_of(&dest_lifted.arg_cell, env, dest.span)?));
+            }
         }
         // Whole arguments, no frame: written over the destination.
         if args
