@@ -144,6 +144,22 @@ pub(crate) enum Binding<'p> {
     Type(remora_types::TVar, TyAtom),
 }
 
+impl Binding<'_> {
+    /// The value variable it binds (`None` for a dimension, shape or type).
+    fn value_var(&self) -> Option<VarId> {
+        match self {
+            Binding::Val(w, _)
+            | Binding::Owned(w, _)
+            | Binding::Batched(w, _)
+            | Binding::Graded(w, _)
+            | Binding::Powers(w, _)
+            | Binding::View(w, _)
+            | Binding::Counting(w, _) => Some(*w),
+            Binding::Dim(..) | Binding::Shape(..) | Binding::Type(..) => None,
+        }
+    }
+}
+
 impl<'p> Env<'p> {
     /// This scope with `var` bound to `value` (a definition kept by the
     /// REPL, for one).
@@ -179,16 +195,7 @@ impl<'p> Env<'p> {
     /// chain that bound it (`moves.rs`), copied otherwise.
     fn read(&self, v: VarId, at: usize, chain: u64) -> Option<Value<'p>> {
         if chain != 0
-            && let Some(Binding::Owned(_, o)) = self.nodes().map(|n| &n.binding).find(|b| match b {
-                Binding::Val(w, _)
-                | Binding::Owned(w, _)
-                | Binding::Batched(w, _)
-                | Binding::Graded(w, _)
-                | Binding::Powers(w, _)
-                | Binding::View(w, _)
-                | Binding::Counting(w, _) => *w == v,
-                Binding::Dim(..) | Binding::Shape(..) | Binding::Type(..) => false,
-            })
+            && let Some(Binding::Owned(_, o)) = self.binding_of(v)
             && o.moves_at(at, chain)
         {
             return o.take();
@@ -196,75 +203,43 @@ impl<'p> Env<'p> {
         self.value(v)
     }
 
+    /// The innermost binding of the value variable `v`.
+    fn binding_of(&self, v: VarId) -> Option<&Binding<'p>> {
+        self.nodes()
+            .map(|n| &n.binding)
+            .find(|b| b.value_var() == Some(v))
+    }
+
     /// The view that `v` is bound to, if it is one.
     pub(crate) fn view(&self, v: VarId) -> Option<&crate::batch::Batched<'p>> {
-        self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _)
-            | Binding::Owned(w, _)
-            | Binding::Batched(w, _)
-            | Binding::Graded(w, _)
-            | Binding::Powers(w, _)
-            | Binding::Counting(w, _)
-                if *w == v =>
-            {
-                Some(None)
-            }
-            Binding::View(w, b) if *w == v => Some(Some(b)),
+        match self.binding_of(v)? {
+            Binding::View(_, b) => Some(b),
             _ => None,
-        })?
+        }
     }
 
     /// The grade not made yet that `v` is bound to, if it is one.
     pub(crate) fn graded(&self, v: VarId) -> Option<&crate::partition::Graded<'p>> {
-        self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _)
-            | Binding::Owned(w, _)
-            | Binding::Batched(w, _)
-            | Binding::Powers(w, _)
-            | Binding::Counting(w, _)
-                if *w == v =>
-            {
-                Some(None)
-            }
-            Binding::Graded(w, g) if *w == v => Some(Some(&**g)),
+        match self.binding_of(v)? {
+            Binding::Graded(_, b) => Some(&**b),
             _ => None,
-        })?
+        }
     }
 
     /// The powers not made yet that `v` is bound to, if it is bound so.
     pub(crate) fn powers(&self, v: VarId) -> Option<&crate::contract::Powers<'p>> {
-        self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _)
-            | Binding::Owned(w, _)
-            | Binding::Batched(w, _)
-            | Binding::Graded(w, _)
-            | Binding::View(w, _)
-            | Binding::Counting(w, _)
-                if *w == v =>
-            {
-                Some(None)
-            }
-            Binding::Powers(w, p) if *w == v => Some(Some(&**p)),
+        match self.binding_of(v)? {
+            Binding::Powers(_, b) => Some(&**b),
             _ => None,
-        })?
+        }
     }
 
     /// The counting vector not made yet that `v` is bound to, if it is one.
     pub(crate) fn counting(&self, v: VarId) -> Option<&crate::affine::Counting> {
-        self.nodes().find_map(|n| match &n.binding {
-            Binding::Val(w, _)
-            | Binding::Owned(w, _)
-            | Binding::Batched(w, _)
-            | Binding::Graded(w, _)
-            | Binding::View(w, _)
-            | Binding::Powers(w, _)
-                if *w == v =>
-            {
-                Some(None)
-            }
-            Binding::Counting(w, c) if *w == v => Some(Some(&**c)),
+        match self.binding_of(v)? {
+            Binding::Counting(_, b) => Some(&**b),
             _ => None,
-        })?
+        }
     }
 
     /// The same scope with every batched variable's value replaced by
