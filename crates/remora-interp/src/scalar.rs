@@ -42,12 +42,25 @@ fn div(a: i64, b: i64) -> Faulty<i64> {
         // Haskell's `div minBound (-1)` overflows.
         return Err("arithmetic overflow");
     }
+    Ok(floor_div(a, b))
+}
+
+/// Floor division of a divisor that is neither 0 nor, for `i64::MIN`, -1.
+#[inline(always)]
+fn floor_div(a: i64, b: i64) -> i64 {
     let q = a / b;
-    Ok(if (a % b != 0) && ((a < 0) != (b < 0)) {
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
         q - 1
     } else {
         q
-    })
+    }
+}
+
+/// Floor modulus by a divisor that is not 0.
+#[inline(always)]
+fn floor_mod(a: i64, b: i64) -> i64 {
+    let r = a.wrapping_rem(b);
+    if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r }
 }
 
 /// A faulting Int operation `f` over lanes of Ints' bits, `a` and `b`
@@ -88,21 +101,13 @@ pub(crate) fn faulty_lanes(
     }
     if std::ptr::fn_addr_eq(f, div as fn(i64, i64) -> Faulty<i64>) && total(a, b) {
         for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-            let (x, y) = (x as i64, y as i64);
-            let q = x / y;
-            *o = (if (x % y != 0) && ((x < 0) != (y < 0)) {
-                q - 1
-            } else {
-                q
-            }) as u64;
+            *o = floor_div(x as i64, y as i64) as u64;
         }
         return Some(());
     }
     if std::ptr::fn_addr_eq(f, modulo as fn(i64, i64) -> Faulty<i64>) && total(a, b) {
         for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-            let (x, y) = (x as i64, y as i64);
-            let r = x.wrapping_rem(y);
-            *o = (if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }) as u64;
+            *o = floor_mod(x as i64, y as i64) as u64;
         }
         return Some(());
     }
@@ -117,8 +122,7 @@ fn modulo(a: i64, b: i64) -> Faulty<i64> {
     if b == 0 {
         return Err("divide by zero");
     }
-    let r = a.wrapping_rem(b);
-    Ok(if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r })
+    Ok(floor_mod(a, b))
 }
 
 fn power(mut base: i64, mut exp: i64) -> Faulty<i64> {
