@@ -1100,6 +1100,11 @@ impl<'p> Interpreter {
             },
             _ => return Ok(None),
         };
+        // An operand that is a view (`(drop 1 xs)`, a transposition): the
+        // batched rule reads it in place instead of laying it out.
+        if first.map(|a| &**a).into_iter().chain([arg]).any(|a| self.gives_view(a, env)) && !self.reference_only {
+            return Ok(None);
+        }
         let mut operands: Vec<Value<'p>> = Vec::new();
         if let Some(a) = first {
             operands.push(self.eval_chained(a, env, chain)?);
