@@ -1193,6 +1193,7 @@ impl<'p> Interpreter {
             },
             "transpose2d" | "windows" => view_batched(p, &all),
             "length" | "reshape" | "flatten" | "replicate" => reshape_batched(p, &all),
+            "append" if let Some(joined) = append_whole(&all) => Some(joined),
             "append" | "reverse" => self.framed(&all, |args| items_framed(p.name, args)),
             "sort" | "grade" | "f.sort" | "f.grade" => self.framed(&all, |args| sort_framed(p.name, args)),
             "sort-by" | "grade-by" => match all.as_slice() {
@@ -3017,15 +3018,25 @@ fn selection_of(e: &TExpr, var: VarId) -> Option<Vec<&TExpr>> {
 }
 
 /// Whether `e` takes leading items of a variable (`tail`, `curtail`,
-/// `take`, `head` …): a view from an offset of the variable's buffer, for
-/// an argument read in place (a slice of anything else would be evaluated
-/// batched first, and again where batching gave up).
+/// `take`, `head` …) or one item at a literal index (`(nth planes 0)`): a
+/// view from an offset of the variable's buffer, for an argument read in
+/// place (a slice of anything else would be evaluated batched first, and
+/// again where batching gave up).
 fn slices_variable(e: &TExpr) -> bool {
-    let (name, array) = applied_intrinsic(e);
-    matches!(
-        name,
-        Some("head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right")
-    ) && array.is_some_and(|a| matches!(a.kind, TExprKind::Var(_)))
+    let is_var = |a: &TExpr| matches!(a.kind, TExprKind::Var(_));
+    match applied_intrinsic(e) {
+        (Some("head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"), Some(array)) => {
+            is_var(array)
+        }
+        (Some("nth" | "index"), Some(at)) => {
+            let literal_index = matches!(&at.kind, TExprKind::Array { atoms, .. }
+                if atoms.len() == 1 && matches!(atoms[0].kind, TAtomKind::Int(_)));
+            literal_index
+                && matches!(&e.kind, TExprKind::App { func, .. }
+                    if matches!(&func.kind, TExprKind::App { arg: array, .. } if is_var(array)))
+        }
+        _ => false,
+    }
 }
 
 /// The intrinsic `e` applies (under its type and index applications), and
@@ -3102,6 +3113,36 @@ fn has_batched_rule(name: &str) -> bool {
                 | "searchsorted"
                 | "searchsorted/right"
         )
+}
+
+/// `append` of two whole arrays (no frame, no batch): the atoms of each
+/// copied once into the result from where they lie, a slice of a buffer
+/// (`(drop 1 xs)`) read in place, not laid out first.
+fn append_whole<'p>(all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
+    let [(a, acell), (b, bcell)] = all else {
+        return None;
+    };
+    if a.nb != 0 || b.nb != 0 || a.v.shape != *acell || b.v.shape != *bcell || acell.get(1..) != bcell.get(1..) {
+        return None;
+    }
+    let mut shape = acell.clone();
+    *shape.first_mut()? = acell.first()?.checked_add(*bcell.first()?)?;
+    let mut data = a.v.data.with_capacity_like(atoms_in(&shape));
+    for x in [a, b] {
+        let len = atoms_in(&x.v.shape);
+        let from = if x.strides == row_major(&x.v.shape) || len <= 1 {
+            x.offset..x.offset.checked_add(len)?
+        } else {
+            return None;
+        };
+        match (&mut data, &x.v.data) {
+            (Data::Int(o), Data::Int(v)) => o.extend_from_slice(v.get(from)?),
+            (Data::Float(o), Data::Float(v)) => o.extend_from_slice(v.get(from)?),
+            (Data::Bool(o), Data::Bool(v)) => o.extend_from_slice(v.get(from)?),
+            _ => return None,
+        }
+    }
+    Some(Batched::dense(Array { shape, data }, 0))
 }
 
 /// The order of `shape`'s axes in which an operand's atoms lie one after
