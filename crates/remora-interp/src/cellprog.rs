@@ -1644,68 +1644,30 @@ impl Lanes {
         out: Option<&mut Vec<U>>,
     ) -> Option<()> {
         if let Some(recs) = &self.native {
-            // Each recurrence's lanes resolved once for the block, the
-            // states held in locals, every register stepped per item (the
-            // registers' chains overlap), each state written where it is
-            // kept: the same operations in the same order.
-            let arms = recs
-                .iter()
-                .map(|r| r.resolve(lanes, n))
-                .collect::<Option<Vec<_>>>()?;
-            let mut states = acc
-                .iter()
-                .map(|&a| regs.get(a as usize).copied())
-                .collect::<Option<Vec<u64>>>()?;
-            match (arms.as_slice(), states.as_mut_slice(), out) {
-                // (The kept states pushed, not written over a zeroed
-                // stretch: each atom of a scan's result written once.)
-                ([a], [s], Some(out)) => {
-                    out.reserve(n);
-                    for i in 0..n {
-                        *s = a.at(*s, i);
-                        out.push(U::of_bits(*s));
-                    }
-                }
-                ([a, b], [s, t], Some(out)) => {
-                    out.reserve(2 * n);
-                    let (mut x, mut y) = (*s, *t);
-                    for i in 0..n {
-                        x = a.at(x, i);
-                        y = b.at(y, i);
-                        out.push(U::of_bits(x));
-                        out.push(U::of_bits(y));
-                    }
-                    (*s, *t) = (x, y);
-                }
-                ([a, b], [s, t], None) => {
-                    let (mut x, mut y) = (*s, *t);
-                    for i in 0..n {
-                        x = a.at(x, i);
-                        y = b.at(y, i);
-                    }
-                    (*s, *t) = (x, y);
-                }
-                (arms, states, Some(out)) => {
-                    let m = arms.len();
-                    let start = out.len();
-                    out.resize(start + n * m, U::of_bits(0));
-                    for (i, d) in out.get_mut(start..)?.chunks_exact_mut(m).enumerate() {
-                        for ((s, a), d) in states.iter_mut().zip(arms).zip(d) {
-                            *s = a.at(*s, i);
-                            *d = U::of_bits(*s);
-                        }
-                    }
-                }
-                (arms, states, None) => {
-                    for i in 0..n {
-                        for (s, a) in states.iter_mut().zip(arms) {
-                            *s = a.at(*s, i);
-                        }
+            // Each recurrence's lanes resolved once for the block. The
+            // recurrences read only their own state and the lanes, so each
+            // is swept through the block on its own, in a loop made for
+            // its form (no dispatch per item), into a block of states:
+            // the same operations in the same order.
+            let mut swept = [0u64; BLOCK];
+            // The kept states, item by item (each item's states together).
+            let m = recs.len();
+            let mut kept = if out.is_some() { vec![0u64; m * n] } else { Vec::new() };
+            for (k, (rec, &a)) in recs.iter().zip(acc).enumerate() {
+                let rec = rec.resolve(lanes, n)?;
+                let state = regs.get_mut(a as usize)?;
+                let dst = swept.get_mut(..n)?;
+                *state = rec.sweep(*state, dst);
+                if let Some(ks) = kept.get_mut(k..) {
+                    for (d, &b) in ks.iter_mut().step_by(m).zip(&*dst) {
+                        *d = b;
                     }
                 }
             }
-            for (&a, s) in acc.iter().zip(states) {
-                *regs.get_mut(a as usize)? = s;
+            // (The kept states appended in one pass, not written over a
+            // zeroed stretch: each atom of a scan's result written once.)
+            if let Some(out) = out {
+                out.extend(kept.iter().map(|&b| U::of_bits(b)));
             }
             return Some(());
         }
@@ -2068,19 +2030,94 @@ enum ResolvedRec<'a> {
 }
 
 impl ResolvedRec<'_> {
-    /// The state after item `i` (below the lanes' length), from `s`.
-    #[inline(always)]
-    fn at(self, s: u64, i: usize) -> u64 {
-        match self {
-            ResolvedRec::Arm(a) => a.at(s, i),
-            ResolvedRec::Select(c, yes, no) => {
-                if c[i] != 0 {
-                    yes.at(s, i)
-                } else {
-                    no.at(s, i)
+    /// The states after each item of the block (`dst` as long as it),
+    /// from `s`, into `dst`; the last returned. One loop per form of the
+    /// recurrence, its arms' kinds fixed in it.
+    fn sweep(self, s: u64, dst: &mut [u64]) -> u64 {
+        fn run(mut s: u64, dst: &mut [u64], step: impl Fn(u64, usize) -> u64) -> u64 {
+            for (i, d) in dst.iter_mut().enumerate() {
+                s = step(s, i);
+                *d = s;
+            }
+            s
+        }
+        fn select<Y: Step, N: Step>(c: &[u64], yes: Y, no: N, s: u64, dst: &mut [u64]) -> u64 {
+            run(s, dst, |s, i| if c[i] != 0 { yes.at(s, i) } else { no.at(s, i) })
+        }
+        /// `$body` with `$x` the arm as its own [`Step`] type.
+        macro_rules! with_step {
+            ($arm:expr, $x:ident => $body:expr) => {
+                match $arm {
+                    Resolved::Keep => {
+                        let $x = KeepStep;
+                        $body
+                    }
+                    Resolved::Value(v) => {
+                        let $x = ValueStep(v);
+                        $body
+                    }
+                    Resolved::Op(op, left, v) => {
+                        let $x = OpStep(op, left, v);
+                        $body
+                    }
+                    Resolved::Affine(..) => {
+                        let $x = AnyStep($arm);
+                        $body
+                    }
                 }
+            };
+        }
+        match self {
+            ResolvedRec::Arm(a) => with_step!(a, x => run(s, dst, |s, i| x.at(s, i))),
+            ResolvedRec::Select(c, yes, no) => {
+                with_step!(yes, y => with_step!(no, n => select(c, y, n, s, dst)))
             }
         }
+    }
+}
+
+/// One arm's step as a type of its own, so that a loop over the items
+/// is made for it.
+trait Step: Copy {
+    fn at(self, s: u64, i: usize) -> u64;
+}
+
+#[derive(Clone, Copy)]
+struct KeepStep;
+#[derive(Clone, Copy)]
+struct ValueStep<'a>(&'a [u64]);
+#[derive(Clone, Copy)]
+struct OpStep<'a>(Fast, bool, &'a [u64]);
+/// Any arm, told apart per item (the rarer forms).
+#[derive(Clone, Copy)]
+struct AnyStep<'a>(Resolved<'a>);
+
+impl Step for KeepStep {
+    #[inline(always)]
+    fn at(self, s: u64, _: usize) -> u64 {
+        s
+    }
+}
+
+impl Step for ValueStep<'_> {
+    #[inline(always)]
+    fn at(self, _: u64, i: usize) -> u64 {
+        self.0[i]
+    }
+}
+
+impl Step for OpStep<'_> {
+    #[inline(always)]
+    fn at(self, s: u64, i: usize) -> u64 {
+        let OpStep(op, left, x) = self;
+        if left { op.apply(s, x[i]) } else { op.apply(x[i], s) }
+    }
+}
+
+impl Step for AnyStep<'_> {
+    #[inline(always)]
+    fn at(self, s: u64, i: usize) -> u64 {
+        self.0.at(s, i)
     }
 }
 
