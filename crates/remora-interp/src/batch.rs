@@ -3025,9 +3025,10 @@ fn selection_of(e: &TExpr, var: VarId) -> Option<Vec<&TExpr>> {
 fn slices_variable(e: &TExpr) -> bool {
     let is_var = |a: &TExpr| matches!(a.kind, TExprKind::Var(_));
     match applied_intrinsic(e) {
-        (Some("head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"), Some(array)) => {
-            is_var(array)
-        }
+        (
+            Some("head" | "last" | "tail" | "curtail" | "take" | "drop" | "take-right" | "drop-right"),
+            Some(array),
+        ) => is_var(array),
         (Some("nth" | "index"), Some(at)) => {
             let literal_index = matches!(&at.kind, TExprKind::Array { atoms, .. }
                 if atoms.len() == 1 && matches!(atoms[0].kind, TAtomKind::Int(_)));
@@ -3122,7 +3123,12 @@ fn append_whole<'p>(all: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
     let [(a, acell), (b, bcell)] = all else {
         return None;
     };
-    if a.nb != 0 || b.nb != 0 || a.v.shape != *acell || b.v.shape != *bcell || acell.get(1..) != bcell.get(1..) {
+    if a.nb != 0
+        || b.nb != 0
+        || a.v.shape != *acell
+        || b.v.shape != *bcell
+        || acell.get(1..) != bcell.get(1..)
+    {
         return None;
     }
     let mut shape = acell.clone();

@@ -1633,7 +1633,8 @@ impl Lanes {
     /// The state registers `acc` stepped through the `n` items of a
     /// block (the hoisted code run): natively when the serial code is
     /// recurrences, else item by item, each item's `result` copied to
-    /// `acc`; every state kept in `out` when given (a scan).
+    /// `acc`; every state kept in `out` when given (a scan), or only
+    /// those its mask flags (one flag per item of the block).
     fn block<U: Bits>(
         &self,
         regs: &mut [u64],
@@ -1641,7 +1642,7 @@ impl Lanes {
         n: usize,
         acc: &[u32],
         result: &[u32],
-        out: Option<&mut Vec<U>>,
+        out: Option<(&mut Vec<U>, Option<&[bool]>)>,
     ) -> Option<()> {
         if let Some(recs) = &self.native {
             // Each recurrence's lanes resolved once for the block. The
@@ -1652,7 +1653,11 @@ impl Lanes {
             let mut swept = [0u64; BLOCK];
             // The kept states, item by item (each item's states together).
             let m = recs.len();
-            let mut kept = if out.is_some() { vec![0u64; m * n] } else { Vec::new() };
+            let mut kept = if out.is_some() {
+                vec![0u64; m * n]
+            } else {
+                Vec::new()
+            };
             for (k, (rec, &a)) in recs.iter().zip(acc).enumerate() {
                 let rec = rec.resolve(lanes, n)?;
                 let state = regs.get_mut(a as usize)?;
@@ -1666,8 +1671,15 @@ impl Lanes {
             }
             // (The kept states appended in one pass, not written over a
             // zeroed stretch: each atom of a scan's result written once.)
-            if let Some(out) = out {
-                out.extend(kept.iter().map(|&b| U::of_bits(b)));
+            match out {
+                Some((out, None)) => out.extend(kept.iter().map(|&b| U::of_bits(b))),
+                // Only the flagged items' states (a filter of the scan).
+                Some((out, Some(mask))) => {
+                    for (states, _) in kept.chunks_exact(m).zip(mask).filter(|(_, k)| **k) {
+                        out.extend(states.iter().map(|&b| U::of_bits(b)));
+                    }
+                }
+                None => {}
             }
             return Some(());
         }
@@ -1677,7 +1689,9 @@ impl Lanes {
             for (&a, &r) in acc.iter().zip(result) {
                 regs[a as usize] = regs[r as usize];
             }
-            if let Some(out) = out.as_mut() {
+            if let Some((out, mask)) = out.as_mut()
+                && mask.is_none_or(|m| m.get(i) == Some(&true))
+            {
                 out.extend(acc.iter().map(|&r| U::of_bits(regs[r as usize])));
             }
         }
@@ -2110,7 +2124,11 @@ impl Step for OpStep<'_> {
     #[inline(always)]
     fn at(self, s: u64, i: usize) -> u64 {
         let OpStep(op, left, x) = self;
-        if left { op.apply(s, x[i]) } else { op.apply(x[i], s) }
+        if left {
+            op.apply(s, x[i])
+        } else {
+            op.apply(x[i], s)
+        }
     }
 }
 
@@ -2326,7 +2344,7 @@ impl Loop {
                         }
                     }
                     ln.hoist(lanes, n)?;
-                    let kept = self.scanning.then_some(&mut out);
+                    let kept = self.scanning.then_some((&mut out, None));
                     ln.block(&mut regs, lanes, n, &self.acc, &self.result, kept)?;
                     start += n;
                 }
@@ -3289,8 +3307,19 @@ struct MappedLoop {
 
 impl MappedLoop {
     /// The loop from the seed's bits (else the first item): what it keeps.
-    fn run<U: Bits>(&self, seed: Option<&[u64]>, kept: usize) -> Option<Vec<U>> {
+    /// With `mask` (a scan's), only the states it flags are kept, `kept`
+    /// of them.
+    fn run<U: Bits>(&self, seed: Option<&[u64]>, kept: usize, mask: Option<&[bool]>) -> Option<Vec<U>> {
         let mut out = crate::kernel::buffer(kept * self.acc.len()).ok()?;
+        // Whether state `k` (0: the first kept) is kept.
+        let flagged = |k: usize| mask.is_none_or(|m| m.get(k) == Some(&true));
+        // The mask from state `k` on, `n` states.
+        let flags = |k: usize, n: usize| -> Option<Option<&[bool]>> {
+            match mask {
+                Some(m) => Some(Some(m.get(k..k.checked_add(n)?)?)),
+                None => Some(None),
+            }
+        };
         let mut regs = self.program.init.clone();
         for s in self.sources.iter().filter(|s| !s.framed) {
             s.load(0, &mut regs)?;
@@ -3317,8 +3346,13 @@ impl MappedLoop {
         let keep = |regs: &[u64], out: &mut Vec<U>| {
             out.extend(self.acc.iter().map(|&r| U::of_bits(regs[r as usize])));
         };
+        // The states kept so far (a scan's first: the seed or item 0).
+        let mut at = 0;
         if self.scanning {
-            keep(&regs, &mut out);
+            if flagged(at) {
+                keep(&regs, &mut out);
+            }
+            at += 1;
         }
         if let Some(ln) = &self.lanes {
             let mut lanes = ln.lanes();
@@ -3333,8 +3367,10 @@ impl MappedLoop {
                     }
                 }
                 ln.hoist(&mut lanes, n)?;
-                let kept = self.scanning.then_some(&mut out);
+                let mask = if self.scanning { flags(at, n)? } else { None };
+                let kept = self.scanning.then_some((&mut out, mask));
                 ln.block(&mut regs, &lanes, n, &self.acc, &self.result, kept)?;
+                at += n;
                 start += n;
             }
             if !self.scanning {
@@ -3351,7 +3387,10 @@ impl MappedLoop {
                 regs[a as usize] = regs[r as usize];
             }
             if self.scanning {
-                keep(&regs, &mut out);
+                if flagged(at) {
+                    keep(&regs, &mut out);
+                }
+                at += 1;
             }
         }
         if !self.scanning {
@@ -3381,6 +3420,7 @@ impl<'p> Interpreter {
         args: &[(Value<'p>, Vec<usize>)],
         n: usize,
         item_shape: &[usize],
+        mask: Option<&[bool]>,
     ) -> Option<Value<'p>> {
         if self.reference_only || self.fuel.is_some() || n == 0 {
             return None;
@@ -3453,6 +3493,13 @@ impl<'p> Interpreter {
             "iscan" => n,
             _ => 1,
         };
+        // A filter of the scan: its flags, one per state, and only the
+        // flagged states kept.
+        let kept = match mask {
+            Some(m) if scanning && m.len() == kept => m.iter().filter(|k| **k).count(),
+            Some(_) => return None,
+            None => kept,
+        };
         if !crate::eval::batch_fits(kept.checked_mul(acc.len())?) {
             return None;
         }
@@ -3476,9 +3523,9 @@ impl<'p> Interpreter {
         };
         let seed = seed_bits.as_deref();
         let data = match acc_kind {
-            Kind::Int => i64::data(looped.run(seed, kept)?),
-            Kind::Float => f32::data(looped.run(seed, kept)?),
-            Kind::Bool => bool::data(looped.run(seed, kept)?),
+            Kind::Int => i64::data(looped.run(seed, kept, mask)?),
+            Kind::Float => f32::data(looped.run(seed, kept, mask)?),
+            Kind::Bool => bool::data(looped.run(seed, kept, mask)?),
         };
         let shape = scanning.then_some(kept).into_iter().chain(acc_shape).collect();
         Some(Array { shape, data })

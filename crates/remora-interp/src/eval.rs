@@ -651,6 +651,9 @@ pub struct Interpreter {
     pub(crate) expect: (usize, u64),
     /// The last chain begun (`moves.rs`).
     pub(crate) chains: u64,
+    /// A filter's value made before its evaluation reaches it
+    /// (`mapped.rs`, `let_filtered_scan`).
+    pub(crate) premade: Option<crate::mapped::Premade>,
 }
 
 /// A span's file and place (spans compare equal whatever their positions,
@@ -847,6 +850,11 @@ impl<'p> Interpreter {
                 args: Vec::new(),
             })))),
             TExprKind::App { func, arg, lifted } => {
+                // A filter's value made before it was reached.
+                if let Some(made) = self.premade.take_if(|m| m.at == std::ptr::from_ref(e) as usize) {
+                    let data = made.data.base_atoms();
+                    return Ok(intrinsics::boxed_items(made.count, &made.cell, data));
+                }
                 if text_label(e) && !self.text_labels.contains(&position(span)) {
                     self.text_labels.insert(position(span));
                 }
@@ -890,6 +898,9 @@ impl<'p> Interpreter {
                 self.index_apply(&f, &i, &e.ty, env, span)
             }
             TExprKind::Let { var, value, body } => {
+                if let Some(v) = self.let_filtered(*var, value, body, env)? {
+                    return Ok(v);
+                }
                 if let Some((rest, env)) = self.let_scan_of_map(*var, value, body, env)? {
                     return self.eval(rest, &env);
                 }
@@ -1102,7 +1113,13 @@ impl<'p> Interpreter {
         };
         // An operand that is a view (`(drop 1 xs)`, a transposition): the
         // batched rule reads it in place instead of laying it out.
-        if first.map(|a| &**a).into_iter().chain([arg]).any(|a| self.gives_view(a, env)) && !self.reference_only {
+        if first
+            .map(|a| &**a)
+            .into_iter()
+            .chain([arg])
+            .any(|a| self.gives_view(a, env))
+            && !self.reference_only
+        {
             return Ok(None);
         }
         let mut operands: Vec<Value<'p>> = Vec::new();

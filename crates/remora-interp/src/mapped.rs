@@ -65,6 +65,18 @@ impl<'p> Interpreter {
         items: Option<&'p TExpr>,
         env: &Env<'p>,
     ) -> Run<Option<Value<'p>>> {
+        self.scan_of_map_kept(e, items, None, env)
+    }
+
+    /// [`Self::scan_of_map`] keeping, of a scan's states, only those
+    /// `mask` flags (one flag per state), when given.
+    fn scan_of_map_kept(
+        &mut self,
+        e: &'p TExpr,
+        items: Option<&'p TExpr>,
+        mask: Option<&[bool]>,
+        env: &Env<'p>,
+    ) -> Run<Option<Value<'p>>> {
         if self.reference_only || self.fuel.is_some() {
             return Ok(None);
         }
@@ -131,7 +143,8 @@ impl<'p> Interpreter {
         } else {
             None
         };
-        let r = self.mapped_fold_by_cell_program(name, &op, seed.as_ref(), &map_fun, &args, n, item_shape);
+        let r =
+            self.mapped_fold_by_cell_program(name, &op, seed.as_ref(), &map_fun, &args, n, item_shape, mask);
         Ok(r)
     }
 
@@ -146,29 +159,190 @@ impl<'p> Interpreter {
         body: &'p TExpr,
         env: &Env<'p>,
     ) -> Run<Option<(&'p TExpr, Env<'p>)>> {
-        if self.reference_only || self.fuel.is_some() || !matches!(value.kind, TExprKind::App { .. }) {
+        if self.reference_only || self.fuel.is_some() {
             return Ok(None);
         }
-        let TExprKind::Let {
-            var: w,
-            value: loop_expr,
-            body: rest,
-        } = &body.kind
-        else {
+        let Some((w, loop_expr, rest)) = loop_of_map(var, value, body) else {
             return Ok(None);
         };
-        let (_, spine) = loop_expr.spine();
-        let reads_v_last =
-            matches!(spine.last(), Some((a, _)) if matches!(a.kind, TExprKind::Var(x) if x == var));
-        if !reads_v_last
-            || crate::partition::reads(loop_expr, var) != Some(1)
-            || crate::partition::reads(rest, var) != Some(0)
-            || *w == var
+        Ok(self
+            .scan_of_map(loop_expr, Some(value), env)?
+            .map(|v| (rest, env.bind(w, v))))
+    }
+
+    /// `(let ((val var value)) body)`'s value by [`Self::let_filtered_scan`]:
+    /// `value` the scan, or the map whose scan `body` binds (as
+    /// [`Self::let_scan_of_map`]).
+    pub(crate) fn let_filtered(
+        &mut self,
+        var: VarId,
+        value: &'p TExpr,
+        body: &'p TExpr,
+        env: &Env<'p>,
+    ) -> Run<Option<Value<'p>>> {
+        if self.reference_only || self.fuel.is_some() {
+            return Ok(None);
+        }
+        match loop_of_map(var, value, body) {
+            Some((w, loop_expr, rest)) => self.let_filtered_scan(w, loop_expr, Some(value), rest, env),
+            None => self.let_filtered_scan(var, value, None, body, env),
+        }
+    }
+
+    /// `(let ((val w LOOP)) REST)` for `LOOP` a scan of a map (as
+    /// [`Self::scan_of_map`], its items `items` when given) that `REST`
+    /// reads only through one `(filter flags w)` — `REST` a chain of
+    /// `let`s none of whose values reads `w`, the filter in its final
+    /// expression outside any binder: the chain's values and the flags
+    /// evaluated first, then the scan keeping only the flagged states
+    /// (its `[n …]` states never laid out), then the final expression,
+    /// the filter's value given. The whole `let`'s value; `Ok(None)` when
+    /// it is not one or gave up, with nothing observable done (no value
+    /// evaluated here traces; one that fails fails again, in the written
+    /// order, when the caller evaluates the `let` as written).
+    pub(crate) fn let_filtered_scan(
+        &mut self,
+        w: VarId,
+        loop_expr: &'p TExpr,
+        items: Option<&'p TExpr>,
+        rest: &'p TExpr,
+        env: &Env<'p>,
+    ) -> Run<Option<Value<'p>>> {
+        if self.reference_only || self.fuel.is_some() || self.premade.is_some() {
+            return Ok(None);
+        }
+        let (head, _) = loop_expr.spine();
+        if !matches!(intrinsic(head), Some("scan" | "iscan")) {
+            return Ok(None);
+        }
+        let traces =
+            |e: &TExpr| e.any(&mut |x| matches!(x.kind, TExprKind::Intrinsic("trace" | "trace-file")));
+        // The chain, and its final expression.
+        let mut chain = Vec::new();
+        let mut last = rest;
+        while let TExprKind::Let { var, value, body } = &last.kind {
+            if crate::partition::reads(value, w) != Some(0) || traces(value) {
+                return Ok(None);
+            }
+            chain.push((*var, &**value));
+            last = body;
+        }
+        let Some((filter, flags)) = filter_of(last, w) else {
+            return Ok(None);
+        };
+        if crate::partition::reads(last, w) != Some(1)
+            || crate::partition::reads(flags, w) != Some(0)
+            || traces(flags)
         {
             return Ok(None);
         }
-        Ok(self
-            .scan_of_map(loop_expr, Some(value), env)?
-            .map(|v| (&**rest, env.bind(*w, v))))
+        // (An error here is raised again by the `let` as written.)
+        let mut inner = env.clone();
+        for (var, value) in chain {
+            let Ok(v) = self.eval(value, &inner) else {
+                return Ok(None);
+            };
+            inner = inner.bind(var, v);
+        }
+        let Ok(mask) = self.eval(flags, &inner) else {
+            return Ok(None);
+        };
+        let (Data::Bool(mask), [_]) = (&mask.data, mask.shape.as_slice()) else {
+            return Ok(None);
+        };
+        let Some(states) = self.scan_of_map_kept(loop_expr, items, Some(mask), env)? else {
+            return Ok(None);
+        };
+        let Some((&k, cell)) = states.shape.split_first() else {
+            return Ok(None);
+        };
+        self.premade = Some(Premade {
+            at: std::ptr::from_ref(filter) as usize,
+            count: k,
+            cell: cell.to_vec(),
+            data: states.data.base_atoms(),
+        });
+        let r = self.eval(last, &inner);
+        // Not reached by `eval` (a batched rule read the filter): the
+        // `let` is evaluated as written.
+        if self.premade.take().is_some() {
+            return Ok(None);
+        }
+        r.map(Some)
     }
+}
+
+/// `(let ((val v MAP)) (let ((val w LOOP)) rest))` where `LOOP` is a
+/// fold or scan whose items are `v`, read nowhere else (`var`, `value`
+/// and `body` the outer `let`'s): `w`, `LOOP` and `rest`.
+fn loop_of_map<'p>(var: VarId, value: &TExpr, body: &'p TExpr) -> Option<(VarId, &'p TExpr, &'p TExpr)> {
+    if !matches!(value.kind, TExprKind::App { .. }) {
+        return None;
+    }
+    let TExprKind::Let {
+        var: w,
+        value: loop_expr,
+        body: rest,
+    } = &body.kind
+    else {
+        return None;
+    };
+    let (_, spine) = loop_expr.spine();
+    let reads_v_last =
+        matches!(spine.last(), Some((a, _)) if matches!(a.kind, TExprKind::Var(x) if x == var));
+    if !reads_v_last
+        || crate::partition::reads(loop_expr, var) != Some(1)
+        || crate::partition::reads(rest, var) != Some(0)
+        || *w == var
+    {
+        return None;
+    }
+    Some((*w, loop_expr, rest))
+}
+
+/// The value of a `filter` application made before its evaluation
+/// reaches it (`let_filtered_scan`), by the application's address: the
+/// kept items' count, cell shape and atoms.
+pub(crate) struct Premade {
+    pub(crate) at: usize,
+    pub(crate) count: usize,
+    pub(crate) cell: Vec<usize>,
+    pub(crate) data: Data,
+}
+
+/// In `e`, outside any binder (in what an `unbox` or `let` binds, not
+/// under it), `(filter flags w)`: the application and `flags`.
+fn filter_of(e: &TExpr, w: VarId) -> Option<(&TExpr, &TExpr)> {
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        match &x.kind {
+            TExprKind::App { func, arg, .. } => {
+                if matches!(arg.kind, TExprKind::Var(v) if v == w)
+                    && let TExprKind::App {
+                        func: f, arg: flags, ..
+                    } = &func.kind
+                    && intrinsic(f) == Some("filter")
+                {
+                    return Some((x, flags));
+                }
+                stack.push(func);
+                stack.push(arg);
+            }
+            TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => stack.push(func),
+            TExprKind::Array { atoms, .. } => {
+                for a in atoms {
+                    if let remora_check::typed::TAtomKind::Box { body, .. } = &a.kind {
+                        stack.push(body);
+                    }
+                }
+            }
+            TExprKind::Frame { elems, .. } => stack.extend(elems.iter()),
+            // (Evaluated in the same environment: what a binder binds
+            // around, not under it.)
+            TExprKind::Unbox { boxed, .. } => stack.push(boxed),
+            TExprKind::Let { value, .. } => stack.push(value),
+            _ => {}
+        }
+    }
+    None
 }
