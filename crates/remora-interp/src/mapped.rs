@@ -197,9 +197,10 @@ impl<'p> Interpreter {
     /// evaluated first, then the scan keeping only the flagged states
     /// (its `[n …]` states never laid out), then the final expression,
     /// the filter's value given. The whole `let`'s value; `Ok(None)` when
-    /// it is not one or gave up, with nothing observable done (no value
-    /// evaluated here traces; one that fails fails again, in the written
-    /// order, when the caller evaluates the `let` as written).
+    /// it is not one or gave up, with nothing observable done (nothing
+    /// evaluated here traces, the final expression included; a value
+    /// that fails fails again, in the written order, when the caller
+    /// evaluates the `let` as written).
     pub(crate) fn let_filtered_scan(
         &mut self,
         w: VarId,
@@ -232,7 +233,7 @@ impl<'p> Interpreter {
         };
         if crate::partition::reads(last, w) != Some(1)
             || crate::partition::reads(flags, w) != Some(0)
-            || traces(flags)
+            || traces(last)
         {
             return Ok(None);
         }
