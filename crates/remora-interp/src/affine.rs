@@ -38,9 +38,17 @@ impl Counting {
         let data = match self.made.get() {
             Some(v) => v.clone(),
             None => {
-                let mut v = remora_value::limits::try_vec(self.n)?;
-                v.extend(0..self.n as i64);
-                self.made.get_or_init(|| v.into()).clone()
+                let Array {
+                    data: Data::Int(v), ..
+                } = made(Affine::Progression {
+                    n: self.n,
+                    base: 0,
+                    step: 1,
+                })?
+                else {
+                    return None;
+                };
+                self.made.get_or_init(|| v).clone()
             }
         };
         Some(Array {
@@ -314,6 +322,11 @@ impl<'p> Interpreter {
     }
 }
 
+/// Term `i` of the progression `base + step·i` (wrapping).
+fn term(base: i64, step: i64, i: usize) -> i64 {
+    base.wrapping_add(step.wrapping_mul(i as i64))
+}
+
 /// A progression laid out (for a scatter that is not written in place).
 pub(crate) fn made<'p>(a: Affine) -> Option<Value<'p>> {
     Some(match a {
@@ -323,7 +336,7 @@ pub(crate) fn made<'p>(a: Affine) -> Option<Value<'p>> {
         },
         Affine::Progression { n, base, step } => {
             let mut v = remora_value::limits::try_vec(n)?;
-            v.extend((0..n).map(|i| base.wrapping_add(step.wrapping_mul(i as i64))));
+            v.extend((0..n).map(|i| term(base, step, i)));
             Array {
                 shape: vec![n],
                 data: Data::Int(v.into()),
@@ -347,16 +360,20 @@ pub(crate) fn scatter<'p>(
     };
     let m = dest.shape.first().copied().unwrap_or(0);
     let item: usize = dest.shape.iter().skip(1).product();
-    let term = move |i: usize| base.wrapping_add(step.wrapping_mul(i as i64));
     let run = Affine::in_range(n, base, step, m);
-    let wrapped = move |i: usize| usize::try_from(term(i)).ok().filter(|j| *j < m).map(|j| (i, j));
+    let wrapped = move |i: usize| {
+        usize::try_from(term(base, step, i))
+            .ok()
+            .filter(|j| *j < m)
+            .map(|j| (i, j))
+    };
     let Array { shape, mut data } = dest;
     let ok = match src {
         Err(src) if src.shape.first() == Some(&n) && src.data.len() == n * item => match run {
             Some((lo, hi)) => crate::masked::put_rows(
                 &mut data,
                 &src.data,
-                (lo..hi).map(|i| (i, term(i) as usize)),
+                (lo..hi).map(|i| (i, term(base, step, i) as usize)),
                 item,
             )
             .is_some(),
@@ -370,20 +387,12 @@ pub(crate) fn scatter<'p>(
             Data::Int(v) => {
                 // (Copied first if another value shares it.)
                 let out: &mut Vec<i64> = v;
-                let value = |i: usize| b.wrapping_add(s.wrapping_mul(i as i64));
+                // (Every term of `lo..hi` is in range: `in_range`.)
+                let mut put = |i: usize, j: usize| out.get_mut(j).map(|d| *d = term(b, s, i)).is_some();
                 match run {
-                    Some((lo, hi)) => {
-                        for i in lo..hi {
-                            out[term(i) as usize] = value(i);
-                        }
-                    }
-                    None => {
-                        for (i, j) in (0..n).filter_map(wrapped) {
-                            out[j] = value(i);
-                        }
-                    }
+                    Some((lo, hi)) => (lo..hi).all(|i| put(i, term(base, step, i) as usize)),
+                    None => (0..n).filter_map(wrapped).all(|(i, j)| put(i, j)),
                 }
-                true
             }
             _ => false,
         },
