@@ -2997,8 +2997,7 @@ fn selection_of(e: &TExpr, var: VarId) -> Option<Vec<&TExpr>> {
             _ => break None,
         }
     };
-    let literal_index = matches!(&arg.kind, TExprKind::Array { atoms, .. }
-        if atoms.len() == 1 && matches!(atoms[0].kind, TAtomKind::Int(_)));
+    let literal_index = literal_int(arg);
     match &func.kind {
         TExprKind::App { func: f, arg: xs, .. }
             if literal_index && is_var(xs) && matches!(intrinsic(f), Some("nth" | "index")) =>
@@ -3017,6 +3016,12 @@ fn selection_of(e: &TExpr, var: VarId) -> Option<Vec<&TExpr>> {
     }
 }
 
+/// Whether `e` is an Int literal of one atom (an index written out).
+fn literal_int(e: &TExpr) -> bool {
+    matches!(&e.kind, TExprKind::Array { atoms, .. }
+        if atoms.len() == 1 && matches!(atoms[0].kind, TAtomKind::Int(_)))
+}
+
 /// Whether `e` takes leading items of a variable (`tail`, `curtail`,
 /// `take`, `head` …) or one item at a literal index (`(nth planes 0)`): a
 /// view from an offset of the variable's buffer, for an argument read in
@@ -3030,9 +3035,7 @@ fn slices_variable(e: &TExpr) -> bool {
             Some(array),
         ) => is_var(array),
         (Some("nth" | "index"), Some(at)) => {
-            let literal_index = matches!(&at.kind, TExprKind::Array { atoms, .. }
-                if atoms.len() == 1 && matches!(atoms[0].kind, TAtomKind::Int(_)));
-            literal_index
+            literal_int(at)
                 && matches!(&e.kind, TExprKind::App { func, .. }
                     if matches!(&func.kind, TExprKind::App { arg: array, .. } if is_var(array)))
         }

@@ -285,22 +285,7 @@ impl<'p> Env<'p> {
 
     /// Whether `v` is bound to a batched value.
     fn is_batched(&self, v: VarId) -> bool {
-        self.nodes()
-            .find_map(|n| match &n.binding {
-                Binding::Val(w, _)
-                | Binding::Owned(w, _)
-                | Binding::Graded(w, _)
-                | Binding::Powers(w, _)
-                | Binding::View(w, _)
-                | Binding::Counting(w, _)
-                    if *w == v =>
-                {
-                    Some(false)
-                }
-                Binding::Batched(w, _) if *w == v => Some(true),
-                _ => None,
-            })
-            .unwrap_or(false)
+        matches!(self.binding_of(v), Some(Binding::Batched(..)))
     }
 
     /// Whether a batched variable is in scope (a closure made inside a
