@@ -975,6 +975,9 @@ impl<'p> Interpreter {
         if let Some(r) = self.gather_chain(e, env) {
             return r;
         }
+        if let Some(r) = self.projected_batched(e, env) {
+            return r;
+        }
         let (head, spine) = e.spine();
         let f = self.eval_batched(head, env)?;
         let mut args = Vec::with_capacity(spine.len());
@@ -1727,7 +1730,7 @@ impl<'p> Interpreter {
             return Some(r);
         }
         // A step on small cells: each cell's loop one compiled program.
-        if let Some(r) = self.fold_by_cell_program(name, op, seed, xs, xcell) {
+        if let Some(r) = self.fold_by_cell_program(name, op, seed, xs, xcell, None) {
             return Some(r);
         }
         self.fold_by_items(name, &op.clone(), seed, xs, xcell)

@@ -621,6 +621,24 @@ impl<'a, 'p> Compiler<'a, 'p> {
         }
     }
 
+    /// `g` applied to a loop's state `state` when it only selects parts
+    /// of it (`(index p 1)`, a field, a frame of such: no instruction):
+    /// the selection, and where each of its registers lies in the state.
+    fn projection(&mut self, g: &Fun<'p>, state: &CVal<'p>) -> Option<(CVal<'p>, Vec<usize>)> {
+        let code = self.code.len();
+        let f = self.function(g)?;
+        let v = self.call(f, vec![state.clone()], Span::default())?;
+        if self.code.len() != code {
+            return None;
+        }
+        let regs = flat(state)?;
+        let at = flat(&v)?
+            .iter()
+            .map(|r| regs.iter().position(|s| s == r))
+            .collect::<Option<Vec<usize>>>()?;
+        (!at.is_empty()).then_some((v, at))
+    }
+
     fn expr(&mut self, e: &'p TExpr, env: &Env<'p>) -> Option<CVal<'p>> {
         match &e.kind {
             TExprKind::Array { shape, atoms } => {
@@ -1633,8 +1651,12 @@ impl Lanes {
     /// The state registers `acc` stepped through the `n` items of a
     /// block (the hoisted code run): natively when the serial code is
     /// recurrences, else item by item, each item's `result` copied to
-    /// `acc`; every state kept in `out` when given (a scan), or only
-    /// those its mask flags (one flag per item of the block).
+    /// `acc`; the parts `keep` of every state (indices into `acc`) kept
+    /// in `out` when given (a scan), or of only those its mask flags (one
+    /// flag per item of the block). Natively, a state `keep` does not
+    /// name is dead (each recurrence reads only its own state): not
+    /// stepped at all.
+    #[allow(clippy::too_many_arguments)]
     fn block<U: Bits>(
         &self,
         regs: &mut [u64],
@@ -1642,6 +1664,7 @@ impl Lanes {
         n: usize,
         acc: &[u32],
         result: &[u32],
+        keep: &[usize],
         out: Option<(&mut Vec<U>, Option<&[bool]>)>,
     ) -> Option<()> {
         if let Some(recs) = &self.native {
@@ -1651,21 +1674,26 @@ impl Lanes {
             // its form (no dispatch per item), into a block of states:
             // the same operations in the same order.
             let mut swept = [0u64; BLOCK];
-            // The kept states, item by item (each item's states together).
-            let m = recs.len();
+            // The kept parts, item by item (each item's parts together).
+            let m = keep.len();
             let mut kept = if out.is_some() {
                 vec![0u64; m * n]
             } else {
                 Vec::new()
             };
             for (k, (rec, &a)) in recs.iter().zip(acc).enumerate() {
+                if !keep.contains(&k) {
+                    continue;
+                }
                 let rec = rec.resolve(lanes, n)?;
                 let state = regs.get_mut(a as usize)?;
                 let dst = swept.get_mut(..n)?;
                 *state = rec.sweep(*state, dst);
-                if let Some(ks) = kept.get_mut(k..) {
-                    for (d, &b) in ks.iter_mut().step_by(m).zip(&*dst) {
-                        *d = b;
+                for (j, _) in keep.iter().enumerate().filter(|(_, s)| **s == k) {
+                    if let Some(ks) = kept.get_mut(j..) {
+                        for (d, &b) in ks.iter_mut().step_by(m).zip(&*dst) {
+                            *d = b;
+                        }
                     }
                 }
             }
@@ -1692,7 +1720,9 @@ impl Lanes {
             if let Some((out, mask)) = out.as_mut()
                 && mask.is_none_or(|m| m.get(i) == Some(&true))
             {
-                out.extend(acc.iter().map(|&r| U::of_bits(regs[r as usize])));
+                for &j in keep {
+                    out.push(U::of_bits(regs[*acc.get(j)? as usize]));
+                }
             }
         }
         Some(())
@@ -2277,12 +2307,99 @@ impl Plain for bool {
 }
 
 /// A compiled step and the loop around it, over `[outer, items, cell]`.
+/// Where the items of a loop's cells lie: cell `o`'s item `i`'s atom
+/// `k` at `cell(o) + i·step + comps[k]` (a frame literal's elements laid
+/// out one after another, say, read in place rather than laid out item
+/// after item first).
+#[derive(Clone, Debug)]
+struct Layout {
+    base: usize,
+    /// The cells' axes: each one's length and step.
+    outer: Vec<(usize, usize)>,
+    items: usize,
+    step: usize,
+    comps: Vec<usize>,
+}
+
+impl Layout {
+    /// Items of `size` atoms, `items` a cell, one cell after another.
+    fn dense(cells: usize, items: usize, size: usize) -> Layout {
+        Layout {
+            base: 0,
+            outer: vec![(cells, items * size)],
+            items,
+            step: size,
+            comps: (0..size).collect(),
+        }
+    }
+
+    /// The items in `data`; `None` unless every atom read lies in it.
+    fn over<'a, T>(&'a self, data: &'a [T]) -> Option<Items<'a, T>> {
+        let mut last = self.base;
+        for &(n, s) in &self.outer {
+            last = last.checked_add(n.checked_sub(1)?.checked_mul(s)?)?;
+        }
+        last = last.checked_add(self.items.checked_sub(1)?.checked_mul(self.step)?)?;
+        last = last.checked_add(*self.comps.iter().max()?)?;
+        (last < data.len()).then_some(Items { data, at: self })
+    }
+}
+
+/// A loop's items where they lie ([`Layout`]).
+struct Items<'a, T> {
+    data: &'a [T],
+    at: &'a Layout,
+}
+
+impl<T: Bits> Items<'_, T> {
+    /// Where cell `o`'s first item lies.
+    fn cell(&self, o: usize) -> usize {
+        let mut at = self.at.base;
+        let mut rest = o;
+        for &(n, s) in self.at.outer.iter().rev() {
+            at += (rest % n) * s;
+            rest /= n;
+        }
+        at
+    }
+
+    /// Atom `k` of the `lane.len()` items from `start` of the cell at `c`.
+    fn fill(&self, c: usize, start: usize, k: usize, lane: &mut [u64]) -> Option<()> {
+        let from = c + start * self.at.step + *self.at.comps.get(k)?;
+        let n = lane.len();
+        match self.at.step {
+            0 => lane.fill(self.data.get(from)?.bits()),
+            1 => {
+                for (l, x) in lane.iter_mut().zip(self.data.get(from..from + n)?) {
+                    *l = x.bits();
+                }
+            }
+            step => {
+                for (l, x) in lane.iter_mut().zip(self.data.get(from..)?.iter().step_by(step)) {
+                    *l = x.bits();
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// Atom `k` of item `i` of the cell at `c`.
+    fn at(&self, c: usize, i: usize, k: usize) -> Option<T> {
+        self.data
+            .get(c + i * self.at.step + *self.at.comps.get(k)?)
+            .copied()
+    }
+}
+
 struct Loop {
     program: Program,
     /// The registers of the accumulator, the item, and the step's result.
     acc: Vec<u32>,
     item: Vec<u32>,
     result: Vec<u32>,
+    /// What is kept of each accumulator: these of its registers (indices
+    /// into `acc`; all of them but for a selection of the loop's result).
+    keep: Vec<usize>,
     items: usize,
     /// Whether every accumulator is kept (`scan`, `iscan`).
     scanning: bool,
@@ -2296,22 +2413,26 @@ struct Loop {
 }
 
 impl Loop {
+    /// The accumulator's registers kept, in order.
+    fn kept_regs(&self) -> impl Iterator<Item = u32> + '_ {
+        self.keep.iter().filter_map(|&j| self.acc.get(j).copied())
+    }
+
     /// The loops of cells `range`, the items `xs`, from the seeds (one
     /// per cell) or the first items; what each keeps, one after another.
     fn cells<T: Bits, U: Bits>(
         &self,
-        xs: &[T],
+        xs: &Items<'_, T>,
         seeds: Option<&[U]>,
         range: std::ops::Range<usize>,
         kept: usize,
     ) -> Option<Vec<U>> {
-        let (size, acc_size) = (self.item.len(), self.acc.len());
-        let mut out = crate::kernel::buffer(range.len() * kept * acc_size).ok()?;
+        let acc_size = self.acc.len();
+        let mut out = crate::kernel::buffer(range.len() * kept * self.keep.len()).ok()?;
         let mut regs = self.program.init.clone();
         let mut lanes = self.lanes.as_ref().map(Lanes::lanes);
-        let cell = self.items * size;
         for o in range {
-            let xs = xs.get(o * cell..(o + 1) * cell)?;
+            let c = xs.cell(o);
             match seeds {
                 Some(s) => {
                     let s = s.get(o * acc_size..(o + 1) * acc_size)?;
@@ -2320,13 +2441,13 @@ impl Loop {
                     }
                 }
                 None => {
-                    for (&r, x) in self.acc.iter().zip(xs.get(..size)?) {
-                        regs[r as usize] = x.bits();
+                    for (k, &r) in self.acc.iter().enumerate() {
+                        regs[r as usize] = xs.at(c, 0, k)?.bits();
                     }
                 }
             }
             let keep = |regs: &[u64], out: &mut Vec<U>| {
-                out.extend(self.acc.iter().map(|&r| U::of_bits(regs[r as usize])));
+                out.extend(self.kept_regs().map(|r| U::of_bits(regs[r as usize])));
             };
             if self.scanning {
                 keep(&regs, &mut out);
@@ -2336,16 +2457,12 @@ impl Loop {
                 let mut start = first;
                 while start < self.items {
                     let n = BLOCK.min(self.items - start);
-                    let block = xs.get(start * size..(start + n) * size)?;
                     for (k, &s) in ln.inputs.iter().enumerate() {
-                        let lane = lanes.get_mut(s)?;
-                        for (l, x) in lane.iter_mut().zip(block.iter().skip(k).step_by(size)) {
-                            *l = x.bits();
-                        }
+                        xs.fill(c, start, k, lanes.get_mut(s)?.get_mut(..n)?)?;
                     }
                     ln.hoist(lanes, n)?;
                     let kept = self.scanning.then_some((&mut out, None));
-                    ln.block(&mut regs, lanes, n, &self.acc, &self.result, kept)?;
+                    ln.block(&mut regs, lanes, n, &self.acc, &self.result, &self.keep, kept)?;
                     start += n;
                 }
                 if !self.scanning {
@@ -2353,13 +2470,9 @@ impl Loop {
                 }
                 continue;
             }
-            for x in xs
-                .get(first * size..)?
-                .chunks_exact(size.max(1))
-                .take(self.items - first)
-            {
-                for (&r, x) in self.item.iter().zip(x) {
-                    regs[r as usize] = x.bits();
+            for i in first..self.items {
+                for (k, &r) in self.item.iter().enumerate() {
+                    regs[r as usize] = xs.at(c, i, k)?.bits();
                 }
                 self.program.run(&mut regs)?;
                 for (&a, &r) in self.acc.iter().zip(&self.result) {
@@ -2384,39 +2497,42 @@ impl Loop {
     fn across<T: Bits, U: Bits>(
         &self,
         code: &[LaneIns],
-        xs: &[T],
+        xs: &Items<'_, T>,
         seeds: Option<&[U]>,
         range: std::ops::Range<usize>,
         kept: usize,
         out: &mut [U],
     ) -> Option<()> {
-        let (size, acc_size) = (self.item.len(), self.acc.len());
-        let cell = self.items * size;
-        let per = kept * acc_size;
+        let acc_size = self.acc.len();
+        let width = self.keep.len();
+        let per = kept * width;
         if out.len() != range.len() * per {
             return None;
         }
         let mut lanes = register_lanes(&self.program);
         let first = usize::from(!self.seeded);
         let keep = |lanes: &[Vec<u64>], out: &mut [U], at: usize, n: usize, t: usize| -> Option<()> {
-            for (k, &a) in self.acc.iter().enumerate() {
+            for (k, a) in self.kept_regs().enumerate() {
                 let lane = lanes.get(a as usize)?.get(..n)?;
                 for (j, &b) in lane.iter().enumerate() {
-                    *out.get_mut((at + j) * per + t * acc_size + k)? = U::of_bits(b);
+                    *out.get_mut((at + j) * per + t * width + k)? = U::of_bits(b);
                 }
             }
             Some(())
         };
         let mut start = range.start;
+        let mut cells = Vec::with_capacity(BLOCK);
         while start < range.end {
             let n = BLOCK.min(range.end - start);
+            cells.clear();
+            cells.extend((start..start + n).map(|o| xs.cell(o)));
             for (k, &a) in self.acc.iter().enumerate() {
                 let lane = lanes.get_mut(a as usize)?.get_mut(..n)?;
                 for (j, l) in lane.iter_mut().enumerate() {
                     let o = start + j;
                     *l = match seeds {
                         Some(s) => s.get(o * acc_size + k)?.bits(),
-                        None => xs.get(o * cell + k)?.bits(),
+                        None => xs.at(cells[j], 0, k)?.bits(),
                     };
                 }
             }
@@ -2429,8 +2545,8 @@ impl Loop {
             for i in first..self.items {
                 for (k, &r) in self.item.iter().enumerate() {
                     let lane = lanes.get_mut(r as usize)?.get_mut(..n)?;
-                    for (j, l) in lane.iter_mut().enumerate() {
-                        *l = xs.get((start + j) * cell + i * size + k)?.bits();
+                    for (l, &c) in lane.iter_mut().zip(&cells) {
+                        *l = xs.at(c, i, k)?.bits();
                     }
                 }
                 run_lanes(code, &self.program.exts, &mut lanes, n)?;
@@ -2454,7 +2570,7 @@ impl Loop {
     /// loop is lifted over many, else each cell's in turn.
     fn some_cells<T: Bits, U: Bits>(
         &self,
-        xs: &[T],
+        xs: &Items<'_, T>,
         seeds: Option<&[U]>,
         range: std::ops::Range<usize>,
         kept: usize,
@@ -2477,7 +2593,7 @@ impl Loop {
     /// steps are many), laid out as one buffer.
     fn all<'p, T: Bits, U: Plain>(
         &self,
-        xs: &[T],
+        xs: &Items<'_, T>,
         seeds: Option<&[U]>,
         outer: usize,
         kept: usize,
@@ -2488,14 +2604,14 @@ impl Loop {
     /// What every cell's loop keeps, one cell after another.
     fn kept<T: Bits, U: Bits>(
         &self,
-        xs: &[T],
+        xs: &Items<'_, T>,
         seeds: Option<&[U]>,
         outer: usize,
         kept: usize,
     ) -> Option<Vec<U>> {
         let steps = outer.saturating_mul(self.items);
         let threads = crate::threads().min(outer);
-        let per_cell = kept.checked_mul(self.acc.len())?;
+        let per_cell = kept.checked_mul(self.keep.len())?;
         // (Zeroed by the allocator: fresh pages, not a pass of stores.)
         let mut all = vec![U::of_bits(0); outer.checked_mul(per_cell)?];
         if threads < 2 || steps < PARALLEL_STEPS {
@@ -2929,7 +3045,7 @@ impl<'p> Interpreter {
                 .collect::<Option<_>>()?,
         };
         let items = *xs.v.shape.get(axis)?;
-        let r = self.fold_by_cell_program(name, op, seed.as_ref(), &view, &[items])?;
+        let r = self.fold_by_cell_program(name, op, seed.as_ref(), &view, &[items], None)?;
         if name == "fold" {
             return Some(r);
         }
@@ -2965,6 +3081,7 @@ impl<'p> Interpreter {
         seed: Option<&(Batched<'p>, Vec<usize>)>,
         xs: &Batched<'p>,
         xcell: &[usize],
+        project: Option<&Fun<'p>>,
     ) -> Try<Batched<'p>> {
         if !matches!(name, "fold" | "scan" | "iscan" | "reduce") || self.reference_only {
             return None;
@@ -2997,10 +3114,24 @@ impl<'p> Interpreter {
         }
         // Items that are records: each item's fields its registers, the
         // loops run on their bits.
-        let dense = xs.densify()?;
-        let record_items = match &dense.v.data {
-            Data::Records(r) if item_shape.is_empty() => Some(r.clone()),
+        let record_items = match &xs.v.data {
+            Data::Records(_) if item_shape.is_empty() => match xs.densify()?.v.data {
+                Data::Records(r) => Some(r),
+                _ => None,
+            },
             _ => None,
+        };
+        // Plain items are read where they lie, through their steps.
+        let layout = Layout {
+            base: xs.offset,
+            outer: outer_shape
+                .iter()
+                .copied()
+                .zip(xs.strides.iter().copied())
+                .collect(),
+            items,
+            step: *xs.strides.get(outer_axes)?,
+            comps: cell_positions(xs.strides.get(outer_axes + 1..)?, &item_shape),
         };
         let xs = match record_items {
             // Over many cells, one batched application per item runs on
@@ -3008,7 +3139,7 @@ impl<'p> Interpreter {
             // faster than their bits in lanes.
             Some(_) if outer > MAX_CELLS => return None,
             Some(_) => Data::Int(Vec::new().into()),
-            None => plain(&dense.v.data)?,
+            None => plain(&xs.v.data)?,
         };
         let item_kind = kind_of(&xs)?;
         let (acc_shape, seeds) = match seed {
@@ -3068,6 +3199,15 @@ impl<'p> Interpreter {
                 *r = d;
             }
         }
+        // What is kept of each state: all of it, or the selection
+        // `project` makes of it (the rest, where nothing kept reads it,
+        // never stepped).
+        let (kept_val, keep) = match project {
+            Some(g) => c.projection(g, &acc_val)?,
+            None => (acc_val.clone(), (0..acc_size).collect()),
+        };
+        let width = keep.len();
+        let kept_shape = kept_val.shape()?.to_vec();
         let program = Program {
             code: c.code,
             init: c.init,
@@ -3087,6 +3227,7 @@ impl<'p> Interpreter {
             acc,
             item,
             result,
+            keep,
             items,
             scanning: matches!(name, "scan" | "iscan"),
             seeded: seeds.is_some(),
@@ -3096,7 +3237,7 @@ impl<'p> Interpreter {
             "iscan" => items,
             _ => 1,
         };
-        if !crate::eval::batch_fits(outer.checked_mul(kept)?.checked_mul(acc_size)?) {
+        if !crate::eval::batch_fits(outer.checked_mul(kept)?.checked_mul(width)?) {
             return None;
         }
         if let Some(fuel) = &mut self.fuel {
@@ -3105,10 +3246,10 @@ impl<'p> Interpreter {
         macro_rules! run {
             ($xs:expr, $seeds:expr) => {
                 match $seeds {
-                    None => looped.all($xs, None::<&[f32]>, outer, kept),
-                    Some(Data::Int(s)) => looped.all($xs, Some(s.as_slice()), outer, kept),
-                    Some(Data::Float(s)) => looped.all($xs, Some(s.as_slice()), outer, kept),
-                    Some(Data::Bool(s)) => looped.all($xs, Some(s.as_slice()), outer, kept),
+                    None => looped.all(&layout.over($xs)?, None::<&[f32]>, outer, kept),
+                    Some(Data::Int(s)) => looped.all(&layout.over($xs)?, Some(s.as_slice()), outer, kept),
+                    Some(Data::Float(s)) => looped.all(&layout.over($xs)?, Some(s.as_slice()), outer, kept),
+                    Some(Data::Bool(s)) => looped.all(&layout.over($xs)?, Some(s.as_slice()), outer, kept),
                     Some(_) => None,
                 }
             };
@@ -3137,13 +3278,14 @@ impl<'p> Interpreter {
                         .collect::<Option<Vec<u64>>>()?,
                 ),
             };
-            let kept_bits = looped.kept(&item_bits, seed_bits.as_deref(), outer, kept)?;
+            let dense = Layout::dense(outer, items, looped.item.len());
+            let kept_bits = looped.kept(&dense.over(&item_bits)?, seed_bits.as_deref(), outer, kept)?;
             let mut shape = outer_shape;
             if looped.scanning {
                 shape.push(kept);
             }
-            shape.extend(acc_shape);
-            let data = records_of(&acc_val, &kept_bits, outer * kept, acc_size, &mut 0)?;
+            shape.extend(kept_shape);
+            let data = records_of(&kept_val, &kept_bits, outer * kept, width, &mut 0)?;
             return Some(Batched::dense(Array { shape, data }, nb));
         }
         if let Some(Data::Records(r)) = &seeds {
@@ -3155,23 +3297,24 @@ impl<'p> Interpreter {
             }
             let s = Some(bits.as_slice());
             let kept_bits = match &xs {
-                Data::Int(x) => looped.kept(x, s, outer, kept),
-                Data::Float(x) => looped.kept(x, s, outer, kept),
-                Data::Bool(x) => looped.kept(x, s, outer, kept),
+                Data::Int(x) => looped.kept(&layout.over(x)?, s, outer, kept),
+                Data::Float(x) => looped.kept(&layout.over(x)?, s, outer, kept),
+                Data::Bool(x) => looped.kept(&layout.over(x)?, s, outer, kept),
                 _ => None,
             }?;
             let shape = outer_shape
                 .into_iter()
                 .chain(looped.scanning.then_some(kept))
+                .chain(kept_shape)
                 .collect();
-            let data = records_of(&acc_val, &kept_bits, outer * kept, acc_size, &mut 0)?;
+            let data = records_of(&kept_val, &kept_bits, outer * kept, width, &mut 0)?;
             return Some(Batched::dense(Array { shape, data }, nb));
         }
         let data = match (&xs, &seeds) {
             // Without a seed, the accumulators are of the items' kind.
-            (Data::Int(x), None) => looped.all(x, None::<&[i64]>, outer, kept),
-            (Data::Float(x), None) => looped.all(x, None::<&[f32]>, outer, kept),
-            (Data::Bool(x), None) => looped.all(x, None::<&[bool]>, outer, kept),
+            (Data::Int(x), None) => looped.all(&layout.over(x)?, None::<&[i64]>, outer, kept),
+            (Data::Float(x), None) => looped.all(&layout.over(x)?, None::<&[f32]>, outer, kept),
+            (Data::Bool(x), None) => looped.all(&layout.over(x)?, None::<&[bool]>, outer, kept),
             (Data::Int(x), s) => run!(x.as_slice(), s),
             (Data::Float(x), s) => run!(x.as_slice(), s),
             (Data::Bool(x), s) => run!(x.as_slice(), s),
@@ -3181,7 +3324,7 @@ impl<'p> Interpreter {
         if looped.scanning {
             shape.push(kept);
         }
-        shape.extend(acc_shape);
+        shape.extend(kept_shape);
         Some(Batched::dense(Array { shape, data }, nb))
     }
 }
@@ -3298,6 +3441,8 @@ struct MappedLoop {
     item: Vec<u32>,
     acc: Vec<u32>,
     result: Vec<u32>,
+    /// What is kept of each state (indices into `acc`), as [`Loop`]'s.
+    keep: Vec<usize>,
     items: usize,
     scanning: bool,
     /// The program split for blocks of items (its inputs the sources'
@@ -3310,7 +3455,7 @@ impl MappedLoop {
     /// With `mask` (a scan's), only the states it flags are kept, `kept`
     /// of them.
     fn run<U: Bits>(&self, seed: Option<&[u64]>, kept: usize, mask: Option<&[bool]>) -> Option<Vec<U>> {
-        let mut out = crate::kernel::buffer(kept * self.acc.len()).ok()?;
+        let mut out = crate::kernel::buffer(kept * self.keep.len()).ok()?;
         // Whether state `k` (0: the first kept) is kept.
         let flagged = |k: usize| mask.is_none_or(|m| m.get(k) == Some(&true));
         // The mask from state `k` on, `n` states.
@@ -3344,7 +3489,8 @@ impl MappedLoop {
             }
         };
         let keep = |regs: &[u64], out: &mut Vec<U>| {
-            out.extend(self.acc.iter().map(|&r| U::of_bits(regs[r as usize])));
+            let kept = self.keep.iter().filter_map(|&j| self.acc.get(j));
+            out.extend(kept.map(|&r| U::of_bits(regs[r as usize])));
         };
         // The states kept so far (a scan's first: the seed or item 0).
         let mut at = 0;
@@ -3369,7 +3515,7 @@ impl MappedLoop {
                 ln.hoist(&mut lanes, n)?;
                 let mask = if self.scanning { flags(at, n)? } else { None };
                 let kept = self.scanning.then_some((&mut out, mask));
-                ln.block(&mut regs, &lanes, n, &self.acc, &self.result, kept)?;
+                ln.block(&mut regs, &lanes, n, &self.acc, &self.result, &self.keep, kept)?;
                 at += n;
                 start += n;
             }
@@ -3421,6 +3567,7 @@ impl<'p> Interpreter {
         n: usize,
         item_shape: &[usize],
         mask: Option<&[bool]>,
+        project: Option<&Fun<'p>>,
     ) -> Option<Value<'p>> {
         if self.reference_only || self.fuel.is_some() || n == 0 {
             return None;
@@ -3487,6 +3634,11 @@ impl<'p> Interpreter {
                 *r = d;
             }
         }
+        let (kept_val, keep) = match project {
+            Some(g) => c.projection(g, &acc_val)?,
+            None => (acc_val.clone(), (0..acc.len()).collect()),
+        };
+        let kept_shape = kept_val.shape()?.to_vec();
         let scanning = matches!(name, "scan" | "iscan");
         let kept = match name {
             "scan" => n + 1,
@@ -3500,7 +3652,7 @@ impl<'p> Interpreter {
             Some(_) => return None,
             None => kept,
         };
-        if !crate::eval::batch_fits(kept.checked_mul(acc.len())?) {
+        if !crate::eval::batch_fits(kept.checked_mul(keep.len())?) {
             return None;
         }
         let program = Program {
@@ -3518,6 +3670,7 @@ impl<'p> Interpreter {
             item,
             acc,
             result,
+            keep,
             items: n,
             scanning,
         };
@@ -3527,7 +3680,7 @@ impl<'p> Interpreter {
             Kind::Float => f32::data(looped.run(seed, kept, mask)?),
             Kind::Bool => bool::data(looped.run(seed, kept, mask)?),
         };
-        let shape = scanning.then_some(kept).into_iter().chain(acc_shape).collect();
+        let shape = scanning.then_some(kept).into_iter().chain(kept_shape).collect();
         Some(Array { shape, data })
     }
 }

@@ -849,6 +849,9 @@ impl<'p> Interpreter {
                 if let Some(v) = self.update(e, env, chain)? {
                     return Ok(v);
                 }
+                if let Some(v) = self.projected(e, env)? {
+                    return Ok(v);
+                }
                 if let Some(v) = self.apply_spine(e, env)? {
                     return Ok(v);
                 }

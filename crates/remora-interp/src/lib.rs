@@ -29,6 +29,7 @@ mod partition;
 mod positions;
 mod powers;
 pub mod program;
+mod projected;
 pub mod random;
 pub mod scalar;
 pub mod search;

@@ -21,7 +21,7 @@ use remora_value::{Atom, Data};
 /// Whether evaluating `e` again costs nothing and cannot fail or trace:
 /// a variable, an intrinsic, a lambda literal, or a literal array or frame
 /// of those.
-fn plain(e: &TExpr) -> bool {
+pub(crate) fn plain(e: &TExpr) -> bool {
     match &e.kind {
         TExprKind::Array { atoms, .. } => atoms
             .iter()
@@ -65,16 +65,29 @@ impl<'p> Interpreter {
         items: Option<&'p TExpr>,
         env: &Env<'p>,
     ) -> Run<Option<Value<'p>>> {
-        self.scan_of_map_kept(e, items, None, env)
+        self.scan_of_map_kept(e, items, None, None, env)
+    }
+
+    /// [`Self::scan_of_map`] keeping only the parts of each state that
+    /// `g` selects (`projected.rs`).
+    pub(crate) fn scan_of_map_projected(
+        &mut self,
+        e: &'p TExpr,
+        g: &Fun<'p>,
+        env: &Env<'p>,
+    ) -> Run<Option<Value<'p>>> {
+        self.scan_of_map_kept(e, None, None, Some(g), env)
     }
 
     /// [`Self::scan_of_map`] keeping, of a scan's states, only those
-    /// `mask` flags (one flag per state), when given.
+    /// `mask` flags (one flag per state), when given, and of each only
+    /// the parts `project` selects.
     fn scan_of_map_kept(
         &mut self,
         e: &'p TExpr,
         items: Option<&'p TExpr>,
         mask: Option<&[bool]>,
+        project: Option<&Fun<'p>>,
         env: &Env<'p>,
     ) -> Run<Option<Value<'p>>> {
         if self.reference_only || self.fuel.is_some() {
@@ -143,8 +156,17 @@ impl<'p> Interpreter {
         } else {
             None
         };
-        let r =
-            self.mapped_fold_by_cell_program(name, &op, seed.as_ref(), &map_fun, &args, n, item_shape, mask);
+        let r = self.mapped_fold_by_cell_program(
+            name,
+            &op,
+            seed.as_ref(),
+            &map_fun,
+            &args,
+            n,
+            item_shape,
+            mask,
+            project,
+        );
         Ok(r)
     }
 
@@ -251,7 +273,7 @@ impl<'p> Interpreter {
         let (Data::Bool(mask), [_]) = (&mask.data, mask.shape.as_slice()) else {
             return Ok(None);
         };
-        let Some(states) = self.scan_of_map_kept(loop_expr, items, Some(mask), env)? else {
+        let Some(states) = self.scan_of_map_kept(loop_expr, items, Some(mask), None, env)? else {
             return Ok(None);
         };
         let Some((&k, cell)) = states.shape.split_first() else {
