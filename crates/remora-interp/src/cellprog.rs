@@ -1671,43 +1671,45 @@ impl Lanes {
             // Each recurrence's lanes resolved once for the block. The
             // recurrences read only their own state and the lanes, so each
             // is swept through the block on its own, in a loop made for
-            // its form (no dispatch per item), into a block of states:
-            // the same operations in the same order.
-            let mut swept = [0u64; BLOCK];
-            // The kept parts, item by item (each item's parts together).
-            let m = keep.len();
-            let mut kept = if out.is_some() {
-                vec![0u64; m * n]
-            } else {
-                Vec::new()
-            };
+            // its form (no dispatch per item), into its own block of
+            // states: the same operations in the same order.
+            let mut swept: Vec<[u64; BLOCK]> = Vec::with_capacity(recs.len());
+            let mut which = vec![usize::MAX; recs.len()];
             for (k, (rec, &a)) in recs.iter().zip(acc).enumerate() {
                 if !keep.contains(&k) {
                     continue;
                 }
                 let rec = rec.resolve(lanes, n)?;
                 let state = regs.get_mut(a as usize)?;
-                let dst = swept.get_mut(..n)?;
-                *state = rec.sweep(*state, dst);
-                for (j, _) in keep.iter().enumerate().filter(|(_, s)| **s == k) {
-                    if let Some(ks) = kept.get_mut(j..) {
-                        for (d, &b) in ks.iter_mut().step_by(m).zip(&*dst) {
-                            *d = b;
+                let mut dst = [0u64; BLOCK];
+                *state = rec.sweep(*state, dst.get_mut(..n)?);
+                which[k] = swept.len();
+                swept.push(dst);
+            }
+            // The kept parts, item by item (each item's parts together),
+            // appended straight from the swept blocks.
+            let Some((out, mask)) = out else {
+                return Some(());
+            };
+            let parts: Vec<&[u64]> = keep
+                .iter()
+                .map(|&k| swept.get(*which.get(k)?)?.get(..n))
+                .collect::<Option<_>>()?;
+            match (parts.as_slice(), mask) {
+                ([one], None) => out.extend(one.iter().map(|&b| U::of_bits(b))),
+                ([one], Some(mask)) => out.extend(
+                    one.iter()
+                        .zip(mask)
+                        .filter(|(_, k)| **k)
+                        .map(|(&b, _)| U::of_bits(b)),
+                ),
+                (parts, mask) => {
+                    for i in 0..n {
+                        if mask.is_none_or(|m| m.get(i) == Some(&true)) {
+                            out.extend(parts.iter().map(|p| U::of_bits(p[i])));
                         }
                     }
                 }
-            }
-            // (The kept states appended in one pass, not written over a
-            // zeroed stretch: each atom of a scan's result written once.)
-            match out {
-                Some((out, None)) => out.extend(kept.iter().map(|&b| U::of_bits(b))),
-                // Only the flagged items' states (a filter of the scan).
-                Some((out, Some(mask))) => {
-                    for (states, _) in kept.chunks_exact(m).zip(mask).filter(|(_, k)| **k) {
-                        out.extend(states.iter().map(|&b| U::of_bits(b)));
-                    }
-                }
-                None => {}
             }
             return Some(());
         }

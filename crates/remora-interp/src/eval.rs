@@ -204,6 +204,11 @@ impl<'p> Env<'p> {
     }
 
     /// The innermost binding of the value variable `v`.
+    /// Whether `v` is bound here (as a value).
+    pub(crate) fn binds(&self, v: VarId) -> bool {
+        self.binding_of(v).is_some()
+    }
+
     fn binding_of(&self, v: VarId) -> Option<&Binding<'p>> {
         self.nodes()
             .map(|n| &n.binding)
@@ -639,6 +644,9 @@ pub struct Interpreter {
     /// A filter's value made before its evaluation reaches it
     /// (`mapped.rs`, `let_filtered_scan`).
     pub(crate) premade: Option<crate::mapped::Premade>,
+    /// The selection `(g x)` of a premade filter's states that made them
+    /// already (its address): its value is `x`'s.
+    pub(crate) preselected: Option<usize>,
 }
 
 /// A span's file and place (spans compare equal whatever their positions,
@@ -837,8 +845,16 @@ impl<'p> Interpreter {
             TExprKind::App { func, arg, lifted } => {
                 // A filter's value made before it was reached.
                 if let Some(made) = self.premade.take_if(|m| m.at == std::ptr::from_ref(e) as usize) {
+                    self.preselected = made.selection;
                     let data = made.data.base_atoms();
                     return Ok(intrinsics::boxed_items(made.count, &made.cell, data));
+                }
+                if self
+                    .preselected
+                    .take_if(|at| *at == std::ptr::from_ref(e) as usize)
+                    .is_some()
+                {
+                    return self.eval(arg, env);
                 }
                 if text_label(e) && !self.text_labels.contains(&position(span)) {
                     self.text_labels.insert(position(span));

@@ -253,6 +253,9 @@ impl<'p> Interpreter {
         let Some((filter, flags)) = filter_of(last, w) else {
             return Ok(None);
         };
+        // `(unbox ($k x (filter flags w)) … (g x) …)`, `g` selecting parts
+        // of each state and `x` read only there: only those parts kept.
+        let selection = selection_of_filtered(last, filter);
         if crate::partition::reads(last, w) != Some(1)
             || crate::partition::reads(flags, w) != Some(0)
             || traces(last)
@@ -273,7 +276,23 @@ impl<'p> Interpreter {
         let (Data::Bool(mask), [_]) = (&mask.data, mask.shape.as_slice()) else {
             return Ok(None);
         };
-        let Some(states) = self.scan_of_map_kept(loop_expr, items, Some(mask), None, env)? else {
+        let selection = match selection {
+            Some((app, g)) if !matches!(g.kind, TExprKind::Var(v) if !inner.binds(v)) => {
+                let g = self.eval(g, &inner)?;
+                crate::projected::selection(&g.data, &g.shape, 0).map(|g| (app, g))
+            }
+            _ => None,
+        };
+        let mut states = None;
+        let mut selected = None;
+        if let Some((app, g)) = &selection {
+            states = self.scan_of_map_kept(loop_expr, items, Some(mask), Some(g), env)?;
+            selected = states.is_some().then_some(std::ptr::from_ref(*app) as usize);
+        }
+        if states.is_none() {
+            states = self.scan_of_map_kept(loop_expr, items, Some(mask), None, env)?;
+        }
+        let Some(states) = states else {
             return Ok(None);
         };
         let Some((&k, cell)) = states.shape.split_first() else {
@@ -284,11 +303,12 @@ impl<'p> Interpreter {
             count: k,
             cell: cell.to_vec(),
             data: states.data.base_atoms(),
+            selection: selected,
         });
         let r = self.eval(last, &inner);
-        // Not reached by `eval` (a batched rule read the filter): the
-        // `let` is evaluated as written.
-        if self.premade.take().is_some() {
+        // Not reached by `eval` (a batched rule read the filter or its
+        // selection): the `let` is evaluated as written.
+        if self.premade.take().is_some() | self.preselected.take().is_some() {
             return Ok(None);
         }
         r.map(Some)
@@ -331,6 +351,61 @@ pub(crate) struct Premade {
     pub(crate) count: usize,
     pub(crate) cell: Vec<usize>,
     pub(crate) data: Data,
+    /// The address of the selection `(g x)` of the filter's unboxed
+    /// states that these are already (only `g`'s parts kept).
+    pub(crate) selection: Option<usize>,
+}
+
+/// In `e`, `(unbox ($k x FILTER) body)` with `x` read once in `body`, by
+/// `(g x)` for `g` a variable or a lambda literal that only selects parts
+/// of its parameter: that application and `g`.
+fn selection_of_filtered<'e>(e: &'e TExpr, filter: &TExpr) -> Option<(&'e TExpr, &'e TExpr)> {
+    let unbox =
+        e.find(&mut |x| matches!(&x.kind, TExprKind::Unbox { boxed, .. } if std::ptr::eq(&**boxed, filter)))?;
+    let TExprKind::Unbox { var, body, .. } = &unbox.kind else {
+        return None;
+    };
+    if crate::partition::reads(body, *var) != Some(1) {
+        return None;
+    }
+    // (Not under a lambda, which may run it more than once.)
+    let mut stack = vec![&**body];
+    let mut app = None;
+    while let Some(x) = stack.pop() {
+        match &x.kind {
+            TExprKind::App { func, arg, .. } => {
+                if matches!(arg.kind, TExprKind::Var(v) if v == *var) {
+                    app = Some(x);
+                    break;
+                }
+                stack.push(func);
+                stack.push(arg);
+            }
+            TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => stack.push(func),
+            TExprKind::Array { atoms, .. } => {
+                for a in atoms {
+                    if let remora_check::typed::TAtomKind::Box { body, .. } = &a.kind {
+                        stack.push(body);
+                    }
+                }
+            }
+            TExprKind::Frame { elems, .. } => stack.extend(elems.iter()),
+            TExprKind::Unbox { boxed, body, .. }
+            | TExprKind::Let {
+                value: boxed, body, ..
+            } => {
+                stack.push(boxed);
+                stack.push(body);
+            }
+            _ => {}
+        }
+    }
+    let app = app?;
+    let TExprKind::App { func, .. } = &app.kind else {
+        return None;
+    };
+    let lambda = |a: &TExpr| matches!(a.kind, TExprKind::Array { .. }) && crate::batch::pure(a);
+    (matches!(func.kind, TExprKind::Var(_)) || lambda(func)).then_some((app, &**func))
 }
 
 /// In `e`, outside any binder (in what an `unbox` or `let` binds, not

@@ -56,7 +56,7 @@ fn selects(e: &TExpr, p: VarId) -> bool {
 
 /// The one lambda of one parameter a value holds, when its body only
 /// selects parts of the parameter and reads nothing of a batch.
-fn selection<'p>(v: &Data<Fun<'p>>, shape: &[usize], offset: usize) -> Option<Fun<'p>> {
+pub(crate) fn selection<'p>(v: &Data<Fun<'p>>, shape: &[usize], offset: usize) -> Option<Fun<'p>> {
     let Data::Atoms(atoms) = v else {
         return None;
     };
