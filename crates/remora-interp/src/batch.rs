@@ -1966,6 +1966,31 @@ impl<'p> Interpreter {
         ))
     }
 
+    /// The cell shape of the one parameter of the lambda `f` holds, as
+    /// its body reads it — or, for a body `(g p)` applying a function to
+    /// the parameter (a lift the checker wrote), the cell `g` takes
+    /// (`None` when it does not read it, or the shape is not known from
+    /// the lambda's environment).
+    fn param_cell(&self, f: &Batched<'p>) -> Option<Vec<usize>> {
+        let Data::Atoms(atoms) = &f.v.data else {
+            return None;
+        };
+        let Atom::Fun(Fun::Lambda { param, body, env }) = atoms.get(f.offset)? else {
+            return None;
+        };
+        if f.nb != 0 || !f.v.shape.is_empty() || lambda_params(body) != 0 {
+            return None;
+        }
+        if let TExprKind::App { func, arg, lifted } = &body.kind
+            && matches!(arg.kind, TExprKind::Var(v) if v == *param)
+            && pure(func)
+        {
+            return self.shape_of(&lifted.arg_cell, env, arg.span).ok();
+        }
+        let read = body.find(&mut |x| matches!(x.kind, TExprKind::Var(v) if v == *param))?;
+        self.shape_of(&read.ty.shape, env, read.span).ok()
+    }
+
     /// `(iterate n f x)` over a frame of cells `x`: `f` applied `n` times
     /// to all of them at once (`n` the same for every cell).
     fn iterate_batched(&mut self, args: &[(Batched<'p>, Vec<usize>)]) -> Try<Batched<'p>> {
@@ -1976,9 +2001,18 @@ impl<'p> Interpreter {
             Data::Int(v) if n.nb == 0 && n.v.shape.is_empty() => usize::try_from(*v.get(n.offset)?).ok()?,
             _ => return None,
         };
+        let mut xcell = xcell.clone();
         if x.nb == 0 && x.own().len() == xcell.len() && !captures_batch(f) {
-            return None;
+            // The whole array the state, stepped by a function of cells
+            // of a shorter shape (lifted over the rest in each step):
+            // each cell iterated on its own, as if `iterate` were lifted.
+            match self.param_cell(f) {
+                Some(cell) if cell.len() < xcell.len() && xcell.ends_with(&cell) => xcell = cell,
+                // One loop: the intrinsic's own.
+                _ => return None,
+            }
         }
+        let xcell = &xcell;
         // Small cells: the cells in lanes (over many cells, or a step
         // reading the batch), or each cell's loop a cell program.
         if f.nb == 0

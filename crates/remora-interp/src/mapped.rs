@@ -32,7 +32,7 @@ pub(crate) fn plain(e: &TExpr) -> bool {
 }
 
 /// The intrinsic `e` applies (through type and index applications).
-fn intrinsic(e: &TExpr) -> Option<&'static str> {
+pub(crate) fn intrinsic(e: &TExpr) -> Option<&'static str> {
     let mut head = e;
     while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &head.kind {
         head = func;
@@ -369,15 +369,47 @@ fn selection_of_filtered<'e>(e: &'e TExpr, filter: &TExpr) -> Option<(&'e TExpr,
         return None;
     }
     // (Not under a lambda, which may run it more than once.)
-    let mut stack = vec![&**body];
-    let mut app = None;
+    let app = evaluated_once(
+        body,
+        true,
+        &|x| matches!(&x.kind, TExprKind::App { arg, .. } if matches!(arg.kind, TExprKind::Var(v) if v == *var)),
+    )?;
+    let TExprKind::App { func, .. } = &app.kind else {
+        return None;
+    };
+    let lambda = |a: &TExpr| matches!(a.kind, TExprKind::Array { .. }) && crate::batch::pure(a);
+    (matches!(func.kind, TExprKind::Var(_)) || lambda(func)).then_some((app, &**func))
+}
+
+/// In `e`, outside any binder (in what an `unbox` or `let` binds, not
+/// under it), `(filter flags w)`: the application and `flags`.
+fn filter_of(e: &TExpr, w: VarId) -> Option<(&TExpr, &TExpr)> {
+    let app = evaluated_once(e, false, &|x| {
+        matches!(&x.kind, TExprKind::App { func, arg, .. }
+            if matches!(arg.kind, TExprKind::Var(v) if v == w)
+                && matches!(&func.kind, TExprKind::App { func: f, .. } if intrinsic(f) == Some("filter")))
+    })?;
+    let TExprKind::App { func, .. } = &app.kind else {
+        return None;
+    };
+    let TExprKind::App { arg: flags, .. } = &func.kind else {
+        return None;
+    };
+    Some((app, flags))
+}
+
+/// The first expression in `e` of which `pred` holds that `e`'s
+/// evaluation evaluates at most once: never under a lambda (which may
+/// run many times), and, unless `binders`, never under a `let` or an
+/// `unbox` either (only in what they bind, in `e`'s environment).
+fn evaluated_once<'e>(e: &'e TExpr, binders: bool, pred: &dyn Fn(&TExpr) -> bool) -> Option<&'e TExpr> {
+    let mut stack = vec![e];
     while let Some(x) = stack.pop() {
+        if pred(x) {
+            return Some(x);
+        }
         match &x.kind {
             TExprKind::App { func, arg, .. } => {
-                if matches!(arg.kind, TExprKind::Var(v) if v == *var) {
-                    app = Some(x);
-                    break;
-                }
                 stack.push(func);
                 stack.push(arg);
             }
@@ -395,50 +427,10 @@ fn selection_of_filtered<'e>(e: &'e TExpr, filter: &TExpr) -> Option<(&'e TExpr,
                 value: boxed, body, ..
             } => {
                 stack.push(boxed);
-                stack.push(body);
-            }
-            _ => {}
-        }
-    }
-    let app = app?;
-    let TExprKind::App { func, .. } = &app.kind else {
-        return None;
-    };
-    let lambda = |a: &TExpr| matches!(a.kind, TExprKind::Array { .. }) && crate::batch::pure(a);
-    (matches!(func.kind, TExprKind::Var(_)) || lambda(func)).then_some((app, &**func))
-}
-
-/// In `e`, outside any binder (in what an `unbox` or `let` binds, not
-/// under it), `(filter flags w)`: the application and `flags`.
-fn filter_of(e: &TExpr, w: VarId) -> Option<(&TExpr, &TExpr)> {
-    let mut stack = vec![e];
-    while let Some(x) = stack.pop() {
-        match &x.kind {
-            TExprKind::App { func, arg, .. } => {
-                if matches!(arg.kind, TExprKind::Var(v) if v == w)
-                    && let TExprKind::App {
-                        func: f, arg: flags, ..
-                    } = &func.kind
-                    && intrinsic(f) == Some("filter")
-                {
-                    return Some((x, flags));
-                }
-                stack.push(func);
-                stack.push(arg);
-            }
-            TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } => stack.push(func),
-            TExprKind::Array { atoms, .. } => {
-                for a in atoms {
-                    if let remora_check::typed::TAtomKind::Box { body, .. } = &a.kind {
-                        stack.push(body);
-                    }
+                if binders {
+                    stack.push(body);
                 }
             }
-            TExprKind::Frame { elems, .. } => stack.extend(elems.iter()),
-            // (Evaluated in the same environment: what a binder binds
-            // around, not under it.)
-            TExprKind::Unbox { boxed, .. } => stack.push(boxed),
-            TExprKind::Let { value, .. } => stack.push(value),
             _ => {}
         }
     }

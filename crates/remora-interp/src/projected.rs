@@ -16,21 +16,10 @@
 
 use crate::batch::{Batched, Try, lambda_params, pure};
 use crate::eval::{Env, Fun, Interpreter, Run, Value};
+use crate::mapped::intrinsic;
 use remora_check::typed::{TAtomKind, TExpr, TExprKind, VarId};
 use remora_types::Lifted;
 use remora_value::{Atom, Data};
-
-/// The intrinsic `e` applies (through type and index applications).
-fn intrinsic(e: &TExpr) -> Option<&'static str> {
-    let mut head = e;
-    while let TExprKind::TApp { func, .. } | TExprKind::IApp { func, .. } = &head.kind {
-        head = func;
-    }
-    match head.kind {
-        TExprKind::Intrinsic(name) => Some(name),
-        _ => None,
-    }
-}
 
 /// Whether `e` only picks parts of `p`: `p`, a field of such a part, an
 /// item of one at a literal index (`index`, `nth`, `head`, `last`), or a
