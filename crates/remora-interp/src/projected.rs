@@ -70,10 +70,16 @@ fn loop_selected(e: &TExpr) -> Option<(&TExpr, &TExpr, &'static str, &TExpr, Vec
     if !pure(func) || !matches!(func.kind, TExprKind::Var(_) | TExprKind::Array { .. }) {
         return None;
     }
-    let (head, spine) = arg.spine();
+    // (The head first, with nothing made: this is asked of every
+    // application `eval` meets.)
+    let mut head = &**arg;
+    while let TExprKind::App { func, .. } = &head.kind {
+        head = func;
+    }
     let name @ ("fold" | "scan" | "iscan" | "reduce") = intrinsic(head)? else {
         return None;
     };
+    let (head, spine) = arg.spine();
     let seeded = matches!(name, "fold" | "scan");
     (spine.len() == 2 + usize::from(seeded) && pure(spine[0].0)).then_some((func, arg, name, head, spine))
 }
