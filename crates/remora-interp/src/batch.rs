@@ -1966,11 +1966,10 @@ impl<'p> Interpreter {
         ))
     }
 
-    /// The cell shape of the one parameter of the lambda `f` holds, as
-    /// its body reads it — or, for a body `(g p)` applying a function to
-    /// the parameter (a lift the checker wrote), the cell `g` takes
-    /// (`None` when it does not read it, or the shape is not known from
-    /// the lambda's environment).
+    /// For the lambda `f` holds, whose body `(g p)` applies one function
+    /// (no frame of functions) to its parameter (a lift the checker
+    /// wrote around `g`): the cell `g` takes (`None` for any other body,
+    /// or when the shape is not known from the lambda's environment).
     fn param_cell(&self, f: &Batched<'p>) -> Option<Vec<usize>> {
         let Data::Atoms(atoms) = &f.v.data else {
             return None;
@@ -1981,14 +1980,16 @@ impl<'p> Interpreter {
         if f.nb != 0 || !f.v.shape.is_empty() || lambda_params(body) != 0 {
             return None;
         }
-        if let TExprKind::App { func, arg, lifted } = &body.kind
-            && matches!(arg.kind, TExprKind::Var(v) if v == *param)
-            && pure(func)
+        let TExprKind::App { func, arg, lifted } = &body.kind else {
+            return None;
+        };
+        if !matches!(arg.kind, TExprKind::Var(v) if v == *param)
+            || !pure(func)
+            || !self.shape_of(&lifted.fun_frame, env, arg.span).ok()?.is_empty()
         {
-            return self.shape_of(&lifted.arg_cell, env, arg.span).ok();
+            return None;
         }
-        let read = body.find(&mut |x| matches!(x.kind, TExprKind::Var(v) if v == *param))?;
-        self.shape_of(&read.ty.shape, env, read.span).ok()
+        self.shape_of(&lifted.arg_cell, env, arg.span).ok()
     }
 
     /// `(iterate n f x)` over a frame of cells `x`: `f` applied `n` times

@@ -203,12 +203,12 @@ impl<'p> Env<'p> {
         self.value(v)
     }
 
-    /// The innermost binding of the value variable `v`.
     /// Whether `v` is bound here (as a value).
     pub(crate) fn binds(&self, v: VarId) -> bool {
         self.binding_of(v).is_some()
     }
 
+    /// The innermost binding of the value variable `v`.
     fn binding_of(&self, v: VarId) -> Option<&Binding<'p>> {
         self.nodes()
             .map(|n| &n.binding)
