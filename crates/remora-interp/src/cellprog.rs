@@ -2335,6 +2335,18 @@ impl Layout {
         }
     }
 
+    /// Where cell `o` starts: `base` plus its position along each of the
+    /// cells' axes times that axis's step.
+    fn cell(&self, o: usize) -> usize {
+        let mut at = self.base;
+        let mut rest = o;
+        for &(n, s) in self.outer.iter().rev() {
+            at += (rest % n) * s;
+            rest /= n;
+        }
+        at
+    }
+
     /// The items in `data`; `None` unless every atom read lies in it.
     fn over<'a, T>(&'a self, data: &'a [T]) -> Option<Items<'a, T>> {
         let mut last = self.base;
@@ -2356,13 +2368,7 @@ struct Items<'a, T> {
 impl<T: Bits> Items<'_, T> {
     /// Where cell `o`'s first item lies.
     fn cell(&self, o: usize) -> usize {
-        let mut at = self.at.base;
-        let mut rest = o;
-        for &(n, s) in self.at.outer.iter().rev() {
-            at += (rest % n) * s;
-            rest /= n;
-        }
-        at
+        self.at.cell(o)
     }
 
     /// Atom `k` of the `lane.len()` items from `start` of the cell at `c`.
@@ -2893,16 +2899,17 @@ impl<'p> Interpreter {
             d => (plain(d)?, cell_positions(xs.strides.get(outer_axes..)?, cell)),
         };
         let records = matches!(xs.v.data, Data::Records(_));
-        let (frame, steps) = (xs.v.shape.get(..outer_axes)?, xs.strides.get(..outer_axes)?);
-        let offset = xs.offset;
-        let cell_at = |o: usize| -> Option<usize> {
-            let mut rest = o;
-            let mut at = offset;
-            for (&d, &step) in frame.iter().zip(steps).rev() {
-                at += (rest % d) * step;
-                rest /= d;
-            }
-            Some(at)
+        // (Only where each cell starts is asked of it.)
+        let cells = Layout {
+            base: xs.offset,
+            outer: outer_shape
+                .iter()
+                .copied()
+                .zip(xs.strides.iter().copied())
+                .collect(),
+            items: 1,
+            step: 0,
+            comps: Vec::new(),
         };
         if let Some(fuel) = &mut self.fuel {
             *fuel = fuel.checked_sub((n as u64).saturating_mul(times))?;
@@ -2919,7 +2926,7 @@ impl<'p> Interpreter {
                 for j in 0..m {
                     let o = first + start + j;
                     cell_bits.clear();
-                    let at = if records { o * size } else { cell_at(o)? };
+                    let at = if records { o * size } else { cells.cell(o) };
                     for &w in &within {
                         cell_bits.push(bits_at(&source, at + w)?);
                     }
