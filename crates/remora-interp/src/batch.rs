@@ -385,7 +385,9 @@ impl<'p> Interpreter {
             return None;
         }
         let saved = std::mem::take(&mut self.batch);
+        let follows = std::mem::replace(&mut self.plain_follows, std::ptr::from_ref(p) as usize);
         let r = self.prim_batched(p, args);
+        self.plain_follows = follows;
         self.batch = saved;
         r.filter(|r| r.nb == 0).and_then(|r| r.densify()).map(|r| r.v)
     }
@@ -395,7 +397,12 @@ impl<'p> Interpreter {
     /// principal frame, batched, instead of a frame of partial
     /// applications. `None` when `e` is not such a spine (nothing has then
     /// been evaluated that matters: the head is a variable or a literal).
-    pub(crate) fn apply_spine(&mut self, e: &'p TExpr, env: &Env<'p>) -> crate::eval::Run<Option<Value<'p>>> {
+    pub(crate) fn apply_spine(
+        &mut self,
+        e: &'p TExpr,
+        env: &Env<'p>,
+        chain: u64,
+    ) -> crate::eval::Run<Option<Value<'p>>> {
         let mut spine = Vec::new();
         let mut head = e;
         while let TExprKind::App { func, arg, lifted } = &head.kind {
@@ -457,10 +464,20 @@ impl<'p> Interpreter {
                         return Ok(Some(v));
                     }
                     let ruled = has_batched_rule(p.name);
+                    // A loop's state is handed the chain (`moves.rs`): at
+                    // its last read, the variable's value is the loop's.
+                    let state = crate::moves::loop_state(p.name)
+                        .filter(|_| p.args.is_empty() && spine.len() == p.sig.values);
                     let mut args = Vec::with_capacity(spine.len());
-                    for (arg, lifted, _) in &spine {
+                    for (k, (arg, lifted, _)) in spine.iter().enumerate() {
                         let cell = self.shape_of(&lifted.arg_cell, env, arg.span)?;
-                        let a = if ruled {
+                        let a = if state == Some(k)
+                            && chain != 0
+                            && crate::moves::is_path(arg)
+                            && !matches!(arg.kind, TExprKind::Var(v) if env.view(v).is_some())
+                        {
+                            Batched::plain(self.eval_chained(arg, env, chain)?)
+                        } else if ruled {
                             self.eval_view(arg, env)?
                         } else {
                             Batched::plain(self.eval(arg, env)?)
@@ -628,6 +645,27 @@ impl<'p> Interpreter {
         span: Span,
     ) -> crate::eval::Run<Value<'p>> {
         crate::eval::check_starved(span)?;
+        // An intrinsic given all its arguments, none over a frame: one
+        // application, the arguments handed to it (each partial
+        // application would hold a copy of those before it).
+        if let Data::Atoms(atoms) = &f.data
+            && f.shape.is_empty()
+            && let [Atom::Fun(Fun::Prim(p))] = &atoms[..]
+            && p.args.len() + args.len() == p.sig.values
+            && p.types.len() >= p.sig.types
+            && p.indices.len() >= p.sig.indices
+            && self.fuel.is_none()
+            && args
+                .iter()
+                .all(|(a, cell)| a.nb == 0 && a.own() == cell.as_slice())
+            && let Some(app) = spine.last().map(|(_, _, app)| app.span)
+        {
+            let mut p = (**p).clone();
+            for ((a, _), (arg, _, _)) in args.into_iter().zip(spine) {
+                p.args.push(self.dense_or_eval(a, arg, env)?);
+            }
+            return self.saturate(p, app);
+        }
         let mut f = f;
         for ((a, cell), (arg, _, app)) in args.into_iter().zip(spine) {
             let a = self.dense_or_eval(a, arg, env)?;
@@ -1197,6 +1235,16 @@ impl<'p> Interpreter {
             "transpose2d" | "windows" => view_batched(p, &all),
             "length" | "reshape" | "flatten" | "replicate" => reshape_batched(p, &all),
             "append" if let Some(joined) = append_whole(&all) => Some(joined),
+            "reverse"
+                if let [(xs, cell)] = all.as_slice()
+                    && let Some(r) = xs
+                        .own()
+                        .len()
+                        .checked_sub(cell.len())
+                        .and_then(|frame| crate::strided::reverse_in_memory_order(xs, xs.nb + frame)) =>
+            {
+                Some(r)
+            }
             "append" | "reverse" => self.framed(&all, |args| items_framed(p.name, args)),
             "sort" | "grade" | "f.sort" | "f.grade" => self.framed(&all, |args| sort_framed(p.name, args)),
             "sort-by" | "grade-by" => match all.as_slice() {
@@ -1515,7 +1563,7 @@ impl<'p> Interpreter {
                 })
                 .collect();
             let saved = std::mem::take(&mut self.batch);
-            let r = intrinsics::run(self, &prim, remora_syntax::Span::default());
+            let r = intrinsics::run(self, &mut prim, remora_syntax::Span::default());
             self.batch = saved;
             let r = r.ok()?;
             check_size(
@@ -1532,6 +1580,11 @@ impl<'p> Interpreter {
                 offset: 0,
                 strides,
             });
+        }
+        if outer.is_empty() && self.plain_follows == std::ptr::from_ref(p) as usize {
+            // One application at the top level: the caller's own (`apply_in_turn`), made
+            // with the arguments it alone then holds.
+            return None;
         }
         check_size(positions, remora_syntax::Span::default()).ok()?;
         if all.iter().any(|(a, _)| captures_batch(a)) {
@@ -1552,28 +1605,38 @@ impl<'p> Interpreter {
             shape.extend(cell);
             dense.push((a.laid_over(cell.len(), nb, outer.len(), &shape)?, cell.clone()));
         }
+        // (Dense arguments share their buffers with `all`, which holds
+        // them no longer.)
+        drop(all);
         let saved = std::mem::take(&mut self.batch);
         let mut results = Vec::with_capacity(positions);
         let mut failed = false;
         for pos in 0..positions {
             let mut prim = p.clone();
-            prim.args = dense
-                .iter()
-                .map(|(v, cell)| {
-                    let size: usize = cell.iter().product();
-                    // One position: the argument itself, shared, not a copy.
-                    let data = if positions == 1 {
-                        v.data.clone()
-                    } else {
-                        v.data.slice(pos * size, size)
-                    };
-                    Array {
-                        shape: cell.clone(),
-                        data,
-                    }
-                })
-                .collect();
-            match intrinsics::run(self, &prim, remora_syntax::Span::default()) {
+            prim.args = if positions == 1 {
+                // One position: the arguments themselves, handed over (a
+                // loop's state is then the intrinsic's alone, which its
+                // step may update in place).
+                std::mem::take(&mut dense)
+                    .into_iter()
+                    .map(|(v, cell)| Array {
+                        shape: cell,
+                        data: v.data,
+                    })
+                    .collect()
+            } else {
+                dense
+                    .iter()
+                    .map(|(v, cell)| {
+                        let size: usize = cell.iter().product();
+                        Array {
+                            shape: cell.clone(),
+                            data: v.data.slice(pos * size, size),
+                        }
+                    })
+                    .collect()
+            };
+            match intrinsics::run(self, &mut prim, remora_syntax::Span::default()) {
                 Ok(r) => results.push(r),
                 Err(_) => {
                     failed = true;
@@ -1934,36 +1997,58 @@ impl<'p> Interpreter {
         if !scanning {
             return Some(acc);
         }
-        // Every accumulator laid over [batch, frame, cell], woven (a step
-        // may have gained batch axes from what the function captures).
+        // Every accumulator laid over [batch, frame, cell] (a step may
+        // have gained batch axes from what the function captures), one
+        // after another: the result is a view of them, the new item axis
+        // outermost in memory. Each step is one contiguous copy (weaving
+        // them under each cell would write one atom per cache line), and
+        // each item of the scan, as a later loop over the items reads it,
+        // is again a contiguous run.
         let nb = steps.iter().map(|s| s.nb).max().unwrap_or(nb).max(nb);
         let mut full: Vec<usize> = self.batch.get(..nb)?.to_vec();
         full.extend(&frame);
         full.extend(&acell);
-        let outer: usize = full.get(..nb + xframe)?.iter().product();
-        let size: usize = acell.iter().product();
+        let outer_axes: Vec<usize> = full.get(..nb + xframe)?.to_vec();
+        let outer: usize = atoms_in(&outer_axes);
+        let size: usize = atoms_in(&acell);
         let k = steps.len();
-        if !crate::eval::batch_fits(outer.saturating_mul(size).saturating_mul(k)) {
+        let element = outer.checked_mul(size)?;
+        if !crate::eval::batch_fits(element.saturating_mul(k)) {
             return None;
         }
         let mut data: Option<Data<Fun<'p>>> = None;
-        for (j, b) in steps.iter().enumerate() {
+        for b in &steps {
             let part = self
                 .expand(b, nb)?
-                .laid_over(acell.len(), nb, nb + xframe, &full)?;
-            let out = data.get_or_insert_with(|| part.data.empty_like());
-            weave_into(out, &part.data, j, k, outer, size)?;
+                .laid_over(acell.len(), nb, nb + xframe, &full)?
+                .data;
+            if part.len() != element {
+                return None;
+            }
+            match &mut data {
+                None => {
+                    let mut all = part.with_capacity_like(element * k);
+                    all.append(part).ok()?;
+                    data = Some(all);
+                }
+                Some(all) => all.append(part).ok()?,
+            }
         }
-        let mut shape: Vec<usize> = full.get(..nb + xframe)?.to_vec();
+        let mut shape = outer_axes.clone();
         shape.push(k);
         shape.extend(&acell);
-        Some(Batched::dense(
-            Array {
+        let mut strides: Vec<usize> = row_major(&outer_axes).into_iter().map(|s| s * size).collect();
+        strides.push(element);
+        strides.extend(row_major(&acell));
+        Some(Batched {
+            v: Array {
                 shape,
                 data: data.unwrap_or_else(|| xs.v.data.empty_like()),
             },
             nb,
-        ))
+            offset: 0,
+            strides,
+        })
     }
 
     /// For the lambda `f` holds, whose body `(g p)` applies one function

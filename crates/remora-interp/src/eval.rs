@@ -647,6 +647,11 @@ pub struct Interpreter {
     /// The selection `(g x)` of a premade filter's states that made them
     /// already (its address): its value is `x`'s.
     pub(crate) preselected: Option<usize>,
+    /// The intrinsic application (its address) that `apply_prim_framed`
+    /// runs at the top level, where giving up means the caller applies it
+    /// plainly: one position with no batch is left to that application,
+    /// which alone holds the arguments (`batch::prim_per_cell`).
+    pub(crate) plain_follows: usize,
 }
 
 /// A span's file and place (spans compare equal whatever their positions,
@@ -868,7 +873,7 @@ impl<'p> Interpreter {
                 if let Some(v) = self.projected(e, env)? {
                     return Ok(v);
                 }
-                if let Some(v) = self.apply_spine(e, env)? {
+                if let Some(v) = self.apply_spine(e, env, chain)? {
                     return Ok(v);
                 }
                 let f = self.eval(func, env)?;
@@ -1484,13 +1489,13 @@ impl<'p> Interpreter {
     }
 
     /// An intrinsic runs once it has all its arguments.
-    fn saturate(&mut self, mut p: Prim<'p>, span: Span) -> Run<Value<'p>> {
+    pub(crate) fn saturate(&mut self, mut p: Prim<'p>, span: Span) -> Run<Value<'p>> {
         if p.types.len() >= p.sig.types && p.indices.len() >= p.sig.indices && p.args.len() >= p.sig.values {
             admit(p.args.iter().map(|a| a.data.len()).sum(), span)?;
             if let Some(v) = intrinsics::take_in_place(&mut p) {
                 return Ok(v);
             }
-            intrinsics::run(self, &p, span)
+            intrinsics::run(self, &mut p, span)
         } else {
             Ok(fun_value(Fun::Prim(Rc::new(p))))
         }

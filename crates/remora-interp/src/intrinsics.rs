@@ -133,7 +133,13 @@ fn from_items<'p>(its: Vec<Value<'p>>, item: &[usize], like: &Data<Fun<'p>>, spa
     stack(its, span)
 }
 
-pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>> {
+/// An intrinsic applied to all its arguments. The arguments are the
+/// intrinsic's alone (whoever runs it drops the application after): a
+/// loop (`fold`, `iterate`, `while`) takes its state out of them, so that
+/// a step that updates the state (`scatter`, `append`) writes over it in
+/// place from the first step on (`moves.rs`), where a shared state would
+/// be copied whole once.
+pub fn run<'p>(it: &mut Interpreter, p: &mut Prim<'p>, span: Span) -> Run<Value<'p>> {
     let name = p.name;
     if scalar::is_scalar_primitive(name) {
         let data = scalar_apply(name, &p.args, &[]).or_else(|m| fail(span, m))?;
@@ -400,7 +406,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
                 return fail(span, format!("iterate: negative count {n}"));
             }
             let f = arg(1)?.clone();
-            let mut x = arg(2)?.clone();
+            let mut x = state_of(p, 2, span)?;
             if let Some(r) = crate::masked::single_lambda(&f)
                 .and_then(|f| it.loop_by_cell_program(None, Some(n as u64), &f, &one_cell(&x), &x.shape))
             {
@@ -413,7 +419,7 @@ pub fn run<'p>(it: &mut Interpreter, p: &Prim<'p>, span: Span) -> Run<Value<'p>>
         }
         "while" => {
             let (test, step) = (arg(0)?.clone(), arg(1)?.clone());
-            let mut x = arg(2)?.clone();
+            let mut x = state_of(p, 2, span)?;
             if let (Some(t), Some(s)) = (
                 crate::masked::single_lambda(&test),
                 crate::masked::single_lambda(&step),
@@ -1063,7 +1069,22 @@ fn hist_primitive<'p>(
 }
 
 /// The folds with any operator: one call of it per item.
-fn general_fold<'p>(it: &mut Interpreter, p: &Prim<'p>, name: &str, span: Span) -> Run<Value<'p>> {
+/// Argument `k` of `p`, the state of a loop, taken out of the
+/// application (an empty array left in its place).
+fn state_of<'p>(p: &mut Prim<'p>, k: usize, span: Span) -> Run<Value<'p>> {
+    match p.args.get_mut(k) {
+        Some(v) => Ok(std::mem::replace(
+            v,
+            Array {
+                shape: Vec::new(),
+                data: Data::Int(Vec::new().into()),
+            },
+        )),
+        None => fail(span, format!("internal error: {} without its state", p.name)),
+    }
+}
+
+fn general_fold<'p>(it: &mut Interpreter, p: &mut Prim<'p>, name: &str, span: Span) -> Run<Value<'p>> {
     let arg = |k: usize| -> Run<&Value<'p>> {
         match p.args.get(k) {
             Some(v) => Ok(v),
@@ -1081,8 +1102,8 @@ fn general_fold<'p>(it: &mut Interpreter, p: &Prim<'p>, name: &str, span: Span) 
         }
         return Ok(acc);
     }
-    let mut acc = arg(1)?.clone();
     let mut its = items(arg(2)?, span)?;
+    let mut acc = state_of(p, 1, span)?;
     if name == "fold-right" {
         its.reverse();
         for x in its {

@@ -151,6 +151,33 @@ pub(crate) fn update_spine(e: &TExpr) -> Option<(&'static str, Vec<&TExpr>)> {
     Some((name, spine.into_iter().map(|(a, _)| a).collect()))
 }
 
+/// Which argument of a loop (`fold`, `iterate`, `while`) is its state,
+/// which the loop takes over (`intrinsics::run`).
+pub(crate) fn loop_state(name: &str) -> Option<usize> {
+    match name {
+        "fold" => Some(1),
+        "iterate" | "while" => Some(2),
+        _ => None,
+    }
+}
+
+/// A loop (`loop_state`) applied in full: its state's expression and the
+/// other arguments'.
+fn loop_spine(e: &TExpr) -> Option<(&TExpr, Vec<&TExpr>)> {
+    if !matches!(e.kind, TExprKind::App { .. }) {
+        return None;
+    }
+    let (head, spine) = e.spine();
+    let name = crate::tally::intrinsic_name(head)?;
+    let k = loop_state(name)?;
+    if spine.len() != crate::intrinsics::signature(name).values {
+        return None;
+    }
+    let mut args: Vec<&TExpr> = spine.into_iter().map(|(a, _)| a).collect();
+    let state = args.remove(k);
+    Some((state, args))
+}
+
 /// The last reads of `x` in `e`, which is evaluated at most once and after
 /// which nothing reads `x` (`None`: the budget ran out).
 fn walk(x: VarId, e: &TExpr, out: &mut Vec<usize>, budget: &mut usize) -> Option<()> {
@@ -209,6 +236,17 @@ fn walk(x: VarId, e: &TExpr, out: &mut Vec<usize>, budget: &mut usize) -> Option
                 }
                 if is_path(dest) || !rest_reads {
                     walk(x, dest, out, budget)?;
+                }
+            }
+            // A loop applied in full (`batch::apply_spine`): its state,
+            // which no other argument reads.
+            if let Some((state, rest)) = loop_spine(e) {
+                let mut rest_reads = false;
+                for a in rest {
+                    rest_reads = rest_reads || reads(x, a, budget)?;
+                }
+                if !rest_reads {
+                    walk(x, state, out, budget)?;
                 }
             }
         }

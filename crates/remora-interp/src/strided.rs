@@ -174,3 +174,78 @@ pub(crate) fn rotate_view<'p>(
         strides,
     })
 }
+
+/// `(reverse xs)` along axis `axis` of a view whose axes nearer in memory
+/// than `axis` make one contiguous block (a scan's steps stacked item
+/// after item, the batch under each: `reverse` of its items is then a
+/// copy of whole blocks in reverse order). The result keeps the view's
+/// order of axes in memory, laid out densely, so the block that held
+/// item `i` is copied whole to where item `d-1-i` goes. `None` for any
+/// other layout (an axis repeated by a zero step, a gap inside the
+/// block): the caller lays the view out and reverses that.
+pub(crate) fn reverse_in_memory_order<'p>(xs: &Batched<'p>, axis: usize) -> Option<Batched<'p>> {
+    let shape = &xs.v.shape;
+    let d = *shape.get(axis)?;
+    let block = *xs.strides.get(axis)?;
+    // Axes in memory order, outermost first (the longer step; the axis
+    // nearer the front among equals); those of one position are anywhere.
+    let mut order: Vec<usize> = (0..shape.len()).filter(|&a| shape[a] > 1).collect();
+    if d < 2 || block == 0 || xs.v.data.is_empty() {
+        return None;
+    }
+    order.sort_by_key(|&a| (std::cmp::Reverse(xs.strides[a]), a));
+    let at = order.iter().position(|&a| a == axis)?;
+    let (outside, inner) = order.split_at(at);
+    // The axes inside the block: dense, exactly `block` atoms.
+    let mut atoms = 1usize;
+    for &a in inner.iter().skip(1).rev() {
+        if xs.strides[a] != atoms {
+            return None;
+        }
+        atoms = atoms.checked_mul(shape[a])?;
+    }
+    if atoms != block {
+        return None;
+    }
+    // The start of every block in the result's order: the outside axes
+    // by an odometer, then the items from last to first.
+    let positions = atoms_in(&outside.iter().map(|&a| shape[a]).collect::<Vec<_>>());
+    let mut starts = Vec::with_capacity(positions.checked_mul(d)?);
+    let mut index = vec![0usize; outside.len()];
+    for _ in 0..positions {
+        let base = outside.iter().zip(&index).try_fold(xs.offset, |o, (&a, &i)| {
+            o.checked_add(i.checked_mul(xs.strides[a])?)
+        })?;
+        for i in (0..d).rev() {
+            starts.push(base.checked_add(i.checked_mul(block)?)?);
+        }
+        for (i, &a) in index.iter_mut().zip(outside).rev() {
+            *i += 1;
+            if *i < shape[a] {
+                break;
+            }
+            *i = 0;
+        }
+    }
+    let last = starts.iter().max()?.checked_add(block)?;
+    if last > xs.v.data.len() {
+        return None;
+    }
+    let data = crate::batch::pick_data(&xs.v.data, &starts, block)?;
+    // The same memory order, laid out densely.
+    let mut strides = vec![0; shape.len()];
+    let mut step = 1usize;
+    for &a in order.iter().rev() {
+        strides[a] = step;
+        step = step.checked_mul(shape[a])?;
+    }
+    Some(Batched {
+        v: Array {
+            shape: shape.clone(),
+            data,
+        },
+        nb: xs.nb,
+        offset: 0,
+        strides,
+    })
+}

@@ -265,6 +265,17 @@ impl<F: Clone> Array<F> {
         if elems.iter().any(|e| e.shape != inner) {
             return Err("the cells have different shapes".into());
         }
+        if n == 1 {
+            // One cell: its buffer as it is, not a copy.
+            let mut elems = elems;
+            let only = elems.pop().ok_or("nothing to stack")?;
+            let mut shape = vec![1];
+            shape.extend(only.shape);
+            return Ok(Array {
+                shape,
+                data: only.data,
+            });
+        }
         let mut data = first.data.with_capacity_like(n.saturating_mul(first.data.len()));
         for e in elems {
             data.append(e.data)?;
