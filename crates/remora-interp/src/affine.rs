@@ -390,6 +390,22 @@ pub(crate) fn scatter<'p>(
                 // (Every term of `lo..hi` is in range: `in_range`.)
                 let mut put = |i: usize, j: usize| out.get_mut(j).map(|d| *d = term(b, s, i)).is_some();
                 match run {
+                    // Forwards: a strided walk, each term the last plus its
+                    // step (`flags[p*p::p] = 0`).
+                    Some((lo, hi)) if step > 0 && lo < hi => {
+                        let first = term(base, step, lo) as usize;
+                        match out.get_mut(first..) {
+                            Some(from) => {
+                                let mut v = term(b, s, lo);
+                                for d in from.iter_mut().step_by(step as usize).take(hi - lo) {
+                                    *d = v;
+                                    v = v.wrapping_add(s);
+                                }
+                                true
+                            }
+                            None => false,
+                        }
+                    }
                     Some((lo, hi)) => (lo..hi).all(|i| put(i, term(base, step, i) as usize)),
                     None => (0..n).filter_map(wrapped).all(|(i, j)| put(i, j)),
                 }

@@ -496,7 +496,16 @@ thread_local! {
     /// memory left was last weighed: many small ones (a box per cell, an
     /// array per step) add up too.
     static UNWEIGHED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The memory left as last read, less every weighing let through since
+    /// (as if each kept all it was weighed at: nothing freed is counted
+    /// back), and when it was read.
+    static LEFT: std::cell::Cell<Option<(usize, std::time::Instant)>> = const { std::cell::Cell::new(None) };
 }
+
+/// How long a reading of the memory left serves later weighings (each
+/// taken off it), so that a loop of thousands of steps over a large array
+/// does not read `/proc` at every step.
+const READING_SERVES: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Whether an operation on `atoms` atoms (its operands'; its result and
 /// scratch reckoned from them) fits the memory left now
@@ -513,7 +522,23 @@ fn weigh(atoms: usize) -> bool {
         return true;
     }
     UNWEIGHED.with(|u| u.set(0));
-    remora_value::limits::can_have(total.saturating_mul(WEIGHT))
+    let bytes = total.saturating_mul(WEIGHT);
+    let wanted = bytes.saturating_add(remora_value::limits::SLACK);
+    // A recent reading that still covers it (else a fresh one: memory may
+    // have been freed since).
+    if let Some((left, at)) = LEFT.with(|l| l.get())
+        && at.elapsed() < READING_SERVES
+        && wanted <= left
+    {
+        LEFT.with(|l| l.set(Some((left - bytes, at))));
+        return true;
+    }
+    let Some(left) = remora_value::limits::available() else {
+        return true;
+    };
+    let fits = wanted <= left;
+    LEFT.with(|l| l.set(Some((left.saturating_sub(bytes), std::time::Instant::now()))));
+    fits
 }
 
 /// [`weigh`], refused at `span`.

@@ -112,7 +112,7 @@ pub fn available() -> Option<usize> {
 /// What [`can_have`] keeps free beyond what is asked: the allocator takes
 /// address space in large segments, and the program's own small
 /// allocations, past any check, need room too.
-const SLACK: usize = 128 << 20;
+pub const SLACK: usize = 128 << 20;
 
 /// The address space this process has mapped now (`VmSize`).
 pub fn address_space_in_use() -> Option<usize> {
