@@ -3,7 +3,11 @@
 //!
 //! * `(unbox ($k i (range n)) body)` binds `i` to the counting vector
 //!   0 … n-1 not made yet (`Binding::Counting`): made once, the first
-//!   time anything reads `i` as a value (`Counting::value`).
+//!   time anything reads `i` as a value (`Counting::value`); so does
+//!   `(let ((val i (i-app iota/static [n]))) body)` (`bind_iota`). A
+//!   scalar primitive of such a variable and a scalar (`(< i 2)`) is made
+//!   a block of the vector at a time (`counting_with_scalar`), and
+//!   `filter` of it gives the kept positions (`positions.rs`).
 //! * Where `scatter` is evaluated in full (`moves.rs`'s `update`), an
 //!   index argument that is an affine function of such a variable —
 //!   `+`, `-`, `*` of it, Int literals and scalar Int variables, any
@@ -175,6 +179,95 @@ impl<'p> Interpreter {
             .map(|b| Err(Some(b)))
     }
 
+    /// `(let ((val var (iota/static [n]))) …)`: `var` bound to the
+    /// counting vector, not made (as `range`'s in an `unbox`), for the
+    /// rules that read it without making it (`filter` of it, a scalar
+    /// primitive of it and a scalar, an affine `scatter` index). `None`
+    /// (nothing evaluated) for any other value.
+    pub(crate) fn bind_iota(&mut self, var: VarId, value: &'p TExpr, env: &Env<'p>) -> Run<Option<Env<'p>>> {
+        if self.reference_only || self.fuel.is_some() {
+            return Ok(None);
+        }
+        let n = self
+            .iota_length(value, env)?
+            .filter(|n| *n <= crate::eval::atom_limit());
+        Ok(n.map(|n| Interpreter::bind_counting(env, var, n)))
+    }
+
+    /// `n` when `e` is `(i-app iota/static [n])`, one axis (its index
+    /// read, nothing evaluated).
+    pub(crate) fn iota_length(&mut self, e: &'p TExpr, env: &Env<'p>) -> Run<Option<usize>> {
+        let TExprKind::IApp { func, arg } = &e.kind else {
+            return Ok(None);
+        };
+        if !matches!(func.kind, TExprKind::Intrinsic("iota/static")) {
+            return Ok(None);
+        }
+        Ok(match self.index_val(arg, env, e.span)? {
+            crate::eval::IndexVal::Shape(s) => match s.as_slice() {
+                [n] => usize::try_from(*n).ok(),
+                _ => None,
+            },
+            crate::eval::IndexVal::Dim(_) => None,
+        })
+    }
+
+    /// `(op a b)` for a binary scalar primitive, one operand a variable
+    /// bound to a counting vector not made and the other a scalar: made a
+    /// block at a time, the vector never whole (`(< i 2)`). `None`
+    /// (nothing evaluated) for any other operands.
+    pub(crate) fn counting_with_scalar(
+        &mut self,
+        name: &str,
+        a: &'p TExpr,
+        b: &'p TExpr,
+        env: &Env<'p>,
+        span: Span,
+    ) -> Run<Option<Value<'p>>> {
+        let unmade = |e: &TExpr| match e.kind {
+            TExprKind::Var(v) => env.counting(v).filter(|c| c.made.get().is_none()).map(|c| c.n),
+            _ => None,
+        };
+        let (n, counting_first, other) = match (unmade(a), unmade(b)) {
+            (Some(n), None) if e_is_scalar(b) => (n, true, b),
+            (None, Some(n)) if e_is_scalar(a) => (n, false, a),
+            _ => return Ok(None),
+        };
+        // (Reading a variable has no effect: the scalar first.)
+        let s = self.eval(other, env)?;
+        if !s.shape.is_empty() {
+            return crate::eval::fail(span, "internal error: a scalar operand is not one");
+        }
+        crate::eval::check_size(n, span)?;
+        const BLOCK: usize = 1 << 14;
+        let mut out: Option<Data<crate::eval::Fun<'p>>> = None;
+        let mut lo = 0;
+        while lo < n || out.is_none() {
+            let hi = (lo + BLOCK).min(n);
+            let block = Array {
+                shape: vec![hi - lo],
+                data: Data::Int((lo as i64..hi as i64).collect::<Vec<_>>().into()),
+            };
+            let operands = if counting_first {
+                [block, s.clone()]
+            } else {
+                [s.clone(), block]
+            };
+            let part = crate::intrinsics::scalar_apply(name, &operands, &[hi - lo])
+                .or_else(|m| crate::eval::fail(span, m))?;
+            match &mut out {
+                None => {
+                    let mut all = part.with_capacity_like(n);
+                    all.append(part).or_else(|m| crate::eval::fail(span, m))?;
+                    out = Some(all);
+                }
+                Some(all) => all.append(part).or_else(|m| crate::eval::fail(span, m))?,
+            }
+            lo = hi;
+        }
+        Ok(out.map(|data| Array { shape: vec![n], data }))
+    }
+
     /// `var` bound to the counting vector of `n` items, not made.
     pub(crate) fn bind_counting(env: &Env<'p>, var: VarId, n: usize) -> Env<'p> {
         env.with(Binding::Counting(
@@ -320,6 +413,11 @@ impl<'p> Interpreter {
         };
         Ok(Some(Err(vec![(d, dcell), (laid(idx)?, icell), (src, scell)])))
     }
+}
+
+/// Whether `e`'s value is a scalar by its type.
+fn e_is_scalar(e: &TExpr) -> bool {
+    e.ty.shape.is_scalar()
 }
 
 /// Term `i` of the progression `base + step·i` (wrapping).

@@ -947,6 +947,9 @@ impl<'p> Interpreter {
                 if let Some(env) = self.bind_view(*var, value, body, env)? {
                     return self.eval(body, &env);
                 }
+                if let Some(env) = self.bind_iota(*var, value, env)? {
+                    return self.eval(body, &env);
+                }
                 // (A `let` not in a chain begins one: its variable's.)
                 let chain = if chain == 0 { self.new_chain() } else { chain };
                 let v = self.eval_chained(value, env, chain)?;
@@ -1155,6 +1158,11 @@ impl<'p> Interpreter {
             && !self.reference_only
         {
             return Ok(None);
+        }
+        if let Some(a) = first
+            && let Some(v) = self.counting_with_scalar(name, a, arg, env, span)?
+        {
+            return Ok(Some(v));
         }
         let mut operands: Vec<Value<'p>> = Vec::new();
         if let Some(a) = first {

@@ -4,7 +4,7 @@
 //! (the size check `iota/static` makes is still made, so a vector too
 //! large is the same error).
 
-use crate::eval::{Env, IndexVal, Interpreter, Run, Value, check_size, fail};
+use crate::eval::{Env, Interpreter, Run, Value, check_size, fail};
 use remora_check::typed::{TExpr, TExprKind};
 use remora_value::Data;
 
@@ -26,21 +26,16 @@ impl<'p> Interpreter {
         else {
             return Ok(None);
         };
-        let TExprKind::IApp { func, arg } = &items.kind else {
-            return Ok(None);
-        };
-        if !matches!(func.kind, TExprKind::Intrinsic("iota/static"))
-            || !self.shape_of(&flags_lifted.arg_frame, env, e.span)?.is_empty()
+        if !self.shape_of(&flags_lifted.arg_frame, env, e.span)?.is_empty()
             || !self.shape_of(&items_lifted.arg_frame, env, e.span)?.is_empty()
         {
             return Ok(None);
         }
-        let n = match self.index_val(arg, env, items.span)? {
-            IndexVal::Shape(s) => match s.as_slice() {
-                [n] => usize::try_from(*n).ok(),
-                _ => None,
-            },
-            IndexVal::Dim(_) => None,
+        // The vector `(iota/static [n])`, or a variable bound to it not
+        // made (`Interpreter::bind_iota`, `range` in an `unbox`).
+        let n = match &items.kind {
+            TExprKind::Var(v) => env.counting(*v).map(|c| c.n),
+            _ => self.iota_length(items, env)?,
         };
         let Some(n) = n else {
             return Ok(None);
