@@ -229,8 +229,8 @@ impl<'p> Interpreter {
             _ => None,
         };
         let (n, counting_first, other) = match (unmade(a), unmade(b)) {
-            (Some(n), None) if e_is_scalar(b) => (n, true, b),
-            (None, Some(n)) if e_is_scalar(a) => (n, false, a),
+            (Some(n), None) if b.ty.shape.is_scalar() => (n, true, b),
+            (None, Some(n)) if a.ty.shape.is_scalar() => (n, false, a),
             _ => return Ok(None),
         };
         // (Reading a variable has no effect: the scalar first.)
@@ -255,14 +255,7 @@ impl<'p> Interpreter {
             };
             let part = crate::intrinsics::scalar_apply(name, &operands, &[hi - lo])
                 .or_else(|m| crate::eval::fail(span, m))?;
-            match &mut out {
-                None => {
-                    let mut all = part.with_capacity_like(n);
-                    all.append(part).or_else(|m| crate::eval::fail(span, m))?;
-                    out = Some(all);
-                }
-                Some(all) => all.append(part).or_else(|m| crate::eval::fail(span, m))?,
-            }
+            Data::append_to(&mut out, part, n).or_else(|m| crate::eval::fail(span, m))?;
             lo = hi;
         }
         Ok(out.map(|data| Array { shape: vec![n], data }))
@@ -413,11 +406,6 @@ impl<'p> Interpreter {
         };
         Ok(Some(Err(vec![(d, dcell), (laid(idx)?, icell), (src, scell)])))
     }
-}
-
-/// Whether `e`'s value is a scalar by its type.
-fn e_is_scalar(e: &TExpr) -> bool {
-    e.ty.shape.is_scalar()
 }
 
 /// Term `i` of the progression `base + step·i` (wrapping).

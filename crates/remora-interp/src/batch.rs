@@ -651,9 +651,7 @@ impl<'p> Interpreter {
         if let Data::Atoms(atoms) = &f.data
             && f.shape.is_empty()
             && let [Atom::Fun(Fun::Prim(p))] = &atoms[..]
-            && p.args.len() + args.len() == p.sig.values
-            && p.types.len() >= p.sig.types
-            && p.indices.len() >= p.sig.indices
+            && p.completed_by(args.len())
             && self.fuel.is_none()
             && args
                 .iter()
@@ -972,28 +970,9 @@ impl<'p> Interpreter {
             if !matches!(part, Data::Int(_) | Data::Float(_) | Data::Bool(_)) || part.len() != outer * cell {
                 return None;
             }
-            match &mut data {
-                None => {
-                    let mut all = part.with_capacity_like(outer * cell * parts.len());
-                    all.append(part).ok()?;
-                    data = Some(all);
-                }
-                Some(all) => all.append(part).ok()?,
-            }
+            Data::append_to(&mut data, part, outer * cell * parts.len()).ok()?;
         }
-        let mut shape = batch.clone();
-        shape.extend(frame);
-        shape.extend(own);
-        let element = outer.checked_mul(cell)?;
-        let mut strides: Vec<usize> = row_major(&batch).into_iter().map(|s| s * cell).collect();
-        strides.extend(row_major(frame).into_iter().map(|s| s * element));
-        strides.extend(row_major(own));
-        Some(Batched {
-            v: Array { shape, data: data? },
-            nb,
-            offset: 0,
-            strides,
-        })
+        stacked_view(data?, nb, &batch, frame, own)
     }
 
     /// An application spine `(((f a1) a2) … ak)` inside the batch frame.
@@ -1175,10 +1154,7 @@ impl<'p> Interpreter {
         if matches!(p.name, "trace" | "trace-file") {
             return None;
         }
-        let saturated = p.types.len() >= p.sig.types
-            && p.indices.len() >= p.sig.indices
-            && p.args.len() + args.len() == p.sig.values;
-        if !saturated {
+        if !p.completed_by(args.len()) {
             // A partial application: a function value, which must not
             // capture anything batched.
             return if args.iter().all(|(a, _)| a.nb == 0) {
@@ -2025,30 +2001,10 @@ impl<'p> Interpreter {
             if part.len() != element {
                 return None;
             }
-            match &mut data {
-                None => {
-                    let mut all = part.with_capacity_like(element * k);
-                    all.append(part).ok()?;
-                    data = Some(all);
-                }
-                Some(all) => all.append(part).ok()?,
-            }
+            Data::append_to(&mut data, part, element * k).ok()?;
         }
-        let mut shape = outer_axes.clone();
-        shape.push(k);
-        shape.extend(&acell);
-        let mut strides: Vec<usize> = row_major(&outer_axes).into_iter().map(|s| s * size).collect();
-        strides.push(element);
-        strides.extend(row_major(&acell));
-        Some(Batched {
-            v: Array {
-                shape,
-                data: data.unwrap_or_else(|| xs.v.data.empty_like()),
-            },
-            nb,
-            offset: 0,
-            strides,
-        })
+        let data = data.unwrap_or_else(|| xs.v.data.empty_like());
+        stacked_view(data, nb, &outer_axes, &[k], &acell)
     }
 
     /// For the lambda `f` holds, whose body `(g p)` applies one function
@@ -2887,6 +2843,30 @@ fn reshape_batched<'p>(p: &crate::eval::Prim<'p>, all: &[(Batched<'p>, Vec<usize
             ))
         }
     }
+}
+
+/// Parts laid one after another, each `lead ++ own` densely, viewed as
+/// `lead ++ frame ++ own` (the parts counted by `frame`, outermost in
+/// memory): each part, and each cell of `own`, stays one contiguous run.
+fn stacked_view<'p>(
+    data: Data<Fun<'p>>,
+    nb: usize,
+    lead: &[usize],
+    frame: &[usize],
+    own: &[usize],
+) -> Try<Batched<'p>> {
+    let cell = atoms_in(own);
+    let part = atoms_in(lead).checked_mul(cell)?;
+    let mut strides: Vec<usize> = row_major(lead).into_iter().map(|s| s * cell).collect();
+    strides.extend(row_major(frame).into_iter().map(|s| s * part));
+    strides.extend(row_major(own));
+    let shape = lead.iter().chain(frame).chain(own).copied().collect();
+    Some(Batched {
+        v: Array { shape, data },
+        nb,
+        offset: 0,
+        strides,
+    })
 }
 
 /// `append` and `reverse` on dense arguments over their frames (the

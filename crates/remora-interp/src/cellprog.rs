@@ -2335,6 +2335,19 @@ impl Layout {
         }
     }
 
+    /// The cells of a view from `base`, over the axes `outer` with the
+    /// first of `strides` (one item each, no components: only where each
+    /// cell starts).
+    fn cells_of(base: usize, outer: &[usize], strides: &[usize]) -> Layout {
+        Layout {
+            base,
+            outer: outer.iter().copied().zip(strides.iter().copied()).collect(),
+            items: 1,
+            step: 0,
+            comps: Vec::new(),
+        }
+    }
+
     /// Where cell `o` starts: `base` plus its position along each of the
     /// cells' axes times that axis's step.
     fn cell(&self, o: usize) -> usize {
@@ -2900,17 +2913,7 @@ impl<'p> Interpreter {
         };
         let records = matches!(xs.v.data, Data::Records(_));
         // (Only where each cell starts is asked of it.)
-        let cells = Layout {
-            base: xs.offset,
-            outer: outer_shape
-                .iter()
-                .copied()
-                .zip(xs.strides.iter().copied())
-                .collect(),
-            items: 1,
-            step: 0,
-            comps: Vec::new(),
-        };
+        let cells = Layout::cells_of(xs.offset, &outer_shape, &xs.strides);
         if let Some(fuel) = &mut self.fuel {
             *fuel = fuel.checked_sub((n as u64).saturating_mul(times))?;
         }
@@ -3132,15 +3135,10 @@ impl<'p> Interpreter {
         };
         // Plain items are read where they lie, through their steps.
         let layout = Layout {
-            base: xs.offset,
-            outer: outer_shape
-                .iter()
-                .copied()
-                .zip(xs.strides.iter().copied())
-                .collect(),
             items,
             step: *xs.strides.get(outer_axes)?,
             comps: cell_positions(xs.strides.get(outer_axes + 1..)?, &item_shape),
+            ..Layout::cells_of(xs.offset, &outer_shape, &xs.strides)
         };
         let xs = match record_items {
             // Over many cells, one batched application per item runs on

@@ -51,6 +51,16 @@ pub struct Prim<'p> {
     pub args: Vec<Value<'p>>,
 }
 
+impl Prim<'_> {
+    /// Whether `more` arguments complete the application: its type and
+    /// index arguments all given, and its values with those.
+    pub(crate) fn completed_by(&self, more: usize) -> bool {
+        self.types.len() >= self.sig.types
+            && self.indices.len() >= self.sig.indices
+            && self.args.len() + more == self.sig.values
+    }
+}
+
 impl<'p> Fun<'p> {
     /// Whether this is a closure made inside a batch that reads one of
     /// the batch's variables (it holds one value per batch position, so it

@@ -1068,7 +1068,6 @@ fn hist_primitive<'p>(
     }
 }
 
-/// The folds with any operator: one call of it per item.
 /// Argument `k` of `p`, the state of a loop, taken out of the
 /// application (an empty array left in its place).
 fn state_of<'p>(p: &mut Prim<'p>, k: usize, span: Span) -> Run<Value<'p>> {
@@ -1084,6 +1083,7 @@ fn state_of<'p>(p: &mut Prim<'p>, k: usize, span: Span) -> Run<Value<'p>> {
     }
 }
 
+/// The folds with any operator: one call of it per item.
 fn general_fold<'p>(it: &mut Interpreter, p: &mut Prim<'p>, name: &str, span: Span) -> Run<Value<'p>> {
     let arg = |k: usize| -> Run<&Value<'p>> {
         match p.args.get(k) {

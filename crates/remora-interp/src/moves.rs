@@ -137,18 +137,23 @@ pub(crate) fn is_path(e: &TExpr) -> bool {
     }
 }
 
-/// An update (`is_update`) applied in full: its name and its arguments in
-/// order (the destination first).
-pub(crate) fn update_spine(e: &TExpr) -> Option<(&'static str, Vec<&TExpr>)> {
+/// An intrinsic applied in full: its name and its arguments in order.
+fn full_spine(e: &TExpr) -> Option<(&'static str, Vec<&TExpr>)> {
     if !matches!(e.kind, TExprKind::App { .. }) {
         return None;
     }
     let (head, spine) = e.spine();
     let name = crate::tally::intrinsic_name(head)?;
-    if !is_update(name) || spine.len() != crate::intrinsics::signature(name).values {
+    if spine.len() != crate::intrinsics::signature(name).values {
         return None;
     }
     Some((name, spine.into_iter().map(|(a, _)| a).collect()))
+}
+
+/// An update (`is_update`) applied in full: its name and its arguments in
+/// order (the destination first).
+pub(crate) fn update_spine(e: &TExpr) -> Option<(&'static str, Vec<&TExpr>)> {
+    full_spine(e).filter(|(name, _)| is_update(name))
 }
 
 /// Which argument of a loop (`fold`, `iterate`, `while`) is its state,
@@ -164,16 +169,8 @@ pub(crate) fn loop_state(name: &str) -> Option<usize> {
 /// A loop (`loop_state`) applied in full: its state's expression and the
 /// other arguments'.
 fn loop_spine(e: &TExpr) -> Option<(&TExpr, Vec<&TExpr>)> {
-    if !matches!(e.kind, TExprKind::App { .. }) {
-        return None;
-    }
-    let (head, spine) = e.spine();
-    let name = crate::tally::intrinsic_name(head)?;
-    let k = loop_state(name)?;
-    if spine.len() != crate::intrinsics::signature(name).values {
-        return None;
-    }
-    let mut args: Vec<&TExpr> = spine.into_iter().map(|(a, _)| a).collect();
+    let (name, mut args) = full_spine(e)?;
+    let k = loop_state(name).filter(|k| *k < args.len())?;
     let state = args.remove(k);
     Some((state, args))
 }

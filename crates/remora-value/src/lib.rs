@@ -387,6 +387,20 @@ impl<F: Clone> Data<F> {
         }
     }
 
+    /// `part` appended to `acc`, which the first part starts, with room
+    /// for `capacity` atoms (the parts of a buffer made piece by piece).
+    pub fn append_to(acc: &mut Option<Data<F>>, part: Data<F>, capacity: usize) -> Result<(), String> {
+        match acc {
+            Some(all) => all.append(part),
+            None => {
+                let mut all = part.with_capacity_like(capacity);
+                all.append(part)?;
+                *acc = Some(all);
+                Ok(())
+            }
+        }
+    }
+
     /// Appends another buffer of the same kind.
     pub fn append(&mut self, other: Data<F>) -> Result<(), String> {
         fn extend<T: Clone>(a: &mut Buf<T>, b: &[T]) -> Result<(), String> {
